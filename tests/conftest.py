@@ -1,0 +1,35 @@
+"""Shared fixtures: the bundled BiasBusters catalog and study (read once per session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sys
+
+import pytest
+
+# lets tests import the reference values in tests/reference/
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data" / "biasbusters"
+
+
+@pytest.fixture(scope="session")
+def bb_catalog():
+    from toolbias_stats.io.readers.biasbusters import read_biasbusters_catalog
+
+    return read_biasbusters_catalog(DATA / "clusters.json", api_meta=DATA / "api_meta.json",
+                                    cluster_names=DATA / "cluster_names.json")
+
+
+@pytest.fixture(scope="session")
+def bb_study():
+    import toolbias_stats as tbs
+
+    return tbs.read_study(DATA / "study.toml")
+
+
+@pytest.fixture(scope="session")
+def bb_data_dir():
+    return DATA

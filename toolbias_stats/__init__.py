@@ -1,0 +1,29 @@
+"""toolbias_stats: auditing how LLM agents choose between functionally equivalent tools.
+
+Readers turn cached selection logs into one :class:`SelectionLog`; pure metrics return frozen
+result objects with ``.to_frame()``; plots and reports only render results.
+
+>>> import toolbias_stats as tbs
+>>> tbs.tv_to_uniform([1, 0, 0, 0, 0])
+0.8
+"""
+
+from . import datasets
+from ._schema import SCHEMA_VERSION, STATUSES, function_name, standardise_name
+from .exceptions import (DegenerateDataWarning, ExcludedRowsWarning, ManifestError, SelectionLogError,
+                         SmallSampleWarning)
+from .io import (SelectionLog, Study, ToolCatalog, load_selection_log, read_biasbusters, read_biasbusters_catalog,
+                 read_study, read_table, read_transcripts)
+from .metrics import (BiasResult, CalibratedTV, ConfidenceInterval, TVResult, calibrated_mean_tv,
+                      expected_tv_uniform, normalised_tv, selection_bias, tv_distance, tv_to_uniform)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__", "SCHEMA_VERSION", "STATUSES", "datasets", "standardise_name", "function_name",
+    "SelectionLogError", "ManifestError", "DegenerateDataWarning", "ExcludedRowsWarning", "SmallSampleWarning",
+    "SelectionLog", "ToolCatalog", "Study", "read_study", "load_selection_log", "read_biasbusters",
+    "read_biasbusters_catalog", "read_table", "read_transcripts",
+    "selection_bias", "BiasResult", "TVResult", "ConfidenceInterval", "CalibratedTV", "calibrated_mean_tv",
+    "tv_distance", "tv_to_uniform", "normalised_tv", "expected_tv_uniform",
+]

@@ -1,0 +1,92 @@
+"""Column names, dtypes and allowed values of the SelectionLog and ToolCatalog (see docs/schema.md)."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "LOG_COLUMNS",
+    "CATALOG_COLUMNS",
+    "standardise_name",
+    "function_name",
+]
+
+SCHEMA_VERSION = "1.0"
+
+#: Allowed values of ``SelectionLog.status``; only ``"ok"`` rows enter selection rates.
+STATUSES = ("ok", "no_call", "unknown_tool", "parse_error")
+
+#: SelectionLog core columns and their pandas dtypes (extra manifest columns come after ``condition``).
+LOG_COLUMNS = {
+    "model": "string",
+    "run": "int64",
+    "condition": "string",
+    "cluster_id": "string",
+    "query_id": "string",
+    "rotation": "Int64",
+    "ordering": "string",
+    "n_candidates": "int64",
+    "chosen_tool": "string",
+    "chosen_position": "Int64",
+    "status": "string",
+    "raw_choice": "string",
+    "source_file": "string",
+    "source_row": "int64",
+}
+
+#: Columns that identify the study design rather than an attempt.
+DESIGN_COLUMNS = ("model", "run", "condition")
+
+CATALOG_COLUMNS = {
+    "tool_id": "string",
+    "cluster_id": "string",
+    "cluster_name": "string",
+    "api_index": "int64",
+    "category": "string",
+    "tool_name": "string",
+    "tool_description": "string",
+    "api_name": "string",
+    "api_description": "string",
+    "required_parameters": "string",
+    "optional_parameters": "string",
+    "num_parameters": "int64",
+    "created": "datetime64[ns]",
+    "url": "string",
+}
+
+_NON_WORD = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def standardise_name(name: str) -> str:
+    """Standardise a tool or API name the ToolBench way.
+
+    Lower-case, replace every run of characters outside ``[A-Za-z0-9_]`` by one ``_``, strip
+    leading/trailing ``_`` and prefix ``get_`` when the result starts with a digit.
+
+    Examples
+    --------
+    >>> standardise_name("Text Language by API-Ninjas")
+    'text_language_by_api_ninjas'
+    >>> standardise_name("/v1/textlanguage")
+    'v1_textlanguage'
+    >>> standardise_name("3-Day Forecast")
+    'get_3_day_forecast'
+    """
+    out = _NON_WORD.sub("_", str(name).lower()).strip("_")
+    out = re.sub("_+", "_", out)
+    if out[:1].isdigit():
+        out = "get_" + out
+    return out
+
+
+def function_name(api_name: str, tool_name: str) -> str:
+    """ToolBench function name ``{api}_for_{tool}`` of an endpoint.
+
+    Examples
+    --------
+    >>> function_name("/v1/textlanguage", "Text Language by API-Ninjas")
+    'v1_textlanguage_for_text_language_by_api_ninjas'
+    """
+    return f"{standardise_name(api_name)}_for_{standardise_name(tool_name)}"

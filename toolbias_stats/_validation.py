@@ -1,0 +1,58 @@
+"""Shared argument checks (one place, messages that name the parameter and state the rule)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["check_confidence_level", "check_rng", "check_choice", "check_n_resamples", "check_by"]
+
+
+def check_confidence_level(confidence_level) -> float:
+    """Return ``confidence_level`` as float, checking 0 < level < 1."""
+    if isinstance(confidence_level, bool) or not isinstance(confidence_level, numbers.Real):
+        raise ValueError(f"`confidence_level` must be a number in (0, 1); got {confidence_level!r} instead.")
+    if not 0 < float(confidence_level) < 1:
+        raise ValueError(f"`confidence_level` must be in (0, 1); got {confidence_level!r} instead.")
+    return float(confidence_level)
+
+
+def check_rng(rng) -> np.random.Generator:
+    """Normalise ``rng`` (None, int or Generator) into a :class:`numpy.random.Generator`."""
+    if rng is None or isinstance(rng, (numbers.Integral, np.random.SeedSequence)) and not isinstance(rng, bool):
+        return np.random.default_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng
+    raise ValueError(f"`rng` must be None, an int or a numpy.random.Generator; got {type(rng).__name__} instead.")
+
+
+def check_n_resamples(n_resamples) -> int:
+    """Check ``n_resamples`` is a non-negative int (0 disables resampling)."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 0:
+        raise ValueError(f"`n_resamples` must be a non-negative integer; got {n_resamples!r} instead.")
+    return int(n_resamples)
+
+
+def check_choice(name: str, value, options) -> str:
+    """Check that ``value`` is one of ``options`` (strings); the error lists the valid options."""
+    if value not in options:
+        opts = ", ".join(repr(o) for o in options)
+        raise ValueError(f"`{name}` must be one of {opts}; got {value!r} instead.")
+    return value
+
+
+def check_by(by, columns) -> list[str]:
+    """Normalise a grouping spec (None, str, comma-separated str or list) and check the columns exist."""
+    if by is None:
+        return []
+    if isinstance(by, str):
+        by = [b.strip() for b in by.split(",") if b.strip()]
+    by = list(by)
+    missing = [b for b in by if b not in columns]
+    if missing:
+        raise ValueError(
+            f"`by` names column(s) {missing} that the selection log does not have; "
+            f"available: {sorted(columns)}."
+        )
+    return by

@@ -1,0 +1,1 @@
+"""Command-line interface ``toolbias-stats`` (wiring only: parse arguments, call the API, print)."""

@@ -1,0 +1,10 @@
+"""Entry point of the ``toolbias-stats`` console script."""
+
+from __future__ import annotations
+
+import sys
+
+from ._commands import main
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Sub-commands of ``toolbias-stats``: validate, bias, report. No statistics here, only wiring."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+__all__ = ["main", "build_parser"]
+
+
+def _progress_wanted(args) -> bool:
+    """Progress bars only on an interactive terminal, never with --json or in CI."""
+    return sys.stderr.isatty() and not getattr(args, "json", False) and not os.environ.get("CI")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="toolbias-stats", description="Audit tool-selection bias in LLM agents.")
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", required=True)
+
+    v = sub.add_parser("validate", help="read a study manifest and summarise every file (rows by status, ...)")
+    v.add_argument("study", help="study manifest (TOML)")
+    v.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def stats_args(sp):
+        sp.add_argument("study", help="study manifest (TOML)")
+        sp.add_argument("--by", default="model", help="comma-separated grouping columns (default: model)")
+        sp.add_argument("--bootstrap", type=int, default=2000, metavar="N",
+                        help="bootstrap replicates (default 2000; 0 skips CIs and the bias correction)")
+        sp.add_argument("--null", type=int, default=2000, metavar="N",
+                        help="Monte-Carlo draws of the uniform chooser for p-values (default 2000)")
+        sp.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+        sp.add_argument("--confidence-level", type=float, default=0.95)
+        sp.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
+
+    b = sub.add_parser("bias", help="delta_API / delta_pos / delta_model per group with CIs")
+    stats_args(b)
+    b.add_argument("--json", action="store_true", help="documented JSON on stdout (see docs/cli.md)")
+
+    r = sub.add_parser("report", help="self-contained HTML report")
+    stats_args(r)
+    r.add_argument("--out", required=True, help="output HTML file")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from ..exceptions import SelectionLogError
+
+    try:
+        return {"validate": _validate, "bias": _bias, "report": _report}[args.command](args)
+    except (SelectionLogError, ValueError, FileNotFoundError) as exc:
+        print(f"toolbias-stats {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _read(args):
+    from ..io import read_study
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return read_study(args.study)
+
+
+def _validate(args) -> int:
+    from ..report._text import format_validation
+
+    study = _read(args)
+    log = study.log
+    summary = log.summary(by=["source_file", "model", "run", "condition"])
+    if args.json:
+        out = {
+            "study": study.name,
+            "rows": int(len(log)),
+            "by_status": {k: int(v) for k, v in log.data["status"].value_counts().items()},
+            "files": json.loads(summary.to_json(orient="records")),
+            "clusters": sorted(log.data["cluster_id"].unique().tolist(), key=_natural),
+            "models": sorted(log.data["model"].unique().tolist()),
+            "runs": sorted(int(r) for r in log.data["run"].unique()),
+            "diagnostics": log.diagnostics,
+        }
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        print(format_validation(study, summary))
+    return 0
+
+
+def _compute(args, study):
+    from ..metrics import selection_bias
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return selection_bias(study.log, by=args.by, n_resamples=args.bootstrap, n_null=args.null, rng=args.seed,
+                              confidence_level=args.confidence_level, ci_method=args.ci_method,
+                              progress=_progress_wanted(args))
+
+
+def _bias(args) -> int:
+    from ..report._text import format_bias_table
+
+    study = _read(args)
+    result = _compute(args, study)
+    if args.json:
+        out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
+        print(json.dumps(out, indent=2))
+    else:
+        print(format_bias_table(result))
+    return 0
+
+
+def _report(args) -> int:
+    from ..report import render_bias_report
+
+    study = _read(args)
+    result = _compute(args, study)
+    out = Path(args.out)
+    html = render_bias_report(study, result)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(out)  # nothing partial is left behind on failure
+    print(f"wrote {out} ({len(html) // 1024} KiB)")
+    return 0
+
+
+def _natural(x):
+    return (0, int(x), "") if str(x).isdigit() else (1, 0, str(x))
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return f"toolbias_stats {__version__}"

@@ -1,0 +1,27 @@
+"""Bundled datasets (the repository's ``data/`` folder), with provenance in each folder's PROVENANCE.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["data_dir", "path"]
+
+
+def data_dir() -> Path:
+    """The bundled ``data/`` folder (next to the package in the repository checkout)."""
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+def path(name: str) -> Path:
+    """Path of a bundled file, e.g. ``path("biasbusters/study.toml")``.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the file is not bundled; the message lists what is.
+    """
+    p = data_dir() / name
+    if not p.exists():
+        have = sorted(str(x.relative_to(data_dir())) for x in data_dir().glob("*/*.toml"))
+        raise FileNotFoundError(f"no bundled file {name!r} under {data_dir()}; bundled studies: {have}")
+    return p

@@ -1,0 +1,179 @@
+"""ToolCatalog: the tools of each cluster of functionally equivalent tools."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._schema import CATALOG_COLUMNS, function_name, standardise_name
+from ..exceptions import SelectionLogError, problem
+
+__all__ = ["ToolCatalog"]
+
+_REQUIRED = ("tool_id", "cluster_id", "api_index", "tool_name", "api_name", "num_parameters")
+
+
+@dataclass(frozen=True, eq=False)
+class ToolCatalog:
+    """Clusters of functionally equivalent tools, one row per tool.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per tool with the columns of ``docs/schema.md`` (``tool_id``, ``cluster_id``,
+        ``api_index``, ``tool_name``, ``api_name``, ``num_parameters`` required).
+    source : str, optional
+        Where the catalog came from (file path), for provenance and error messages.
+
+    Notes
+    -----
+    ``tool_id`` is the ToolBench function name ``{api}_for_{tool}`` when the source has no ids.
+    Within a cluster, ``api_index`` (1-based) fixes the catalog order on which cyclic rotations
+    are defined: under rotation ``r`` tool ``j`` is shown at position ``((j - r) mod K) + 1``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> cat = ToolCatalog.from_records([
+    ...     {"cluster_id": "1", "tool_name": "A", "api_name": "x", "num_parameters": 0},
+    ...     {"cluster_id": "1", "tool_name": "B", "api_name": "x", "num_parameters": 1}])
+    >>> cat.tools("1")
+    ['x_for_a', 'x_for_b']
+    """
+
+    table: pd.DataFrame
+    source: str = "<memory>"
+    _index: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        tab = _normalise_catalog(self.table, self.source)
+        object.__setattr__(self, "table", tab)
+        clusters = {}
+        for cid, sub in tab.groupby("cluster_id", sort=False):
+            clusters[cid] = list(sub.sort_values("api_index")["tool_id"])
+        object.__setattr__(self, "_index", clusters)
+
+    # -- constructors ---------------------------------------------------------------------
+    @classmethod
+    def from_records(cls, records, *, source="<memory>"):
+        """Build a catalog from dicts; missing ``tool_id`` / ``api_index`` are derived."""
+        recs = [dict(r) for r in records]
+        counters: dict = {}
+        for r in recs:
+            r["cluster_id"] = str(r.get("cluster_id"))
+            counters[r["cluster_id"]] = counters.get(r["cluster_id"], 0) + 1
+            r.setdefault("api_index", counters[r["cluster_id"]])
+            if not r.get("tool_id"):
+                r["tool_id"] = function_name(r.get("api_name", ""), r.get("tool_name", ""))
+        return cls(pd.DataFrame(recs), source=source)
+
+    # -- queries --------------------------------------------------------------------------
+    @property
+    def clusters(self) -> list[str]:
+        """Cluster ids in catalog order."""
+        return list(self._index)
+
+    def tools(self, cluster_id) -> list[str]:
+        """Tool ids of ``cluster_id`` in catalog order (``api_index`` 1..K)."""
+        try:
+            return list(self._index[str(cluster_id)])
+        except KeyError:
+            raise KeyError(f"unknown cluster_id {cluster_id!r}; catalog {self.source} has {self.clusters}") from None
+
+    def n_tools(self, cluster_id) -> int:
+        """Number of tools K in ``cluster_id``."""
+        return len(self.tools(cluster_id))
+
+    def rotation(self, cluster_id, rotation: int) -> list[str]:
+        """Tool ids in the order shown under cyclic ``rotation`` (1-based; rotation 1 = catalog order)."""
+        tools = self.tools(cluster_id)
+        k = len(tools)
+        shift = (int(rotation) - 1) % k
+        return tools[shift:] + tools[:shift]
+
+    def aliases(self, cluster_id=None) -> dict[str, str]:
+        """Map every accepted name (lower-cased) to its tool_id.
+
+        Accepted: the tool_id, the standardised ToolBench function name and the bare standardised
+        tool name (when it is unique in the scope).
+        """
+        tab = self.table if cluster_id is None else self.table[self.table["cluster_id"] == str(cluster_id)]
+        out: dict[str, str] = {}
+        bare: dict[str, set] = {}
+        for row in tab.itertuples(index=False):
+            out[str(row.tool_id).lower()] = row.tool_id
+            out.setdefault(function_name(row.api_name, row.tool_name), row.tool_id)
+            bare.setdefault(standardise_name(row.tool_name), set()).add(row.tool_id)
+        for name, ids in bare.items():
+            if len(ids) == 1:
+                out.setdefault(name, next(iter(ids)))
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """The catalog as a DataFrame (a copy)."""
+        return self.table.copy()
+
+    def __len__(self):
+        return len(self.table)
+
+    def __repr__(self):
+        return f"ToolCatalog({len(self.table)} tools in {len(self._index)} clusters, source={self.source!r})"
+
+
+def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
+    tab = pd.DataFrame(table).copy()
+    problems = []
+    for col in _REQUIRED:
+        if col not in tab.columns:
+            problems.append(problem(source, None, col, "required catalog column is missing"))
+    if problems:
+        raise SelectionLogError(problems)
+    for col, dtype in CATALOG_COLUMNS.items():
+        if col not in tab.columns:
+            tab[col] = pd.NaT if dtype.startswith("datetime") else pd.NA
+    for col in ("required_parameters", "optional_parameters"):
+        tab[col] = [v if isinstance(v, str) or _is_missing(v) else json.dumps(v) for v in tab[col]]
+    tab["cluster_id"] = tab["cluster_id"].astype(str)
+    try:
+        tab["created"] = pd.to_datetime(tab["created"], errors="raise").astype("datetime64[ns]")
+    except (ValueError, TypeError) as exc:
+        raise SelectionLogError(problem(source, None, "created", f"expected dates (YYYY-MM-DD); {exc}")) from None
+    for col, dtype in CATALOG_COLUMNS.items():
+        if col == "created":
+            continue
+        try:
+            tab[col] = tab[col].astype(dtype)
+        except (ValueError, TypeError):
+            bad = [i + 1 for i, v in enumerate(tab[col]) if not _castable(v, dtype)][:5]
+            raise SelectionLogError(
+                [problem(source, r, col, f"expected {dtype}, got {tab[col].iloc[r - 1]!r}") for r in bad]
+            ) from None
+    dup = tab["tool_id"][tab["tool_id"].duplicated()]
+    if len(dup):
+        raise SelectionLogError([problem(source, None, "tool_id", f"duplicate tool_id {t!r}") for t in dup])
+    extra = [c for c in tab.columns if c not in CATALOG_COLUMNS]
+    return tab[list(CATALOG_COLUMNS) + extra].sort_values(["cluster_id", "api_index"], key=_natural).reset_index(drop=True)
+
+
+def _is_missing(v) -> bool:
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and np.isnan(v))
+
+
+def _castable(v, dtype) -> bool:
+    try:
+        pd.Series([v]).astype(dtype)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def _natural(col: pd.Series) -> pd.Series:
+    """Sort key: numeric ids numerically ("2" < "10"), others as strings."""
+    if col.name == "cluster_id":
+        num = pd.to_numeric(col, errors="coerce")
+        if num.notna().all():
+            return num
+    return col

@@ -1,0 +1,287 @@
+"""SelectionLog: the one tidy table every statistic in toolbias_stats reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .._schema import LOG_COLUMNS, SCHEMA_VERSION, STATUSES
+from ..exceptions import SelectionLogError, problem
+from ._catalog import ToolCatalog
+
+__all__ = ["SelectionLog"]
+
+#: Columns of the design, before extra manifest columns.
+_DESIGN = ("model", "run", "condition")
+_ATTEMPT = (
+    "cluster_id", "query_id", "rotation", "ordering", "n_candidates", "chosen_tool",
+    "chosen_position", "status", "raw_choice", "source_file", "source_row",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class SelectionLog:
+    """One row per inference attempt, valid or not, with its study metadata.
+
+    Build it with a reader (:func:`toolbias_stats.read_study`, :func:`read_biasbusters`,
+    :func:`read_table`, :func:`read_transcripts`) or :meth:`from_frame`; it validates once, here.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The rows, with the columns of ``docs/schema.md``.
+    catalog : ToolCatalog
+        The tools the rows refer to.
+    diagnostics : dict, optional
+        Reader notes (e.g. unresolved names, position mismatches), keyed by source file.
+
+    Attributes
+    ----------
+    design_columns : list of str
+        ``model``, ``run``, ``condition`` and every extra manifest column, in order.
+    schema_version : str
+
+    Notes
+    -----
+    Rows without a valid selection stay in the log with a ``status`` other than ``"ok"``;
+    statistics count them as excluded, by status.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> log = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))   # doctest: +SKIP
+    >>> log.summary()                                                       # doctest: +SKIP
+    """
+
+    data: pd.DataFrame
+    catalog: ToolCatalog
+    diagnostics: dict = field(default_factory=dict)
+    schema_version: str = SCHEMA_VERSION
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics=None, source="<frame>"):
+        """Validate a DataFrame against the schema and wrap it.
+
+        Derives ``ordering`` from ``rotation`` (and ``chosen_position`` from ``ordering``) where
+        they are missing. Raises one :class:`SelectionLogError` listing every problem.
+        """
+        data = _validate(frame, catalog, source)
+        return cls(data, catalog, dict(diagnostics or {}))
+
+    @classmethod
+    def concat(cls, logs, *, catalog: ToolCatalog | None = None):
+        """Stack several logs (they must share a catalog) and re-check uniqueness of attempts."""
+        logs = list(logs)
+        if not logs:
+            raise ValueError("`logs` must contain at least one SelectionLog; got an empty sequence instead.")
+        catalog = catalog or logs[0].catalog
+        frame = pd.concat([lg.data for lg in logs], ignore_index=True)
+        diagnostics = {}
+        for lg in logs:
+            diagnostics.update(lg.diagnostics)
+        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>")
+
+    # -- views ------------------------------------------------------------------------
+    @property
+    def design_columns(self) -> list[str]:
+        """``model``, ``run``, ``condition`` and the extra manifest columns."""
+        return [c for c in self.data.columns if c not in _ATTEMPT]
+
+    @property
+    def valid(self) -> pd.DataFrame:
+        """Rows with ``status == "ok"``."""
+        return self.data[self.data["status"] == "ok"]
+
+    def to_frame(self) -> pd.DataFrame:
+        """The log as a DataFrame (a copy), schema columns first."""
+        return self.data.copy()
+
+    def summary(self, by=("source_file",)) -> pd.DataFrame:
+        """Rows by status (columns) per ``by`` group, with totals.
+
+        Parameters
+        ----------
+        by : sequence of str, default ``("source_file",)``
+            Grouping columns, e.g. ``("model", "run")``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per group: ``total`` and one column per status (zeros included).
+        """
+        by = list(by)
+        counts = self.data.groupby(by + ["status"], sort=False, dropna=False).size().unstack("status", fill_value=0)
+        for s in STATUSES:
+            if s not in counts.columns:
+                counts[s] = 0
+        extra = [c for c in counts.columns if c not in STATUSES]
+        counts = counts[list(STATUSES) + extra]
+        counts.insert(0, "total", counts.sum(axis=1))
+        return counts.reset_index()
+
+    def write(self, path) -> Path:
+        """Write the log in the generic tabular format (``.csv``, ``.jsonl`` or ``.parquet``).
+
+        The file reads back with :func:`toolbias_stats.read_table` into an identical log.
+        """
+        path = Path(path)
+        frame = self.data
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            frame.to_csv(path, index=False)
+        elif suffix in (".jsonl", ".ndjson"):
+            frame.to_json(path, orient="records", lines=True, force_ascii=False)
+        elif suffix == ".parquet":
+            frame.to_parquet(path, index=False)
+        else:
+            raise ValueError(f"`path` must end in .csv, .jsonl or .parquet; got {path.name!r} instead.")
+        return path
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        st = self.data["status"].value_counts().to_dict()
+        return f"SelectionLog({len(self.data)} rows, status={st}, clusters={self.data['cluster_id'].nunique()})"
+
+
+# ---------------------------------------------------------------------------------------
+def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.DataFrame:
+    df = pd.DataFrame(frame).copy().reset_index(drop=True)
+    problems: list[str] = []
+    if len(df) == 0:
+        raise SelectionLogError(problem(source, None, None, "the selection log is empty (no rows)"))
+    for col in ("cluster_id", "query_id", "status"):
+        if col not in df.columns:
+            problems.append(problem(source, None, col, "required column is missing"))
+    if problems:
+        raise SelectionLogError(problems)
+    defaults = {"model": "unknown", "run": 1, "condition": "base", "source_file": source}
+    for col, val in defaults.items():
+        if col not in df.columns:
+            df[col] = val
+    if "source_row" not in df.columns:
+        df["source_row"] = np.arange(1, len(df) + 1)
+    for col in LOG_COLUMNS:
+        if col not in df.columns:
+            df[col] = pd.NA
+
+    files = df["source_file"].astype(str).to_numpy()
+    rows = df["source_row"].to_numpy()
+
+    def where(mask, col, msg):
+        for i in np.flatnonzero(np.asarray(mask, dtype=bool)):
+            value = df[col].iloc[i] if col in df.columns else None
+            value = value.item() if hasattr(value, "item") else value
+            problems.append(problem(files[i], rows[i], col, msg.format(value=value)))
+
+    for col in ("cluster_id", "query_id", "status", "model", "condition"):
+        where(df[col].isna(), col, "missing value")
+    df["cluster_id"] = _id_strings(df["cluster_id"])
+    df["query_id"] = _id_strings(df["query_id"])
+
+    # Integers: run, rotation, n_candidates, chosen_position
+    for col, nullable in (("run", False), ("rotation", True), ("n_candidates", True), ("chosen_position", True)):
+        num = pd.to_numeric(df[col], errors="coerce")
+        bad = (df[col].notna() & (num.isna() | (num != np.round(num)))).to_numpy()
+        where(bad, col, "expected an integer, got {value!r}")
+        if not nullable:
+            where(df[col].isna(), col, "missing value")
+        df[col] = num.where(~bad).astype("Int64")
+    where((df["run"] < 1).fillna(False), "run", "expected an integer >= 1, got {value!r}")
+
+    status = df["status"].astype("string")
+    where(status.notna() & ~status.isin(STATUSES), "status", f"expected one of {list(STATUSES)}, got {{value!r}}")
+
+    known = set(catalog.clusters)
+    unknown_cluster = df["cluster_id"].notna() & ~df["cluster_id"].isin(known)
+    where(unknown_cluster, "cluster_id", f"unknown cluster id {{value!r}} (catalog {catalog.source} has {sorted(known)})")
+    if problems:
+        raise SelectionLogError(problems)
+
+    k = df["cluster_id"].map(catalog.n_tools).astype("int64")
+    df["n_candidates"] = df["n_candidates"].fillna(k)
+    # ordering from rotation where missing
+    need = df["ordering"].isna() & df["rotation"].notna()
+    rot_bad = need & ((df["rotation"] < 1) | (df["rotation"] > k)).fillna(False)
+    where(rot_bad, "rotation", "rotation {value!r} outside 1..K for this cluster")
+    need &= ~rot_bad
+    if need.any():
+        pairs = df.loc[need, ["cluster_id", "rotation"]]
+        uniq = pairs.drop_duplicates()
+        lookup = {(c, r): "|".join(catalog.rotation(c, r)) for c, r in zip(uniq["cluster_id"], uniq["rotation"])}
+        df.loc[need, "ordering"] = [lookup[cr] for cr in zip(pairs["cluster_id"], pairs["rotation"])]
+        df.loc[need, "n_candidates"] = k[need]
+    # an ordering must name its cluster's tools, each once (checked once per distinct ordering)
+    has_ord = df["ordering"].notna()
+    if has_ord.any():
+        combos = df.loc[has_ord, ["cluster_id", "ordering"]].drop_duplicates()
+        bad_combo, length = set(), {}
+        for c, o in zip(combos["cluster_id"], combos["ordering"]):
+            shown = str(o).split("|")
+            length[o] = len(shown)
+            if any(t not in set(catalog.tools(c)) for t in shown) or len(set(shown)) != len(shown):
+                bad_combo.add((c, o))
+        if bad_combo:
+            for i in np.flatnonzero(has_ord.to_numpy()):
+                c, o = df["cluster_id"].iat[i], df["ordering"].iat[i]
+                if (c, o) in bad_combo:
+                    problems.append(problem(files[i], rows[i], "ordering",
+                                            f"ordering names tools not in cluster {c!r} or repeats one: {o!r}"))
+        df.loc[has_ord, "n_candidates"] = df.loc[has_ord, "ordering"].map(length).astype("int64")
+    ok = (status == "ok").fillna(False).to_numpy()
+    where(ok & df["chosen_tool"].isna().to_numpy(), "chosen_tool", "status is 'ok' but no tool is given")
+    members = set(zip(catalog.table["cluster_id"], catalog.table["tool_id"]))
+    pairs = df.loc[ok & df["chosen_tool"].notna().to_numpy(), ["cluster_id", "chosen_tool"]]
+    uniq = pairs.drop_duplicates()
+    bad_tools = {(c, t) for c, t in zip(uniq["cluster_id"], uniq["chosen_tool"]) if (c, t) not in members}
+    tools_ok = np.ones(len(df), dtype=bool)
+    if bad_tools:
+        tools_ok[pairs.index[[ct in bad_tools for ct in zip(pairs["cluster_id"], pairs["chosen_tool"])]]] = False
+    pos = df["chosen_position"]
+    out_of_range = (pos.notna() & ((pos < 1) | (pos > df["n_candidates"]))).fillna(False).to_numpy()
+    where(out_of_range, "chosen_position", "position {value!r} outside 1..K (K = number of tools shown)")
+    if problems:
+        raise SelectionLogError(problems)
+
+    # chosen_position from ordering where missing
+    derive = ok & pos.isna().to_numpy() & df["ordering"].notna().to_numpy()
+    if derive.any():
+        sel = df.loc[derive, ["ordering", "chosen_tool"]]
+        uniq = sel.drop_duplicates()
+        lookup = {}
+        for o, t in zip(uniq["ordering"], uniq["chosen_tool"]):
+            shown = str(o).split("|")
+            lookup[(o, t)] = shown.index(t) + 1 if t in shown else pd.NA
+        df.loc[derive, "chosen_position"] = [lookup[ot] for ot in zip(sel["ordering"], sel["chosen_tool"])]
+    # chosen tool / position only for ok rows
+    df.loc[~ok, "chosen_position"] = pd.NA
+    df.loc[~ok, "chosen_tool"] = pd.NA
+
+    extras = [c for c in df.columns if c not in LOG_COLUMNS]
+    key = list(_DESIGN) + extras + ["cluster_id", "query_id", "rotation"]
+    dup = df.duplicated(key, keep="first").to_numpy()
+    if dup.any():
+        first = df[df.duplicated(key, keep=False)].groupby(key, dropna=False, sort=False)["source_row"].first()
+        for i in np.flatnonzero(dup):
+            k_i = tuple(df[key].iloc[i])
+            problems.append(problem(files[i], rows[i], "query_id",
+                                    f"duplicate attempt {dict(zip(key, k_i))} (first seen at row {first.get(k_i, '?')})"))
+        raise SelectionLogError(problems)
+
+    for col, dtype in LOG_COLUMNS.items():
+        df[col] = df[col].astype(dtype)
+    return df[list(_DESIGN) + extras + list(_ATTEMPT)]
+
+
+def _id_strings(col: pd.Series) -> pd.Series:
+    """Ids as strings; integral numbers (from CSV/JSON) lose any '.0'."""
+    if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+        num = pd.to_numeric(col)
+        if ((num % 1 == 0) | num.isna()).all():
+            return num.astype("Int64").astype("string")
+    return col.astype("string")

@@ -1,0 +1,57 @@
+"""Helpers shared by the readers: JSON loading with located errors, design metadata columns."""
+
+from __future__ import annotations
+
+import json
+import numbers
+from pathlib import Path
+
+import pandas as pd
+
+from ...exceptions import SelectionLogError, problem
+
+#: Keys of a manifest entry that configure reading rather than describe the study design.
+READER_KEYS = frozenset({"path", "format", "catalog", "queries", "cluster", "columns", "cluster_names",
+                         "api_meta", "n_queries", "position"})
+
+
+def load_json(path: Path):
+    """Parse a JSON file; a syntax error names file, line and column."""
+    path = Path(path)
+    if not path.exists():
+        raise SelectionLogError(problem(path, None, None, "file not found"))
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise SelectionLogError(problem(path, exc.lineno, f"col {exc.colno}", f"malformed JSON: {exc.msg}")) from None
+
+
+def check_meta(meta: dict | None, source) -> dict:
+    """Validate design metadata (model, run, condition, extra scalar keys) for one log file."""
+    meta = dict(meta or {})
+    meta.setdefault("run", 1)
+    meta.setdefault("condition", "base")
+    problems = []
+    if "model" not in meta or not isinstance(meta["model"], str) or not meta["model"]:
+        problems.append(problem(source, None, "model", f"expected a non-empty string, got {meta.get('model')!r}"))
+    run = meta.get("run")
+    if isinstance(run, bool) or not isinstance(run, numbers.Integral) or run < 1:
+        problems.append(problem(source, None, "run", f"expected an integer >= 1, got {run!r}"))
+    if not isinstance(meta.get("condition"), str):
+        problems.append(problem(source, None, "condition", f"expected a string, got {meta.get('condition')!r}"))
+    for key, val in meta.items():
+        if not isinstance(val, (str, numbers.Number, bool)) or val is None:
+            problems.append(problem(source, None, key, f"expected a scalar (string, number, boolean), got {val!r}"))
+    if problems:
+        raise SelectionLogError(problems)
+    return meta
+
+
+def add_meta(frame: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """Put the design columns (model, run, condition, extras) in front of ``frame``."""
+    front = {k: meta[k] for k in ("model", "run", "condition")}
+    front.update({k: v for k, v in meta.items() if k not in front})
+    for i, (k, v) in enumerate(front.items()):
+        frame.insert(i, k, v)
+    return frame

@@ -1,0 +1,213 @@
+"""Reader for the BiasBusters native format (clusters JSON + queries JSON + selection-stats JSON)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..._validation import check_choice
+from ...exceptions import SelectionLogError, problem
+from .._catalog import ToolCatalog
+from .._selection_log import SelectionLog
+from ._common import add_meta, check_meta, load_json
+
+__all__ = ["read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries"]
+
+
+def read_biasbusters_catalog(clusters, *, api_meta=None, cluster_names=None) -> ToolCatalog:
+    """Read a BiasBusters ``clusters.json`` (list of clusters, each a list of tools) into a ToolCatalog.
+
+    Parameters
+    ----------
+    clusters : path-like
+        ``clusters.json``: cluster ``c`` (1-based) is the c-th list entry, API ``j`` its j-th tool.
+    api_meta : path-like, optional
+        ``api_meta.json`` with the ToolBench function name and URL per (cluster, api). Its names
+        become the ``tool_id`` so that ids match the authors' logs; without it, ids are derived
+        with :func:`toolbias_stats.function_name`.
+    cluster_names : path-like, optional
+        JSON object ``{"1": "Address->Coordinates", ...}``.
+
+    Returns
+    -------
+    ToolCatalog
+    """
+    clusters = Path(clusters)
+    raw = load_json(clusters)
+    if not isinstance(raw, list) or not all(isinstance(c, list) for c in raw):
+        raise SelectionLogError(problem(clusters, None, None, "expected a JSON list of clusters (lists of tools)"))
+    meta = {}
+    if api_meta is not None:
+        for i, m in enumerate(load_json(api_meta), start=1):
+            try:
+                meta[(int(m["cluster_id"]), int(m["api"]))] = m
+            except (KeyError, TypeError, ValueError):
+                raise SelectionLogError(problem(api_meta, i, "cluster_id/api", "expected integer fields")) from None
+    names = {str(k): v for k, v in load_json(cluster_names).items()} if cluster_names is not None else {}
+    records, problems = [], []
+    for c, tools in enumerate(raw, start=1):
+        for j, t in enumerate(tools, start=1):
+            where = f"cluster {c} tool {j}"
+            if not isinstance(t, dict) or "tool" not in t or "api_name" not in t:
+                problems.append(problem(clusters, where, "tool/api_name", "expected an object with 'tool' and 'api_name'"))
+                continue
+            req = t.get("required_parameters") or []
+            opt = t.get("optional_parameters") or []
+            m = meta.get((c, j - 1), {})
+            records.append({
+                "tool_id": m.get("name"),
+                "cluster_id": str(c),
+                "cluster_name": names.get(str(c)),
+                "api_index": j,
+                "category": t.get("category"),
+                "tool_name": t["tool"],
+                "tool_description": t.get("tool_desc"),
+                "api_name": t["api_name"],
+                "api_description": t.get("api_desc"),
+                "required_parameters": json.dumps(req),
+                "optional_parameters": json.dumps(opt),
+                "num_parameters": len(req) + len(opt),
+                "created": t.get("created"),
+                "url": m.get("url") or t.get("url"),
+            })
+    if problems:
+        raise SelectionLogError(problems)
+    return ToolCatalog.from_records(records, source=str(clusters))
+
+
+def read_biasbusters_queries(path) -> dict[str, list[str]]:
+    """Read ``queries.json`` into ``{cluster_id: [query text, ...]}`` (query q is list entry q-1)."""
+    path = Path(path)
+    raw = load_json(path)
+    out = {}
+    for i, entry in enumerate(raw if isinstance(raw, list) else [], start=1):
+        if not isinstance(entry, dict) or "cluster_id" not in entry or not isinstance(entry.get("queries"), list):
+            raise SelectionLogError(problem(path, i, "cluster_id/queries", "expected {cluster_id, queries: [...]}"))
+        out[str(entry["cluster_id"])] = [str(q) for q in entry["queries"]]
+    if not isinstance(raw, list):
+        raise SelectionLogError(problem(path, None, None, "expected a JSON list of {cluster_id, queries}"))
+    return out
+
+
+def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, position="recorded") -> SelectionLog:
+    """Read one BiasBusters selection-stats file into a SelectionLog of every attempt.
+
+    Each record is ``[qid, cluster_id, api_index, position]`` (all 1-based) with
+    ``qid = (c-1)*n_queries*K + (q-1)*K + r`` for cluster ``c``, query ``q`` and cyclic rotation ``r``.
+    A qid absent from the file is an attempt without a valid selection and becomes a ``no_call``
+    row, so the log has one row per (cluster, query, rotation): 5,000 for the BiasBusters design.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``api_selection_stats_*.json`` file.
+    catalog : ToolCatalog
+        Clusters in the order of ``clusters.json``; every cluster must have the same K.
+    meta : dict
+        Design metadata for every row: ``model`` (required), ``run``, ``condition`` and extra keys.
+    n_queries : int, default 100
+        Queries per cluster in the qid encoding.
+    position : {"recorded", "rotation"}, default "recorded"
+        Which chosen position to keep. The authors' files record the position; in a few hundred
+        records per file it disagrees with the rotation formula ``((j - r) mod K) + 1``. The paper's
+        Table 1 uses the recorded one (the default); the disagreements are counted in
+        ``log.diagnostics[path]["position_mismatch"]`` either way.
+
+    Returns
+    -------
+    SelectionLog
+
+    Raises
+    ------
+    SelectionLogError
+        Malformed JSON, a record that is not 4 integers, a cluster outside the catalog, an api
+        index or position outside 1..K, a qid outside the design or inconsistent with its cluster,
+        a duplicate qid, an empty file. Every problem names file, record and field.
+    """
+    path = Path(path)
+    check_choice("position", position, ("recorded", "rotation"))
+    meta = check_meta(meta, path)
+    raw = load_json(path)
+    if not isinstance(raw, list):
+        raise SelectionLogError(problem(path, None, None, "expected a JSON list of [qid, cluster_id, api_index, position]"))
+    if len(raw) == 0:
+        raise SelectionLogError(problem(path, None, None, "the selection log is empty (no records)"))
+    clusters = catalog.clusters
+    ks = {catalog.n_tools(c) for c in clusters}
+    if len(ks) != 1:
+        raise SelectionLogError(problem(catalog.source, None, None, "the BiasBusters format needs the same K in every cluster"))
+    k = ks.pop()
+    n_c = len(clusters)
+    per_cluster = n_queries * k
+    problems = []
+    fields = ("qid", "cluster_id", "api_index", "position")
+    arr = np.zeros((len(raw), 4), dtype=np.int64)
+    for i, rec in enumerate(raw, start=1):
+        if not isinstance(rec, list) or len(rec) != 4:
+            problems.append(problem(path, i, "record", f"expected [qid, cluster_id, api_index, position], got {rec!r}"))
+            continue
+        for f, (name, v) in enumerate(zip(fields, rec)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                problems.append(problem(path, i, name, f"expected an integer, got {v!r}"))
+            else:
+                arr[i - 1, f] = v
+    if problems:
+        raise SelectionLogError(problems)
+    qid, cid, api, pos = arr.T
+    rec_no = np.arange(1, len(arr) + 1)
+
+    def flag(mask, name, msg):
+        for i in np.flatnonzero(mask):
+            problems.append(problem(path, rec_no[i], name, msg.format(v=arr[i, fields.index(name)])))
+
+    flag((cid < 1) | (cid > n_c), "cluster_id", f"unknown cluster id {{v}} (catalog has clusters 1..{n_c})")
+    flag((api < 1) | (api > k), "api_index", f"api index {{v}} outside 1..{k}")
+    flag((pos < 1) | (pos > k), "position", f"position {{v}} outside 1..{k}")
+    flag((qid < 1) | (qid > n_c * per_cluster), "qid", f"qid {{v}} outside 1..{n_c * per_cluster}")
+    flag(((qid - 1) // per_cluster + 1 != cid) & (qid >= 1), "cluster_id",
+         f"cluster id {{v}} disagrees with its qid (qid encodes cluster (qid-1)//{per_cluster}+1)")
+    _, first_idx, inverse, counts = np.unique(qid, return_index=True, return_inverse=True, return_counts=True)
+    dup = counts[inverse] > 1
+    dup[first_idx] = False
+    flag(dup, "qid", "duplicate qid {v}")
+    if problems:
+        raise SelectionLogError(problems)
+
+    # one row per attempt of the design
+    all_q = np.arange(1, n_c * per_cluster + 1)
+    c_all = (all_q - 1) // per_cluster + 1
+    q_all = (all_q - 1) % per_cluster // k + 1
+    r_all = (all_q - 1) % k + 1
+    row_of = np.full(n_c * per_cluster + 1, -1)
+    row_of[qid] = np.arange(len(qid))
+    hit = row_of[all_q] >= 0
+    idx = row_of[all_q][hit]
+    tools = np.array([catalog.tools(c) for c in clusters], dtype=object)  # (C, K)
+    chosen = np.full(len(all_q), None, dtype=object)
+    chosen[hit] = tools[cid[idx] - 1, api[idx] - 1]
+    expected_pos = (api[idx] - r_all[hit]) % k + 1
+    mismatch = int((expected_pos != pos[idx]).sum())
+    chosen_pos = np.full(len(all_q), np.nan)
+    chosen_pos[hit] = pos[idx] if position == "recorded" else expected_pos
+    raw_choice = np.full(len(all_q), None, dtype=object)
+    raw_choice[hit] = [f"api={a} position={p}" for a, p in zip(api[idx], pos[idx])]
+    source_row = np.zeros(len(all_q), dtype=np.int64)
+    source_row[hit] = idx + 1  # JSON record number; absent attempts point to record 0
+    frame = pd.DataFrame({
+        "cluster_id": [clusters[c - 1] for c in c_all],
+        "query_id": q_all.astype(str),
+        "rotation": r_all,
+        "chosen_tool": chosen,
+        "chosen_position": pd.array(np.where(np.isnan(chosen_pos), None, chosen_pos), dtype="Int64"),
+        "status": np.where(hit, "ok", "no_call"),
+        "raw_choice": raw_choice,
+        "source_file": str(path),
+        "source_row": source_row,
+    })
+    frame = add_meta(frame, meta)
+    diagnostics = {str(path): {"records": len(arr), "attempts": len(all_q), "absent_qids": int((~hit).sum()),
+                               "position_mismatch": mismatch, "position": position}}
+    return SelectionLog.from_frame(frame, catalog, diagnostics=diagnostics, source=str(path))

@@ -1,0 +1,386 @@
+"""Reader for the generic tabular format (CSV, JSONL or Parquet) of ``docs/schema.md``.
+
+:meth:`SelectionLog.write` writes this format, so a log written and read back is identical,
+dtypes included. Other teams' files are accepted too: ``columns`` maps their column names to
+ours and the study design (``model``, ``run``, ``condition``, extra keys) may come from the
+manifest entry instead of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..._schema import LOG_COLUMNS
+from ...exceptions import SelectionLogError, problem
+from .._catalog import ToolCatalog
+from .._selection_log import SelectionLog
+from ._common import check_meta
+
+__all__ = ["read_table", "read_catalog_table"]
+
+#: File extensions of the tabular format, by reader.
+TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+#: Catalog tables also accept a plain JSON list of records.
+CATALOG_SUFFIXES = {**TABLE_SUFFIXES, ".json": "json"}
+
+_DESIGN = ("model", "run", "condition")
+_PROVENANCE = ("source_file", "source_row")
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> SelectionLog:
+    """Read a selection log in the generic tabular format (CSV, JSONL or Parquet).
+
+    Parameters
+    ----------
+    path : path-like
+        A ``.csv``, ``.jsonl`` / ``.ndjson`` or ``.parquet`` file with the SelectionLog columns
+        of ``docs/schema.md``; the extension picks the parser. Required columns: ``cluster_id``,
+        ``query_id``, ``status``, plus ``chosen_tool`` on ``ok`` rows. ``ordering`` may replace
+        ``rotation``; ``chosen_position`` is derived from ``ordering`` when absent.
+    catalog : ToolCatalog
+        The tools the rows refer to.
+    meta : dict, optional
+        Design metadata of the manifest entry: ``model``, ``run``, ``condition`` and extra
+        scalar keys. A key that is also a column of the file must agree with it on every row
+        (missing cells of that column are filled from ``meta``); a key that is not a column
+        becomes one. Without ``meta``, the file must have a ``model`` column; ``run`` and
+        ``condition`` default to 1 and ``"base"``.
+    columns : dict, optional
+        ``{their_name: our_name}``: renames the file's columns before anything else. Every
+        name on the left must be a column of the file.
+
+    Returns
+    -------
+    SelectionLog
+        One row per line / record of the file, in file order. ``diagnostics[str(path)]`` holds
+        the row count, counts by status and where ``source_file`` / ``source_row`` came from.
+
+    Raises
+    ------
+    SelectionLogError
+        A missing file, an unknown extension, an empty file, a malformed CSV / JSONL line or
+        Parquet file, a ``columns`` name absent from the file, a design column that disagrees
+        with ``meta``, or any row-level problem found by :meth:`SelectionLog.from_frame`
+        (missing required column, status not allowed, unknown cluster, tool not in the
+        cluster, ``chosen_position`` outside 1..K, duplicate attempt). All problems of one
+        stage are collected and raised together, each as ``file:row:field: message``.
+
+    Notes
+    -----
+    *Row numbers.* Every message names the 1-based **data row**: for CSV, row 1 is the first
+    record after the header (line 2 of the file when no field spans several lines); for
+    Parquet, row 1 is the first row; for JSONL, the row is the **line number** (blank lines
+    are skipped but counted, so row ``n`` is what an editor shows as line ``n``).
+
+    *Provenance.* Rows are validated with ``source_file = path`` and ``source_row`` = the row
+    number above, so errors point into this file. When the file itself carries both
+    ``source_file`` and ``source_row`` (a log written by :meth:`SelectionLog.write`), those
+    values are kept in the returned log, so that the provenance still points at the original
+    source and a written log reads back unchanged; cells missing there are filled with this
+    file and row.
+
+    *Types.* JSONL and Parquet keep their types. CSV has none: schema columns get their
+    schema dtypes (so ``cluster_id`` ``"1"`` and ``query_id`` ``"7"`` stay strings), an
+    empty cell is a missing value, and each extra design column is inferred: all
+    ``True``/``False`` -> bool, all integers -> int64 (Int64 with missing cells), all numbers
+    -> float64, otherwise string. Use JSONL or Parquet to keep an extra string column that
+    looks like a number (``checkpoint = "8"``) a string.
+
+    Examples
+    --------
+    >>> log.write(tmp / "log.parquet")                                   # doctest: +SKIP
+    >>> read_table(tmp / "log.parquet", catalog=log.catalog).data.equals(log.data)  # doctest: +SKIP
+    True
+    """
+    path = Path(path)
+    kind = _check_path(path, TABLE_SUFFIXES)
+    frame, rows = _read_frame(path, kind)
+    frame = _rename(frame, columns, path)
+    if kind == "csv":
+        frame = _type_csv(frame)
+    frame = _merge_design(frame, meta, path, rows)
+
+    has_provenance = all(c in frame.columns for c in _PROVENANCE)
+    kept = {c: frame[c].copy() for c in _PROVENANCE if c in frame.columns}
+    frame["source_file"] = str(path)
+    frame["source_row"] = rows
+    log = SelectionLog.from_frame(frame, catalog, source=str(path))
+
+    data = log.data
+    provenance = "this file"
+    if has_provenance:
+        data = _restore_provenance(data, kept, path, rows)
+        provenance = "file columns source_file/source_row"
+    status = data["status"].value_counts(sort=False)
+    diagnostics = {str(path): {"rows": len(data), "status": {str(k): int(v) for k, v in status.items()},
+                               "provenance": provenance}}
+    return SelectionLog(data, catalog, diagnostics)
+
+
+def read_catalog_table(path) -> ToolCatalog:
+    """Read a ToolCatalog from a CSV, JSONL, Parquet or JSON (list of records) file.
+
+    Parameters
+    ----------
+    path : path-like
+        One row per tool with the ToolCatalog columns of ``docs/schema.md``. ``tool_id`` may
+        be absent or empty (it is then the ToolBench function name ``{api}_for_{tool}``) and so
+        may ``api_index`` (then the order of the rows within each cluster).
+
+    Returns
+    -------
+    ToolCatalog
+
+    Raises
+    ------
+    SelectionLogError
+        A missing file, an unknown extension, an empty or malformed file, a missing required
+        column, a value of the wrong type or a duplicate ``tool_id``.
+
+    Notes
+    -----
+    In CSV files every cell is read as text and an empty cell is missing; the catalog then
+    casts each column to its schema dtype. Numeric cluster ids in JSON / Parquet become strings,
+    integral floats without their ``.0`` (``1.0`` -> ``"1"``).
+    """
+    path = Path(path)
+    kind = _check_path(path, CATALOG_SUFFIXES)
+    if kind == "json":
+        from ._common import load_json
+
+        raw = load_json(path)
+        if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+            raise SelectionLogError(problem(path, None, None, "expected a JSON list of tool records (objects)"))
+        if not raw:
+            raise SelectionLogError(problem(path, None, None, "the catalog is empty (no tools)"))
+        frame = pd.DataFrame(raw)
+    else:
+        frame, _ = _read_frame(path, kind, what="catalog")
+    records = []
+    for rec in frame.to_dict(orient="records"):
+        clean = {k: (None if _is_missing(v) else v) for k, v in rec.items()}
+        if clean.get("api_index") is None:
+            clean.pop("api_index", None)  # from_records derives it from the row order
+        if clean.get("cluster_id") is not None:
+            clean["cluster_id"] = _id_str(clean["cluster_id"])
+        records.append(clean)
+    return ToolCatalog.from_records(records, source=str(path))
+
+
+# ---------------------------------------------------------------------------------------
+# reading
+def _check_path(path: Path, suffixes: dict) -> str:
+    if not path.exists():
+        raise SelectionLogError(problem(path, None, None, "file not found"))
+    kind = suffixes.get(path.suffix.lower())
+    if kind is None or not path.is_file():
+        raise SelectionLogError(problem(path, None, None, f"expected a file ending in {', '.join(suffixes)}; "
+                                                          f"got {path.name!r} instead"))
+    return kind
+
+
+def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFrame, np.ndarray]:
+    """Parse the file; return the frame and each row's 1-based row (CSV/Parquet) or line (JSONL)."""
+    empty = problem(path, None, None, f"the {what} is empty (no data rows)")
+    if kind == "csv":
+        try:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8-sig")
+        except pd.errors.EmptyDataError:
+            raise SelectionLogError(empty) from None
+        except pd.errors.ParserError as exc:
+            m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+            if m:
+                n, line, saw = (int(g) for g in m.groups())
+                msg = problem(path, line - 1, None, f"malformed CSV: expected {n} fields, got {saw} (line {line})")
+            else:
+                msg = problem(path, None, None, f"malformed CSV: {exc}")
+            raise SelectionLogError(msg) from None
+        except UnicodeDecodeError as exc:
+            raise SelectionLogError(problem(path, None, None, f"not UTF-8 text: {exc.reason}")) from None
+        rows = np.arange(1, len(frame) + 1)
+    elif kind == "jsonl":
+        records = read_jsonl(path)
+        problems = [problem(path, ln, None, f"expected a JSON object per line, got {type(r).__name__}")
+                    for ln, r in records if not isinstance(r, dict)]
+        if problems:
+            raise SelectionLogError(problems)
+        _check_scalars(records, path)
+        frame = pd.DataFrame([rec for _, rec in records])
+        rows = np.array([ln for ln, _ in records], dtype=np.int64)
+    else:
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:
+            raise SelectionLogError(problem(path, None, None, f"not a readable Parquet file: {exc}")) from None
+        frame = frame.reset_index(drop=True)
+        rows = np.arange(1, len(frame) + 1)
+    if len(frame) == 0:
+        raise SelectionLogError(empty)
+    return frame, rows
+
+
+def read_jsonl(path: Path) -> list[tuple[int, object]]:
+    """Parse a JSON Lines file into ``[(line_number, value), ...]``, skipping blank lines.
+
+    Every malformed line is collected and reported at once as ``file:line: malformed JSON``.
+    An empty file (no non-blank line) is an error.
+    """
+    path = Path(path)
+    out, problems = [], []
+    try:
+        with path.open(encoding="utf-8-sig") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    out.append((lineno, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    problems.append(problem(path, lineno, None,
+                                            f"malformed JSON (line {lineno}, column {exc.colno}): {exc.msg}"))
+    except UnicodeDecodeError as exc:
+        raise SelectionLogError(problem(path, None, None, f"not UTF-8 text: {exc.reason}")) from None
+    if problems:
+        raise SelectionLogError(problems)
+    if not out:
+        raise SelectionLogError(problem(path, None, None, "the file is empty (no JSON records)"))
+    return out
+
+
+def _check_scalars(records, path):
+    problems = [problem(path, ln, key, f"expected a scalar value, got {val!r}")
+                for ln, rec in records for key, val in rec.items() if isinstance(val, (dict, list))]
+    if problems:
+        raise SelectionLogError(problems)
+
+
+def _type_csv(frame: pd.DataFrame) -> pd.DataFrame:
+    """Give CSV text columns types: schema columns are left to the validator, extras are inferred."""
+    frame = frame.copy()
+    for col in frame.columns:
+        if col not in LOG_COLUMNS:
+            frame[col] = _infer(frame[col])
+    return frame
+
+
+def _infer(col: pd.Series) -> pd.Series:
+    present = col.dropna().astype(str)
+    if len(present) == 0:
+        return col
+    has_na = len(present) < len(col)
+    if present.isin(["True", "False", "true", "false"]).all():
+        out = col.map(lambda v: v if _is_missing(v) else str(v).lower() == "true")
+        return out.astype("boolean" if has_na else bool)
+    if present.map(lambda v: bool(_INT_RE.match(v.strip()))).all():
+        return pd.to_numeric(col).astype("Int64" if has_na else "int64")
+    num = pd.to_numeric(col, errors="coerce")
+    if num[col.notna()].notna().all():
+        return num.astype("float64")
+    return col
+
+
+def _rename(frame: pd.DataFrame, columns, path: Path) -> pd.DataFrame:
+    if columns is None:
+        return frame
+    if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in columns.items()):
+        raise SelectionLogError(problem(path, None, "columns",
+                                        f"expected a mapping {{their_name: our_name}} of strings, got {columns!r}"))
+    problems = [problem(path, None, k, f"column named in `columns` ({k!r} -> {v!r}) is not in the file; "
+                                       f"the file has {list(frame.columns)}")
+                for k, v in columns.items() if k not in frame.columns]
+    renamed = [columns.get(c, c) for c in frame.columns]
+    dups = sorted({c for c in renamed if renamed.count(c) > 1})
+    problems += [problem(path, None, c, "two columns of the file would be called this after applying `columns`")
+                 for c in dups]
+    if problems:
+        raise SelectionLogError(problems)
+    return frame.rename(columns=columns)
+
+
+def _merge_design(frame: pd.DataFrame, meta, path: Path, rows) -> pd.DataFrame:
+    """Combine the file's design columns with the manifest metadata (see read_table Notes)."""
+    meta = dict(meta or {})
+    attempt = set(LOG_COLUMNS) - set(_DESIGN)
+    problems = [problem(path, None, k, "is an attempt column of the schema, not a design key; remove it from meta")
+                for k in meta if k in attempt]
+    if problems:
+        raise SelectionLogError(problems)
+    # check_meta validates types; it needs a model, which may come from the file instead.
+    check_meta({"model": "<from file>", **meta} if "model" not in meta else meta, path)
+    if "model" not in meta and "model" not in frame.columns:
+        raise SelectionLogError(problem(path, None, "model", "no `model` column in the file and no model in `meta` "
+                                                             "(set `model` in the manifest entry)"))
+    frame = frame.copy()
+    new = {}
+    for key, value in meta.items():
+        if key not in frame.columns:
+            new[key] = value
+            continue
+        col = frame[key]
+        missing = col.isna().to_numpy()
+        differs = np.array([not m and not _same(v, value) for v, m in zip(col.to_numpy(object), missing)])
+        for i in np.flatnonzero(differs):
+            problems.append(problem(path, rows[i], key, f"the file has {col.iloc[i]!r} but the manifest entry "
+                                                        f"(meta) says {value!r}"))
+        if missing.any():
+            frame[key] = col.astype(object).where(~missing, value).infer_objects()
+    if problems:
+        raise SelectionLogError(problems)
+    if new:
+        front = [c for c in _DESIGN if c in new]
+        for key in front + [k for k in new if k not in front]:
+            pos = _insert_at(frame, key)
+            frame.insert(pos, key, new[key])
+    return frame
+
+
+def _insert_at(frame: pd.DataFrame, key: str) -> int:
+    """Design columns go before the attempt columns (model, run, condition first)."""
+    cols = list(frame.columns)
+    if key in _DESIGN:
+        before = [c for c in _DESIGN[: _DESIGN.index(key)] if c in cols]
+        return cols.index(before[-1]) + 1 if before else 0
+    attempt = [i for i, c in enumerate(cols) if c in LOG_COLUMNS and c not in _DESIGN]
+    return attempt[0] if attempt else len(cols)
+
+
+def _same(v, ref) -> bool:
+    if isinstance(v, (bool, np.bool_)) != isinstance(ref, bool):
+        return str(v) == str(ref)
+    try:
+        if v == ref:
+            return True
+    except (TypeError, ValueError):
+        pass
+    return str(v) == str(ref)
+
+
+def _restore_provenance(data: pd.DataFrame, kept: dict, path: Path, rows) -> pd.DataFrame:
+    sf = kept["source_file"].reset_index(drop=True)
+    sr = kept["source_row"].reset_index(drop=True)
+    num = pd.to_numeric(sr, errors="coerce")
+    bad = (sr.notna() & (num.isna() | (num != np.round(num)) | (num < 0))).to_numpy()
+    problems = [problem(path, rows[i], "source_row", f"expected an integer >= 0, got {sr.iloc[i]!r}")
+                for i in np.flatnonzero(bad)]
+    if problems:
+        raise SelectionLogError(problems)
+    fill = (sf.isna() | sr.isna()).to_numpy()
+    data = data.copy()
+    data["source_file"] = pd.array(np.where(fill, str(path), sf.astype(object).to_numpy()), dtype="string")
+    data["source_row"] = np.where(fill, rows, num.fillna(0).to_numpy()).astype("int64")
+    return data
+
+
+def _is_missing(v) -> bool:
+    return v is None or (np.isscalar(v) and pd.isna(v)) or v is pd.NA
+
+
+def _id_str(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)

@@ -1,0 +1,635 @@
+"""Tool-selection bias (delta_API, delta_pos, delta_model) per group, with honest uncertainty."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
+from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
+from ..io._load import load_selection_log
+from ._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
+from ._calibrated import calibrated_mean_tv
+from ._tv import expected_tv_uniform, rates_from_counts
+
+__all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult"]
+
+_NAN_CI = ConfidenceInterval(np.nan, np.nan)
+METRICS = ("delta_api", "delta_pos", "delta_model")
+
+
+@dataclass(frozen=True)
+class TVResult:
+    """One TV bias metric (delta_API, delta_pos or delta_model) with its uncertainty.
+
+    Attributes
+    ----------
+    metric : str
+        ``"delta_api"``, ``"delta_pos"`` or ``"delta_model"``.
+    mean_over_runs : float
+        The paper's estimate: per run the mean over clusters of the plug-in TV, then the mean over runs.
+    sd_over_runs : float
+        Population standard deviation (ddof 0) over runs of the per-run values (the paper's "±").
+    pooled : float
+        Mean over clusters of the plug-in TV of all runs' rows together.
+    n_runs : int
+    ci : ConfidenceInterval
+        Bootstrap CI of ``mean_over_runs`` (``ci_method``; every replicate recomputes that statistic).
+    ci_method : str
+    ci_percentile : ConfidenceInterval
+        Percentile CI of ``mean_over_runs`` (shown alongside BCa).
+    ci_pooled : ConfidenceInterval
+        Percentile CI of ``pooled``.
+    corrected : float
+        Bias-corrected estimate of the true cluster-averaged TV (plug-in TV is biased upward).
+    corrected_ci : ConfidenceInterval
+        Calibrated CI for the true cluster-averaged TV (see :func:`calibrated_mean_tv`); this is the
+        interval whose coverage is checked by simulation in the README.
+    corrected_method : str
+    null_expected : float
+        Exact expected ``mean_over_runs`` of a uniform chooser with the same numbers of valid choices.
+    null_expected_pooled : float
+        The same for ``pooled``.
+    p_value : float
+        Monte-Carlo p-value of "no bias" (uniform multinomial chooser, same counts), for ``mean_over_runs``.
+    normalised : float
+        ``mean_over_runs`` of TV / (1 - 1/K) (1 = degenerate chooser).
+    normalised_pooled : float
+    standard_error : float
+        Bootstrap standard error of ``mean_over_runs``.
+    bootstrap_distribution : numpy.ndarray
+        The replicates of ``mean_over_runs`` (empty when ``n_resamples == 0``).
+    confidence_level : float
+    """
+
+    metric: str
+    mean_over_runs: float
+    sd_over_runs: float
+    pooled: float
+    n_runs: int
+    ci: ConfidenceInterval = _NAN_CI
+    ci_method: str = "none"
+    ci_percentile: ConfidenceInterval = _NAN_CI
+    ci_pooled: ConfidenceInterval = _NAN_CI
+    corrected: float = np.nan
+    corrected_ci: ConfidenceInterval = _NAN_CI
+    corrected_method: str = "none"
+    null_expected: float = np.nan
+    null_expected_pooled: float = np.nan
+    p_value: float = np.nan
+    normalised: float = np.nan
+    normalised_pooled: float = np.nan
+    standard_error: float = np.nan
+    bootstrap_distribution: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    confidence_level: float = 0.95
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (the ``delta_*`` objects of ``toolbias-stats bias --json``)."""
+        out = {
+            "mean_over_runs": self.mean_over_runs,
+            "sd_over_runs": self.sd_over_runs,
+            "pooled": self.pooled,
+            "n_runs": self.n_runs,
+            "ci": list(self.ci),
+            "ci_method": self.ci_method,
+            "ci_percentile": list(self.ci_percentile),
+            "ci_pooled": list(self.ci_pooled),
+            "corrected": self.corrected,
+            "corrected_ci": list(self.corrected_ci),
+            "corrected_method": self.corrected_method,
+            "null_expected": self.null_expected,
+            "null_expected_pooled": self.null_expected_pooled,
+            "p_value": self.p_value,
+            "normalised": self.normalised,
+            "normalised_pooled": self.normalised_pooled,
+            "standard_error": self.standard_error,
+            "confidence_level": self.confidence_level,
+        }
+        return {k: _json_num(v) for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class ClusterBias:
+    """Bias in one cluster for one group.
+
+    Attributes
+    ----------
+    cluster : str
+    K : int
+        Tools in the cluster (catalog).
+    n_used : int
+        Rows with a valid choice (all runs).
+    n_position_known : int
+        Valid rows whose chosen position is known.
+    tools : list of str
+        Tool ids in catalog order.
+    counts : numpy.ndarray
+        Choices per tool (all runs), catalog order.
+    rates : dict
+        ``{tool_id: selection rate}``.
+    position_counts, position_rates : numpy.ndarray or None
+        Choices / rates per position 1..K (None when positions are unknown).
+    delta_api, delta_pos : TVResult
+        The cluster's own metrics (``delta_pos`` None when positions are unknown).
+    rate_table : pandas.DataFrame
+        Per tool: count, rate, Wilson CI and query-bootstrap percentile CI.
+    """
+
+    cluster: str
+    K: int
+    n_used: int
+    n_position_known: int
+    tools: list
+    counts: np.ndarray
+    rates: dict
+    position_counts: np.ndarray | None
+    position_rates: np.ndarray | None
+    delta_api: TVResult
+    delta_pos: TVResult | None
+    rate_table: pd.DataFrame
+
+    def to_dict(self) -> dict:
+        return {
+            "cluster": self.cluster,
+            "K": self.K,
+            "n_used": self.n_used,
+            "n_position_known": self.n_position_known,
+            "rates": {t: _json_num(r) for t, r in self.rates.items()},
+            "position_rates": None if self.position_rates is None else [_json_num(r) for r in self.position_rates],
+            "delta_api": self.delta_api.to_dict(),
+            "delta_pos": None if self.delta_pos is None else self.delta_pos.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class GroupBias:
+    """All bias metrics for one group (e.g. one model).
+
+    Attributes
+    ----------
+    keys : dict
+        Values of the ``by`` columns.
+    rows : dict
+        ``{"total": n, "used": n, "excluded": {status: n}}``.
+    delta_api, delta_pos, delta_model : TVResult
+        Cluster-averaged metrics (``delta_pos``/``delta_model`` None when no position is known).
+    clusters : list of ClusterBias
+    """
+
+    keys: dict
+    rows: dict
+    delta_api: TVResult
+    delta_pos: TVResult | None
+    delta_model: TVResult | None
+    clusters: list
+
+    def to_dict(self) -> dict:
+        return {
+            "keys": {k: _json_num(v) for k, v in self.keys.items()},
+            "rows": self.rows,
+            **{m: (None if getattr(self, m) is None else getattr(self, m).to_dict()) for m in METRICS},
+            "clusters": [c.to_dict() for c in self.clusters],
+        }
+
+
+@dataclass(frozen=True)
+class BiasResult:
+    """Result of :func:`selection_bias`: one :class:`GroupBias` per group, plus the call's settings.
+
+    Use :meth:`to_frame` (one row per group x metric), :meth:`clusters_frame` (group x cluster x
+    metric), :meth:`rates_frame` (group x cluster x tool) or :meth:`to_dict` (JSON).
+    """
+
+    groups: list
+    by: list
+    n_resamples: int
+    n_null: int
+    confidence_level: float
+    ci_method: str
+    resample: str
+    seed: object
+    warnings: list = field(default_factory=list)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Tidy, unrounded table: one row per group and metric."""
+        rows = []
+        for g in self.groups:
+            for m in METRICS:
+                r = getattr(g, m)
+                if r is None:
+                    continue
+                rows.append({**g.keys, "metric": m, **_tv_row(r), "n_used": g.rows["used"],
+                             "n_excluded": g.rows["total"] - g.rows["used"]})
+        return pd.DataFrame(rows)
+
+    def clusters_frame(self) -> pd.DataFrame:
+        """Tidy table: one row per group, cluster and metric (delta_api, delta_pos)."""
+        rows = []
+        for g in self.groups:
+            for c in g.clusters:
+                for m in ("delta_api", "delta_pos"):
+                    r = getattr(c, m)
+                    if r is None:
+                        continue
+                    rows.append({**g.keys, "cluster": c.cluster, "K": c.K, "metric": m, **_tv_row(r),
+                                 "n_used": c.n_used})
+        return pd.DataFrame(rows)
+
+    def rates_frame(self) -> pd.DataFrame:
+        """Selection rate per tool with Wilson and query-bootstrap CIs: one row per group, cluster and tool."""
+        parts = []
+        for g in self.groups:
+            for c in g.clusters:
+                t = c.rate_table.copy()
+                for i, (k, v) in enumerate(g.keys.items()):
+                    t.insert(i, k, v)
+                parts.append(t)
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+    def to_dict(self) -> dict:
+        """The documented JSON object of ``toolbias-stats bias --json``."""
+        return {
+            "by": self.by,
+            "n_resamples": self.n_resamples,
+            "n_null": self.n_null,
+            "confidence_level": self.confidence_level,
+            "ci_method": self.ci_method,
+            "resample": self.resample,
+            "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
+            "groups": [g.to_dict() for g in self.groups],
+            "warnings": list(self.warnings),
+        }
+
+
+def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, ci_method="bca",
+                   n_null=2000, rng=None, progress=False) -> BiasResult:
+    """Cluster-level API and position bias per group, with bootstrap CIs and a uniform-chooser reference.
+
+    Parameters
+    ----------
+    log : SelectionLog, Study or path to a manifest
+        The attempts; only rows with ``status == "ok"`` enter the rates, the others are counted.
+    by : str or sequence of str, default ``("model",)``
+        Grouping columns (any SelectionLog column, numeric manifest keys included). ``[]`` pools everything.
+    n_resamples : int, default 2000
+        Bootstrap replicates; 0 skips every interval and the bias correction.
+    confidence_level : float, default 0.95
+    ci_method : {"bca", "percentile"}, default "bca"
+        Interval reported as ``ci`` for ``mean_over_runs`` (the other is in ``ci_percentile``).
+    n_null : int, default 2000
+        Monte-Carlo draws of the uniform chooser for ``p_value``; 0 skips it.
+    rng : None, int or numpy.random.Generator
+        The only source of randomness; the same seed gives identical output.
+    progress : bool, default False
+        Show a progress bar over groups on stderr (the CLI turns it on for terminals only).
+
+    Returns
+    -------
+    BiasResult
+
+    Warns
+    -----
+    ExcludedRowsWarning
+        When rows without a valid choice are excluded (their counts are in ``rows``).
+    DegenerateDataWarning
+        When a cluster has no valid choice in a group (its TV is NaN and it is left out of the means).
+
+    Notes
+    -----
+    For cluster ``c`` with ``K`` tools, ``P_API`` are the selection rates of its tools and
+    ``P_pos`` those of the positions 1..K, both over rows with a valid choice;
+    ``delta = TV(P, U) = 1/2 * sum_i |P_i - 1/K|`` and ``delta_model = (delta_API + delta_pos)/2``
+    (BiasBusters, section 3.1). As in the paper's Table 1, ``mean_over_runs`` averages the
+    per-run TV over clusters, then over runs; ``sd_over_runs`` is the population sd (ddof 0) of the
+    per-run values. ``pooled`` uses all runs' rows together.
+
+    The bootstrap resamples queries with replacement within each cluster, keeping every
+    rotation and run of a query together (``resample="query"``); the same replicate is used for
+    every metric, so ``delta_model`` replicates are exact averages. The plug-in TV is biased
+    upward (a uniform chooser with K = 5 and 100 choices has E[TV] = 0.079), so each estimate comes
+    with ``null_expected`` (exact), a Monte-Carlo ``p_value`` for "no bias", and a bias-corrected
+    ``corrected`` value with its calibrated interval ``corrected_ci``.
+
+    References
+    ----------
+    Blankenstein et al., "BiasBusters: Uncovering and Mitigating Tool Selection Bias in LLMs", sec. 3.1, Table 1.
+    Efron & Tibshirani (1993), An Introduction to the Bootstrap, ch. 13-14.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))
+    >>> res = tbs.selection_bias(study.log, by="model", n_resamples=0, n_null=0)   # doctest: +SKIP
+    """
+    log = load_selection_log(log)
+    confidence_level = check_confidence_level(confidence_level)
+    n_resamples = check_n_resamples(n_resamples)
+    n_null = check_n_resamples(n_null)
+    check_choice("ci_method", ci_method, BOOTSTRAP_CI_METHODS)
+    by = check_by(by, log.data.columns)
+    seed = rng if isinstance(rng, (int, type(None))) else "generator"
+    gen = check_rng(rng)
+    data = log.data
+    caught = []
+    excluded = data.loc[data["status"] != "ok", "status"].value_counts()
+    if len(excluded):
+        msg = f"{int(excluded.sum())} of {len(data)} rows have no valid selection and are excluded: {excluded.to_dict()}"
+        warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
+        caught.append(msg)
+    groups = []
+    grouped = list(data.groupby(by, sort=True, dropna=False)) if by else [((), data)]
+    if progress:
+        from tqdm.auto import tqdm
+
+        grouped = tqdm(grouped, desc="bias (bootstrap)", unit="group", leave=False)
+    for key, sub in grouped:
+        key = key if isinstance(key, tuple) else (key,)
+        keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
+        groups.append(_group_bias(sub, log.catalog, keys, n_resamples, n_null, confidence_level, ci_method, gen, caught))
+    return BiasResult(groups=groups, by=by, n_resamples=n_resamples, n_null=n_null,
+                      confidence_level=confidence_level, ci_method=ci_method, resample="query", seed=seed,
+                      warnings=caught)
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Target:
+    """Per-query count tensors of one cluster for one target (api or pos)."""
+
+    counts: np.ndarray  # (Q, S, K)
+    k: int
+
+
+def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught) -> GroupBias:
+    runs = np.sort(sub["run"].unique())
+    status = sub["status"].value_counts()
+    rows = {"total": int(len(sub)), "used": int(status.get("ok", 0)),
+            "excluded": {s: int(n) for s, n in status.items() if s != "ok"}}
+    present = set(sub["cluster_id"].unique())
+    clusters = [c for c in catalog.clusters if c in present]
+    api_t, pos_t, weights, tools_of = {}, {}, {}, {}
+    by_cluster = dict(iter(sub.groupby("cluster_id", sort=False)))
+    for c in clusters:
+        part = by_cluster[c]
+        api_t[c], pos_t[c], tools_of[c] = _tensors(part, catalog, c, runs, caught, keys)
+        q = api_t[c].counts.shape[0]
+        weights[c] = query_weights(q, n_resamples, gen) if n_resamples else np.empty((0, q))
+    # Cluster-level replicate counts (R, S, K), shared by every metric of this group.
+    boot_api = {c: np.einsum("rq,qsk->rsk", weights[c], api_t[c].counts) for c in clusters}
+    boot_pos = {c: (None if pos_t[c] is None else np.einsum("rq,qsk->rsk", weights[c], pos_t[c].counts))
+                for c in clusters}
+    obs_api = {c: api_t[c].counts.sum(0) for c in clusters}
+    obs_pos = {c: (None if pos_t[c] is None else pos_t[c].counts.sum(0)) for c in clusters}
+
+    api = _Metric("delta_api", clusters, api_t, obs_api, boot_api, gen, n_null, level)
+    has_pos = [c for c in clusters if pos_t[c] is not None]
+    pos = _Metric("delta_pos", has_pos, pos_t, obs_pos, boot_pos, gen, n_null, level) if has_pos else None
+    for m in (api, pos):
+        if m is not None and np.isnan(m.per_cluster_obs).any():
+            msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=4)
+            caught.append(msg)
+
+    delta_api = api.result(level, ci_method)
+    delta_pos = pos.result(level, ci_method) if pos else None
+    delta_model = _Metric.average(api, pos, level, ci_method) if pos else None
+
+    cluster_results = []
+    for i, c in enumerate(clusters):
+        counts = obs_api[c].sum(0)
+        n_used = int(counts.sum())
+        rates = rates_from_counts(counts)
+        j = has_pos.index(c) if c in has_pos else None
+        pcounts = None if j is None else obs_pos[c].sum(0)
+        cluster_results.append(ClusterBias(
+            cluster=c, K=api_t[c].k, n_used=n_used,
+            n_position_known=0 if pcounts is None else int(pcounts.sum()),
+            tools=tools_of[c], counts=counts, rates=dict(zip(tools_of[c], rates)),
+            position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
+            delta_api=api.cluster_result(i, level), delta_pos=None if j is None else pos.cluster_result(j, level),
+            rate_table=_rate_table(c, tools_of[c], counts, boot_api[c].sum(1), level),
+        ))
+    return GroupBias(keys=keys, rows=rows, delta_api=delta_api, delta_pos=delta_pos, delta_model=delta_model,
+                     clusters=cluster_results)
+
+
+def _tensors(part, catalog, cluster, runs, caught, keys):
+    """Per-query count tensors (Q, S, K) for the chosen tool and the chosen position."""
+    tools = catalog.tools(cluster)
+    k = len(tools)
+    q_codes, _ = pd.factorize(part["query_id"], sort=True)
+    s_codes = np.searchsorted(runs, part["run"].to_numpy())
+    n_q = int(q_codes.max()) + 1
+    ok = (part["status"] == "ok").to_numpy()
+    tool_idx = part["chosen_tool"].map({t: i for i, t in enumerate(tools)}).to_numpy()
+    api = np.zeros((n_q, len(runs), k))
+    np.add.at(api, (q_codes[ok], s_codes[ok], tool_idx[ok].astype(int)), 1)
+    pos_known = ok & part["chosen_position"].notna().to_numpy()
+    pos = None
+    if pos_known.any():
+        n_cand = part.loc[pos_known, "n_candidates"].unique()
+        if len(n_cand) > 1:
+            msg = (f"group {keys}, cluster {cluster}: lists of different lengths {sorted(n_cand)} were shown; "
+                   "the position distribution is undefined and delta_pos is skipped for this cluster")
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
+            caught.append(msg)
+        else:
+            kp = int(n_cand[0])
+            pos = np.zeros((n_q, len(runs), kp))
+            p_idx = part["chosen_position"].to_numpy(dtype=float, na_value=np.nan)
+            np.add.at(pos, (q_codes[pos_known], s_codes[pos_known], p_idx[pos_known].astype(int) - 1), 1)
+            pos = _Target(pos, kp)
+    return _Target(api, k), pos, tools
+
+
+def _tv_runs(counts):
+    """Plug-in TV to uniform of (..., S, K) counts -> (..., S); NaN where a run has no valid choice."""
+    k = counts.shape[-1]
+    return 0.5 * np.abs(rates_from_counts(counts) - 1.0 / k).sum(-1)
+
+
+def _nanmean(x, axis):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(x, axis=axis)
+
+
+class _Metric:
+    """Observed, bootstrap, jackknife and null values of one cluster-averaged TV metric."""
+
+    def __init__(self, name, clusters, targets, obs, boot, gen, n_null, level):
+        self.name = name
+        self.clusters = clusters
+        ks = np.array([targets[c].k for c in clusters], dtype=float)
+        self.ks = ks
+        norm = (1 - 1 / ks)
+        # observed per-cluster, per-run TV: (C, S); pooled: (C,)
+        self.per_cluster_obs = np.stack([_tv_runs(obs[c]) for c in clusters])
+        self.pooled_cluster_obs = np.array([_tv_runs(obs[c].sum(0)) for c in clusters])
+        self.per_run = _nanmean(self.per_cluster_obs, 0)                       # (S,)
+        self.norm_per_run = _nanmean(self.per_cluster_obs / norm[:, None], 0)
+        r = boot[clusters[0]].shape[0]
+        self.n_resamples = r
+        if r:
+            b = np.stack([_tv_runs(boot[c]) for c in clusters], axis=1)        # (R, C, S)
+            self.boot_cluster_runs = b
+            self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
+            self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
+            self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
+            self.jack = self._jackknife(targets)
+            self.calibrated = calibrated_mean_tv([obs[c].sum(0) for c in clusters],
+                                                 [np.rint(boot[c].sum(1)).astype(np.int64) for c in clusters],
+                                                 confidence_level=level, rng=gen)
+            self.cal_cluster = [calibrated_mean_tv([obs[c].sum(0)], [np.rint(boot[c].sum(1)).astype(np.int64)],
+                                                   confidence_level=level, rng=gen) for c in clusters]
+        # Null: uniform multinomial chooser with the same valid counts per (cluster, run).
+        n_cs = [obs[c].sum(-1).astype(np.int64) for c in clusters]             # each (S,)
+        self.null_cluster_runs = np.stack([expected_tv_uniform(n, int(k)) for n, k in zip(n_cs, ks)])
+        self.null_cluster_pooled = np.array([expected_tv_uniform(int(n.sum()), int(k)) for n, k in zip(n_cs, ks)])
+        self.null_stat = None
+        if n_null:
+            sims = []
+            for n, k in zip(n_cs, ks):
+                draws = gen.multinomial(n, np.full(int(k), 1.0 / k), size=(n_null, len(n)))
+                sims.append(_tv_runs(draws))                                     # (N, S)
+            sims = np.stack(sims, axis=1)                                        # (N, C, S)
+            sims[:, np.isnan(self.per_cluster_obs)] = np.nan
+            self.null_stat = _nanmean(_nanmean(sims, 1), 1)
+            self.null_sims = sims
+
+    def _jackknife(self, targets):
+        """Leave-one-query-out values of mean_over_runs (one per query of every cluster)."""
+        full = self.per_cluster_obs
+        out = []
+        for i, c in enumerate(self.clusters):
+            cnt = targets[c].counts                                              # (Q, S, K)
+            loo = _tv_runs(cnt.sum(0)[None] - cnt)                               # (Q, S)
+            tv = np.repeat(full[None], len(cnt), axis=0)                         # (Q, C, S)
+            tv[:, i, :] = loo
+            out.append(_nanmean(_nanmean(tv, 1), 1))
+        return np.concatenate(out)
+
+    @property
+    def stat(self):
+        return float(_nanmean(self.per_run, 0))
+
+    def result(self, level, ci_method) -> TVResult:
+        per_run = self.per_run[np.isfinite(self.per_run)]
+        kw = {}
+        if self.n_resamples:
+            pct = percentile_ci(self.boot_stat, level)
+            kw = dict(ci=bca_ci(self.boot_stat, self.stat, self.jack, level) if ci_method == "bca" else pct,
+                      ci_method=ci_method, ci_percentile=pct, ci_pooled=percentile_ci(self.boot_pooled, level),
+                      corrected=self.calibrated.estimate,
+                      corrected_ci=ConfidenceInterval(self.calibrated.ci_low, self.calibrated.ci_high),
+                      corrected_method=self.calibrated.method,
+                      standard_error=float(np.nanstd(self.boot_stat, ddof=1)),
+                      bootstrap_distribution=self.boot_stat)
+        if self.null_stat is not None:
+            kw["p_value"] = float((1 + np.sum(self.null_stat >= self.stat - 1e-12)) / (1 + len(self.null_stat)))
+        return TVResult(
+            metric=self.name, mean_over_runs=self.stat, sd_over_runs=float(np.std(per_run, ddof=0)),
+            pooled=float(_nanmean(self.pooled_cluster_obs, 0)), n_runs=int(len(per_run)),
+            null_expected=float(_nanmean(_nanmean(np.where(np.isnan(self.per_cluster_obs), np.nan,
+                                                           self.null_cluster_runs), 0), 0)),
+            null_expected_pooled=float(_nanmean(self.null_cluster_pooled, 0)),
+            normalised=float(_nanmean(self.norm_per_run, 0)),
+            normalised_pooled=float(_nanmean(self.pooled_cluster_obs / (1 - 1 / self.ks), 0)),
+            confidence_level=level, **kw)
+
+    def cluster_result(self, i, level) -> TVResult:
+        per_run = self.per_cluster_obs[i]
+        per_run = per_run[np.isfinite(per_run)]
+        kw = {}
+        if self.n_resamples:
+            b = _nanmean(self.boot_cluster_runs[:, i, :], 1)
+            cal = self.cal_cluster[i]
+            kw = dict(ci=percentile_ci(b, level), ci_method="percentile", ci_percentile=percentile_ci(b, level),
+                      ci_pooled=percentile_ci(self.boot_pooled_cluster[:, i], level),
+                      corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
+                      corrected_method=cal.method, standard_error=float(np.nanstd(b, ddof=1)))
+        stat = float(per_run.mean()) if per_run.size else np.nan
+        if self.null_stat is not None:
+            null = _nanmean(self.null_sims[:, i, :], 1)
+            kw["p_value"] = float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
+        k = self.ks[i]
+        return TVResult(
+            metric=self.name, mean_over_runs=stat, sd_over_runs=float(np.std(per_run)) if per_run.size else np.nan,
+            pooled=float(self.pooled_cluster_obs[i]), n_runs=int(per_run.size),
+            null_expected=float(_nanmean(self.null_cluster_runs[i][np.isfinite(self.per_cluster_obs[i])], 0)),
+            null_expected_pooled=float(self.null_cluster_pooled[i]),
+            normalised=stat / (1 - 1 / k), normalised_pooled=float(self.pooled_cluster_obs[i]) / (1 - 1 / k),
+            confidence_level=level, **kw)
+
+    @staticmethod
+    def average(api, pos, level, ci_method) -> TVResult:
+        """delta_model = (delta_API + delta_pos) / 2, replicate by replicate (same resampled queries)."""
+        per_run = (api.per_run + pos.per_run) / 2
+        finite = per_run[np.isfinite(per_run)]
+        stat = float(finite.mean()) if finite.size else np.nan
+        kw = {}
+        if api.n_resamples:
+            boot = (api.boot_stat + pos.boot_stat) / 2
+            jack = (api.jack + pos.jack) / 2
+            pct = percentile_ci(boot, level)
+            corrected = (api.calibrated.estimate + pos.calibrated.estimate) / 2
+            kw = dict(ci=bca_ci(boot, stat, jack, level) if ci_method == "bca" else pct, ci_method=ci_method,
+                      ci_percentile=pct, ci_pooled=percentile_ci((api.boot_pooled + pos.boot_pooled) / 2, level),
+                      corrected=corrected, corrected_method="mean of the two corrected values (no interval)",
+                      standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
+        a, p = api.result(level, ci_method), pos.result(level, ci_method)
+        if api.null_stat is not None and pos.null_stat is not None:
+            null = (api.null_stat + pos.null_stat) / 2
+            kw["p_value"] = float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
+        return TVResult(
+            metric="delta_model", mean_over_runs=stat, sd_over_runs=float(np.std(finite)) if finite.size else np.nan,
+            pooled=(a.pooled + p.pooled) / 2, n_runs=int(finite.size),
+            null_expected=(a.null_expected + p.null_expected) / 2,
+            null_expected_pooled=(a.null_expected_pooled + p.null_expected_pooled) / 2,
+            normalised=(a.normalised + p.normalised) / 2, normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
+            confidence_level=level, **kw)
+
+
+def _rate_table(cluster, tools, counts, boot_counts, level) -> pd.DataFrame:
+    """Per-tool selection rates with Wilson (independent trials) and query-bootstrap percentile CIs."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    n = counts.sum()
+    rate = rates_from_counts(counts)
+    alpha = 1 - level
+    if n > 0:
+        w_lo, w_hi = proportion_confint(counts, n, alpha=alpha, method="wilson")
+    else:
+        w_lo = w_hi = np.full(len(tools), np.nan)
+    if len(boot_counts):
+        br = rates_from_counts(boot_counts)
+        b_lo, b_hi = np.nanquantile(br, [alpha / 2, 1 - alpha / 2], axis=0)
+    else:
+        b_lo = b_hi = np.full(len(tools), np.nan)
+    return pd.DataFrame({
+        "cluster": cluster, "tool_id": tools, "api_index": np.arange(1, len(tools) + 1), "count": counts.astype(int),
+        "n_used": int(n), "rate": rate, "uniform": 1.0 / len(tools), "wilson_low": w_lo, "wilson_high": w_hi,
+        "bootstrap_low": b_lo, "bootstrap_high": b_hi,
+    })
+
+
+def _tv_row(r: TVResult) -> dict:
+    return {
+        "mean_over_runs": r.mean_over_runs, "sd_over_runs": r.sd_over_runs, "pooled": r.pooled, "n_runs": r.n_runs,
+        "ci_low": r.ci.low, "ci_high": r.ci.high, "ci_method": r.ci_method,
+        "ci_percentile_low": r.ci_percentile.low, "ci_percentile_high": r.ci_percentile.high,
+        "corrected": r.corrected, "corrected_ci_low": r.corrected_ci.low, "corrected_ci_high": r.corrected_ci.high,
+        "null_expected": r.null_expected, "p_value": r.p_value, "normalised": r.normalised,
+        "standard_error": r.standard_error,
+    }
+
+
+def _json_num(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if not np.isfinite(v) else float(v)
+    return v

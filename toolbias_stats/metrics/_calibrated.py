@@ -1,0 +1,359 @@
+"""Bias-corrected estimate and confidence interval for the mean total-variation bias.
+
+See :func:`calibrated_mean_tv`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["CalibratedTV", "calibrated_mean_tv"]
+
+_METHOD = "test-inversion"
+
+
+@dataclass(frozen=True)
+class CalibratedTV:
+    """Result of :func:`calibrated_mean_tv`.
+
+    Attributes
+    ----------
+    estimate : float
+        Bias-corrected (median-matched along two calibration paths) estimate of
+        ``D = mean_c TV_c``; always ``>= 0``.
+    ci_low, ci_high : float
+        Confidence interval for ``D``. ``ci_low == 0`` exactly when the
+        goodness-of-fit test of "all clusters uniform" does not reject at level
+        ``(1 - confidence_level) / 2``.
+    confidence_level : float
+        Nominal coverage of ``[ci_low, ci_high]``.
+    method : str
+        Short name of the method (``"test-inversion"``).
+    p_value_uniform : float
+        One-sided bootstrap p-value of the plug-in statistic under "all clusters
+        uniform" (``P(T >= T_obs | D = 0)``).
+    plugin : float
+        The (upward biased) plug-in estimate ``mean_c 0.5 * sum_i |phat_ci - 1/K_c|``.
+    """
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    confidence_level: float
+    method: str
+    p_value_uniform: float = float("nan")
+    plugin: float = float("nan")
+
+
+def _as_generator(rng) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(rng)
+
+
+def _validate(counts, boot_counts):
+    if isinstance(counts, np.ndarray) and counts.ndim == 2:
+        counts = list(counts)
+    if isinstance(boot_counts, np.ndarray) and boot_counts.ndim == 3:
+        boot_counts = list(boot_counts)
+    try:
+        n_clusters = len(counts)
+    except TypeError as exc:
+        raise ValueError("counts must be a sequence of 1-D count arrays") from exc
+    if n_clusters == 0:
+        raise ValueError("counts must contain at least one cluster")
+    try:
+        n_boot_clusters = len(boot_counts)
+    except TypeError as exc:
+        raise ValueError("boot_counts must be a sequence of 2-D arrays") from exc
+    if n_boot_clusters != n_clusters:
+        raise ValueError(
+            f"boot_counts has {n_boot_clusters} clusters but counts has {n_clusters}"
+        )
+    obs, boots = [], []
+    n_rep = None
+    for c in range(n_clusters):
+        x = np.asarray(counts[c], dtype=float)
+        if x.ndim != 1 or x.size < 2:
+            raise ValueError(
+                f"counts[{c}] must be a 1-D array with at least 2 categories, "
+                f"got shape {x.shape}"
+            )
+        if not np.all(np.isfinite(x)) or np.any(x < 0):
+            raise ValueError(f"counts[{c}] must be finite and non-negative")
+        if x.sum() <= 0:
+            raise ValueError(f"counts[{c}] has no observations (n_c == 0)")
+        b = np.asarray(boot_counts[c], dtype=float)
+        if b.ndim != 2 or b.shape[1] != x.size:
+            raise ValueError(
+                f"boot_counts[{c}] must have shape (R, {x.size}), got {b.shape}"
+            )
+        if n_rep is None:
+            n_rep = b.shape[0]
+        elif b.shape[0] != n_rep:
+            raise ValueError(
+                "boot_counts arrays must all have the same number of replicates R "
+                f"(boot_counts[0] has {n_rep}, boot_counts[{c}] has {b.shape[0]})"
+            )
+        if not np.all(np.isfinite(b)) or np.any(b < 0):
+            raise ValueError(f"boot_counts[{c}] must be finite and non-negative")
+        obs.append(x)
+        boots.append(b)
+    if n_rep is None or n_rep < 20:
+        raise ValueError(f"boot_counts needs at least 20 replicates, got {n_rep}")
+    return obs, boots
+
+
+def _path(t, x, v, lam_max):
+    """Deviation vector theta(t) on the calibration path.
+
+    t in [0, 1]: theta_i = sign(x_i) * sqrt(max(x_i^2 - lam * v_i, 0)) with
+    lam = lam_max * (1 - t), i.e. t = 0 is the null (all zero) and t = 1 is the raw
+    deviation x (components with v_i == 0 move linearly, t * x_i).  t > 1: theta = t * x (inflation, needed for upper bounds when
+    the plug-in happens to be low).
+    """
+    if t >= 1.0:
+        return t * x
+    lam = lam_max * (1.0 - t)
+    shrunk = np.sign(x) * np.sqrt(np.maximum(x * x - lam * v, 0.0))
+    # components without bootstrap variation (e.g. a cluster that always picks
+    # the same category) cannot be moment-corrected: shrink them linearly
+    return np.where(v > 0, shrunk, t * x)
+
+
+def _quantile_at(path, t, e, w, q):
+    return float(np.quantile(w * np.abs(path(t) + e).sum(axis=1), q))
+
+
+def _smallest_t(path, e, w, t_obs, q, tol=1e-7):
+    """Bracket (lo, hi) of the smallest t >= 0 with quantile_q(T(t)) >= t_obs.
+
+    Returns None when already t = 0 qualifies.  Bisection; quantiles are
+    (numerically) monotone in t because the same replicates are used for every t.
+    """
+    if _quantile_at(path, 0.0, e, w, q) >= t_obs:
+        return None
+    lo, hi = 0.0, 1.0
+    n_expand = 0
+    while _quantile_at(path, hi, e, w, q) < t_obs:
+        lo, hi = hi, 2.0 * hi
+        n_expand += 1
+        if n_expand > 60:  # pragma: no cover - pathological input
+            return hi, hi
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if _quantile_at(path, mid, e, w, q) >= t_obs:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo < tol * max(1.0, hi):
+            break
+    return lo, hi
+
+
+def _invert(path, e, w, t_obs, qs):
+    """Belt inversion along ``path``: (lower D, upper D, median-matched D)."""
+
+    def dval(t):
+        return float(w * np.abs(path(t)).sum())
+
+    q_hi, q_lo, q_mid = qs
+    r = _smallest_t(path, e, w, t_obs, q_hi)
+    low = 0.0 if r is None else dval(r[0])
+    r = _smallest_t(path, e, w, t_obs, q_lo)
+    high = 0.0 if r is None else dval(r[1])
+    r = _smallest_t(path, e, w, t_obs, q_mid)
+    mid = 0.0 if r is None else dval(0.5 * (r[0] + r[1]))
+    return low, high, mid
+
+
+def calibrated_mean_tv(
+    counts: Sequence[np.ndarray],
+    boot_counts: Sequence[np.ndarray],
+    *,
+    confidence_level: float = 0.95,
+    rng=None,
+) -> CalibratedTV:
+    r"""Bias-corrected estimate and CI for the mean total-variation distance to uniform.
+
+    Target: :math:`D = \frac1C \sum_c TV_c`, with
+    :math:`TV_c = \tfrac12 \sum_i |p_{ci} - 1/K_c|`.
+
+    Parameters
+    ----------
+    counts : sequence of 1-D int arrays, length C
+        ``counts[c]`` (shape ``(K_c,)``) are the observed choice counts of cluster
+        ``c``; ``n_c = counts[c].sum() > 0``.
+    boot_counts : sequence of 2-D int arrays, length C
+        ``boot_counts[c]`` (shape ``(R, K_c)``) are the counts in R query-level
+        bootstrap replicates (queries resampled with replacement within the
+        cluster, all rotations/runs of a query kept together). Replicate ``r`` is
+        one joint replicate across clusters, so all arrays share the same R.
+    confidence_level : float, default 0.95
+    rng : None, int or numpy.random.Generator
+        Accepted for interface stability. The procedure is a deterministic
+        function of ``counts`` and ``boot_counts``; ``rng`` is only used to break
+        ties when replicate statistics are exactly equal (never needed in practice),
+        so the same input always gives the same output.
+
+    Returns
+    -------
+    CalibratedTV
+
+    Notes
+    -----
+    **Statistic.** Let :math:`x_c = \hat p_c - u_c` (``u_c = 1/K_c``) and
+    :math:`T(\theta + e) = \frac{1}{2C}\sum_c \sum_i |\theta_{ci} + e_{ci}|`; the
+    plug-in estimate is :math:`T_{obs} = T(x)`. Since
+    :math:`E|\theta + e| > |\theta|` (most strongly at :math:`\theta = 0`, the kink),
+    :math:`T_{obs}` is biased upward by up to :math:`\approx 0.4\,\sigma` per
+    component.
+
+    **Sampling noise from the query bootstrap.** The errors are taken from the
+    supplied bootstrap replicates, centred on their mean:
+    :math:`e^{*}_{r} = \hat p^{*}_r - \overline{\hat p^{*}}` (proportions per
+    replicate). They carry the real dependence structure (rotations and runs of a
+    query move together; positional counts of a model with a fixed tool
+    preference vary far less than multinomial), the within-cluster negative
+    correlation, and non-normal shape. No multinomial variance formula is used.
+    With :math:`v_{ci} = \operatorname{Var}^*(e^*_{ci})`, the replicates are a
+    plug-in approximation of the law of :math:`\hat p - p` (Efron & Tibshirani
+    1993, ch. 6; the variance is assumed not to change much over the small
+    neighbourhood of configurations considered).
+
+    **Calibration path.** A one-parameter family of deviation vectors
+    :math:`\theta(t)` connects the null to the data and beyond:
+
+    * :math:`0 \le t \le 1`: :math:`\theta_{ci}(t) = \mathrm{sign}(x_{ci})
+      \sqrt{\max(x_{ci}^2 - \lambda v_{ci}, 0)}` with
+      :math:`\lambda = \lambda_{max}(1 - t)` and
+      :math:`\lambda_{max} = \max_{ci} x_{ci}^2 / v_{ci}` (so :math:`\theta(0) = 0`,
+      :math:`\theta(1) = x`). This is the folded-normal moment correction
+      :math:`E x^2 = \theta^2 + v` applied with a varying strength; it shrinks
+      components that are within noise of zero to exactly zero while leaving
+      large components almost untouched, i.e. it follows the plausible *shape*
+      of :math:`|\theta|` (a single scaling :math:`t\,x` does not: it keeps the
+      pure-noise components and over-corrects the real ones).
+    * :math:`t > 1`: :math:`\theta(t) = t\,x` (needed for upper bounds when the
+      plug-in came out low).
+
+    The truth along the path is :math:`D(t) = \frac{1}{2C}\sum |\theta_{ci}(t)|`,
+    increasing in :math:`t`.
+
+    **Test inversion.** For each :math:`t` the sampling law of the plug-in is
+    :math:`T_r(t) = T(\theta(t) + e^*_r)`, :math:`r = 1..R`; the same replicates
+    are used for every :math:`t` (common random numbers), which makes the
+    quantiles :math:`q_\beta(t)` smooth and monotone in :math:`t` in practice. The
+    confidence set is the Neyman belt inversion (Neyman 1937; Casella & Berger
+    2002, sec. 9.2.3)
+
+    .. math:: \{D(t) : q_{\alpha/2}(t) \le T_{obs} \le q_{1-\alpha/2}(t)\},
+
+    found by bisection. At :math:`t = 0` the condition
+    :math:`T_{obs} \le q_{1-\alpha/2}(0)` is exactly the bootstrap goodness-of-fit
+    test of uniformity, so ``ci_low == 0`` iff that test does not reject, and the
+    coverage at :math:`D = 0` is :math:`1 - \alpha/2` by construction (an
+    interval centred on a shifted plug-in excludes 0 almost always).
+
+    **Shape uncertainty (two paths).** The law of :math:`T` depends on the whole
+    configuration, not only on :math:`D`: for fixed :math:`D`, mass concentrated
+    in few components gives a *larger* :math:`E\,T` (the zero components keep
+    their full bias :math:`\approx 0.8\sigma`) than mass spread thinly over all
+    components. The shrinkage path above is the concentrated end; the linear
+    path :math:`\theta(t) = t\,x` (shape of the raw data, i.e. spread as much as
+    the data) is the spread end. A concentrated member needs a smaller
+    :math:`D` to explain :math:`T_{obs}`, so it gives the safe *lower* bound;
+    the spread member gives the safe *upper* bound. Hence
+
+    * ``ci_low``  = lower belt bound along the shrinkage path,
+    * ``ci_high`` = max(upper bound along the shrinkage path, upper bound along
+      the linear path),
+    * ``estimate`` = average of the two median-matched estimates
+      :math:`D(\hat t)`, :math:`\operatorname{median} T(\hat t) = T_{obs}`
+      (0 if :math:`T_{obs}` is below the null median), clipped into the CI.
+
+    Using the spread (linear) path for the lower bound or the concentrated one
+    for the upper bound alone fails (the partly-uniform chooser resp. the
+    nearly-uniform chooser lose 10-50 points of coverage in our simulations).
+
+    **Why it is calibrated.** If the true :math:`\theta` were on a path, the
+    inversion along it would be exact up to the bootstrap approximation of the
+    error law; taking for each side the path that is least favourable among
+    the two plausible shapes keeps each one-sided miss rate at or below about
+    :math:`\alpha/2`. Far from uniformity both paths coincide with
+    :math:`t\,x` near the data, and the interval reduces to a bootstrap
+    interval of the (then nearly unbiased) plug-in, so it is not conservative
+    there. Coverage was checked by simulation (``analyses/calibration_tv.py``:
+    10 clusters x 100 queries x 5 rotations) for skewed, mildly skewed, partly
+    uniform, nearly uniform and exactly uniform choosers, with multinomial and
+    with much-smaller-than-multinomial (positional, fixed tool preference)
+    noise: coverage 91-97.5% in all of them (nearly uniform and strong-skew
+    with fixed tool preference are the weakest, both ~91-95%).
+
+    References
+    ----------
+    Neyman, J. (1937). Outline of a theory of statistical estimation based on the
+    classical theory of probability. Phil. Trans. R. Soc. A 236, 333-380.
+    Casella, G. & Berger, R. L. (2002). Statistical Inference, 2nd ed., sec. 9.2.
+    Efron, B. & Tibshirani, R. (1993). An Introduction to the Bootstrap.
+    Chapman & Hall.
+    """
+    if not (0.0 < confidence_level < 1.0):
+        raise ValueError(
+            f"confidence_level must be in (0, 1), got {confidence_level!r}"
+        )
+    _as_generator(rng)  # validate / normalise; the procedure itself is deterministic
+    obs, boots = _validate(counts, boot_counts)
+    n_clusters = len(obs)
+    alpha = 1.0 - confidence_level
+
+    xs, es = [], []
+    for x_counts, b_counts in zip(obs, boots):
+        k = x_counts.size
+        phat = x_counts / x_counts.sum()
+        tot = b_counts.sum(axis=1, keepdims=True)
+        # a replicate with no valid choices carries no information: use phat
+        pstar = np.where(tot > 0, b_counts / np.where(tot > 0, tot, 1.0), phat)
+        xs.append(phat - 1.0 / k)
+        es.append(pstar - pstar.mean(axis=0))
+    x = np.concatenate(xs)  # (M,)
+    e = np.concatenate(es, axis=1)  # (R, M)
+    w = 0.5 / n_clusters
+    v = e.var(axis=0)
+    t_obs = w * np.abs(x).sum()
+
+    pos_v = v > 0
+    if np.any(pos_v):
+        lam_max = float(np.max(x[pos_v] ** 2 / v[pos_v]))
+    else:
+        lam_max = 0.0
+
+    def path_shrink(t):
+        return _path(t, x, v, lam_max)
+
+    def path_linear(t):
+        return t * x
+
+    q_lo_p, q_hi_p = alpha / 2.0, 1.0 - alpha / 2.0
+    null_stats = w * np.abs(e).sum(axis=1)
+    p_value = float((1 + np.sum(null_stats >= t_obs - 1e-15)) / (1 + null_stats.size))
+
+    lo_s, hi_s, est_s = _invert(path_shrink, e, w, t_obs, (q_hi_p, q_lo_p, 0.5))
+    _lo_l, hi_l, est_l = _invert(path_linear, e, w, t_obs, (q_hi_p, q_lo_p, 0.5))
+    ci_low = lo_s
+    ci_high = max(hi_s, hi_l)
+    estimate = 0.5 * (est_s + est_l)
+    # keep the ordering exact (zero-noise / degenerate cases)
+    estimate = min(max(estimate, ci_low), ci_high)
+    return CalibratedTV(
+        estimate=float(estimate),
+        ci_low=float(ci_low),
+        ci_high=float(ci_high),
+        confidence_level=float(confidence_level),
+        method=_METHOD,
+        p_value_uniform=p_value,
+        plugin=float(t_obs),
+    )

@@ -1,0 +1,111 @@
+"""Total-variation distances and their behaviour under a uniform chooser (small NumPy functions)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["tv_distance", "tv_to_uniform", "normalised_tv", "expected_tv_uniform", "rates_from_counts"]
+
+
+def tv_distance(p, q, *, axis=-1):
+    """Total-variation distance between distributions ``p`` and ``q``.
+
+    Parameters
+    ----------
+    p, q : array_like
+        Probability vectors (broadcastable) along ``axis``.
+    axis : int, default -1
+
+    Returns
+    -------
+    numpy.ndarray or float
+        ``TV(p, q) = 1/2 * sum_i |p_i - q_i|``, in [0, 1].
+
+    Examples
+    --------
+    >>> tv_distance([1, 0, 0], [0, 1, 0])
+    1.0
+    >>> tv_distance([0.5, 0.5], [0.5, 0.5])
+    0.0
+    """
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    out = 0.5 * np.abs(p - q).sum(axis=axis)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def tv_to_uniform(p, *, axis=-1):
+    """TV distance from ``p`` to the uniform distribution over its K categories.
+
+    This is BiasBusters' ``delta = 1/2 * sum_i |p_i - 1/K|`` (eq. in section 3.1). Its maximum,
+    reached by a chooser that always picks one category, is ``1 - 1/K``.
+
+    Examples
+    --------
+    >>> tv_to_uniform([1, 0, 0, 0, 0])
+    0.8
+    >>> round(tv_to_uniform([0.4, 0.25, 0.15, 0.12, 0.08]), 10)
+    0.25
+    """
+    p = np.asarray(p, dtype=float)
+    k = p.shape[axis]
+    return tv_distance(p, np.full(k, 1.0 / k).reshape([-1 if i == (axis % p.ndim) else 1 for i in range(p.ndim)]),
+                       axis=axis)
+
+
+def normalised_tv(tv, k):
+    """TV to uniform divided by its maximum ``1 - 1/K``, so that 1 means a degenerate chooser.
+
+    Examples
+    --------
+    >>> normalised_tv(0.4, 5)
+    0.5
+    """
+    k = np.asarray(k, dtype=float)
+    out = np.asarray(tv, dtype=float) / (1.0 - 1.0 / k)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def rates_from_counts(counts, *, axis=-1):
+    """Selection rates ``counts / counts.sum()`` along ``axis``; NaN where the total is 0."""
+    counts = np.asarray(counts, dtype=float)
+    total = counts.sum(axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, counts / np.where(total > 0, total, 1), np.nan)
+
+
+def expected_tv_uniform(n, k):
+    """Exact expected plug-in TV to uniform when ``n`` choices come from a uniform chooser over ``k``.
+
+    The plug-in TV is biased upward: even a perfectly fair chooser shows a positive distance.
+    With ``X ~ Binomial(n, 1/k)`` for each category and symmetry across categories,
+    ``E[TV] = k/2 * E|X/n - 1/k|``, summed exactly over the binomial pmf.
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Number of valid choices (0 gives NaN).
+    k : int
+        Number of categories.
+
+    Returns
+    -------
+    float or numpy.ndarray
+
+    Examples
+    --------
+    >>> round(expected_tv_uniform(100, 5), 4)
+    0.0794
+    >>> round(expected_tv_uniform(500, 5), 4)
+    0.0357
+    """
+    n_arr = np.atleast_1d(np.asarray(n, dtype=np.int64))
+    out = np.full(n_arr.shape, np.nan)
+    for n_val in np.unique(n_arr):
+        if n_val <= 0:
+            continue
+        x = np.arange(n_val + 1)
+        e_abs = np.sum(stats.binom.pmf(x, n_val, 1.0 / k) * np.abs(x / n_val - 1.0 / k))
+        out[n_arr == n_val] = 0.5 * k * e_abs
+    return float(out[0]) if np.ndim(n) == 0 else out.reshape(np.shape(n))

@@ -1,0 +1,9 @@
+"""Plots: a result object in, a matplotlib Figure out (matplotlib is imported lazily, nothing is computed).
+
+Each ``plot_*`` function accepts an optional ``ax`` to draw into; without one it builds a new
+Figure on the Agg canvas (no pyplot state, never shown).
+"""
+
+from ._bias import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
+
+__all__ = ["plot_selection_rates", "plot_api_vs_position", "group_label", "tool_labels"]

@@ -1,0 +1,12 @@
+"""Reports: render results as self-contained HTML; all rounding and display formatting lives here.
+
+``render_bias_report(study, result)`` writes tables and inline-SVG figures of a
+:class:`~toolbias_stats.BiasResult`; the ``fmt_*`` helpers format numbers, intervals and p-values.
+"""
+
+from ._format import (MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p,
+                      fmt_range)
+from ._render_html import file_sha256, render_bias_report
+
+__all__ = ["render_bias_report", "file_sha256", "MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci",
+           "fmt_mean_sd", "fmt_p", "fmt_level", "fmt_range"]
