@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import numbers
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,9 +122,9 @@ def read_study(path) -> Study:
                 merged[key] = p
         if "path" not in merged:
             problems.append(problem(path, where, "path", "missing required key"))
-        if "model" not in merged:
+        if "model" not in merged and merged.get("format") != "table":  # a table may carry its own model column
             problems.append(problem(path, where, "model", "missing required key"))
-        elif not isinstance(merged["model"], str):
+        elif "model" in merged and not isinstance(merged["model"], str):
             problems.append(problem(path, where, "model", f"expected a string, got {merged['model']!r}"))
         if "run" in merged and (isinstance(merged["run"], bool) or not isinstance(merged["run"], numbers.Integral)
                                 or merged["run"] < 1):
@@ -199,4 +200,9 @@ def _is_cluster_list(path: Path) -> bool:
 
 
 def _toml_line(exc) -> int | None:
-    return getattr(exc, "lineno", None)
+    """Line of a TOML syntax error (Python 3.11's tomllib only puts it in the message)."""
+    line = getattr(exc, "lineno", None)
+    if line is None:
+        m = re.search(r"line (\d+)", str(exc))
+        line = int(m.group(1)) if m else None
+    return line

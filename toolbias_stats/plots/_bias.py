@@ -247,10 +247,10 @@ def _noise_bands(ax, null_x, null_y):
     ny = np.nanmax(null_y) if len(null_y) and np.isfinite(null_y).any() else np.nan
     label = "uniform chooser: expected plug-in TV (noise level)"
     if np.isfinite(nx):
-        ax.axvspan(0, nx, color="#bbbbbb", alpha=0.35, linewidth=0, label=label, zorder=0)
-        label = None
+        ax.axvspan(0, nx, color="#bbbbbb", alpha=0.35, linewidth=0, label=label, zorder=0, gid="noise-band-api")
+        label = "_nolegend_"
     if np.isfinite(ny):
-        ax.axhspan(0, ny, color="#bbbbbb", alpha=0.35, linewidth=0, label=label, zorder=0)
+        ax.axhspan(0, ny, color="#bbbbbb", alpha=0.35, linewidth=0, label=label, zorder=0, gid="noise-band-pos")
 
 
 def _point(ax, api, pos, colour, size, label=None, alpha=1.0):

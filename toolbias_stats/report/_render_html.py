@@ -55,6 +55,8 @@ th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: le
 thead th { background: var(--head); border-bottom: 2px solid var(--line); white-space: nowrap; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tbody tr:nth-child(even) td { background: #fafbfc; }
+table.grouped tbody tr td { background: #fff; }
+thead th { vertical-align: bottom; }
 tr.total td { font-weight: 600; border-top: 2px solid var(--line); }
 td.first-of-group { border-top: 2px solid var(--line); }
 td.hash { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.78rem;
@@ -273,7 +275,7 @@ def _section_bias(result) -> str:
         cells.append(f'<td class="num">{_e(n_runs)}</td>')
         for m in _METRICS:
             r = getattr(g, m)
-            cells.append(f'<td class="num">{_e(fmt_mean_sd(r.mean_over_runs, r.sd_over_runs)) if r else _NO_POS}</td>')
+            cells.append(f'<td class="num">{_e(_mean_sd(r)) if r else _NO_POS}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     head = (f"<tr>{key_heads}<th class=\"num\">runs</th>"
             + "".join(f'<th class="num">{_METRIC_LABEL[m]}</th>' for m in _METRICS) + "</tr>")
@@ -297,18 +299,19 @@ def _section_bias(result) -> str:
                 corrected = fmt_estimate_ci(r.corrected, r.corrected_ci)
                 if np.isfinite(r.corrected) and not np.all(np.isfinite(r.corrected_ci)):
                     corrected += " (no interval)"
-                vals = [fmt_mean_sd(r.mean_over_runs, r.sd_over_runs), fmt_ci(r.ci), fmt_num(r.pooled), corrected,
+                vals = [_mean_sd(r), fmt_ci(r.ci), fmt_num(r.pooled), corrected,
                         fmt_num(r.null_expected), fmt_p(r.p_value, prefix=False),
                         f"{fmt_int(g.rows['used'])} / {fmt_int(g.rows['total'] - g.rows['used'])}"]
                 cells += [f'<td class="num"{cls}>{_e(v)}</td>' for v in vals]
             body.append("<tr>" + "".join(cells) + "</tr>")
             first = False
-    head = (f"<tr>{key_heads}<th>metric</th><th class=\"num\">mean \u00b1 sd over runs</th>"
-            f"<th class=\"num\">{_e(level)} {_e(ci_name)} CI</th><th class=\"num\">pooled runs</th>"
-            f"<th class=\"num\">bias-corrected [{_e(level)} calibrated CI]</th>"
-            "<th class=\"num\">uniform chooser (expected)</th><th class=\"num\">p (no bias)</th>"
-            "<th class=\"num\">rows used / excluded</th></tr>")
-    detailed = _table(head, body, caption="Each metric with its uncertainty.")
+    head = (f"<tr>{key_heads}<th>metric</th><th class=\"num\">mean \u00b1 sd<br>over runs</th>"
+            f"<th class=\"num\">{_e(level)} {_e(ci_name)}<br>CI</th><th class=\"num\">pooled<br>runs</th>"
+            f"<th class=\"num\">bias-corrected<br>[{_e(level)} calibrated CI]</th>"
+            "<th class=\"num\">uniform<br>chooser</th><th class=\"num\">p<br>(no bias)</th>"
+            "<th class=\"num\">rows used /<br>excluded</th></tr>")
+    detailed = _table(head, body, caption="Each metric with its uncertainty (one block of rows per group).",
+                      cls="grouped")
     nulls = [getattr(g, m).null_expected for g in result.groups for m in ("delta_api", "delta_pos")
              if getattr(g, m) is not None]
     note = f"""<div class="note">
@@ -361,7 +364,7 @@ def _section_clusters(study, result) -> str:
                 if r is None:
                     cells.append(f'<td colspan="2">{_NO_POS}</td>')
                 else:
-                    cells.append(f'<td class="num">{_e(fmt_mean_sd(r.mean_over_runs, r.sd_over_runs))}</td>')
+                    cells.append(f'<td class="num">{_e(_mean_sd(r))}</td>')
                     cells.append(f'<td class="num">{_e(fmt_ci(r.ci))}</td>')
             null = c.delta_api.null_expected
             cells.append(f'<td class="num">{_e(fmt_num(null))}</td>')
@@ -429,19 +432,28 @@ def _section_notes(study, result) -> str:
     items = [f'<li class="warning">{_e(w)}</li>' for w in result.warnings]
     base = _base(study)
     diags = study.log.diagnostics or {}
+    mismatches = []
     for src, diag in diags.items():
         if not isinstance(diag, dict):
             continue
         short = _display_path(src, base)
-        mism = diag.get("position_mismatch")
-        if mism:
-            items.append(f'<li class="warning">{_e(short)}: the recorded position disagrees with the rotation '
-                         f"formula in {_e(fmt_int(mism))} records (the recorded position is kept).</li>")
+        if diag.get("position_mismatch"):
+            mismatches.append((short, int(diag["position_mismatch"]), diag.get("records")))
         unresolved = diag.get("unresolved")
         if unresolved:
             total = sum(int(v) for v in dict(unresolved).values())
             items.append(f'<li class="warning">{_e(short)}: {_e(fmt_int(total))} tool names could not be matched '
                          f"to the catalog: {_e(_counts_text(unresolved))}.</li>")
+    if mismatches:
+        total = sum(n for _, n, _ in mismatches)
+        body = [f'<tr><td class="path">{_e(f)}</td><td class="num">{_e(fmt_int(n))}</td>'
+                f'<td class="num">{_e(fmt_int(rec) if rec is not None else MISSING)}</td></tr>'
+                for f, n, rec in mismatches]
+        table = _table('<tr><th>file</th><th class="num">mismatches</th><th class="num">records</th></tr>', body)
+        items.append(f'<li class="warning">Position mismatches: in {_e(fmt_int(total))} records of '
+                     f"{_e(fmt_int(len(mismatches)))} files the recorded position disagrees with the one implied by "
+                     "the rotation formula; the recorded position is kept."
+                     f"<details><summary>Per file</summary>{table}</details></li>")
     out = (f'<ul class="notes">{"".join(items)}</ul>' if items
            else '<p class="muted">No warnings and no reader diagnostics.</p>')
     if diags:
@@ -464,10 +476,18 @@ def _e(s) -> str:
     return html.escape(str(s), quote=True)
 
 
-def _table(head, body, caption=None) -> str:
+def _table(head, body, caption=None, cls=None) -> str:
     cap = f"<caption>{_e(caption)}</caption>" if caption else ""
-    return (f'<div class="table-wrap"><table>{cap}<thead>{head}</thead><tbody>' + "\n".join(body)
+    klass = f' class="{cls}"' if cls else ""
+    return (f'<div class="table-wrap"><table{klass}>{cap}<thead>{head}</thead><tbody>' + "\n".join(body)
             + "</tbody></table></div>")
+
+
+def _mean_sd(r) -> str:
+    """``mean ± sd`` over runs; with a single run there is no spread to show."""
+    if r.n_runs < 2:
+        return f"{fmt_num(r.mean_over_runs)} (1 run)" if r.n_runs == 1 else fmt_num(r.mean_over_runs)
+    return fmt_mean_sd(r.mean_over_runs, r.sd_over_runs)
 
 
 def _key_cells(g, keys) -> list:

@@ -1,0 +1,120 @@
+"""The toolbias-stats command line: Table 1 from --json, format round trips, validate, errors."""
+
+import json
+
+import pytest
+
+from toolbias_stats.cli._commands import main
+from reference.table1 import TABLE1
+
+STUDY = "data/biasbusters/study.toml"
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _check_table1(groups):
+    by_model = {g["keys"]["model"]: g for g in groups}
+    for model, values in TABLE1.items():
+        for metric, (mean, sd) in zip(("delta_api", "delta_pos", "delta_model"), values):
+            got = by_model[model][metric]
+            assert got["mean_over_runs"] == pytest.approx(mean, abs=5e-4), (model, metric)
+            assert got["sd_over_runs"] == pytest.approx(sd, abs=5e-4 + 1e-9), (model, metric)
+
+
+@pytest.fixture(scope="module")
+def bias_json(request):
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(["bias", str(request.config.rootpath / STUDY), "--by", "model", "--json", "--bootstrap", "300",
+                     "--null", "300", "--seed", "1"])
+    assert code == 0
+    return json.loads(buf.getvalue())
+
+
+class TestBiasJson:
+    def test_reproduces_table1(self, bias_json):
+        _check_table1(bias_json["groups"])
+
+    def test_documented_shape(self, bias_json):
+        g = bias_json["groups"][0]
+        assert set(g) >= {"keys", "rows", "delta_api", "delta_pos", "delta_model", "clusters"}
+        assert set(g["rows"]) == {"total", "used", "excluded"}
+        for key in ("mean_over_runs", "sd_over_runs", "pooled", "ci", "null_expected", "p_value", "corrected",
+                    "corrected_ci"):
+            assert key in g["delta_api"]
+        lo, hi = g["delta_api"]["ci"]
+        assert lo <= g["delta_api"]["mean_over_runs"] <= hi or lo <= g["delta_api"]["pooled"] <= hi
+        c = g["clusters"][0]
+        assert set(c) >= {"cluster", "K", "n_used", "rates", "position_rates", "delta_api", "delta_pos"}
+        assert sum(c["rates"].values()) == pytest.approx(1.0)
+        assert len(c["position_rates"]) == c["K"]
+
+    def test_transcripts_group_has_no_positions(self, bias_json):
+        base = next(g for g in bias_json["groups"] if g["keys"]["model"] == "Qwen3-8B-Base")
+        assert base["delta_pos"] is None and base["delta_model"] is None
+        assert base["rows"]["total"] == 500
+        assert base["clusters"][0]["rates"]["v1_textlanguage_for_text_language_by_api_ninjas"] == pytest.approx(
+            3 / base["rows"]["used"])
+
+    def test_rows_used_plus_excluded(self, bias_json):
+        for g in bias_json["groups"]:
+            assert g["rows"]["used"] + sum(g["rows"]["excluded"].values()) == g["rows"]["total"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_round_trip_formats_give_table1(tmp_path, capsys, bb_study, bb_data_dir, suffix):
+    data = bb_study.log.data
+    from toolbias_stats import SelectionLog
+
+    log = SelectionLog(data[data["model"] != "Qwen3-8B-Base"].reset_index(drop=True), bb_study.catalog)
+    log.write(tmp_path / f"all{suffix}")
+    (tmp_path / "study.toml").write_text(
+        f'format = "table"\ncatalog = "{bb_data_dir / "clusters.json"}"\napi_meta = "{bb_data_dir / "api_meta.json"}"\n'
+        f'[[logs]]\npath = "all{suffix}"\nmodel = "ignored-when-the-file-has-it"\n'.replace(
+            'model = "ignored-when-the-file-has-it"\n', ""))
+    code, out, err = _run(capsys, "bias", str(tmp_path / "study.toml"), "--json", "--bootstrap", "0", "--null", "0")
+    assert code == 0, err
+    _check_table1(json.loads(out)["groups"])
+
+
+class TestValidate:
+    def test_text(self, capsys, request):
+        code, out, _ = _run(capsys, "validate", str(request.config.rootpath / STUDY))
+        assert code == 0
+        assert "105500 rows" in out and "api_selection_stats_claude.json" in out
+        assert "recorded position disagrees with the rotation formula" in out
+        assert "unresolved names" in out
+
+    def test_json(self, capsys, request):
+        code, out, _ = _run(capsys, "validate", str(request.config.rootpath / STUDY), "--json")
+        doc = json.loads(out)
+        assert doc["rows"] == 105500 and len(doc["files"]) == 22 and doc["clusters"][-1] == "10"
+        assert sum(doc["by_status"].values()) == 105500
+
+
+class TestErrors:
+    def test_bad_manifest_exit_code_and_message(self, capsys, tmp_path):
+        p = tmp_path / "s.toml"
+        p.write_text("[[logs]\n")
+        code, out, err = _run(capsys, "bias", str(p))
+        assert code == 2 and out == ""
+        assert f"{p}:1: malformed TOML" in err
+
+    def test_report_writes_nothing_on_error(self, capsys, tmp_path):
+        p = tmp_path / "s.toml"
+        p.write_text('catalog = "missing.json"\n[[logs]]\npath = "x.json"\nmodel = "m"\nformat = "biasbusters"\n')
+        out_file = tmp_path / "r.html"
+        code, _, err = _run(capsys, "report", str(p), "--out", str(out_file))
+        assert code == 2 and "file not found" in err
+        assert not out_file.exists() and not list(tmp_path.glob("*.tmp"))
+
+    def test_bad_by_column(self, capsys, request):
+        code, _, err = _run(capsys, "bias", str(request.config.rootpath / STUDY), "--by", "nope", "--bootstrap", "0")
+        assert code == 2 and "`by` names column(s) ['nope']" in err
