@@ -134,6 +134,8 @@ def simulate_study(
         alpha0 = tool_pref * (np.arange(k) == 0).astype(float)
         truth_p = true_position_distribution(beta, np.broadcast_to(alpha0, beta.shape))
         truth = float(_tv_uniform(truth_p).mean())
+        if truth < 1e-12:  # exactly uniform up to rounding
+            truth = 0.0
     else:
         raise ValueError(f"target must be 'api' or 'pos', got {target!r}")
 

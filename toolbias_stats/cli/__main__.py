@@ -1,4 +1,4 @@
-"""Entry point of the ``toolbias-stats`` console script."""
+"""Entry point of the ``toolbias-stats`` console script (also ``python -m toolbias_stats.cli``)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,9 @@ class ConfidenceInterval(tuple):
     def __new__(cls, low, high):
         return super().__new__(cls, (float(low), float(high)))
 
+    def __getnewargs__(self):  # pickling / deepcopy
+        return (self[0], self[1])
+
     @property
     def low(self) -> float:
         return self[0]

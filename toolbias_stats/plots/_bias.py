@@ -332,7 +332,8 @@ def _finish_tv_axes(ax, pts):
         for r in (p[1], p[2]):
             highs += [v for v in (r.mean_over_runs, r.ci.high, r.null_expected) if np.isfinite(v)]
     lim = min(1.0, max(highs) * 1.15 + 0.02)
-    ax.plot([0, lim], [0, lim], linestyle=":", color="#777777", linewidth=1.0, label=r"$\delta_{\mathrm{API}} = \delta_{\mathrm{pos}}$",
+    ax.plot([0, lim], [0, lim], linestyle=":", color="#777777", linewidth=1.0,
+            label=r"$\delta_{\mathrm{API}} = \delta_{\mathrm{pos}}$",
             zorder=1)
     ax.set_xlim(0, lim)
     ax.set_ylim(0, lim)

@@ -370,8 +370,10 @@ def _section_clusters(study, result) -> str:
             cells.append(f'<td class="num">{_e(fmt_num(null))}</td>')
             body.append("<tr>" + "".join(cells) + "</tr>")
         head = (f"<tr>{key_heads}<th class=\"num\">n used</th>"
-                f"<th class=\"num\">{_METRIC_LABEL['delta_api']} (mean \u00b1 sd)</th><th class=\"num\">{_e(level)} CI</th>"
-                f"<th class=\"num\">{_METRIC_LABEL['delta_pos']} (mean \u00b1 sd)</th><th class=\"num\">{_e(level)} CI</th>"
+                f"<th class=\"num\">{_METRIC_LABEL['delta_api']} (mean \u00b1 sd)</th>"
+                f"<th class=\"num\">{_e(level)} CI</th>"
+                f"<th class=\"num\">{_METRIC_LABEL['delta_pos']} (mean \u00b1 sd)</th>"
+                f"<th class=\"num\">{_e(level)} CI</th>"
                 "<th class=\"num\">uniform chooser</th></tr>")
         bias_table = _table(head, body, caption=f"Cluster {cid}" + (f" ({cname})" if cname else "")
                             + f", K = {k}: bias per group")
@@ -451,7 +453,8 @@ def _section_notes(study, result) -> str:
                 for f, n, rec in mismatches]
         table = _table('<tr><th>file</th><th class="num">mismatches</th><th class="num">records</th></tr>', body)
         items.append(f'<li class="warning">Position mismatches: in {_e(fmt_int(total))} records of '
-                     f"{_e(fmt_int(len(mismatches)))} files the recorded position disagrees with the one implied by "
+                     f"{_e(fmt_int(len(mismatches)))} file{'s' if len(mismatches) != 1 else ''} the recorded position "
+                     "disagrees with the one implied by "
                      "the rotation formula; the recorded position is kept."
                      f"<details><summary>Per file</summary>{table}</details></li>")
     out = (f'<ul class="notes">{"".join(items)}</ul>' if items

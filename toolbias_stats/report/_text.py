@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-__all__ = ["format_bias_table", "format_validation", "fmt_num", "fmt_ci", "fmt_p"]
+from ._format import fmt_ci, fmt_mean_sd, fmt_num, fmt_p
 
-
-def fmt_num(x, digits=3) -> str:
-    """A number with ``digits`` decimals; ``-`` for missing."""
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "-"
-    return f"{x:.{digits}f}"
-
-
-def fmt_ci(ci, digits=3) -> str:
-    """``[low, high]``; ``-`` when the interval was not computed."""
-    if ci is None or not np.all(np.isfinite(ci)):
-        return "-"
-    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-
-
-def fmt_p(p) -> str:
-    """p-values: three decimals, ``<0.001`` below."""
-    if p is None or not np.isfinite(p):
-        return "-"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+__all__ = ["format_bias_table", "format_validation"]
 
 
 def format_bias_table(result) -> str:
@@ -42,7 +22,8 @@ def format_bias_table(result) -> str:
             rows.append({
                 "group": label,
                 "metric": m,
-                "estimate": f"{fmt_num(r.mean_over_runs)} ± {fmt_num(r.sd_over_runs)}",
+                "estimate": (fmt_mean_sd(r.mean_over_runs, r.sd_over_runs) if r.n_runs > 1
+                             else f"{fmt_num(r.mean_over_runs)} (1 run)"),
                 f"{r.ci_method} CI": fmt_ci(r.ci),
                 "pooled": fmt_num(r.pooled),
                 "corrected": fmt_num(r.corrected),
