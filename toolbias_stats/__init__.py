@@ -4,7 +4,7 @@ Readers turn cached selection logs into one :class:`SelectionLog`; pure metrics 
 result objects with ``.to_frame()``; plots and reports only render results.
 
 >>> import toolbias_stats as tbs
->>> tbs.tv_to_uniform([1, 0, 0, 0, 0])
+>>> round(tbs.tv_to_uniform([1, 0, 0, 0, 0]), 12)
 0.8
 """
 

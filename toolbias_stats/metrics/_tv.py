@@ -43,7 +43,7 @@ def tv_to_uniform(p, *, axis=-1):
 
     Examples
     --------
-    >>> tv_to_uniform([1, 0, 0, 0, 0])
+    >>> round(tv_to_uniform([1, 0, 0, 0, 0]), 12)
     0.8
     >>> round(tv_to_uniform([0.4, 0.25, 0.15, 0.12, 0.08]), 10)
     0.25
