@@ -193,7 +193,7 @@ def run_calibration(
                 dirichlet_conc=dirichlet_conc,
             )
             t0 = time.perf_counter()
-            res = calibrated_mean_tv(counts, boot, confidence_level=confidence_level, rng=rng)
+            res = calibrated_mean_tv(counts, boot, confidence_level=confidence_level)
             secs.append(time.perf_counter() - t0)
             est.append(res.estimate)
             lo.append(res.ci_low)
@@ -239,7 +239,15 @@ def _fmt(df: pd.DataFrame) -> str:
             "mean_estimate", "rmse", "mean_plugin", "pctboot_cover", "reject_rate",
             "ks_p_uniform", "var_ratio", "sec_per_call"]
     d = df[cols].copy()
-    return d.to_markdown(index=False, floatfmt=".3f") if _has_tabulate() else d.to_string(index=False)
+    if _has_tabulate():
+        return d.to_markdown(index=False, floatfmt=".3f")
+
+    def cell(v):
+        return f"{v:.3f}" if isinstance(v, (float, np.floating)) else str(v)
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in d.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 def _has_tabulate() -> bool:

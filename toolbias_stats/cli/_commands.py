@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
         sp.add_argument("--confidence-level", type=float, default=0.95)
         sp.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
+        sp.add_argument("--cluster-corrected", action="store_true",
+                        help="also bias-correct every single cluster (slower; cluster averages always are)")
 
     b = sub.add_parser("bias", help="delta_API / delta_pos / delta_model per group with CIs")
     stats_args(b)
@@ -97,6 +99,7 @@ def _compute(args, study):
         warnings.simplefilter("ignore")
         return selection_bias(study.log, by=args.by, n_resamples=args.bootstrap, n_null=args.null, rng=args.seed,
                               confidence_level=args.confidence_level, ci_method=args.ci_method,
+                              cluster_corrected=args.cluster_corrected,
                               progress=_progress_wanted(args))
 
 

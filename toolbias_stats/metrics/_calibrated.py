@@ -48,12 +48,6 @@ class CalibratedTV:
     plugin: float = float("nan")
 
 
-def _as_generator(rng) -> np.random.Generator:
-    if isinstance(rng, np.random.Generator):
-        return rng
-    return np.random.default_rng(rng)
-
-
 def _validate(counts, boot_counts):
     if isinstance(counts, np.ndarray) and counts.ndim == 2:
         counts = list(counts)
@@ -125,10 +119,16 @@ def _path(t, x, v, lam_max):
 
 
 def _quantile_at(path, t, e, w, q):
-    return float(np.quantile(w * np.abs(path(t) + e).sum(axis=1), q))
+    """Linear-interpolation quantile (numpy's default) of T(t) over the replicates, via partition."""
+    stat = w * np.abs(path(t) + e).sum(axis=1)
+    pos = q * (stat.size - 1)
+    i = int(np.floor(pos))
+    j = min(i + 1, stat.size - 1)
+    part = np.partition(stat, (i, j))
+    return float(part[i] + (pos - i) * (part[j] - part[i]))
 
 
-def _smallest_t(path, e, w, t_obs, q, tol=1e-7):
+def _smallest_t(path, e, w, t_obs, q, tol=1e-6):
     """Bracket (lo, hi) of the smallest t >= 0 with quantile_q(T(t)) >= t_obs.
 
     Returns None when already t = 0 qualifies.  Bisection; quantiles are
@@ -154,15 +154,17 @@ def _smallest_t(path, e, w, t_obs, q, tol=1e-7):
     return lo, hi
 
 
-def _invert(path, e, w, t_obs, qs):
-    """Belt inversion along ``path``: (lower D, upper D, median-matched D)."""
+def _invert(path, e, w, t_obs, qs, *, lower=True):
+    """Belt inversion along ``path``: (lower D or None, upper D, median-matched D)."""
 
     def dval(t):
         return float(w * np.abs(path(t)).sum())
 
     q_hi, q_lo, q_mid = qs
-    r = _smallest_t(path, e, w, t_obs, q_hi)
-    low = 0.0 if r is None else dval(r[0])
+    low = None
+    if lower:
+        r = _smallest_t(path, e, w, t_obs, q_hi)
+        low = 0.0 if r is None else dval(r[0])
     r = _smallest_t(path, e, w, t_obs, q_lo)
     high = 0.0 if r is None else dval(r[1])
     r = _smallest_t(path, e, w, t_obs, q_mid)
@@ -175,7 +177,6 @@ def calibrated_mean_tv(
     boot_counts: Sequence[np.ndarray],
     *,
     confidence_level: float = 0.95,
-    rng=None,
 ) -> CalibratedTV:
     r"""Bias-corrected estimate and CI for the mean total-variation distance to uniform.
 
@@ -193,16 +194,12 @@ def calibrated_mean_tv(
         cluster, all rotations/runs of a query kept together). Replicate ``r`` is
         one joint replicate across clusters, so all arrays share the same R.
     confidence_level : float, default 0.95
-    rng : None, int or numpy.random.Generator
-        Accepted (and normalised with ``numpy.random.default_rng``) for
-        interface stability. The procedure needs no extra randomness: all
-        sampling variation comes from the supplied bootstrap replicates, so the
-        output is a deterministic function of ``counts`` and ``boot_counts``
-        (same input -> identical output, whatever ``rng``).
-
     Returns
     -------
     CalibratedTV
+
+    Notes on randomness: the procedure draws nothing itself; all sampling variation comes from the
+    supplied bootstrap replicates, so the output is a deterministic function of the inputs.
 
     Notes
     -----
@@ -308,7 +305,6 @@ def calibrated_mean_tv(
         raise ValueError(
             f"confidence_level must be in (0, 1), got {confidence_level!r}"
         )
-    _as_generator(rng)  # validate / normalise; the procedure itself is deterministic
     obs, boots = _validate(counts, boot_counts)
     n_clusters = len(obs)
     alpha = 1.0 - confidence_level
@@ -345,7 +341,7 @@ def calibrated_mean_tv(
     p_value = float((1 + np.sum(null_stats >= t_obs - 1e-15)) / (1 + null_stats.size))
 
     lo_s, hi_s, est_s = _invert(path_shrink, e, w, t_obs, (q_hi_p, q_lo_p, 0.5))
-    _lo_l, hi_l, est_l = _invert(path_linear, e, w, t_obs, (q_hi_p, q_lo_p, 0.5))
+    _, hi_l, est_l = _invert(path_linear, e, w, t_obs, (q_hi_p, q_lo_p, 0.5), lower=False)
     ci_low = lo_s
     ci_high = max(hi_s, hi_l)
     estimate = 0.5 * (est_s + est_l)
