@@ -12,7 +12,7 @@ if [ ! -f "$STAMP" ]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v "^WARNING: Location" >&2 || true
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT/requirements.lock" 2>&1 | grep -v "^WARNING: Location" >&2 || true
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT" 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -c "import torch, sentence_transformers, pymc, xgboost, textstat, toolbias_stats" \
+  "$VENV/bin/python" -W ignore -c "import torch, sentence_transformers, pymc, xgboost, textstat, toolbias_stats" \
     || { echo "environment check failed: see the pip output above" >&2; exit 1; }
   touch "$STAMP"
 fi

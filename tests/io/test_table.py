@@ -12,7 +12,7 @@ import pytest
 from toolbias_stats.exceptions import SelectionLogError
 from toolbias_stats.io._catalog import ToolCatalog
 from toolbias_stats.io._selection_log import SelectionLog
-from toolbias_stats.io.readers.biasbusters import read_biasbusters, read_biasbusters_catalog
+from toolbias_stats.io.readers.biasbusters import read_biasbusters
 from toolbias_stats.io.readers.table import read_catalog_table, read_table
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "biasbusters"
@@ -22,9 +22,8 @@ META = {"model": "Claude 3.5 Sonnet", "run": 2, "condition": "base", "temperatur
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    return read_biasbusters_catalog(DATA / "clusters.json", api_meta=DATA / "api_meta.json",
-                                    cluster_names=DATA / "cluster_names.json")
+def catalog(bb_catalog):
+    return bb_catalog
 
 
 @pytest.fixture(scope="module")

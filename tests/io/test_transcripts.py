@@ -12,7 +12,6 @@ import pytest
 from toolbias_stats.exceptions import SelectionLogError
 from toolbias_stats.io._catalog import ToolCatalog
 from toolbias_stats.io.readers import READERS
-from toolbias_stats.io.readers.biasbusters import read_biasbusters_catalog
 from toolbias_stats.io.readers.transcripts import read_transcripts
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "biasbusters"
@@ -27,9 +26,8 @@ TRANSLATE_ALL = "detect_for_translate_all_languages"
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    return read_biasbusters_catalog(DATA / "clusters.json", api_meta=DATA / "api_meta.json",
-                                    cluster_names=DATA / "cluster_names.json")
+def catalog(bb_catalog):
+    return bb_catalog
 
 
 @pytest.fixture(scope="module")

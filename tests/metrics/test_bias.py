@@ -139,16 +139,17 @@ class TestValidation:
             tbs.selection_bias([1, 2, 3])
 
 
+@pytest.fixture(scope="module")
+def table1_result(bb_study):
+    return _bias(bb_study.log, by="model", n_resamples=0, n_null=0)
+
+
 class TestPaperTable1:
     """BiasBusters Table 1 reproduced from the vendored logs (the 21 means and their run-to-run sds)."""
 
-    @pytest.fixture(scope="class")
-    def result(self, bb_study):
-        return _bias(bb_study.log, by="model", n_resamples=0, n_null=0)
-
     @pytest.mark.parametrize("model", sorted(TABLE1))
-    def test_model_row(self, result, model):
-        g = {g.keys["model"]: g for g in result.groups}[model]
+    def test_model_row(self, table1_result, model):
+        g = {g.keys["model"]: g for g in table1_result.groups}[model]
         for metric, (mean, sd) in zip(("delta_api", "delta_pos", "delta_model"), TABLE1[model]):
             r = getattr(g, metric)
             assert r.mean_over_runs == pytest.approx(mean, abs=5e-4), metric
