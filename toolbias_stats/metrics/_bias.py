@@ -402,7 +402,7 @@ def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, 
 
     delta_api = api.result(level, ci_method)
     delta_pos = pos.result(level, ci_method) if pos else None
-    delta_model = _Metric.average(api, pos, level, ci_method) if pos else None
+    delta_model = _Metric.average(api, pos, delta_api, delta_pos, level, ci_method) if pos else None
 
     cluster_results = []
     for i, c in enumerate(clusters):
@@ -581,8 +581,11 @@ class _Metric:
             confidence_level=level, **kw)
 
     @staticmethod
-    def average(api, pos, level, ci_method) -> TVResult:
-        """delta_model = (delta_API + delta_pos) / 2, replicate by replicate (same resampled queries)."""
+    def average(api, pos, a, p, level, ci_method) -> TVResult:
+        """delta_model = (delta_API + delta_pos) / 2, replicate by replicate (same resampled queries).
+
+        ``a`` and ``p`` are the already computed TVResults of ``api`` and ``pos``.
+        """
         per_run = (api.per_run + pos.per_run) / 2
         finite = per_run[np.isfinite(per_run)]
         stat = float(finite.mean()) if finite.size else np.nan
@@ -596,7 +599,6 @@ class _Metric:
                       ci_percentile=pct, ci_pooled=percentile_ci((api.boot_pooled + pos.boot_pooled) / 2, level),
                       corrected=corrected, corrected_method="mean of the two corrected values (no interval)",
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
-        a, p = api.result(level, ci_method), pos.result(level, ci_method)
         if api.null_stat is not None and pos.null_stat is not None:
             null = (api.null_stat + pos.null_stat) / 2
             kw["p_value"] = float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
