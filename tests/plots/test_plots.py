@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
@@ -13,44 +12,7 @@ matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-MALICIOUS_TOOL = "<script>alert(1)</script>"
-MODEL_A = 'Model "A" & Co'
-MODEL_B = "model-b"
-
-
-def _tiny_catalog():
-    recs = []
-    for cid, cname, tools in (("1", "Geocoding <b>", [MALICIOUS_TOOL, "Cost $5 or $10 API", "Plain Tool"]),
-                              ("2", "Weather", ["Sunny", "Rainy", "Windy"])):
-        for t in tools:
-            recs.append({"cluster_id": cid, "cluster_name": cname, "tool_name": t, "api_name": f"get {t}",
-                         "num_parameters": 1})
-    return tbs.ToolCatalog.from_records(recs, source="<tiny>")
-
-
-def _tiny_log(catalog, *, with_unpositioned=False):
-    """2 models x 2 runs x 2 clusters x 6 queries x 3 rotations, with a few failed rows."""
-    rng = np.random.default_rng(0)
-    rows = []
-    prefs = {MODEL_A: [0.6, 0.3, 0.1], MODEL_B: [0.34, 0.33, 0.33]}
-    for model, p in prefs.items():
-        for run in (1, 2):
-            for cid in catalog.clusters:
-                tools = catalog.tools(cid)
-                for q in range(6):
-                    for rot in (1, 2, 3):
-                        status = "no_call" if (q == 5 and rot == 3 and run == 2) else "ok"
-                        tool = tools[rng.choice(3, p=p)]
-                        rows.append({"model": model, "run": run, "cluster_id": cid, "query_id": f"q{q}",
-                                     "rotation": rot, "status": status,
-                                     "chosen_tool": tool if status == "ok" else None})
-    if with_unpositioned:
-        for cid in catalog.clusters:
-            tools = catalog.tools(cid)
-            for q in range(6):
-                rows.append({"model": "no-positions", "run": 1, "cluster_id": cid, "query_id": f"q{q}",
-                             "rotation": None, "status": "ok", "chosen_tool": tools[q % 3]})
-    return tbs.SelectionLog.from_frame(pd.DataFrame(rows), catalog)
+from tiny_study import MALICIOUS_TOOL, MODEL_A, MODEL_B, tiny_catalog as _tiny_catalog, tiny_log as _tiny_log  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
@@ -18,46 +17,8 @@ from toolbias_stats.report import (MISSING, file_sha256, fmt_ci, fmt_estimate_ci
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny_report.html"
 
-MALICIOUS_TOOL = "<script>alert(1)</script>"
-MALICIOUS_API = '<img src="http://evil.example/x.png" onerror="alert(2)">'
-MODEL_A = 'Model "A" & Co'
-MODEL_B = "model-b"
-UNRESOLVED = "<b>bad&name</b>"
-
-
-# -- a tiny synthetic study (2 clusters x 3 tools, 2 models x 2 runs) ----------------------------------
-def _tiny_catalog():
-    recs = []
-    for cid, cname, tools in (("1", "Geocoding <b>", [MALICIOUS_TOOL, "Cost $5 or $10 API", "Plain Tool"]),
-                              ("2", "Weather", ["Sunny", "Rainy", "Windy"])):
-        for t in tools:
-            api = MALICIOUS_API if t == MALICIOUS_TOOL else f"get {t}"
-            recs.append({"cluster_id": cid, "cluster_name": cname, "tool_name": t, "api_name": api,
-                         "num_parameters": 1})
-    return tbs.ToolCatalog.from_records(recs, source="<tiny>")
-
-
-def _tiny_log(catalog):
-    rng = np.random.default_rng(0)
-    rows = []
-    for model, p in {MODEL_A: [0.6, 0.3, 0.1], MODEL_B: [0.34, 0.33, 0.33]}.items():
-        for run in (1, 2):
-            for cid in catalog.clusters:
-                tools = catalog.tools(cid)
-                for q in range(6):
-                    for rot in (1, 2, 3):
-                        status = "no_call" if (q == 5 and rot == 3 and run == 2) else "ok"
-                        tool = tools[rng.choice(3, p=p)]
-                        rows.append({"model": model, "run": run, "cluster_id": cid, "query_id": f"q{q}",
-                                     "rotation": rot, "status": status, "temperature": 0.5,
-                                     "chosen_tool": tool if status == "ok" else None})
-    diagnostics = {"<frame>": {"position_mismatch": 3, "unresolved": {UNRESOLVED: 2}}}
-    return tbs.SelectionLog.from_frame(pd.DataFrame(rows), catalog, diagnostics=diagnostics)
-
-
-def _tiny_study():
-    catalog = _tiny_catalog()
-    return tbs.Study(log=_tiny_log(catalog), catalog=catalog, name="tiny <study> & co")
+from tiny_study import (MALICIOUS_API, MALICIOUS_TOOL, MODEL_A, MODEL_B, UNRESOLVED,  # noqa: F401
+                        tiny_study as _tiny_study)
 
 
 @pytest.fixture(scope="module")
