@@ -26,6 +26,7 @@ class TestTheory:
         assert g.delta_pos.mean_over_runs == pytest.approx(0.0)
         assert g.delta_model.mean_over_runs == pytest.approx(0.4)
         assert g.delta_api.normalised == pytest.approx(1.0)
+        assert g.delta_api.normalised_ci.low == pytest.approx(1.0) and g.delta_api.normalised_ci.high == pytest.approx(1.0)
         assert g.delta_api.p_value == pytest.approx(1 / 201)
         assert g.delta_api.ci.low == pytest.approx(0.8) and g.delta_api.ci.high == pytest.approx(0.8)
 
@@ -52,6 +53,14 @@ class TestTheory:
         g = _bias(sim.log, n_resamples=1000, n_null=0, rng=3).groups[0]
         assert g.delta_api.corrected_ci.low <= sim.delta_api <= g.delta_api.corrected_ci.high
         assert g.delta_pos.corrected_ci.low <= sim.delta_pos <= g.delta_pos.corrected_ci.high
+
+
+def test_normalised_is_a_rescaling_when_k_is_constant():
+    sim = simulate_selection_log(n_clusters=3, n_queries=30, tool_probs=[0.5, 0.2, 0.1, 0.1, 0.1], rng=3)
+    r = _bias(sim.log, n_resamples=300, n_null=0, rng=1).groups[0].delta_api
+    assert r.normalised == pytest.approx(r.mean_over_runs / 0.8)
+    assert r.normalised_ci.low == pytest.approx(r.ci_percentile.low / 0.8)
+    assert r.normalised_ci.high == pytest.approx(r.ci_percentile.high / 0.8)
 
 
 class TestBootstrapAgainstLoop:

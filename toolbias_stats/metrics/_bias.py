@@ -58,6 +58,8 @@ class TVResult:
     normalised : float
         ``mean_over_runs`` of TV / (1 - 1/K) (1 = degenerate chooser).
     normalised_pooled : float
+    normalised_ci : ConfidenceInterval
+        Percentile CI of ``normalised`` (same replicates).
     standard_error : float
         Bootstrap standard error of ``mean_over_runs``.
     bootstrap_distribution : numpy.ndarray
@@ -82,6 +84,7 @@ class TVResult:
     p_value: float = np.nan
     normalised: float = np.nan
     normalised_pooled: float = np.nan
+    normalised_ci: ConfidenceInterval = _NAN_CI
     standard_error: float = np.nan
     bootstrap_distribution: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     confidence_level: float = 0.95
@@ -105,6 +108,7 @@ class TVResult:
             "p_value": self.p_value,
             "normalised": self.normalised,
             "normalised_pooled": self.normalised_pooled,
+            "normalised_ci": list(self.normalised_ci),
             "standard_error": self.standard_error,
             "confidence_level": self.confidence_level,
         }
@@ -490,6 +494,7 @@ class _Metric:
             b = np.stack([_tv_runs(boot[c]) for c in clusters], axis=1)        # (R, C, S)
             self.boot_cluster_runs = b
             self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
+            self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
             self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
@@ -540,6 +545,7 @@ class _Metric:
                       corrected=self.calibrated.estimate,
                       corrected_ci=ConfidenceInterval(self.calibrated.ci_low, self.calibrated.ci_high),
                       corrected_method=self.calibrated.method,
+                      normalised_ci=percentile_ci(self.boot_norm, level),
                       standard_error=float(np.nanstd(self.boot_stat, ddof=1)),
                       bootstrap_distribution=self.boot_stat)
         if self.null_stat is not None:
@@ -563,6 +569,7 @@ class _Metric:
             cal = self.cal_cluster[i]
             kw = dict(ci=percentile_ci(b, level), ci_method="percentile", ci_percentile=percentile_ci(b, level),
                       ci_pooled=percentile_ci(self.boot_pooled_cluster[:, i], level),
+                      normalised_ci=percentile_ci(b / (1 - 1 / self.ks[i]), level),
                       standard_error=float(np.nanstd(b, ddof=1)))
             if cal is not None:
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
@@ -598,6 +605,7 @@ class _Metric:
             kw = dict(ci=bca_ci(boot, stat, jack, level) if ci_method == "bca" else pct, ci_method=ci_method,
                       ci_percentile=pct, ci_pooled=percentile_ci((api.boot_pooled + pos.boot_pooled) / 2, level),
                       corrected=corrected, corrected_method="mean of the two corrected values (no interval)",
+                      normalised_ci=percentile_ci((api.boot_norm + pos.boot_norm) / 2, level),
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
         if api.null_stat is not None and pos.null_stat is not None:
             null = (api.null_stat + pos.null_stat) / 2
