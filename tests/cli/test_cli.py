@@ -118,3 +118,23 @@ class TestErrors:
     def test_bad_by_column(self, capsys, request):
         code, _, err = _run(capsys, "bias", str(request.config.rootpath / STUDY), "--by", "nope", "--bootstrap", "0")
         assert code == 2 and "`by` names column(s) ['nope']" in err
+
+
+def test_report_with_explain_section(capsys, tmp_path, monkeypatch, request):
+    """`report --explain` renders the explain section into the page (ensembles and encoder off for speed)."""
+    from toolbias_stats.cli import _explain
+
+    real = _explain.compute_explain
+
+    def fast(args, study):
+        args.no_ensembles, args.no_similarity, args.bootstrap = True, True, 50
+        return real(args, study)
+
+    monkeypatch.setattr(_explain, "compute_explain", fast)
+    out = tmp_path / "r.html"
+    code, stdout, err = _run(capsys, "report", str(request.config.rootpath / STUDY), "--out", str(out),
+                             "--bootstrap", "50", "--null", "50", "--explain")
+    assert code == 0, err
+    page = out.read_text()
+    assert '<section id="explain">' in page and '<a href="#explain">Explaining selection</a>' in page
+    assert page.index('id="explain"') < page.index('id="notes"')

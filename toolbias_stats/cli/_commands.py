@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="self-contained HTML report")
     stats_args(r)
     r.add_argument("--out", required=True, help="output HTML file")
+    r.add_argument("--explain", action="store_true",
+                   help="add the 'Explaining selection' section (features as for `explain` with its defaults)")
+
+    from ._explain import add_parsers as add_explain_parsers
+
+    add_explain_parsers(sub)
     return p
 
 
@@ -54,8 +60,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from ..exceptions import SelectionLogError
 
+    from ._explain import run_explain, run_features
+
+    commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
+                "explain": run_explain}
     try:
-        return {"validate": _validate, "bias": _bias, "report": _report}[args.command](args)
+        return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
         print(f"toolbias-stats {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -121,8 +131,18 @@ def _report(args) -> int:
 
     study = _read(args)
     result = _compute(args, study)
+    extra = []
+    if args.explain:
+        from ..report._explain_html import render_explain_section
+        from ._explain import compute_explain
+
+        # the `explain` command's defaults, with this command's seed and confidence level
+        ex_args = build_parser().parse_args(["explain", args.study, "--seed", str(args.seed),
+                                             "--confidence-level", str(args.confidence_level)])
+        explained, _, _ = compute_explain(ex_args, study)
+        extra.append(("explain", "Explaining selection", render_explain_section(explained)))
     out = Path(args.out)
-    html = render_bias_report(study, result)
+    html = render_bias_report(study, result, extra_sections=extra)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
     tmp.write_text(html, encoding="utf-8")

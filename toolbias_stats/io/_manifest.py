@@ -20,11 +20,13 @@ __all__ = ["Study", "read_study", "FORMATS"]
 FORMATS = ("biasbusters", "table", "transcripts")
 
 _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta", "cluster_names", "reference_date",
-               "columns", "cluster", "n_queries", "position", "logs", "features"}
+               "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates"}
 #: Reader options each format takes (other option keys in an entry are an error).
 _OPTIONS = {"biasbusters": ("n_queries", "position"), "table": ("columns",), "transcripts": ("cluster",)}
 _PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
+#: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
+_STUDY_PATH_KEYS = ("features", "tool_dates")
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +64,10 @@ def read_study(path) -> Study:
     ----------
     path : path-like
         The TOML manifest. Study-level keys are defaults (``catalog``, ``format``, ``queries``,
-        ``api_meta``, ``cluster_names``, ``columns``, ``cluster``, ``reference_date``); each
+        ``api_meta``, ``cluster_names``, ``columns``, ``cluster``, ``reference_date``), plus the
+        study-level ``features`` (a feature table for ``toolbias-stats explain``) and
+        ``tool_dates`` (a CSV of ``tool_id, created`` that fills the catalog's ``created``
+        column, see :func:`~toolbias_stats.io.readers.biasbusters.read_tool_dates`); each
         ``[[logs]]`` entry has ``path``, ``model``, optional ``run`` (default 1), ``condition``
         (default ``"base"``), optional ``cluster`` and any other scalar keys, which become
         SelectionLog columns. An entry may override any study-level default. Relative paths are
@@ -148,6 +153,15 @@ def read_study(path) -> Study:
             if not isinstance(val, (str, bool, numbers.Number)):
                 problems.append(problem(path, where, key, f"expected a scalar (string, number, boolean), got {val!r}"))
         entries.append(merged)
+    for key in _STUDY_PATH_KEYS:
+        if key not in doc:
+            continue
+        if not isinstance(doc[key], str):
+            problems.append(problem(path, None, key, f"expected a path string, got {doc[key]!r}"))
+            continue
+        p = (base / doc[key]).resolve() if not Path(doc[key]).is_absolute() else Path(doc[key])
+        if not p.exists():
+            problems.append(problem(path, None, key, f"file not found: {p}"))
     ref = doc.get("reference_date")
     if ref is not None and not isinstance(ref, _dt.date):
         problems.append(problem(path, None, "reference_date", f"expected a TOML date (2025-09-01), got {ref!r}"))
@@ -160,6 +174,10 @@ def read_study(path) -> Study:
         ckey = tuple(merged.get(k) for k in _CATALOG_KEYS)
         if ckey not in catalogs:
             catalogs[ckey] = _read_catalog(merged)
+            if "tool_dates" in doc:
+                from .readers.biasbusters import read_tool_dates
+
+                catalogs[ckey] = read_tool_dates(_resolve(base, doc["tool_dates"]), catalog=catalogs[ckey])
         catalog = catalogs[ckey]
         meta = {k: v for k, v in merged.items() if k not in READER_KEYS}
         options = {k: merged[k] for k in _OPTIONS[merged["format"]] if k in merged}
@@ -173,11 +191,15 @@ def read_study(path) -> Study:
     if qpath is not None:
         queries = read_biasbusters_queries(qpath)
     resolved = dict(settings)
-    for key in _PATH_KEYS:
+    for key in _PATH_KEYS + _STUDY_PATH_KEYS:
         if isinstance(resolved.get(key), str):
-            resolved[key] = str((base / resolved[key]).resolve())
+            resolved[key] = str(_resolve(base, resolved[key]))
     return Study(log=log, catalog=catalog, queries=queries, name=str(doc.get("name", path.stem)), path=path,
                  reference_date=ref, settings=resolved)
+
+
+def _resolve(base: Path, value: str) -> Path:
+    return Path(value) if Path(value).is_absolute() else (base / value).resolve()
 
 
 def _read_catalog(entry: dict) -> ToolCatalog:

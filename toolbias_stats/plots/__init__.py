@@ -5,5 +5,7 @@ Figure on the Agg canvas (no pyplot state, never shown).
 """
 
 from ._bias import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
+from ._explain import plot_alignment, plot_correlations, plot_importances, plot_ols_coefficients
 
-__all__ = ["plot_selection_rates", "plot_api_vs_position", "group_label", "tool_labels"]
+__all__ = ["plot_selection_rates", "plot_api_vs_position", "group_label", "tool_labels",
+           "plot_correlations", "plot_ols_coefficients", "plot_importances", "plot_alignment"]

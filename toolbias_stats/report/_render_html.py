@@ -81,7 +81,7 @@ footer { margin-top: 48px; color: var(--muted); font-size: 0.8rem; }
 """
 
 
-def render_bias_report(study, result, *, path=None, title=None) -> str:
+def render_bias_report(study, result, *, path=None, title=None, extra_sections=()) -> str:
     """Render a bias analysis as one self-contained HTML page.
 
     Parameters
@@ -95,6 +95,10 @@ def render_bias_report(study, result, *, path=None, title=None) -> str:
         Where to write the page (UTF-8). Nothing is written when omitted.
     title : str, optional
         Page title; default ``"Tool-selection bias report: <study name>"``.
+    extra_sections : sequence of (id, heading, html), optional
+        Further sections rendered elsewhere (e.g. :func:`render_explain_section`), each a complete
+        ``<section id=...>`` fragment; they are listed in the table of contents and placed before
+        the notes.
 
     Returns
     -------
@@ -136,11 +140,15 @@ def render_bias_report(study, result, *, path=None, title=None) -> str:
         ("bias", "Bias (Table 1 style)", _section_bias(result)),
         ("clusters", "Selection rates per cluster", _section_clusters(study, result)),
         ("api-vs-position", "API bias vs position bias", _section_api_vs_position(result)),
-        ("notes", "Notes", _section_notes(study, result)),
     ]
-    nav = "".join(f'<li><a href="#{sid}">{_e(head)}</a></li>' for sid, head, _ in sections)
-    body = "\n".join(f'<section id="{sid}">\n<h2>{_e(head)}</h2>\n{content}\n</section>'
-                     for sid, head, content in sections)
+    body = [f'<section id="{sid}">\n<h2>{_e(head)}</h2>\n{content}\n</section>' for sid, head, content in sections]
+    for sid, head, fragment in extra_sections:
+        sections.append((sid, head, None))
+        body.append(fragment)
+    sections.append(("notes", "Notes", None))
+    body.append(f'<section id="notes">\n<h2>Notes</h2>\n{_section_notes(study, result)}\n</section>')
+    nav = "".join(f'<li><a href="#{_e(sid)}">{_e(head)}</a></li>' for sid, head, _ in sections)
+    body = "\n".join(body)
     doc = f"""<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -1,0 +1,252 @@
+"""Sub-commands ``features`` and ``explain`` of ``toolbias-stats`` (wiring only: parse, call the API, print)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+__all__ = ["add_parsers", "run_features", "run_explain"]
+
+#: --texts choices -> (tool description column, API description column) of the catalog.
+TEXTS = {"catalog": ("tool_description", "api_description"),
+         "toolbench": ("toolbench_tool_description", "toolbench_api_description")}
+_OUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def add_parsers(subparsers) -> None:
+    """Add the ``features`` and ``explain`` sub-commands to an argparse sub-parser set."""
+    f = subparsers.add_parser("features", help="tool features (similarity, readability, age, ...) one row per tool")
+    f.add_argument("study", help="study manifest (TOML)")
+    _feature_args(f)
+    f.add_argument("--center", action="store_true", help="write cluster-mean-centred values (default: raw)")
+    f.add_argument("--out", metavar="FILE", help="output .csv or .parquet (default: CSV on stdout)")
+
+    e = subparsers.add_parser("explain", help="correlations, OLS, cross-validated forests/boosting, alignment")
+    e.add_argument("study", help="study manifest (TOML)")
+    e.add_argument("--features", metavar="FILE",
+                   help="feature table (CSV/JSON/Parquet) instead of computing features; default: the manifest's "
+                        "`features` key, else computed. A table with selection_rate columns supplies the targets.")
+    e.add_argument("--no-center", action="store_true", help="no cluster-mean centring")
+    _feature_args(e)
+    e.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    e.add_argument("--confidence-level", type=float, default=0.95)
+    e.add_argument("--bootstrap", type=int, default=2000, metavar="N",
+                   help="bootstrap replicates for the alignment intervals (default 2000)")
+    e.add_argument("--trees", type=int, default=200, metavar="N", help="trees / boosting rounds (default 200)")
+    e.add_argument("--repeats", type=int, default=5, metavar="N", help="repeats of GroupKFold (default 5)")
+    e.add_argument("--permutations", type=int, default=10, metavar="N",
+                   help="shuffles per feature and fold for permutation importance (default 10)")
+    e.add_argument("--no-ensembles", action="store_true", help="skip the random forest and gradient boosting")
+    e.add_argument("--jobs", type=int, default=1, metavar="N", help="threads per ensemble fit (default 1)")
+    e.add_argument("--json", action="store_true", help="documented JSON on stdout (see docs/explain.md)")
+
+
+def _feature_args(p):
+    p.add_argument("--encoder", default=None,
+                   help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2, bundled, offline)")
+    p.add_argument("--no-similarity", action="store_true", help="skip the two similarity features (no encoder)")
+    p.add_argument("--reference-date", default=None, metavar="YYYY-MM-DD",
+                   help="date ages are measured at (default: the manifest's reference_date, else today)")
+    p.add_argument("--texts", choices=sorted(TEXTS), default="catalog",
+                   help="description texts: the catalog's (default) or the ToolBench texts of api_meta.json "
+                        "(what the BiasBusters authors used)")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="embedding cache (default: $TOOLBIAS_CACHE_DIR or ~/.cache/toolbias_stats)")
+
+
+def _progress_wanted(args) -> bool:
+    """Progress bars only on an interactive terminal, never with --json or in CI."""
+    return sys.stderr.isatty() and not getattr(args, "json", False) and not os.environ.get("CI")
+
+
+def _fail(command, exc) -> int:
+    print(f"toolbias-stats {command}: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _read_study(path):
+    from ..io import read_study
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return read_study(path)
+
+
+def _compute_features(args, study):
+    from ..features import tool_features
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        feats = tool_features(study, encoder=False if args.no_similarity else args.encoder,
+                              reference_date=args.reference_date, cache_dir=args.cache_dir,
+                              text_columns=TEXTS[args.texts], progress=_progress_wanted(args))
+    return feats, [str(w.message) for w in rec]
+
+
+def run_features(args) -> int:
+    """``toolbias-stats features STUDY.toml [--encoder ...] [--reference-date ...] [--out FILE]``.
+
+    Writes one row per tool (identifiers, features, ``reference_date``) as CSV or Parquet by the
+    extension of ``--out`` (CSV on stdout without it). Parquet files also carry the full
+    provenance as JSON in the schema metadata key ``toolbias_stats``. Nothing is written when an
+    error occurs (exit 2).
+    """
+    from ..exceptions import SelectionLogError
+
+    try:
+        kind = None
+        if args.out is not None:
+            kind = _OUT_SUFFIXES.get(Path(args.out).suffix.lower())
+            if kind is None:
+                raise ValueError(f"--out must end in {', '.join(_OUT_SUFFIXES)}; got {args.out!r} instead")
+        study = _read_study(args.study)
+        feats, msgs = _compute_features(args, study)
+        if args.center:
+            feats = feats.center()
+        table = feats.to_frame()
+        table["reference_date"] = feats.reference_date.isoformat() if feats.reference_date else None
+        if args.out is None:
+            sys.stdout.write(table.to_csv(index=False))
+        else:
+            _write_table(table, Path(args.out), kind, feats.provenance)
+            print(f"wrote {args.out} ({len(table)} tools, {len(feats.feature_names)} features, reference date "
+                  f"{table['reference_date'].iloc[0]})")
+        for m in msgs:
+            print(f"note: {m}", file=sys.stderr)
+        return 0
+    except (SelectionLogError, ValueError, FileNotFoundError) as exc:
+        return _fail("features", exc)
+
+
+def _write_table(table, out: Path, kind: str, provenance: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        if kind == "csv":
+            table.to_csv(tmp, index=False)
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            arrow = pa.Table.from_pandas(table, preserve_index=False)
+            meta = dict(arrow.schema.metadata or {})
+            meta[b"toolbias_stats"] = json.dumps(provenance, default=str).encode("utf-8")
+            pq.write_table(arrow.replace_schema_metadata(meta), tmp)
+        tmp.replace(out)  # nothing partial is left behind on failure
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def run_explain(args) -> int:
+    """``toolbias-stats explain STUDY.toml [--features FILE] [--no-center] [--json]``.
+
+    Features: ``--features``, else the manifest's ``features`` key, else computed from the
+    catalog and queries. Targets: the feature table's own ``selection_rate`` columns when it has
+    them (its LLMs then define the analysis), else each model's selection rates in the study's
+    logs (all runs pooled). Prints a summary, or with ``--json`` the documented JSON object.
+    """
+    from ..exceptions import SelectionLogError
+
+    try:
+        study = _read_study(args.study)
+        result, notes, fpath = compute_explain(args, study)
+        if args.json:
+            from .. import __version__
+
+            out = {"study": study.name, "manifest": str(study.path), "version": f"toolbias_stats {__version__}",
+                   "feature_source": str(fpath) if fpath else "computed", **result.to_dict()}
+            out["warnings"] = list(dict.fromkeys(notes + out["warnings"]))
+            print(json.dumps(out, indent=2))
+        else:
+            print(format_explain(result))
+            for m in dict.fromkeys(notes + result.warnings):
+                print(f"note: {m}", file=sys.stderr)
+        return 0
+    except (SelectionLogError, ValueError, FileNotFoundError) as exc:
+        return _fail("explain", exc)
+
+
+def compute_explain(args, study):
+    """Features (``--features``, the manifest's ``features`` key, or computed) -> ExplainResult.
+
+    Returns ``(result, notes, feature_path_or_None)``; shared by ``explain`` and ``report --explain``.
+    """
+    from ..features import read_feature_table
+    from ..models import explain_selection
+
+    notes = []
+    fpath = args.features or (study.settings or {}).get("features")
+    if fpath:
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            feats = read_feature_table(fpath, catalog=study.catalog)
+        notes += [str(w.message) for w in rec]
+    else:
+        feats, msgs = _compute_features(args, study)
+        notes += msgs
+    if feats.selection_rates is not None:
+        rates = None
+        targets = f"selection rates carried by the feature table {fpath}"
+    else:
+        from ..metrics import selection_bias
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rates = selection_bias(study.log, by="model", n_resamples=0, n_null=0)
+        targets = "selection rates per model in the study's logs (valid choices, all runs pooled)"
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        result = explain_selection(feats, rates, center=not args.no_center,
+                                   confidence_level=args.confidence_level, ensembles=not args.no_ensembles,
+                                   n_estimators=args.trees, n_repeats=args.repeats,
+                                   n_permutations=args.permutations, n_resamples=args.bootstrap,
+                                   n_jobs=args.jobs, rng=args.seed, targets=targets,
+                                   progress=_progress_wanted(args))
+    return result, notes, fpath
+
+
+def format_explain(result) -> str:
+    """Plain-text summary of an ExplainResult (display rounding only)."""
+    from ..report._format import fmt_ci, fmt_num, fmt_p
+
+    lines = [f"Explaining selection ({'cluster-centred' if result.center else 'uncentred'}; "
+             f"targets: {result.targets})", ""]
+    c = result.correlations
+    lines.append(f"Pearson r (p / Benjamini-Hochberg p across {c.n_tests} tests) per feature and LLM")
+    tab = c.to_frame().set_index(["feature", "model"])
+    width = max([len(f) for f in c.feature_names] + [8])
+    lines.append(" " * width + "".join(f"  {m[:20]:>20}" for m in c.models))
+    for f in c.feature_names:
+        cells = []
+        for m in c.models:
+            r = tab.loc[(f, m)]
+            val = fmt_num(r["r"])
+            val = val if val.startswith("-") or val == "\u2014" else "+" + val
+            cell = f"{val} ({fmt_p(r['p_value'], prefix=False)}/{fmt_p(r['p_bh'], prefix=False)})"
+            cells.append(f"  {cell:>20}")
+        lines.append(f"{f:<{width}}" + "".join(cells))
+    lines += ["", "OLS (complete cases): n, R^2, adjusted R^2"]
+    for f in result.ols.fits:
+        lines.append(f"  {f.model:<24} n={f.n:<4} R2={fmt_num(f.r2)}  adj={fmt_num(f.adj_r2)}")
+    for name, res in (("random forest", result.random_forest), ("gradient boosting", result.gradient_boosting)):
+        if res is None:
+            continue
+        lines += ["", f"{name}: cross-validated R^2 vs constant baseline (grouped by cluster)"]
+        for fit in res.fits:
+            parts = []
+            for s in fit.scores.to_dict(orient="records"):
+                flag = "" if s["beats_baseline"] else " WORSE"
+                parts.append(f"{s['scheme']} {fmt_num(s['r2'])} vs {fmt_num(s['baseline_r2'])}{flag}")
+            lines.append(f"  {fit.model:<24} " + ("; ".join(parts) if parts else
+                                                   f"not fitted ({fit.n_clusters} cluster(s) with complete rows)"))
+    a = result.alignment
+    lines += ["", f"alignment ({a.method}, {int(100 * a.confidence_level)}% CI, {a.resample}s resampled)"]
+    for r in a.to_frame().to_dict(orient="records"):
+        lines.append(f"  {r['model_a'][:22]:<22} ~ {r['model_b'][:22]:<22} {fmt_num(r['r'])} "
+                     f"{fmt_ci((r['ci_low'], r['ci_high']))}")
+    return "\n".join(lines)

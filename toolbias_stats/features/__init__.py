@@ -1,0 +1,19 @@
+"""Tool features for explaining selection: similarity, readability, age, promotional wording, length, parameters.
+
+:func:`tool_features` computes one row per tool from a catalog and the cluster's queries
+(BiasBusters Table 3, plus a few more); :func:`read_feature_table` reads a table someone else
+made (e.g. the authors' ``authors_features.json``); :meth:`ToolFeatures.center` subtracts
+cluster means as in the paper. Only :class:`Encoder` touches the disk (model and embedding cache).
+"""
+
+from ._age import age_days, check_reference_date
+from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, promotional_words, tokenize
+from ._readability import READABILITY_FEATURES, readability
+from ._similarity import DEFAULT_ENCODER, Encoder, default_cache_dir, mean_cosine_similarity
+from ._table import (EXTRA_FEATURES, ID_COLUMNS, PAPER_FEATURES, ToolFeatures, center_by_cluster,
+                     read_feature_table, tool_features)
+
+__all__ = ["tool_features", "read_feature_table", "ToolFeatures", "center_by_cluster", "PAPER_FEATURES",
+           "EXTRA_FEATURES", "ID_COLUMNS", "Encoder", "DEFAULT_ENCODER", "default_cache_dir",
+           "mean_cosine_similarity", "readability", "READABILITY_FEATURES", "promotional_words", "tokenize",
+           "DEFAULT_PROMOTIONAL_WORDS", "TOKEN_PATTERN", "age_days", "check_reference_date"]

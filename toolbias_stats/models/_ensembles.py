@@ -1,0 +1,500 @@
+"""Random forests and gradient boosting with cluster-grouped cross-validation, next to a constant baseline."""
+
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_choice, check_rng
+from ..exceptions import DegenerateDataWarning, SmallSampleWarning
+from ._design import design
+
+__all__ = ["ensemble_cv", "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult",
+           "EnsembleFit", "Split", "ESTIMATORS", "SCHEMES"]
+
+#: Estimators: scikit-learn's random forest and xgboost's gradient boosting.
+ESTIMATORS = ("random_forest", "gradient_boosting")
+#: Validation schemes; every one keeps all tools of a cluster on the same side.
+SCHEMES = ("loco", "group_kfold", "holdout")
+
+_FOLD_COLUMNS = ("model", "estimator", "scheme", "repeat", "fold", "n_train", "n_test", "test_clusters", "metric",
+                 "value")
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    """One train/test split: indices into the rows, and which repeat and fold it is."""
+
+    repeat: int
+    fold: int
+    train: np.ndarray
+    test: np.ndarray
+
+
+def grouped_splits(groups, *, scheme="loco", n_splits=5, n_repeats=1, test_size=0.2, rng=None) -> list:
+    """Train/test splits that never put one group's rows on both sides.
+
+    Parameters
+    ----------
+    groups : array-like
+        Group label of every row (the tool's cluster).
+    scheme : {"loco", "group_kfold", "holdout"}, default "loco"
+        ``"loco"``: leave one cluster out (one fold per cluster, deterministic).
+        ``"group_kfold"``: ``n_repeats`` x GroupKFold with ``n_splits`` folds, the groups shuffled
+        anew for each repeat. ``"holdout"``: one GroupShuffleSplit with ``test_size`` of the groups.
+    n_splits : int, default 5
+    n_repeats : int, default 1
+        Repeats of ``group_kfold`` (ignored otherwise).
+    test_size : float, default 0.2
+        Share of groups in the holdout test set.
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    list of Split
+
+    Raises
+    ------
+    ValueError
+        Fewer than two groups, ``n_splits`` larger than the number of groups, bad arguments.
+
+    Examples
+    --------
+    >>> s = grouped_splits(["a", "a", "b", "b", "c"], scheme="loco")
+    >>> [sorted(x.test.tolist()) for x in s]
+    [[0, 1], [2, 3], [4]]
+    """
+    from sklearn.model_selection import GroupKFold, GroupShuffleSplit, LeaveOneGroupOut
+
+    check_choice("scheme", scheme, SCHEMES)
+    groups = np.asarray(pd.Series(list(groups)).astype(str))
+    n_groups = len(np.unique(groups))
+    if n_groups < 2:
+        raise ValueError(f"grouped cross-validation needs at least two groups (clusters); got {n_groups} instead.")
+    _check_int("n_repeats", n_repeats, 1)
+    gen = check_rng(rng)
+    x = np.zeros((len(groups), 1))
+    out = []
+    if scheme == "loco":
+        for k, (tr, te) in enumerate(LeaveOneGroupOut().split(x, groups=groups), start=1):
+            out.append(Split(1, k, tr, te))
+    elif scheme == "group_kfold":
+        _check_int("n_splits", n_splits, 2)
+        if n_splits > n_groups:
+            raise ValueError(f"`n_splits` must be at most the number of groups ({n_groups}); got {n_splits} instead.")
+        for r in range(1, n_repeats + 1):
+            cv = GroupKFold(n_splits=n_splits, shuffle=True, random_state=int(gen.integers(2**31 - 1)))
+            for k, (tr, te) in enumerate(cv.split(x, groups=groups), start=1):
+                out.append(Split(r, k, tr, te))
+    else:
+        if isinstance(test_size, bool) or not isinstance(test_size, numbers.Real) or not 0 < test_size < 1:
+            raise ValueError(f"`test_size` must be a number in (0, 1); got {test_size!r} instead.")
+        cv = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=int(gen.integers(2**31 - 1)))
+        tr, te = next(cv.split(x, groups=groups))
+        out.append(Split(1, 1, tr, te))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class EnsembleFit:
+    """Cross-validated performance and importances of one estimator for one LLM.
+
+    Attributes
+    ----------
+    model : str
+    n : int
+        Rows used (complete cases).
+    n_excluded : int
+    n_clusters : int
+    scores : pandas.DataFrame
+        One row per scheme: ``r2``, ``rmse`` (pooled out-of-fold; for ``group_kfold`` the mean
+        over repeats, with ``r2_sd`` / ``rmse_sd`` across repeats), ``baseline_r2``,
+        ``baseline_rmse`` (constant prediction = mean of the training fold), ``r2_gain``
+        (``r2 - baseline_r2``), ``beats_baseline`` and ``n_folds``.
+    folds : pandas.DataFrame
+        One row per scheme, repeat, fold and metric (``r2``, ``rmse``, ``baseline_r2``,
+        ``baseline_rmse``) on the fold's test rows.
+    importances : pandas.DataFrame
+        Out-of-fold permutation importance per feature: ``mean``, ``sd``, ``min``, ``max``
+        across folds, ``share_positive`` and ``n_folds`` (increase in test MSE when the
+        feature is shuffled within the test fold).
+    importance_folds : pandas.DataFrame
+        The per-fold importances (feature x fold).
+    """
+
+    model: str
+    n: int
+    n_excluded: int
+    n_clusters: int
+    scores: pd.DataFrame
+    folds: pd.DataFrame
+    importances: pd.DataFrame
+    importance_folds: pd.DataFrame
+
+    def score(self, scheme="loco", metric="r2") -> float:
+        """One summary number, e.g. ``score("loco", "r2")``."""
+        row = self.scores[self.scores["scheme"] == scheme]
+        return float(row[metric].iloc[0]) if len(row) else np.nan
+
+    def to_dict(self, primary="loco") -> dict:
+        schemes = {}
+        for row in self.scores.to_dict(orient="records"):
+            schemes[row["scheme"]] = {k: (int(v) if k in ("n_folds", "n_repeats") else _num(v))
+                                      for k, v in row.items() if k != "scheme"}
+        imp = {r["feature"]: {"mean": _num(r["mean"]), "sd": _num(r["sd"]), "min": _num(r["min"]),
+                              "max": _num(r["max"]), "share_positive": _num(r["share_positive"]),
+                              "n_folds": int(r["n_folds"])}
+               for r in self.importances.to_dict(orient="records")}
+        main = primary if primary in schemes else (next(iter(schemes)) if schemes else None)
+        get = (lambda k: schemes[main][k]) if main else (lambda k: None)
+        return {"cv_scheme": main, "cv_r2": get("r2"), "cv_rmse": get("rmse"), "baseline_r2": get("baseline_r2"),
+                "baseline_rmse": get("baseline_rmse"), "beats_baseline": get("beats_baseline"), "n": self.n,
+                "n_excluded": self.n_excluded, "n_clusters": self.n_clusters, "schemes": schemes, "importances": imp}
+
+
+@dataclass(frozen=True, eq=False)
+class EnsembleResult:
+    """Result of :func:`ensemble_cv`.
+
+    Attributes
+    ----------
+    estimator : str
+        ``"random_forest"`` or ``"gradient_boosting"``.
+    fits : list of EnsembleFit
+    feature_names : list of str
+    center : bool
+    schemes : list of str
+    params : dict
+        Estimator hyper-parameters and validation settings (n_splits, n_repeats, test_size,
+        n_permutations, importance scheme).
+    seed : int, None or "generator"
+    dropped_features : list of str
+    warnings : list of str
+    notes : list of str
+    elapsed_s : float
+    """
+
+    estimator: str
+    fits: list
+    feature_names: list
+    center: bool
+    schemes: list
+    params: dict
+    seed: object
+    dropped_features: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    elapsed_s: float = np.nan
+
+    def to_frame(self) -> pd.DataFrame:
+        """Tidy, unrounded: one row per LLM, scheme, repeat, fold and metric."""
+        parts = [f.folds for f in self.fits]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(_FOLD_COLUMNS))
+
+    def summary_frame(self) -> pd.DataFrame:
+        """One row per LLM and scheme: cross-validated R^2 / RMSE next to the constant baseline."""
+        parts = []
+        for f in self.fits:
+            s = f.scores.copy()
+            s.insert(0, "model", f.model)
+            s.insert(1, "estimator", self.estimator)
+            s["n"] = f.n
+            parts.append(s)
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+    def importances_frame(self) -> pd.DataFrame:
+        """One row per LLM and feature: permutation importance summarised across folds."""
+        parts = []
+        for f in self.fits:
+            t = f.importances.copy()
+            t.insert(0, "model", f.model)
+            t.insert(1, "estimator", self.estimator)
+            parts.append(t)
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+    def fit_for(self, model) -> EnsembleFit:
+        for f in self.fits:
+            if f.model == model:
+                return f
+        raise KeyError(f"no fit for model {model!r}; have {[f.model for f in self.fits]}")
+
+    def to_dict(self) -> dict:
+        return {f.model: f.to_dict() for f in self.fits}
+
+
+def ensemble_cv(features, rates=None, *, estimator="random_forest", center=True, feature_names=None,
+                schemes=SCHEMES, n_splits=5, n_repeats=5, test_size=0.2, n_estimators=200, max_depth=None,
+                learning_rate=0.05, n_permutations=10, importance_scheme="loco", rng=None, n_jobs=1,
+                progress=False) -> EnsembleResult:
+    """Cross-validate a random forest or gradient boosting per LLM, grouped by cluster, against a constant baseline.
+
+    Parameters
+    ----------
+    features : ToolFeatures
+    rates : BiasResult, DataFrame or None
+        Per-LLM selection rates; None uses the rates the feature table carries.
+    estimator : {"random_forest", "gradient_boosting"}, default "random_forest"
+        ``sklearn.ensemble.RandomForestRegressor`` or ``xgboost.XGBRegressor``.
+    center : bool, default True
+        Centre features and rates on their cluster means (as for the paper's forests).
+    feature_names : sequence of str, optional
+        Default: the paper's seven features when present, else every feature.
+    schemes : sequence of {"loco", "group_kfold", "holdout"}, default all three
+        Leave-one-cluster-out, repeated GroupKFold, and one grouped held-out split.
+    n_splits : int, default 5
+        Folds of ``group_kfold``.
+    n_repeats : int, default 5
+        Repeats of ``group_kfold`` (new group shuffle each time).
+    test_size : float, default 0.2
+        Share of clusters held out by ``holdout``.
+    n_estimators : int, default 200
+        Trees (forest) or boosting rounds.
+    max_depth : int, optional
+        Tree depth; default unlimited for the forest, 3 for boosting.
+    learning_rate : float, default 0.05
+        Boosting only.
+    n_permutations : int, default 10
+        Shuffles per feature and fold for the permutation importance (0 skips importances).
+    importance_scheme : str, default "loco"
+        Scheme whose test folds give the permutation importances (its first repeat).
+    rng : None, int or numpy.random.Generator
+        The only source of randomness (splits, estimator seeds, permutations): the same seed
+        gives identical output.
+    n_jobs : int, default 1
+        Threads per estimator.
+    progress : bool, default False
+        Progress bar over LLMs.
+
+    Returns
+    -------
+    EnsembleResult
+
+    Warns
+    -----
+    SmallSampleWarning
+        When an LLM has fewer than 3 clusters (no grouped CV possible; its scores are NaN).
+    DegenerateDataWarning
+        For dropped features.
+
+    Notes
+    -----
+    Rows are the tools with every feature and the rate present. Every scheme keeps all tools
+    of a cluster on one side of each split, so the score measures prediction for *unseen
+    clusters* of tools. For each test fold the estimator is fitted on the training fold, and the
+    **constant baseline** predicts the training fold's mean. ``r2`` and ``rmse`` are computed
+    from the pooled out-of-fold predictions (every row predicted once per repeat;
+    ``r2 = 1 - SSE / SST`` with SST about the mean of all rows), the same for the baseline.
+    A negative ``r2_gain`` means the model predicts unseen clusters *worse than a constant*
+    (BiasBusters F.1 reports exactly that for random forests).
+
+    Permutation importance (Breiman 2001) is computed out of fold: in each test fold of
+    ``importance_scheme`` every feature is shuffled ``n_permutations`` times and the mean rise
+    of the test MSE recorded; ``mean``/``sd`` are across folds. Importances of a model that
+    does not beat the baseline describe noise and should not be read as explanations.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))  # doctest: +SKIP
+    >>> res = ensemble_cv(feats, n_estimators=50, n_repeats=2, rng=1)                     # doctest: +SKIP
+    >>> res.summary_frame()[["model", "scheme", "r2", "baseline_r2"]]                    # doctest: +SKIP
+    """
+    t0 = time.perf_counter()
+    check_choice("estimator", estimator, ESTIMATORS)
+    schemes = [schemes] if isinstance(schemes, str) else list(schemes)
+    if not schemes:
+        raise ValueError("`schemes` must name at least one of 'loco', 'group_kfold', 'holdout'; got none instead.")
+    for s in schemes:
+        check_choice("schemes", s, SCHEMES)
+    _check_int("n_splits", n_splits, 2)
+    _check_int("n_repeats", n_repeats, 1)
+    _check_int("n_estimators", n_estimators, 1)
+    _check_int("n_permutations", n_permutations, 0)
+    if max_depth is not None:
+        _check_int("max_depth", max_depth, 1)
+    check_choice("importance_scheme", importance_scheme, SCHEMES)
+    seed = rng if isinstance(rng, (int, type(None))) else "generator"
+    gen = check_rng(rng)
+    caught: list = []
+    d = design(features, rates, center=center, feature_names=feature_names, caught=caught)
+    names = list(d.feature_names)
+    params = _params(estimator, n_estimators, max_depth, learning_rate, n_jobs)
+    fits = []
+    models = d.models
+    if progress:
+        from tqdm.auto import tqdm
+
+        models = tqdm(models, desc=estimator.replace("_", " "), unit="LLM", leave=False)
+    for m in models:
+        child = np.random.default_rng(gen.integers(2**63 - 1))
+        fits.append(_fit_one(m, d.frames[m], names, estimator, params, schemes, n_splits, n_repeats, test_size,
+                             n_permutations, importance_scheme, child, caught))
+    notes = list(d.notes) + [
+        "complete cases; every split keeps a cluster's tools together (groups = clusters)",
+        "r2 / rmse: pooled out-of-fold predictions; baseline: the training fold's mean",
+        "permutation importance: out of fold, rise in test MSE, spread across folds",
+    ]
+    settings = dict(params, n_splits=n_splits, n_repeats=n_repeats, test_size=test_size,
+                    n_permutations=n_permutations, importance_scheme=importance_scheme)
+    return EnsembleResult(estimator=estimator, fits=fits, feature_names=names, center=d.center, schemes=schemes,
+                          params=settings, seed=seed, dropped_features=list(d.dropped_features), warnings=caught,
+                          notes=notes, elapsed_s=time.perf_counter() - t0)
+
+
+def random_forest_cv(features, rates=None, **kwargs) -> EnsembleResult:
+    """:func:`ensemble_cv` with ``estimator="random_forest"`` (scikit-learn ``RandomForestRegressor``)."""
+    return ensemble_cv(features, rates, estimator="random_forest", **kwargs)
+
+
+def gradient_boosting_cv(features, rates=None, **kwargs) -> EnsembleResult:
+    """:func:`ensemble_cv` with ``estimator="gradient_boosting"`` (xgboost ``XGBRegressor``)."""
+    return ensemble_cv(features, rates, estimator="gradient_boosting", **kwargs)
+
+
+# -- internals -------------------------------------------------------------------------------------
+def _params(estimator, n_estimators, max_depth, learning_rate, n_jobs):
+    if estimator == "random_forest":
+        return {"library": "scikit-learn", "class": "RandomForestRegressor", "n_estimators": n_estimators,
+                "max_depth": max_depth, "n_jobs": n_jobs}
+    return {"library": "xgboost", "class": "XGBRegressor", "n_estimators": n_estimators,
+            "max_depth": 3 if max_depth is None else max_depth, "learning_rate": float(learning_rate),
+            "subsample": 0.8, "colsample_bytree": 0.8, "tree_method": "hist", "n_jobs": n_jobs}
+
+
+def _make(estimator, params, seed):
+    if estimator == "random_forest":
+        from sklearn.ensemble import RandomForestRegressor
+
+        return RandomForestRegressor(n_estimators=params["n_estimators"], max_depth=params["max_depth"],
+                                     random_state=seed, n_jobs=params["n_jobs"])
+    from xgboost import XGBRegressor
+
+    return XGBRegressor(n_estimators=params["n_estimators"], max_depth=params["max_depth"],
+                        learning_rate=params["learning_rate"], subsample=params["subsample"],
+                        colsample_bytree=params["colsample_bytree"], tree_method=params["tree_method"],
+                        n_jobs=params["n_jobs"], random_state=seed, verbosity=0)
+
+
+def _fit_one(model, frame, names, estimator, params, schemes, n_splits, n_repeats, test_size, n_perm,
+             importance_scheme, gen, caught) -> EnsembleFit:
+    ok = frame[["y", *names]].notna().all(axis=1)
+    data = frame.loc[ok].reset_index(drop=True)
+    x = data[names].to_numpy(dtype=float)
+    y = data["y"].to_numpy(dtype=float)
+    groups = data["cluster_id"].astype(str).to_numpy()
+    n_clusters = len(np.unique(groups))
+    score_rows, fold_rows, imp_rows = [], [], []
+    if n_clusters < 3 or not names:
+        msg = (f"{model}: {n_clusters} cluster(s) with complete rows: grouped cross-validation needs at least 3; "
+               f"{estimator} scores are NaN")
+        warnings.warn(msg, SmallSampleWarning, stacklevel=3)
+        caught.append(msg)
+    else:
+        for scheme in schemes:
+            k = min(n_splits, n_clusters) if scheme == "group_kfold" else n_splits
+            splits = grouped_splits(groups, scheme=scheme, n_splits=k, n_repeats=n_repeats, test_size=test_size,
+                                    rng=gen)
+            repeats = sorted({s.repeat for s in splits})
+            r2s, rmses, b_r2s, b_rmses = [], [], [], []
+            for r in repeats:
+                oof = np.full(len(y), np.nan)
+                base = np.full(len(y), np.nan)
+                for s in (s for s in splits if s.repeat == r):
+                    est = _make(estimator, params, int(gen.integers(2**31 - 1)))
+                    est.fit(x[s.train], y[s.train])
+                    pred = est.predict(x[s.test])
+                    oof[s.test] = pred
+                    base[s.test] = y[s.train].mean()
+                    yt = y[s.test]
+                    label = ",".join(sorted(np.unique(groups[s.test]), key=_natural))
+                    for metric, value in (("r2", _r2(yt, pred)), ("rmse", _rmse(yt, pred)),
+                                          ("baseline_r2", _r2(yt, base[s.test])),
+                                          ("baseline_rmse", _rmse(yt, base[s.test]))):
+                        fold_rows.append({"model": model, "estimator": estimator, "scheme": scheme, "repeat": r,
+                                          "fold": s.fold, "n_train": len(s.train), "n_test": len(s.test),
+                                          "test_clusters": label, "metric": metric, "value": value})
+                    if scheme == importance_scheme and r == repeats[0] and n_perm:
+                        imp_rows.extend({"feature": f, "fold": s.fold, "test_clusters": label, "importance": v}
+                                        for f, v in zip(names, _perm_importance(est, x[s.test], yt, n_perm, gen)))
+                done = np.isfinite(oof)
+                r2s.append(_r2(y[done], oof[done]))
+                rmses.append(_rmse(y[done], oof[done]))
+                b_r2s.append(_r2(y[done], base[done]))
+                b_rmses.append(_rmse(y[done], base[done]))
+            r2, b_r2 = float(np.mean(r2s)), float(np.mean(b_r2s))
+            score_rows.append({
+                "scheme": scheme, "r2": r2, "rmse": float(np.mean(rmses)),
+                "r2_sd": float(np.std(r2s, ddof=1)) if len(r2s) > 1 else np.nan,
+                "rmse_sd": float(np.std(rmses, ddof=1)) if len(rmses) > 1 else np.nan,
+                "baseline_r2": b_r2, "baseline_rmse": float(np.mean(b_rmses)), "r2_gain": r2 - b_r2,
+                "beats_baseline": bool(np.mean(rmses) < np.mean(b_rmses)), "n_folds": len(splits),
+                "n_repeats": len(repeats)})
+    scores = pd.DataFrame(score_rows, columns=["scheme", "r2", "rmse", "r2_sd", "rmse_sd", "baseline_r2",
+                                               "baseline_rmse", "r2_gain", "beats_baseline", "n_folds", "n_repeats"])
+    folds = pd.DataFrame(fold_rows, columns=list(_FOLD_COLUMNS))
+    per_fold = pd.DataFrame(imp_rows, columns=["feature", "fold", "test_clusters", "importance"])
+    summary = []
+    for f in names:
+        v = per_fold.loc[per_fold["feature"] == f, "importance"].to_numpy(dtype=float)
+        summary.append({"feature": f, "mean": float(v.mean()) if v.size else np.nan,
+                        "sd": float(v.std(ddof=1)) if v.size > 1 else np.nan,
+                        "min": float(v.min()) if v.size else np.nan, "max": float(v.max()) if v.size else np.nan,
+                        "share_positive": float((v > 0).mean()) if v.size else np.nan, "n_folds": int(v.size)})
+    return EnsembleFit(model=model, n=len(y), n_excluded=int((~ok).sum()), n_clusters=n_clusters, scores=scores,
+                       folds=folds, importances=pd.DataFrame(summary, columns=["feature", "mean", "sd", "min", "max",
+                                                                                "share_positive", "n_folds"]),
+                       importance_folds=per_fold)
+
+
+def _perm_importance(est, x, y, n_perm, gen) -> np.ndarray:
+    """Mean rise in MSE when each column of the test fold is shuffled (all shuffles in one predict call)."""
+    m, p = x.shape
+    base = np.mean((y - est.predict(x)) ** 2)
+    stacked = np.repeat(x[None, None], p, axis=0).repeat(n_perm, axis=1)    # (p, R, m, p)
+    for j in range(p):
+        for r in range(n_perm):
+            stacked[j, r, :, j] = x[gen.permutation(m), j]
+    pred = est.predict(stacked.reshape(-1, p)).reshape(p, n_perm, m)
+    mse = ((pred - y[None, None]) ** 2).mean(axis=2)                        # (p, R)
+    return mse.mean(axis=1) - base
+
+
+def _r2(y, pred) -> float:
+    y = np.asarray(y, dtype=float)
+    if y.size < 2:
+        return np.nan
+    sst = float(((y - y.mean()) ** 2).sum())
+    if sst <= 0:
+        return np.nan
+    return 1.0 - float(((y - pred) ** 2).sum()) / sst
+
+
+def _rmse(y, pred) -> float:
+    y = np.asarray(y, dtype=float)
+    return float(np.sqrt(np.mean((y - pred) ** 2))) if y.size else np.nan
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r} instead.")
+    return int(value)
+
+
+def _natural(x):
+    return (0, int(x), "") if str(x).isdigit() else (1, 0, str(x))
+
+
+def _num(v):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if np.isfinite(v) else None

@@ -1,0 +1,192 @@
+"""Explaining selection: correlations, OLS, grouped-CV ensembles and cross-model alignment in one result."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_rng
+from ._alignment import AlignmentResult, model_alignment
+from ._correlation import CorrelationResult, feature_correlations
+from ._ensembles import EnsembleResult, ensemble_cv
+from ._ols import OLSResult, ols_fit
+
+__all__ = ["explain_selection", "ExplainResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class ExplainResult:
+    """Everything :func:`explain_selection` computes (BiasBusters sec. 3.3 and Appendix F.1).
+
+    Attributes
+    ----------
+    correlations : CorrelationResult
+    ols : OLSResult
+    random_forest, gradient_boosting : EnsembleResult or None
+        None when ensembles were skipped.
+    alignment : AlignmentResult
+    center : bool
+    models : list of str
+    feature_names : list of str
+    features_provenance : dict
+        ``ToolFeatures.provenance`` of the input (source, encoder, reference date, ...).
+    targets : str
+        Where the selection rates came from.
+    seed : int, None or "generator"
+    warnings : list of str
+        Every warning of every part (also on the parts).
+    """
+
+    correlations: CorrelationResult
+    ols: OLSResult
+    random_forest: EnsembleResult | None
+    gradient_boosting: EnsembleResult | None
+    alignment: AlignmentResult
+    center: bool
+    models: list
+    feature_names: list
+    features_provenance: dict = field(default_factory=dict)
+    targets: str = ""
+    seed: object = None
+    warnings: list = field(default_factory=list)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per LLM: in-sample OLS R^2 next to cross-validated ensemble R^2 and the constant baseline."""
+        ols = self.ols.summary_frame().set_index("model") if self.ols.fits else pd.DataFrame()
+        rows = []
+        for m in self.models:
+            row = {"model": m}
+            if m in ols.index:
+                row.update(ols_n=int(ols.at[m, "n"]), ols_r2=ols.at[m, "r2"], ols_adj_r2=ols.at[m, "adj_r2"])
+            for name, res in (("rf", self.random_forest), ("gb", self.gradient_boosting)):
+                if res is None:
+                    continue
+                fit = res.fit_for(m)
+                for scheme in res.schemes:
+                    row[f"{name}_{scheme}_r2"] = fit.score(scheme, "r2")
+                    row[f"{name}_{scheme}_baseline_r2"] = fit.score(scheme, "baseline_r2")
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
+        """The documented JSON object of ``toolbias-stats explain --json``."""
+        corr = self.correlations.to_dict()
+        ols = self.ols.to_dict()
+        rf = self.random_forest.to_dict() if self.random_forest is not None else {}
+        gb = self.gradient_boosting.to_dict() if self.gradient_boosting is not None else {}
+        per_model = {}
+        for m in self.models:
+            per_model[m] = {"pearson": corr.get(m, {}), "ols": ols.get(m),
+                            "random_forest": rf.get(m), "gradient_boosting": gb.get(m)}
+        ens = {}
+        for name, res in (("random_forest", self.random_forest), ("gradient_boosting", self.gradient_boosting)):
+            if res is not None:
+                ens[name] = {"params": _jsonable(res.params), "schemes": list(res.schemes), "seed": _seed(res.seed)}
+        return {
+            "center": self.center,
+            "features": list(self.feature_names),
+            "targets": self.targets,
+            "feature_provenance": _jsonable(self.features_provenance),
+            "confidence_level": self.correlations.confidence_level,
+            "multiplicity": {"n_tests": self.correlations.n_tests, "methods": ["holm", "fdr_bh"]},
+            "dropped_features": sorted(set(self.correlations.dropped_features) | set(self.ols.dropped_features)),
+            "models": per_model,
+            "ensembles": ens,
+            "alignment": self.alignment.to_dict(),
+            "seed": _seed(self.seed),
+            "warnings": list(self.warnings),
+        }
+
+
+def explain_selection(features, rates=None, *, center=True, feature_names=None, confidence_level=0.95,
+                      ensembles=True, n_estimators=200, n_repeats=5, n_permutations=10, n_resamples=2000,
+                      n_jobs=1, rng=None, targets=None, progress=False) -> ExplainResult:
+    """Run the whole attribute-level analysis of BiasBusters on one feature table.
+
+    Parameters
+    ----------
+    features : ToolFeatures
+    rates : BiasResult, DataFrame or None
+        Per-LLM selection rates; None uses the rates the feature table carries.
+    center : bool, default True
+        Cluster-mean centring of features and rates (as in the paper).
+    feature_names : sequence of str, optional
+        Default: the paper's seven features when present, else every feature.
+    confidence_level : float, default 0.95
+    ensembles : bool, default True
+        Fit the random forest and gradient boosting (the slow part).
+    n_estimators, n_repeats, n_permutations : int
+        Passed to :func:`~toolbias_stats.models.ensemble_cv`.
+    n_resamples : int, default 2000
+        Bootstrap replicates of the alignment intervals.
+    n_jobs : int, default 1
+    rng : None, int or numpy.random.Generator
+        The only source of randomness; each part gets its own child generator, so the same seed
+        gives identical output.
+    targets : str, optional
+        Description of where the rates came from (recorded).
+    progress : bool, default False
+
+    Returns
+    -------
+    ExplainResult
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))  # doctest: +SKIP
+    >>> res = explain_selection(feats, n_estimators=50, n_repeats=2, rng=1)              # doctest: +SKIP
+    >>> res.to_frame()                                                                    # doctest: +SKIP
+    """
+    seed = rng if isinstance(rng, (int, type(None))) else "generator"
+    gen = check_rng(rng)
+    kids = [np.random.default_rng(s) for s in gen.integers(2**63 - 1, size=3)]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        corr = feature_correlations(features, rates, center=center, feature_names=feature_names,
+                                    confidence_level=confidence_level)
+        ols = ols_fit(features, rates, center=center, feature_names=feature_names, confidence_level=confidence_level)
+        rf = gb = None
+        if ensembles:
+            common = dict(center=center, feature_names=feature_names, n_estimators=n_estimators, n_repeats=n_repeats,
+                          n_permutations=n_permutations, n_jobs=n_jobs, progress=progress)
+            rf = ensemble_cv(features, rates, estimator="random_forest", rng=kids[0], **common)
+            gb = ensemble_cv(features, rates, estimator="gradient_boosting", rng=kids[1], **common)
+        align = model_alignment(rates if rates is not None else features, n_resamples=n_resamples,
+                                confidence_level=confidence_level, rng=kids[2])
+    seen = set()
+    for w in rec:  # pass every distinct warning on to the caller, once
+        key = (w.category, str(w.message))
+        if key not in seen:
+            seen.add(key)
+            warnings.warn(str(w.message), w.category, stacklevel=2)
+    all_msgs = list(dict.fromkeys(str(w.message) for w in rec))
+    prov = dict(getattr(features, "provenance", {}) or {})
+    if targets is None:
+        targets = ("selection rates carried by the feature table" if rates is None
+                   else "selection rates passed in (from the selection log)")
+    return ExplainResult(correlations=corr, ols=ols, random_forest=rf, gradient_boosting=gb, alignment=align,
+                         center=bool(center), models=list(corr.models), feature_names=list(corr.feature_names),
+                         features_provenance=prov, targets=targets, seed=seed, warnings=all_msgs)
+
+
+def _seed(s):
+    return s if isinstance(s, (int, type(None))) else repr(s)
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        return float(v) if np.isfinite(v) else None
+    if isinstance(v, (str, int, bool)) or v is None:
+        return v
+    return str(v)
