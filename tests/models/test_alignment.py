@@ -1,6 +1,5 @@
 """Cross-model alignment (BiasBusters Fig. 15): correlation matrix and cluster-bootstrap intervals."""
 
-import warnings
 
 import numpy as np
 import pandas as pd

@@ -2,7 +2,6 @@
 
 import warnings
 
-import pandas as pd
 import pytest
 
 

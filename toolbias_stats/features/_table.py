@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import DegenerateDataWarning, SelectionLogError, problem
+from ..io._catalog import _natural
 from ._age import age_days, check_reference_date
 from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, check_lexicon, promotional_words
 from ._readability import readability, textstat_version
@@ -431,11 +432,11 @@ def read_feature_table(path, *, catalog=None) -> ToolFeatures:
     for c, v in values.items():
         out[c] = v
     names = tuple(values)
-    order = out.sort_values(["cluster_id", "api_index"], key=_natural_key).index
+    order = out.sort_values(["cluster_id", "api_index"], key=_natural).index
     out = out.loc[order].reset_index(drop=True)
     rates = None
     if rate_rows:
-        rates = pd.DataFrame(rate_rows).sort_values(["model", "cluster_id", "tool_id"], key=_natural_key,
+        rates = pd.DataFrame(rate_rows).sort_values(["model", "cluster_id", "tool_id"], key=_natural,
                                                     kind="stable").reset_index(drop=True)
     missing = _missing(out, names)
     caught = []
@@ -579,11 +580,3 @@ def _number(v):
             return None
         return None if math.isinf(num) else num
     return None
-
-
-def _natural_key(col: pd.Series) -> pd.Series:
-    if col.name == "cluster_id":
-        num = pd.to_numeric(col, errors="coerce")
-        if num.notna().all():
-            return num
-    return col

@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..exceptions import ManifestError, SelectionLogError, problem
+from ..exceptions import ManifestError, problem
 from ._catalog import ToolCatalog
 from ._selection_log import SelectionLog
 from .readers._common import READER_KEYS

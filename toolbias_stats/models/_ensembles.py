@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_choice, check_rng
-from ..exceptions import DegenerateDataWarning, SmallSampleWarning
+from ..exceptions import SmallSampleWarning
 from ._design import design
 
 __all__ = ["ensemble_cv", "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult",

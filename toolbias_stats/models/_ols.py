@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_confidence_level
-from ..exceptions import DegenerateDataWarning, SmallSampleWarning
+from ..exceptions import SmallSampleWarning
 from ._design import design
 
 __all__ = ["ols_fit", "OLSResult", "OLSFit"]
