@@ -48,10 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, help="output HTML file")
     r.add_argument("--explain", action="store_true",
                    help="add the 'Explaining selection' section (features as for `explain` with its defaults)")
+    r.add_argument("--bayes", action="store_true",
+                   help="add the hierarchical Bayesian model section (the `bayes` command's default fit)")
 
+    from ._bayes import add_parser as add_bayes_parser
     from ._explain import add_parsers as add_explain_parsers
 
     add_explain_parsers(sub)
+    add_bayes_parser(sub)
     return p
 
 
@@ -60,10 +64,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from ..exceptions import SelectionLogError
 
+    from ._bayes import run as run_bayes
     from ._explain import run_explain, run_features
 
     commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
-                "explain": run_explain}
+                "explain": run_explain, "bayes": run_bayes}
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
@@ -141,6 +146,17 @@ def _report(args) -> int:
                                              "--confidence-level", str(args.confidence_level)])
         explained, _, _ = compute_explain(ex_args, study)
         extra.append(("explain", "Explaining selection", render_explain_section(explained)))
+    if args.bayes:
+        from ..models import fit_bayes
+        from ..report._bayes_html import render_bayes_section
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = fit_bayes(study.log, rng=args.seed, progress=_progress_wanted(args))
+        if not fit.diagnostics.converged:
+            print("toolbias-stats report: WARNING: Bayesian fit NOT CONVERGED: " + "; ".join(fit.diagnostics.flags),
+                  file=sys.stderr)
+        extra.append(("bayes", "Bayesian model", render_bayes_section(fit, catalog=study.catalog)))
     out = Path(args.out)
     html = render_bias_report(study, result, extra_sections=extra)
     out.parent.mkdir(parents=True, exist_ok=True)

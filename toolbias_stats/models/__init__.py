@@ -18,3 +18,10 @@ __all__ = [
     "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult", "EnsembleFit", "Split",
     "model_alignment", "AlignmentResult", "explain_selection", "ExplainResult", "selection_rates",
 ]
+
+# -- hierarchical Bayesian model of API and position effects (PyMC; imported lazily) ---------------
+from ._bayes import (BayesDiagnostics, BayesResult, ConvergenceWarning, MisfitWarning, PosteriorPredictiveCheck,
+                     fit_bayes, simulate_choice_log)
+
+__all__ += ["fit_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck", "ConvergenceWarning",
+            "MisfitWarning", "simulate_choice_log"]

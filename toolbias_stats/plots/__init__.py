@@ -9,3 +9,8 @@ from ._explain import plot_alignment, plot_correlations, plot_importances, plot_
 
 __all__ = ["plot_selection_rates", "plot_api_vs_position", "group_label", "tool_labels",
            "plot_correlations", "plot_ols_coefficients", "plot_importances", "plot_alignment"]
+
+# -- hierarchical Bayesian model ------------------------------------------------------------------
+from ._bayes import plot_api_effects, plot_bayes_ppc, plot_position_effects
+
+__all__ += ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc"]

@@ -1,0 +1,114 @@
+"""Benchmark: the hierarchical Bayesian fit (`fit_bayes`) on the bundled BiasBusters study (not a test).
+
+Usage:  python benchmarks/bench_bayes.py [--configs pymc,numpyro,...] [--skip-slow]
+
+Every configuration runs in a fresh process, twice:
+  cold  with an empty PyTensor/numba compile cache (a new machine, or CI), and
+  warm  with the cache the cold run left behind (every later run on the same machine).
+The time reported is the wall time of the `fit_bayes(...)` call (model building, compilation,
+sampling, diagnostics and every summary); reading the study and importing are listed apart.
+For the default configuration it also prints the convergence numbers and the Spearman rank
+correlation between the model-implied delta_pos (logged orderings) and the empirical delta_pos.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDY = ROOT / "data" / "biasbusters" / "study.toml"
+
+#: name -> fit_bayes keyword arguments (everything else at its default: 4 chains x 1,000 draws, 1,000 tune)
+CONFIGS = {
+    "pymc": {"sampler": "pymc"},
+    "pymc-numba": {"sampler": "pymc-numba"},
+    "pymc/2-chains": {"sampler": "pymc", "chains": 2},
+    "pymc-numba/2-chains": {"sampler": "pymc-numba", "chains": 2},
+    "numpyro/2-chains": {"sampler": "numpyro", "chains": 2},
+    "nutpie": {"sampler": "nutpie"},
+    "numpyro": {"sampler": "numpyro"},
+    "auto": {},
+    "numpyro/non-centred": {"sampler": "numpyro", "parameterization": "noncentered"},
+}
+SLOW = {"numpyro/non-centred"}
+
+
+def _one(name: str) -> dict:
+    t0 = time.perf_counter()
+    import toolbias_stats as tbs
+    from toolbias_stats.models import fit_bayes
+
+    warnings.simplefilter("ignore")
+    t1 = time.perf_counter()
+    log = tbs.read_study(STUDY).log
+    t2 = time.perf_counter()
+    res = fit_bayes(log, rng=20251121, **CONFIGS[name])
+    t3 = time.perf_counter()
+    out = {"config": name, "imports_s": t1 - t0, "read_s": t2 - t1, "fit_s": t3 - t2,
+           **{k: v for k, v in res.diagnostics.to_dict().items() if k != "thresholds"},
+           "ppc_p": res.ppc.p_value, "ppc_p_rows": res.ppc.p_value_rows}
+    from scipy.stats import spearmanr
+
+    emp = tbs.selection_bias(log, by="model", n_resamples=0, n_null=0)
+    e = {g.keys["model"]: g.delta_pos.mean_over_runs for g in emp.groups if g.delta_pos is not None}
+    imp = res.implied[(res.implied["metric"] == "delta_pos") & (res.implied["orderings"] == "logged")]
+    imp = imp.set_index("llm")["mean"]
+    llms = [m for m in res.llms if m in e]
+    out["spearman_delta_pos"] = float(spearmanr([imp[m] for m in llms], [e[m] for m in llms]).statistic)
+    out["implied_delta_pos"] = {m: float(imp[m]) for m in llms}
+    out["empirical_delta_pos"] = {m: float(e[m]) for m in llms}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names (default: all)")
+    ap.add_argument("--skip-slow", action="store_true", help="leave out the non-centred run (minutes)")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print("RESULT " + json.dumps(_one(args.one)), flush=True)
+        return
+    names = [n for n in args.configs.split(",") if n]
+    if args.skip_slow:
+        names = [n for n in names if n not in SLOW]
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"study: {STUDY.relative_to(ROOT)}")
+    rows = []
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="tbs-bench-") as cache:
+            env = dict(os.environ, PYTENSOR_FLAGS=f"base_compiledir={cache}", NUMBA_CACHE_DIR=cache)
+            for phase in ("cold", "warm") if name not in SLOW else ("cold",):
+                t = time.perf_counter()
+                proc = subprocess.run([sys.executable, __file__, "--one", name], env=env, capture_output=True,
+                                      text=True)
+                wall = time.perf_counter() - t
+                line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+                if proc.returncode or not line:
+                    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+                    print(f"| {name} | {phase} | failed: {tail[0]} |", flush=True)
+                    break
+                r = json.loads(line[0][7:])
+                r.update(phase=phase, process_s=wall)
+                rows.append(r)
+                print(f"| {name} | {phase} | {r['fit_s']:.1f} | {r['process_s']:.1f} | {r['max_rhat']:.4f} | "
+                      f"{r['min_ess_bulk']:.0f} | {r['divergences']} | {r['spearman_delta_pos']:.3f} |", flush=True)
+    print("\n| configuration | cache | fit (s) | process (s) | max R-hat | min bulk ESS | divergences | "
+          "Spearman delta_pos |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['config']} | {r['phase']} | {r['fit_s']:.1f} | {r['process_s']:.1f} | {r['max_rhat']:.4f} | "
+              f"{r['min_ess_bulk']:.0f} | {r['divergences']} | {r['spearman_delta_pos']:.3f} |")
+    print("\n" + json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""``toolbias-stats bayes``: fit the hierarchical Bayesian model of API and position effects. Wiring only."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers):
+    """Register the ``bayes`` sub-command on an ``argparse`` sub-parser collection; returns its parser."""
+    from ..models._bayes import MISMATCH_POLICIES, PARAMETERIZATIONS, SAMPLERS
+
+    p = subparsers.add_parser("bayes", help="hierarchical Bayesian model of API and position effects (PyMC)",
+                              description="Fit softmax(alpha[llm, cluster, tool] + beta[llm, position]) with partial "
+                                          "pooling across LLMs; report effects, implied bias under logged and "
+                                          "randomised orderings, a posterior predictive check and diagnostics.")
+    p.add_argument("study", help="study manifest (TOML)")
+    p.add_argument("--by", default="model", help="comma-separated columns that define one LLM (default: model)")
+    p.add_argument("--draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
+    p.add_argument("--tune", type=int, default=1000, metavar="N", help="warm-up iterations per chain (default 1000)")
+    p.add_argument("--chains", type=int, default=4, metavar="N", help="chains (default 4)")
+    p.add_argument("--cores", type=int, default=None, metavar="N", help="parallel chains (default: min(chains, CPUs))")
+    p.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    p.add_argument("--sampler", choices=SAMPLERS, default="auto",
+                   help="NUTS back-end (default auto: numpyro when installed, else pymc; nutpie and numpyro need "
+                        "the extras of the same name)")
+    p.add_argument("--parameterization", choices=PARAMETERIZATIONS, default="auto")
+    p.add_argument("--target-accept", type=float, default=0.8, metavar="P")
+    p.add_argument("--hdi-prob", type=float, default=0.94, metavar="P", help="HDI mass (default 0.94)")
+    p.add_argument("--mismatch", choices=MISMATCH_POLICIES, default="exclude",
+                   help="rows whose recorded position disagrees with the ordering (default: exclude and count)")
+    p.add_argument("--json", action="store_true", help="documented JSON on stdout")
+    p.add_argument("--idata", metavar="OUT.nc", help="also save the ArviZ InferenceData (netCDF)")
+    return p
+
+
+def run(args) -> int:
+    """Run ``toolbias-stats bayes``; 0 on success (also when the fit is flagged), 2 on bad input."""
+    from ..exceptions import SelectionLogError
+
+    try:
+        return _run(args)
+    except (SelectionLogError, ValueError, FileNotFoundError, ImportError) as exc:
+        print(f"toolbias-stats bayes: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    from ..io import read_study
+    from ..models import fit_bayes
+    from ..report._bayes_html import format_bayes_text
+    from ._commands import _progress_wanted, _version
+
+    if args.idata and Path(args.idata).suffix.lower() not in (".nc", ".netcdf", ".nc4"):
+        raise ValueError(f"--idata must name a netCDF file (.nc); got {args.idata!r} instead.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study = read_study(args.study)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fit_bayes(study.log, by=args.by, draws=args.draws, tune=args.tune, chains=args.chains,
+                           cores=args.cores, sampler=args.sampler, parameterization=args.parameterization,
+                           target_accept=args.target_accept, hdi_prob=args.hdi_prob, mismatch=args.mismatch,
+                           rng=args.seed, progress=_progress_wanted(args))
+    if args.idata:
+        out = Path(args.idata)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        result.idata.to_netcdf(str(tmp))
+        tmp.replace(out)  # nothing partial is left behind on failure
+    if not result.diagnostics.converged:
+        # loud on stderr whatever the output format, so that scripts piping --json still see it
+        print("toolbias-stats bayes: WARNING: NOT CONVERGED: " + "; ".join(result.diagnostics.flags),
+              file=sys.stderr)
+    if args.json:
+        out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
+        print(json.dumps(out, indent=2))
+    else:
+        print(format_bayes_text(result))
+        if args.idata:
+            print(f"wrote {args.idata}")
+    return 0

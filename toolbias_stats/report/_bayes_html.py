@@ -1,0 +1,288 @@
+"""Report fragment (HTML) and terminal text for the hierarchical Bayesian model.
+
+``render_bayes_section(result)`` returns one ``<section id="bayes">`` to embed in a report page;
+``format_bayes_text(result)`` the plain-text summary printed by ``toolbias-stats bayes``. Both only
+format a :class:`~toolbias_stats.models.BayesResult`: every number is rounded here, every string that
+comes from the data is HTML-escaped, and figures are inline SVG.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._format import MISSING, fmt_estimate_ci, fmt_int, fmt_level, fmt_num, fmt_p
+from ._render_html import _e, _svg, _table
+
+__all__ = ["render_bayes_section", "format_bayes_text"]
+
+_SHARED = "(shared)"
+
+#: The priors as written in the report, with the reason for each (keys of DEFAULT_PRIORS).
+_PRIOR_TEXT = (
+    ("mu_sd", "shared API effects", "mu[c, :] ~ ZeroSumNormal({v:g})",
+     "a pairwise log-odds between two tools has sd {v:g}\u00b7\u221a2; at 95% prior mass one tool may be chosen "
+     "about e^(2\u00b7{v:g}\u00b7\u221a2) times as often as another, yet a tool that is never chosen keeps a finite effect"),
+    ("sigma_alpha_sd", "between-LLM scale of API effects", "sigma_alpha ~ HalfNormal({v:g})",
+     "LLMs may disagree by about two log-odds on a tool (a reversal of preference), while the scale stays finite "
+     "with few LLMs"),
+    ("beta_bar_sd", "shared position effects", "beta_bar ~ ZeroSumNormal({v:g})",
+     "audits report odds factors of 2\u201310 between first and last slot; a pairwise sd of {v:g}\u00b7\u221a2 covers them"),
+    ("sigma_beta_sd", "between-LLM scale of position effects", "sigma_beta ~ HalfNormal({v:g})",
+     "LLMs differ widely in position bias (BiasBusters: \u03b4_pos from 0.17 to 0.50)"),
+)
+
+
+def render_bayes_section(result, *, catalog=None, title="Hierarchical Bayesian model of API and position effects"):
+    """HTML fragment ``<section id="bayes">`` for a :class:`~toolbias_stats.models.BayesResult`.
+
+    Parameters
+    ----------
+    result : BayesResult
+        Output of :func:`toolbias_stats.models.fit_bayes`.
+    catalog : ToolCatalog, optional
+        For tool names in the API-effects figure.
+    title : str
+        The section heading.
+
+    Returns
+    -------
+    str
+        The section: diagnostics first (a loud banner when the fit did not converge), the model
+        and its priors, the implied bias under logged and randomised orderings, the position and
+        API effects (forest plots and tables), the variance shares, the posterior predictive check
+        and the notes.
+
+    Examples
+    --------
+    >>> html = render_bayes_section(res)   # doctest: +SKIP
+    """
+    parts = [f'<section id="bayes">\n<h2>{_e(title)}</h2>',
+             _diagnostics_block(result), _model_block(result), _implied_block(result),
+             _position_block(result), _api_block(result, catalog), _shares_block(result), _ppc_block(result),
+             _notes_block(result), "</section>"]
+    return "\n".join(parts)
+
+
+# -- blocks ---------------------------------------------------------------------------------------
+def _diagnostics_block(result) -> str:
+    d = result.diagnostics
+    level = fmt_level(result.hdi_prob)
+    rows = [("sampler", d.sampler), ("parameterisation", d.parameterization),
+            ("chains \u00d7 draws (tune)", f"{d.chains} \u00d7 {fmt_int(d.draws)} ({fmt_int(d.tune)})"),
+            ("seed", f"{d.seed} (rng argument: {result.seed})"),
+            ("max R-hat", f"{d.max_rhat:.4f}" if np.isfinite(d.max_rhat) else MISSING),
+            ("min bulk ESS / tail ESS", f"{fmt_int(d.min_ess_bulk)} / {fmt_int(d.min_ess_tail)}"),
+            ("divergences", fmt_int(d.divergences)), ("wall time", f"{d.seconds:.1f} s"),
+            ("rows used / excluded", f"{fmt_int(result.rows['used'])} / "
+                                     f"{fmt_int(result.rows['total'] - result.rows['used'])}"),
+            ("excluded by reason", ", ".join(f"{k}: {fmt_int(v)}" for k, v in result.rows["excluded"].items())
+             or "none"),
+            ("intervals", f"{level} highest-density intervals (HDI)")]
+    dl = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows)
+    if d.converged:
+        banner = ('<div class="note"><p><strong>Converged</strong> by the package standard: R-hat \u2264 1.01, '
+                  "bulk ESS \u2265 400 and no divergent transition.</p></div>")
+    else:
+        banner = ('<div class="note" style="border-left-color:#b00020;background:#fff0f0">'
+                  '<p><strong style="color:#b00020">NOT CONVERGED: do not use these numbers.</strong> '
+                  + _e("; ".join(d.flags))
+                  + ". Run longer (more draws and tune), or raise target_accept if there are divergences.</p></div>")
+    return f'<h3 id="bayes-diagnostics">Diagnostics</h3>\n{banner}\n<dl class="settings">{dl}</dl>'
+
+
+def _model_block(result) -> str:
+    pri = result.priors
+    items = []
+    for key, what, formula, why in _PRIOR_TEXT:
+        v = pri.get(key)
+        if v is None:
+            continue
+        items.append(f"<li><strong>{_e(what)}</strong>: <code>{_e(formula.format(v=v))}</code> \u2014 "
+                     f"{_e(why.format(v=v))}</li>")
+    single = len(result.llms) == 1
+    pool = ("With one LLM nothing is pooled: alpha = mu and beta = beta_bar, and the two scales are not in the "
+            "model." if single else
+            "API effects are partially pooled across LLMs around shared effects mu; position effects around a "
+            "shared beta_bar.")
+    return f"""<h3 id="bayes-model">Model</h3>
+<p>An attempt by LLM <em>m</em> in cluster <em>c</em> that shows the cluster's tools in ordering <em>o</em>
+chooses tool <em>j</em> with probability softmax<sub>j</sub>(&alpha;[m, c, j] + &beta;[m, pos<sub>o</sub>(j)]).
+{_e(pool)} &alpha;[m, c, :] = &mu;[c, :] + &sigma;<sub>&alpha;</sub>&middot;z[m, c, :] and
+&beta;[m, :] = &beta;&#772; + &sigma;<sub>&beta;</sub>&middot;z<sub>2</sub>[m, :]; every effect sums to zero within a
+cluster (API) or over positions, which identifies them. The model is fitted to counts aggregated per
+(LLM, cluster, ordering). Attempts are treated as exchangeable within such a cell: differences between queries are
+not modelled, so the intervals describe these queries rather than a population of queries.</p>
+<p>Weakly informative priors (logit scale):</p>
+<ul>{''.join(items)}</ul>"""
+
+
+def _implied_block(result) -> str:
+    imp = result.implied
+    level = fmt_level(result.hdi_prob)
+    body = []
+    for llm in result.llms:
+        cells = [f"<td>{_e(llm)}</td>"]
+        for metric in ("delta_api", "delta_pos"):
+            for scen in ("logged", "randomised"):
+                r = imp[(imp["llm"] == llm) & (imp["metric"] == metric) & (imp["orderings"] == scen)]
+                txt = MISSING if r.empty else fmt_estimate_ci(r["mean"].iloc[0], (r["hdi_low"].iloc[0],
+                                                                                  r["hdi_high"].iloc[0]))
+                cells.append(f'<td class="num">{_e(txt)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    head = ('<tr><th rowspan="2">LLM</th><th colspan="2" class="num">&delta;<sub>API</sub></th>'
+            '<th colspan="2" class="num">&delta;<sub>pos</sub></th></tr>'
+            '<tr><th class="num">logged orderings</th><th class="num">randomised orderings</th>'
+            '<th class="num">logged orderings</th><th class="num">randomised orderings</th></tr>')
+    table = _table(head, body, caption=f"Model-implied bias (TV to uniform, mean over clusters) [{level} HDI]")
+    return f"""<h3 id="bayes-implied">Implied bias: logged vs randomised orderings</h3>
+{table}
+<div class="note"><p><strong>How to read this.</strong> Each &delta; is the TV distance to uniform of the fitted
+chooser's choice probabilities, averaged over the orderings the harness logged, or over uniformly random orderings
+of each cluster's tools (&ldquo;what if the harness shuffled the list&rdquo;). These are the biases of the fitted
+chooser itself, not plug-in TVs of observed rates, so they sit below the descriptive &delta;s, which sampling noise
+inflates. Under random orderings position effects can no longer create tool bias (&delta;<sub>API</sub> then
+reflects the API effects alone), but &delta;<sub>pos</sub> does not vanish: an LLM that prefers the first slot still
+picks it more often, whatever is shown there. For a design that already balances tools over positions (cyclic
+rotations) the two columns nearly agree; for a fixed list the logged &delta;<sub>API</sub> also contains the
+position effect.</p></div>"""
+
+
+def _position_block(result) -> str:
+    from ..plots import plot_position_effects
+
+    svg = _svg(plot_position_effects(result), title="Position effects per LLM with highest-density intervals")
+    level = fmt_level(result.hdi_prob)
+    fvl = result.first_vs_last
+    body = []
+    for r in fvl.itertuples():
+        body.append(f"<tr><td>{_e(r.llm)}</td><td class=\"num\">{_e(fmt_num(r.p_first_beats_last))}</td>"
+                    f"<td class=\"num\">{_e(fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high)))}</td></tr>")
+    last = int(result.n_positions)
+    head = ("<tr><th>LLM</th><th class=\"num\">P(first beats last)</th>"
+            f"<th class=\"num\">&beta;[1] &minus; &beta;[{last}] [{_e(level)} HDI]</th></tr>")
+    table = _table(head, body, caption=f"Position 1 against position {last}: the posterior probability that the "
+                                       "first slot is preferred, and the logit difference")
+    pe = result.position_effects
+    det = []
+    for r in pe.itertuples():
+        det.append(f"<tr><td>{_e(r.llm)}</td><td class=\"num\">{_e(r.position)}</td>"
+                   f"<td class=\"num\">{_e(fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high)))}</td>"
+                   f"<td class=\"num\">{_e(fmt_num(r.sd))}</td></tr>")
+    dtable = _table(f"<tr><th>LLM</th><th class=\"num\">position</th><th class=\"num\">&beta; [{_e(level)} HDI]</th>"
+                    "<th class=\"num\">sd</th></tr>", det)
+    return f"""<h3 id="bayes-position">Position effects</h3>
+<figure>{svg}<figcaption>Position effects &beta; (logit scale) per LLM and position with {_e(level)} HDIs; open
+markers: the shared mean &beta;&#772;.</figcaption></figure>
+{table}
+<details><summary>All position effects as a table</summary>{dtable}</details>"""
+
+
+def _api_block(result, catalog) -> str:
+    from ..plots import plot_api_effects
+
+    svg = _svg(plot_api_effects(result, catalog=catalog), title="API effects per cluster and tool")
+    level = fmt_level(result.hdi_prob)
+    ae = result.api_effects
+    shared = ae[ae["llm"] == _SHARED]
+    body = [f"<tr><td>{_e(r.cluster)}</td><td class=\"path\">{_e(r.tool_id)}</td>"
+            f"<td class=\"num\">{_e(fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high)))}</td>"
+            f"<td class=\"num\">{_e(fmt_int(r.n_used))}</td></tr>" for r in shared.itertuples()]
+    table = _table(f"<tr><th>cluster</th><th>tool_id</th><th class=\"num\">&mu; [{_e(level)} HDI]</th>"
+                   "<th class=\"num\">choices (all LLMs)</th></tr>", body)
+    return f"""<h3 id="bayes-api">API effects</h3>
+<figure>{svg}<figcaption>Shared API effects &mu; per cluster and tool (black, {_e(level)} HDI) and each LLM's
+posterior mean &alpha; (coloured ticks; logit scale, summing to zero within a cluster).</figcaption></figure>
+<details><summary>Shared API effects as a table</summary>{table}</details>"""
+
+
+def _shares_block(result) -> str:
+    vs = result.variance_shares
+    level = fmt_level(result.hdi_prob)
+    body = []
+    for r in vs.itertuples():
+        what = "API effects (which tools win)" if r.effect == "api" else "position effects"
+        body.append(f"<tr><td>{_e(what)}</td>"
+                    f"<td class=\"num\">{_e(fmt_estimate_ci(r.share_shared, (r.share_low, r.share_high)))}</td>"
+                    f"<td class=\"num\">{_e(fmt_num(r.sd_shared))}</td><td class=\"num\">{_e(fmt_num(r.sd_between))}"
+                    "</td></tr>")
+    table = _table(f"<tr><th>effect</th><th class=\"num\">shared share [{_e(level)} HDI]</th>"
+                   "<th class=\"num\">sd shared</th><th class=\"num\">sd between LLMs</th></tr>", body)
+    note = ("Only one LLM: the shares are not defined." if len(result.llms) == 1 else
+            "Share of the effects' variance that all LLMs have in common (finite-population variances per draw: "
+            "shared = mean of &mu;&sup2;, between = mean of (&alpha; &minus; &mu;)&sup2;). Near 1: the LLMs agree on "
+            "which tools (or slots) win; near 0: each LLM has its own favourites.")
+    return f"""<h3 id="bayes-shares">Do the LLMs agree? Variance shares</h3>
+{table}
+<p class="muted">{note}</p>"""
+
+
+def _ppc_block(result) -> str:
+    from ..plots import plot_bayes_ppc
+
+    ppc = result.ppc
+    svg = _svg(plot_bayes_ppc(result), title="Posterior predictive check: observed and replicated counts")
+    misfit = min(ppc.p_value, ppc.p_value_rows) < 0.05
+    verdict = ("<strong>The main-effects model misfits</strong>: the observed counts are further from the "
+               "model's expectation than its own replications. Position and API effects then interact (e.g. a "
+               "position effect that differs between clusters, or queries that are not exchangeable). The effects "
+               "above are averages over that heterogeneity and their intervals are too narrow; no interaction term "
+               "is fitted by this version." if misfit else
+               "The replications reproduce the observed counts: no sign of misfit at this resolution.")
+    return f"""<h3 id="bayes-ppc">Posterior predictive check</h3>
+<figure>{svg}<figcaption>Observed choices per cluster and position (all LLMs and orderings) against the
+{_e(fmt_level(result.hdi_prob))} interval of {_e(fmt_int(ppc.n_draws))} replications.</figcaption></figure>
+<p>Chi-square discrepancy PPC p-values: {_e(fmt_p(ppc.p_value))} on the cluster &times; position table,
+{_e(fmt_p(ppc.p_value_rows))} on the LLM &times; cluster &times; ordering &times; position table the model is
+fitted to.</p>
+<div class="note"><p>{verdict}</p></div>"""
+
+
+def _notes_block(result) -> str:
+    if not result.warnings:
+        return '<h3 id="bayes-notes">Notes</h3>\n<p class="muted">No warnings.</p>'
+    items = "".join(f'<li class="warning">{_e(w)}</li>' for w in result.warnings)
+    return f'<h3 id="bayes-notes">Notes</h3>\n<ul class="notes">{items}</ul>'
+
+
+# -- terminal text --------------------------------------------------------------------------------
+def format_bayes_text(result) -> str:
+    """Plain-text summary of a :class:`~toolbias_stats.models.BayesResult` (``toolbias-stats bayes``)."""
+    d = result.diagnostics
+    level = fmt_level(result.hdi_prob)
+    lines = []
+    if not d.converged:
+        lines += ["!" * 78, "NOT CONVERGED: " + "; ".join(d.flags), "Do not use these numbers; run longer "
+                  "(--draws/--tune) or raise the target acceptance.", "!" * 78, ""]
+    lines.append(f"Hierarchical multinomial-logit model: softmax(alpha[llm, cluster, tool] + beta[llm, position]); "
+                 f"{level} HDIs.")
+    lines.append(f"sampler {d.sampler} ({d.parameterization}), {d.chains} chains x {d.draws} draws "
+                 f"(+{d.tune} tune), seed {d.seed}; {d.seconds:.1f} s. max R-hat "
+                 f"{d.max_rhat:.4f}, min bulk ESS {d.min_ess_bulk:.0f}, min tail ESS {d.min_ess_tail:.0f}, "
+                 f"divergences {d.divergences}.")
+    lines.append(f"rows: {result.rows['used']} used of {result.rows['total']}; excluded: {result.rows['excluded']}")
+    lines.append("")
+    rows = []
+    imp = result.implied
+    fvl = result.first_vs_last.set_index("llm")
+    for llm in result.llms:
+        row = {"LLM": llm}
+        for metric in ("delta_api", "delta_pos"):
+            for scen in ("logged", "randomised"):
+                r = imp[(imp["llm"] == llm) & (imp["metric"] == metric) & (imp["orderings"] == scen)]
+                row[f"{metric} ({scen})"] = fmt_estimate_ci(r["mean"].iloc[0], (r["hdi_low"].iloc[0],
+                                                                                r["hdi_high"].iloc[0]))
+        row["P(first>last)"] = fmt_num(fvl.loc[llm, "p_first_beats_last"])
+        rows.append(row)
+    lines.append("Implied bias (TV to uniform of the fitted chooser, mean over clusters):")
+    lines.append(pd.DataFrame(rows).to_string(index=False))
+    lines.append("")
+    vs = result.variance_shares
+    for r in vs.itertuples():
+        lines.append(f"shared share of {r.effect} effects: {fmt_estimate_ci(r.share_shared, (r.share_low, r.share_high))}"
+                     f" (sd shared {fmt_num(r.sd_shared)}, sd between LLMs {fmt_num(r.sd_between)})")
+    lines.append(f"posterior predictive check: {fmt_p(result.ppc.p_value)} (cluster x position), "
+                 f"{fmt_p(result.ppc.p_value_rows)} (finest table)")
+    if result.warnings:
+        lines += ["", "Notes:"] + [f"  - {w}" for w in result.warnings]
+    return "\n".join(lines)
