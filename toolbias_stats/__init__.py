@@ -10,12 +10,13 @@ result objects with ``.to_frame()``; plots and reports only render results.
 
 from . import datasets, features, models
 from ._schema import SCHEMA_VERSION, STATUSES, function_name, standardise_name
-from .exceptions import (DegenerateDataWarning, ExcludedRowsWarning, ManifestError, SelectionLogError,
-                         SmallSampleWarning)
+from .exceptions import (ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, ManifestError,
+                         MisfitWarning, SelectionLogError, SmallSampleWarning)
 from .io import (SelectionLog, Study, ToolCatalog, load_selection_log, read_biasbusters, read_biasbusters_catalog,
                  read_study, read_table, read_transcripts)
 from .features import ToolFeatures, read_feature_table, tool_features
-from .models import ExplainResult, explain_selection, feature_correlations, model_alignment, ols_fit
+from .models import (BayesResult, ExplainResult, explain_selection, feature_correlations, fit_bayes, model_alignment,
+                     ols_fit)
 from .metrics import (BiasResult, CalibratedTV, ConfidenceInterval, TVResult, calibrated_mean_tv,
                       expected_tv_uniform, normalised_tv, selection_bias, tv_distance, tv_to_uniform)
 
@@ -29,5 +30,6 @@ __all__ = [
     "selection_bias", "BiasResult", "TVResult", "ConfidenceInterval", "CalibratedTV", "calibrated_mean_tv",
     "tv_distance", "tv_to_uniform", "normalised_tv", "expected_tv_uniform",
     "features", "models", "tool_features", "read_feature_table", "ToolFeatures", "explain_selection",
-    "ExplainResult", "feature_correlations", "ols_fit", "model_alignment",
+    "ExplainResult", "feature_correlations", "ols_fit", "model_alignment", "fit_bayes", "BayesResult",
+    "ConvergenceWarning", "MisfitWarning",
 ]

@@ -12,6 +12,8 @@ __all__ = [
     "DegenerateDataWarning",
     "SmallSampleWarning",
     "ExcludedRowsWarning",
+    "ConvergenceWarning",
+    "MisfitWarning",
 ]
 
 #: How many problems a :class:`SelectionLogError` message lists before it summarises.
@@ -58,6 +60,14 @@ class SmallSampleWarning(RuntimeWarning):
 
 class ExcludedRowsWarning(UserWarning):
     """Rows without a valid selection were excluded from a statistic (counts are on the result)."""
+
+
+class ConvergenceWarning(RuntimeWarning):
+    """The sampler did not converge by the package's standard (R-hat, ESS or divergences)."""
+
+
+class MisfitWarning(UserWarning):
+    """The posterior predictive check rejects the model (p-value below 0.05)."""
 
 
 def problem(file, row, field, message) -> str:

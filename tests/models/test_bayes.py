@@ -371,6 +371,23 @@ class TestCLI:
         assert "NOT CONVERGED" in captured.err
         assert (tmp_path / "fit.nc").exists()
 
+    def test_report_with_bayes_section(self, tmp_path, capsys, monkeypatch):
+        """`toolbias-stats report --bayes` puts the section (and its loud flag) into the page."""
+        import toolbias_stats.models as models
+        from toolbias_stats.cli._commands import main
+
+        real = models.fit_bayes
+        monkeypatch.setattr(models, "fit_bayes", lambda log, **kw: real(
+            log, **{**kw, "draws": 10, "tune": 5, "chains": 2, "cores": 1, "sampler": "pymc"}))
+        study = self._study(tmp_path)
+        rc = main(["report", str(study), "--out", str(tmp_path / "r.html"), "--bayes", "--bootstrap", "50",
+                   "--null", "50"])
+        captured = capsys.readouterr()
+        assert rc == 0, captured.err
+        page = (tmp_path / "r.html").read_text()
+        assert '<section id="bayes">' in page and '<a href="#bayes">Bayesian model</a>' in page
+        assert "NOT CONVERGED" in captured.err
+
     def test_bad_input_exits_2(self, tmp_path, capsys):
         study = self._study(tmp_path)
         cli, args = self._args(str(study), "--draws", "3")

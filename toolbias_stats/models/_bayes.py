@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_by, check_choice, check_rng
-from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
+from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
 from ..io._load import load_selection_log
 
 __all__ = ["fit_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck", "ConvergenceWarning",
@@ -59,14 +59,6 @@ _EXACT_PERMUTATION_K = 5
 _RANDOM_BASE_PERMUTATIONS = 24
 
 _NEG = -1.0e4  # logit of a padded (not shown) position: exp(-1e4) == 0 in float64
-
-
-class ConvergenceWarning(RuntimeWarning):
-    """The sampler did not converge by the package's standard (R-hat, ESS or divergences)."""
-
-
-class MisfitWarning(UserWarning):
-    """The posterior predictive check rejects the model (p-value below 0.05)."""
 
 
 # ---------------------------------------------------------------------------------------------
