@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._bias import _colours, _mpl_text, _new_figure
+from ._bias import _colours, _figure_and_axes, _mpl_text, tool_labels
 
 __all__ = ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc"]
 
@@ -44,7 +44,7 @@ def plot_position_effects(result, ax=None):
     pe = result.position_effects
     llms = list(result.llms) + [_SHARED]
     P = int(result.n_positions)
-    fig, ax = _fig_ax(ax, (7.5, 0.55 * len(llms) * max(1.0, P / 5) + 1.6))
+    fig, ax = _figure_and_axes(ax, (7.5, 0.55 * len(llms) * max(1.0, P / 5) + 1.6))
     colours = _colours(P)
     width = 0.7
     offsets = (np.arange(P) - (P - 1) / 2) * (width / max(P, 1))
@@ -98,8 +98,8 @@ def plot_api_effects(result, ax=None, *, show_llms=True, catalog=None):
     ae = result.api_effects
     shared = ae[ae["llm"] == _SHARED].reset_index(drop=True)
     n = len(shared)
-    fig, ax = _fig_ax(ax, (8.0, 0.22 * n + 1.8))
-    names = _tool_names(shared["tool_id"], catalog)
+    fig, ax = _figure_and_axes(ax, (8.0, 0.22 * n + 1.8))
+    names = tool_labels(list(shared["tool_id"]), catalog)
     ys = n - 1 - np.arange(n)
     if show_llms:
         colours = _colours(len(result.llms))
@@ -153,7 +153,7 @@ def plot_bayes_ppc(result, ax=None):
     >>> fig = plot_bayes_ppc(res)   # doctest: +SKIP
     """
     t = result.ppc.table
-    fig, ax = _fig_ax(ax, (max(6.0, 0.16 * len(t) + 2.0), 3.8))
+    fig, ax = _figure_and_axes(ax, (max(6.0, 0.16 * len(t) + 2.0), 3.8))
     clusters = list(dict.fromkeys(t["cluster"]))
     x, ticks = [], []
     pos = 0.0
@@ -188,18 +188,3 @@ def _p(p):
     if not np.isfinite(p):
         return "p n/a"
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
-def _fig_ax(ax, figsize):
-    if ax is not None:
-        return ax.figure, ax
-    fig, axes = _new_figure(1, figsize)
-    return fig, axes[0]
-
-
-def _tool_names(tool_ids, catalog):
-    if catalog is None:
-        return [str(t) for t in tool_ids]
-    from ._bias import tool_labels
-
-    return tool_labels(list(tool_ids), catalog)
