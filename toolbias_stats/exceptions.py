@@ -31,18 +31,22 @@ class SelectionLogError(ValueError):
     ----------
     problems : list of str or str
         One entry per problem, each already formatted as ``file:row:field: message``.
+    total : int, optional
+        How many problems there are when ``problems`` lists only some of them (an engine that checks
+        millions of rows in SQL keeps at most 1,000 per check); :attr:`n_problems` holds it.
     """
 
-    def __init__(self, problems):
+    def __init__(self, problems, total=None):
         if isinstance(problems, str):
             problems = [problems]
         self.problems = list(problems)
+        self.n_problems = max(len(self.problems), int(total or 0))
         shown = self.problems[:MAX_LISTED_PROBLEMS]
         msg = "\n".join(shown)
-        if len(self.problems) > len(shown):
-            msg += f"\n... and {len(self.problems) - len(shown)} more problem(s)"
-        if len(self.problems) > 1:
-            msg = f"{len(self.problems)} problems in the input:\n{msg}"
+        if self.n_problems > len(shown):
+            msg += f"\n... and {self.n_problems - len(shown)} more problem(s)"
+        if self.n_problems > 1:
+            msg = f"{self.n_problems} problems in the input:\n{msg}"
         super().__init__(msg)
 
 

@@ -138,3 +138,67 @@ def test_report_with_explain_section(capsys, tmp_path, monkeypatch, request):
     page = out.read_text()
     assert '<section id="explain">' in page and '<a href="#explain">Explaining selection</a>' in page
     assert page.index('id="explain"') < page.index('id="notes"')
+
+
+class TestEngines:
+    """Issue 7: `--engine` gives the same JSON through pandas and DuckDB; strict JSON; validate from counts."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def table_study(cls, tmp_path_factory, bb_study, bb_data_dir):
+        from toolbias_stats import SelectionLog
+
+        d = tmp_path_factory.mktemp("engines")
+        data = bb_study.log.data
+        SelectionLog(data[data["model"].isin(["GPT-4.1 mini", "Qwen3 235B"])].reset_index(drop=True),
+                     bb_study.catalog).write(d / "two.parquet")
+        (d / "study.toml").write_text(f'format = "table"\ncatalog = "{bb_data_dir / "clusters.json"}"\n'
+                                      f'api_meta = "{bb_data_dir / "api_meta.json"}"\n[[logs]]\npath = "two.parquet"\n')
+        return d / "study.toml"
+
+    @staticmethod
+    def _strict(text):
+        def refuse(c):
+            raise ValueError(c)
+        return json.loads(text, parse_constant=refuse)
+
+    def test_duckdb_equals_pandas(self, capsys, table_study):
+        args = ["bias", str(table_study), "--json", "--bootstrap", "200", "--null", "200", "--seed", "3"]
+        code_a, out_a, err_a = _run(capsys, *args, "--engine", "duckdb")
+        code_b, out_b, err_b = _run(capsys, *args, "--engine", "pandas")
+        assert code_a == 0 and code_b == 0, (err_a, err_b)
+        a, b = self._strict(out_a), self._strict(out_b)
+        assert _close(a["groups"], b["groups"])
+
+    def test_poisson_weights(self, capsys, table_study):
+        code, out, err = _run(capsys, "bias", str(table_study), "--json", "--bootstrap", "100", "--null", "0",
+                              "--bootstrap-weights", "poisson")
+        assert code == 0, err
+        doc = self._strict(out)
+        assert doc["bootstrap"] == "poisson"
+        lo, hi = doc["groups"][0]["delta_api"]["ci"]
+        assert lo < doc["groups"][0]["delta_api"]["mean_over_runs"] < hi
+
+    def test_validate_from_counts(self, capsys, table_study):
+        code, out, err = _run(capsys, "validate", str(table_study), "--json", "--engine", "duckdb")
+        assert code == 0, err
+        doc = self._strict(out)
+        assert doc["engine"] == "duckdb" and doc["rows"] == 30000
+        assert doc["files"][0]["total"] == 30000 and doc["models"] == ["GPT-4.1 mini", "Qwen3 235B"]
+        code, out, err = _run(capsys, "validate", str(table_study), "--engine", "duckdb")
+        assert code == 0 and "30000 rows" in out and "engine duckdb" in out
+
+
+def _close(a, b, path=""):
+    """Equal JSON structures, numbers to 1e-12 relative."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        return all(_close(a[k], b[k], f"{path}.{k}") for k in a)
+    if isinstance(a, list):
+        assert len(a) == len(b), path
+        return all(_close(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b)))
+    if isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-12, abs=0), path
+        return True
+    assert a == b, path
+    return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from toolbias_stats.exceptions import SelectionLogError
 from toolbias_stats.io._catalog import ToolCatalog
 from toolbias_stats.io._selection_log import SelectionLog
 from toolbias_stats.io.readers.biasbusters import read_biasbusters
+from toolbias_stats.io import count_table
 from toolbias_stats.io.readers.table import read_catalog_table, read_table
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "biasbusters"
@@ -48,6 +50,14 @@ def mixed_log(catalog):
         "source_row": [3, 0, 5, 6],
     })
     return SelectionLog.from_frame(frame, catalog)
+
+
+@pytest.fixture(params=["pandas", "duckdb"])
+def read(request):
+    """Read one table file with either engine: bad input must give the same messages through both."""
+    if request.param == "pandas":
+        return read_table
+    return functools.partial(count_table, engine="duckdb")
 
 
 def _write_csv(path: Path, text: str) -> Path:
@@ -130,17 +140,17 @@ class TestReadTableColumnsAndMeta:
         assert d["chosen_position"].tolist()[0] == 1  # tool 2 under rotation 2 is shown first
         assert d["seed"].dtype == "int64" and log.design_columns == ["model", "run", "condition", "seed"]
 
-    def test_mapping_names_missing_column(self, catalog, tmp_path):
+    def test_mapping_names_missing_column(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "theirs.csv", "cluster_id,query_id,status\n1,1,no_call\n")
         with pytest.raises(SelectionLogError) as err:
-            read_table(path, catalog=catalog, meta={"model": "m"}, columns={"qid": "query_id"})
+            read(path, catalog=catalog, meta={"model": "m"}, columns={"qid": "query_id"})
         msg = str(err.value)
         assert "theirs.csv:qid:" in msg and "not in the file" in msg
 
-    def test_mapping_creates_duplicate_column(self, catalog, tmp_path):
+    def test_mapping_creates_duplicate_column(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "dup.csv", "cluster_id,query_id,qid,status\n1,1,2,no_call\n")
         with pytest.raises(SelectionLogError, match=r"dup\.csv:query_id: two columns"):
-            read_table(path, catalog=catalog, meta={"model": "m"}, columns={"qid": "query_id"})
+            read(path, catalog=catalog, meta={"model": "m"}, columns={"qid": "query_id"})
 
     def test_meta_fills_design_columns(self, catalog, tmp_path):
         path = _write_csv(tmp_path / "a.csv", "cluster_id,query_id,rotation,status\n1,1,1,no_call\n1,2,1,no_call\n")
@@ -153,11 +163,11 @@ class TestReadTableColumnsAndMeta:
         log = read_table(path, catalog=catalog, meta={"model": "m", "run": 2})
         assert log.data["run"].tolist() == [2]
 
-    def test_meta_disagreeing_with_file(self, catalog, tmp_path):
+    def test_meta_disagreeing_with_file(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "a.csv",
                           "model,run,cluster_id,query_id,status\nm,1,1,1,no_call\nm,2,1,2,no_call\n")
         with pytest.raises(SelectionLogError) as err:
-            read_table(path, catalog=catalog, meta={"model": "m", "run": 1})
+            read(path, catalog=catalog, meta={"model": "m", "run": 1})
         msg = str(err.value)
         assert "a.csv:2:run:" in msg and "the file has '2'" in msg and "says 1" in msg
         assert "a.csv:1:run" not in msg
@@ -169,129 +179,129 @@ class TestReadTableColumnsAndMeta:
         log = read_table(path, catalog=catalog, meta={"model": "m"})
         assert log.data["model"].tolist() == ["m", "m"]
 
-    def test_model_required(self, catalog, tmp_path):
+    def test_model_required(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "a.csv", "cluster_id,query_id,status\n1,1,no_call\n")
         with pytest.raises(SelectionLogError, match=r"a\.csv:model: no `model` column"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_meta_with_attempt_key(self, catalog, tmp_path):
+    def test_meta_with_attempt_key(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "a.csv", "model,cluster_id,query_id,status\nm,1,1,no_call\n")
         with pytest.raises(SelectionLogError, match=r"a\.csv:status: is an attempt column"):
-            read_table(path, catalog=catalog, meta={"status": "ok"})
+            read(path, catalog=catalog, meta={"status": "ok"})
 
 
 class TestReadTableBadInput:
-    def test_missing_file(self, catalog, tmp_path):
+    def test_missing_file(self, read, catalog, tmp_path):
         with pytest.raises(SelectionLogError, match=r"nope\.csv: file not found"):
-            read_table(tmp_path / "nope.csv", catalog=catalog)
+            read(tmp_path / "nope.csv", catalog=catalog)
 
-    def test_unknown_extension(self, catalog, tmp_path):
+    def test_unknown_extension(self, read, catalog, tmp_path):
         path = tmp_path / "log.xlsx"
         path.write_text("x")
         with pytest.raises(SelectionLogError, match=r"log\.xlsx: expected a file ending in \.csv, \.jsonl, \.ndjson, "
                                                     r"\.parquet; got 'log\.xlsx'"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
     @pytest.mark.parametrize("name,text", [("e.csv", ""), ("h.csv", "model,cluster_id,query_id,status\n"),
                                            ("e.jsonl", "\n\n")])
-    def test_empty_file(self, catalog, tmp_path, name, text):
+    def test_empty_file(self, read, catalog, tmp_path, name, text):
         path = _write_csv(tmp_path / name, text)
         with pytest.raises(SelectionLogError, match=re.escape(name) + r": the .*empty"):
-            read_table(path, catalog=catalog, meta={"model": "m"})
+            read(path, catalog=catalog, meta={"model": "m"})
 
-    def test_empty_parquet(self, catalog, tmp_path):
+    def test_empty_parquet(self, read, catalog, tmp_path):
         path = tmp_path / "e.parquet"
         pd.DataFrame({"cluster_id": pd.Series([], dtype=str)}).to_parquet(path)
         with pytest.raises(SelectionLogError, match=r"e\.parquet: the selection log is empty"):
-            read_table(path, catalog=catalog, meta={"model": "m"})
+            read(path, catalog=catalog, meta={"model": "m"})
 
-    def test_not_parquet(self, catalog, tmp_path):
+    def test_not_parquet(self, read, catalog, tmp_path):
         path = tmp_path / "bad.parquet"
         path.write_text("not parquet")
         with pytest.raises(SelectionLogError, match=r"bad\.parquet: not a readable Parquet file"):
-            read_table(path, catalog=catalog, meta={"model": "m"})
+            read(path, catalog=catalog, meta={"model": "m"})
 
-    def test_malformed_jsonl_line(self, catalog, tmp_path):
+    def test_malformed_jsonl_line(self, read, catalog, tmp_path):
         rows = _ok_rows(catalog, 3)
         path = _write_jsonl(tmp_path / "bad.jsonl", [rows[0], "", '{"cluster_id": "1", oops}', rows[2], "[1, 2"])
         with pytest.raises(SelectionLogError) as err:
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
         msg = str(err.value)
         assert "2 problems" in msg  # all malformed lines, reported together
         assert "bad.jsonl:3: malformed JSON (line 3, column" in msg and "bad.jsonl:5: malformed JSON" in msg
 
-    def test_jsonl_line_not_an_object(self, catalog, tmp_path):
+    def test_jsonl_line_not_an_object(self, read, catalog, tmp_path):
         path = _write_jsonl(tmp_path / "bad.jsonl", [_ok_rows(catalog)[0], "[1, 2]"])
         with pytest.raises(SelectionLogError, match=r"bad\.jsonl:2: expected a JSON object per line, got list"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_jsonl_nested_value(self, catalog, tmp_path):
+    def test_jsonl_nested_value(self, read, catalog, tmp_path):
         rec = dict(_ok_rows(catalog)[0], query_id={"id": 1})
         path = _write_jsonl(tmp_path / "bad.jsonl", [rec])
         with pytest.raises(SelectionLogError, match=r"bad\.jsonl:1:query_id: expected a scalar value"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_malformed_csv_row(self, catalog, tmp_path):
+    def test_malformed_csv_row(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "bad.csv",
                           "model,cluster_id,query_id,status\nm,1,1,no_call\nm,1,2,no_call,extra\n")
         with pytest.raises(SelectionLogError, match=r"bad\.csv:2: malformed CSV: expected 4 fields, got 5 \(line 3\)"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_missing_required_column(self, catalog, tmp_path):
+    def test_missing_required_column(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,query_id\nm,1,1\n")
         with pytest.raises(SelectionLogError, match=r"bad\.csv:status: required column is missing"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_status_not_allowed(self, catalog, tmp_path):
+    def test_status_not_allowed(self, read, catalog, tmp_path):
         # CSV row numbers are data rows: row 2 is line 3 of the file.
         path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,query_id,status\nm,1,1,no_call\nm,1,2,timeout\n")
         with pytest.raises(SelectionLogError) as err:
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
         assert "bad.csv:2:status: expected one of ['ok', 'no_call', 'unknown_tool', 'parse_error'], got 'timeout'" \
             in str(err.value)
 
-    def test_unknown_cluster(self, catalog, tmp_path):
+    def test_unknown_cluster(self, read, catalog, tmp_path):
         rows = _ok_rows(catalog, 2)
         rows[1]["cluster_id"] = "99"
         path = _write_jsonl(tmp_path / "bad.jsonl", ["", rows[0], rows[1]])
         with pytest.raises(SelectionLogError, match=r"bad\.jsonl:3:cluster_id: unknown cluster id '99'"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_position_outside_range(self, catalog, tmp_path):
+    def test_position_outside_range(self, read, catalog, tmp_path):
         t = catalog.tools("1")[0]
         path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,query_id,chosen_tool,chosen_position,status\n"
                           f"m,1,1,{t},6,ok\nm,1,2,{t},0,ok\nm,1,3,{t},5,ok\n")
         with pytest.raises(SelectionLogError) as err:
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
         msg = str(err.value)
         # the value may print as np.int64(6) (repr inside SelectionLog.from_frame)
         assert re.search(r"bad\.csv:1:chosen_position: position (np\.int64\()?6\)? outside 1\.\.K", msg)
         assert re.search(r"bad\.csv:2:chosen_position: position (np\.int64\()?0\)? outside 1\.\.K", msg)
         assert "bad.csv:3:" not in msg
 
-    def test_duplicate_attempt(self, catalog, tmp_path):
+    def test_duplicate_attempt(self, read, catalog, tmp_path):
         rows = _ok_rows(catalog, 2)
         path = _write_jsonl(tmp_path / "dup.jsonl", [rows[0], rows[1], rows[0]])
         with pytest.raises(SelectionLogError) as err:
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
         msg = str(err.value)
         assert "dup.jsonl:3:query_id: duplicate attempt" in msg and "first seen at row 1" in msg
 
-    def test_ok_row_without_tool(self, catalog, tmp_path):
+    def test_ok_row_without_tool(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,query_id,status\nm,1,1,ok\n")
         with pytest.raises(SelectionLogError, match=r"bad\.csv:1:chosen_tool: status is 'ok' but no tool"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_bad_source_row(self, catalog, tmp_path):
+    def test_bad_source_row(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,query_id,status,source_file,source_row\n"
                           "m,1,1,no_call,x.json,1\nm,1,2,no_call,x.json,-3\n")
         with pytest.raises(SelectionLogError, match=r"bad\.csv:2:source_row: expected an integer >= 0"):
-            read_table(path, catalog=catalog)
+            read(path, catalog=catalog)
 
-    def test_bad_columns_argument(self, catalog, tmp_path):
+    def test_bad_columns_argument(self, read, catalog, tmp_path):
         path = _write_csv(tmp_path / "a.csv", "model,cluster_id,query_id,status\nm,1,1,no_call\n")
         with pytest.raises(SelectionLogError, match=r"a\.csv:columns: expected a mapping"):
-            read_table(path, catalog=catalog, columns=["qid"])
+            read(path, catalog=catalog, columns=["qid"])
 
 
 class TestReadCatalogTable:

@@ -261,7 +261,7 @@ class TestImpliedByConstruction:
 
     def test_logged_rotations_without_position_effect(self):
         log = simulate_choice_log(np.array([[[1.0, 0.0, -1.0]]]), np.zeros((1, 3)), n_per_ordering=5, rng=0)
-        design = B._design(log, ["model"], "exclude")
+        design = B._design(log.counts(), ["model"], "exclude")
         post = {"alpha": np.array([[[[1.0, 0.0, -1.0]]]]), "beta": np.zeros((1, 1, 3))}
         ta, tp = B._implied_logged(post, design)
         np.testing.assert_allclose(tp, 0, atol=1e-12)     # balanced design: tools cannot create position bias
@@ -331,10 +331,10 @@ class TestValidation:
         i = d.index[(d["status"] == "ok") & (d["chosen_position"] == 2)][:4]
         d.loc[i, "chosen_position"] = 1                    # recorded position contradicts the ordering
         log = SelectionLog.from_frame(d, sim_log.catalog)
-        ex = B._design(log, ["model"], "exclude")
+        ex = B._design(log.counts(), ["model"], "exclude")
         assert ex.rows["excluded"]["position_mismatch"] == 4
-        tool = B._design(log, ["model"], "tool")
-        pos = B._design(log, ["model"], "position")
+        tool = B._design(log.counts(), ["model"], "tool")
+        pos = B._design(log.counts(), ["model"], "position")
         assert "position_mismatch" not in tool.rows["excluded"]
         assert tool.y[:, 1].sum() - pos.y[:, 1].sum() == 4
         assert pos.y[:, 0].sum() - tool.y[:, 0].sum() == 4
@@ -395,3 +395,29 @@ class TestCLI:
         assert "`draws` must be an integer >= 10" in capsys.readouterr().err
         cli, args = self._args(str(tmp_path / "missing.toml"))
         assert cli.run(args) == 2
+
+
+class TestFromCounts:
+    """Issue 7: the model takes SelectionCounts; its data equal a row-level count of the log."""
+
+    def test_design_counts_equal_rows(self, bb_study):
+        log = bb_study.log
+        design = B._design(log.counts(), ["model"], "tool")
+        d = log.data
+        ok = d[(d["status"] == "ok") & d["ordering"].notna()]
+        pos = [o.split("|").index(t) for o, t in zip(ok["ordering"], ok["chosen_tool"])]
+        direct = ok.assign(pos=pos).groupby(["model", "cluster_id", "ordering", "pos"]).size()
+        got = {}
+        for r in range(len(design.y)):
+            for p in np.flatnonzero(design.y[r]):
+                key = (design.llms[design.row_llm[r]], design.clusters[design.row_cluster[r]], design.orderings[r],
+                       int(p))
+                got[key] = int(design.y[r, p])
+        assert got == {k: int(v) for k, v in direct.items()}
+        assert design.rows["total"] == len(log)
+
+    def test_counts_without_cells_are_refused(self, bb_study):
+        counts = bb_study.log.counts()
+        bare = type(counts)(counts.table, None, counts.catalog, counts.design_columns)
+        with pytest.raises(ValueError, match="no per-ordering cells"):
+            fit_bayes(bare, draws=10, tune=10, chains=1)

@@ -161,7 +161,6 @@ class TestRenderBiasReport:
         assert file_sha256(tmp_path / "missing") is None
 
     def test_input_files_relative_to_manifest(self, tmp_path):
-        import dataclasses
 
         log_file = tmp_path / "logs" / "m.csv"
         log_file.parent.mkdir()
@@ -171,7 +170,7 @@ class TestRenderBiasReport:
         base = _tiny_study()
         data = base.log.data.assign(source_file=str(log_file))
         log = tbs.SelectionLog(data, base.catalog, {})
-        study = dataclasses.replace(base, log=log, path=manifest)
+        study = base.replace(log=log, path=manifest)
         res = tbs.selection_bias(log, by="model", n_resamples=0, n_null=0)
         doc = render_bias_report(study, res)
         assert '<td class="path">logs/m.csv</td><td class="num">144</td>' in doc

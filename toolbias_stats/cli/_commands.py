@@ -9,6 +9,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import pandas as pd
+
 __all__ = ["main", "build_parser"]
 
 
@@ -18,13 +20,25 @@ def _progress_wanted(args) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..io._manifest import ENGINES
+    from ..metrics._bootstrap import BOOTSTRAP_WEIGHTS
+
     p = argparse.ArgumentParser(prog="toolbias-stats", description="Audit tool-selection bias in LLM agents.")
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True)
 
+    def engine_args(sp):
+        sp.add_argument("--engine", choices=ENGINES, default="auto",
+                        help="who reads and counts the logs: duckdb (table files in place, out of core), dask "
+                             "(partitioned Parquet on a cluster), pandas (in memory, every format); default auto: "
+                             "duckdb for table studies, else pandas")
+        sp.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="dask scheduler address for --engine dask (default: a LocalCluster of 2 workers)")
+
     v = sub.add_parser("validate", help="read a study manifest and summarise every file (rows by status, ...)")
     v.add_argument("study", help="study manifest (TOML)")
     v.add_argument("--json", action="store_true", help="machine-readable output")
+    engine_args(v)
 
     def stats_args(sp):
         sp.add_argument("study", help="study manifest (TOML)")
@@ -38,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
         sp.add_argument("--cluster-corrected", action="store_true",
                         help="also bias-correct every single cluster (slower; cluster averages always are)")
+        sp.add_argument("--bootstrap-weights", choices=BOOTSTRAP_WEIGHTS, default="multinomial",
+                        help="query weights of a replicate: multinomial (classical) or poisson (streaming)")
+        engine_args(sp)
 
     b = sub.add_parser("bias", help="delta_API / delta_pos / delta_model per group with CIs")
     stats_args(b)
@@ -56,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_explain_parsers(sub)
     add_bayes_parser(sub)
+    from ._toolsense import add_parser as add_toolsense_parser
+
+    add_toolsense_parser(sub)
     return p
 
 
@@ -66,9 +86,10 @@ def main(argv=None) -> int:
 
     from ._bayes import run as run_bayes
     from ._explain import run_explain, run_features
+    from ._toolsense import run as _run_toolsense
 
     commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
-                "explain": run_explain, "bayes": run_bayes}
+                "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense}
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
@@ -79,27 +100,36 @@ def main(argv=None) -> int:
 def _read(args):
     from ..io import read_study
 
+    # Point estimates need counts per cluster only: far less memory for a large log.
+    level = "cluster" if getattr(args, "bootstrap", 1) == 0 and args.command == "bias" else "query"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return read_study(args.study)
+        return read_study(args.study, engine=args.engine, level=level, scheduler=args.scheduler,
+                          cells=args.command != "bias", progress=_progress_wanted(args))
 
 
 def _validate(args) -> int:
     from ..report._text import format_validation
 
     study = _read(args)
-    log = study.log
-    summary = log.summary(by=["source_file", "model", "run", "condition"])
+    counts = study.counts
+    if study.has_rows:
+        summary = study.log.summary(by=["source_file", "model", "run", "condition"])
+    else:  # counted in place: rows by status per file come from the engine
+        summary = pd.DataFrame([{"source_file": f, "total": d["rows"], **d.get("status", {})}
+                                for f, d in counts.diagnostics.items()])
+    totals = counts.status_totals()
     if args.json:
         out = {
             "study": study.name,
-            "rows": int(len(log)),
-            "by_status": {k: int(v) for k, v in log.data["status"].value_counts().items()},
+            "engine": study.engine,
+            "rows": counts.n_rows,
+            "by_status": {k: v for k, v in sorted(totals.items(), key=lambda kv: -kv[1]) if v},
             "files": json.loads(summary.to_json(orient="records")),
-            "clusters": sorted(log.data["cluster_id"].unique().tolist(), key=_natural),
-            "models": sorted(log.data["model"].unique().tolist()),
-            "runs": sorted(int(r) for r in log.data["run"].unique()),
-            "diagnostics": log.diagnostics,
+            "clusters": sorted(counts.table["cluster_id"].unique().tolist(), key=_natural),
+            "models": sorted(counts.table["model"].unique().tolist()),
+            "runs": sorted(int(r) for r in counts.table["run"].unique()),
+            "diagnostics": counts.diagnostics,
         }
         print(json.dumps(out, indent=2, default=str))
     else:
@@ -112,9 +142,9 @@ def _compute(args, study):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return selection_bias(study.log, by=args.by, n_resamples=args.bootstrap, n_null=args.null, rng=args.seed,
-                              confidence_level=args.confidence_level, ci_method=args.ci_method,
-                              cluster_corrected=args.cluster_corrected,
+        return selection_bias(study.counts, by=args.by, n_resamples=args.bootstrap, n_null=args.null,
+                              rng=args.seed, confidence_level=args.confidence_level, ci_method=args.ci_method,
+                              cluster_corrected=args.cluster_corrected, bootstrap=args.bootstrap_weights,
                               progress=_progress_wanted(args))
 
 

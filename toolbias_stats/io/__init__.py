@@ -1,12 +1,13 @@
 """Input: the SelectionLog and ToolCatalog containers, readers and study manifests."""
 
 from ._catalog import ToolCatalog
+from ._counts import COUNT_LEVELS, SelectionCounts, count_table
 from ._load import load_selection_log
-from ._manifest import FORMATS, Study, read_study
+from ._manifest import ENGINES, FORMATS, Study, read_study
 from ._selection_log import SelectionLog
 from .readers import (READERS, read_biasbusters, read_biasbusters_catalog, read_biasbusters_queries,
                       read_catalog_table, read_table, read_transcripts)
 
-__all__ = ["ToolCatalog", "SelectionLog", "Study", "read_study", "load_selection_log", "FORMATS", "READERS",
+__all__ = ["ToolCatalog", "SelectionLog", "SelectionCounts", "count_table", "COUNT_LEVELS", "ENGINES", "Study", "read_study", "load_selection_log", "FORMATS", "READERS",
            "read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries", "read_table",
            "read_catalog_table", "read_transcripts"]

@@ -6,7 +6,6 @@ import datetime as _dt
 import numbers
 import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exceptions import ManifestError, problem
@@ -14,7 +13,7 @@ from ._catalog import ToolCatalog
 from ._selection_log import SelectionLog
 from .readers._common import READER_KEYS
 
-__all__ = ["Study", "read_study", "FORMATS"]
+__all__ = ["Study", "read_study", "FORMATS", "ENGINES"]
 
 #: Accepted values of the manifest key ``format``.
 FORMATS = ("biasbusters", "table", "transcripts")
@@ -29,14 +28,18 @@ _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 _STUDY_PATH_KEYS = ("features", "tool_dates")
 
 
-@dataclass(frozen=True, eq=False)
 class Study:
-    """A study manifest read into memory.
+    """A study manifest read into memory: the attempts (or their counts) and the study's metadata.
 
     Attributes
     ----------
     log : SelectionLog
-        Every attempt of every ``[[logs]]`` entry, with its metadata columns.
+        Every attempt of every ``[[logs]]`` entry, with its metadata columns. For a study counted by the
+        ``duckdb`` or ``dask`` engine the rows are read (with the pandas readers) only when this attribute
+        is first used; statistics use :attr:`counts` and never need them.
+    counts : SelectionCounts
+        The sufficient statistics of the log (computed from :attr:`log` on first use when the study was
+        read with the pandas engine).
     catalog : ToolCatalog
     queries : dict
         ``{cluster_id: [query text, ...]}`` when the manifest names a queries file, else ``{}``.
@@ -46,18 +49,62 @@ class Study:
     reference_date : datetime.date or None
     settings : dict
         The study-level keys of the manifest (paths resolved).
+    engine : str
+        The engine that read the study (``"pandas"``, ``"duckdb"`` or ``"dask"``).
     """
 
-    log: SelectionLog
-    catalog: ToolCatalog
-    queries: dict = field(default_factory=dict)
-    name: str = ""
-    path: Path | None = None
-    reference_date: _dt.date | None = None
-    settings: dict = field(default_factory=dict)
+    def __init__(self, log=None, catalog=None, queries=None, name="", path=None, reference_date=None, settings=None,
+                 *, counts=None, engine="pandas", loader=None):
+        if log is None and counts is None:
+            raise ValueError("a Study needs a `log` or `counts`; got neither.")
+        self._log, self._counts, self._loader = log, counts, loader
+        self.catalog = catalog if catalog is not None else (log.catalog if log is not None else counts.catalog)
+        self.queries = dict(queries or {})
+        self.name = name
+        self.path = path
+        self.reference_date = reference_date
+        self.settings = dict(settings or {})
+        self.engine = engine
+
+    @property
+    def log(self) -> SelectionLog:
+        if self._log is None:
+            if self._loader is None:
+                raise ValueError("this study holds counts only; it has no row-level log to read.")
+            self._log = self._loader()
+        return self._log
+
+    @property
+    def counts(self):
+        if self._counts is None:
+            self._counts = self._log.counts()
+        return self._counts
+
+    @property
+    def has_rows(self) -> bool:
+        """Whether the row-level log is in memory (reading it may be expensive for an engine-counted study)."""
+        return self._log is not None
+
+    def replace(self, **changes) -> "Study":
+        """A copy with some attributes replaced (``log``, ``catalog``, ``name``, ``path``, ...)."""
+        kw = {"log": self._log, "catalog": self.catalog, "queries": self.queries, "name": self.name,
+              "path": self.path, "reference_date": self.reference_date, "settings": self.settings,
+              "counts": self._counts, "engine": self.engine, "loader": self._loader}
+        if "log" in changes and "counts" not in changes:
+            kw["counts"] = None          # counts follow the new log
+        kw.update(changes)
+        return Study(**kw)
+
+    def __repr__(self):
+        return f"Study(name={self.name!r}, engine={self.engine!r}, path={str(self.path)!r})"
 
 
-def read_study(path) -> Study:
+#: Accepted ``engine`` values of :func:`read_study`.
+ENGINES = ("auto", "pandas", "duckdb", "dask")
+
+
+def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool = True, scheduler=None,
+               progress: bool = False) -> Study:
     """Read a study manifest and every log it names.
 
     Parameters
@@ -72,6 +119,24 @@ def read_study(path) -> Study:
         (default ``"base"``), optional ``cluster`` and any other scalar keys, which become
         SelectionLog columns. An entry may override any study-level default. Relative paths are
         relative to the manifest.
+    engine : {"auto", "pandas", "duckdb", "dask"}, default "auto"
+        Who reads and counts the logs. ``"pandas"`` reads every file into one in-memory
+        :class:`SelectionLog` (any format). ``"duckdb"`` validates and counts ``format = "table"`` files
+        (CSV, JSONL, Parquet) in place with DuckDB, out of core, with the same row-level error messages;
+        only :class:`SelectionCounts` reach Python. ``"dask"`` counts Parquet files (or directories /
+        globs of partitioned Parquet on any fsspec path) on a dask.distributed cluster. ``"auto"``:
+        duckdb when every entry is a table file, else pandas.
+    level : {"query", "cluster"}, default "query"
+        Level of the counts an engine computes: per query (everything, bootstrap included) or per
+        cluster (point estimates, null references and p-values only; less memory).
+    cells : bool, default True
+        Whether an engine also counts the per-ordering ``cells`` (needed by the Bayesian model only;
+        ``toolbias-stats bias`` skips them).
+    scheduler : str or distributed.Client, optional
+        For ``engine="dask"``: a scheduler address (``"tcp://host:8786"``) or a Client; default a
+        LocalCluster of 2 workers.
+    progress : bool, default False
+        Progress bars for reading and aggregation (the CLI turns them on for terminals only).
 
     Returns
     -------
@@ -94,6 +159,8 @@ def read_study(path) -> Study:
     from .readers import READERS
     from .readers.biasbusters import read_biasbusters_queries
 
+    if engine not in ENGINES:
+        raise ValueError(f"`engine` must be one of {list(ENGINES)}; got {engine!r} instead.")
     path = Path(path)
     if not path.exists():
         raise ManifestError(problem(path, None, None, "manifest file not found"))
@@ -169,7 +236,6 @@ def read_study(path) -> Study:
         raise ManifestError(problems)
 
     catalogs: dict = {}
-    parts = []
     for merged in entries:
         ckey = tuple(merged.get(k) for k in _CATALOG_KEYS)
         if ckey not in catalogs:
@@ -178,14 +244,40 @@ def read_study(path) -> Study:
                 from .readers.biasbusters import read_tool_dates
 
                 catalogs[ckey] = read_tool_dates(_resolve(base, doc["tool_dates"]), catalog=catalogs[ckey])
-        catalog = catalogs[ckey]
-        meta = {k: v for k, v in merged.items() if k not in READER_KEYS}
-        options = {k: merged[k] for k in _OPTIONS[merged["format"]] if k in merged}
-        parts.append(READERS[merged["format"]](merged["path"], catalog=catalog, meta=meta, **options))
     if len(catalogs) > 1:
         raise ManifestError(problem(path, None, "catalog", "all logs of one study must share one catalog"))
     catalog = next(iter(catalogs.values()))
-    log = parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=catalog)
+    all_tables = all(m["format"] == "table" for m in entries)
+    if engine == "auto":
+        engine = "duckdb" if all_tables else "pandas"
+    if engine != "pandas" and not all_tables:
+        bad = next(i for i, m in enumerate(entries, start=1) if m["format"] != "table")
+        raise ManifestError(problem(path, f"logs[{bad}]", "format", f"engine {engine!r} reads format 'table' files; "
+                                                                    f"this entry has {entries[bad - 1]['format']!r} "
+                                                                    "(use engine='pandas')"))
+
+    def read_rows() -> SelectionLog:
+        parts = []
+        for merged in entries:
+            meta = {k: v for k, v in merged.items() if k not in READER_KEYS}
+            options = {k: merged[k] for k in _OPTIONS[merged["format"]] if k in merged}
+            parts.append(READERS[merged["format"]](merged["path"], catalog=catalog, meta=meta, **options))
+        return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=catalog)
+
+    log = counts = None
+    if engine == "pandas":
+        log = read_rows()
+    else:
+        files = [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
+                  "columns": m.get("columns")} for m in entries]
+        if engine == "duckdb":
+            from .engines._duckdb import count_tables_duckdb
+
+            counts = count_tables_duckdb(files, catalog, level=level, progress=progress, cells=cells)
+        else:
+            from .engines._dask import count_tables_dask
+
+            counts = count_tables_dask(files, catalog, level=level, scheduler=scheduler, progress=progress, cells=cells)
     queries = {}
     qpath = entries[0].get("queries")
     if qpath is not None:
@@ -195,7 +287,8 @@ def read_study(path) -> Study:
         if isinstance(resolved.get(key), str):
             resolved[key] = str(_resolve(base, resolved[key]))
     return Study(log=log, catalog=catalog, queries=queries, name=str(doc.get("name", path.stem)), path=path,
-                 reference_date=ref, settings=resolved)
+                 reference_date=ref, settings=resolved, counts=counts, engine=engine,
+                 loader=None if log is not None else read_rows)
 
 
 def _resolve(base: Path, value: str) -> Path:

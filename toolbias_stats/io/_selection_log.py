@@ -123,6 +123,19 @@ class SelectionLog:
         counts.insert(0, "total", counts.sum(axis=1))
         return counts.reset_index()
 
+    def counts(self, *, level: str = "query"):
+        """The sufficient statistics of this log (:class:`~toolbias_stats.SelectionCounts`, pandas engine).
+
+        Parameters
+        ----------
+        level : {"query", "cluster"}, default "query"
+            ``"query"`` keeps one row per query (needed by the bootstrap); ``"cluster"`` sums over
+            queries (point estimates, null references and p-values only).
+        """
+        from ._counts import counts_from_log
+
+        return counts_from_log(self, level=level)
+
     def write(self, path) -> Path:
         """Write the log in the generic tabular format (``.csv``, ``.jsonl`` or ``.parquet``).
 
@@ -206,6 +219,7 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     k = df["cluster_id"].map(catalog.n_tools).astype("int64")
     df["n_candidates"] = df["n_candidates"].fillna(k)
     # ordering from rotation where missing
+    given_ordering = df["ordering"].astype("string").copy()
     need = df["ordering"].isna() & df["rotation"].notna()
     rot_bad = need & ((df["rotation"] < 1) | (df["rotation"] > k)).fillna(False)
     where(rot_bad, "rotation", "rotation {value!r} outside 1..K for this cluster")
@@ -239,9 +253,10 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     pairs = df.loc[ok & df["chosen_tool"].notna().to_numpy(), ["cluster_id", "chosen_tool"]]
     uniq = pairs.drop_duplicates()
     bad_tools = {(c, t) for c, t in zip(uniq["cluster_id"], uniq["chosen_tool"]) if (c, t) not in members}
-    tools_ok = np.ones(len(df), dtype=bool)
     if bad_tools:
-        tools_ok[pairs.index[[ct in bad_tools for ct in zip(pairs["cluster_id"], pairs["chosen_tool"])]]] = False
+        for i in pairs.index[[ct in bad_tools for ct in zip(pairs["cluster_id"], pairs["chosen_tool"])]]:
+            problems.append(problem(files[i], rows[i], "chosen_tool",
+                                    not_in_cluster_message(df["chosen_tool"].iat[i], df["cluster_id"].iat[i])))
     pos = df["chosen_position"]
     out_of_range = (pos.notna() & ((pos < 1) | (pos > df["n_candidates"]))).fillna(False).to_numpy()
     where(out_of_range, "chosen_position", "position {value!r} outside 1..K (K = number of tools shown)")
@@ -263,19 +278,46 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     df.loc[~ok, "chosen_tool"] = pd.NA
 
     extras = [c for c in df.columns if c not in LOG_COLUMNS]
-    key = list(_DESIGN) + extras + ["cluster_id", "query_id", "rotation"]
-    dup = df.duplicated(key, keep="first").to_numpy()
+    # An attempt is identified by its design, query and the list it was shown: the rotation and/or the ordering
+    # as given (shuffled lists without a rotation id are distinct attempts; an `attempt` or `epoch` column
+    # is a design column and separates repeats of the same list).
+    ident = df[list(_DESIGN) + extras + ["cluster_id", "query_id", "rotation"]].assign(ordering=given_ordering)
+    gid = ident.groupby(list(ident.columns), dropna=False, sort=False).ngroup().to_numpy()
+    first_of = np.full(gid.max() + 1, -1, dtype=np.int64)
+    uniq, first_idx = np.unique(gid, return_index=True)
+    first_of[uniq] = first_idx
+    dup = first_of[gid] != np.arange(len(df))
     if dup.any():
-        first = df[df.duplicated(key, keep=False)].groupby(key, dropna=False, sort=False)["source_row"].first()
         for i in np.flatnonzero(dup):
-            k_i = tuple(df[key].iloc[i])
-            problems.append(problem(files[i], rows[i], "query_id",
-                                    f"duplicate attempt {dict(zip(key, k_i))} (first seen at row {first.get(k_i, '?')})"))
+            j = first_of[gid[i]]
+            values = {k: _plain(v) for k, v in ident.iloc[i].items()}
+            if values["rotation"] is not None:
+                values.pop("ordering")
+            problems.append(problem(files[i], rows[i], "query_id", duplicate_message(
+                values, int(rows[j]), files[j] if files[j] != files[i] else None)))
         raise SelectionLogError(problems)
 
     for col, dtype in LOG_COLUMNS.items():
         df[col] = df[col].astype(dtype)
     return df[list(_DESIGN) + extras + list(_ATTEMPT)]
+
+
+def not_in_cluster_message(tool, cluster) -> str:
+    """Message for a valid-looking choice of a tool that the row's cluster does not have."""
+    return f"tool {tool!r} is not in cluster {cluster!r} (status 'ok' needs a tool of the row's cluster)"
+
+
+def duplicate_message(values: dict, first_row, first_file=None) -> str:
+    """Message for a second attempt with the same identity (plain values, no numpy reprs; both rows named)."""
+    where = f"row {first_row}" if first_file is None else f"{first_file}:{first_row}"
+    return f"duplicate attempt {values} (first seen at {where})"
+
+
+def _plain(v):
+    """A cell as a plain Python value for messages: numpy scalars unwrapped, missing values as None."""
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _id_strings(col: pd.Series) -> pd.Series:

@@ -7,11 +7,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
+from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
-from ..io._load import load_selection_log
-from ._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
+from ..io._counts import load_counts, tool_columns
+from ._bootstrap import (BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS, ConfidenceInterval, bca_ci, percentile_ci,
+                         resampled_counts)
 from ._calibrated import calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 
@@ -96,19 +99,19 @@ class TVResult:
             "sd_over_runs": self.sd_over_runs,
             "pooled": self.pooled,
             "n_runs": self.n_runs,
-            "ci": list(self.ci),
+            "ci": [_json_num(x) for x in self.ci],
             "ci_method": self.ci_method,
-            "ci_percentile": list(self.ci_percentile),
-            "ci_pooled": list(self.ci_pooled),
+            "ci_percentile": [_json_num(x) for x in self.ci_percentile],
+            "ci_pooled": [_json_num(x) for x in self.ci_pooled],
             "corrected": self.corrected,
-            "corrected_ci": list(self.corrected_ci),
+            "corrected_ci": [_json_num(x) for x in self.corrected_ci],
             "corrected_method": self.corrected_method,
             "null_expected": self.null_expected,
             "null_expected_pooled": self.null_expected_pooled,
             "p_value": self.p_value,
             "normalised": self.normalised,
             "normalised_pooled": self.normalised_pooled,
-            "normalised_ci": list(self.normalised_ci),
+            "normalised_ci": [_json_num(x) for x in self.normalised_ci],
             "standard_error": self.standard_error,
             "confidence_level": self.confidence_level,
         }
@@ -217,6 +220,7 @@ class BiasResult:
     resample: str
     seed: object
     warnings: list = field(default_factory=list)
+    bootstrap: str = "multinomial"
 
     def to_frame(self) -> pd.DataFrame:
         """Tidy, unrounded table: one row per group and metric."""
@@ -264,20 +268,24 @@ class BiasResult:
             "confidence_level": self.confidence_level,
             "ci_method": self.ci_method,
             "resample": self.resample,
+            "bootstrap": self.bootstrap,
             "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
             "groups": [g.to_dict() for g in self.groups],
-            "warnings": list(self.warnings),
+            "warnings": [_json_num(x) for x in self.warnings],
         }
 
 
 def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, ci_method="bca",
-                   n_null=2000, cluster_corrected=False, rng=None, progress=False) -> BiasResult:
+                   n_null=2000, cluster_corrected=False, bootstrap="multinomial", rng=None,
+                   progress=False) -> BiasResult:
     """Cluster-level API and position bias per group, with bootstrap CIs and a uniform-chooser reference.
 
     Parameters
     ----------
-    log : SelectionLog, Study or path to a manifest
-        The attempts; only rows with ``status == "ok"`` enter the rates, the others are counted.
+    log : SelectionLog, SelectionCounts, Study or path to a manifest
+        The attempts, or their counts (every statistic depends on the rows only through
+        :class:`~toolbias_stats.SelectionCounts`; a log is counted first). Only attempts with
+        ``status == "ok"`` enter the rates, the others are counted.
     by : str or sequence of str, default ``("model",)``
         Grouping columns (any SelectionLog column, numeric manifest keys included). ``[]`` pools everything.
     n_resamples : int, default 2000
@@ -290,6 +298,11 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     cluster_corrected : bool, default False
         Also compute the bias-corrected value and calibrated interval of every single cluster
         (about 7 ms per cluster and metric; the cluster-averaged ones are always computed).
+    bootstrap : {"multinomial", "poisson"}, default "multinomial"
+        Query weights of a replicate: ``"multinomial"`` draws Q queries with replacement (the
+        classical bootstrap); ``"poisson"`` gives every query an independent Poisson(1) weight
+        (the streaming / distributed bootstrap; no query count is fixed). Weights are generated in
+        chunks of replicates, so memory stays bounded whatever the number of queries.
     rng : None, int or numpy.random.Generator
         The only source of randomness; the same seed gives identical output.
     progress : bool, default False
@@ -333,23 +346,29 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))
     >>> res = tbs.selection_bias(study.log, by="model", n_resamples=0, n_null=0)   # doctest: +SKIP
     """
-    log = load_selection_log(log)
+    counts = load_counts(log)
     confidence_level = check_confidence_level(confidence_level)
     n_resamples = check_n_resamples(n_resamples)
     n_null = check_n_resamples(n_null)
     check_choice("ci_method", ci_method, BOOTSTRAP_CI_METHODS)
-    by = check_by(by, log.data.columns)
+    check_choice("bootstrap", bootstrap, BOOTSTRAP_WEIGHTS)
+    by = check_by(by, counts.design_columns)
+    if n_resamples and counts.level != "query":
+        raise ValueError(f"the bootstrap resamples queries, so it needs query-level counts; got counts at level "
+                         f"{counts.level!r} instead (count with level='query', or set n_resamples=0).")
     seed = rng if isinstance(rng, (int, type(None))) else "generator"
     gen = check_rng(rng)
-    data = log.data
+    table = counts.table
     caught = []
-    excluded = data.loc[data["status"] != "ok", "status"].value_counts()
-    if len(excluded):
-        msg = f"{int(excluded.sum())} of {len(data)} rows have no valid selection and are excluded: {excluded.to_dict()}"
+    totals = counts.status_totals()
+    excluded = {s: n for s, n in sorted(totals.items(), key=lambda kv: -kv[1]) if s != "ok" and n}
+    if excluded:
+        n_all = sum(totals.values())
+        msg = (f"{sum(excluded.values())} of {n_all} rows have no valid selection and are excluded: {excluded}")
         warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
         caught.append(msg)
     groups = []
-    grouped = list(data.groupby(by, sort=True, dropna=False)) if by else [((), data)]
+    grouped = list(table.groupby(by, sort=True, dropna=False)) if by else [((), table)]
     if progress:
         from tqdm.auto import tqdm
 
@@ -357,11 +376,11 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     for key, sub in grouped:
         key = key if isinstance(key, tuple) else (key,)
         keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
-        groups.append(_group_bias(sub, log.catalog, keys, n_resamples, n_null, confidence_level, ci_method, gen,
-                                  caught, cluster_corrected))
+        groups.append(_group_bias(sub, counts.catalog, keys, n_resamples, n_null, confidence_level, ci_method, gen,
+                                  caught, cluster_corrected, bootstrap))
     return BiasResult(groups=groups, by=by, n_resamples=n_resamples, n_null=n_null, cluster_corrected=cluster_corrected,
                       confidence_level=confidence_level, ci_method=ci_method, resample="query", seed=seed,
-                      warnings=caught)
+                      warnings=caught, bootstrap=bootstrap)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,23 +393,24 @@ class _Target:
 
 
 def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
-                cluster_corrected) -> GroupBias:
+                cluster_corrected, bootstrap) -> GroupBias:
     runs = np.sort(sub["run"].unique())
-    status = sub["status"].value_counts()
-    rows = {"total": int(len(sub)), "used": int(status.get("ok", 0)),
-            "excluded": {s: int(n) for s, n in status.items() if s != "ok"}}
+    status = {s: int(sub[f"n_{s}"].sum()) for s in STATUSES}
+    total = sum(status.values())
+    rows = {"total": total, "used": status["ok"],
+            "excluded": {s: n for s, n in sorted(status.items(), key=lambda kv: -kv[1]) if s != "ok" and n}}
     present = set(sub["cluster_id"].unique())
     clusters = [c for c in catalog.clusters if c in present]
-    api_t, pos_t, weights, tools_of = {}, {}, {}, {}
+    api_t, pos_t, tools_of, boot_api, boot_pos = {}, {}, {}, {}, {}
     by_cluster = dict(iter(sub.groupby("cluster_id", sort=False)))
     for c in clusters:
-        part = by_cluster[c]
-        api_t[c], pos_t[c], tools_of[c] = _tensors(part, catalog, c, runs, caught, keys)
-        q = api_t[c].counts.shape[0]
-        weights[c] = query_weights(q, n_resamples, gen) if n_resamples else np.empty((0, q))
-    # Cluster-level replicate counts (R, S, K), shared by every metric of this group.
-    boot_api = {c: _resample(weights[c], api_t[c].counts) for c in clusters}
-    boot_pos = {c: (None if pos_t[c] is None else _resample(weights[c], pos_t[c].counts)) for c in clusters}
+        api_t[c], pos_t[c], tools_of[c] = _tensors(by_cluster[c], catalog, c, runs, caught, keys)
+        # Cluster-level replicate counts (R, S, K), shared by every metric of this group; the same query
+        # weights serve the tool and the position counts.
+        targets = [api_t[c].counts] + ([] if pos_t[c] is None else [pos_t[c].counts])
+        reps = resampled_counts(targets, n_resamples, gen, method=bootstrap)
+        boot_api[c] = reps[0]
+        boot_pos[c] = None if pos_t[c] is None else reps[1]
     obs_api = {c: api_t[c].counts.sum(0) for c in clusters}
     obs_pos = {c: (None if pos_t[c] is None else pos_t[c].counts.sum(0)) for c in clusters}
 
@@ -428,38 +448,32 @@ def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, 
 
 
 def _tensors(part, catalog, cluster, runs, caught, keys):
-    """Per-query count tensors (Q, S, K) for the chosen tool and the chosen position."""
+    """Per-query count tensors (Q, S, K) for the chosen tool and the chosen position, from count rows."""
     tools = catalog.tools(cluster)
     k = len(tools)
     q_codes, _ = pd.factorize(part["query_id"], sort=True)
+    q_codes = np.maximum(q_codes, 0)   # cluster-level counts: no query id, one pseudo-query
     s_codes = np.searchsorted(runs, part["run"].to_numpy())
     n_q = int(q_codes.max()) + 1
-    ok = (part["status"] == "ok").to_numpy()
-    tool_idx = part["chosen_tool"].map({t: i for i, t in enumerate(tools)}).to_numpy()
     api = np.zeros((n_q, len(runs), k))
-    np.add.at(api, (q_codes[ok], s_codes[ok], tool_idx[ok].astype(int)), 1)
-    pos_known = ok & part["chosen_position"].notna().to_numpy()
+    np.add.at(api, (q_codes, s_codes), part[tool_columns(k)].to_numpy(dtype=float))
+    pos_cols = [c for c in part.columns if c.startswith("pos_")]
+    pos_n = part[pos_cols].to_numpy(dtype=float)
+    pos_known = pos_n.sum(1) > 0
     pos = None
     if pos_known.any():
-        n_cand = part.loc[pos_known, "n_candidates"].unique()
+        n_cand = np.unique(part["n_candidates"].to_numpy()[pos_known])
         if len(n_cand) > 1:
-            msg = (f"group {keys}, cluster {cluster}: lists of different lengths {sorted(n_cand)} were shown; "
-                   "the position distribution is undefined and delta_pos is skipped for this cluster")
+            msg = (f"group {keys}, cluster {cluster}: lists of different lengths {sorted(n_cand.tolist())} were "
+                   "shown; the position distribution is undefined and delta_pos is skipped for this cluster")
             warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
             caught.append(msg)
         else:
             kp = int(n_cand[0])
             pos = np.zeros((n_q, len(runs), kp))
-            p_idx = part["chosen_position"].to_numpy(dtype=float, na_value=np.nan)
-            np.add.at(pos, (q_codes[pos_known], s_codes[pos_known], p_idx[pos_known].astype(int) - 1), 1)
+            np.add.at(pos, (q_codes[pos_known], s_codes[pos_known]), pos_n[pos_known][:, :kp])
             pos = _Target(pos, kp)
     return _Target(api, k), pos, tools
-
-
-def _resample(weights, counts):
-    """Replicate counts (R, S, K) = weights (R, Q) x per-query counts (Q, S, K), as one BLAS product."""
-    q, s, k = counts.shape
-    return (weights @ counts.reshape(q, s * k)).reshape(-1, s, k)
 
 
 def _tv_runs(counts):
@@ -619,15 +633,28 @@ class _Metric:
             confidence_level=level, **kw)
 
 
+def wilson_interval(count, n, confidence_level):
+    """Wilson score interval for a binomial proportion (Wilson 1927), vectorised over ``count``.
+
+    The same interval as ``statsmodels.stats.proportion.proportion_confint(method="wilson")`` (a test
+    checks this); written out so that computing selection rates does not import statsmodels (0.8 s).
+    """
+    count = np.asarray(count, dtype=float)
+    z = special.ndtri(1 - (1 - confidence_level) / 2)
+    p = count / n
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return centre - half, centre + half
+
+
 def _rate_table(cluster, tools, counts, boot_counts, level) -> pd.DataFrame:
     """Per-tool selection rates with Wilson (independent trials) and query-bootstrap percentile CIs."""
-    from statsmodels.stats.proportion import proportion_confint
-
     n = counts.sum()
     rate = rates_from_counts(counts)
     alpha = 1 - level
     if n > 0:
-        w_lo, w_hi = proportion_confint(counts, n, alpha=alpha, method="wilson")
+        w_lo, w_hi = wilson_interval(counts, n, level)
     else:
         w_lo = w_hi = np.full(len(tools), np.nan)
     if len(boot_counts):

@@ -5,10 +5,15 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-__all__ = ["ConfidenceInterval", "query_weights", "percentile_ci", "bca_ci", "BOOTSTRAP_CI_METHODS"]
+__all__ = ["ConfidenceInterval", "query_weights", "resampled_counts", "percentile_ci", "bca_ci",
+           "BOOTSTRAP_CI_METHODS", "BOOTSTRAP_WEIGHTS"]
 
 #: Accepted ``ci_method`` values for the plug-in statistics.
 BOOTSTRAP_CI_METHODS = ("bca", "percentile")
+#: Accepted ``bootstrap`` values: how a replicate weights the queries.
+BOOTSTRAP_WEIGHTS = ("multinomial", "poisson")
+#: Memory for one chunk of query weights (replicates x queries, float64).
+_CHUNK_BYTES = 64 * 2**20
 
 
 class ConfidenceInterval(tuple):
@@ -48,6 +53,63 @@ def query_weights(n_units: int, n_resamples: int, rng: np.random.Generator) -> n
     draws = rng.integers(0, n_units, size=(n_resamples, n_units))
     flat = draws + (np.arange(n_resamples) * n_units)[:, None]
     return np.bincount(flat.ravel(), minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
+
+
+def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, method: str = "multinomial",
+                     chunk_bytes: int = _CHUNK_BYTES) -> list[np.ndarray]:
+    """Bootstrap replicates of summed per-query counts, all targets under the same query weights.
+
+    Parameters
+    ----------
+    targets : list of numpy.ndarray, each of shape (Q, ...)
+        Per-query counts (e.g. (Q, S, K) choices per query, run and tool) sharing the query axis.
+    n_resamples : int
+    rng : numpy.random.Generator
+    method : {"multinomial", "poisson"}
+        ``"multinomial"``: a replicate draws Q queries with replacement (:func:`query_weights`);
+        ``"poisson"``: every query gets an independent Poisson(1) weight (Hanley & MacGibbon 2006;
+        the bootstrap of streaming and distributed data: no unit needs to know Q).
+    chunk_bytes : int
+        When all weights (float64) fit in this size they are drawn with ``rng`` in one block (every study
+        with up to ~4,000 queries per cluster at 2,000 replicates). Otherwise one seed is drawn from ``rng``
+        and a compiled counter-based generator (:mod:`._weights_kernel`) writes the weights in blocks of
+        replicates of at most this size, so memory stays bounded whatever Q is; same seed, same replicates.
+
+    Returns
+    -------
+    list of numpy.ndarray, each of shape (n_resamples, ...)
+        ``sum_q w[r, q] * target[q, ...]`` per replicate ``r``.
+    """
+    if method not in BOOTSTRAP_WEIGHTS:
+        raise ValueError(f"`method` must be one of {list(BOOTSTRAP_WEIGHTS)}; got {method!r} instead.")
+    q = targets[0].shape[0]
+    flats = [np.asarray(t, dtype=float).reshape(q, -1) for t in targets]
+    widths = np.cumsum([0] + [f.shape[1] for f in flats])
+    joined = np.concatenate(flats, axis=1)
+    out = np.empty((n_resamples, joined.shape[1]))
+    if q * n_resamples * 8 <= chunk_bytes:
+        # one block of NumPy draws from ``rng`` (the stream of every study of up to ~4,000 queries per cluster)
+        if n_resamples:
+            w = query_weights(q, n_resamples, rng) if method == "multinomial" else \
+                rng.poisson(1.0, size=(n_resamples, q)).astype(float)
+            out[:] = w @ joined
+    else:
+        # many queries: compiled counter-based draws in blocks of replicates (memory bounded), float32 products
+        # (exact while every sum stays below 2^24, else float64)
+        from ._weights_kernel import weights_block
+
+        seed = int(rng.integers(0, 2**63))
+        step = max(1, int(chunk_bytes // (4 * q)))
+        joined32 = joined.astype(np.float32)
+        col_total = float(joined.sum(0).max()) if joined.size else 0.0
+        for start in range(0, n_resamples, step):
+            r = min(step, n_resamples - start)
+            w = weights_block(r, q, seed, start, method == "poisson")
+            if float(w.max()) * col_total < 2**24:
+                out[start:start + r] = w @ joined32
+            else:
+                out[start:start + r] = w.astype(float) @ joined
+    return [out[:, a:b].reshape((n_resamples,) + np.shape(t)[1:]) for a, b, t in zip(widths[:-1], widths[1:], targets)]
 
 
 def percentile_ci(distribution, confidence_level: float) -> ConfidenceInterval:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .._validation import check_by, check_choice, check_rng
 from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
-from ..io._load import load_selection_log
+from ..io._counts import load_counts
 
 __all__ = ["fit_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck", "ConvergenceWarning",
            "MisfitWarning", "DEFAULT_PRIORS", "SAMPLERS", "PARAMETERIZATIONS", "simulate_choice_log",
@@ -427,15 +427,18 @@ def fit_bayes(log, *, by="model", draws=1000, tune=1000, chains=4, cores=None, s
     args = _check_fit_bayes_args(by=by, draws=draws, tune=tune, chains=chains, cores=cores, sampler=sampler,
                                  parameterization=parameterization, target_accept=target_accept,
                                  hdi_prob=hdi_prob, priors=priors, mismatch=mismatch, rng=rng, progress=progress)
-    log = load_selection_log(log)
-    by = check_by(by, log.data.columns)
+    counts = load_counts(log)
+    if counts.cells is None:
+        raise ValueError("these counts have no per-ordering cells (counted with cells=False); the Bayesian model "
+                         "needs them: read the study again with cells=True.")
+    by = check_by(by, counts.design_columns)
     args["by"] = by
     seed_repr = rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool) else "generator"
     if isinstance(seed_repr, numbers.Integral):
         seed_repr = int(seed_repr)
     gen = check_rng(rng)
     caught = []
-    design = _design(log, by, args["mismatch"])
+    design = _design(counts, by, args["mismatch"])
     if design.rows["excluded"]:
         ex = design.rows["excluded"]
         msg = (f"{sum(ex.values())} of {design.rows['total']} rows cannot enter the model and are excluded: "
@@ -565,15 +568,19 @@ class _Design:
         return float((cc / self.K[None, :])[obs].min())
 
 
-def _design(log, by, mismatch) -> _Design:
-    d = log.data
-    total = len(d)
+def _design(counts, by, mismatch) -> _Design:
+    """The model's data from the counts' ``cells`` (one row per design, cluster, ordering, status, chosen
+    tool and recorded position, with a ``count``): multinomial counts per (LLM, cluster, ordering)."""
+    d = counts.cells
+    w = d["count"].to_numpy(dtype=np.int64)
+    total = int(w.sum())
     if by:
         labels = d[by].astype(str).agg(", ".join, axis=1) if len(by) > 1 else d[by[0]].astype(str)
     else:
         labels = pd.Series("all", index=d.index)
     labels = labels.astype(object).to_numpy()
-    reason = np.full(total, None, dtype=object)
+    n_cells = len(d)
+    reason = np.full(n_cells, None, dtype=object)
     status = d["status"].astype(str).to_numpy()
     reason[status != "ok"] = status[status != "ok"]
     ordering = d["ordering"].astype(object).to_numpy()
@@ -582,15 +589,11 @@ def _design(log, by, mismatch) -> _Design:
     live = np.flatnonzero(reason == None)  # noqa: E711
     chosen_tool = d["chosen_tool"].astype(object).to_numpy()
     chosen_pos = d["chosen_position"].to_numpy(dtype=float, na_value=np.nan)
-    pos_of = {}
-    pos0 = np.full(total, -1, dtype=np.int64)
+    pos0 = np.full(n_cells, -1, dtype=np.int64)
     for i in live:
-        o, t = ordering[i], chosen_tool[i]
-        key = (o, t)
-        if key not in pos_of:
-            shown = str(o).split("|")
-            pos_of[key] = shown.index(t) if t in shown else -1
-        p_tool = pos_of[key]
+        shown = str(ordering[i]).split("|")
+        t = chosen_tool[i]
+        p_tool = shown.index(t) if t in shown else -1
         p_rec = int(chosen_pos[i]) - 1 if np.isfinite(chosen_pos[i]) else p_tool
         if p_tool < 0 and mismatch != "position":
             reason[i] = "chosen_not_shown"
@@ -604,37 +607,42 @@ def _design(log, by, mismatch) -> _Design:
         else:
             pos0[i] = p_tool
     use = reason == None  # noqa: E711
-    rows = {"total": int(total), "used": int(use.sum()),
-            "excluded": {str(k): int(v) for k, v in pd.Series(reason[~use]).value_counts().items()}}
+
+    def by_reason(sel):
+        ex = pd.Series(w[sel & ~use]).groupby(reason[sel & ~use].astype(str)).sum().sort_values(ascending=False)
+        return {str(k): int(v) for k, v in ex.items()}
+
+    everything = np.ones(n_cells, dtype=bool)
+    rows = {"total": total, "used": int(w[use].sum()), "excluded": by_reason(everything)}
     rows_by_llm = {}
     for lab in pd.unique(labels):
         sel = labels == lab
-        ex = pd.Series(reason[sel & ~use]).value_counts()
-        rows_by_llm[str(lab)] = {"total": int(sel.sum()), "used": int((sel & use).sum()),
-                                 "excluded": {str(k): int(v) for k, v in ex.items()}}
+        rows_by_llm[str(lab)] = {"total": int(w[sel].sum()), "used": int(w[sel & use].sum()),
+                                 "excluded": by_reason(sel)}
     if not use.any():
         raise ValueError(f"no row has a valid choice and a known ordering, so the model has nothing to fit "
                          f"(excluded: {rows['excluded']}).")
     sub = pd.DataFrame({"llm": labels[use], "cluster": d["cluster_id"].astype(str).to_numpy()[use],
-                        "ordering": ordering[use].astype(str), "pos": pos0[use]})
+                        "ordering": ordering[use].astype(str), "pos": pos0[use], "count": w[use]})
     llms = sorted(pd.unique(sub["llm"]), key=_natural)
     present = set(sub["cluster"])
-    clusters_all = [c for c in log.catalog.clusters if c in present]
+    catalog = counts.catalog
+    clusters_all = [c for c in catalog.clusters if c in present]
     tools, keep = [], []
     for c in clusters_all:
         shown = set()
         for o in sub.loc[sub["cluster"] == c, "ordering"].unique():
             shown.update(o.split("|"))
-        tl = [t for t in log.catalog.tools(c) if t in shown]
+        tl = [t for t in catalog.tools(c) if t in shown]
         if len(tl) >= 2:
             tools.append(tl)
             keep.append(c)
     if len(keep) < len(clusters_all):
         single = sub["cluster"].isin(set(clusters_all) - set(keep))
-        n_single = int(single.sum())
+        n_single = int(sub.loc[single, "count"].sum())
         rows["used"] -= n_single
         rows["excluded"]["single_tool_cluster"] = n_single
-        for lab, n in sub.loc[single, "llm"].value_counts().items():
+        for lab, n in sub.loc[single].groupby("llm")["count"].sum().items():
             rows_by_llm[lab]["used"] -= int(n)
             rows_by_llm[lab]["excluded"]["single_tool_cluster"] = int(n)
         sub = sub[~single]
@@ -646,7 +654,7 @@ def _design(log, by, mismatch) -> _Design:
     for lab in llms:
         first = d.loc[labels == lab, by].iloc[0] if by else {}
         llm_keys.append({b: (first[b].item() if hasattr(first[b], "item") else first[b]) for b in by})
-    agg = sub.groupby(["llm", "cluster", "ordering", "pos"], sort=False).size().rename("count").reset_index()
+    agg = sub.groupby(["llm", "cluster", "ordering", "pos"], sort=False)["count"].sum().reset_index()
     llm_idx = {lab: i for i, lab in enumerate(llms)}
     cl_idx = {c: i for i, c in enumerate(clusters)}
     keys = agg[["llm", "cluster", "ordering"]].drop_duplicates()

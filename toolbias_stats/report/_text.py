@@ -43,18 +43,19 @@ def format_bias_table(result) -> str:
 
 def format_validation(study, summary: pd.DataFrame) -> str:
     """Text summary of a study: rows by status per file, clusters, runs, reader diagnostics."""
-    log = study.log
-    data = log.data
-    lines = [f"Study: {study.name} ({study.path})",
-             f"{len(data)} rows; by status: {data['status'].value_counts().to_dict()}",
-             f"models: {sorted(data['model'].unique())}",
-             f"clusters: {data['cluster_id'].nunique()}; runs: {sorted(int(r) for r in data['run'].unique())}",
+    counts = study.counts
+    tab = counts.table
+    totals = {k: v for k, v in sorted(counts.status_totals().items(), key=lambda kv: -kv[1]) if v}
+    lines = [f"Study: {study.name} ({study.path}); engine {study.engine}",
+             f"{counts.n_rows} rows; by status: {totals}",
+             f"models: {sorted(tab['model'].unique())}",
+             f"clusters: {tab['cluster_id'].nunique()}; runs: {sorted(int(r) for r in tab['run'].unique())}",
              f"catalog: {len(study.catalog)} tools in {len(study.catalog.clusters)} clusters", ""]
     show = summary.copy()
     show["source_file"] = show["source_file"].map(lambda s: s.rsplit("/", 1)[-1])
     lines.append(show.to_string(index=False))
     notes = []
-    for src, diag in log.diagnostics.items():
+    for src, diag in counts.diagnostics.items():
         short = str(src).rsplit("/", 1)[-1]
         if diag.get("position_mismatch"):
             notes.append(f"{short}: recorded position disagrees with the rotation formula in "

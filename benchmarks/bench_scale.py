@@ -1,0 +1,156 @@
+"""Benchmark: `toolbias-stats bias` on 1M, 10M and 100M-row Parquet logs (not a test).
+
+Usage:  python benchmarks/bench_scale.py [--rows 1e6 1e7 1e8] [--dir /tmp/toolbias_scale] [--engine duckdb]
+                                         [--bootstrap 0 2000] [--keep]
+
+Generates, in chunks (never the whole log in memory), a synthetic log in the table schema: 7 models x 3 runs x
+10 clusters (the bundled BiasBusters catalog, K = 5) x Q queries x 5 cyclic rotations, Q = rows / 1,050; each
+attempt chooses with probability proportional to tool preference x position preference (both differ by model),
+3% `no_call` and 0.5% `unknown_tool` rows. The files are written to --dir (deleted afterwards unless --keep;
+they are never part of the repository). Each size is timed through the CLI in a fresh process
+(`toolbias-stats bias STUDY --bootstrap N --json`, imports included), with the peak resident memory of that
+process (its own and its children's). The fitted exponent b of time ~ rows^b is printed for each setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = ROOT / "data" / "biasbusters" / "clusters.json"
+MODELS = 7
+RUNS = 3
+ROTATIONS = 5
+
+
+def generate(path: Path, n_rows: int, seed: int = 1) -> int:
+    """Write a synthetic Parquet log of about ``n_rows`` rows, one (model, run) at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import toolbias_stats as tbs
+
+    catalog = tbs.read_biasbusters_catalog(CATALOG)
+    clusters = catalog.clusters
+    k = ROTATIONS
+    q = max(1, round(n_rows / (MODELS * RUNS * len(clusters) * k)))
+    rng = np.random.default_rng(seed)
+    tools = np.array([catalog.tools(c) for c in clusters])                      # (C, K)
+    written = 0
+    schema = pa.schema([("model", pa.string()), ("run", pa.int64()), ("cluster_id", pa.string()),
+                        ("query_id", pa.int64()), ("rotation", pa.int64()), ("chosen_tool", pa.string()),
+                        ("status", pa.string())])
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for m in range(MODELS):
+            tool_pref = rng.dirichlet(np.full(k, 2.0), size=len(clusters))       # (C, K) by catalog index
+            pos_pref = np.exp(-np.arange(k) * rng.uniform(0.05, 0.5))           # (K,) by position
+            for run in range(1, RUNS + 1):
+                # every cluster x query x rotation once
+                c_idx = np.repeat(np.arange(len(clusters)), q * k)
+                q_idx = np.tile(np.repeat(np.arange(1, q + 1), k), len(clusters))
+                rot = np.tile(np.arange(1, k + 1), len(clusters) * q)
+                # under rotation r, position p (0-based) shows catalog tool (p + r - 1) mod K
+                shown = (np.arange(k)[None, :] + rot[:, None] - 1) % k                # (N, K) catalog index
+                w = tool_pref[c_idx[:, None], shown] * pos_pref[None, :]
+                u = rng.random(len(rot))[:, None]
+                pick = (np.cumsum(w / w.sum(1, keepdims=True), 1) < u).sum(1).clip(max=k - 1)
+                chosen = tools[c_idx, shown[np.arange(len(rot)), pick]]
+                v = rng.random(len(rot))
+                status = np.where(v < 0.03, "no_call", np.where(v < 0.035, "unknown_tool", "ok"))
+                chosen = np.where(status == "ok", chosen, None)
+                table = pa.table({"model": pa.array(np.full(len(rot), f"model_{m + 1}")), "run": np.full(len(rot), run),
+                                  "cluster_id": pa.array(np.asarray(clusters)[c_idx]), "query_id": q_idx,
+                                  "rotation": rot, "chosen_tool": pa.array(chosen, type=pa.string()),
+                                  "status": pa.array(status)}, schema=schema)
+                writer.write_table(table, row_group_size=1_000_000)
+                written += len(rot)
+    return written
+
+
+def manifest(path: Path, log: Path) -> Path:
+    path.write_text(f'name = "synthetic scale benchmark"\nformat = "table"\ncatalog = "{CATALOG}"\n\n'
+                    f'[[logs]]\npath = "{log}"\n', encoding="utf-8")
+    return path
+
+
+def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dict]:
+    """Wall time (s) and peak RSS (GiB) of one CLI run in a fresh process."""
+    cli_args = ["bias", str(study), "--bootstrap", str(bootstrap), "--json", "--engine", engine]
+    code = ("import resource, sys\n"
+            "import toolbias_stats.cli.__main__ as m\n"
+            "try:\n    rc = m.main(sys.argv[1:])\nfinally:\n"
+            "    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "    c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+            "    print('PEAK_RSS_KB', max(r, c), file=sys.stderr)\n"
+            "sys.exit(rc)")
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code, *cli_args], capture_output=True, text=True,
+                          env={**os.environ, "CI": "1"})
+    wall = time.perf_counter() - t
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-2000:])
+    peak = next(int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS_KB"))
+    try:
+        out = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError("not JSON: " + proc.stdout[:300]) from None
+    return wall, peak / 2**20, out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=float, nargs="+", default=[1e6, 1e7, 1e8])
+    ap.add_argument("--bootstrap", type=int, nargs="+", default=[0, 2000])
+    ap.add_argument("--engine", default="duckdb")
+    ap.add_argument("--dir", default="/tmp/toolbias_scale")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--skip-bootstrap-above", type=float, default=1e8,
+                    help="do not run the bootstrap setting above this many rows (default: run all)")
+    args = ap.parse_args()
+    out_dir = Path(args.dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"engine {args.engine}")
+    results = []
+    for n in args.rows:
+        n = int(n)
+        log = out_dir / f"log_{n}.parquet"
+        if not log.exists():
+            t = time.perf_counter()
+            rows = generate(log, n)
+            print(f"generated {rows:,} rows in {time.perf_counter() - t:.1f} s ({log.stat().st_size / 2**20:.0f} MiB)")
+        study = manifest(out_dir / f"study_{n}.toml", log)
+        for b in args.bootstrap:
+            if b and n > args.skip_bootstrap_above:
+                continue
+            wall, peak, res = run_cli(study, b, args.engine)
+            used = sum(g["rows"]["total"] for g in res["groups"])
+            d_api = res["groups"][0]["delta_api"]["mean_over_runs"]
+            print(f"rows {used:>11,}  bootstrap {b:>4}  wall {wall:7.2f} s  peak RSS {peak:5.2f} GiB  "
+                  f"(model_1 delta_API {d_api:.4f})", flush=True)
+            results.append((used, b, wall, peak))
+        if not args.keep:
+            log.unlink()
+    for b in args.bootstrap:
+        pts = [(r, w) for r, bb, w, _ in results if bb == b]
+        if len(pts) >= 2:
+            x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+            slope = np.polyfit(x, y, 1)[0]
+            print(f"bootstrap {b}: time ~ rows^{slope:.2f} over {len(pts)} sizes")
+    if not args.keep:
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""SelectionCounts: the sufficient statistics every bias statistic is computed from.
+
+Every statistic of the package depends on the attempts only through counts: how often each tool and each
+position was chosen, per query (for the bootstrap) or per ordering (for the Bayesian model), and how many
+attempts ended in each status. An *engine* computes these counts (``pandas`` from an in-memory
+:class:`SelectionLog`, ``duckdb`` from files in place, ``dask`` on a cluster); the statistics never need the rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._schema import STATUSES
+from ._catalog import ToolCatalog
+
+__all__ = ["SelectionCounts", "COUNT_LEVELS", "STATUS_COLUMNS", "counts_from_log"]
+
+#: Levels of aggregation: per query (everything, bootstrap included) or per cluster (point estimates only).
+COUNT_LEVELS = ("query", "cluster")
+#: Count columns of attempts by status (``n_ok`` = valid choices).
+STATUS_COLUMNS = tuple(f"n_{s}" for s in STATUSES)
+#: Columns of the ``cells`` table besides the design columns and ``count``.
+CELL_KEYS = ("cluster_id", "ordering", "status", "chosen_tool", "chosen_position")
+
+
+def tool_columns(k: int) -> list[str]:
+    """``tool_1 .. tool_k``: choices of the tool with catalog index ``api_index`` = 1..k."""
+    return [f"tool_{i}" for i in range(1, k + 1)]
+
+
+def position_columns(k: int) -> list[str]:
+    """``pos_1 .. pos_k``: valid choices whose chosen position is known, by position."""
+    return [f"pos_{i}" for i in range(1, k + 1)]
+
+
+@dataclass(frozen=True, eq=False)
+class SelectionCounts:
+    """Counts of choices per query (or per cluster) and per ordering: the sufficient statistics of a log.
+
+    Build it with :meth:`SelectionLog.counts` (pandas engine), :func:`toolbias_stats.read_study` with
+    ``engine="duckdb"`` or ``engine="dask"``, or :func:`toolbias_stats.count_selections`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per (design columns, ``cluster_id``, ``query_id``, ``n_candidates``) at level
+        ``"query"``; at level ``"cluster"`` ``query_id`` is null and there is one row per
+        (design columns, ``cluster_id``, ``n_candidates``). Columns: the keys, ``n_ok``,
+        ``n_no_call``, ``n_unknown_tool``, ``n_parse_error`` (attempts by status),
+        ``tool_1 .. tool_K`` (valid choices of the tool with catalog index 1..K of its cluster;
+        K is the largest cluster) and ``pos_1 .. pos_K`` (valid choices with a known position, by
+        position), all int64.
+    cells : pandas.DataFrame or None
+        One row per (design columns, ``cluster_id``, ``ordering``, ``status``, ``chosen_tool``,
+        ``chosen_position``) with ``count``: what the Bayesian model needs (which tool was chosen
+        under which list). None when an engine was asked not to count them.
+    catalog : ToolCatalog
+    design_columns : tuple of str
+        ``model``, ``run``, ``condition`` and the extra manifest columns, in order.
+    level : {"query", "cluster"}
+    diagnostics : dict
+        Reader notes keyed by source file (rows, rows by status, ...).
+    engine : str
+        The engine that produced the counts.
+
+    Notes
+    -----
+    *Sufficiency.* For a cluster with K tools, delta_API, delta_pos and delta_model (per run, mean over runs,
+    pooled), their null expectations and Monte-Carlo p-values are functions of the per-(design, cluster)
+    counts alone; the query bootstrap (which resamples queries with all their rotations and runs) and the
+    BCa jackknife are functions of the per-query counts; the Bayesian multinomial model is a function of the
+    ``cells``. Rows by status per group come from the ``n_*`` columns. So every statistic computed from a
+    :class:`SelectionLog` equals the one computed from its counts (the test suite checks this). What the
+    counts do not keep: provenance (file and row of each attempt), raw choice texts and the pairing of a
+    query's choices with its orderings (a per-query ordering model needs the log).
+    """
+
+    table: pd.DataFrame
+    cells: pd.DataFrame
+    catalog: ToolCatalog
+    design_columns: tuple
+    level: str = "query"
+    diagnostics: dict = field(default_factory=dict)
+    engine: str = "pandas"
+
+    # -- views ------------------------------------------------------------------------------
+    @property
+    def k_max(self) -> int:
+        """Number of ``tool_*`` (and ``pos_*``) columns."""
+        return sum(1 for c in self.table.columns if c.startswith("tool_"))
+
+    @property
+    def n_rows(self) -> int:
+        """Attempts represented (every status)."""
+        return int(self.table[list(STATUS_COLUMNS)].to_numpy().sum())
+
+    def status_totals(self) -> dict:
+        """``{status: attempts}`` over the whole study (zeros included)."""
+        sums = self.table[list(STATUS_COLUMNS)].sum()
+        return {s: int(sums[f"n_{s}"]) for s in STATUSES}
+
+    def summary(self, by=("model",)) -> pd.DataFrame:
+        """Attempts by status per ``by`` group: ``total`` and one column per status."""
+        by = list(by)
+        out = self.table.groupby(by, sort=True, dropna=False)[list(STATUS_COLUMNS)].sum()
+        out.columns = list(STATUSES)
+        out.insert(0, "total", out.sum(axis=1))
+        out = out.reset_index()
+        for c in by:
+            if isinstance(out[c].dtype, pd.CategoricalDtype):
+                out[c] = out[c].astype("string")
+        return out
+
+    def collapse(self, level: str = "cluster") -> "SelectionCounts":
+        """The same counts at a coarser level (``"cluster"``: summed over queries)."""
+        if level not in COUNT_LEVELS:
+            raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
+        if level == self.level or level == "query":
+            if level != self.level:
+                raise ValueError("cluster-level counts cannot be expanded to query level; count the log again.")
+            return self
+        keys = list(self.design_columns) + ["cluster_id", "n_candidates"]
+        value_cols = [c for c in self.table.columns if c not in keys + ["query_id"]]
+        tab = self.table.groupby(keys, sort=False, dropna=False)[value_cols].sum().reset_index()
+        tab.insert(len(self.design_columns) + 1, "query_id", pd.array([pd.NA] * len(tab), dtype="string"))
+        return SelectionCounts(tab, self.cells, self.catalog, self.design_columns, "cluster", self.diagnostics,
+                               self.engine)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The per-query (or per-cluster) count table (a copy)."""
+        return self.table.copy()
+
+    def __len__(self):
+        return self.n_rows
+
+    def __repr__(self):
+        return (f"SelectionCounts(level={self.level!r}, engine={self.engine!r}, {self.n_rows} attempts in "
+                f"{len(self.table)} count rows, status={self.status_totals()})")
+
+
+# ------------------------------------------------------------------------------------------------
+def counts_from_log(log, *, level: str = "query") -> SelectionCounts:
+    """The pandas engine: count an in-memory :class:`SelectionLog`.
+
+    Parameters
+    ----------
+    log : SelectionLog
+    level : {"query", "cluster"}, default "query"
+
+    Returns
+    -------
+    SelectionCounts
+    """
+    if level not in COUNT_LEVELS:
+        raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
+    d = log.data
+    design = tuple(log.design_columns)
+    catalog = log.catalog
+    k_max = max(catalog.n_tools(c) for c in catalog.clusters)
+    keys = list(design) + ["cluster_id", "query_id", "n_candidates"]
+    if level == "cluster":
+        keys.remove("query_id")
+    codes = d.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
+    n_groups = int(codes.max()) + 1 if len(codes) else 0
+    first = np.unique(codes, return_index=True)[1]              # first row of every group
+    status = d["status"].to_numpy(dtype=object)
+    out = d.iloc[first][keys].reset_index(drop=True)
+    if level == "cluster":
+        out.insert(len(design) + 1, "query_id", pd.array([pd.NA] * n_groups, dtype="string"))
+    for s in STATUSES:
+        out[f"n_{s}"] = np.bincount(codes[status == s], minlength=n_groups).astype(np.int64)
+    ok = status == "ok"
+    tool_idx = tool_index(catalog, d["cluster_id"].to_numpy(dtype=object), d["chosen_tool"].to_numpy(dtype=object))
+    _add_counts(out, "tool", codes[ok], tool_idx[ok], n_groups, k_max)
+    pos = d["chosen_position"].to_numpy(dtype=float, na_value=np.nan)
+    known = ok & np.isfinite(pos)
+    _add_counts(out, "pos", codes[known], pos[known].astype(np.int64), n_groups, k_max)
+    cells = (d.groupby(list(design) + list(CELL_KEYS), sort=True, dropna=False).size().rename("count")
+             .astype(np.int64).reset_index())
+    out = finalize_table(out, design, k_max)
+    return SelectionCounts(out, cells, catalog, design, level, dict(log.diagnostics), "pandas")
+
+
+def finalize_table(table: pd.DataFrame, design, k_max: int) -> pd.DataFrame:
+    """The one layout every engine returns: text keys as categoricals (sorted categories), rows sorted by key
+    (text by code point, missing last), columns in order, counts int64. Identical input counts give identical
+    frames whatever the engine."""
+    keys = list(design) + ["cluster_id", "query_id", "n_candidates"]
+    table = table.copy() if table.index.name is not None else table
+    for c in keys:
+        col = table[c]
+        if (c in ("cluster_id", "query_id") or isinstance(col.dtype, pd.CategoricalDtype)
+                or pd.api.types.is_string_dtype(col) or pd.api.types.is_object_dtype(col)):
+            table[c] = _text_categorical(col)
+    for c in [k for k in table.columns if k not in keys]:
+        table[c] = table[c].astype(np.int64)
+    table = table.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)
+    return table[keys + [f"n_{s}" for s in STATUSES] + tool_columns(k_max) + position_columns(k_max)]
+
+
+def _text_categorical(col: pd.Series) -> pd.Categorical:
+    """A categorical of the values as text, categories sorted by code point (ids: integral numbers lose '.0')."""
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    text = np.asarray([_as_text(v) for v in uniques], dtype=object).astype(str)
+    cats, remap = np.unique(text, return_inverse=True)
+    codes = np.where(codes >= 0, remap[np.maximum(codes, 0)] if len(remap) else 0, -1)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype="string"))
+
+
+def _as_text(v) -> str:
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def tool_index(catalog: ToolCatalog, clusters, tools) -> np.ndarray:
+    """1-based catalog index (``api_index``) of each chosen tool within its cluster; 0 where there is none."""
+    lookup = {(c, t): i for c in catalog.clusters for i, t in enumerate(catalog.tools(c), start=1)}
+    return np.fromiter((lookup.get((c, t), 0) for c, t in zip(clusters, tools)), dtype=np.int64, count=len(tools))
+
+
+def _add_counts(out, prefix, codes, idx, n_groups, k_max):
+    """Append ``{prefix}_1 .. {prefix}_k_max`` columns: per group, how often index 1..k_max occurred."""
+    flat = np.bincount(codes * k_max + (idx - 1), minlength=n_groups * k_max).reshape(n_groups, k_max)
+    for j in range(k_max):
+        out[f"{prefix}_{j + 1}"] = flat[:, j].astype(np.int64)
+
+
+def load_counts(obj, *, level: str = "query") -> SelectionCounts:
+    """SelectionCounts for a SelectionCounts (unchanged), a SelectionLog, a Study or a manifest path."""
+    from ._load import load_selection_log
+    from ._manifest import Study
+
+    if isinstance(obj, SelectionCounts):
+        return obj
+    if isinstance(obj, Study) and obj.log is None:
+        return obj.counts
+    return load_selection_log(obj).counts(level=level)
+
+
+def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: str = "duckdb",
+                level: str = "query", cells: bool = True, scheduler=None) -> SelectionCounts:
+    """Validate and count one table file (CSV, JSONL, Parquet) with an engine, without keeping its rows.
+
+    Parameters
+    ----------
+    path : path-like
+        A file in the generic tabular format (see :func:`toolbias_stats.read_table`); with
+        ``engine="dask"`` also a directory or glob of partitioned Parquet on any fsspec path.
+    catalog : ToolCatalog
+    meta : dict, optional
+        Design metadata (``model``, ``run``, ``condition``, extra keys), as for :func:`read_table`.
+    columns : dict, optional
+        ``{their_name: our_name}`` column mapping.
+    engine : {"duckdb", "pandas", "dask"}, default "duckdb"
+    level : {"query", "cluster"}, default "query"
+    cells : bool, default True
+        Also count the per-ordering ``cells`` (needed by the Bayesian model only).
+    scheduler : str or distributed.Client, optional
+        For ``engine="dask"`` (default: a LocalCluster of 2 workers).
+
+    Returns
+    -------
+    SelectionCounts
+
+    Raises
+    ------
+    SelectionLogError
+        Bad input, with the same ``file:row:column: message`` lines through every engine.
+    """
+    if level not in COUNT_LEVELS:
+        raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
+    entry = {"path": path, "meta": meta, "columns": columns}
+    if engine == "pandas":
+        from .readers.table import read_table
+
+        return read_table(path, catalog=catalog, meta=meta, columns=columns).counts(level=level)
+    if engine == "duckdb":
+        from .engines._duckdb import count_tables_duckdb
+
+        return count_tables_duckdb([entry], catalog, level=level, cells=cells)
+    if engine == "dask":
+        from .engines._dask import count_tables_dask
+
+        return count_tables_dask([entry], catalog, level=level, scheduler=scheduler, cells=cells)
+    raise ValueError(f"`engine` must be one of ['duckdb', 'pandas', 'dask']; got {engine!r} instead.")

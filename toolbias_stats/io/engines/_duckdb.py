@@ -1,0 +1,589 @@
+"""The DuckDB engine: validate table files in SQL and count them in place, out of core.
+
+The rows never enter Python. Every row-level check of :meth:`SelectionLog.from_frame` is a SQL predicate
+here, and the rows it finds are reported with the same ``file:row:column: message`` text as the pandas
+path (the reader tests run against both engines). Malformed files (a CSV row with too many fields, a bad
+JSON line, a nested JSON value, an unreadable Parquet file) are re-read by the pandas reader, which names
+the line; DuckDB only has to notice that something is wrong.
+"""
+
+from __future__ import annotations
+
+import numbers
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..._schema import LOG_COLUMNS, STATUSES
+from ...exceptions import SelectionLogError, problem
+from .._catalog import ToolCatalog
+from .._counts import CELL_KEYS, SelectionCounts, finalize_table, position_columns, tool_columns
+from .._selection_log import duplicate_message, not_in_cluster_message
+from ..readers.table import TABLE_SUFFIXES, _check_path, _merge_design, _read_frame, _rename
+
+__all__ = ["count_tables_duckdb"]
+
+#: Problems listed per check before stopping (the message shows the first 20 of all).
+_MAX_PER_CHECK = 1000
+_DESIGN = ("model", "run", "condition")
+_INTEGER_TYPES = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
+                  "HUGEINT")
+_INT_COLS = (("run", False), ("rotation", True), ("n_candidates", True), ("chosen_position", True))
+
+
+def _q(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _lit(value) -> str:
+    """A SQL literal for a manifest scalar."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, numbers.Integral):
+        return f"CAST({int(value)} AS BIGINT)"
+    if isinstance(value, numbers.Real):
+        return f"CAST({float(value)!r} AS DOUBLE)"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def connect(threads: int | None = None, memory_limit: str | None = None, progress: bool = False):
+    """A fresh in-memory DuckDB connection (insertion order preserved: row numbers follow the file)."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET preserve_insertion_order = true")
+    # DuckDB's own bar (long queries, on a terminal only); quiet otherwise.
+    con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    if memory_limit:
+        con.execute(f"SET memory_limit = '{memory_limit}'")
+    return con
+
+
+class _File:
+    """One table file registered as a DuckDB view ``v{i}`` with schema columns, ``__row`` and ``__file``."""
+
+    def __init__(self, con, index: int, path, catalog: ToolCatalog, meta, columns, frame=None, row_offset=0):
+        self.con, self.path, self.catalog = con, path if frame is not None else Path(path), catalog
+        self.name = f"v{index}"
+        # ``frame``: one partition of a dataset (dask engine), already in memory; rows count from row_offset.
+        self.frame, self.row_offset = frame, int(row_offset)
+        self.kind = "frame" if frame is not None else _check_path(self.path, TABLE_SUFFIXES)
+        self.meta = dict(meta or {})
+        self.columns = columns
+        self.line_of = None
+
+    # -- reading -----------------------------------------------------------------------------
+    def _source_sql(self) -> str:
+        p = "'" + str(self.path).replace("'", "''") + "'"
+        if self.kind == "csv":
+            # The header is read here so that DuckDB parses strictly (no dialect sniffing): a row with the
+            # wrong number of fields is an error, as for pandas.
+            header = _csv_header(self.path)
+            if not header:
+                raise SelectionLogError(problem(self.path, None, None, "the selection log is empty (no data rows)"))
+            cols = ", ".join(f"{_lit(c)}: 'VARCHAR'" for c in header)
+            return (f"read_csv({p}, header = true, auto_detect = false, columns = {{{cols}}}, delim = ',', "
+                    f"quote = '\"', escape = '\"', strict_mode = true)")
+        if self.kind == "jsonl":
+            return f"read_json({p}, format = 'newline_delimited', records = true)"
+        return f"read_parquet({p})"
+
+    def _pandas_error(self, exc):
+        """Let the pandas reader name the malformed line; fall back to DuckDB's own message."""
+        if self.kind != "frame":
+            _read_frame(self.path, self.kind)   # raises SelectionLogError for every case it knows
+        raise SelectionLogError(problem(self.path, None, None, f"cannot read the file: {exc}")) from None
+
+    def register(self):
+        import duckdb
+
+        raw = f"{self.name}_raw"
+        try:
+            if self.kind == "frame":
+                self.con.register(raw, self.frame)
+            elif self.kind == "parquet":
+                self.con.execute(f"CREATE TEMP VIEW {raw} AS SELECT * FROM {self._source_sql()}")
+            else:  # text formats are parsed once, into a temporary table; Parquet is scanned in place
+                self.con.execute(f"CREATE TEMP TABLE {raw} AS SELECT * FROM {self._source_sql()}")
+            described = self.con.execute(f"DESCRIBE {raw}").fetchall()
+            n = self.con.execute(f"SELECT count(*) FROM {raw}").fetchone()[0]
+        except duckdb.Error as exc:
+            self._pandas_error(exc)
+        names = [d[0] for d in described]
+        types = {d[0]: d[1] for d in described}
+        if self.kind == "jsonl" and any(t.startswith(("STRUCT", "MAP")) or t.endswith("]") or t == "JSON"
+                                        for t in types.values()):
+            self._pandas_error("nested JSON values")
+        if n == 0:
+            raise SelectionLogError(problem(self.path, None, None, "the selection log is empty (no data rows)"))
+        # Column names: the manifest mapping, then the design metadata (structural checks of the pandas path).
+        skeleton = _rename(pd.DataFrame(columns=names), self.columns, self.path)
+        renamed = list(skeleton.columns)
+        _merge_design(skeleton, self.meta, self.path, np.empty(0, dtype=np.int64))
+        self.types = {new: types[old] for old, new in zip(names, renamed)}
+        select = [f"{_q(old)} AS {_q(new)}" for old, new in zip(names, renamed)]
+        self.con.execute(f"CREATE TEMP VIEW {self.name}_named AS SELECT row_number() OVER () + {self.row_offset} AS __row, "
+                         f"{', '.join(select)} FROM {raw}")
+        self.n_rows = int(n)
+        self.file_columns = renamed
+        return self
+
+    def row_number(self, rows):
+        """File row of each DuckDB record number: JSONL rows are line numbers (blank lines count)."""
+        rows = [int(r) for r in rows]
+        if self.kind != "jsonl":
+            return rows
+        if self.line_of is None:
+            lines = []
+            with self.path.open(encoding="utf-8-sig") as fh:
+                for lineno, line in enumerate(fh, start=1):
+                    if line.strip():
+                        lines.append(lineno)
+            self.line_of = lines
+        return [self.line_of[r - 1] for r in rows]
+
+
+def _csv_header(path: Path) -> list[str]:
+    """Column names of a CSV file (first record), or [] for an empty file."""
+    import csv
+
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            return next(csv.reader(fh), [])
+    except UnicodeDecodeError as exc:
+        raise SelectionLogError(problem(path, None, None, f"not UTF-8 text: {exc.reason}")) from None
+
+
+def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", con=None,
+                        progress: bool = False, check_duplicates: bool = True, cells: bool = True) -> SelectionCounts:
+    """Validate and count table files with DuckDB.
+
+    Parameters
+    ----------
+    entries : list of dict
+        One per file: ``path``, optional ``meta`` (design metadata of the manifest entry) and ``columns``.
+    catalog : ToolCatalog
+    level : {"query", "cluster"}
+    con : duckdb connection, optional
+    progress : bool
+        Show a progress bar over the files.
+    check_duplicates : bool
+        Look for two attempts with the same identity (the dask engine does this across partitions itself).
+    cells : bool
+        Also count the ``cells`` (per ordering; the Bayesian model needs them; one more scan).
+
+    Returns
+    -------
+    SelectionCounts
+    """
+    con = con or connect(progress=progress)
+    _register_catalog(con, catalog)
+    files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0))
+             for i, e in enumerate(entries)]
+    it = files
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(files, desc="validate (duckdb)", unit="file", leave=False)
+    extras_all: list[str] = []
+    for f in it:
+        f.register()
+        _validate_file(con, f, catalog)
+        for c in f.extras:
+            if c not in extras_all:
+                extras_all.append(c)
+    design = list(_DESIGN) + extras_all
+    union = " UNION ALL BY NAME ".join(f"SELECT * FROM {f.name}_valid" for f in files)
+    con.execute(f"CREATE TEMP VIEW study AS {union}")
+    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells)
+    # the checks ran inside the scan; name the rows, stage by stage as SelectionLog.from_frame does
+    if flags["bad1"] or flags["bad"]:
+        for f in files:      # file by file, stage by stage: the first problems the pandas path would raise
+            for checks, view in ((f.stage1, "named"), (f.stage2, "ord")):
+                found = _run_checks(con, f, f"{f.name}_{view}", checks)
+                if found:
+                    _raise([found])
+    if check_duplicates and flags["maybe_duplicates"]:
+        _check_duplicates(con, files, design)
+    diagnostics = {}
+    for f in files:
+        st = dict(con.execute(f"SELECT CAST(status AS VARCHAR), count(*) FROM {f.name}_named GROUP BY ALL").fetchall())
+        diagnostics[str(f.path)] = {"rows": f.n_rows, "status": {str(k): int(v) for k, v in st.items()},
+                                    "provenance": "this file", "engine": "duckdb"}
+    return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb")
+
+
+# ------------------------------------------------------------------------------------------------
+def _register_catalog(con, catalog: ToolCatalog):
+    tools = []
+    for c in catalog.clusters:
+        tl = catalog.tools(c)
+        for i, t in enumerate(tl, start=1):
+            tools.append((c, t, i, len(tl)))
+    con.register("__cat_df", pd.DataFrame(tools, columns=["cluster_id", "tool_id", "api_index", "k"]))
+    con.execute("CREATE OR REPLACE TEMP TABLE __cat AS SELECT * FROM __cat_df")
+    con.execute("CREATE OR REPLACE TEMP TABLE __clusters AS SELECT DISTINCT cluster_id, k FROM __cat")
+
+
+class _Problems(list):
+    """Problems found by SQL checks, with the total number (the list keeps at most ``_MAX_PER_CHECK`` a check)."""
+
+    total = 0
+
+
+def _run_checks(con, f: _File, source: str, checks) -> _Problems:
+    """Evaluate row checks; format the hits check by check, rows ascending (as the pandas path lists them).
+
+    ``checks``: ``(column, predicate_sql, value_sql, message(value) -> str)``. One scan counts the rows each
+    check flags; only checks that flag a row are listed (at most ``_MAX_PER_CHECK`` rows each).
+    """
+    out = _Problems()
+    if not checks:
+        return out
+    preds = [f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks]
+    totals = con.execute(f"SELECT {', '.join(f'count_if({p})' for p in preds)} FROM {source}").fetchone()
+    for (column, _, value, message), pred, n in zip(checks, preds, totals):
+        if not n:
+            continue
+        out.total += int(n)
+        hits = con.execute(f"SELECT __row, {value} FROM {source} WHERE {pred} ORDER BY __row "
+                           f"LIMIT {_MAX_PER_CHECK}").fetchall()
+        rows = f.row_number([h[0] for h in hits])
+        out += [problem(f.path, r, column, message(h[1])) for r, h in zip(rows, hits)]
+    return out
+
+
+def _raise(problems):
+    """Raise one SelectionLogError for problems of one or more files (totals kept)."""
+    total = sum(getattr(p, "total", len(p)) for p in problems)
+    listed = [x for p in problems for x in p]
+    raise SelectionLogError(listed, total=total)
+
+
+def _id_sql(col: str, sql_type: str) -> str:
+    """Ids as strings; integral numbers lose any '.0' (as ``_id_strings`` of the pandas path)."""
+    if sql_type in ("DOUBLE", "FLOAT") or sql_type.startswith("DECIMAL"):
+        return (f"CASE WHEN {_q(col)} = round({_q(col)}) THEN CAST(TRY_CAST({_q(col)} AS BIGINT) AS VARCHAR) "
+                f"ELSE CAST({_q(col)} AS VARCHAR) END")
+    return f"CAST({_q(col)} AS VARCHAR)"
+
+
+def _csv_types(con, f: _File, columns) -> dict:
+    """Types of extra CSV columns, inferred as the pandas path does (bool, int64, float64, string), in one scan."""
+    if not columns:
+        return {}
+    parts = []
+    for c in columns:
+        q = _q(c)
+        parts += [f"bool_and(lower({q}) IN ('true', 'false'))", f"bool_and(regexp_full_match(trim({q}), '[+-]?[0-9]+'))",
+                  f"bool_and(TRY_CAST({q} AS DOUBLE) IS NOT NULL)", f"count({q})"]
+    res = con.execute(f"SELECT {', '.join(parts)} FROM {f.name}_named").fetchone()
+    out = {}
+    for i, c in enumerate(columns):
+        b, integer, num, n = res[4 * i: 4 * i + 4]
+        out[c] = "VARCHAR" if not n else "BOOLEAN" if b else "BIGINT" if integer else "DOUBLE" if num else "VARCHAR"
+    return out
+
+
+def _validate_file(con, f: _File, catalog: ToolCatalog):
+    """Build ``{f.name}_valid``: typed, checked rows (raise SelectionLogError listing the problems)."""
+    cols = set(f.file_columns)
+    meta = f.meta
+    problems = [problem(f.path, None, c, "required column is missing")
+                for c in ("cluster_id", "query_id", "status") if c not in cols]
+    if problems:
+        raise SelectionLogError(problems)
+    named = f"{f.name}_named"
+    # stage 0: design values that disagree with the manifest entry
+    checks = []
+    for key, value in meta.items():
+        if key in cols:
+            as_text = f"CAST({_q(key)} AS VARCHAR) <> {_lit(str(value))}"
+            differs = (as_text if f.types[key] == "VARCHAR" or isinstance(value, str)
+                       else f"{_q(key)} <> {_lit(value)} AND {as_text}")
+            checks.append((key, f"{_q(key)} IS NOT NULL AND {differs}", _q(key),
+                           lambda v, value=value: f"the file has {v!r} but the manifest entry (meta) says {value!r}"))
+    problems = _run_checks(con, f, named, checks)
+    if problems:
+        _raise([problems])
+    extras = [c for c in f.file_columns if c not in LOG_COLUMNS and c not in _DESIGN]
+    extras += [k for k in meta if k not in LOG_COLUMNS and k not in _DESIGN and k not in extras]
+    f.extras = extras
+    csv_types = _csv_types(con, f, [c for c in extras if c in cols]) if f.kind == "csv" else {}
+    defaults = {"model": "unknown", "run": 1, "condition": "base"}
+    expr = {}
+    for c in list(_DESIGN) + extras:
+        if c in cols:
+            base = _q(c)
+            if c in csv_types and csv_types[c] == "BOOLEAN":
+                base = f"CASE WHEN {_q(c)} IS NULL THEN NULL ELSE lower({_q(c)}) = 'true' END"
+            elif c in csv_types:
+                base = f"TRY_CAST({_q(c)} AS {csv_types[c]})"
+            expr[c] = f"COALESCE({base}, {_lit(meta[c])})" if c in meta else base
+        else:
+            expr[c] = _lit(meta[c]) if c in meta else _lit(defaults[c])
+    for c in ("rotation", "ordering", "n_candidates", "chosen_tool", "chosen_position"):
+        expr[c] = _q(c) if c in cols else "NULL"
+    # stage 1: missing values, integers, status, clusters (the checks of SelectionLog.from_frame, in its order)
+    missing = lambda v: "missing value"  # noqa: E731
+    checks = [(c, f"{_q(c)} IS NULL", "NULL", missing)
+              for c in ("cluster_id", "query_id", "status", "model", "condition") if c in cols]
+    for c, nullable in _INT_COLS:
+        if c in cols:
+            num = f"TRY_CAST({_q(c)} AS DOUBLE)"
+            if f.types[c] not in _INTEGER_TYPES:   # an integer column cannot hold a non-integer
+                checks.append((c, f"{_q(c)} IS NOT NULL AND ({num} IS NULL OR {num} <> round({num}))", _q(c),
+                               lambda v: f"expected an integer, got {v!r}"))
+            if not nullable:
+                checks.append((c, f"{_q(c)} IS NULL", "NULL", missing))
+    if "run" in cols:
+        num = f"TRY_CAST({_q('run')} AS DOUBLE)"
+        checks.append(("run", f"{num} < 1 AND {num} = round({num})", f"CAST({num} AS BIGINT)",
+                       lambda v: f"expected an integer >= 1, got {v!r}"))
+    statuses = ", ".join(_lit(s) for s in STATUSES)
+    checks.append(("status", f"status IS NOT NULL AND CAST(status AS VARCHAR) NOT IN ({statuses})", "status",
+                   lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
+    cid = _id_sql("cluster_id", f.types["cluster_id"])
+    known = sorted(catalog.clusters)
+    checks.append(("cluster_id", f"cluster_id IS NOT NULL AND {cid} NOT IN (SELECT cluster_id FROM __clusters)", cid,
+                   lambda v: f"unknown cluster id {v!r} (catalog {catalog.source} has {known})"))
+    # Stage 1 runs inside the aggregation too (as a flag per row); its rows are listed only when one is bad.
+    f.stage1 = checks
+    bad1 = " OR ".join(f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks) or "FALSE"
+    # typed rows, with the cluster size, the ordering (given or from the rotation) and the tool's catalog index
+    int_of = {}
+    for c, _ in _INT_COLS:
+        if expr[c] == "NULL":
+            int_of[c] = "CAST(NULL AS BIGINT)"
+        elif c in cols and f.types[c] in _INTEGER_TYPES:
+            int_of[c] = f"CAST({expr[c]} AS BIGINT)"
+        else:
+            int_of[c] = f"TRY_CAST(TRY_CAST({expr[c]} AS DOUBLE) AS BIGINT)"
+    select = ["__row", f"{_lit(str(f.path))} AS __file", f"CAST({expr['model']} AS VARCHAR) AS model",
+              f"{int_of['run']} AS run", f"CAST({expr['condition']} AS VARCHAR) AS condition"]
+    select += [f"{expr[c]} AS {_q(c)}" for c in extras]
+    qtype = f.types["query_id"]
+    # integer and text ids are grouped as they are (faster) and become strings after counting
+    qid = _q("query_id") if qtype in _INTEGER_TYPES or qtype == "VARCHAR" else _id_sql("query_id", qtype)
+    select += [f"{cid} AS cluster_id", f"{qid} AS query_id",
+               f"{int_of['rotation']} AS rotation", f"CAST({expr['ordering']} AS VARCHAR) AS ordering_in",
+               f"{int_of['n_candidates']} AS n_candidates_in", f"CAST({expr['chosen_tool']} AS VARCHAR) AS chosen_tool_in",
+               f"{int_of['chosen_position']} AS chosen_position_in", "CAST(status AS VARCHAR) AS status",
+               f"({bad1}) AS __bad1"]
+    with_provenance = "source_row" in cols and "source_file" in cols
+    if with_provenance:
+        select.append(f"{_q('source_row')} AS source_row_in")
+    o = f"{f.name}_ord"
+    # ``rot``: the rotation that defines the list when no ordering is given (positions then follow from the
+    # catalog index by arithmetic: tool j is shown at ((j - r) mod K) + 1 under rotation r; no strings).
+    con.execute(f"""CREATE TEMP VIEW {o} AS
+        SELECT t.*, k.k AS k, a.api_index AS api_index,
+               CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND k.k THEN t.rotation END AS rot
+        FROM (SELECT {', '.join(select)} FROM {named}) t LEFT JOIN __clusters k USING (cluster_id)
+        LEFT JOIN __cat a ON a.cluster_id = t.cluster_id AND a.tool_id = t.chosen_tool_in""")
+    # stage 2: rotations, orderings, tools, positions, provenance
+    ncand = ("CASE WHEN ordering_in IS NOT NULL THEN len(string_split(ordering_in, '|')) WHEN rot IS NOT NULL THEN k "
+             "ELSE COALESCE(n_candidates_in, k) END")
+    combos = con.execute(f"SELECT DISTINCT cluster_id, ordering_in FROM {o} WHERE ordering_in IS NOT NULL").fetchall()
+    bad = [(c, od) for c, od in combos if c in catalog.clusters and (
+           any(t not in set(catalog.tools(c)) for t in od.split("|")) or len(set(od.split("|"))) != len(od.split("|")))]
+    bad_sql = " OR ".join(f"(cluster_id = {_lit(c)} AND ordering_in = {_lit(od)})" for c, od in bad) or "FALSE"
+    checks = [
+        ("rotation", "ordering_in IS NULL AND rotation IS NOT NULL AND (rotation < 1 OR rotation > k)", "rotation",
+         lambda v: f"rotation {v!r} outside 1..K for this cluster"),
+        ("ordering", bad_sql, "[cluster_id, ordering_in]",
+         lambda v: f"ordering names tools not in cluster {v[0]!r} or repeats one: {v[1]!r}"),
+        ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NULL", "NULL",
+         lambda v: "status is 'ok' but no tool is given"),
+        ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NOT NULL AND api_index IS NULL",
+         "[chosen_tool_in, cluster_id]", lambda v: not_in_cluster_message(v[0], v[1])),
+        ("chosen_position", f"chosen_position_in IS NOT NULL AND (chosen_position_in < 1 OR chosen_position_in > "
+                            f"{ncand})", "chosen_position_in",
+         lambda v: f"position {v!r} outside 1..K (K = number of tools shown)"),
+    ]
+    if with_provenance:
+        sr = "TRY_CAST(source_row_in AS DOUBLE)"
+        checks.append(("source_row", f"source_row_in IS NOT NULL AND ({sr} IS NULL OR {sr} <> round({sr}) OR {sr} < 0)",
+                       "source_row_in", lambda v: f"expected an integer >= 0, got {v!r}"))
+    # Stage 2 runs inside the aggregation (a flag per row, counted); the rows are listed only when one is bad.
+    f.stage2 = checks
+    bad_row = " OR ".join(f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks)
+    derived_pos = ("CASE WHEN status <> 'ok' THEN NULL WHEN chosen_position_in IS NOT NULL THEN chosen_position_in "
+                   "WHEN ordering_in IS NOT NULL THEN NULLIF(list_position(string_split(ordering_in, '|'), "
+                   "chosen_tool_in), 0) WHEN rot IS NOT NULL THEN ((api_index - rot + k) % k) + 1 END")
+    keep = ["__row", "__file", "model", "run", "condition"] + [_q(c) for c in extras]
+    con.execute(f"""CREATE TEMP VIEW {f.name}_valid AS
+        SELECT {', '.join(keep)}, cluster_id, query_id, rotation, ordering_in, rot, __bad1,
+               (NOT __bad1 AND ({bad_row})) AS __bad,
+               CAST({ncand} AS BIGINT) AS n_candidates,
+               CASE WHEN status = 'ok' THEN chosen_tool_in END AS chosen_tool,
+               CASE WHEN status = 'ok' THEN api_index END AS api_index,
+               CAST({derived_pos} AS BIGINT) AS chosen_position, status
+        FROM {o}""")
+
+
+def _check_duplicates(con, files, design):
+    """Attempts with the same identity (design, query, rotation and the ordering as given), both rows named."""
+    key = [_q(c) for c in design] + ["cluster_id", "query_id", "rotation", "ordering_in"]
+    if con.execute(f"SELECT 1 FROM study GROUP BY {', '.join(key)} HAVING count(*) > 1 LIMIT 1").fetchone() is None:
+        return
+    by_file = {str(f.path): f for f in files}
+    part = f"PARTITION BY {', '.join(key)} ORDER BY __fileno, __row"
+    hits = con.execute(f"""
+        WITH d AS (SELECT __file, __row, {', '.join(key)}, row_number() OVER ({part}) AS k,
+                          first_value(__row) OVER ({part}) AS first, first_value(__file) OVER ({part}) AS ffile
+                   FROM (SELECT *, {_file_order(files)} AS __fileno FROM study))
+        SELECT __file, __row, first, ffile, {', '.join(key)} FROM d WHERE k > 1
+        ORDER BY {_file_order(files)}, __row LIMIT {_MAX_PER_CHECK}""").fetchall()
+    problems = []
+    names = list(design) + ["cluster_id", "query_id", "rotation", "ordering"]
+    for h in hits:
+        f = by_file[h[0]]
+        row = f.row_number([h[1]])[0]
+        first = by_file[h[3]].row_number([h[2]])[0]
+        values = dict(zip(names, h[4:]))
+        values["query_id"] = None if values["query_id"] is None else str(values["query_id"])
+        if values["rotation"] is not None:
+            values.pop("ordering")
+        problems.append(problem(f.path, row, "query_id",
+                                duplicate_message(values, first, None if h[3] == h[0] else h[3])))
+    if problems:
+        raise SelectionLogError(problems)
+
+
+def _file_order(files) -> str:
+    cases = " ".join(f"WHEN {_lit(str(f.path))} THEN {i}" for i, f in enumerate(files))
+    return f"CASE __file {cases} END"
+
+
+#: Per (design, cluster, query): rotations 0..63 seen (count and distinct, as a bit set), missing and other
+#: rotations. Two attempts of a query can share an identity only if count > distinct, or rotations are missing
+#: or outside 0..63; only then is the exact (expensive) duplicate search run.
+_DUP_COUNTERS = ("count_if(rotation BETWEEN 0 AND 63) AS __nin, "
+                 "bit_count(bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UBIGINT) << "
+                 "CAST(rotation AS UBIGINT) END)) AS __din, count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) "
+                 "AS __nother, count_if(__bad) AS __bad, count_if(__bad1) AS __bad1")
+
+
+def _status_code_sql() -> str:
+    return "CASE status " + " ".join(f"WHEN {_lit(st)} THEN {i}" for i, st in enumerate(STATUSES)) + " END"
+
+
+def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True):
+    """Count the validated rows: the table, the cells and the flags of the checks run inside the scan."""
+    k_max = max(catalog.n_tools(c) for c in catalog.clusters)
+    dkeys = [_q(c) for c in design] + ["cluster_id"]
+    value_names = [f"n_{s}" for s in STATUSES] + tool_columns(k_max) + position_columns(k_max)
+    slots = max(k_max, len(STATUSES))
+    if level == "query":
+        # One scan: per query the counts, the duplicate counters and the stage-2 flags. The counts of a query are
+        # packed into three integers (``bits`` per tool / position / status; exact while no query has
+        # 2^bits attempts, which is checked, with a plain count per column as the fallback).
+        bits = 63 // slots
+        packed = (f"CAST(sum(CASE WHEN api_index IS NOT NULL THEN CAST(1 AS BIGINT) << ({bits} * (api_index - 1)) "
+                  f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_position BETWEEN 1 AND {slots} THEN "
+                  f"CAST(1 AS BIGINT) << ({bits} * (chosen_position - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
+                  f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * {_status_code_sql()})) AS BIGINT) AS __status")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
+                    f"count(*) AS __n, {packed}, {_DUP_COUNTERS} FROM study GROUP BY ALL")
+        bad1, bad, maybe_dup, n_max = con.execute(
+            "SELECT count_if(__bad1 > 0), count_if(__bad > 0), count_if(__nin > __din OR __nother > 0), max(__n) "
+            "FROM __agg").fetchone()
+        flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": bool(maybe_dup)}
+        if bad1 or bad:
+            return None, None, flags
+        if n_max >= 2 ** bits:   # a query with very many attempts: count each column on its own
+            sums = ([f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS n_{st}" for st in STATUSES]
+                    + [f"CAST(count_if(api_index = {i}) AS BIGINT) AS tool_{i}" for i in range(1, k_max + 1)]
+                    + [f"CAST(count_if(chosen_position = {i}) AS BIGINT) AS pos_{i}" for i in range(1, k_max + 1)])
+            con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
+                        f"{', '.join(sums)} FROM study GROUP BY ALL")
+        # text keys travel as ENUMs (pandas categoricals: codes, not millions of strings)
+        types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE __agg)").fetchall())
+        select = []
+        for i, c in enumerate(list(design) + ["cluster_id", "query_id"]):
+            if types[c] == "VARCHAR":
+                con.execute(f"CREATE TYPE __e{i} AS ENUM (SELECT DISTINCT {_q(c)} FROM __agg WHERE {_q(c)} IS NOT NULL "
+                            f"ORDER BY 1)")
+                select.append(f"CAST({_q(c)} AS __e{i}) AS {_q(c)}")
+            else:
+                select.append(_q(c))
+        if n_max >= 2 ** bits:
+            table = con.execute(f"SELECT {', '.join(select)}, n_candidates, {', '.join(value_names)} FROM __agg").df()
+        else:
+            table = con.execute(f"SELECT {', '.join(select)}, n_candidates, __status, __tools, __pos FROM __agg").df()
+            mask = np.int64(2 ** bits - 1)
+            for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"),
+                                 ("pos", k_max, "__pos")):
+                packed_col = table.pop(col).to_numpy(dtype=np.int64)
+                names = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, n + 1)]
+                for j, nm in enumerate(names):
+                    table[nm] = (packed_col >> np.int64(bits * j)) & mask
+    else:
+        # per cluster: one row per (keys, tool, position, status) from the scan, pivoted here (few rows)
+        cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_position, "
+                            f"{_status_code_sql()} AS __s, count(*) AS __n, count_if(__bad) AS __bad, "
+                            f"count_if(__bad1) AS __bad1 FROM study GROUP BY ALL").df()
+        flags = {"bad1": bool(cells["__bad1"].any()), "bad": bool(cells["__bad"].any())}
+        if flags["bad1"] or flags["bad"]:
+            return None, None, flags
+        keys = list(design) + ["cluster_id", "n_candidates"]
+        codes = cells.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+        first = np.unique(codes, return_index=True)[1]
+        table = cells.iloc[first][keys].reset_index(drop=True)
+        n = cells["__n"].to_numpy(np.int64)
+        n_groups = len(table)
+        for name, idx, width in (("n", cells["__s"], len(STATUSES)), ("tool", cells["api_index"], k_max),
+                                 ("pos", cells["chosen_position"], k_max)):
+            idx = idx.to_numpy(dtype=float, na_value=np.nan)
+            ok = np.isfinite(idx)
+            off = 0 if name == "n" else 1
+            grid = np.zeros((n_groups, width), dtype=np.int64)
+            np.add.at(grid, (codes[ok], idx[ok].astype(np.int64) - off), n[ok])
+            names = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, width + 1)]
+            for j, nm in enumerate(names):
+                table[nm] = grid[:, j]
+        n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
+                            f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
+        flags["maybe_duplicates"] = bool(n_dup)
+    if not with_cells:
+        table = finalize_table(_with_query_column(table, design, level), design, k_max)
+        return table, None, flags
+    # cells: the list shown is the given ordering, or the rotation's (its string is built here, per cell)
+    cell_keys = ([_q(c) for c in design] + ["cluster_id", "ordering_in", "rot", "status", "chosen_tool",
+                                            "chosen_position"])
+    cells = con.execute(f"SELECT {', '.join(cell_keys)}, count(*) AS count FROM study GROUP BY ALL").df()
+    rot_string = {(c, r): "|".join(catalog.rotation(c, r)) for c in catalog.clusters
+                  for r in range(1, catalog.n_tools(c) + 1)}
+    from_rot = [None if pd.isna(r) else rot_string[(c, int(r))] for c, r in zip(cells["cluster_id"], cells["rot"])]
+    ordering = cells["ordering_in"].astype(object).where(cells["ordering_in"].notna(), pd.Series(from_rot, dtype=object))
+    cells.insert(cells.columns.get_loc("ordering_in"), "ordering", ordering)
+    cells = cells.drop(columns=["ordering_in", "rot"])
+    cells = cells.groupby(list(design) + list(CELL_KEYS), sort=False, dropna=False)["count"].sum().reset_index()
+    cells = _typed(cells, design, None)
+    table = finalize_table(_with_query_column(table, design, level), design, k_max)
+    cells = cells.sort_values(list(design) + list(CELL_KEYS), kind="stable", na_position="last")
+    return table, cells.reset_index(drop=True), flags
+
+
+def _with_query_column(table, design, level):
+    if level == "cluster":
+        table.insert(len(design) + 1, "query_id", pd.array([pd.NA] * len(table), dtype="string"))
+    return table
+
+
+def _typed(frame: pd.DataFrame, design, level):
+    """The pandas dtypes of the SelectionLog for key columns; counts as int64."""
+    for c in frame.columns:
+        if c in LOG_COLUMNS:
+            frame[c] = frame[c].astype(LOG_COLUMNS[c])
+        elif c in design:
+            if pd.api.types.is_object_dtype(frame[c]) or pd.api.types.is_string_dtype(frame[c]):
+                frame[c] = frame[c].astype("string")
+        elif c.startswith(("n_", "tool_", "pos_")) or c == "count":
+            frame[c] = frame[c].astype(np.int64)
+    return frame
