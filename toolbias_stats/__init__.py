@@ -14,8 +14,8 @@ from .toolsense import ToolSenseError
 from ._schema import SCHEMA_VERSION, STATUSES, function_name, standardise_name
 from .exceptions import (ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, ManifestError,
                          MisfitWarning, SelectionLogError, SmallSampleWarning)
-from .io import (SelectionCounts, SelectionLog, Study, count_table, ToolCatalog, load_selection_log, read_biasbusters, read_biasbusters_catalog,
-                 read_study, read_table, read_transcripts)
+from .io import (SelectionCounts, SelectionLog, Study, ToolCatalog, count_table, load_selection_log, read_biasbusters,
+                 read_biasbusters_catalog, read_study, read_table, read_transcripts)
 from .features import ToolFeatures, read_feature_table, tool_features
 from .models import (BayesResult, ExplainResult, explain_selection, feature_correlations, fit_bayes, model_alignment,
                      ols_fit)
@@ -27,8 +27,8 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__", "SCHEMA_VERSION", "STATUSES", "datasets", "standardise_name", "function_name",
     "SelectionLogError", "ManifestError", "DegenerateDataWarning", "ExcludedRowsWarning", "SmallSampleWarning",
-    "SelectionLog", "SelectionCounts", "count_table", "ToolCatalog", "Study", "read_study", "load_selection_log", "read_biasbusters",
-    "read_biasbusters_catalog", "read_table", "read_transcripts",
+    "SelectionLog", "SelectionCounts", "count_table", "ToolCatalog", "Study", "read_study", "load_selection_log",
+    "read_biasbusters", "read_biasbusters_catalog", "read_table", "read_transcripts",
     "selection_bias", "BiasResult", "TVResult", "ConfidenceInterval", "CalibratedTV", "calibrated_mean_tv",
     "tv_distance", "tv_to_uniform", "normalised_tv", "expected_tv_uniform",
     "features", "models", "tool_features", "read_feature_table", "ToolFeatures", "explain_selection",
