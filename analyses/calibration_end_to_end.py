@@ -7,7 +7,9 @@ known truth:
   - coverage of the calibrated 95% CI (`corrected_ci`) and of the plain plug-in intervals (BCa, percentile),
   - mean plug-in and bias-corrected estimates,
   - for the uniform chooser, the distribution of the reported `p_value` (KS test against U(0,1), rejection rate).
-`--target api` puts the chooser on tools (positions uniform); `--target pos` puts it on positions (tools uniform).
+`--target api` puts the chooser on tools (positions uniform); `--target pos` puts it on positions (tools uniform);
+`--target model` puts it on both and checks delta_model = (delta_API + delta_pos) / 2 (its calibrated interval runs the
+inversion on the tool and position distributions jointly).
 
 Usage:  python analyses/calibration_end_to_end.py [--n-studies 200] [--n-resamples 2000] [--seed 1] [--jobs 2]
 """
@@ -39,13 +41,14 @@ def one_study(args):
     """One simulated study -> dict of estimates and intervals for the chosen target."""
     chooser, target, n_resamples, seed = args
     rng = np.random.default_rng(seed)
-    kw = {"tool_probs": chooser} if target == "api" else {"position_probs": chooser}
+    kw = ({"tool_probs": chooser} if target == "api" else {"position_probs": chooser} if target == "pos"
+          else {"tool_probs": chooser, "position_probs": chooser})
     sim = simulate_selection_log(n_clusters=10, n_tools=5, n_queries=100, rng=rng, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = tbs.selection_bias(sim.log, by=[], n_resamples=n_resamples, n_null=2000, rng=rng)
-    r = getattr(res.groups[0], "delta_api" if target == "api" else "delta_pos")
-    truth = sim.delta_api if target == "api" else sim.delta_pos
+    r = getattr(res.groups[0], {"api": "delta_api", "pos": "delta_pos", "model": "delta_model"}[target])
+    truth = {"api": sim.delta_api, "pos": sim.delta_pos, "model": (sim.delta_api + sim.delta_pos) / 2}[target]
     return {"truth": truth, "plugin": r.mean_over_runs, "corrected": r.corrected, "lo": r.corrected_ci.low,
             "hi": r.corrected_ci.high, "bca_lo": r.ci.low, "bca_hi": r.ci.high, "pct_lo": r.ci_percentile.low,
             "pct_hi": r.ci_percentile.high, "p_value": r.p_value}
@@ -80,7 +83,7 @@ def main(argv=None):
     ap.add_argument("--n-resamples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--target", choices=("api", "pos", "both"), default="both")
+    ap.add_argument("--target", choices=("api", "pos", "model", "both"), default="both")
     args = ap.parse_args(argv)
     targets = ("api", "pos") if args.target == "both" else (args.target,)
     for i, target in enumerate(targets):

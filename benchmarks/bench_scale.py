@@ -108,11 +108,24 @@ def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dic
     return wall, peak / 2**20, out
 
 
+def _max_difference(a, b) -> float:
+    """Largest absolute difference between the numbers of two JSON structures (inf if they differ otherwise)."""
+    if isinstance(a, dict):
+        return max([_max_difference(a[k], b[k]) for k in a] + [0.0]) if a.keys() == b.keys() else float("inf")
+    if isinstance(a, list):
+        return max([_max_difference(x, y) for x, y in zip(a, b)] + [0.0]) if len(a) == len(b) else float("inf")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(a - b)
+    return 0.0 if a == b else float("inf")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=float, nargs="+", default=[1e6, 1e7, 1e8])
     ap.add_argument("--bootstrap", type=int, nargs="+", default=[0, 2000])
     ap.add_argument("--engine", default="duckdb")
+    ap.add_argument("--compare", default=None, metavar="ENGINE",
+                    help="also run ENGINE (e.g. dask) on each log and report the largest difference from --engine")
     ap.add_argument("--dir", default="/tmp/toolbias_scale")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--skip-bootstrap-above", type=float, default=1e8,
@@ -140,6 +153,11 @@ def main():
             print(f"rows {used:>11,}  bootstrap {b:>4}  wall {wall:7.2f} s  peak RSS {peak:5.2f} GiB  "
                   f"(model_1 delta_API {d_api:.4f})", flush=True)
             results.append((used, b, wall, peak))
+            if args.compare:
+                wall2, peak2, res2 = run_cli(study, b, args.compare)
+                diff = _max_difference(res["groups"], res2["groups"])
+                print(f"    {args.compare}: wall {wall2:7.2f} s  peak RSS {peak2:5.2f} GiB (client)  "
+                      f"largest difference from {args.engine}: {diff:.3g}", flush=True)
         if not args.keep:
             log.unlink()
     for b in args.bootstrap:

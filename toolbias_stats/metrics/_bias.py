@@ -287,7 +287,8 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
         :class:`~toolbias_stats.SelectionCounts`; a log is counted first). Only attempts with
         ``status == "ok"`` enter the rates, the others are counted.
     by : str or sequence of str, default ``("model",)``
-        Grouping columns (any SelectionLog column, numeric manifest keys included). ``[]`` pools everything.
+        Grouping columns: any design column (``model``, ``run``, ``condition``, extra manifest keys, numeric
+        ones included). ``[]`` pools everything.
     n_resamples : int, default 2000
         Bootstrap replicates; 0 skips every interval and the bias correction.
     confidence_level : float, default 0.95
@@ -512,9 +513,10 @@ class _Metric:
             self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
-            self.calibrated = calibrated_mean_tv([obs[c].sum(0) for c in clusters],
-                                                 [np.rint(boot[c].sum(1)).astype(np.int64) for c in clusters],
-                                                 confidence_level=level)
+            # pooled-over-runs counts per cluster and their replicates: the calibrated interval's inputs
+            self.cal_inputs = ([obs[c].sum(0) for c in clusters],
+                               [np.rint(boot[c].sum(1)).astype(np.int64) for c in clusters])
+            self.calibrated = calibrated_mean_tv(*self.cal_inputs, confidence_level=level)
             self.cal_cluster = [calibrated_mean_tv([obs[c].sum(0)], [np.rint(boot[c].sum(1)).astype(np.int64)],
                                                    confidence_level=level) if cluster_corrected else None
                                 for c in clusters]
@@ -615,12 +617,22 @@ class _Metric:
             boot = (api.boot_stat + pos.boot_stat) / 2
             jack = (api.jack + pos.jack) / 2
             pct = percentile_ci(boot, level)
-            corrected = (api.calibrated.estimate + pos.calibrated.estimate) / 2
             kw = dict(ci=bca_ci(boot, stat, jack, level) if ci_method == "bca" else pct, ci_method=ci_method,
                       ci_percentile=pct, ci_pooled=percentile_ci((api.boot_pooled + pos.boot_pooled) / 2, level),
-                      corrected=corrected, corrected_method="mean of the two corrected values (no interval)",
                       normalised_ci=percentile_ci((api.boot_norm + pos.boot_norm) / 2, level),
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
+            if list(pos.clusters) == list(api.clusters):
+                # delta_model is the mean TV over 2C distributions (each cluster's tools and its positions);
+                # the same joint replicates carry the dependence between them, so the calibrated inversion
+                # applies as it is (issue 14: delta_model had no interval)
+                cal = calibrated_mean_tv(api.cal_inputs[0] + pos.cal_inputs[0], api.cal_inputs[1] + pos.cal_inputs[1],
+                                         confidence_level=level)
+                kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
+                          corrected_method=cal.method + " (tool and position distributions jointly)")
+            else:
+                kw.update(corrected=(api.calibrated.estimate + pos.calibrated.estimate) / 2,
+                          corrected_method="mean of the two corrected values (no interval: some clusters have no "
+                                           "known positions)")
         if api.null_stat is not None and pos.null_stat is not None:
             null = (api.null_stat + pos.null_stat) / 2
             kw["p_value"] = float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ..._schema import STATUSES
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
@@ -19,8 +20,6 @@ from .._counts import CELL_KEYS, SelectionCounts, finalize_table, position_colum
 from .._selection_log import duplicate_message
 
 __all__ = ["count_tables_dask", "local_client"]
-
-_DESIGN = ("model", "run", "condition")
 
 
 def local_client(n_workers: int = 2):

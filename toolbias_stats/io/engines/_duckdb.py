@@ -10,11 +10,13 @@ the line; DuckDB only has to notice that something is wrong.
 from __future__ import annotations
 
 import numbers
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ..._schema import LOG_COLUMNS, STATUSES
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
@@ -26,7 +28,6 @@ __all__ = ["count_tables_duckdb"]
 
 #: Problems listed per check before stopping (the message shows the first 20 of all).
 _MAX_PER_CHECK = 1000
-_DESIGN = ("model", "run", "condition")
 _INTEGER_TYPES = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
                   "HUGEINT")
 _INT_COLS = (("run", False), ("rotation", True), ("n_candidates", True), ("chosen_position", True))
@@ -54,6 +55,9 @@ def connect(threads: int | None = None, memory_limit: str | None = None, progres
 
     con = duckdb.connect(":memory:")
     con.execute("SET preserve_insertion_order = true")
+    # what does not fit in memory (a parsed CSV, a large aggregation) spills here, not into the working directory
+    spill = Path(tempfile.gettempdir()) / "toolbias_stats_duckdb"
+    con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
     # DuckDB's own bar (long queries, on a terminal only); quiet otherwise.
     con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
     if threads:
@@ -564,7 +568,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True):
     cells.insert(cells.columns.get_loc("ordering_in"), "ordering", ordering)
     cells = cells.drop(columns=["ordering_in", "rot"])
     cells = cells.groupby(list(design) + list(CELL_KEYS), sort=False, dropna=False)["count"].sum().reset_index()
-    cells = _typed(cells, design, None)
+    cells = _typed(cells, design)
     table = finalize_table(_with_query_column(table, design, level), design, k_max)
     cells = cells.sort_values(list(design) + list(CELL_KEYS), kind="stable", na_position="last")
     return table, cells.reset_index(drop=True), flags
@@ -576,7 +580,7 @@ def _with_query_column(table, design, level):
     return table
 
 
-def _typed(frame: pd.DataFrame, design, level):
+def _typed(frame: pd.DataFrame, design):
     """The pandas dtypes of the SelectionLog for key columns; counts as int64."""
     for c in frame.columns:
         if c in LOG_COLUMNS:
