@@ -51,7 +51,7 @@ CATALOG_COLUMNS = {
     "api_description": "string",
     "required_parameters": "string",
     "optional_parameters": "string",
-    "num_parameters": "int64",
+    "num_parameters": "Int64",
     "created": "datetime64[ns]",
     "url": "string",
 }

@@ -202,3 +202,27 @@ def _close(a, b, path=""):
         return True
     assert a == b, path
     return True
+
+
+class TestIssue14Catalog:
+    def test_catalog_with_only_ids_is_accepted_and_validate_says_so(self, capsys, tmp_path, bb_study):
+        """A catalog with only tool_id, cluster_id (all many teams have) was refused; now it defaults."""
+        from toolbias_stats import SelectionLog
+
+        cat = bb_study.catalog.to_frame()[["tool_id", "cluster_id"]]
+        cat.to_csv(tmp_path / "catalog.csv", index=False)
+        data = bb_study.log.data
+        SelectionLog(data[data["model"] == "Qwen3 235B"].reset_index(drop=True), bb_study.catalog).write(
+            tmp_path / "log.parquet")
+        (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\n[[logs]]\npath = "log.parquet"\n')
+        code, out, err = _run(capsys, "validate", str(tmp_path / "study.toml"), "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["catalog_defaults"] == ["api_index", "tool_name", "api_name", "num_parameters"]
+        code, out, err = _run(capsys, "validate", str(tmp_path / "study.toml"))
+        assert "catalog defaults: the catalog has no api_index, tool_name, api_name, num_parameters" in out
+        code, out, err = _run(capsys, "bias", str(tmp_path / "study.toml"), "--json", "--bootstrap", "0")
+        assert code == 0, err
+        # the catalog's row order is its cluster order here, so Table 1 is unchanged
+        g = json.loads(out)["groups"][0]
+        assert g["delta_api"]["mean_over_runs"] == pytest.approx(TABLE1["Qwen3 235B"][0][0], abs=5e-4)

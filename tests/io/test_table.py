@@ -304,6 +304,23 @@ class TestReadTableBadInput:
             read(path, catalog=catalog, columns=["qid"])
 
 
+class TestInvalidUtf8:
+    """Issue 14: invalid UTF-8 errors name the line (through both engines)."""
+
+    def test_csv_names_line(self, read, catalog, tmp_path):
+        path = tmp_path / "bad.csv"
+        path.write_bytes(b"model,cluster_id,query_id,status\nm,1,1,no_call\nm,1,2\xff\xfe,no_call\n")
+        with pytest.raises(SelectionLogError, match=r"bad\.csv:2: not UTF-8 text \(line 3, byte 6\)"):
+            read(path, catalog=catalog)
+
+    def test_jsonl_names_line(self, read, catalog, tmp_path):
+        path = tmp_path / "bad.jsonl"
+        path.write_bytes(b'{"model": "m", "cluster_id": "1", "query_id": "1", "status": "no_call"}\n'
+                         b'{"model": "m\xc3", "cluster_id": "1", "query_id": "2", "status": "no_call"}\n')
+        with pytest.raises(SelectionLogError, match=r"bad\.jsonl:2: not UTF-8 text \(line 2, byte 13\)"):
+            read(path, catalog=catalog)
+
+
 class TestReadCatalogTable:
     @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet", ".json"])
     def test_round_trip(self, catalog, tmp_path, suffix):
@@ -335,9 +352,19 @@ class TestReadCatalogTable:
         assert read_catalog_table(path).clusters == ["1", "10"]
 
     def test_missing_required_column(self, tmp_path):
-        path = _write_jsonl(tmp_path / "c.jsonl", [{"cluster_id": "1", "tool_name": "A", "api_name": "x"}])
-        with pytest.raises(SelectionLogError, match=r"c\.jsonl:num_parameters: required catalog column is missing"):
+        path = _write_jsonl(tmp_path / "c.jsonl", [{"tool_id": "a", "tool_name": "A", "api_name": "x"}])
+        with pytest.raises(SelectionLogError, match=r"c\.jsonl:cluster_id: required catalog column is missing"):
             read_catalog_table(path)
+
+    def test_optional_columns_default(self, tmp_path):
+        """Issue 14: `num_parameters` (and names, order) may be missing; they default and are recorded."""
+        path = _write_jsonl(tmp_path / "c.jsonl", [{"cluster_id": "1", "tool_name": "A", "api_name": "x"},
+                                                   {"cluster_id": "1", "tool_id": "b"}])
+        cat = read_catalog_table(path)
+        assert cat.tools("1") == ["x_for_a", "b"]
+        assert cat.defaulted == ("api_index", "num_parameters")
+        assert cat.table["num_parameters"].isna().all()
+        assert cat.table.set_index("tool_id").loc["b", "tool_name"] == "b"
 
     def test_json_not_records(self, tmp_path):
         path = tmp_path / "c.json"

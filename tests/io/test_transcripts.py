@@ -147,7 +147,7 @@ class TestReactFolder:
     def test_not_utf8(self, catalog, tmp_path):
         folder = _folder(tmp_path, {"1.txt": "Action: Finish\n"})
         (folder / "2.txt").write_bytes(b"Action: \xff\xfe\n")
-        with pytest.raises(SelectionLogError, match=r"react:2:2\.txt: not UTF-8 text"):
+        with pytest.raises(SelectionLogError, match=r"react:2:2\.txt: not UTF-8 text \(line 1, byte 9\)"):
             read_transcripts(folder, catalog=catalog, meta=META, cluster="8")
 
 

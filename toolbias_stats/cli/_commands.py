@@ -130,6 +130,7 @@ def _validate(args) -> int:
             "models": sorted(counts.table["model"].unique().tolist()),
             "runs": sorted(int(r) for r in counts.table["run"].unique()),
             "diagnostics": counts.diagnostics,
+            "catalog_defaults": list(study.catalog.defaulted),
         }
         print(json.dumps(out, indent=2, default=str))
     else:

@@ -13,7 +13,9 @@ from ..exceptions import SelectionLogError, problem
 
 __all__ = ["ToolCatalog"]
 
-_REQUIRED = ("tool_id", "cluster_id", "api_index", "tool_name", "api_name", "num_parameters")
+_REQUIRED = ("tool_id", "cluster_id")
+#: Columns a catalog may omit, and what they default to (the catalog records which were defaulted).
+_DEFAULTED = ("api_index", "tool_name", "api_name", "num_parameters")
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,8 +25,8 @@ class ToolCatalog:
     Parameters
     ----------
     table : pandas.DataFrame
-        One row per tool with the columns of ``docs/schema.md`` (``tool_id``, ``cluster_id``,
-        ``api_index``, ``tool_name``, ``api_name``, ``num_parameters`` required).
+        One row per tool with the columns of ``docs/schema.md``; ``tool_id`` and ``cluster_id`` are
+        required, the others default (see :attr:`defaulted`).
     source : str, optional
         Where the catalog came from (file path), for provenance and error messages.
 
@@ -47,10 +49,15 @@ class ToolCatalog:
     table: pd.DataFrame
     source: str = "<memory>"
     _index: dict = field(init=False, repr=False, compare=False)
+    #: Columns the source did not have and that were defaulted (``api_index``: row order within the cluster;
+    #: ``tool_name`` and ``api_name``: the tool id; ``num_parameters``: unknown).
+    defaulted: tuple = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self):
+        missing = tuple(c for c in _DEFAULTED if c not in pd.DataFrame(self.table).columns)
         tab = _normalise_catalog(self.table, self.source)
         object.__setattr__(self, "table", tab)
+        object.__setattr__(self, "defaulted", missing)
         clusters = {}
         for cid, sub in tab.groupby("cluster_id", sort=False):
             clusters[cid] = list(sub.sort_values("api_index")["tool_id"])
@@ -62,10 +69,13 @@ class ToolCatalog:
         """Build a catalog from dicts; missing ``tool_id`` / ``api_index`` are derived."""
         recs = [dict(r) for r in records]
         counters: dict = {}
+        any_index = any("api_index" in r for r in recs)   # none: derived (and recorded as defaulted) later
         for r in recs:
-            r["cluster_id"] = str(r.get("cluster_id"))
-            counters[r["cluster_id"]] = counters.get(r["cluster_id"], 0) + 1
-            r.setdefault("api_index", counters[r["cluster_id"]])
+            if r.get("cluster_id") is not None:
+                r["cluster_id"] = str(r["cluster_id"])
+            counters[r.get("cluster_id")] = counters.get(r.get("cluster_id"), 0) + 1
+            if any_index:
+                r.setdefault("api_index", counters[r.get("cluster_id")])
             if not r.get("tool_id"):
                 r["tool_id"] = function_name(r.get("api_name", ""), r.get("tool_name", ""))
         return cls(pd.DataFrame(recs), source=source)
@@ -131,6 +141,19 @@ def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
             problems.append(problem(source, None, col, "required catalog column is missing"))
     if problems:
         raise SelectionLogError(problems)
+    # Many teams have only tool ids and clusters: names default to the id, the order to the row order,
+    # the parameter count to unknown.
+    if "api_index" not in tab.columns:
+        tab["api_index"] = tab.groupby(tab["cluster_id"].astype(str), sort=False).cumcount() + 1
+    missing_id = [problem(source, i + 1, col, "missing value") for col in _REQUIRED
+                  for i in np.flatnonzero(tab[col].isna().to_numpy())]
+    if missing_id:
+        raise SelectionLogError(missing_id)
+    for col in ("tool_name", "api_name"):
+        if col not in tab.columns:
+            tab[col] = tab["tool_id"].astype(str)
+        else:
+            tab[col] = tab[col].astype(object).where(tab[col].notna(), tab["tool_id"].astype(str))
     for col, dtype in CATALOG_COLUMNS.items():
         if col not in tab.columns:
             tab[col] = pd.NaT if dtype.startswith("datetime") else pd.NA

@@ -51,6 +51,9 @@ def format_validation(study, summary: pd.DataFrame) -> str:
              f"models: {sorted(tab['model'].unique())}",
              f"clusters: {tab['cluster_id'].nunique()}; runs: {sorted(int(r) for r in tab['run'].unique())}",
              f"catalog: {len(study.catalog)} tools in {len(study.catalog.clusters)} clusters", ""]
+    if study.catalog.defaulted:
+        lines.insert(-1, f"catalog defaults: the catalog has no {', '.join(study.catalog.defaulted)} column(s); "
+                         "names default to the tool id, the order to the row order, parameter counts are unknown")
     show = summary.copy()
     show["source_file"] = show["source_file"].map(lambda s: s.rsplit("/", 1)[-1])
     lines.append(show.to_string(index=False))

@@ -22,6 +22,7 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, SelectionCounts, finalize_table, position_columns, tool_columns
 from .._selection_log import duplicate_message, not_in_cluster_message
+from ..readers._common import utf8_problem
 from ..readers.table import TABLE_SUFFIXES, _check_path, _merge_design, _read_frame, _rename
 
 __all__ = ["count_tables_duckdb"]
@@ -158,8 +159,8 @@ def _csv_header(path: Path) -> list[str]:
     try:
         with path.open(encoding="utf-8-sig", newline="") as fh:
             return next(csv.reader(fh), [])
-    except UnicodeDecodeError as exc:
-        raise SelectionLogError(problem(path, None, None, f"not UTF-8 text: {exc.reason}")) from None
+    except UnicodeDecodeError:
+        raise SelectionLogError(utf8_problem(path, data_rows=True)) from None
 
 
 def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", con=None,

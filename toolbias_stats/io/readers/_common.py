@@ -15,6 +15,34 @@ READER_KEYS = frozenset({"path", "format", "catalog", "queries", "cluster", "col
                          "api_meta", "n_queries", "position"})
 
 
+def utf8_position(path: Path):
+    """``(line, byte, reason)`` of the first invalid UTF-8 sequence in ``path`` (1-based), or None."""
+    with Path(path).open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return lineno, exc.start + 1, exc.reason
+    return None
+
+
+def utf8_message(position) -> str:
+    if position is None:
+        return "not UTF-8 text"
+    line, byte, reason = position
+    return f"not UTF-8 text (line {line}, byte {byte}): {reason}; save the file as UTF-8"
+
+
+def utf8_problem(path: Path, *, data_rows: bool = False) -> str:
+    """Name the first line of ``path`` that is not valid UTF-8 (``file:row: not UTF-8 text (line N, byte B): ...``).
+
+    ``data_rows``: CSV files count data rows after the header, so the row is ``line - 1`` (the line is named too).
+    """
+    pos = utf8_position(path)
+    row = None if pos is None else (pos[0] - 1 if data_rows else pos[0])
+    return problem(path, row, None, utf8_message(pos))
+
+
 def load_json(path: Path):
     """Parse a JSON file; a syntax error names file, line and column."""
     path = Path(path)
@@ -23,6 +51,8 @@ def load_json(path: Path):
     try:
         with path.open(encoding="utf-8") as fh:
             return json.load(fh)
+    except UnicodeDecodeError:
+        raise SelectionLogError(utf8_problem(path)) from None
     except json.JSONDecodeError as exc:
         raise SelectionLogError(problem(path, exc.lineno, f"col {exc.colno}", f"malformed JSON: {exc.msg}")) from None
 

@@ -19,7 +19,7 @@ from ..._schema import LOG_COLUMNS
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import check_meta
+from ._common import check_meta, utf8_problem
 
 __all__ = ["read_table", "read_catalog_table"]
 
@@ -201,8 +201,8 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
             else:
                 msg = problem(path, None, None, f"malformed CSV: {exc}")
             raise SelectionLogError(msg) from None
-        except UnicodeDecodeError as exc:
-            raise SelectionLogError(problem(path, None, None, f"not UTF-8 text: {exc.reason}")) from None
+        except UnicodeDecodeError:
+            raise SelectionLogError(utf8_problem(path, data_rows=True)) from None
         rows = np.arange(1, len(frame) + 1)
     elif kind == "jsonl":
         records = read_jsonl(path)
@@ -243,8 +243,8 @@ def read_jsonl(path: Path) -> list[tuple[int, object]]:
                 except json.JSONDecodeError as exc:
                     problems.append(problem(path, lineno, None,
                                             f"malformed JSON (line {lineno}, column {exc.colno}): {exc.msg}"))
-    except UnicodeDecodeError as exc:
-        raise SelectionLogError(problem(path, None, None, f"not UTF-8 text: {exc.reason}")) from None
+    except UnicodeDecodeError:
+        raise SelectionLogError(utf8_problem(path)) from None
     if problems:
         raise SelectionLogError(problems)
     if not out:

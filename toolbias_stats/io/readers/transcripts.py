@@ -18,7 +18,7 @@ from ..._schema import standardise_name
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import add_meta, check_meta
+from ._common import add_meta, check_meta, utf8_message, utf8_position
 from .table import read_jsonl
 
 __all__ = ["read_transcripts"]
@@ -225,8 +225,8 @@ def _read_react_folder(path: Path, catalog: ToolCatalog, cluster) -> list[tuple]
     for i, f in enumerate(files, start=1):
         try:
             text = f.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(problem(path, i, f.name, f"not UTF-8 text: {exc.reason}"))
+        except UnicodeDecodeError:
+            problems.append(problem(path, i, f.name, utf8_message(utf8_position(f))))
             continue
         status, tool, raw = parse_react(text, matcher)
         cid = cluster if cluster is not None else (matcher.cluster_of[tool] if tool is not None else None)
