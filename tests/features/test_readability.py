@@ -37,3 +37,25 @@ class TestReadability:
 
         monkeypatch.setattr(socket, "create_connection", no_network)
         assert readability("Reliable geocoding for every address on earth.")["word_count"] == 7
+
+
+class TestReadabilityCache:
+    """Issue 14 (features CLI start-up): cached readability needs neither textstat nor its CMU dictionary."""
+
+    def test_cached_values_equal_fresh_ones(self, tmp_path, monkeypatch):
+        from toolbias_stats.features import _readability as R
+
+        texts = ["The cat sat on the mat.", "", "Get real-time weather data for any city worldwide."]
+        fresh = [R.readability(t) for t in texts]
+        first = R.readability_many(texts, cache_dir=tmp_path)
+        monkeypatch.setattr(R, "readability", lambda t: (_ for _ in ()).throw(AssertionError("not cached")))
+        second = R.readability_many(texts, cache_dir=tmp_path)
+        for a, b, c in zip(fresh, first, second):
+            for k in a:
+                assert (a[k] == b[k] == c[k]) or all(x != x for x in (a[k], b[k], c[k]))   # NaN for no words
+
+    def test_cache_disabled(self, tmp_path):
+        from toolbias_stats.features._readability import readability_many
+
+        assert readability_many(["One two three."], cache_dir=False)[0]["word_count"] == 3
+        assert not any(tmp_path.iterdir())

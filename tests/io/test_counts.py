@@ -327,3 +327,16 @@ class TestErrorTotals:
             errors[engine] = err.value
         assert errors["duckdb"].n_problems == errors["pandas"].n_problems == n
         assert str(errors["duckdb"]) == str(errors["pandas"])
+
+
+class TestLazyStudy:
+    def test_logs_read_on_first_use(self, bb_catalog, tmp_path):
+        bad = tmp_path / "bad.csv"
+        bad.write_text("model,cluster_id,query_id,status\nm,1,1,timeout\n", encoding="utf-8")
+        (tmp_path / "study.toml").write_text(f'format = "table"\ncatalog = "{DATA / "clusters.json"}"\n'
+                                             f'[[logs]]\npath = "bad.csv"\n', encoding="utf-8")
+        for engine in ("pandas", "duckdb"):
+            study = tbs.read_study(tmp_path / "study.toml", engine=engine, lazy=True)   # catalog only
+            assert len(study.catalog) == 50 and not study.has_rows
+            with pytest.raises(SelectionLogError, match=r"bad\.csv:1:status: expected one of"):
+                study.counts

@@ -67,12 +67,12 @@ def _fail(command, exc) -> int:
     return 2
 
 
-def _read_study(path):
+def _read_study(path, lazy=False):
     from ..io import read_study
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return read_study(path)
+        return read_study(path, lazy=lazy)
 
 
 def _compute_features(args, study):
@@ -102,7 +102,7 @@ def run_features(args) -> int:
             kind = _OUT_SUFFIXES.get(Path(args.out).suffix.lower())
             if kind is None:
                 raise ValueError(f"--out must end in {', '.join(_OUT_SUFFIXES)}; got {args.out!r} instead")
-        study = _read_study(args.study)
+        study = _read_study(args.study, lazy=True)   # features need the catalog and queries, not the logs
         feats, msgs = _compute_features(args, study)
         if args.center:
             feats = feats.center()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from pathlib import Path
 
-__all__ = ["readability", "READABILITY_FEATURES", "textstat_version"]
+__all__ = ["readability", "readability_many", "READABILITY_FEATURES", "textstat_version"]
 
 #: Columns produced by :func:`readability`.
 READABILITY_FEATURES = ("flesch_reading_ease", "flesch_kincaid_grade", "word_count")
@@ -58,3 +61,43 @@ def readability(text) -> dict:
         "flesch_kincaid_grade": float(textstat.flesch_kincaid_grade(text)),
         "word_count": words,
     }
+
+
+def readability_many(texts, *, cache_dir=None) -> list[dict]:
+    """:func:`readability` of several texts, with an on-disk cache beside the embedding cache.
+
+    textstat's syllable counts load the CMU pronouncing dictionary (about 1 s per process); a cached text
+    needs neither. The cache key is the text and the textstat version, so a new textstat recomputes.
+
+    Parameters
+    ----------
+    texts : sequence of str
+    cache_dir : path-like, None or False
+        Cache root (default :func:`~toolbias_stats.features._similarity.default_cache_dir`); ``False``
+        disables the cache.
+    """
+    if cache_dir is False:
+        return [readability(t) for t in texts]
+    from ._similarity import default_cache_dir
+
+    root = (default_cache_dir() if cache_dir is None else Path(cache_dir).expanduser()) / "readability"
+    version = textstat_version()
+    out = []
+    for t in texts:
+        key = hashlib.sha256(f"textstat {version}\0{t}".encode("utf-8")).hexdigest()
+        f = root / key[:2] / f"{key}.json"
+        try:
+            out.append(json.loads(f.read_text(encoding="utf-8")))
+            continue
+        except (OSError, ValueError):
+            pass
+        r = readability(t)
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(".tmp")
+            tmp.write_text(json.dumps(r), encoding="utf-8")      # NaN is fine here: read back by Python only
+            tmp.replace(f)
+        except OSError:
+            pass                                                  # a read-only cache only costs time
+        out.append(r)
+    return out

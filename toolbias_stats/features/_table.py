@@ -17,7 +17,7 @@ from ..exceptions import DegenerateDataWarning, SelectionLogError, problem
 from ..io._catalog import _natural
 from ._age import age_days, check_reference_date
 from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, check_lexicon, promotional_words
-from ._readability import readability, textstat_version
+from ._readability import readability_many, textstat_version
 from ._similarity import Encoder, mean_cosine_similarity
 
 __all__ = ["ToolFeatures", "tool_features", "read_feature_table", "center_by_cluster", "PAPER_FEATURES",
@@ -153,7 +153,8 @@ def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, l
     lexicon : sequence of str, optional
         Promotional words; default the authors' 19 (:data:`DEFAULT_PROMOTIONAL_WORDS`).
     cache_dir : path-like or False, optional
-        Embedding cache root for a default / named encoder (see :class:`Encoder`).
+        Cache root for embeddings of a default / named encoder (see :class:`Encoder`) and for readability
+        scores (:func:`readability_many`); ``False`` disables both.
     text_columns : (str, str), default ("tool_description", "api_description")
         Catalog columns with the tool and the API description. The BiasBusters catalog also has
         ``("toolbench_tool_description", "toolbench_api_description")``, the texts the authors
@@ -243,7 +244,7 @@ def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, l
     out["desc_name_length_sum"] = [float(len(_text(n)) + len(a) + len(b))
                                    for n, a, b in zip(tab[name_column], tool_text, api_text)]
     out["num_params"] = tab["num_parameters"].astype(float).to_numpy()
-    read = [readability(t) for t in combined]
+    read = readability_many(combined, cache_dir=cache_dir)
     promo = [promotional_words(t, lexicon=words) for t in combined]
     out["flesch_reading_ease"] = [r["flesch_reading_ease"] for r in read]
     out["positive_word_count"] = [float(p["positive_word_count"]) for p in promo]

@@ -54,10 +54,11 @@ class Study:
     """
 
     def __init__(self, log=None, catalog=None, queries=None, name="", path=None, reference_date=None, settings=None,
-                 *, counts=None, engine="pandas", loader=None):
-        if log is None and counts is None:
-            raise ValueError("a Study needs a `log` or `counts`; got neither.")
-        self._log, self._counts, self._loader = log, counts, loader
+                 *, counts=None, engine="pandas", loader=None, counter=None):
+        if log is None and counts is None and loader is None:
+            raise ValueError("a Study needs a `log`, `counts` or a loader; got none.")
+        # loader() reads the rows, counter() counts them with the study's engine (both on first use)
+        self._log, self._counts, self._loader, self._counter = log, counts, loader, counter
         self.catalog = catalog if catalog is not None else (log.catalog if log is not None else counts.catalog)
         self.queries = dict(queries or {})
         self.name = name
@@ -77,7 +78,7 @@ class Study:
     @property
     def counts(self):
         if self._counts is None:
-            self._counts = self._log.counts()
+            self._counts = self._counter() if self._counter is not None and self._log is None else self.log.counts()
         return self._counts
 
     @property
@@ -89,7 +90,7 @@ class Study:
         """A copy with some attributes replaced (``log``, ``catalog``, ``name``, ``path``, ...)."""
         kw = {"log": self._log, "catalog": self.catalog, "queries": self.queries, "name": self.name,
               "path": self.path, "reference_date": self.reference_date, "settings": self.settings,
-              "counts": self._counts, "engine": self.engine, "loader": self._loader}
+              "counts": self._counts, "engine": self.engine, "loader": self._loader, "counter": self._counter}
         if "log" in changes and "counts" not in changes:
             kw["counts"] = None          # counts follow the new log
         kw.update(changes)
@@ -104,7 +105,7 @@ ENGINES = ("auto", "pandas", "duckdb", "dask")
 
 
 def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool = True, scheduler=None,
-               progress: bool = False) -> Study:
+               lazy: bool = False, progress: bool = False) -> Study:
     """Read a study manifest and every log it names.
 
     Parameters
@@ -135,6 +136,10 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     scheduler : str or distributed.Client, optional
         For ``engine="dask"``: a scheduler address (``"tcp://host:8786"``) or a Client; default a
         LocalCluster of 2 workers.
+    lazy : bool, default False
+        Check the manifest and read the catalog and queries now, but read (or count) the logs only when
+        :attr:`Study.log` or :attr:`Study.counts` is first used (e.g. ``toolbias-stats features`` needs
+        the catalog and queries only).
     progress : bool, default False
         Progress bars for reading and aggregation (the CLI turns them on for terminals only).
 
@@ -264,20 +269,23 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
             parts.append(READERS[merged["format"]](merged["path"], catalog=catalog, meta=meta, **options))
         return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=catalog)
 
-    log = counts = None
-    if engine == "pandas":
-        log = read_rows()
-    else:
+    def count():
         files = [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
                   "columns": m.get("columns")} for m in entries]
         if engine == "duckdb":
             from .engines._duckdb import count_tables_duckdb
 
-            counts = count_tables_duckdb(files, catalog, level=level, progress=progress, cells=cells)
-        else:
-            from .engines._dask import count_tables_dask
+            return count_tables_duckdb(files, catalog, level=level, progress=progress, cells=cells)
+        from .engines._dask import count_tables_dask
 
-            counts = count_tables_dask(files, catalog, level=level, scheduler=scheduler, progress=progress, cells=cells)
+        return count_tables_dask(files, catalog, level=level, scheduler=scheduler, progress=progress, cells=cells)
+
+    log = counts = None
+    if not lazy:
+        if engine == "pandas":
+            log = read_rows()
+        else:
+            counts = count()
     queries = {}
     qpath = entries[0].get("queries")
     if qpath is not None:
@@ -288,7 +296,7 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
             resolved[key] = str(_resolve(base, resolved[key]))
     return Study(log=log, catalog=catalog, queries=queries, name=str(doc.get("name", path.stem)), path=path,
                  reference_date=ref, settings=resolved, counts=counts, engine=engine,
-                 loader=None if log is not None else read_rows)
+                 loader=None if log is not None else read_rows, counter=None if engine == "pandas" else count)
 
 
 def _resolve(base: Path, value: str) -> Path:
