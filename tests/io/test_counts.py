@@ -340,3 +340,60 @@ class TestLazyStudy:
             assert len(study.catalog) == 50 and not study.has_rows
             with pytest.raises(SelectionLogError, match=r"bad\.csv:1:status: expected one of"):
                 study.counts
+
+
+class TestShuffledOrderings:
+    """Issue 14: a log of shuffled lists without rotation ids was rejected as 'duplicate attempts'."""
+
+    def _frame(self, catalog):
+        tools = catalog.tools("1")
+        rng = np.random.default_rng(0)
+        rows = []
+        import itertools
+
+        perms = list(itertools.permutations(tools))
+        for q in range(3):
+            for i in rng.choice(len(perms), size=4, replace=False):   # four repeats, four different shuffles
+                order = list(perms[i])
+                rows.append({"model": "m", "cluster_id": "1", "query_id": str(q), "ordering": "|".join(order),
+                             "chosen_tool": order[0], "status": "ok"})
+        return pd.DataFrame(rows)
+
+    @pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+    def test_shuffled_orderings_are_distinct_attempts(self, bb_catalog, tmp_path, engine):
+        frame = self._frame(bb_catalog)
+        frame.to_parquet(tmp_path / "shuffled.parquet")
+        counts = count_table(tmp_path / "shuffled.parquet", catalog=bb_catalog, engine=engine)
+        assert counts.n_rows == 12 and int(counts.table["pos_1"].sum()) == 12   # always the first listed
+
+    @pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+    def test_true_duplicates_still_error_and_name_both_rows(self, bb_catalog, tmp_path, engine):
+        frame = self._frame(bb_catalog)
+        frame = pd.concat([frame, frame.iloc[[5]]], ignore_index=True)            # row 13 repeats row 6
+        frame.to_parquet(tmp_path / "dup.parquet")
+        with pytest.raises(SelectionLogError) as err:
+            count_table(tmp_path / "dup.parquet", catalog=bb_catalog, engine=engine)
+        msg = str(err.value)
+        assert "dup.parquet:13:query_id: duplicate attempt" in msg and "(first seen at row 6)" in msg
+        assert "'ordering': '" in msg and "'rotation': None" in msg
+
+    @pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+    def test_epoch_column_separates_repeats(self, bb_catalog, tmp_path, engine):
+        frame = self._frame(bb_catalog)
+        frame = pd.concat([frame.assign(epoch=1), frame.assign(epoch=2)], ignore_index=True)
+        frame.to_parquet(tmp_path / "epochs.parquet")
+        counts = count_table(tmp_path / "epochs.parquet", catalog=bb_catalog, engine=engine)
+        assert counts.n_rows == 24 and "epoch" in counts.design_columns
+
+    def test_duplicate_across_files_names_the_other_file(self, bb_catalog, tmp_path):
+        frame = self._frame(bb_catalog)
+        frame.iloc[:2].to_parquet(tmp_path / "a.parquet")
+        frame.iloc[1:3].to_parquet(tmp_path / "b.parquet")
+        (tmp_path / "study.toml").write_text(f'format = "table"\ncatalog = "{DATA / "clusters.json"}"\n'
+                                             '[[logs]]\npath = "a.parquet"\n[[logs]]\npath = "b.parquet"\n')
+        for engine in ("pandas", "duckdb"):
+            with pytest.raises(SelectionLogError) as err:
+                tbs.read_study(tmp_path / "study.toml", engine=engine)
+            msg = str(err.value)
+            assert "b.parquet:1:query_id: duplicate attempt" in msg, engine
+            assert f"(first seen at {tmp_path / 'a.parquet'}:2)" in msg, (engine, msg)

@@ -62,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("report", help="self-contained HTML report")
     stats_args(r)
-    r.add_argument("--out", required=True, help="output HTML file")
+    r.add_argument("--out", required=True, help="output HTML file (with --format qmd: a folder)")
+    r.add_argument("--format", choices=("html", "qmd"), default="html",
+                   help="html: the self-contained page (default); qmd: a ready-to-render copy of the parameterised "
+                        "Quarto template with this study's parameters and data, in the folder --out")
     r.add_argument("--explain", action="store_true",
                    help="add the 'Explaining selection' section (features as for `explain` with its defaults)")
     r.add_argument("--bayes", action="store_true",
@@ -165,6 +168,8 @@ def _bias(args) -> int:
 def _report(args) -> int:
     from ..report import render_bias_report
 
+    if args.format == "qmd":
+        return _report_qmd(args)
     study = _read(args)
     result = _compute(args, study)
     extra = []
@@ -195,6 +200,17 @@ def _report(args) -> int:
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(out)  # nothing partial is left behind on failure
     print(f"wrote {out} ({len(html) // 1024} KiB)")
+    return 0
+
+
+def _report_qmd(args) -> int:
+    from ..report import export_quarto
+
+    if args.explain or args.bayes:
+        raise ValueError("--format qmd renders the bias sections; --explain and --bayes are HTML-only for now")
+    path = export_quarto(args.study, args.out, seed=args.seed, n_resamples=args.bootstrap, by=args.by)
+    print(f"wrote {path} (render with `quarto render {path}`; without Quarto, "
+          "toolbias_stats.report.qmd_to_notebook + run_notebook execute it)")
     return 0
 
 

@@ -19,6 +19,7 @@ from ._age import age_days, check_reference_date
 from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, check_lexicon, promotional_words
 from ._readability import readability_many, textstat_version
 from ._similarity import Encoder, mean_cosine_similarity
+from .._display import ReprHTMLMixin
 
 __all__ = ["ToolFeatures", "tool_features", "read_feature_table", "center_by_cluster", "PAPER_FEATURES",
            "EXTRA_FEATURES", "ID_COLUMNS"]
@@ -37,7 +38,7 @@ _RATE_PREFIX = "selection_rate"
 
 
 @dataclass(frozen=True, eq=False)
-class ToolFeatures:
+class ToolFeatures(ReprHTMLMixin):
     """Descriptive features of every tool, one row per tool.
 
     Attributes

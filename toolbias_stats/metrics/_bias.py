@@ -17,6 +17,7 @@ from ._bootstrap import (BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS, ConfidenceInte
                          resampled_counts)
 from ._calibrated import calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
+from .._display import ReprHTMLMixin
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult"]
 
@@ -203,7 +204,7 @@ class GroupBias:
 
 
 @dataclass(frozen=True)
-class BiasResult:
+class BiasResult(ReprHTMLMixin):
     """Result of :func:`selection_bias`: one :class:`GroupBias` per group, plus the call's settings.
 
     Use :meth:`to_frame` (one row per group x metric), :meth:`clusters_frame` (group x cluster x
@@ -221,6 +222,14 @@ class BiasResult:
     seed: object
     warnings: list = field(default_factory=list)
     bootstrap: str = "multinomial"
+
+    def _headline(self):
+        cols = list(self.by) + ["metric", "mean_over_runs", "ci_low", "ci_high", "corrected", "corrected_ci_low",
+                                "corrected_ci_high", "null_expected", "p_value", "n_used", "n_excluded"]
+        frame = self.to_frame()
+        title = (f"BiasResult: {len(self.groups)} group(s) by {self.by or 'nothing'}; {self.n_resamples} "
+                 f"query-bootstrap replicates, {self.confidence_level:.0%} intervals")
+        return title, frame[[c for c in cols if c in frame.columns]], None
 
     def to_frame(self) -> pd.DataFrame:
         """Tidy, unrounded table: one row per group and metric."""

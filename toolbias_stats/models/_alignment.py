@@ -12,6 +12,7 @@ import pandas as pd
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import selection_rates
+from .._display import ReprHTMLMixin
 
 __all__ = ["model_alignment", "AlignmentResult"]
 
@@ -22,7 +23,7 @@ _RESAMPLE = ("cluster", "tool")
 
 
 @dataclass(frozen=True, eq=False)
-class AlignmentResult:
+class AlignmentResult(ReprHTMLMixin):
     """Result of :func:`model_alignment`.
 
     Attributes

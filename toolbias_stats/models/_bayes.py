@@ -23,6 +23,7 @@ import pandas as pd
 from .._validation import check_by, check_choice, check_rng
 from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
 from ..io._counts import load_counts
+from .._display import ReprHTMLMixin
 
 __all__ = ["fit_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck", "ConvergenceWarning",
            "MisfitWarning", "DEFAULT_PRIORS", "SAMPLERS", "PARAMETERIZATIONS", "simulate_choice_log",
@@ -148,7 +149,7 @@ class PosteriorPredictiveCheck:
 
 
 @dataclass(frozen=True)
-class BayesResult:
+class BayesResult(ReprHTMLMixin):
     """Result of :func:`fit_bayes`.
 
     Attributes

@@ -11,6 +11,7 @@ import pandas as pd
 from .._validation import check_confidence_level
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import design
+from .._display import ReprHTMLMixin
 
 __all__ = ["feature_correlations", "CorrelationResult"]
 
@@ -22,7 +23,7 @@ _COLUMNS = ("model", "feature", "n", "r", "ci_low", "ci_high", "p_value", "p_hol
 
 
 @dataclass(frozen=True, eq=False)
-class CorrelationResult:
+class CorrelationResult(ReprHTMLMixin):
     """Result of :func:`feature_correlations`.
 
     Attributes

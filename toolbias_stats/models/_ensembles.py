@@ -13,6 +13,7 @@ import pandas as pd
 from .._validation import check_choice, check_rng
 from ..exceptions import SmallSampleWarning
 from ._design import design
+from .._display import ReprHTMLMixin
 
 __all__ = ["ensemble_cv", "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult",
            "EnsembleFit", "Split", "ESTIMATORS", "SCHEMES"]
@@ -158,7 +159,7 @@ class EnsembleFit:
 
 
 @dataclass(frozen=True, eq=False)
-class EnsembleResult:
+class EnsembleResult(ReprHTMLMixin):
     """Result of :func:`ensemble_cv`.
 
     Attributes

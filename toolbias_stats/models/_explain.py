@@ -13,12 +13,13 @@ from ._alignment import AlignmentResult, model_alignment
 from ._correlation import CorrelationResult, feature_correlations
 from ._ensembles import EnsembleResult, ensemble_cv
 from ._ols import OLSResult, ols_fit
+from .._display import ReprHTMLMixin
 
 __all__ = ["explain_selection", "ExplainResult"]
 
 
 @dataclass(frozen=True, eq=False)
-class ExplainResult:
+class ExplainResult(ReprHTMLMixin):
     """Everything :func:`explain_selection` computes (BiasBusters sec. 3.3 and Appendix F.1).
 
     Attributes

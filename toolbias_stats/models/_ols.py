@@ -11,6 +11,7 @@ import pandas as pd
 from .._validation import check_confidence_level
 from ..exceptions import SmallSampleWarning
 from ._design import design
+from .._display import ReprHTMLMixin
 
 __all__ = ["ols_fit", "OLSResult", "OLSFit"]
 
@@ -76,7 +77,7 @@ class OLSFit:
 
 
 @dataclass(frozen=True, eq=False)
-class OLSResult:
+class OLSResult(ReprHTMLMixin):
     """Result of :func:`ols_fit`: one :class:`OLSFit` per LLM.
 
     Attributes

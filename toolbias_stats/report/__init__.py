@@ -6,7 +6,10 @@
 
 from ._format import (MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p,
                       fmt_range)
+from ._findings import Finding, key_findings
+from ._quarto import TEMPLATE, export_quarto, qmd_to_notebook, run_notebook
 from ._render_html import file_sha256, render_bias_report
 
-__all__ = ["render_bias_report", "file_sha256", "MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci",
+__all__ = ["render_bias_report", "file_sha256", "key_findings", "Finding", "export_quarto", "qmd_to_notebook",
+           "run_notebook", "TEMPLATE", "MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci",
            "fmt_mean_sd", "fmt_p", "fmt_level", "fmt_range"]

@@ -77,7 +77,10 @@ details { margin: 6px 0 12px; }
 summary { cursor: pointer; color: var(--accent); }
 .cluster { margin-bottom: 26px; }
 .tables { display: flex; flex-wrap: wrap; gap: 10px 28px; align-items: flex-start; }
+ul.findings > li { margin: 8px 0; }
+ul.findings ul { margin: 2px 0 0; padding-left: 1.2em; }
 footer { margin-top: 48px; color: var(--muted); font-size: 0.8rem; }
+@media (max-width: 1100px) { main { padding: 16px 14px 48px; } nav ol { columns: 1; } }
 """
 
 
@@ -135,6 +138,7 @@ def render_bias_report(study, result, *, path=None, title=None, extra_sections=(
     name = str(getattr(study, "name", "") or "study")
     title = str(title) if title is not None else f"Tool-selection bias report: {name}"
     sections = [
+        ("key-findings", "Key findings", _section_findings(study, result)),
         ("provenance", "Provenance", _section_provenance(study, result, __version__)),
         ("rows", "Rows by status", _section_rows(log)),
         ("bias", "Bias (Table 1 style)", _section_bias(result)),
@@ -180,6 +184,18 @@ it loads no external resource and runs no script.</footer>
 
 
 # -- sections ------------------------------------------------------------------------------------
+def _section_findings(study, result) -> str:
+    from ._findings import key_findings
+
+    items = []
+    for f in key_findings(result, study.catalog):
+        sentences = "".join(f"<li>{_e(x)}</li>" for x in f.sentences)
+        items.append(f"<li><strong>{_e(f.label)}</strong><ul>{sentences}</ul></li>")
+    return (f'<ul class="findings">{"".join(items)}</ul>\n<p class="muted">Generated from the numbers below '
+            "(estimates with query-bootstrap intervals; bias-corrected values with calibrated intervals; the "
+            "uniform-chooser reference and the p-value of \u201cno bias\u201d).</p>")
+
+
 def _section_provenance(study, result, version) -> str:
     log = study.log
     by = ", ".join(result.by) if result.by else "(none: all rows pooled)"
@@ -416,7 +432,8 @@ def _section_clusters(study, result) -> str:
         parts.append(f"""<div class="cluster" id="cluster-{_e(_slug(cid))}">
 <h3>{_e(heading)}</h3>
 <figure>{svg}<figcaption>Selection rate per tool and group in cluster {_e(cid)}; error bars: {_e(level)} CI;
-dashed line: uniform rate 1/K.</figcaption></figure>
+dashed line: uniform rate 1/K. The cluster's &delta;<sub>API</sub> per group: {_e(_estimates(entries, level))}.
+</figcaption></figure>
 <div class="tables">{key_table}{bias_table}</div>
 <details><summary>Selection rates as a table</summary>{rates_table}</details>
 </div>""")
@@ -431,8 +448,11 @@ def _section_api_vs_position(result) -> str:
     fig = plot_api_vs_position(result, clusters=True)
     svg = _svg(fig, title="API bias against position bias per group and per cluster")
     level = fmt_level(result.confidence_level)
+    shown = "; ".join(f"{_group_text(g)}: \u03b4_API {fmt_estimate_ci(g.delta_api.mean_over_runs, g.delta_api.ci)}, "
+                      f"\u03b4_pos {fmt_estimate_ci(g.delta_pos.mean_over_runs, g.delta_pos.ci)}"
+                      for g in result.groups if g.delta_pos is not None)
     return f"""<figure>{svg}<figcaption>Left: each group's &delta;<sub>API</sub> (x) against &delta;<sub>pos</sub>
-(y), mean over clusters and runs, with {_e(level)} intervals. Right: the same for every group and cluster (cluster ids
+(y), mean over clusters and runs, with {_e(level)} intervals ({_e(shown)}). Right: the same for every group and cluster (cluster ids
 next to the points). Grey bands: the value a uniform chooser would show from sampling noise alone. Dotted diagonal:
 equal API and position bias; points above it are driven more by list position than by the tool itself
 (cf. BiasBusters Fig. 4).</figcaption></figure>"""
@@ -482,16 +502,29 @@ def _section_notes(study, result) -> str:
 _NO_POS = '<span class="muted">positions not recorded</span>'
 
 
+#: Bidirectional-text controls (embeddings, overrides, isolates, marks): shown as visible ``[U+202E]``
+#: markers, so that untrusted names cannot reorder what a reader sees ("Trojan Source", CVE-2021-42574).
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def _e(s) -> str:
-    """HTML-escape any value (text and attributes: quotes too)."""
-    return html.escape(str(s), quote=True)
+    """HTML-escape any value (text and attributes: quotes too); bidi controls become visible markers."""
+    return html.escape(_BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(s)), quote=True)
+
+
+#: Tables with more rows than this are collapsed (``<details>``) by default.
+COLLAPSE_ROWS = 10
 
 
 def _table(head, body, caption=None, cls=None) -> str:
     cap = f"<caption>{_e(caption)}</caption>" if caption else ""
     klass = f' class="{cls}"' if cls else ""
-    return (f'<div class="table-wrap"><table{klass}>{cap}<thead>{head}</thead><tbody>' + "\n".join(body)
-            + "</tbody></table></div>")
+    table = (f'<div class="table-wrap"><table{klass}>{cap}<thead>{head}</thead><tbody>' + "\n".join(body)
+             + "</tbody></table></div>")
+    if len(body) > COLLAPSE_ROWS:
+        summary = f"{_e(caption) if caption else 'Table'} ({len(body)} rows)"
+        return f'<details class="table-collapse"><summary>{summary}</summary>{table}</details>'
+    return table
 
 
 def _mean_sd(r) -> str:
@@ -505,6 +538,12 @@ def _key_cells(g, keys) -> list:
     if not keys:
         return ["<td>all</td>"]
     return [f"<td>{_e(_plain(g.keys.get(k)))}</td>" for k in keys]
+
+
+def _estimates(entries, level) -> str:
+    """``group: estimate [CI]`` for the figure caption of one cluster."""
+    return "; ".join(f"{_group_text(g)} {fmt_estimate_ci(c.delta_api.mean_over_runs, c.delta_api.ci)}"
+                     for g, c in entries) + f" ({level} CI)"
 
 
 def _group_text(g) -> str:
@@ -628,6 +667,8 @@ def _svg(fig, *, title) -> str:
     # Drop the XML declaration and DOCTYPE (not allowed inside HTML) and the RDF metadata block.
     svg = _SVG_HEAD.sub(r"\1", svg, count=1)
     svg = _SVG_METADATA_RE.sub("", svg, count=1)
+    # matplotlib writes every text it draws into comments as well: drop them (smaller page; no untrusted text)
+    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
     m = _SVG_SIZE.search(svg)
     if m:
         width = m.group(2)

@@ -12,6 +12,7 @@ from .._validation import check_choice, check_confidence_level, check_n_resample
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
 from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._retrieval import _ci_json, _num
+from .._display import ReprHTMLMixin
 
 __all__ = ["agreement", "AgreementResult", "agreement_coefficients", "count_table"]
 
@@ -105,7 +106,7 @@ def agreement_coefficients(counts, weights=None):
 
 
 @dataclass(frozen=True, eq=False)
-class AgreementResult:
+class AgreementResult(ReprHTMLMixin):
     """Result of :func:`agreement`.
 
     Attributes

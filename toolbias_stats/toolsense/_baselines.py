@@ -18,6 +18,7 @@ from .._validation import check_choice, check_n_resamples, check_rng
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci
 from ..metrics._tv import expected_tv_uniform, tv_to_uniform
 from ._retrieval import RetrievalResult, _ci_json, _num, retrieval_recall
+from .._display import ReprHTMLMixin
 
 __all__ = ["tool_text", "bm25_rankings", "dense_rankings", "retrieval_baselines", "BaselineResult",
            "correct_set_bias", "CorrectSetBiasResult", "SCOPES"]
@@ -127,7 +128,7 @@ def dense_rankings(benchmark, *, encoder=None, scope="pool", k=50, rng=None) -> 
 
 
 @dataclass(frozen=True, eq=False)
-class BaselineResult:
+class BaselineResult(ReprHTMLMixin):
     """Result of :func:`retrieval_baselines`.
 
     Attributes
@@ -232,7 +233,7 @@ def retrieval_baselines(benchmark, *, methods=("bm25", "dense"), scopes=SCOPES, 
 
 # -- selection bias among equally correct tools ---------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class CorrectSetBiasResult:
+class CorrectSetBiasResult(ReprHTMLMixin):
     """Result of :func:`correct_set_bias`.
 
     Attributes

@@ -13,6 +13,7 @@ from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ..metrics._bootstrap import ConfidenceInterval
 from ._io import _norm, read_probe  # noqa: F401  (read_probe: doctest)
 from ._retrieval import _ci_json, _num
+from .._display import ReprHTMLMixin
 
 __all__ = ["probe_accuracy", "ProbeResult", "probe_recall_correlation", "ProbeCorrelationResult"]
 
@@ -21,7 +22,7 @@ SMALL_N = 10
 
 
 @dataclass(frozen=True)
-class ProbeResult:
+class ProbeResult(ReprHTMLMixin):
     """Exact-match accuracy on an MCQ or QA probe.
 
     Attributes
@@ -126,7 +127,7 @@ def probe_accuracy(benchmark, predictions, *, confidence_level=0.95, alternative
 
 
 @dataclass(frozen=True)
-class ProbeCorrelationResult:
+class ProbeCorrelationResult(ReprHTMLMixin):
     """Pearson correlation between probe accuracy and retrieval recall across configurations.
 
     Attributes

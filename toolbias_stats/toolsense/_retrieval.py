@@ -16,6 +16,7 @@ from .._validation import check_choice, check_confidence_level, check_n_resample
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._io import TIERS, _as_ks, read_rrb  # noqa: F401  (read_rrb: doctest)
+from .._display import ReprHTMLMixin
 
 __all__ = ["retrieval_recall", "RetrievalResult", "RecallEstimate", "ISEstimate", "compare_configurations",
            "ComparisonResult", "fieller_ratio_ci", "delta_ratio_ci", "internalization_score", "DECODINGS"]
@@ -198,7 +199,7 @@ class ISEstimate:
 
 
 @dataclass(frozen=True, eq=False)
-class RetrievalResult:
+class RetrievalResult(ReprHTMLMixin):
     """Result of :func:`retrieval_recall`.
 
     Attributes
@@ -493,7 +494,7 @@ def _record(name, tier, k, est) -> dict:
 
 # -- paired comparisons ------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class ComparisonResult:
+class ComparisonResult(ReprHTMLMixin):
     """Result of :func:`compare_configurations`.
 
     Attributes

@@ -1,0 +1,153 @@
+"""Quarto and notebooks: export the parameterised template, and run it without Quarto (jupytext + nbclient).
+
+``toolbias-stats report STUDY.toml --format qmd --out DIR/`` writes DIR/report.qmd (the template of
+``templates/report.qmd`` with this study's parameters) and a copy of the study's files in DIR/data/, so that
+``quarto render DIR/report.qmd`` needs nothing else. Where no ``quarto`` binary exists (it cannot be installed on
+every machine), :func:`qmd_to_notebook` converts the document with jupytext and :func:`run_notebook` executes it
+with nbclient: the same code, the same numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+__all__ = ["TEMPLATE", "export_quarto", "qmd_to_notebook", "run_notebook", "DEFAULT_SECTIONS"]
+
+#: The parameterised template shipped with the package.
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "report.qmd"
+#: Sections of the template, in order.
+DEFAULT_SECTIONS = ("findings", "bias", "clusters", "api-vs-position")
+#: A study folder larger than this is referenced in place instead of copied.
+MAX_COPY_BYTES = 200 * 2**20
+
+_PARAM_LINE = re.compile(r"^(?P<indent>  )(?P<key>study|sections|seed|n_resamples|by): .*$", re.M)
+_CELL_LINE = re.compile(r"^(?P<key>study|sections|seed|n_resamples|by) = .*$", re.M)
+_FENCE = re.compile(r"^```\{python\}[ \t]*$", re.M)
+
+
+def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n_resamples=2000, by="model") -> Path:
+    """Write a ready-to-render Quarto document for a study.
+
+    Parameters
+    ----------
+    study : path-like
+        The study manifest (TOML).
+    out_dir : path-like
+        Folder to write (created). It receives ``report.qmd`` and ``data/`` (a copy of the manifest's folder,
+        when every file the manifest names lies inside it and it is under 200 MiB; otherwise the manifest is
+        referenced where it is, and the returned document says so in its parameters).
+    sections : sequence of str
+        Any of :data:`DEFAULT_SECTIONS`.
+    seed, n_resamples : int
+    by : str
+        Grouping columns, comma-separated.
+
+    Returns
+    -------
+    pathlib.Path
+        The written ``report.qmd``.
+    """
+    study = Path(study).resolve()
+    if not study.is_file():
+        raise FileNotFoundError(f"study manifest not found: {study}")
+    bad = [s for s in sections if s not in DEFAULT_SECTIONS]
+    if bad:
+        raise ValueError(f"`sections` must be among {list(DEFAULT_SECTIONS)}; got {bad} instead.")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    folder = study.parent
+    manifest_ref = str(study)
+    if _self_contained(study) and _size(folder) <= MAX_COPY_BYTES:
+        target = out / "data"
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+        manifest_ref = f"data/{study.name}"
+    values = {"study": manifest_ref, "sections": ",".join(sections), "seed": int(seed),
+              "n_resamples": int(n_resamples), "by": str(by)}
+    text = fill_parameters(TEMPLATE.read_text(encoding="utf-8"), values)
+    path = out / "report.qmd"
+    tmp = path.with_suffix(".qmd.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def fill_parameters(text: str, values: dict) -> str:
+    """Set the parameter defaults in the YAML header and in the ``parameters`` cell of the template."""
+    def yaml(m):
+        v = values[m.group("key")]
+        return f"{m.group('indent')}{m.group('key')}: {_yaml_scalar(v)}"
+
+    def cell(m):
+        return f"{m.group('key')} = {values[m.group('key')]!r}"
+
+    head, sep, body = text.partition("\n---\n")
+    return _PARAM_LINE.sub(yaml, head) + sep + _CELL_LINE.sub(cell, body)
+
+
+def qmd_to_notebook(path, *, parameters: dict | None = None):
+    """Convert a Quarto document (``{python}`` chunks) to a notebook with jupytext, without Quarto.
+
+    ``parameters`` are injected after the cell tagged ``parameters``, as Quarto and papermill do.
+    """
+    import jupytext
+    import nbformat
+
+    text = Path(path).read_text(encoding="utf-8")
+    # jupytext's own .qmd reader calls the quarto binary; its Markdown reader reads the same chunks as
+    # ```python fences (chunk options stay as `#|` comments, which Python ignores)
+    nb = jupytext.reads(_FENCE.sub("```python", text), fmt="md")
+    if parameters:
+        idx = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                    and "#| tags: [parameters]" in c.source), None)
+        src = "# injected parameters\n" + "\n".join(f"{k} = {v!r}" for k, v in parameters.items())
+        cell = nbformat.v4.new_code_cell(src)
+        nb.cells.insert(0 if idx is None else idx + 1, cell)
+    return nb
+
+
+def run_notebook(nb, *, cwd=None, timeout=600):
+    """Execute a notebook with nbclient (the ``python3`` kernel of this environment); returns it with outputs.
+
+    Raises nbclient's ``CellExecutionError`` naming the failing cell.
+    """
+    from nbclient import NotebookClient
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(cwd) if cwd else "."}})
+    client.execute()
+    return nb
+
+
+def _yaml_scalar(v) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _self_contained(study: Path) -> bool:
+    """Every path the manifest names lies inside its folder (so a copy of the folder is complete)."""
+    with study.open("rb") as fh:
+        doc = tomllib.load(fh)
+    folder = study.parent.resolve()
+    values = [v for k, v in doc.items() if isinstance(v, str) and k in _PATH_KEYS]
+    for entry in doc.get("logs", []):
+        values += [v for k, v in entry.items() if isinstance(v, str) and k in _PATH_KEYS]
+    for v in values:
+        p = Path(v) if Path(v).is_absolute() else (folder / v)
+        try:
+            p.resolve().relative_to(folder)
+        except ValueError:
+            return False
+    return True
+
+
+_PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "features", "tool_dates")
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
