@@ -117,6 +117,10 @@ def format_baselines_text(result) -> str:
 
 
 # -- HTML ----------------------------------------------------------------------------------------
+def _est(e) -> str:
+    return "\u2013" if e is None else fmt_estimate_ci(e.estimate, e.ci)
+
+
 def _recall_block(result, comparisons):
     from ..plots._toolsense import plot_internalization, plot_recall_by_tier
 
@@ -126,9 +130,17 @@ def _recall_block(result, comparisons):
              f"({result.n_resamples} replicates, stratified by tier). IS@k = Rf@k / Rc@k (0 when Rc@k = 0): Fieller "
              "interval (ours), bootstrap percentile, and the paper's delta method for comparison.</p>"]
     kmax = max(result.ks)
-    parts.append(f"<figure>{_svg(plot_recall_by_tier(result, k=kmax), title='Recall by tier')}</figure>")
+    level = fmt_level(result.confidence_level)
+    shown = "; ".join(f"{c}: Rc@{kmax} {_est(result.estimates[(c, 'all', kmax)]['rc'])}, Rf@{kmax} "
+                      f"{_est(result.estimates[(c, 'all', kmax)]['rf'])}" for c in result.configs)
+    parts.append(f"<figure>{_svg(plot_recall_by_tier(result, k=kmax), title='Recall by tier')}<figcaption>Recall@"
+                 f"{kmax} per tier and configuration with {_e(level)} intervals; all tiers: {_e(shown)}."
+                 "</figcaption></figure>")
     if any(result.estimates[(c, 'all', kmax)]["is"] is not None for c in result.configs):
-        parts.append(f"<figure>{_svg(plot_internalization(result, k=kmax), title='Internalization Score')}</figure>")
+        shown = "; ".join(f"{c}: {_est(result.estimates[(c, 'all', kmax)]['is'])}" for c in result.configs)
+        parts.append(f"<figure>{_svg(plot_internalization(result, k=kmax), title='Internalization Score')}"
+                     f"<figcaption>IS@{kmax} per tier with Fieller {_e(level)} intervals; all tiers: {_e(shown)}."
+                     "</figcaption></figure>")
     head = ("<tr><th>tier</th><th class='num'>k</th><th class='num'>n</th><th>Rc@k</th><th>Rf@k</th>"
             "<th>IS@k [Fieller]</th><th>IS bootstrap</th><th>IS delta (paper)</th></tr>")
     for c in result.configs:
@@ -158,8 +170,11 @@ def _probe_block(probes):
         body.append(f"<tr><td>{_e(kind.upper())}</td><td>{_e(name)}</td><td class='num'>{fmt_int(r.n)}</td>"
                     f"<td>{_e(fmt_estimate_ci(r.accuracy, r.ci))}</td><td class='num'>{r.chance:g}</td>"
                     f"<td>{_e(fmt_p(r.p_value, prefix=False))}</td><td class='num'>{r.n_invalid}</td></tr>")
+    shown = "; ".join(f"{(k if isinstance(k, str) else ' '.join(map(str, k)))}: "
+                      f"{fmt_estimate_ci(r.accuracy, r.ci)} (chance {r.chance:g})" for k, r in probes.items())
     return "\n".join(["<h3>Probe accuracy vs chance</h3>",
-                      f"<figure>{_svg(plot_probe_accuracy(probes), title='Probe accuracy')}</figure>",
+                      f"<figure>{_svg(plot_probe_accuracy(probes), title='Probe accuracy')}<figcaption>Exact-match "
+                      f"accuracy with Wilson intervals against the chance level: {_e(shown)}.</figcaption></figure>",
                       _table(head, body)])
 
 
