@@ -22,16 +22,8 @@ import numpy as np
 import pandas as pd
 
 import toolbias_stats as tbs
+from calibration_end_to_end import CHOOSERS  # the five calibration choosers (same folder)
 from toolbias_stats.simulate import simulate_selection_log
-
-CHOOSERS = {
-    "strong": (0.40, 0.25, 0.15, 0.12, 0.08),
-    "mild": (0.26, 0.22, 0.20, 0.18, 0.14),
-    "at 1/K": (0.35, 0.20, 0.20, 0.15, 0.10),
-    "tiny": (0.22, 0.21, 0.20, 0.19, 0.18),
-    "uniform": (0.20, 0.20, 0.20, 0.20, 0.20),
-}
-
 
 def one_study(args):
     chooser, n_resamples, seed = args

@@ -7,7 +7,6 @@ import json
 import os
 import sys
 import warnings
-from pathlib import Path
 
 import pandas as pd
 
@@ -193,13 +192,9 @@ def _report(args) -> int:
             print("toolbias-stats report: WARNING: Bayesian fit NOT CONVERGED: " + "; ".join(fit.diagnostics.flags),
                   file=sys.stderr)
         extra.append(("bayes", "Bayesian model", render_bayes_section(fit, catalog=study.catalog)))
-    out = Path(args.out)
-    html = render_bias_report(study, result, extra_sections=extra)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)  # nothing partial is left behind on failure
-    print(f"wrote {out} ({len(html) // 1024} KiB)")
+    from ._output import write_report
+
+    write_report(args.out, render_bias_report(study, result, extra_sections=extra))
     return 0
 
 

@@ -231,12 +231,8 @@ def _report(args) -> int:
     base = _baseline_result(args, ks) if args.baselines else None
     if retrieval is None and not probes and agree is None and base is None:
         raise ValueError("nothing to report: give --predictions, --mcq, --qa, --annotations or --baselines.")
-    html = render_toolsense_report(retrieval=retrieval, comparisons=comparisons, probes=probes, agreement=agree,
-                                   baselines=base)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)  # nothing partial is left behind on failure
-    print(f"wrote {out} ({len(html) // 1024} KiB)")
+    from ._output import write_report
+
+    write_report(args.out, render_toolsense_report(retrieval=retrieval, comparisons=comparisons, probes=probes,
+                                                   agreement=agree, baselines=base))
     return 0
