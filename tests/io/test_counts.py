@@ -359,7 +359,7 @@ class TestShuffledOrderings:
                              "chosen_tool": order[0], "status": "ok"})
         return pd.DataFrame(rows)
 
-    @pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+    @pytest.mark.parametrize("engine", ["pandas", "duckdb", "dask"])
     def test_shuffled_orderings_are_distinct_attempts(self, bb_catalog, tmp_path, engine):
         frame = self._frame(bb_catalog)
         frame.to_parquet(tmp_path / "shuffled.parquet")

@@ -17,7 +17,7 @@ from ..._schema import STATUSES
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, SelectionCounts, finalize_table, position_columns, tool_columns
-from .._selection_log import duplicate_message
+from .._selection_log import _plain, duplicate_message
 
 __all__ = ["count_tables_dask", "local_client"]
 
@@ -186,7 +186,8 @@ def _check_duplicates(client, datasets, design):
     import dask
     import dask.dataframe as dd
 
-    key = list(_DESIGN) + [c for c in design if c not in _DESIGN] + ["cluster_id", "query_id", "rotation"]
+    # the identity of the other engines: design, query, rotation and the ordering as given
+    key = list(_DESIGN) + [c for c in design if c not in _DESIGN] + ["cluster_id", "query_id", "rotation", "ordering"]
     parts = []
     for path, ddf, entry, offsets, lengths in datasets:
         parts += [dask.delayed(_hashes)(p, entry, key) for p, n in zip(ddf.to_delayed(), lengths) if n]
@@ -206,16 +207,15 @@ def _check_duplicates(client, datasets, design):
     dup = ident.duplicated(keep="first").to_numpy()
     if not dup.any():
         return
-    first = cand.assign(__k=list(map(tuple, ident.to_numpy()))).groupby("__k", sort=False)["__row"].first()
+    firsts = cand.assign(__k=list(map(tuple, ident.to_numpy()))).groupby("__k", sort=False)[["__row", "__file"]].first()
     problems = []
     for i in np.flatnonzero(dup):
         values = {k: _plain(v) for k, v in zip(key, cand[key].iloc[i])}
-        problems.append(problem(cand["__file"].iloc[i], int(cand["__row"].iloc[i]), "query_id",
-                                duplicate_message(values, int(first[tuple(ident.iloc[i])]))))
+        values["query_id"] = None if values["query_id"] is None else str(values["query_id"])
+        if values["rotation"] is not None:
+            values.pop("ordering")
+        row, ffile = firsts.loc[[tuple(ident.iloc[i])]].iloc[0]
+        here = cand["__file"].iloc[i]
+        problems.append(problem(here, int(cand["__row"].iloc[i]), "query_id",
+                                duplicate_message(values, int(row), None if ffile == here else ffile)))
     raise SelectionLogError(problems)
-
-
-def _plain(v):
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return None
-    return v.item() if isinstance(v, np.generic) else v
