@@ -10,6 +10,8 @@ result objects with ``.to_frame()``; plots and reports only render results.
 
 from . import datasets, features, models
 from . import toolsense
+from . import shadow
+from .shadow import ShadowAudit, ShadowResult, read_shadow_audit, tool_shadow
 from .toolsense import ToolSenseError
 from ._schema import SCHEMA_VERSION, STATUSES, function_name, standardise_name
 from .exceptions import (ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, ManifestError,
@@ -35,4 +37,5 @@ __all__ = [
     "ExplainResult", "feature_correlations", "ols_fit", "model_alignment", "fit_bayes", "BayesResult",
     "ConvergenceWarning", "MisfitWarning",
     "toolsense", "ToolSenseError",
+    "shadow", "ShadowAudit", "ShadowResult", "read_shadow_audit", "tool_shadow",
 ]

@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add the 'Explaining selection' section (features as for `explain` with its defaults)")
     r.add_argument("--bayes", action="store_true",
                    help="add the hierarchical Bayesian model section (the `bayes` command's default fit)")
+    r.add_argument("--shadow", action="store_true",
+                   help="add the TOOL-SHADOW Positional Bias Score section (the `shadow` command's defaults)")
 
     from ._bayes import add_parser as add_bayes_parser
     from ._explain import add_parsers as add_explain_parsers
@@ -78,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._toolsense import add_parser as add_toolsense_parser
 
     add_toolsense_parser(sub)
+    from ._shadow import add_parser as add_shadow_parser
+
+    add_shadow_parser(sub)
     return p
 
 
@@ -89,9 +94,11 @@ def main(argv=None) -> int:
     from ._bayes import run as run_bayes
     from ._explain import run_explain, run_features
     from ._toolsense import run as _run_toolsense
+    from ._shadow import run as _run_shadow
 
     commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
-                "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense}
+                "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense,
+                "shadow": _run_shadow}
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
@@ -192,6 +199,11 @@ def _report(args) -> int:
             print("toolbias-stats report: WARNING: Bayesian fit NOT CONVERGED: " + "; ".join(fit.diagnostics.flags),
                   file=sys.stderr)
         extra.append(("bayes", "Bayesian model", render_bayes_section(fit, catalog=study.catalog)))
+    if args.shadow:
+        from ..report._shadow_html import render_shadow_section
+        from ._shadow import shadow_section_for_report
+
+        extra.append(("shadow", "TOOL-SHADOW", render_shadow_section(shadow_section_for_report(args, study))))
     from ._output import write_report
 
     write_report(args.out, render_bias_report(study, result, extra_sections=extra))
@@ -201,7 +213,7 @@ def _report(args) -> int:
 def _report_qmd(args) -> int:
     from ..report import export_quarto
 
-    if args.explain or args.bayes:
+    if args.explain or args.bayes or args.shadow:
         raise ValueError("--format qmd renders the bias sections; --explain and --bayes are HTML-only for now")
     path = export_quarto(args.study, args.out, seed=args.seed, n_resamples=args.bootstrap, by=args.by)
     print(f"wrote {path} (render with `quarto render {path}`; without Quarto, "

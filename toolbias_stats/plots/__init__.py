@@ -14,3 +14,10 @@ __all__ = ["plot_selection_rates", "plot_api_vs_position", "group_label", "tool_
 from ._bayes import plot_api_effects, plot_bayes_ppc, plot_position_effects
 
 __all__ += ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc"]
+
+# -- TOOL-SHADOW and ToolSense --------------------------------------------------------------------
+from ._shadow import plot_shadow_contributions, plot_shadow_pbs
+from ._toolsense import plot_internalization, plot_probe_accuracy, plot_recall_by_tier
+
+__all__ += ["plot_shadow_contributions", "plot_shadow_pbs", "plot_recall_by_tier", "plot_internalization",
+            "plot_probe_accuracy"]

@@ -1,0 +1,234 @@
+"""HTML section / page and terminal text for TOOL-SHADOW results (formatting only: nothing is computed here).
+
+Every number is rounded by :mod:`._format`; every string from the data (group values, notes) is HTML-escaped
+with the report's escaping helper; figures are inline SVG drawn by :mod:`toolbias_stats.plots._shadow`. The
+paper's banner ("pre-validation; not for deployment gating") heads every output, and the per-domain breakdown
+is always shown where a PBS exceeds 60 (the paper's rule).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_num
+from ._render_html import _e, _svg, _table, html_page
+
+__all__ = ["render_shadow_section", "render_shadow_report", "format_shadow_text", "format_worksheet_text"]
+
+_DOMAINS = ("L", "D", "S", "R")
+_NAMES = {"L": "position salience", "D": "description-length confound", "S": "semantic overlap",
+          "R": "call-frequency residual"}
+
+
+def _label(keys):
+    return ", ".join(f"{k}={v}" for k, v in keys.items()) or "audit"
+
+
+def _needs_breakdown(g, scale):
+    est = g.pbs[scale].estimate
+    return est == est and est > 60
+
+
+def format_worksheet_text(weights) -> str:
+    """The weight-derivation table as plain text."""
+    lines = [f"weights: {weights.rule}",
+             f"{'domain':<7}{'source':<18}{'HR_lower':>9}{'HR_upper':>9}{'SE':>8}{'1/SE^2':>9}{'raw w':>8}"
+             f"{'weight':>8}  precision"]
+    for r in weights.table.itertuples(index=False):
+        lines.append(f"{r.domain:<7}{r.source:<18}{fmt_num(r.hr_lower, 3):>9}{fmt_num(r.hr_upper, 3):>9}"
+                     f"{fmt_num(r.se, 3):>8}{fmt_num(r.inverse_variance, 1):>9}"
+                     f"{fmt_num(r.weight_before_renormalisation, 3):>8}{fmt_num(r.weight, 3):>8}  {r.precision}")
+    return "\n".join(lines)
+
+
+def format_shadow_text(result, *, scale=None, brief=False) -> str:
+    """Plain-text TOOL-SHADOW report: banner, PBS per harness (both scales), weights, per-domain breakdown.
+
+    Parameters
+    ----------
+    result : ShadowResult
+    scale : {"paper", "effect"}, optional
+        The scale listed first; default ``result.scale``.
+    brief : bool, default False
+        Leave out the per-domain breakdown -- except for a harness whose PBS exceeds 60, where the paper makes
+        it mandatory.
+    """
+    scale = result.scale if scale is None else scale
+    other = "effect" if scale == "paper" else "paper"
+    lv = fmt_level(result.confidence_level)
+    lines = [f"TOOL-SHADOW v1 Positional Bias Score -- {result.banner.upper()}",
+             "No harness has been validated with this framework; the score is an associational audit.",
+             f"{lv} turn-level bootstrap CIs ({result.n_resamples} replicates); weight-sensitivity band from "
+             f"{result.n_weight_draws} weight draws around the weights (floors kept).",
+             "weights: " + ", ".join(f"{d} {fmt_num(result.weights.weights[d], 3)} ({result.weights.precision[d]})"
+                                     for d in _DOMAINS), ""]
+    for g in result.groups:
+        p, o = g.pbs[scale], g.pbs[other]
+        lines.append(f"== {_label(g.keys)}: {fmt_int(g.n_turns)} turns, {g.n_tools} tools")
+        lines.append(f"   PBS ({scale}) {fmt_estimate_ci(p.estimate, p.ci, 1)}  weight sensitivity "
+                     f"{fmt_ci(p.sensitivity, 1)}")
+        lines.append(f"   PBS ({other}) {fmt_estimate_ci(o.estimate, o.ci, 1)}  weight sensitivity "
+                     f"{fmt_ci(o.sensitivity, 1)}")
+        if brief and not _needs_breakdown(g, scale):
+            lines.append("")
+            continue
+        if _needs_breakdown(g, scale):
+            lines.append("   PBS > 60: per-domain breakdown (mandatory)")
+        lines.append(f"   {'domain':<33}{'statistic [CI]':<26}{'z [CI]':<26}{'weight':>7}{'w*z':>8}{'w*effect':>9}"
+                     f"  precision")
+        for d in _DOMAINS:
+            s = g.domains[d]
+            if not s.available:
+                lines.append(f"   {d} {_NAMES[d]:<31}not computed: {s.note}")
+                continue
+            lines.append(f"   {d} {_NAMES[d]:<31}{fmt_estimate_ci(s.statistic, s.statistic_ci):<26}"
+                         f"{fmt_estimate_ci(s.z, s.z_ci, 2):<26}{fmt_num(s.weight, 3):>7}"
+                         f"{fmt_num(s.contribution('paper'), 2):>8}{fmt_num(s.contribution('effect'), 3):>9}"
+                         f"  {s.precision}")
+            if s.note:
+                lines.append(f"      note: {s.note}")
+        for note in g.notes:
+            lines.append(f"   note: {note}")
+        lines.append(f"   {g.notice(scale)}")
+        lines.append("")
+    if result.n_excluded:
+        lines.append("excluded attempts: " + ", ".join(f"{k} {fmt_int(v)}" for k, v in result.n_excluded.items()))
+    return "\n".join(lines).rstrip()
+
+
+def _pbs_table(result, scale):
+    other = "effect" if scale == "paper" else "paper"
+    head = ("<tr><th>harness</th><th class=\"num\">turns</th><th class=\"num\">tools</th>"
+            f"<th class=\"num\">PBS ({_e(scale)}) [{_e(fmt_level(result.confidence_level))} CI]</th>"
+            "<th class=\"num\">weight sensitivity</th>"
+            f"<th class=\"num\">PBS ({_e(other)}) [CI]</th><th class=\"num\">weight sensitivity</th></tr>")
+    body = []
+    for g in result.groups:
+        p, o = g.pbs[scale], g.pbs[other]
+        body.append(f"<tr><td>{_e(_label(g.keys))}</td><td class=\"num\">{_e(fmt_int(g.n_turns))}</td>"
+                    f"<td class=\"num\">{g.n_tools}</td>"
+                    f"<td class=\"num\">{_e(fmt_estimate_ci(p.estimate, p.ci, 1))}</td>"
+                    f"<td class=\"num\">{_e(fmt_ci(p.sensitivity, 1))}</td>"
+                    f"<td class=\"num\">{_e(fmt_estimate_ci(o.estimate, o.ci, 1))}</td>"
+                    f"<td class=\"num\">{_e(fmt_ci(o.sensitivity, 1))}</td></tr>")
+    return _table(head, body, caption="Positional Bias Score per harness (0-100; 50 = no bias)")
+
+
+def _domain_table(g):
+    head = ("<tr><th>domain</th><th class=\"num\">statistic [CI]</th><th class=\"num\">z [CI]</th>"
+            "<th class=\"num\">effect [CI]</th><th class=\"num\">n</th><th class=\"num\">weight</th>"
+            "<th class=\"num\">w\u00b7z</th><th class=\"num\">w\u00b7effect</th><th>precision</th><th>note</th></tr>")
+    body = []
+    for d in _DOMAINS:
+        s = g.domains[d]
+        if not s.available:
+            body.append(f"<tr><td>{d} ({_e(_NAMES[d])})</td><td colspan=\"8\">not computed</td>"
+                        f"<td>{_e(s.note or '')}</td></tr>")
+            continue
+        body.append(f"<tr><td>{d} ({_e(_NAMES[d])})</td>"
+                    f"<td class=\"num\">{_e(fmt_estimate_ci(s.statistic, s.statistic_ci))}</td>"
+                    f"<td class=\"num\">{_e(fmt_estimate_ci(s.z, s.z_ci, 2))}</td>"
+                    f"<td class=\"num\">{_e(fmt_estimate_ci(s.effect, s.effect_ci))}</td>"
+                    f"<td class=\"num\">{_e(fmt_int(s.n))}</td><td class=\"num\">{_e(fmt_num(s.weight))}</td>"
+                    f"<td class=\"num\">{_e(fmt_num(s.contribution('paper'), 2))}</td>"
+                    f"<td class=\"num\">{_e(fmt_num(s.contribution('effect')))}</td>"
+                    f"<td>{_e(s.precision)}</td><td>{_e(s.note or '')}</td></tr>")
+    return _table(head, body, caption=f"Domain breakdown: {_label(g.keys)}")
+
+
+def _weights_table(weights):
+    head = ("<tr><th>domain</th><th>source</th><th class=\"num\">HR lower</th><th class=\"num\">HR upper</th>"
+            "<th class=\"num\">SE</th><th class=\"num\">1/SE\u00b2</th><th class=\"num\">before renormalisation</th>"
+            "<th class=\"num\">weight</th><th>precision</th></tr>")
+    body = [f"<tr><td>{_e(r.domain)}</td><td>{_e(r.source)}</td><td class=\"num\">{_e(fmt_num(r.hr_lower))}</td>"
+            f"<td class=\"num\">{_e(fmt_num(r.hr_upper))}</td><td class=\"num\">{_e(fmt_num(r.se))}</td>"
+            f"<td class=\"num\">{_e(fmt_num(r.inverse_variance, 1))}</td>"
+            f"<td class=\"num\">{_e(fmt_num(r.weight_before_renormalisation))}</td>"
+            f"<td class=\"num\">{_e(fmt_num(r.weight))}</td><td>{_e(r.precision)}</td></tr>"
+            for r in weights.table.itertuples(index=False)]
+    return _table(head, body, caption=f"Weight derivation ({weights.rule})")
+
+
+def render_shadow_section(result, *, scale=None, figures=True) -> str:
+    """HTML fragment ``<section id="shadow">``: banner, PBS per harness, domain breakdown, weights.
+
+    Parameters
+    ----------
+    result : ShadowResult
+    scale : {"paper", "effect"}, optional
+        Scale shown first (default ``result.scale``); the other is shown next to it.
+    figures : bool, default True
+        Include the PBS and contribution figures (inline SVG).
+
+    Returns
+    -------
+    str
+        A complete ``<section id="shadow">`` for ``render_bias_report(..., extra_sections=...)``.
+    """
+    scale = result.scale if scale is None else scale
+    parts = ['<section id="shadow">', "<h2>TOOL-SHADOW Positional Bias Score</h2>",
+             f'<div class="note"><p><strong>{_e(result.banner)}</strong>. No harness has been validated with '
+             "TOOL-SHADOW v1; the score measures an associational residual, not a mechanism.</p>"
+             "<p>PBS = 100 \u00b7 logistic(\u03a3 w<sub>d</sub> z<sub>d</sub>) (paper scale: grows with the number "
+             "of turns) and the same on effect sizes (effect scale: does not). Intervals: "
+             f"{_e(fmt_level(result.confidence_level))} turn-level bootstrap, {_e(fmt_int(result.n_resamples))} "
+             f"replicates; weight sensitivity: {_e(fmt_int(result.n_weight_draws))} weight draws around the weights "
+             "with the low-precision floors kept.</p></div>",
+             _pbs_table(result, scale)]
+    if figures and result.groups:
+        from ..plots._shadow import plot_shadow_contributions, plot_shadow_pbs
+
+        parts.append(f"<figure>{_svg(plot_shadow_pbs(result, scale=scale), title='PBS per harness')}"
+                     "<figcaption>PBS with its bootstrap CI (line) and weight-sensitivity band (shaded); dashed: 50 "
+                     "(no bias); dotted: 60, above which the per-domain breakdown is mandatory.</figcaption></figure>")
+        parts.append(f"<figure>{_svg(plot_shadow_contributions(result, scale=scale), title='Domain contributions')}"
+                     "<figcaption>Contribution of each domain to the score (w<sub>d</sub> z<sub>d</sub> or "
+                     "w<sub>d</sub> effect<sub>d</sub>) with w<sub>d</sub> times the bootstrap CI; pale bars: "
+                     "low-precision domains at the weight floor.</figcaption></figure>")
+    parts.append("<h3>Per-domain breakdown</h3>")
+    for g in result.groups:
+        flag = " (PBS &gt; 60: breakdown mandatory)" if _needs_breakdown(g, scale) else ""
+        parts.append(f"<p><strong>{_e(_label(g.keys))}</strong>{flag}</p>")
+        parts.append(_domain_table(g))
+        if g.notes:
+            parts.append('<ul class="notes">' + "".join(f'<li class="warning">{_e(n)}</li>' for n in g.notes)
+                         + "</ul>")
+    parts.append("<h3>Weights</h3>")
+    parts.append(_weights_table(result.weights))
+    if result.n_excluded:
+        parts.append("<p class=\"muted\">Excluded attempts: " + _e(", ".join(
+            f"{k} {fmt_int(v)}" for k, v in result.n_excluded.items())) + ".</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def render_shadow_report(result, *, path=None, title="TOOL-SHADOW audit", scale=None) -> str:
+    """A self-contained HTML page (inline CSS and SVG, no script) around :func:`render_shadow_section`.
+
+    Parameters
+    ----------
+    result : ShadowResult
+    path : path-like, optional
+        Where to write the page (UTF-8, through a temporary file); nothing is written when omitted.
+    title : str
+    scale : {"paper", "effect"}, optional
+
+    Returns
+    -------
+    str
+    """
+    from .. import __version__
+
+    doc = html_page(title, render_shadow_section(result, scale=scale),
+                    header=f'<p class="subtitle">{_e(result.banner)} \u00b7 generated by toolbias_stats '
+                           f'<span class="version">{_e(__version__)}</span></p>',
+                    footer=f"Generated by toolbias_stats {_e(__version__)}. Self-contained: no external resource, "
+                           "no script.")
+    if path is not None:
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(doc, encoding="utf-8")
+        tmp.replace(out)
+    return doc
+

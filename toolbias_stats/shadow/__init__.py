@@ -1,0 +1,25 @@
+"""TOOL-SHADOW v1: the Positional Bias Score (PBS) of an agent harness's tool manifest, with honest uncertainty.
+
+Readers (:func:`read_shadow_audit`: manifest JSON, call log, relevance labels, turns; :func:`audit_from_study`:
+any SelectionLog) give a :class:`ShadowAudit`; :func:`tool_shadow` scores it on the four domains L, D, S, R
+(:class:`ShadowResult`, both the paper's scale and an effect-size scale, turn-level bootstrap CIs and a
+weight-sensitivity band); :func:`worksheet_weights` is the paper's weight-derivation worksheet; the validation
+protocol is :func:`ab_primary_outcome`, :func:`calibration_in_the_large` and :func:`discrimination_auc`.
+
+Every output carries the paper's banner: **pre-validation; not for deployment gating**. No harness has been
+validated with this framework.
+"""
+
+from ._adapter import audit_from_selection_log, audit_from_study
+from ._io import ShadowAudit, read_manifest, read_shadow_audit
+from ._score import DomainScore, PBSScore, ShadowGroup, ShadowResult, name_task_similarity, tool_shadow
+from ._simulate import simulate_audit
+from ._validation_protocol import (ABOutcome, CalibrationResult, DiscriminationResult, ab_primary_outcome,
+                                   calibration_in_the_large, discrimination_auc, VALIDATION_STATUS)
+from ._weights import BANNER, DOMAINS, V1_WEIGHTS, W_FLOOR, ShadowWeights, draw_weights, worksheet_weights
+
+__all__ = ["ShadowAudit", "read_shadow_audit", "read_manifest", "audit_from_study", "audit_from_selection_log",
+           "tool_shadow", "ShadowResult", "ShadowGroup", "DomainScore", "PBSScore", "name_task_similarity",
+           "worksheet_weights", "ShadowWeights", "draw_weights", "V1_WEIGHTS", "W_FLOOR", "DOMAINS", "BANNER",
+           "simulate_audit", "ab_primary_outcome", "calibration_in_the_large", "discrimination_auc", "ABOutcome",
+           "CalibrationResult", "DiscriminationResult", "VALIDATION_STATUS"]
