@@ -282,12 +282,12 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     # as given (shuffled lists without a rotation id are distinct attempts; an `attempt` or `epoch` column
     # is a design column and separates repeats of the same list).
     ident = df[list(_DESIGN) + extras + ["cluster_id", "query_id", "rotation"]].assign(ordering=given_ordering)
-    gid = ident.groupby(list(ident.columns), dropna=False, sort=False).ngroup().to_numpy()
-    first_of = np.full(gid.max() + 1, -1, dtype=np.int64)
-    uniq, first_idx = np.unique(gid, return_index=True)
-    first_of[uniq] = first_idx
-    dup = first_of[gid] != np.arange(len(df))
+    dup = ident.duplicated(keep="first").to_numpy()
     if dup.any():
+        gid = ident.groupby(list(ident.columns), dropna=False, sort=False).ngroup().to_numpy()
+        first_of = np.full(gid.max() + 1, -1, dtype=np.int64)
+        uniq, first_idx = np.unique(gid, return_index=True)
+        first_of[uniq] = first_idx
         for i in np.flatnonzero(dup):
             j = first_of[gid[i]]
             values = {k: _plain(v) for k, v in ident.iloc[i].items()}
