@@ -39,3 +39,9 @@ __all__ = [
     "toolsense", "ToolSenseError",
     "shadow", "ShadowAudit", "ShadowResult", "read_shadow_audit", "tool_shadow",
 ]
+
+# -- experiments: effects of interventions (issue 8) ----------------------------------------------
+from . import experiments
+from .experiments import ShiftResult, SubsetMetricsResult, selection_shift, subset_selection_metrics
+
+__all__ += ["experiments", "selection_shift", "ShiftResult", "subset_selection_metrics", "SubsetMetricsResult"]

@@ -109,3 +109,27 @@ class TestCatalog:
         tools = bb_catalog.tools("1")
         assert bb_catalog.rotation("1", 1) == tools
         assert bb_catalog.rotation("1", 3) == tools[2:] + tools[:2]
+
+
+class TestClustersOption:
+    """Issue 8: a condition run on only some clusters expects attempts only there."""
+
+    def test_no_invented_no_call_rows_outside_the_clusters(self, bb_catalog, tmp_path):
+        # two valid records in cluster 8 (qids 3501.. encode cluster 8), nothing else
+        p = _write(tmp_path, [[3501, 8, 2, 2], [3502, 8, 2, 1]])
+        log = read_biasbusters(p, catalog=bb_catalog, meta=META, clusters=["8"])
+        assert set(log.data["cluster_id"]) == {"8"}
+        assert len(log) == 500                                        # 100 queries x 5 rotations of cluster 8 only
+        assert (log.data["status"] == "ok").sum() == 2
+        full = read_biasbusters(p, catalog=bb_catalog, meta=META)
+        assert len(full) == 5000 and (full.data["status"] == "no_call").sum() == 4998
+
+    def test_record_outside_the_clusters_is_an_error(self, bb_catalog, tmp_path):
+        p = _write(tmp_path, [[3501, 8, 2, 2], [1, 1, 1, 1]])
+        with pytest.raises(tbs.SelectionLogError, match=r"log.json:2:cluster_id: cluster id 1 is not one of the clusters"):
+            read_biasbusters(p, catalog=bb_catalog, meta=META, clusters=["8", "9"])
+
+    def test_unknown_cluster_in_option(self, bb_catalog, tmp_path):
+        p = _write(tmp_path, [[3501, 8, 2, 2]])
+        with pytest.raises(tbs.SelectionLogError, match=r"log.json:clusters: unknown cluster id\(s\) \['11'\]"):
+            read_biasbusters(p, catalog=bb_catalog, meta=META, clusters=["8", "11"])

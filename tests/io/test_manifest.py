@@ -91,3 +91,27 @@ class TestBadManifests:
         (tmp_path / "bad.json").write_text("[[1, 1, 1, 1], [5001, 11, 1, 1]]")
         with pytest.raises(tbs.SelectionLogError, match=r"bad.json:2:cluster_id: unknown cluster id 11"):
             tbs.read_study(p)
+
+
+class TestEntryClusters:
+    """Issue 8: a per-entry ``clusters = [...]`` key (targeted conditions)."""
+
+    def test_entry_clusters_restricts_attempts(self, tmp_path, bb_data_dir):
+        (tmp_path / "part.json").write_text("[[2501, 6, 1, 1], [3501, 8, 2, 2]]")
+        body = ('[[logs]]\npath = "claude.json"\nmodel = "x"\n'
+                '[[logs]]\npath = "part.json"\nmodel = "x"\ncondition = "swap"\nclusters = ["6", 8]\n')
+        study = tbs.read_study(_manifest(tmp_path, body, bb_data_dir))
+        d = study.log.data
+        swap = d[d["condition"] == "swap"]
+        assert sorted(swap["cluster_id"].unique()) == ["6", "8"] and len(swap) == 1000
+        assert "clusters" not in study.log.design_columns
+
+    def test_clusters_must_be_a_list(self, tmp_path, bb_data_dir):
+        body = '[[logs]]\npath = "claude.json"\nmodel = "x"\nclusters = "8"\n'
+        with pytest.raises(tbs.ManifestError, match=r"logs\[1\]:clusters: expected a non-empty list of cluster ids"):
+            tbs.read_study(_manifest(tmp_path, body, bb_data_dir))
+
+    def test_clusters_only_for_biasbusters_format(self, tmp_path, bb_data_dir):
+        body = '[[logs]]\npath = "claude.json"\nmodel = "x"\nformat = "table"\nclusters = ["8"]\n'
+        with pytest.raises(tbs.ManifestError, match=r"logs\[1\]:clusters: format 'table' takes no 'clusters' option"):
+            tbs.read_study(_manifest(tmp_path, body, bb_data_dir))

@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add the 'Explaining selection' section (features as for `explain` with its defaults)")
     r.add_argument("--bayes", action="store_true",
                    help="add the hierarchical Bayesian model section (the `bayes` command's default fit)")
+    r.add_argument("--experiments", action=argparse.BooleanOptionalAction, default=None,
+                   help="add the Experiments section (shifts between levels; default: on when the study has "
+                        "more than one condition or a numeric sweep column)")
     r.add_argument("--shadow", action="store_true",
                    help="add the TOOL-SHADOW Positional Bias Score section (the `shadow` command's defaults)")
 
@@ -77,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_explain_parsers(sub)
     add_bayes_parser(sub)
+    from ._experiments import add_parsers as add_experiments_parsers
+
+    add_experiments_parsers(sub)
     from ._toolsense import add_parser as add_toolsense_parser
 
     add_toolsense_parser(sub)
@@ -98,7 +104,8 @@ def main(argv=None) -> int:
 
     commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
                 "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense,
-                "shadow": _run_shadow}
+                "shadow": _run_shadow, "shift": _run_experiments("run_shift"),
+                "subsets": _run_experiments("run_subsets")}
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
@@ -204,6 +211,13 @@ def _report(args) -> int:
         from ._shadow import shadow_section_for_report
 
         extra.append(("shadow", "TOOL-SHADOW", render_shadow_section(shadow_section_for_report(args, study))))
+    from ._experiments import experiments_section_for_report, experiments_wanted
+
+    if args.experiments or (args.experiments is None and experiments_wanted(study)):
+        from ..report._experiments_html import render_experiments_section
+
+        extra.append(("experiments", "Experiments",
+                      render_experiments_section(study=study, **experiments_section_for_report(args, study))))
     from ._output import write_report
 
     write_report(args.out, render_bias_report(study, result, extra_sections=extra))
@@ -219,6 +233,15 @@ def _report_qmd(args) -> int:
     print(f"wrote {path} (render with `quarto render {path}`; without Quarto, "
           "toolbias_stats.report.qmd_to_notebook + run_notebook execute it)")
     return 0
+
+
+def _run_experiments(name):
+    """The `shift` / `subsets` runner, imported when called (keeps `toolbias-stats --help` fast)."""
+    def run(args):
+        from . import _experiments
+
+        return getattr(_experiments, name)(args)
+    return run
 
 
 def _natural(x):

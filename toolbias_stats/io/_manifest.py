@@ -11,7 +11,7 @@ from pathlib import Path
 from ..exceptions import ManifestError, problem
 from ._catalog import ToolCatalog
 from ._selection_log import SelectionLog
-from .readers._common import READER_KEYS
+from .readers._common import READER_KEYS as _READER_KEYS
 
 __all__ = ["Study", "read_study", "FORMATS", "ENGINES"]
 
@@ -21,7 +21,10 @@ FORMATS = ("biasbusters", "table", "transcripts")
 _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta", "cluster_names", "reference_date",
                "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates"}
 #: Reader options each format takes (other option keys in an entry are an error).
-_OPTIONS = {"biasbusters": ("n_queries", "position"), "table": ("columns",), "transcripts": ("cluster",)}
+_OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "table": ("columns",), "transcripts": ("cluster",)}
+#: Entry keys that configure reading: the readers' keys plus ``clusters`` (the clusters a condition was run on;
+#: attempts are expected only for those, issue 8).
+READER_KEYS = _READER_KEYS | {"clusters"}
 _PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 #: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
@@ -118,7 +121,9 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         column, see :func:`~toolbias_stats.io.readers.biasbusters.read_tool_dates`); each
         ``[[logs]]`` entry has ``path``, ``model``, optional ``run`` (default 1), ``condition``
         (default ``"base"``), optional ``cluster`` and any other scalar keys, which become
-        SelectionLog columns. An entry may override any study-level default. Relative paths are
+        SelectionLog columns. An entry may override any study-level default. A ``biasbusters``
+        entry may list ``clusters = [...]``: the clusters its condition was run on (no ``no_call``
+        rows are created for the others). Relative paths are
         relative to the manifest.
     engine : {"auto", "pandas", "duckdb", "dask"}, default "auto"
         Who reads and counts the logs. ``"pandas"`` reads every file into one in-memory
@@ -214,9 +219,16 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         if "catalog" not in merged:
             problems.append(problem(path, where, "catalog", "no catalog given (study-level or per entry)"))
         if fmt in _OPTIONS:
-            for opt in ("cluster", "columns", "n_queries", "position"):
+            for opt in ("cluster", "columns", "n_queries", "position", "clusters"):
                 if opt in entry and opt not in _OPTIONS[fmt]:
                     problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
+        if "clusters" in entry:
+            cl = entry["clusters"]
+            if (not isinstance(cl, list) or not cl
+                    or not all(isinstance(c, str) or isinstance(c, int) and not isinstance(c, bool) for c in cl)):
+                problems.append(problem(path, where, "clusters", f"expected a non-empty list of cluster ids, got {cl!r}"))
+            else:
+                merged["clusters"] = [str(c) for c in cl]
         if "columns" in merged and not isinstance(merged["columns"], dict):
             problems.append(problem(path, where, "columns", f"expected a table of column names, got {merged['columns']!r}"))
         for key, val in entry.items():

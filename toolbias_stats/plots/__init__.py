@@ -21,3 +21,8 @@ from ._toolsense import plot_internalization, plot_probe_accuracy, plot_recall_b
 
 __all__ += ["plot_shadow_contributions", "plot_shadow_pbs", "plot_recall_by_tier", "plot_internalization",
             "plot_probe_accuracy"]
+
+# -- experiments ----------------------------------------------------------------------------------
+from ._experiments import plot_shift, plot_sweep, plot_tool_count, plot_tool_shares
+
+__all__ += ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count"]

@@ -180,7 +180,8 @@ def read_biasbusters_queries(path) -> dict[str, list[str]]:
     return out
 
 
-def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, position="recorded") -> SelectionLog:
+def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, position="recorded",
+                     clusters=None) -> SelectionLog:
     """Read one BiasBusters selection-stats file into a SelectionLog of every attempt.
 
     Each record is ``[qid, cluster_id, api_index, position]`` (all 1-based) with
@@ -203,6 +204,10 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
         records per file it disagrees with the rotation formula ``((j - r) mod K) + 1``. The paper's
         Table 1 uses the recorded one (the default); the disagreements are counted in
         ``log.diagnostics[path]["position_mismatch"]`` either way.
+    clusters : list of str, optional
+        The clusters this file's condition was run on (manifest key ``clusters``; e.g. a targeted
+        perturbation of 4 of 10 clusters). Attempts are expected only for them: qids of other clusters
+        are not turned into ``no_call`` rows, and a record in another cluster is an error. Default: all.
 
     Returns
     -------
@@ -223,7 +228,7 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
         raise SelectionLogError(problem(path, None, None, "expected a JSON list of [qid, cluster_id, api_index, position]"))
     if len(raw) == 0:
         raise SelectionLogError(problem(path, None, None, "the selection log is empty (no records)"))
-    clusters = catalog.clusters
+    run_on, clusters = clusters, catalog.clusters
     ks = {catalog.n_tools(c) for c in clusters}
     if len(ks) != 1:
         raise SelectionLogError(problem(catalog.source, None, None, "the BiasBusters format needs the same K in every cluster"))
@@ -231,6 +236,15 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     n_c = len(clusters)
     per_cluster = n_queries * k
     problems = []
+    if run_on is not None:
+        clusters_run = [str(c) for c in run_on]
+        unknown = [c for c in clusters_run if c not in clusters]
+        if unknown or not clusters_run:
+            raise SelectionLogError(problem(path, None, "clusters", f"unknown cluster id(s) {unknown} (catalog has "
+                                                                   f"{list(clusters)})" if unknown else "empty list"))
+        covered = np.array([c in set(clusters_run) for c in clusters])
+    else:
+        covered = np.ones(n_c, dtype=bool)
     fields = ("qid", "cluster_id", "api_index", "position")
     arr = np.zeros((len(raw), 4), dtype=np.int64)
     for i, rec in enumerate(raw, start=1):
@@ -257,6 +271,9 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     flag((qid < 1) | (qid > n_c * per_cluster), "qid", f"qid {{v}} outside 1..{n_c * per_cluster}")
     flag(((qid - 1) // per_cluster + 1 != cid) & (qid >= 1), "cluster_id",
          f"cluster id {{v}} disagrees with its qid (qid encodes cluster (qid-1)//{per_cluster}+1)")
+    in_range = (cid >= 1) & (cid <= n_c)
+    flag(in_range & ~covered[np.clip(cid - 1, 0, n_c - 1)], "cluster_id",
+         "cluster id {v} is not one of the clusters this entry was run on (manifest key `clusters`)")
     _, first_idx, inverse, counts = np.unique(qid, return_index=True, return_inverse=True, return_counts=True)
     dup = counts[inverse] > 1
     dup[first_idx] = False
@@ -266,6 +283,7 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
 
     # one row per attempt of the design
     all_q = np.arange(1, n_c * per_cluster + 1)
+    all_q = all_q[covered[(all_q - 1) // per_cluster]]       # attempts only in the clusters the entry covers
     c_all = (all_q - 1) // per_cluster + 1
     q_all = (all_q - 1) % per_cluster // k + 1
     r_all = (all_q - 1) % k + 1

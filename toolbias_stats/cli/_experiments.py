@@ -1,0 +1,144 @@
+"""``toolbias-stats shift`` and ``toolbias-stats subsets``: effects of interventions, subset mitigation. Wiring only."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+__all__ = ["add_parsers", "run_shift", "run_subsets", "experiments_wanted", "experiments_section_for_report"]
+
+
+def add_parsers(subparsers):
+    """Register ``shift`` and ``subsets`` on an ``argparse`` sub-parser collection."""
+    from ..experiments._shift import PAIRINGS
+    from ..io._manifest import ENGINES
+
+    s = subparsers.add_parser("shift", help="compare levels of a design column with a base level (shift, change "
+                                            "in bias, per-tool shares, trends)",
+                              description="Distribution shift TV(P_level, P_base), change in delta_API / delta_pos / "
+                                          "delta_model and per-tool shares, with paired query-bootstrap CIs, "
+                                          "permutation p-values (Holm, BH) and calibrated bias-corrected shifts.")
+    s.add_argument("study", help="study manifest (TOML)")
+    s.add_argument("--between", default="condition", help="design column whose levels are compared (default: condition)")
+    s.add_argument("--base", default="base", help="the reference level (default: base; numbers for numeric columns)")
+    s.add_argument("--by", default="model", help="comma-separated grouping columns (default: model; '' for none)")
+    s.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)")
+    s.add_argument("--permutations", type=int, default=2000, metavar="N",
+                   help="label permutations for p-values and the null shift (default 2000)")
+    s.add_argument("--pairing", choices=PAIRINGS, default="auto",
+                   help="resample queries jointly across levels (paired), separately, or decide from the data (auto)")
+    s.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    s.add_argument("--confidence-level", type=float, default=0.95)
+    s.add_argument("--engine", choices=ENGINES, default="auto", help="who reads and counts the logs (see `bias`)")
+    s.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
+
+    u = subparsers.add_parser("subsets", help="subset-selection quality (precision, recall, exact match; Table 2)",
+                              description="Score predicted tool subsets against the ground truth, overall and per "
+                                          "ground-truth set size K, with query-bootstrap CIs.")
+    u.add_argument("predictions", help="JSONL predictions ({query_id, selected_tools}) or a CSV/Parquet subset table")
+    u.add_argument("--truth", default=None, help="ground truth JSON (BiasBusters mitigation benchmark)")
+    u.add_argument("--by", default="k", choices=("k", "cluster_id"), help="break-down (default: k)")
+    u.add_argument("--missing", default="raise", choices=("raise", "empty"),
+                   help="a truth query without prediction: error (default) or an empty prediction")
+    u.add_argument("--distribution", action="store_true",
+                   help="also the per-cluster selection distribution of 'choose uniformly from the predicted subset' "
+                        "and its delta_API")
+    u.add_argument("--bootstrap", type=int, default=2000, metavar="N")
+    u.add_argument("--seed", type=int, default=20251121)
+    u.add_argument("--confidence-level", type=float, default=0.95)
+    u.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
+    return s, u
+
+
+def run_shift(args) -> int:
+    from ..experiments import selection_shift
+    from ..io import read_study
+    from ..report._experiments_html import format_shift_text
+    from ._commands import _version
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study = read_study(args.study, engine=args.engine)
+        by = [b.strip() for b in args.by.split(",") if b.strip()]
+        result = selection_shift(study.counts, between=args.between, base=args.base, by=by,
+                                 n_resamples=args.bootstrap, n_permutations=args.permutations, pairing=args.pairing,
+                                 confidence_level=args.confidence_level, rng=args.seed)
+    if args.json:
+        out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
+        print(json.dumps(out, indent=2, allow_nan=False))
+    else:
+        print(format_shift_text(result))
+    return 0
+
+
+def run_subsets(args) -> int:
+    from ..experiments import mitigation_distribution, subset_selection_metrics
+    from ..report._experiments_html import format_subsets_text
+    from ._commands import _version
+
+    res = subset_selection_metrics(args.predictions, args.truth, by=args.by, n_resamples=args.bootstrap,
+                                   confidence_level=args.confidence_level, missing=args.missing, rng=args.seed)
+    dist = None
+    if args.distribution:
+        dist = mitigation_distribution(args.predictions, args.truth, n_resamples=args.bootstrap,
+                                       confidence_level=args.confidence_level, missing=args.missing, rng=args.seed)
+    if args.json:
+        out = {"predictions": str(args.predictions), "truth": None if args.truth is None else str(args.truth),
+               "version": _version(), **res.to_dict()}
+        if dist is not None:
+            out["distribution"] = dist.to_dict()
+        print(json.dumps(out, indent=2, allow_nan=False))
+    else:
+        print(format_subsets_text(res, dist))
+    return 0
+
+
+# -- report -----------------------------------------------------------------------------------------
+def experiments_wanted(study) -> bool:
+    """``report --experiments`` default: more than one ``condition`` level, or a numeric column with several levels."""
+    return bool(_comparisons(study.counts))
+
+
+def _comparisons(counts):
+    """(between, base) pairs worth showing: condition (base "base") and numeric design columns (base = smallest)."""
+    from ..experiments._shift import _is_numeric, _levels
+
+    tab = counts.table
+    out = []
+    if "condition" in tab.columns and len(_levels(tab["condition"])) > 1:
+        levels = _levels(tab["condition"])
+        out.append(("condition", "base" if "base" in [str(v) for v in levels] else levels[0]))
+    for col in counts.design_columns:
+        if col in ("run", "condition", "model") or not _is_numeric(tab[col]):
+            continue
+        by = ["model"] if "model" in tab.columns else []
+        n_levels = tab.groupby(by, observed=True)[col].nunique().max() if by else tab[col].nunique()
+        if n_levels > 1:
+            out.append((col, min(_levels(tab[col]))))
+    return out
+
+
+def experiments_section_for_report(args, study):
+    """What the report's Experiments section shows (the `shift` defaults, this command's seed and level).
+
+    Returns ``{"results": [ShiftResult, ...], "tool_count": ToolCountResult or None}``; the tool-count analysis is
+    added when some attempts were shown fewer tools than their cluster has.
+    """
+    from ..experiments import selection_shift, tool_count_bias
+
+    results = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for between, base in _comparisons(study.counts):
+            by = ["model"] if "model" in study.counts.design_columns else []
+            res = selection_shift(study.counts, between=between, base=base, by=by,
+                                  n_resamples=max(args.bootstrap, 0), n_permutations=args.null,
+                                  confidence_level=args.confidence_level, rng=args.seed)
+            if res.groups:
+                results.append(res)
+        counts = study.counts
+        k_of = {c: counts.catalog.n_tools(c) for c in counts.catalog.clusters}
+        full = counts.table["cluster_id"].astype(str).map(k_of).to_numpy()
+        subsets = (counts.table["n_candidates"].to_numpy() < full).any()
+        tool_count = tool_count_bias(counts, by=["model"]) if subsets and counts.cells is not None else None
+    return {"results": results, "tool_count": tool_count}

@@ -1,0 +1,223 @@
+"""Report fragment (HTML) and terminal text for experiments (shifts between levels, sweeps, subset mitigation).
+
+Formatting only: every number is rounded by :mod:`._format`, every string from the data is HTML-escaped with
+the report's helper, figures are inline SVG drawn by :mod:`toolbias_stats.plots._experiments`.
+"""
+
+from __future__ import annotations
+
+from ._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p
+from ._render_html import _e, _svg, _table
+
+__all__ = ["render_experiments_section", "format_shift_text", "format_subsets_text"]
+
+_LABEL = {"shift_api": "shift (tools)", "shift_pos": "shift (positions)", "delta_api": "Δδ_API",
+          "delta_pos": "Δδ_pos", "delta_model": "Δδ_model"}
+
+
+def _keys(keys, skip=()):
+    return ", ".join(f"{k}={v}" for k, v in keys.items() if k not in skip) or "all"
+
+
+# ------------------------------------------------------------------------------------------------
+def format_shift_text(result) -> str:
+    """Plain-text summary of a :class:`~toolbias_stats.experiments.ShiftResult` (``toolbias-stats shift``)."""
+    lv = fmt_level(result.confidence_level)
+    lines = [f"Shift from {result.between} = {result.base} ({result.n_resamples} query-bootstrap replicates, "
+             f"{result.n_permutations} permutations, {lv} intervals; corrected = bias-corrected with calibrated CI; "
+             "null = expected shift without any change)"]
+    for g in result.groups:
+        lines.append("")
+        lines.append(f"== {_keys(g.keys)} vs {result.between}={g.base}: {g.n_clusters} clusters, {g.pairing}")
+        for m in ("shift_api", "shift_pos"):
+            s = getattr(g, m)
+            if s is None:
+                continue
+            lines.append(f"   {_LABEL[m]:<18} {fmt_mean_sd(s.mean_over_clusters, s.sd_over_clusters)} "
+                         f"(mean ± sd over clusters)  plug-in CI {fmt_ci(s.ci)}  corrected "
+                         f"{fmt_estimate_ci(s.corrected, s.corrected_ci)}  null {fmt_num(s.null_expected)}  "
+                         f"{fmt_p(s.p_value)} (Holm {fmt_p(s.p_adjusted, prefix=False)})")
+        for m in ("delta_api", "delta_pos", "delta_model"):
+            c = g.change.get(m)
+            if c is None:
+                continue
+            lines.append(f"   {_LABEL[m]:<18} {fmt_num(c.base_value)} -> {fmt_num(c.value)}: "
+                         f"{fmt_estimate_ci(c.estimate, c.ci)}  normalised {fmt_estimate_ci(c.normalised_estimate, c.normalised_ci)}"
+                         f"  {fmt_p(c.p_value)} (Holm {fmt_p(c.p_adjusted, prefix=False)})")
+        top = g.tools.reindex(g.tools["difference"].abs().sort_values(ascending=False).index).head(3)
+        for r in top.itertuples(index=False):
+            lines.append(f"   tool {r.tool_id} (cluster {r.cluster}): share {fmt_num(r.share_base)} -> "
+                         f"{fmt_num(r.share)} ({fmt_estimate_ci(r.difference, (r.ci_low, r.ci_high))})")
+    for t in result.trends:
+        lines.append("")
+        lines.append(f"== trend over {result.between} ({_keys(t.keys)}; {len(t.clusters)} clusters)")
+        for m, (s, ci) in t.slopes.items():
+            lines.append(f"   slope of {m}: {fmt_estimate_ci(s, ci, 4)} per unit of {result.between}")
+    for s in result.skipped:
+        lines.append(f"note: {s}")
+    return "\n".join(lines)
+
+
+def format_subsets_text(result, distribution=None) -> str:
+    """Plain-text Table-2 layout of a :class:`~toolbias_stats.experiments.SubsetMetricsResult`."""
+    lv = fmt_level(result.confidence_level)
+    lines = [f"Subset selection ({result.counts['queries']} queries, {result.counts['empty_predictions']} empty "
+             f"predictions; {lv} query-bootstrap CIs, {result.n_resamples} replicates)",
+             f"{'':<10}{'n':>6}  {'micro precision':<24}{'micro recall':<24}{'exact set match':<24}"]
+
+    def row(label, d):
+        return (f"{label:<10}{fmt_int(d['n']):>6}  " + "".join(f"{fmt_estimate_ci(d[m][0], d[m][1], 4):<24}"
+                                                              for m in ("micro_precision", "micro_recall", "exact_match")))
+
+    lines.append(row("overall", result.overall))
+    for g in result.by_group:
+        lines.append(row(f"{result.by}={g[result.by]}", g))
+    if distribution is not None:
+        lines.append("")
+        lines.append(f"'choose uniformly from the predicted subset': delta_API "
+                     f"{fmt_estimate_ci(distribution.delta_api, distribution.ci)}, corrected "
+                     f"{fmt_estimate_ci(distribution.corrected, distribution.corrected_ci)}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+def render_experiments_section(results, *, study=None, mitigation=None, tool_count=None,
+                               title="Experiments: effects of interventions") -> str:
+    """HTML fragment ``<section id="experiments">`` for one or more shift results.
+
+    Parameters
+    ----------
+    results : sequence of ShiftResult
+        E.g. one comparing ``condition`` levels and one per numeric sweep column.
+    study : Study, optional
+        For tool and cluster names.
+    mitigation : MitigationResult, optional
+        The counterfactual "uniform over the predicted subset" delta_API, shown next to the observed
+        before/after table.
+    tool_count : ToolCountResult, optional
+        Adds the tool-count plot and table.
+    title : str
+
+    Returns
+    -------
+    str
+        Per result: a Fig. 5-style shift figure (plug-in bars, sd over clusters, corrected value with its
+        calibrated interval, the null line), the shift table, a Table 5-style before/after table of
+        delta_API / delta_pos / delta_model with the change and its interval; for numeric columns a
+        Fig. 9-style sweep figure and, when one tool's share rose, a Fig. 17-style per-tool figure.
+    """
+    catalog = getattr(study, "catalog", None)
+    parts = [f'<section id="experiments">\n<h2>{_e(title)}</h2>',
+             "<p>Each level of a design column is compared with a base level within each model. The shift is the "
+             "total-variation distance between the two selection distributions (per cluster, then averaged over the "
+             "clusters both levels have); its plug-in value is biased upward by sampling noise, so the "
+             "<em>null</em> (the shift two samples of the same distribution with these counts show) and a "
+             "bias-corrected value with a calibrated interval are given. Intervals come from a query bootstrap that "
+             "resamples queries jointly across levels when they share queries (paired); p-values from permuting "
+             "level labels within query, adjusted by Holm across all levels and metrics.</p>"]
+    if "SIMULATED" in str(getattr(study, "name", "")):
+        parts.append('<p class="warning"><strong>SIMULATED data:</strong> every selection in this study is '
+                     "simulated; the numbers illustrate the method only.</p>")
+    for i, res in enumerate(results):
+        parts.append(_result_block(res, i, catalog))
+    if mitigation is not None:
+        parts.append(_mitigation_block(mitigation))
+    if tool_count is not None and not tool_count.units.empty:
+        parts.append(_tool_count_block(tool_count))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _result_block(res, i, catalog) -> str:
+    from ..plots._experiments import plot_shift, plot_sweep, plot_tool_shares
+
+    lv = fmt_level(res.confidence_level)
+    out = [f"<h3>{_e(res.between)}: levels compared with {_e(res.between)} = {_e(res.base)}</h3>"]
+    for metric in ("shift_api", "shift_pos"):
+        rows = [g for g in res.groups if getattr(g, metric) is not None]
+        if not rows:
+            continue
+        caption = "; ".join(f"{_keys(g.keys)}: {fmt_num(getattr(g, metric).mean_over_clusters)} plug-in, corrected "
+                            f"{fmt_estimate_ci(getattr(g, metric).corrected, getattr(g, metric).corrected_ci)}, null "
+                            f"{fmt_num(getattr(g, metric).null_expected)}" for g in rows)
+        fig = plot_shift(res, metric=metric)
+        out.append(f'<figure>{_svg(fig, title=f"{_LABEL[metric]} by level of {res.between}")}'
+                   f"<figcaption>{_e(_LABEL[metric])} ({lv} calibrated CIs): {_e(caption)}</figcaption></figure>")
+    head = ("<tr><th>group</th><th>vs base</th><th>clusters</th><th>metric</th><th>mean ± sd over clusters</th>"
+            f"<th>plug-in {lv} CI</th><th>corrected [{lv} CI]</th><th>null</th><th>p</th><th>Holm</th></tr>")
+    body = []
+    for g in res.groups:
+        for m in ("shift_api", "shift_pos"):
+            s = getattr(g, m)
+            if s is None:
+                continue
+            body.append(f"<tr><td>{_e(_keys(g.keys))}</td><td>{_e(g.base)}</td><td>{s.n_clusters}</td>"
+                        f"<td>{_e(_LABEL[m])}</td><td>{_e(fmt_mean_sd(s.mean_over_clusters, s.sd_over_clusters))}</td>"
+                        f"<td>{_e(fmt_ci(s.ci))}</td><td>{_e(fmt_estimate_ci(s.corrected, s.corrected_ci))}</td>"
+                        f"<td>{_e(fmt_num(s.null_expected))}</td><td>{_e(fmt_p(s.p_value, prefix=False))}</td>"
+                        f"<td>{_e(fmt_p(s.p_adjusted, prefix=False))}</td></tr>")
+    out.append(_table(head, body, caption=f"Distribution shift from {res.between} = {res.base}"))
+    # Table 5 style: before / after
+    head = ("<tr><th>group</th><th>metric</th><th>base</th><th>level</th><th>change [CI]</th>"
+            "<th>normalised change</th><th>p</th><th>Holm</th></tr>")
+    body = []
+    for g in res.groups:
+        for m in ("delta_api", "delta_pos", "delta_model"):
+            c = g.change.get(m)
+            if c is None:
+                continue
+            body.append(f"<tr><td>{_e(_keys(g.keys))}</td><td>{_e(m)}</td><td>{_e(fmt_num(c.base_value))}</td>"
+                        f"<td>{_e(fmt_num(c.value))}</td><td>{_e(fmt_estimate_ci(c.estimate, c.ci))}</td>"
+                        f"<td>{_e(fmt_estimate_ci(c.normalised_estimate, c.normalised_ci))}</td>"
+                        f"<td>{_e(fmt_p(c.p_value, prefix=False))}</td><td>{_e(fmt_p(c.p_adjusted, prefix=False))}</td></tr>")
+    out.append(_table(head, body, caption=f"Bias before ({res.between} = {res.base}) and after (Table 5 style)"))
+    if res.numeric and res.trends:
+        fig = plot_sweep(res)
+        cap = "; ".join(f"{_keys(t.keys)}: slope of {m} {fmt_estimate_ci(s, ci, 4)}" for t in res.trends
+                        for m, (s, ci) in t.slopes.items())
+        out.append(f'<figure>{_svg(fig, title=f"bias against {res.between}")}<figcaption>Bias against '
+                   f"{_e(res.between)} ({lv} query-bootstrap CIs): {_e(cap)}</figcaption></figure>")
+        tf = res.tools_frame()
+        if len(tf):
+            best = tf.loc[tf["difference"].idxmax()]
+            if best["ci_low"] > 0:
+                keys = {k: best[k] for k in res.by}
+                fig = plot_tool_shares(res, keys=keys, catalog=catalog)
+                out.append(f'<figure>{_svg(fig, title=f"tool shares across {res.between}")}<figcaption>Selection '
+                           f"share per tool across {_e(res.between)} ({_e(_keys(keys))}); highlighted: "
+                           f"{_e(best['tool_id'])}, {fmt_num(best['share_base'])} at {_e(res.between)} = "
+                           f"{_e(res.base)}, {fmt_num(best['share'])} at {_e(best[res.between])} "
+                           f"(difference {_e(fmt_estimate_ci(best['difference'], (best['ci_low'], best['ci_high'])))})"
+                           "</figcaption></figure>")
+    if res.skipped:
+        out.append("<p>Not compared: " + "; ".join(_e(s) for s in res.skipped) + ".</p>")
+    return "\n".join(out)
+
+
+def _mitigation_block(m) -> str:
+    head = "<tr><th>cluster</th><th>K</th><th>queries</th><th>selecting</th><th>δ_API [CI]</th><th>null</th></tr>"
+    body = [f"<tr><td>{_e(r.cluster)}</td><td>{r.K}</td><td>{fmt_int(r.n_queries)}</td><td>{fmt_int(r.n_selecting)}</td>"
+            f"<td>{_e(fmt_estimate_ci(r.delta_api, (r.ci_low, r.ci_high)))}</td><td>{_e(fmt_num(r.null_expected))}</td></tr>"
+            for r in m.clusters.itertuples(index=False)]
+    return ("<h3>Counterfactual mitigation: choose uniformly from the predicted subset</h3>"
+            f"<p>Implied δ_API (mean over clusters): {_e(fmt_estimate_ci(m.delta_api, m.ci))}; bias-corrected "
+            f"{_e(fmt_estimate_ci(m.corrected, m.corrected_ci))}.</p>"
+            + _table(head, body, caption="Implied selection distribution per cluster"))
+
+
+def _tool_count_block(tc) -> str:
+    from ..plots._experiments import plot_tool_count
+
+    frame = tc.to_frame()
+    fig = plot_tool_count(tc)
+    head = ("<tr><th>group</th><th>K</th><th>units</th><th>valid choices</th><th>δ_API (normalised)</th>"
+            "<th>δ_pos (normalised)</th><th>null (normalised)</th></tr>")
+    body = [f"<tr><td>{_e(_keys({k: getattr(r, k) for k in tc.by}))}</td><td>{r.K}</td><td>{r.n_units}</td>"
+            f"<td>{fmt_int(r.n_used)}</td><td>{fmt_num(r.delta_api)} ({fmt_num(r.delta_api_normalised)})</td>"
+            f"<td>{fmt_num(r.delta_pos)} ({fmt_num(r.delta_pos_normalised)})</td>"
+            f"<td>{fmt_num(r.null_expected)} ({fmt_num(r.null_normalised)})</td></tr>"
+            for r in frame.itertuples(index=False)]
+    return ("<h3>Tool count (App. J)</h3>"
+            f'<figure>{_svg(fig, title="normalised bias against tools shown")}<figcaption>Normalised δ per '
+            "(cluster, tool set shown), averaged per number of tools shown K; dotted: uniform-chooser expectation."
+            "</figcaption></figure>" + _table(head, body, caption="Bias by number of tools shown"))
