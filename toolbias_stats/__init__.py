@@ -45,3 +45,24 @@ from . import experiments
 from .experiments import ShiftResult, SubsetMetricsResult, selection_shift, subset_selection_metrics
 
 __all__ += ["experiments", "selection_shift", "ShiftResult", "subset_selection_metrics", "SubsetMetricsResult"]
+
+# -- study design: variance components and planning (issue 12) ------------------------------------
+from . import design  # noqa: E402
+from .design import StudyPlan, VarianceComponents, plan_study, variance_components  # noqa: E402
+
+__all__ += ["design", "variance_components", "VarianceComponents", "plan_study", "StudyPlan"]
+
+# -- importers for other teams' API logs: OpenAI, Anthropic, OpenTelemetry GenAI traces (issue 13) -----------
+from .io import read_anthropic, read_openai, read_otel  # noqa: E402
+
+__all__ += ["read_openai", "read_anthropic", "read_otel"]
+
+# -- Inspect AI logs and multiple-choice / judge position bias (issue 13) ----------------------------------------
+from . import choice  # noqa: E402
+from .choice import (ChoiceLog, accuracy_by_gold_position, judge_consistency, option_position_bias,  # noqa: E402
+                     read_choice_study)
+from .io.readers.inspect_ai_log import read_inspect, read_inspect_choices  # noqa: E402
+from .io.readers.lm_eval import read_lm_eval  # noqa: E402
+
+__all__ += ["choice", "ChoiceLog", "read_choice_study", "option_position_bias", "accuracy_by_gold_position",
+            "judge_consistency", "read_inspect", "read_inspect_choices", "read_lm_eval"]

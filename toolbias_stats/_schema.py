@@ -15,8 +15,9 @@ __all__ = [
 
 SCHEMA_VERSION = "1.0"
 
-#: Allowed values of ``SelectionLog.status``; only ``"ok"`` rows enter selection rates.
-STATUSES = ("ok", "no_call", "unknown_tool", "parse_error")
+#: Allowed values of ``SelectionLog.status``; only ``"ok"`` rows enter selection rates. ``"forced"``: the request
+#: left no choice (``tool_choice`` named one tool or forbade calls; API-log readers, issue 13).
+STATUSES = ("ok", "no_call", "unknown_tool", "parse_error", "forced")
 
 #: SelectionLog core columns and their pandas dtypes (extra manifest columns come after ``condition``).
 LOG_COLUMNS = {
@@ -38,6 +39,13 @@ LOG_COLUMNS = {
 
 #: Columns that identify the study design rather than an attempt.
 DESIGN_COLUMNS = ("model", "run", "condition")
+
+#: Optional column of aggregated logs: the row stands for this many identical attempts (integer >= 0).
+#: Present in ``SelectionLog.data`` (last column) only when the source had it; see docs/schema.md.
+COUNT_COLUMN = "count"
+#: ``query_id`` of the rows of an aggregated file without a ``query_id`` column: one pseudo-query per
+#: (design, cluster), so no query bootstrap is possible (multinomial intervals are reported instead).
+AGGREGATED_QUERY_ID = "(aggregated)"
 
 CATALOG_COLUMNS = {
     "tool_id": "string",

@@ -56,7 +56,7 @@ class TestBadManifests:
         ("model = 3", "model", "expected a string, got 3"),
         ("condition = 1.5", "condition", "expected a string, got 1.5"),
         ("temperature = [0.5]", "temperature", "expected a scalar"),
-        ('format = "csv"', "format", "expected one of ['biasbusters', 'table', 'transcripts'], got 'csv'"),
+        ('format = "csv"', "format", f"expected one of {list(tbs.io.FORMATS)}, got 'csv'"),
         ("path = 5", "path", "expected a path string, got 5"),
         ('cluster = "8"', "cluster", "format 'biasbusters' takes no 'cluster' option"),
     ])

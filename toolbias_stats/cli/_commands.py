@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--experiments", action=argparse.BooleanOptionalAction, default=None,
                    help="add the Experiments section (shifts between levels; default: on when the study has "
                         "more than one condition or a numeric sweep column)")
+    r.add_argument("--plan", action="store_true",
+                   help="add the 'Is this study big enough?' section (variance components, achieved CI half-widths "
+                        "and MDEs; the `plan` command's defaults)")
     r.add_argument("--shadow", action="store_true",
                    help="add the TOOL-SHADOW Positional Bias Score section (the `shadow` command's defaults)")
 
@@ -89,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     from ._shadow import add_parser as add_shadow_parser
 
     add_shadow_parser(sub)
+    from ._plan import add_parser as add_plan_parser
+
+    add_plan_parser(sub)
+    from ._choice import add_parser as add_choice_parser
+
+    add_choice_parser(sub)
     return p
 
 
@@ -105,7 +114,8 @@ def main(argv=None) -> int:
     commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
                 "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense,
                 "shadow": _run_shadow, "shift": _run_experiments("run_shift"),
-                "subsets": _run_experiments("run_subsets")}
+                "subsets": _run_experiments("run_subsets"), "plan": _run_plan}
+    commands["choice"] = _run_choice
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
@@ -132,7 +142,9 @@ def _validate(args) -> int:
     if study.has_rows:
         summary = study.log.summary(by=["source_file", "model", "run", "condition"])
     else:  # counted in place: rows by status per file come from the engine
-        summary = pd.DataFrame([{"source_file": f, "total": d["rows"], **d.get("status", {})}
+        summary = pd.DataFrame([{"source_file": f, "total": d["rows"], **d.get("status", {})} if "attempts" not in d
+                                else {"source_file": f, "total": d["attempts"], **d["attempt_status"],
+                                      "table_rows": d["rows"]}   # aggregated file (count column): attempts
                                 for f, d in counts.diagnostics.items()])
     totals = counts.status_totals()
     if args.json:
@@ -147,6 +159,8 @@ def _validate(args) -> int:
             "runs": sorted(int(r) for r in counts.table["run"].unique()),
             "diagnostics": counts.diagnostics,
             "catalog_defaults": list(study.catalog.defaulted),
+            "cluster_source": study.settings.get("cluster_source", {"kind": "catalog",
+                                                                    "detail": str(study.catalog.source)}),
         }
         print(json.dumps(out, indent=2, default=str))
     else:
@@ -172,9 +186,14 @@ def _bias(args) -> int:
     result = _compute(args, study)
     if args.json:
         out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
+        if study.settings.get("cluster_source"):
+            out["cluster_source"] = study.settings["cluster_source"]
         print(json.dumps(out, indent=2))
     else:
         print(format_bias_table(result))
+        cs = study.settings.get("cluster_source")
+        if cs:   # clusters declared, read from a clusters_file or inferred (issue 13)
+            print(f"\nClusters: {cs['detail']}")
     return 0
 
 
@@ -211,6 +230,11 @@ def _report(args) -> int:
         from ._shadow import shadow_section_for_report
 
         extra.append(("shadow", "TOOL-SHADOW", render_shadow_section(shadow_section_for_report(args, study))))
+    if getattr(args, "plan", False):
+        from ..report._design_html import render_design_section
+        from ._plan import plan_section_for_report
+
+        extra.append(("design", "Is this study big enough?", render_design_section(**plan_section_for_report(args, study))))
     from ._experiments import experiments_section_for_report, experiments_wanted
 
     if args.experiments or (args.experiments is None and experiments_wanted(study)):
@@ -227,12 +251,27 @@ def _report(args) -> int:
 def _report_qmd(args) -> int:
     from ..report import export_quarto
 
-    if args.explain or args.bayes or args.shadow:
-        raise ValueError("--format qmd renders the bias sections; --explain and --bayes are HTML-only for now")
+    if args.explain or args.bayes or args.shadow or getattr(args, "plan", False):
+        raise ValueError("--format qmd renders the bias sections; --explain, --bayes, --shadow and --plan are "
+                         "HTML-only for now")
     path = export_quarto(args.study, args.out, seed=args.seed, n_resamples=args.bootstrap, by=args.by)
     print(f"wrote {path} (render with `quarto render {path}`; without Quarto, "
           "toolbias_stats.report.qmd_to_notebook + run_notebook execute it)")
     return 0
+
+
+def _run_choice(args):
+    """The `choice` runner (multiple-choice / judge position bias), imported when called."""
+    from ._choice import run
+
+    return run(args)
+
+
+def _run_plan(args):
+    """The `plan` runner, imported when called (keeps `toolbias-stats --help` fast)."""
+    from ._plan import run
+
+    return run(args)
 
 
 def _run_experiments(name):

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
 from ..io._counts import load_counts
@@ -662,7 +663,7 @@ class _GroupData:
             self.pos[c] = None if pos is None else pos.counts
             # which queries each level has attempts for (any status)
             q_codes, _ = pd.factorize(part["query_id"], sort=True)
-            att = part[[f"n_{s}" for s in ("ok", "no_call", "unknown_tool", "parse_error")]].to_numpy().sum(1)
+            att = part[[f"n_{s}" for s in STATUSES]].to_numpy().sum(1)
             mask = np.zeros((api.counts.shape[0], len(levels)), dtype=bool)
             np.logical_or.at(mask, (q_codes, part["_level"].to_numpy()), att > 0)
             self.qmask[c] = mask

@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._schema import STATUSES
+from .._schema import COUNT_COLUMN, STATUSES
 from ._catalog import ToolCatalog
 
-__all__ = ["SelectionCounts", "COUNT_LEVELS", "STATUS_COLUMNS", "counts_from_log"]
+__all__ = ["SelectionCounts", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
 
 #: Levels of aggregation: per query (everything, bootstrap included) or per cluster (point estimates only).
 COUNT_LEVELS = ("query", "cluster")
 #: Count columns of attempts by status (``n_ok`` = valid choices).
 STATUS_COLUMNS = tuple(f"n_{s}" for s in STATUSES)
+#: Aggregated logs only: table rows by status (``n_*`` are then sums of ``count``, i.e. attempts).
+ROW_COLUMNS = tuple(f"rows_{s}" for s in STATUSES)
 #: Columns of the ``cells`` table besides the design columns and ``count``.
 CELL_KEYS = ("cluster_id", "ordering", "status", "chosen_tool", "chosen_position")
 
@@ -52,7 +54,10 @@ class SelectionCounts:
         ``n_no_call``, ``n_unknown_tool``, ``n_parse_error`` (attempts by status),
         ``tool_1 .. tool_K`` (valid choices of the tool with catalog index 1..K of its cluster;
         K is the largest cluster) and ``pos_1 .. pos_K`` (valid choices with a known position, by
-        position), all int64.
+        position), all int64. For an aggregated log (a ``count`` column, see :attr:`weighted`) all
+        of these are sums of ``count`` (attempts) and four more columns ``rows_ok``,
+        ``rows_no_call``, ``rows_unknown_tool``, ``rows_parse_error`` give the table rows by status;
+        logs without counts have no ``rows_*`` columns (one row is one attempt).
     cells : pandas.DataFrame or None
         One row per (design columns, ``cluster_id``, ``ordering``, ``status``, ``chosen_tool``,
         ``chosen_position``) with ``count``: what the Bayesian model needs (which tool was chosen
@@ -96,6 +101,18 @@ class SelectionCounts:
     def n_rows(self) -> int:
         """Attempts represented (every status)."""
         return int(self.table[list(STATUS_COLUMNS)].to_numpy().sum())
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the counts come from an aggregated log (rows with a ``count``; ``rows_*`` columns present)."""
+        return ROW_COLUMNS[0] in self.table.columns
+
+    def row_totals(self) -> dict:
+        """``{status: table rows}`` over the whole study (equals :meth:`status_totals` for unweighted logs)."""
+        if not self.weighted:
+            return self.status_totals()
+        sums = self.table[list(ROW_COLUMNS)].sum()
+        return {s: int(sums[f"rows_{s}"]) for s in STATUSES}
 
     def status_totals(self) -> dict:
         """``{status: attempts}`` over the whole study (zeros included)."""
@@ -170,16 +187,25 @@ def counts_from_log(log, *, level: str = "query") -> SelectionCounts:
     out = d.iloc[first][keys].reset_index(drop=True)
     if level == "cluster":
         out.insert(len(design) + 1, "query_id", pd.array([pd.NA] * n_groups, dtype="string"))
+    # an aggregated log: every row stands for `count` attempts (sums are exact: integers below 2^53 as floats)
+    w = d[COUNT_COLUMN].to_numpy(dtype=np.int64) if COUNT_COLUMN in d.columns else None
     for s in STATUSES:
-        out[f"n_{s}"] = np.bincount(codes[status == s], minlength=n_groups).astype(np.int64)
+        sel = status == s
+        out[f"n_{s}"] = _bincount(codes[sel], None if w is None else w[sel], n_groups)
     ok = status == "ok"
     tool_idx = tool_index(catalog, d["cluster_id"].to_numpy(dtype=object), d["chosen_tool"].to_numpy(dtype=object))
-    _add_counts(out, "tool", codes[ok], tool_idx[ok], n_groups, k_max)
+    _add_counts(out, "tool", codes[ok], tool_idx[ok], n_groups, k_max, None if w is None else w[ok])
     pos = d["chosen_position"].to_numpy(dtype=float, na_value=np.nan)
     known = ok & np.isfinite(pos)
-    _add_counts(out, "pos", codes[known], pos[known].astype(np.int64), n_groups, k_max)
-    cells = (d.groupby(list(design) + list(CELL_KEYS), sort=True, dropna=False).size().rename("count")
+    _add_counts(out, "pos", codes[known], pos[known].astype(np.int64), n_groups, k_max,
+                None if w is None else w[known])
+    grouped = d.groupby(list(design) + list(CELL_KEYS), sort=True, dropna=False)
+    cells = ((grouped.size() if w is None else grouped[COUNT_COLUMN].sum()).rename("count")
              .astype(np.int64).reset_index())
+    if w is not None:
+        cells = cells[cells["count"] > 0].reset_index(drop=True)   # a row with count 0 is no attempt
+        for s in STATUSES:
+            out[f"rows_{s}"] = np.bincount(codes[status == s], minlength=n_groups).astype(np.int64)
     out = finalize_table(out, design, k_max)
     return SelectionCounts(out, cells, catalog, design, level, dict(log.diagnostics), "pandas")
 
@@ -198,7 +224,8 @@ def finalize_table(table: pd.DataFrame, design, k_max: int) -> pd.DataFrame:
     for c in [k for k in table.columns if k not in keys]:
         table[c] = table[c].astype(np.int64)
     table = table.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)
-    return table[keys + [f"n_{s}" for s in STATUSES] + tool_columns(k_max) + position_columns(k_max)]
+    rows = list(ROW_COLUMNS) if ROW_COLUMNS[0] in table.columns else []
+    return table[keys + [f"n_{s}" for s in STATUSES] + tool_columns(k_max) + position_columns(k_max) + rows]
 
 
 def _text_categorical(col: pd.Series) -> pd.Categorical:
@@ -222,9 +249,19 @@ def tool_index(catalog: ToolCatalog, clusters, tools) -> np.ndarray:
     return np.fromiter((lookup.get((c, t), 0) for c, t in zip(clusters, tools)), dtype=np.int64, count=len(tools))
 
 
-def _add_counts(out, prefix, codes, idx, n_groups, k_max):
-    """Append ``{prefix}_1 .. {prefix}_k_max`` columns: per group, how often index 1..k_max occurred."""
-    flat = np.bincount(codes * k_max + (idx - 1), minlength=n_groups * k_max).reshape(n_groups, k_max)
+def _bincount(codes, weights, n):
+    """Occurrences (or summed integer weights) of 0..n-1, exact int64."""
+    if weights is None:
+        return np.bincount(codes, minlength=n).astype(np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, codes, weights)
+    return out
+
+
+def _add_counts(out, prefix, codes, idx, n_groups, k_max, weights=None):
+    """Append ``{prefix}_1 .. {prefix}_k_max`` columns: per group, how often index 1..k_max occurred
+    (``weights``: the summed ``count`` of an aggregated log)."""
+    flat = _bincount(codes * k_max + (idx - 1), weights, n_groups * k_max).reshape(n_groups, k_max)
     for j in range(k_max):
         out[f"{prefix}_{j + 1}"] = flat[:, j].astype(np.int64)
 

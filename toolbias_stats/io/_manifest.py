@@ -10,22 +10,26 @@ from pathlib import Path
 
 from ..exceptions import ManifestError, problem
 from ._catalog import ToolCatalog
+from ._clusters import declares_clusters, study_clusters
 from ._selection_log import SelectionLog
 from .readers._common import READER_KEYS as _READER_KEYS
 
 __all__ = ["Study", "read_study", "FORMATS", "ENGINES"]
 
 #: Accepted values of the manifest key ``format``.
-FORMATS = ("biasbusters", "table", "transcripts")
+FORMATS = ("biasbusters", "table", "transcripts", "openai", "anthropic", "otel", "inspect")
 
 _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta", "cluster_names", "reference_date",
-               "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates"}
+               "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates",
+               "clusters", "clusters_file", "responses", "subsets"}
 #: Reader options each format takes (other option keys in an entry are an error).
-_OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "table": ("columns",), "transcripts": ("cluster",)}
+_OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "table": ("columns",), "transcripts": ("cluster",),
+            "openai": ("responses", "subsets"), "anthropic": ("responses", "subsets"), "otel": ("subsets",),
+            "inspect": ("cluster",)}
 #: Entry keys that configure reading: the readers' keys plus ``clusters`` (the clusters a condition was run on;
 #: attempts are expected only for those, issue 8).
-READER_KEYS = _READER_KEYS | {"clusters"}
-_PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names")
+READER_KEYS = _READER_KEYS | {"clusters"} | {"clusters_file", "responses", "subsets"}   # issue 13: API logs
+_PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "responses")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 #: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
 _STUDY_PATH_KEYS = ("features", "tool_dates")
@@ -124,7 +128,11 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         SelectionLog columns. An entry may override any study-level default. A ``biasbusters``
         entry may list ``clusters = [...]``: the clusters its condition was run on (no ``no_call``
         rows are created for the others). Relative paths are
-        relative to the manifest.
+        relative to the manifest. API logs (``openai``, ``anthropic``, ``otel``; docs/formats.md)
+        take ``responses`` (the results file, joined by ``custom_id``) and ``subsets``; without a
+        catalog, clusters are declared with a **table** ``clusters = {name = [tools]}``, read from
+        ``clusters_file`` (``tool_id, cluster_id``) or inferred (``clusters = "infer"``, the default
+        for the API-log formats); ``Study.settings["cluster_source"]`` records which.
     engine : {"auto", "pandas", "duckdb", "dask"}, default "auto"
         Who reads and counts the logs. ``"pandas"`` reads every file into one in-memory
         :class:`SelectionLog` (any format). ``"duckdb"`` validates and counts ``format = "table"`` files
@@ -166,7 +174,7 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     >>> len(study.log)
     105500
     """
-    from .readers import READERS
+    from .readers import OFFERED, READERS
     from .readers.biasbusters import read_biasbusters_queries
 
     if engine not in ENGINES:
@@ -216,17 +224,20 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         fmt = merged.get("format")
         if fmt not in FORMATS:
             problems.append(problem(path, where, "format", f"expected one of {list(FORMATS)}, got {fmt!r}"))
-        if "catalog" not in merged:
+        if "catalog" not in merged and not declares_clusters(merged) and fmt not in OFFERED:
             problems.append(problem(path, where, "catalog", "no catalog given (study-level or per entry)"))
         if fmt in _OPTIONS:
-            for opt in ("cluster", "columns", "n_queries", "position", "clusters"):
-                if opt in entry and opt not in _OPTIONS[fmt]:
+            for opt in ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets"):
+                if opt in entry and opt not in _OPTIONS[fmt] and not (opt == "clusters"
+                                                                      and not isinstance(entry[opt], list)):
                     problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
-        if "clusters" in entry:
+        if "clusters" in entry and not declares_clusters({"clusters": entry["clusters"]}):
             cl = entry["clusters"]
             if (not isinstance(cl, list) or not cl
                     or not all(isinstance(c, str) or isinstance(c, int) and not isinstance(c, bool) for c in cl)):
-                problems.append(problem(path, where, "clusters", f"expected a non-empty list of cluster ids, got {cl!r}"))
+                problems.append(problem(path, where, "clusters", f"expected a non-empty list of cluster ids, got {cl!r} "
+                                                                 "(or, to declare clusters, a table {cluster = [tools]} "
+                                                                 "or \"infer\")"))
             else:
                 merged["clusters"] = [str(c) for c in cl]
         if "columns" in merged and not isinstance(merged["columns"], dict):
@@ -252,11 +263,14 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     if problems:
         raise ManifestError(problems)
 
+    # clusters declared in the manifest, read from a clusters_file or inferred from the tools offered (issue 13)
+    cluster_source = study_clusters(path, doc, entries, offered=lambda m: OFFERED[m["format"]](
+        m["path"], **{k: m[k] for k in _OPTIONS[m["format"]] if k in m}), inferable=set(OFFERED))
     catalogs: dict = {}
     for merged in entries:
         ckey = tuple(merged.get(k) for k in _CATALOG_KEYS)
         if ckey not in catalogs:
-            catalogs[ckey] = _read_catalog(merged)
+            catalogs[ckey] = cluster_source.catalog if cluster_source is not None else _read_catalog(merged)
             if "tool_dates" in doc:
                 from .readers.biasbusters import read_tool_dates
 
@@ -303,6 +317,8 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     if qpath is not None:
         queries = read_biasbusters_queries(qpath)
     resolved = dict(settings)
+    if cluster_source is not None:
+        resolved["cluster_source"] = cluster_source.to_dict()
     for key in _PATH_KEYS + _STUDY_PATH_KEYS:
         if isinstance(resolved.get(key), str):
             resolved[key] = str(_resolve(base, resolved[key]))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._schema import LOG_COLUMNS, SCHEMA_VERSION, STATUSES
+from .._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, SCHEMA_VERSION, STATUSES
 from ..exceptions import SelectionLogError, problem
 from ._catalog import ToolCatalog
 
@@ -20,6 +20,8 @@ _ATTEMPT = (
     "cluster_id", "query_id", "rotation", "ordering", "n_candidates", "chosen_tool",
     "chosen_position", "status", "raw_choice", "source_file", "source_row",
 )
+#: Largest accepted ``count`` of one row (exact in float64, far below int64 overflow when summed).
+MAX_COUNT = 10**15
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +50,12 @@ class SelectionLog:
     -----
     Rows without a valid selection stay in the log with a ``status`` other than ``"ok"``;
     statistics count them as excluded, by status.
+
+    *Aggregated logs.* A ``count`` column (integer >= 0) makes every row stand for ``count``
+    identical attempts (see ``docs/schema.md``, "Aggregated logs"); it is then the last column of
+    :attr:`data`, :attr:`weighted` is True and every statistic sums the counts instead of the rows.
+    ``query_id`` may then be absent (one pseudo-query ``"(aggregated)"`` per cluster). Logs without
+    the column are unchanged (no ``count`` column is added).
 
     Examples
     --------
@@ -79,7 +87,10 @@ class SelectionLog:
         if not logs:
             raise ValueError("`logs` must contain at least one SelectionLog; got an empty sequence instead.")
         catalog = catalog or logs[0].catalog
-        frame = pd.concat([lg.data for lg in logs], ignore_index=True)
+        frames = [lg.data for lg in logs]
+        if any(lg.weighted for lg in logs):   # a log without counts: one attempt per row
+            frames = [f if COUNT_COLUMN in f.columns else f.assign(**{COUNT_COLUMN: 1}) for f in frames]
+        frame = pd.concat(frames, ignore_index=True)
         diagnostics = {}
         for lg in logs:
             diagnostics.update(lg.diagnostics)
@@ -89,7 +100,17 @@ class SelectionLog:
     @property
     def design_columns(self) -> list[str]:
         """``model``, ``run``, ``condition`` and the extra manifest columns."""
-        return [c for c in self.data.columns if c not in _ATTEMPT]
+        return [c for c in self.data.columns if c not in _ATTEMPT and c != COUNT_COLUMN]
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the rows carry a ``count`` (an aggregated log: a row stands for ``count`` attempts)."""
+        return COUNT_COLUMN in self.data.columns
+
+    @property
+    def n_attempts(self) -> int:
+        """Attempts represented: the sum of ``count`` for an aggregated log, else the number of rows."""
+        return int(self.data[COUNT_COLUMN].sum()) if self.weighted else len(self.data)
 
     @property
     def valid(self) -> pd.DataFrame:
@@ -111,16 +132,21 @@ class SelectionLog:
         Returns
         -------
         pandas.DataFrame
-            One row per group: ``total`` and one column per status (zeros included).
+            One row per group: ``total`` and one column per status (zeros included). For an
+            aggregated log (:attr:`weighted`) these are attempts (sums of ``count``) and a last
+            column ``table_rows`` gives the number of rows of the group.
         """
         by = list(by)
-        counts = self.data.groupby(by + ["status"], sort=False, dropna=False).size().unstack("status", fill_value=0)
+        grouped = self.data.groupby(by + ["status"], sort=False, dropna=False)
+        counts = (grouped[COUNT_COLUMN].sum() if self.weighted else grouped.size()).unstack("status", fill_value=0)
         for s in STATUSES:
             if s not in counts.columns:
                 counts[s] = 0
         extra = [c for c in counts.columns if c not in STATUSES]
         counts = counts[list(STATUSES) + extra]
         counts.insert(0, "total", counts.sum(axis=1))
+        if self.weighted:
+            counts["table_rows"] = self.data.groupby(by, sort=False, dropna=False).size()
         return counts.reset_index()
 
     def counts(self, *, level: str = "query"):
@@ -135,6 +161,38 @@ class SelectionLog:
         from ._counts import counts_from_log
 
         return counts_from_log(self, level=level)
+
+    def aggregate(self, *, queries: bool = True, lists: bool = True) -> "SelectionLog":
+        """An aggregated copy: one row per cell with a ``count`` column (see ``docs/schema.md``).
+
+        Parameters
+        ----------
+        queries : bool, default True
+            Keep ``query_id`` (cells per query: the query bootstrap still works). False pools the
+            queries of each (design, cluster) into the pseudo-query ``"(aggregated)"``, as in
+            published tables of counts (intervals are then multinomial).
+        lists : bool, default True
+            Keep ``rotation`` / ``ordering`` (needed by the Bayesian model's ``cells``). False keeps
+            only ``n_candidates`` and the chosen position.
+
+        Returns
+        -------
+        SelectionLog
+            Weighted: every count and statistic equals that of this log (the test suite checks
+            it); provenance is lost (``source_file`` is ``"<aggregate>"``, ``source_row`` the cell).
+        """
+        d = self.data
+        keys = self.design_columns + ["cluster_id"] + (["query_id"] if queries else [])
+        keys += (["rotation", "ordering"] if lists else []) + ["n_candidates", "status", "chosen_tool",
+                                                                "chosen_position", "raw_choice"]
+        grouped = d.groupby(keys, sort=True, dropna=False, observed=True)
+        cells = (grouped[COUNT_COLUMN].sum() if self.weighted else grouped.size()).rename(COUNT_COLUMN).reset_index()
+        cells = cells[cells[COUNT_COLUMN] > 0].reset_index(drop=True)
+        cells["source_file"] = "<aggregate>"
+        cells["source_row"] = np.arange(1, len(cells) + 1)
+        if not queries:
+            cells = cells.assign(query_id=AGGREGATED_QUERY_ID)
+        return type(self).from_frame(cells, self.catalog, diagnostics=self.diagnostics, source="<aggregate>")
 
     def write(self, path) -> Path:
         """Write the log in the generic tabular format (``.csv``, ``.jsonl`` or ``.parquet``).
@@ -159,7 +217,9 @@ class SelectionLog:
 
     def __repr__(self):
         st = self.data["status"].value_counts().to_dict()
-        return f"SelectionLog({len(self.data)} rows, status={st}, clusters={self.data['cluster_id'].nunique()})"
+        extra = f", {self.n_attempts} attempts (count column)" if self.weighted else ""
+        return (f"SelectionLog({len(self.data)} rows{extra}, status={st}, "
+                f"clusters={self.data['cluster_id'].nunique()})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -168,6 +228,10 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     problems: list[str] = []
     if len(df) == 0:
         raise SelectionLogError(problem(source, None, None, "the selection log is empty (no rows)"))
+    weighted = COUNT_COLUMN in df.columns
+    if weighted and "query_id" not in df.columns:
+        # an aggregated file without per-query rows: one pseudo-query per (design, cluster)
+        df["query_id"] = AGGREGATED_QUERY_ID
     for col in ("cluster_id", "query_id", "status"):
         if col not in df.columns:
             problems.append(problem(source, None, col, "required column is missing"))
@@ -206,6 +270,11 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
             where(df[col].isna(), col, "missing value")
         df[col] = num.where(~bad).astype("Int64")
     where((df["run"] < 1).fillna(False), "run", "expected an integer >= 1, got {value!r}")
+    if weighted:
+        missing, bad, num = count_problems(df[COUNT_COLUMN])
+        where(missing, COUNT_COLUMN, "missing value")
+        where(bad, COUNT_COLUMN, COUNT_MESSAGE)
+        df[COUNT_COLUMN] = num.where(~(missing | bad), 0).astype("int64")
 
     status = df["status"].astype("string")
     where(status.notna() & ~status.isin(STATUSES), "status", f"expected one of {list(STATUSES)}, got {{value!r}}")
@@ -277,11 +346,16 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     df.loc[~ok, "chosen_position"] = pd.NA
     df.loc[~ok, "chosen_tool"] = pd.NA
 
-    extras = [c for c in df.columns if c not in LOG_COLUMNS]
+    extras = [c for c in df.columns if c not in LOG_COLUMNS and c != COUNT_COLUMN]
     # An attempt is identified by its design, query and the list it was shown: the rotation and/or the ordering
     # as given (shuffled lists without a rotation id are distinct attempts; an `attempt` or `epoch` column
     # is a design column and separates repeats of the same list).
     ident = df[list(_DESIGN) + extras + ["cluster_id", "query_id", "rotation"]].assign(ordering=given_ordering)
+    if weighted:
+        # Aggregated rows are cells, not attempts: many rows share a query and a list and differ in the outcome.
+        # A cell is identified by the attempt identity plus the outcome; the same cell twice is an error (its
+        # attempts would be counted twice; an aggregated file lists each cell once).
+        ident = ident.assign(**{c: df[c] for c in CELL_OUTCOME})
     dup = ident.duplicated(keep="first").to_numpy()
     if dup.any():
         gid = ident.groupby(list(ident.columns), dropna=False, sort=False).ngroup().to_numpy()
@@ -293,13 +367,45 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
             values = {k: _plain(v) for k, v in ident.iloc[i].items()}
             if values["rotation"] is not None:
                 values.pop("ordering")
-            problems.append(problem(files[i], rows[i], "query_id", duplicate_message(
+            message = duplicate_cell_message if weighted else duplicate_message
+            problems.append(problem(files[i], rows[i], "query_id", message(
                 values, int(rows[j]), files[j] if files[j] != files[i] else None)))
         raise SelectionLogError(problems)
 
     for col, dtype in LOG_COLUMNS.items():
         df[col] = df[col].astype(dtype)
-    return df[list(_DESIGN) + extras + list(_ATTEMPT)]
+    return df[list(_DESIGN) + extras + list(_ATTEMPT) + ([COUNT_COLUMN] if weighted else [])]
+
+
+#: Columns that, with the attempt identity, identify a cell of an aggregated log.
+CELL_OUTCOME = ("status", "chosen_tool", "chosen_position", "raw_choice")
+#: Message for a bad ``count`` value (every engine).
+COUNT_MESSAGE = ("expected a whole number of attempts between 0 and 10^15 (the row stands for `count` identical "
+                 "attempts), got {value!r}")
+
+
+def count_problems(col: pd.Series):
+    """Check a ``count`` column: ``(missing, bad, numbers)`` (masks and the values as float).
+
+    Missing: null / NaN cells. Bad: present but not a whole number in ``0..MAX_COUNT`` (booleans,
+    text that is not a number, fractions, negatives, infinities).
+    """
+    missing = col.isna().to_numpy()
+    is_bool = col.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)
+    as_num = col.astype(object).where(~is_bool, np.nan) if is_bool.any() else col
+    num = pd.to_numeric(as_num, errors="coerce").astype("float64")
+    vals = num.to_numpy()
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(vals) & (vals == np.round(vals)) & (vals >= 0) & (vals <= MAX_COUNT)
+    bad = ~missing & ~ok
+    return missing, bad, num
+
+
+def duplicate_cell_message(values: dict, first_row, first_file=None) -> str:
+    """Message for a second row of an aggregated log with the same cell (attempt identity and outcome)."""
+    where = f"row {first_row}" if first_file is None else f"{first_file}:{first_row}"
+    return (f"duplicate cell {values} (first seen at {where}); an aggregated log lists each (query, list, outcome) "
+            "once: add the two counts")
 
 
 def not_in_cluster_message(tool, cluster) -> str:

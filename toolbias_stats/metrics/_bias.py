@@ -11,18 +11,26 @@ from scipy import special
 
 from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
-from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
+from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
 from ..io._counts import load_counts, tool_columns
 from ._bootstrap import (BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS, ConfidenceInterval, bca_ci, percentile_ci,
                          resampled_counts)
-from ._calibrated import calibrated_mean_tv
+from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from .._display import ReprHTMLMixin
 
-__all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult"]
+__all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
+           "INTERVAL_MULTINOMIAL"]
 
 _NAN_CI = ConfidenceInterval(np.nan, np.nan)
 METRICS = ("delta_api", "delta_pos", "delta_model")
+#: ``interval_method`` of a cluster whose queries are resampled (the default).
+INTERVAL_QUERY = "query bootstrap"
+#: ``interval_method`` of a cluster with a single (pseudo-)query, e.g. an aggregated table of counts: the
+#: replicates are drawn from the observed distribution with the observed n, which assumes independent attempts.
+INTERVAL_MULTINOMIAL = "multinomial (attempts assumed independent)"
+#: ``interval_method`` when no interval is computed (``n_resamples=0``).
+INTERVAL_NONE = "none (n_resamples=0)"
 
 
 @dataclass(frozen=True)
@@ -158,12 +166,14 @@ class ClusterBias:
     delta_api: TVResult
     delta_pos: TVResult | None
     rate_table: pd.DataFrame
+    interval_method: str = INTERVAL_QUERY
 
     def to_dict(self) -> dict:
         return {
             "cluster": self.cluster,
             "K": self.K,
             "n_used": self.n_used,
+            "interval_method": self.interval_method,
             "n_position_known": self.n_position_known,
             "rates": {t: _json_num(r) for t, r in self.rates.items()},
             "position_rates": None if self.position_rates is None else [_json_num(r) for r in self.position_rates],
@@ -181,10 +191,17 @@ class GroupBias:
     keys : dict
         Values of the ``by`` columns.
     rows : dict
-        ``{"total": n, "used": n, "excluded": {status: n}}``.
+        ``{"total": n, "used": n, "excluded": {status: n}}``: attempts. For an aggregated log (a
+        ``count`` column) these are sums of ``count`` and ``rows["table_rows"]`` has the same three
+        entries counted in table rows.
     delta_api, delta_pos, delta_model : TVResult
         Cluster-averaged metrics (``delta_pos``/``delta_model`` None when no position is known).
     clusters : list of ClusterBias
+    interval_method : str
+        How the intervals were obtained: ``"query bootstrap"`` (queries resampled), ``"multinomial
+        (attempts assumed independent)"`` (no cluster has two queries, e.g. a table of counts: a
+        query bootstrap is impossible), ``"mixed: ..."`` naming how many clusters used each, or
+        ``"none (n_resamples=0)"``.
     """
 
     keys: dict
@@ -193,11 +210,13 @@ class GroupBias:
     delta_pos: TVResult | None
     delta_model: TVResult | None
     clusters: list
+    interval_method: str = INTERVAL_QUERY
 
     def to_dict(self) -> dict:
         return {
             "keys": {k: _json_num(v) for k, v in self.keys.items()},
             "rows": self.rows,
+            "interval_method": self.interval_method,
             **{m: (None if getattr(self, m) is None else getattr(self, m).to_dict()) for m in METRICS},
             "clusters": [c.to_dict() for c in self.clusters],
         }
@@ -223,12 +242,19 @@ class BiasResult(ReprHTMLMixin):
     warnings: list = field(default_factory=list)
     bootstrap: str = "multinomial"
 
+    @property
+    def interval_method(self) -> str:
+        """How the intervals were obtained over all groups (see :attr:`GroupBias.interval_method`)."""
+        methods = sorted({g.interval_method for g in self.groups})
+        return methods[0] if len(methods) == 1 else "; ".join(methods) if methods else INTERVAL_QUERY
+
     def _headline(self):
         cols = list(self.by) + ["metric", "mean_over_runs", "ci_low", "ci_high", "corrected", "corrected_ci_low",
                                 "corrected_ci_high", "null_expected", "p_value", "n_used", "n_excluded"]
         frame = self.to_frame()
+        kind = "query-bootstrap" if self.interval_method in (INTERVAL_QUERY, INTERVAL_NONE) else self.interval_method
         title = (f"BiasResult: {len(self.groups)} group(s) by {self.by or 'nothing'}; {self.n_resamples} "
-                 f"query-bootstrap replicates, {self.confidence_level:.0%} intervals")
+                 f"{kind} replicates, {self.confidence_level:.0%} intervals")
         return title, frame[[c for c in cols if c in frame.columns]], None
 
     def to_frame(self) -> pd.DataFrame:
@@ -277,6 +303,7 @@ class BiasResult(ReprHTMLMixin):
             "confidence_level": self.confidence_level,
             "ci_method": self.ci_method,
             "resample": self.resample,
+            "interval_method": self.interval_method,
             "bootstrap": self.bootstrap,
             "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
             "groups": [g.to_dict() for g in self.groups],
@@ -345,6 +372,21 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     with ``null_expected`` (exact), a Monte-Carlo ``p_value`` for "no bias", and a bias-corrected
     ``corrected`` value with its calibrated interval ``corrected_ci``.
 
+    *Aggregated counts (no per-query rows).* A cluster with a single query in a group (typically an
+    aggregated table with a ``count`` column and no ``query_id``, where all attempts form one
+    pseudo-query) cannot be query-bootstrapped: resampling one unit reproduces the data. Its
+    replicates are then drawn from the observed distribution with the observed n, per run
+    (``Multinomial(n_s, p_hat_s)``; with ``bootstrap="poisson"`` every count is ``Poisson(count)``),
+    which **assumes independent attempts**: when attempts of the same query are correlated the
+    intervals are too narrow, and nothing in aggregated data can detect it. Tool and position counts
+    are drawn independently (their joint is not in the counts). Those replicates feed the same
+    percentile and calibrated (``corrected_ci``) intervals; ``ci`` is then the percentile interval
+    (BCa needs a jackknife over queries). ``GroupBias.interval_method`` / ``ClusterBias.interval_method``
+    and the JSON's ``interval_method`` say which kind each interval is
+    (``"multinomial (attempts assumed independent)"``), and a :class:`SmallSampleWarning` is issued.
+    Point estimates, null references and p-values use the counts and are exactly those of the
+    expanded log (one row per attempt).
+
     References
     ----------
     Blankenstein et al., "BiasBusters: Uncovering and Mitigating Tool Selection Bias in LLMs", sec. 3.1, Table 1.
@@ -374,7 +416,8 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     excluded = {s: n for s, n in sorted(totals.items(), key=lambda kv: -kv[1]) if s != "ok" and n}
     if excluded:
         n_all = sum(totals.values())
-        msg = (f"{sum(excluded.values())} of {n_all} rows have no valid selection and are excluded: {excluded}")
+        unit = "attempts (sums of `count`)" if counts.weighted else "rows"
+        msg = (f"{sum(excluded.values())} of {n_all} {unit} have no valid selection and are excluded: {excluded}")
         warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
         caught.append(msg)
     groups = []
@@ -388,8 +431,11 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
         keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
         groups.append(_group_bias(sub, counts.catalog, keys, n_resamples, n_null, confidence_level, ci_method, gen,
                                   caught, cluster_corrected, bootstrap))
+    kinds = {g.interval_method for g in groups}
+    resample = ("query" if kinds <= {INTERVAL_QUERY, INTERVAL_NONE}
+                else "multinomial" if kinds == {INTERVAL_MULTINOMIAL} else "mixed")
     return BiasResult(groups=groups, by=by, n_resamples=n_resamples, n_null=n_null, cluster_corrected=cluster_corrected,
-                      confidence_level=confidence_level, ci_method=ci_method, resample="query", seed=seed,
+                      confidence_level=confidence_level, ci_method=ci_method, resample=resample, seed=seed,
                       warnings=caught, bootstrap=bootstrap)
 
 
@@ -405,29 +451,43 @@ class _Target:
 def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
                 cluster_corrected, bootstrap) -> GroupBias:
     runs = np.sort(sub["run"].unique())
-    status = {s: int(sub[f"n_{s}"].sum()) for s in STATUSES}
-    total = sum(status.values())
-    rows = {"total": total, "used": status["ok"],
-            "excluded": {s: n for s, n in sorted(status.items(), key=lambda kv: -kv[1]) if s != "ok" and n}}
+    rows = _rows(sub, "n")
+    if "rows_ok" in sub.columns:   # an aggregated log: n_* are attempts (sums of count); rows_* are table rows
+        rows["table_rows"] = _rows(sub, "rows")
     present = set(sub["cluster_id"].unique())
     clusters = [c for c in catalog.clusters if c in present]
     api_t, pos_t, tools_of, boot_api, boot_pos = {}, {}, {}, {}, {}
     by_cluster = dict(iter(sub.groupby("cluster_id", sort=False)))
+    multinomial = set()
     for c in clusters:
         api_t[c], pos_t[c], tools_of[c] = _tensors(by_cluster[c], catalog, c, runs, caught, keys)
         # Cluster-level replicate counts (R, S, K), shared by every metric of this group; the same query
         # weights serve the tool and the position counts.
         targets = [api_t[c].counts] + ([] if pos_t[c] is None else [pos_t[c].counts])
-        reps = resampled_counts(targets, n_resamples, gen, method=bootstrap)
+        if api_t[c].counts.shape[0] >= 2:
+            reps = resampled_counts(targets, n_resamples, gen, method=bootstrap)
+        else:
+            # one (pseudo-)query, e.g. an aggregated table of counts: nothing to resample; draw the attempts
+            multinomial.add(c)
+            reps = [parametric_counts(t.sum(0), n_resamples, gen, method=bootstrap) for t in targets]
         boot_api[c] = reps[0]
         boot_pos[c] = None if pos_t[c] is None else reps[1]
     obs_api = {c: api_t[c].counts.sum(0) for c in clusters}
     obs_pos = {c: (None if pos_t[c] is None else pos_t[c].counts.sum(0)) for c in clusters}
+    interval_method = _interval_method(len(clusters), len(multinomial)) if n_resamples else INTERVAL_NONE
+    if multinomial and n_resamples:
+        msg = (f"group {keys}: {len(multinomial)} of {len(clusters)} clusters have no per-query rows (one query or "
+               "an aggregated table of counts), so no query bootstrap is possible for them; their intervals are "
+               f"{INTERVAL_MULTINOMIAL} (draws of the observed distribution with the observed n), and `ci` is the "
+               "percentile interval")
+        warnings.warn(msg, SmallSampleWarning, stacklevel=4)
+        caught.append(msg)
 
-    api = _Metric("delta_api", clusters, api_t, obs_api, boot_api, gen, n_null, level, cluster_corrected)
+    api = _Metric("delta_api", clusters, api_t, obs_api, boot_api, gen, n_null, level, cluster_corrected,
+                  multinomial)
     has_pos = [c for c in clusters if pos_t[c] is not None]
-    pos = (_Metric("delta_pos", has_pos, pos_t, obs_pos, boot_pos, gen, n_null, level, cluster_corrected)
-           if has_pos else None)
+    pos = (_Metric("delta_pos", has_pos, pos_t, obs_pos, boot_pos, gen, n_null, level, cluster_corrected,
+                   multinomial) if has_pos else None)
     for m in (api, pos):
         if m is not None and np.isnan(m.per_cluster_obs).any():
             msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
@@ -452,9 +512,45 @@ def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, 
             position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
             delta_api=api.cluster_result(i, level), delta_pos=None if j is None else pos.cluster_result(j, level),
             rate_table=_rate_table(c, tools_of[c], counts, boot_api[c].sum(1), level),
+            interval_method=(INTERVAL_NONE if not n_resamples else INTERVAL_MULTINOMIAL if c in multinomial
+                             else INTERVAL_QUERY),
         ))
     return GroupBias(keys=keys, rows=rows, delta_api=delta_api, delta_pos=delta_pos, delta_model=delta_model,
-                     clusters=cluster_results)
+                     clusters=cluster_results, interval_method=interval_method)
+
+
+def _rows(sub, prefix) -> dict:
+    """``{"total", "used", "excluded": {status: n}}`` from the ``{prefix}_{status}`` count columns."""
+    status = {s: int(sub[f"{prefix}_{s}"].sum()) for s in STATUSES}
+    return {"total": sum(status.values()), "used": status["ok"],
+            "excluded": {s: n for s, n in sorted(status.items(), key=lambda kv: -kv[1]) if s != "ok" and n}}
+
+
+def _interval_method(n_clusters, n_multinomial) -> str:
+    if n_multinomial == 0:
+        return INTERVAL_QUERY
+    if n_multinomial == n_clusters:
+        return INTERVAL_MULTINOMIAL
+    return (f"mixed: {INTERVAL_QUERY} for {n_clusters - n_multinomial} clusters, {INTERVAL_MULTINOMIAL} for "
+            f"{n_multinomial} clusters without per-query rows")
+
+
+def parametric_counts(counts, n_resamples, rng, *, method="multinomial"):
+    """Replicates of (S, K) counts drawn from their own proportions: the bootstrap of independent attempts.
+
+    ``"multinomial"``: per run ``s``, ``Multinomial(n_s, counts[s] / n_s)`` (the observed n, the observed
+    distribution); ``"poisson"``: every count ``Poisson(counts[s, k])`` (each attempt weighted Poisson(1), the
+    attempt-level analogue of the Poisson query bootstrap). Returns an array of shape (R, S, K).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    if n_resamples == 0:
+        return np.zeros((0,) + counts.shape)
+    if method == "poisson":
+        return rng.poisson(counts, size=(n_resamples,) + counts.shape).astype(float)
+    n = counts.sum(-1)
+    k = counts.shape[-1]
+    p = np.where(n[:, None] > 0, counts / np.maximum(n, 1)[:, None], 1.0 / k)
+    return rng.multinomial(n, p, size=(n_resamples, counts.shape[0])).astype(float)
 
 
 def _tensors(part, catalog, cluster, runs, caught, keys):
@@ -501,9 +597,13 @@ def _nanmean(x, axis):
 class _Metric:
     """Observed, bootstrap, jackknife and null values of one cluster-averaged TV metric."""
 
-    def __init__(self, name, clusters, targets, obs, boot, gen, n_null, level, cluster_corrected):
+    def __init__(self, name, clusters, targets, obs, boot, gen, n_null, level, cluster_corrected, multinomial=()):
         self.name = name
         self.clusters = clusters
+        # clusters whose replicates are multinomial draws of attempts (no queries to resample): no jackknife over
+        # queries, so BCa is not available and `ci` is the percentile interval
+        self._multinomial = {c for c in clusters if c in multinomial}
+        self.n_multinomial = len(self._multinomial)
         ks = np.array([targets[c].k for c in clusters], dtype=float)
         self.ks = ks
         norm = (1 - 1 / ks)
@@ -523,11 +623,19 @@ class _Metric:
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
             # pooled-over-runs counts per cluster and their replicates: the calibrated interval's inputs
-            self.cal_inputs = ([obs[c].sum(0) for c in clusters],
-                               [np.rint(boot[c].sum(1)).astype(np.int64) for c in clusters])
-            self.calibrated = calibrated_mean_tv(*self.cal_inputs, confidence_level=level)
+            # (clusters without a valid choice are left out, as they are of the means)
+            seen = [c for c in clusters if obs[c].sum() > 0]
+            self.cal_inputs = ([obs[c].sum(0) for c in seen],
+                               [np.rint(boot[c].sum(1)).astype(np.int64) for c in seen])
+            self.calibrated = (calibrated_mean_tv(*self.cal_inputs, confidence_level=level) if seen
+                               else CalibratedTV(np.nan, np.nan, np.nan, level, "none (no valid choice)", np.nan,
+                                                 np.nan))
+            self.cal_method = self.calibrated.method + (
+                "" if not self.n_multinomial else " on multinomial replicates" if self.n_multinomial == len(clusters)
+                else " on query-bootstrap and multinomial replicates")
             self.cal_cluster = [calibrated_mean_tv([obs[c].sum(0)], [np.rint(boot[c].sum(1)).astype(np.int64)],
-                                                   confidence_level=level) if cluster_corrected else None
+                                                   confidence_level=level)
+                                if cluster_corrected and obs[c].sum() > 0 else None
                                 for c in clusters]
         # Null: uniform multinomial chooser with the same valid counts per (cluster, run).
         n_cs = [obs[c].sum(-1).astype(np.int64) for c in clusters]             # each (S,)
@@ -565,11 +673,13 @@ class _Metric:
         kw = {}
         if self.n_resamples:
             pct = percentile_ci(self.boot_stat, level)
-            kw = dict(ci=bca_ci(self.boot_stat, self.stat, self.jack, level) if ci_method == "bca" else pct,
-                      ci_method=ci_method, ci_percentile=pct, ci_pooled=percentile_ci(self.boot_pooled, level),
+            bca = ci_method == "bca" and not self.n_multinomial
+            kw = dict(ci=bca_ci(self.boot_stat, self.stat, self.jack, level) if bca else pct,
+                      ci_method="bca" if bca else "percentile", ci_percentile=pct,
+                      ci_pooled=percentile_ci(self.boot_pooled, level),
                       corrected=self.calibrated.estimate,
                       corrected_ci=ConfidenceInterval(self.calibrated.ci_low, self.calibrated.ci_high),
-                      corrected_method=self.calibrated.method,
+                      corrected_method=self.cal_method,
                       normalised_ci=percentile_ci(self.boot_norm, level),
                       standard_error=float(np.nanstd(self.boot_stat, ddof=1)),
                       bootstrap_distribution=self.boot_stat)
@@ -598,7 +708,8 @@ class _Metric:
                       standard_error=float(np.nanstd(b, ddof=1)))
             if cal is not None:
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
-                          corrected_method=cal.method)
+                          corrected_method=cal.method + (" on multinomial replicates"
+                                                         if self.clusters[i] in self._multinomial else ""))
         stat = float(per_run.mean()) if per_run.size else np.nan
         if self.null_stat is not None:
             null = _nanmean(self.null_sims[:, i, :], 1)
@@ -624,9 +735,11 @@ class _Metric:
         kw = {}
         if api.n_resamples:
             boot = (api.boot_stat + pos.boot_stat) / 2
-            jack = (api.jack + pos.jack) / 2
             pct = percentile_ci(boot, level)
-            kw = dict(ci=bca_ci(boot, stat, jack, level) if ci_method == "bca" else pct, ci_method=ci_method,
+            # the jackknife pairs leave-one-query-out values of both metrics: only when they share their clusters
+            bca = (ci_method == "bca" and not (api.n_multinomial or pos.n_multinomial)
+                   and list(pos.clusters) == list(api.clusters))
+            kw = dict(ci=bca_ci(boot, stat, (api.jack + pos.jack) / 2, level) if bca else pct, ci_method="bca" if bca else "percentile",
                       ci_percentile=pct, ci_pooled=percentile_ci((api.boot_pooled + pos.boot_pooled) / 2, level),
                       normalised_ci=percentile_ci((api.boot_norm + pos.boot_norm) / 2, level),
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
@@ -637,7 +750,7 @@ class _Metric:
                 cal = calibrated_mean_tv(api.cal_inputs[0] + pos.cal_inputs[0], api.cal_inputs[1] + pos.cal_inputs[1],
                                          confidence_level=level)
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
-                          corrected_method=cal.method + " (tool and position distributions jointly)")
+                          corrected_method=api.cal_method + " (tool and position distributions jointly)")
             else:
                 kw.update(corrected=(api.calibrated.estimate + pos.calibrated.estimate) / 2,
                           corrected_method="mean of the two corrected values (no interval: some clusters have no "

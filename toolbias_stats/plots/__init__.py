@@ -26,3 +26,8 @@ __all__ += ["plot_shadow_contributions", "plot_shadow_pbs", "plot_recall_by_tier
 from ._experiments import plot_shift, plot_sweep, plot_tool_count, plot_tool_shares
 
 __all__ += ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count"]
+
+# -- study design (issue 12) ----------------------------------------------------------------------
+from ._design import plot_plan_widths, plot_variance_shares  # noqa: E402
+
+__all__ += ["plot_variance_shares", "plot_plan_widths"]

@@ -220,12 +220,18 @@ def _section_provenance(study, result, version) -> str:
         ("rows in the log", _e(fmt_int(len(log.data)))),
         ("groups (by)", _e(by)),
         ("bootstrap", _e(f"{fmt_int(result.n_resamples)} replicates, resampling unit: {result.resample} "
-                         f"(queries within each cluster; all rotations and runs of a query together)")),
+                         f"(queries within each cluster; all rotations and runs of a query together)"
+                         if result.resample == "query" else
+                         f"{fmt_int(result.n_resamples)} replicates: {getattr(result, 'interval_method', '')} "
+                         "(aggregated counts without per-query rows: no query bootstrap is possible)")),
         ("confidence level", _e(fmt_level(result.confidence_level))),
         ("interval of the estimate", _e(_CI_NAME.get(result.ci_method, result.ci_method))),
         ("uniform-chooser draws (p-values)", _e(fmt_int(result.n_null))),
         ("seed (rng)", _e(MISSING if result.seed is None else result.seed)),
     ]
+    cluster_source = (getattr(study, "settings", None) or {}).get("cluster_source")
+    if cluster_source:   # clusters declared in the manifest, read from a clusters_file or inferred (issue 13)
+        settings.append(("clusters", _e(cluster_source["detail"])))
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in settings)
     return (f'<dl class="settings">{dl}</dl>\n<h3>Input files</h3>\n{_files_table(study)}\n'
             f"<h3>Generation settings</h3>\n{_generation_table(log)}")
@@ -356,7 +362,9 @@ distribution and the uniform one (&frac12;&sum;|p<sub>i</sub> &minus; 1/K|): 0 m
 or every list position (&delta;<sub>pos</sub>) is chosen equally often; 1 &minus; 1/K means always the same one.
 &delta;<sub>model</sub> is their average. As in BiasBusters Table 1, the estimate is the mean over clusters, then over
 runs, &plusmn; the standard deviation over runs; the {_e(ci_name)} interval comes from {_e(fmt_int(result.n_resamples))}
-bootstrap replicates that resample queries.</p>
+bootstrap replicates that {"resample queries" if result.resample == "query" else
+"resample queries where a cluster has per-query rows and otherwise draw the attempts (" +
+_e(getattr(result, "interval_method", "")) + ")"}.</p>
 <p><strong>Plug-in bias.</strong> The TV of the <em>observed</em> rates overstates the true bias: sampling noise alone
 makes observed rates uneven, so even a perfectly fair (uniform) chooser with the same numbers of valid choices would
 score about {_e(fmt_range(nulls))} here (column &ldquo;uniform chooser&rdquo;). The <em>bias-corrected</em> column

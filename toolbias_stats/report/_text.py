@@ -34,10 +34,16 @@ def format_bias_table(result) -> str:
                 "excluded": str(g.rows["total"] - g.rows["used"]),
             })
     table = pd.DataFrame(rows).fillna("")
-    head = (f"Tool-selection bias (TV to uniform); mean ± sd over runs; {result.n_resamples} query-bootstrap "
+    method = getattr(result, "interval_method", "query bootstrap")
+    kind = "query-bootstrap" if method.startswith(("query bootstrap", "none")) else "resampled"
+    head = (f"Tool-selection bias (TV to uniform); mean ± sd over runs; {result.n_resamples} {kind} "
             f"replicates, {result.confidence_level:.0%} CIs; seed {result.seed}.\n"
             "'null E[TV]' is what a perfectly fair chooser would show with the same counts; 'corrected' removes "
             "that plug-in bias (calibrated CI).")
+    if kind != "query-bootstrap":   # aggregated counts (issue 13): say which intervals these are
+        head += (f"\nIntervals: {method}. Clusters with no per-query rows (a table of counts) cannot be "
+                 "query-bootstrapped; their replicates are multinomial draws of the observed counts, and 'used' / "
+                 "'excluded' count attempts (sums of the count column).")
     return head + "\n\n" + table.to_string(index=False)
 
 
@@ -47,10 +53,15 @@ def format_validation(study, summary: pd.DataFrame) -> str:
     tab = counts.table
     totals = {k: v for k, v in sorted(counts.status_totals().items(), key=lambda kv: -kv[1]) if v}
     lines = [f"Study: {study.name} ({study.path}); engine {study.engine}",
-             f"{counts.n_rows} rows; by status: {totals}",
+             (f"{counts.n_rows} attempts in {sum(counts.row_totals().values())} table rows (count column); "
+              f"attempts by status: {totals}" if getattr(counts, "weighted", False)
+              else f"{counts.n_rows} rows; by status: {totals}"),
              f"models: {sorted(tab['model'].unique())}",
              f"clusters: {tab['cluster_id'].nunique()}; runs: {sorted(int(r) for r in tab['run'].unique())}",
              f"catalog: {len(study.catalog)} tools in {len(study.catalog.clusters)} clusters", ""]
+    cluster_source = (getattr(study, "settings", None) or {}).get("cluster_source")
+    if cluster_source:   # clusters declared in the manifest, read from a clusters_file or inferred (issue 13)
+        lines.insert(-1, f"clusters: {cluster_source['detail']}")
     if study.catalog.defaulted:
         lines.insert(-1, f"catalog defaults: the catalog has no {', '.join(study.catalog.defaulted)} column(s); "
                          "names default to the tool id, the order to the row order, parameter counts are unknown")
@@ -67,6 +78,11 @@ def format_validation(study, summary: pd.DataFrame) -> str:
         if unresolved:
             top = sorted(unresolved.items(), key=lambda kv: -kv[1])[:10]
             notes.append(f"{short}: {sum(unresolved.values())} unresolved names, top: {top}")
+        if diag.get("multiple_calls_rows"):   # API-log readers (issue 13)
+            notes.append(f"{short}: {len(diag['multiple_calls_rows'])} request(s) made several tool calls "
+                         "(the first is the choice)")
+        if isinstance(diag.get("notes"), dict) and diag["notes"]:   # {note: count}
+            notes.append(f"{short}: " + ", ".join(f"{k}: {v}" for k, v in diag["notes"].items()))
     if notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in notes]
     return "\n".join(lines)

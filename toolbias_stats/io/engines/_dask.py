@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 
 from ..._schema import DESIGN_COLUMNS as _DESIGN
-from ..._schema import STATUSES
+from ..._schema import COUNT_COLUMN, STATUSES
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._counts import CELL_KEYS, SelectionCounts, finalize_table, position_columns, tool_columns
-from .._selection_log import _plain, duplicate_message
+from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
+from .._selection_log import CELL_OUTCOME, _plain, duplicate_cell_message, duplicate_message
 
 __all__ = ["count_tables_dask", "local_client"]
 
@@ -111,9 +111,15 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
                 tables.append(t)
                 cell_parts.append(c)
                 designs.append(d)
-            status = {st: int(sum(t[f"n_{st}"].sum() for t, _, _ in results)) for st in STATUSES}
+            weighted = ROW_COLUMNS[0] in results[0][0].columns
+            status = {st: int(sum(t[f"rows_{st}" if weighted else f"n_{st}"].sum() for t, _, _ in results))
+                      for st in STATUSES}
             diagnostics[path] = {"rows": int(lengths.sum()), "status": status, "partitions": int(len(lengths)),
                                  "provenance": "this dataset", "engine": "dask"}
+            if weighted:
+                aw = {st: int(sum(t[f"n_{st}"].sum() for t, _, _ in results)) for st in STATUSES}
+                diagnostics[path].update(attempts=sum(aw.values()), attempt_status={k: v for k, v in aw.items() if v})
+                diagnostics[path]["status"] = {k: v for k, v in status.items() if v}
             datasets.append((path, ddf, entry, offsets, lengths))
         design = []
         for d in designs:
@@ -132,6 +138,10 @@ def _combine(tables, cells, design, level, catalog):
     k_max = max(catalog.n_tools(c) for c in catalog.clusters)
     value_cols = [f"n_{s}" for s in STATUSES] + tool_columns(k_max) + position_columns(k_max)
     keys = list(design) + ["cluster_id", "query_id", "n_candidates"]
+    if any(ROW_COLUMNS[0] in t.columns for t in tables):   # aggregated data: rows by status too
+        value_cols += list(ROW_COLUMNS)
+        tables = [t if ROW_COLUMNS[0] in t.columns
+                  else t.assign(**{r: t[f"n_{s}"] for r, s in zip(ROW_COLUMNS, STATUSES)}) for t in tables]
     tab = pd.concat(tables, ignore_index=True)
     for c in design:
         if c not in tab.columns:
@@ -163,6 +173,15 @@ def _prepared(frame: pd.DataFrame, entry, key) -> pd.DataFrame:
             out[k] = col
         else:
             out[k] = (entry.get("meta") or {}).get(k, defaults.get(k))
+    if COUNT_COLUMN in frame.columns:   # aggregated: the pseudo-query and the outcome as the validator sees it
+        from ..._schema import AGGREGATED_QUERY_ID
+
+        if "query_id" not in frame.columns:
+            out["query_id"] = AGGREGATED_QUERY_ID
+        not_ok = (frame["status"].astype("string") != "ok").fillna(True).to_numpy() if "status" in frame else None
+        for c in ("chosen_tool", "chosen_position"):
+            if c in out.columns and not_ok is not None:
+                out[c] = out[c].astype(object).where(~not_ok, None)
     return out
 
 
@@ -188,6 +207,11 @@ def _check_duplicates(client, datasets, design):
 
     # the identity of the other engines: design, query, rotation and the ordering as given
     key = list(_DESIGN) + [c for c in design if c not in _DESIGN] + ["cluster_id", "query_id", "rotation", "ordering"]
+    # an aggregated dataset: rows are cells, identified by the attempt identity and the outcome
+    weighted = any(COUNT_COLUMN in [(e.get("columns") or {}).get(c, c) for c in ddf.columns]
+                   for _, ddf, e, _, _ in datasets)
+    if weighted:
+        key += list(CELL_OUTCOME)
     parts = []
     for path, ddf, entry, offsets, lengths in datasets:
         parts += [dask.delayed(_hashes)(p, entry, key) for p, n in zip(ddf.to_delayed(), lengths) if n]
@@ -216,6 +240,7 @@ def _check_duplicates(client, datasets, design):
             values.pop("ordering")
         row, ffile = firsts.loc[[tuple(ident.iloc[i])]].iloc[0]
         here = cand["__file"].iloc[i]
+        message = duplicate_cell_message if weighted else duplicate_message
         problems.append(problem(here, int(cand["__row"].iloc[i]), "query_id",
-                                duplicate_message(values, int(row), None if ffile == here else ffile)))
+                                message(values, int(row), None if ffile == here else ffile)))
     raise SelectionLogError(problems)

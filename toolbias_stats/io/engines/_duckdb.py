@@ -17,11 +17,12 @@ import numpy as np
 import pandas as pd
 
 from ..._schema import DESIGN_COLUMNS as _DESIGN
-from ..._schema import LOG_COLUMNS, STATUSES
+from ..._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, STATUSES
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._counts import CELL_KEYS, SelectionCounts, finalize_table, position_columns, tool_columns
-from .._selection_log import duplicate_message, not_in_cluster_message
+from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
+from .._selection_log import (CELL_OUTCOME, COUNT_MESSAGE, MAX_COUNT, duplicate_cell_message, duplicate_message,
+                              not_in_cluster_message)
 from ..readers._common import utf8_problem
 from ..readers.table import TABLE_SUFFIXES, _check_path, _merge_design, _read_frame, _rename
 
@@ -204,7 +205,8 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     design = list(_DESIGN) + extras_all
     union = " UNION ALL BY NAME ".join(f"SELECT * FROM {f.name}_valid" for f in files)
     con.execute(f"CREATE TEMP VIEW study AS {union}")
-    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells)
+    weighted = any(f.weighted for f in files)
+    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted)
     # the checks ran inside the scan; name the rows, stage by stage as SelectionLog.from_frame does
     if flags["bad1"] or flags["bad"]:
         for f in files:      # file by file, stage by stage: the first problems the pandas path would raise
@@ -213,12 +215,17 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
                 if found:
                     _raise([found])
     if check_duplicates and flags["maybe_duplicates"]:
-        _check_duplicates(con, files, design)
+        _check_duplicates(con, files, design, weighted)
     diagnostics = {}
     for f in files:
         st = dict(con.execute(f"SELECT CAST(status AS VARCHAR), count(*) FROM {f.name}_named GROUP BY ALL").fetchall())
         diagnostics[str(f.path)] = {"rows": f.n_rows, "status": {str(k): int(v) for k, v in st.items()},
                                     "provenance": "this file", "engine": "duckdb"}
+        if f.weighted:
+            aw = dict(con.execute(f"SELECT status, CAST(sum(__w) AS BIGINT) FROM {f.name}_valid "
+                                  "GROUP BY ALL").fetchall())
+            diagnostics[str(f.path)].update(attempts=int(sum(aw.values())),
+                                            attempt_status={str(k): int(v) for k, v in aw.items()})
     return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb")
 
 
@@ -298,8 +305,10 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     """Build ``{f.name}_valid``: typed, checked rows (raise SelectionLogError listing the problems)."""
     cols = set(f.file_columns)
     meta = f.meta
+    f.weighted = COUNT_COLUMN in cols
     problems = [problem(f.path, None, c, "required column is missing")
-                for c in ("cluster_id", "query_id", "status") if c not in cols]
+                for c in ("cluster_id", "query_id", "status") if c not in cols
+                and not (c == "query_id" and f.weighted)]   # aggregated files may have no query ids
     if problems:
         raise SelectionLogError(problems)
     named = f"{f.name}_named"
@@ -315,7 +324,7 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     problems = _run_checks(con, f, named, checks)
     if problems:
         _raise([problems])
-    extras = [c for c in f.file_columns if c not in LOG_COLUMNS and c not in _DESIGN]
+    extras = [c for c in f.file_columns if c not in LOG_COLUMNS and c not in _DESIGN and c != COUNT_COLUMN]
     extras += [k for k in meta if k not in LOG_COLUMNS and k not in _DESIGN and k not in extras]
     f.extras = extras
     csv_types = _csv_types(con, f, [c for c in extras if c in cols]) if f.kind == "csv" else {}
@@ -349,6 +358,8 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
         num = f"TRY_CAST({_q('run')} AS DOUBLE)"
         checks.append(("run", f"{num} < 1 AND {num} = round({num})", f"CAST({num} AS BIGINT)",
                        lambda v: f"expected an integer >= 1, got {v!r}"))
+    if f.weighted:
+        checks += _count_checks(f.types[COUNT_COLUMN])
     statuses = ", ".join(_lit(s) for s in STATUSES)
     checks.append(("status", f"status IS NOT NULL AND CAST(status AS VARCHAR) NOT IN ({statuses})", "status",
                    lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
@@ -371,9 +382,19 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     select = ["__row", f"{_lit(str(f.path))} AS __file", f"CAST({expr['model']} AS VARCHAR) AS model",
               f"{int_of['run']} AS run", f"CAST({expr['condition']} AS VARCHAR) AS condition"]
     select += [f"{expr[c]} AS {_q(c)}" for c in extras]
-    qtype = f.types["query_id"]
-    # integer and text ids are grouped as they are (faster) and become strings after counting
-    qid = _q("query_id") if qtype in _INTEGER_TYPES or qtype == "VARCHAR" else _id_sql("query_id", qtype)
+    if "query_id" in cols:
+        qtype = f.types["query_id"]
+        # integer and text ids are grouped as they are (faster) and become strings after counting
+        qid = _q("query_id") if qtype in _INTEGER_TYPES or qtype == "VARCHAR" else _id_sql("query_id", qtype)
+    else:   # an aggregated file without query ids: one pseudo-query
+        qid = _lit(AGGREGATED_QUERY_ID)
+    weight = "CAST(1 AS BIGINT)"
+    if f.weighted:
+        weight = ("CAST(count_in AS BIGINT)" if f.types[COUNT_COLUMN] in _INTEGER_TYPES
+                  else "CAST(TRY_CAST(TRY_CAST(count_in AS DOUBLE) AS HUGEINT) AS BIGINT)")
+        select.append(f"{_q(COUNT_COLUMN)} AS count_in")
+    raw_choice = f"CAST({_q('raw_choice')} AS VARCHAR)" if "raw_choice" in cols else "CAST(NULL AS VARCHAR)"
+    select.append(f"{raw_choice} AS raw_choice_in")
     select += [f"{cid} AS cluster_id", f"{qid} AS query_id",
                f"{int_of['rotation']} AS rotation", f"CAST({expr['ordering']} AS VARCHAR) AS ordering_in",
                f"{int_of['n_candidates']} AS n_candidates_in", f"CAST({expr['chosen_tool']} AS VARCHAR) AS chosen_tool_in",
@@ -427,13 +448,34 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                CAST({ncand} AS BIGINT) AS n_candidates,
                CASE WHEN status = 'ok' THEN chosen_tool_in END AS chosen_tool,
                CASE WHEN status = 'ok' THEN api_index END AS api_index,
-               CAST({derived_pos} AS BIGINT) AS chosen_position, status
+               CAST({derived_pos} AS BIGINT) AS chosen_position, status, raw_choice_in,
+               CASE WHEN __bad1 THEN 0 ELSE {weight} END AS __w
         FROM {o}""")
 
 
-def _check_duplicates(con, files, design):
-    """Attempts with the same identity (design, query, rotation and the ordering as given), both rows named."""
+def _count_checks(sql_type: str):
+    """Stage-1 checks of an aggregated file's ``count`` column (the pandas path's ``count_problems``)."""
+    col = _q(COUNT_COLUMN)
+    if sql_type == "BOOLEAN":
+        return [(COUNT_COLUMN, f"{col} IS NULL", "NULL", lambda v: "missing value"),
+                (COUNT_COLUMN, f"{col} IS NOT NULL", col, lambda v: COUNT_MESSAGE.format(value=v))]
+    num = f"TRY_CAST({col} AS DOUBLE)"
+    is_float = sql_type in ("DOUBLE", "FLOAT") or sql_type.startswith("DECIMAL")
+    missing = f"{col} IS NULL" + (f" OR isnan({col})" if sql_type in ("DOUBLE", "FLOAT") else "")
+    bad = (f"{col} IS NOT NULL AND NOT ({missing}) AND ({num} IS NULL OR isnan({num}) OR isinf({num}) OR "
+           f"{num} <> round({num}) OR {num} < 0 OR {num} > {MAX_COUNT})")
+    value = col if (is_float or sql_type in _INTEGER_TYPES or sql_type == "VARCHAR") else f"CAST({col} AS VARCHAR)"
+    return [(COUNT_COLUMN, missing, "NULL", lambda v: "missing value"),
+            (COUNT_COLUMN, bad, value, lambda v: COUNT_MESSAGE.format(value=v))]
+
+
+def _check_duplicates(con, files, design, weighted=False):
+    """Attempts with the same identity (design, query, rotation and the ordering as given), both rows named.
+
+    ``weighted`` (an aggregated study): rows are cells, identified by the attempt identity and the outcome."""
     key = [_q(c) for c in design] + ["cluster_id", "query_id", "rotation", "ordering_in"]
+    if weighted:
+        key += ["status", "chosen_tool", "chosen_position", "raw_choice_in"]
     if con.execute(f"SELECT 1 FROM study GROUP BY {', '.join(key)} HAVING count(*) > 1 LIMIT 1").fetchone() is None:
         return
     by_file = {str(f.path): f for f in files}
@@ -445,7 +487,8 @@ def _check_duplicates(con, files, design):
         SELECT __file, __row, first, ffile, {', '.join(key)} FROM d WHERE k > 1
         ORDER BY {_file_order(files)}, __row LIMIT {_MAX_PER_CHECK}""").fetchall()
     problems = []
-    names = list(design) + ["cluster_id", "query_id", "rotation", "ordering"]
+    names = list(design) + ["cluster_id", "query_id", "rotation", "ordering"] + (list(CELL_OUTCOME) if weighted else [])
+    message = duplicate_cell_message if weighted else duplicate_message
     for h in hits:
         f = by_file[h[0]]
         row = f.row_number([h[1]])[0]
@@ -455,7 +498,7 @@ def _check_duplicates(con, files, design):
         if values["rotation"] is not None:
             values.pop("ordering")
         problems.append(problem(f.path, row, "query_id",
-                                duplicate_message(values, first, None if h[3] == h[0] else h[3])))
+                                message(values, first, None if h[3] == h[0] else h[3])))
     if problems:
         raise SelectionLogError(problems)
 
@@ -478,13 +521,39 @@ def _status_code_sql() -> str:
     return "CASE status " + " ".join(f"WHEN {_lit(st)} THEN {i}" for i, st in enumerate(STATUSES)) + " END"
 
 
-def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True):
-    """Count the validated rows: the table, the cells and the flags of the checks run inside the scan."""
+def _weighted_sums(k_max) -> list[str]:
+    """Per-group sums of ``__w`` (attempts of an aggregated study) by status, tool and position, plus rows."""
+    def wsum(pred, name):
+        return f"CAST(sum(CASE WHEN {pred} THEN __w ELSE 0 END) AS BIGINT) AS {name}"
+    return ([wsum(f"status = {_lit(st)}", f"n_{st}") for st in STATUSES]
+            + [wsum(f"api_index = {i}", f"tool_{i}") for i in range(1, k_max + 1)]
+            + [wsum(f"chosen_position = {i}", f"pos_{i}") for i in range(1, k_max + 1)]
+            + [f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS rows_{st}" for st in STATUSES])
+
+
+def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weighted=False):
+    """Count the validated rows: the table, the cells and the flags of the checks run inside the scan.
+
+    ``weighted``: an aggregated study (a ``count`` column): every count is a sum of ``__w`` and the table gets
+    the ``rows_*`` columns (rows by status)."""
     k_max = max(catalog.n_tools(c) for c in catalog.clusters)
     dkeys = [_q(c) for c in design] + ["cluster_id"]
     value_names = [f"n_{s}" for s in STATUSES] + tool_columns(k_max) + position_columns(k_max)
     slots = max(k_max, len(STATUSES))
-    if level == "query":
+    if weighted:
+        value_names += list(ROW_COLUMNS)
+    if level == "query" and weighted:
+        # one scan, plain sums (no packing: a single row may stand for many attempts); duplicate cells are
+        # always looked for exactly (aggregated files are small)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
+                    f"{', '.join(_weighted_sums(k_max))}, count_if(__bad) AS __bad, count_if(__bad1) AS __bad1 "
+                    f"FROM study GROUP BY ALL")
+        bad1, bad = con.execute("SELECT count_if(__bad1 > 0), count_if(__bad > 0) FROM __agg").fetchone()
+        flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": True}
+        if bad1 or bad:
+            return None, None, flags
+        table = _enum_keys_table(con, design, value_names)
+    elif level == "query":
         # One scan: per query the counts, the duplicate counters and the stage-2 flags. The counts of a query are
         # packed into three integers (``bits`` per tool / position / status; exact while no query has
         # 2^bits attempts, which is checked, with a plain count per column as the fallback).
@@ -507,20 +576,10 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True):
                     + [f"CAST(count_if(chosen_position = {i}) AS BIGINT) AS pos_{i}" for i in range(1, k_max + 1)])
             con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                         f"{', '.join(sums)} FROM study GROUP BY ALL")
-        # text keys travel as ENUMs (pandas categoricals: codes, not millions of strings)
-        types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE __agg)").fetchall())
-        select = []
-        for i, c in enumerate(list(design) + ["cluster_id", "query_id"]):
-            if types[c] == "VARCHAR":
-                con.execute(f"CREATE TYPE __e{i} AS ENUM (SELECT DISTINCT {_q(c)} FROM __agg WHERE {_q(c)} IS NOT NULL "
-                            f"ORDER BY 1)")
-                select.append(f"CAST({_q(c)} AS __e{i}) AS {_q(c)}")
-            else:
-                select.append(_q(c))
         if n_max >= 2 ** bits:
-            table = con.execute(f"SELECT {', '.join(select)}, n_candidates, {', '.join(value_names)} FROM __agg").df()
+            table = _enum_keys_table(con, design, value_names)
         else:
-            table = con.execute(f"SELECT {', '.join(select)}, n_candidates, __status, __tools, __pos FROM __agg").df()
+            table = _enum_keys_table(con, design, ["__status", "__tools", "__pos"])
             mask = np.int64(2 ** bits - 1)
             for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"),
                                  ("pos", k_max, "__pos")):
@@ -531,7 +590,8 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True):
     else:
         # per cluster: one row per (keys, tool, position, status) from the scan, pivoted here (few rows)
         cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_position, "
-                            f"{_status_code_sql()} AS __s, count(*) AS __n, count_if(__bad) AS __bad, "
+                            f"{_status_code_sql()} AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
+                            f"count(*) AS __r, count_if(__bad) AS __bad, "
                             f"count_if(__bad1) AS __bad1 FROM study GROUP BY ALL").df()
         flags = {"bad1": bool(cells["__bad1"].any()), "bad": bool(cells["__bad"].any())}
         if flags["bad1"] or flags["bad"]:
@@ -552,16 +612,27 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True):
             names = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, width + 1)]
             for j, nm in enumerate(names):
                 table[nm] = grid[:, j]
-        n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
-                            f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
-        flags["maybe_duplicates"] = bool(n_dup)
+        if weighted:   # rows by status
+            grid = np.zeros((n_groups, len(STATUSES)), dtype=np.int64)
+            s_idx = cells["__s"].to_numpy(dtype=float, na_value=np.nan)
+            ok = np.isfinite(s_idx)
+            np.add.at(grid, (codes[ok], s_idx[ok].astype(np.int64)), cells["__r"].to_numpy(np.int64)[ok])
+            for j, nm in enumerate(ROW_COLUMNS):
+                table[nm] = grid[:, j]
+            flags["maybe_duplicates"] = True
+        else:
+            n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
+                                f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
+            flags["maybe_duplicates"] = bool(n_dup)
     if not with_cells:
         table = finalize_table(_with_query_column(table, design, level), design, k_max)
         return table, None, flags
     # cells: the list shown is the given ordering, or the rotation's (its string is built here, per cell)
     cell_keys = ([_q(c) for c in design] + ["cluster_id", "ordering_in", "rot", "status", "chosen_tool",
                                             "chosen_position"])
-    cells = con.execute(f"SELECT {', '.join(cell_keys)}, count(*) AS count FROM study GROUP BY ALL").df()
+    counted = "CAST(sum(__w) AS BIGINT)" if weighted else "count(*)"
+    having = " HAVING sum(__w) > 0" if weighted else ""   # a row with count 0 is no attempt
+    cells = con.execute(f"SELECT {', '.join(cell_keys)}, {counted} AS count FROM study GROUP BY ALL{having}").df()
     rot_string = {(c, r): "|".join(catalog.rotation(c, r)) for c in catalog.clusters
                   for r in range(1, catalog.n_tools(c) + 1)}
     from_rot = [None if pd.isna(r) else rot_string[(c, int(r))] for c, r in zip(cells["cluster_id"], cells["rot"])]
@@ -573,6 +644,20 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True):
     table = finalize_table(_with_query_column(table, design, level), design, k_max)
     cells = cells.sort_values(list(design) + list(CELL_KEYS), kind="stable", na_position="last")
     return table, cells.reset_index(drop=True), flags
+
+
+def _enum_keys_table(con, design, columns):
+    """``__agg`` as a DataFrame with text keys as ENUMs (pandas categoricals: codes, not millions of strings)."""
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE __agg)").fetchall())
+    select = []
+    for i, c in enumerate(list(design) + ["cluster_id", "query_id"]):
+        if types[c] == "VARCHAR":
+            con.execute(f"CREATE TYPE __e{i} AS ENUM (SELECT DISTINCT {_q(c)} FROM __agg WHERE {_q(c)} IS NOT NULL "
+                        f"ORDER BY 1)")
+            select.append(f"CAST({_q(c)} AS __e{i}) AS {_q(c)}")
+        else:
+            select.append(_q(c))
+    return con.execute(f"SELECT {', '.join(select)}, n_candidates, {', '.join(columns)} FROM __agg").df()
 
 
 def _with_query_column(table, design, level):

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..._schema import LOG_COLUMNS
+from ..._schema import COUNT_COLUMN, LOG_COLUMNS
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
@@ -42,7 +42,10 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
         A ``.csv``, ``.jsonl`` / ``.ndjson`` or ``.parquet`` file with the SelectionLog columns
         of ``docs/schema.md``; the extension picks the parser. Required columns: ``cluster_id``,
         ``query_id``, ``status``, plus ``chosen_tool`` on ``ok`` rows. ``ordering`` may replace
-        ``rotation``; ``chosen_position`` is derived from ``ordering`` when absent.
+        ``rotation``; ``chosen_position`` is derived from ``ordering`` when absent. An optional
+        ``count`` column makes the file *aggregated*: each row stands for ``count`` identical
+        attempts (a whole number >= 0; 0 is allowed and adds nothing) and ``query_id`` may then be
+        absent (see Notes).
     catalog : ToolCatalog
         The tools the rows refer to.
     meta : dict, optional
@@ -59,7 +62,8 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
     -------
     SelectionLog
         One row per line / record of the file, in file order. ``diagnostics[str(path)]`` holds
-        the row count, counts by status and where ``source_file`` / ``source_row`` came from.
+        the row count, counts by status and where ``source_file`` / ``source_row`` came from; for an
+        aggregated file also ``attempts`` and ``attempt_status`` (sums of ``count``).
 
     Raises
     ------
@@ -68,8 +72,9 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
         Parquet file, a ``columns`` name absent from the file, a design column that disagrees
         with ``meta``, or any row-level problem found by :meth:`SelectionLog.from_frame`
         (missing required column, status not allowed, unknown cluster, tool not in the
-        cluster, ``chosen_position`` outside 1..K, duplicate attempt). All problems of one
-        stage are collected and raised together, each as ``file:row:field: message``.
+        cluster, ``chosen_position`` outside 1..K, duplicate attempt, a ``count`` that is missing
+        or not a whole number in 0..10^15, the same cell twice in an aggregated file). All
+        problems of one stage are collected and raised together, each as ``file:row:field: message``.
 
     Notes
     -----
@@ -84,6 +89,16 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
     values are kept in the returned log, so that the provenance still points at the original
     source and a written log reads back unchanged; cells missing there are filled with this
     file and row.
+
+    *Aggregated files (a ``count`` column).* A row stands for ``count`` attempts with the same
+    design, query, list and outcome; every count and statistic sums ``count`` instead of counting
+    rows (the result equals that of the expanded file with one row per attempt). Without a
+    ``query_id`` column all rows of a (design, cluster) form one pseudo-query ``"(aggregated)"``:
+    no query bootstrap is then possible and :func:`selection_bias` reports multinomial intervals.
+    The duplicate rule becomes: the same *cell* (design, query, rotation / ordering, status,
+    chosen tool, chosen position, raw choice) may appear once; two rows of one cell are an error
+    naming both rows (add their counts). ``count`` is validated like the other columns
+    (``file:row:count: ...`` for a missing, fractional, negative, boolean or non-numeric value).
 
     *Types.* JSONL and Parquet keep their types. CSV has none: schema columns get their
     schema dtypes (so ``cluster_id`` ``"1"`` and ``query_id`` ``"7"`` stay strings), an
@@ -120,6 +135,10 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
     status = data["status"].value_counts(sort=False)
     diagnostics = {str(path): {"rows": len(data), "status": {str(k): int(v) for k, v in status.items()},
                                "provenance": provenance}}
+    if COUNT_COLUMN in data.columns:
+        weights = data.groupby("status", sort=False, observed=True)[COUNT_COLUMN].sum()
+        diagnostics[str(path)].update(attempts=int(data[COUNT_COLUMN].sum()),
+                                      attempt_status={str(k): int(v) for k, v in weights.items()})
     return SelectionLog(data, catalog, diagnostics)
 
 
@@ -263,7 +282,7 @@ def _type_csv(frame: pd.DataFrame) -> pd.DataFrame:
     """Give CSV text columns types: schema columns are left to the validator, extras are inferred."""
     frame = frame.copy()
     for col in frame.columns:
-        if col not in LOG_COLUMNS:
+        if col not in LOG_COLUMNS and col != COUNT_COLUMN:   # `count` is checked (as text) by the validator
             frame[col] = _infer(frame[col])
     return frame
 
@@ -305,7 +324,7 @@ def _rename(frame: pd.DataFrame, columns, path: Path) -> pd.DataFrame:
 def _merge_design(frame: pd.DataFrame, meta, path: Path, rows) -> pd.DataFrame:
     """Combine the file's design columns with the manifest metadata (see read_table Notes)."""
     meta = dict(meta or {})
-    attempt = set(LOG_COLUMNS) - set(_DESIGN)
+    attempt = (set(LOG_COLUMNS) | {COUNT_COLUMN}) - set(_DESIGN)
     problems = [problem(path, None, k, "is an attempt column of the schema, not a design key; remove it from meta")
                 for k in meta if k in attempt]
     if problems:

@@ -1,0 +1,136 @@
+"""Benchmark: reading API logs (OpenAI Batch pairs, Anthropic batches, OTLP traces) into a SelectionLog (not a test).
+
+Usage:  python benchmarks/bench_api_logs.py [--requests 100000] [--repeat 3]
+
+Writes synthetic but schema-faithful logs (the fixture shapes of tests/io/fixtures/api_logs, one request per
+line, 5 tools per request in a shuffled order, answers drawn from a fixed chooser with 5% text answers and 2%
+API errors) to a temporary folder, then times ``read_openai`` (batch input + output, inferred clusters),
+``read_anthropic`` and ``read_otel`` (best of ``--repeat`` runs; reading, joining, cluster inference and
+SelectionLog validation included; writing the files excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+TOOLS = [f"geo_{c}" for c in "abcde"]
+
+
+def _plan(n, rng):
+    orders = [list(rng.permutation(TOOLS)) for _ in range(n)]
+    kind = rng.choice(["call", "text", "error"], size=n, p=[0.93, 0.05, 0.02])
+    pick = rng.choice(5, size=n, p=[0.4, 0.25, 0.15, 0.1, 0.1])        # by position: a position-biased chooser
+    return orders, kind, pick
+
+
+def write_openai(d: Path, n, rng):
+    orders, kind, pick = _plan(n, rng)
+    with (d / "in.jsonl").open("w") as fi, (d / "out.jsonl").open("w") as fo:
+        for i in range(n):
+            cid = f"r{i}"
+            body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"query {i % (n // 10 or 1)}"}],
+                    "tools": [{"type": "function", "function": {"name": t, "description": "x",
+                                                                "parameters": {"type": "object"}}} for t in orders[i]]}
+            fi.write(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body}) + "\n")
+            if kind[i] == "error":
+                resp = {"status_code": 500, "body": {"error": {"message": "server error", "type": "server_error"}}}
+            else:
+                msg = {"role": "assistant", "content": "text" if kind[i] == "text" else None, "refusal": None}
+                if kind[i] == "call":
+                    msg["tool_calls"] = [{"id": "c", "type": "function",
+                                          "function": {"name": orders[i][pick[i]], "arguments": "{}"}}]
+                resp = {"status_code": 200, "body": {"id": "x", "object": "chat.completion", "choices": [
+                    {"index": 0, "message": msg, "finish_reason": "stop"}]}}
+            fo.write(json.dumps({"id": f"b{i}", "custom_id": cid, "response": resp, "error": None}) + "\n")
+
+
+def write_anthropic(d: Path, n, rng):
+    orders, kind, pick = _plan(n, rng)
+    with (d / "areq.jsonl").open("w") as fi, (d / "ares.jsonl").open("w") as fo:
+        for i in range(n):
+            cid = f"r{i}"
+            params = {"model": "claude", "max_tokens": 100,
+                      "messages": [{"role": "user", "content": f"query {i % (n // 10 or 1)}"}],
+                      "tools": [{"name": t, "input_schema": {"type": "object"}} for t in orders[i]]}
+            fi.write(json.dumps({"custom_id": cid, "params": params}) + "\n")
+            if kind[i] == "error":
+                res = {"type": "errored", "error": {"type": "error", "error": {"type": "api_error", "message": "x"}}}
+            else:
+                content = [{"type": "text", "text": "ok"}]
+                if kind[i] == "call":
+                    content.append({"type": "tool_use", "id": "t", "name": orders[i][pick[i]], "input": {}})
+                res = {"type": "succeeded", "message": {"type": "message", "role": "assistant", "content": content,
+                                                        "stop_reason": "tool_use"}}
+            fo.write(json.dumps({"custom_id": cid, "result": res}) + "\n")
+
+
+def write_otel(d: Path, n, rng):
+    orders, kind, pick = _plan(n, rng)
+    spans = []
+    for i in range(n):
+        attrs = {"gen_ai.operation.name": "chat",
+                 "gen_ai.tool.definitions": json.dumps([{"type": "function", "name": t} for t in orders[i]]),
+                 "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+                     {"type": "text", "content": f"query {i % (n // 10 or 1)}"}]}])}
+        if kind[i] == "call":
+            attrs["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": [
+                {"type": "tool_call", "name": orders[i][pick[i]]}]}])
+        elif kind[i] == "text":
+            attrs["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": "t"}]}])
+        span = {"traceId": f"{i:032x}", "spanId": f"{i:016x}", "name": "chat", "startTimeUnixNano": str(i),
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+        if kind[i] == "error":
+            span["status"] = {"code": 2, "message": "boom"}
+        spans.append(span)
+    doc = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "b"}, "spans": spans}]}]}
+    (d / "traces.json").write_text(json.dumps(doc))
+
+
+def best_of(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    from toolbias_stats.io.readers import read_anthropic, read_openai, read_otel
+
+    rng = np.random.default_rng(0)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        write_openai(d, args.requests, rng)
+        write_anthropic(d, args.requests, rng)
+        write_otel(d, args.requests, rng)
+        meta = {"model": "m"}
+        runs = [("openai (batch input + output)", lambda: read_openai(d / "in.jsonl", responses=d / "out.jsonl",
+                                                                      meta=meta), ["in.jsonl", "out.jsonl"]),
+                ("anthropic (requests + results)", lambda: read_anthropic(d / "areq.jsonl", responses=d / "ares.jsonl",
+                                                                         meta=meta), ["areq.jsonl", "ares.jsonl"]),
+                ("otel (one OTLP JSON document)", lambda: read_otel(d / "traces.json", meta=meta), ["traces.json"])]
+        for name, fn, files in runs:
+            mb = sum((d / f).stat().st_size for f in files) / 1e6
+            t, log = best_of(fn, args.repeat)
+            st = log.data["status"].value_counts().to_dict()
+            print(f"{name:32s} {args.requests:,} requests, {mb:6.1f} MB: {t:6.2f} s "
+                  f"({args.requests / t:,.0f} requests/s); status {st}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+"""Position bias of multiple-choice answers and pairwise LLM judges: the unit "option shown at position p".
+
+Readers (:func:`read_choice_study`, ``io.readers.inspect_ai_log.read_inspect_choices``,
+``io.readers.lm_eval.read_lm_eval``) give a :class:`ChoiceLog`; the statistics are
+:func:`option_position_bias` (delta_pos with item-bootstrap CIs, through the tool machinery),
+:func:`accuracy_by_gold_position` (accuracy by gold position and under random orderings) and
+:func:`judge_consistency` (swapped-pair consistency). See docs/choice.md.
+"""
+
+from ._log import CHOICE_COLUMNS, CHOICE_STATUSES, ChoiceLog, read_choice_table
+from ._stats import (GoldPositionAccuracy, JudgeConsistency, OptionPositionBias, accuracy_by_gold_position,
+                     judge_consistency, option_position_bias)
+from ._study import CHOICE_FORMATS, read_choice_study
+
+__all__ = ["ChoiceLog", "CHOICE_COLUMNS", "CHOICE_STATUSES", "CHOICE_FORMATS", "read_choice_study",
+           "read_choice_table", "option_position_bias", "accuracy_by_gold_position", "judge_consistency",
+           "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency"]

@@ -1,0 +1,415 @@
+"""Position bias of multiple-choice answers and pairwise judges: delta_pos, accuracy by gold position, consistency."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._display import ReprHTMLMixin
+from .._validation import check_by, check_confidence_level, check_n_resamples, check_rng
+from ..exceptions import DegenerateDataWarning
+from ..metrics._bias import wilson_interval
+from ..metrics._bootstrap import percentile_ci, query_weights
+from ._log import ChoiceLog
+
+__all__ = ["option_position_bias", "accuracy_by_gold_position", "judge_consistency", "OptionPositionBias",
+           "GoldPositionAccuracy", "JudgeConsistency"]
+
+
+def _as_choice_log(log) -> ChoiceLog:
+    if isinstance(log, ChoiceLog):
+        return log
+    from ._study import read_choice_study
+
+    if isinstance(log, (str, bytes)) or hasattr(log, "__fspath__"):
+        return read_choice_study(log)
+    raise TypeError(f"expected a ChoiceLog or a path to a choice-study manifest; got {type(log).__name__}.")
+
+
+def _json(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if not np.isfinite(v) else float(v)
+    return v
+
+
+def _frame_records(frame: pd.DataFrame) -> list[dict]:
+    return [{k: _json(v.item() if hasattr(v, "item") else (None if v is pd.NA else v)) for k, v in r.items()}
+            for r in frame.to_dict(orient="records")]
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OptionPositionBias(ReprHTMLMixin):
+    """Result of :func:`option_position_bias`.
+
+    Attributes
+    ----------
+    bias : BiasResult
+        The tool machinery's result on the option-slot log (:meth:`ChoiceLog.to_selection_log`);
+        its ``delta_pos`` is the answer-position bias (its ``delta_api`` is the same number, since
+        the "tools" are the slots).
+    gold : pandas.DataFrame
+        Per group, K and position: how often the gold answer sat there (a skewed answer key makes a
+        perfect model look position-biased: compare ``rate`` with ``gold_rate``).
+    """
+
+    bias: object
+    gold: pd.DataFrame
+    by: list
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per group: delta_pos (mean over K-groups), its CI, bias-corrected value, null and p-value."""
+        f = self.bias.to_frame()
+        return f[f["metric"] == "delta_pos"].reset_index(drop=True)
+
+    def rates_frame(self) -> pd.DataFrame:
+        """Share of answers at each position, with Wilson and item-bootstrap CIs, next to the gold share."""
+        r = self.bias.rates_frame().rename(columns={"cluster": "options", "api_index": "position"})
+        r = r.drop(columns=["tool_id"])
+        if len(self.gold):
+            r = r.merge(self.gold, on=list(self.by) + ["options", "position"], how="left")
+        return r
+
+    def _headline(self):
+        cols = list(self.by) + ["mean_over_runs", "ci_low", "ci_high", "corrected", "corrected_ci_low",
+                                "corrected_ci_high", "null_expected", "p_value", "n_used", "n_excluded"]
+        f = self.to_frame()
+        return "Answer-position bias delta_pos (TV to uniform)", f[[c for c in cols if c in f.columns]], None
+
+    def to_dict(self) -> dict:
+        d = self.bias.to_dict()
+        return {"by": list(self.by), "delta_pos": _frame_records(self.to_frame()),
+                "positions": _frame_records(self.rates_frame()), "bias": d}
+
+
+def option_position_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, ci_method="bca",
+                         n_null=2000, rng=None) -> OptionPositionBias:
+    """Answer-position bias delta_pos of multiple-choice answers, with item-bootstrap CIs and a uniform null.
+
+    The unit is "the option shown at position p": each number of options K is a cluster whose
+    "tools" are the K slots, each item a query (:meth:`ChoiceLog.to_selection_log`), and
+    :func:`~toolbias_stats.selection_bias` computes delta_pos = TV(P_pos, U) per K, averaged over K
+    (then runs), with the item bootstrap (BCa), the bias-corrected estimate and calibrated CI, the
+    exact expectation under a uniform chooser and a Monte-Carlo p-value.
+
+    Parameters
+    ----------
+    log : ChoiceLog or path to a choice-study manifest
+    by : str or sequence of str, default ("model",)
+    n_resamples, confidence_level, ci_method, n_null, rng
+        As in :func:`~toolbias_stats.selection_bias`.
+
+    Returns
+    -------
+    OptionPositionBias
+
+    Notes
+    -----
+    delta_pos measures departure of the answer positions from uniform. When the gold answers are not
+    uniformly spread over positions (an unbalanced answer key, no shuffling), a perfectly accurate
+    model also has delta_pos > 0; ``rates_frame()`` shows the gold share next to each rate and
+    :func:`accuracy_by_gold_position` separates the two.
+    """
+    from ..metrics import selection_bias
+
+    clog = _as_choice_log(log)
+    by = check_by(by, clog.design_columns)
+    slog = clog.to_selection_log(identity="position")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        res = selection_bias(slog, by=by, n_resamples=n_resamples, confidence_level=confidence_level,
+                             ci_method=ci_method, n_null=n_null, rng=rng)
+    d = clog.data
+    gold = d[d["gold_position"].notna()]
+    if len(gold):
+        g = gold.groupby(by + ["n_options", "gold_position"], sort=True).size().rename("gold_count").reset_index()
+        tot = g.groupby(by + ["n_options"])["gold_count"].transform("sum")
+        g["gold_rate"] = g["gold_count"] / tot
+        g["options"] = "K=" + g["n_options"].astype(str)
+        g["position"] = g["gold_position"].astype(int)
+        g = g.drop(columns=["n_options", "gold_position"])
+    else:
+        g = pd.DataFrame(columns=by + ["options", "position", "gold_count", "gold_rate"])
+    return OptionPositionBias(bias=res, gold=g, by=by)
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GoldPositionAccuracy(ReprHTMLMixin):
+    """Result of :func:`accuracy_by_gold_position`.
+
+    Attributes
+    ----------
+    positions : pandas.DataFrame
+        One row per group, K and gold position p: ``n`` presentations with the gold answer at p,
+        ``correct``, ``accuracy`` and its item-bootstrap percentile CI and Wilson CI.
+    summary : pandas.DataFrame
+        One row per group and K: observed ``accuracy`` (CI), ``corrected_accuracy`` = mean over
+        positions of the accuracy-when-gold-at-p (the expected accuracy under uniformly random
+        orderings) with its CI, ``gap`` = observed - corrected with its CI, ``spread`` = max - min
+        of the per-position accuracies with its CI, rows used and excluded by reason.
+    """
+
+    positions: pd.DataFrame
+    summary: pd.DataFrame
+    by: list
+    n_resamples: int
+    confidence_level: float
+    invalid: str
+    seed: object
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.summary.copy()
+
+    def _headline(self):
+        cols = list(self.by) + ["n_options", "n_rows", "accuracy", "corrected_accuracy", "corrected_ci_low",
+                                "corrected_ci_high", "gap", "gap_ci_low", "gap_ci_high"]
+        return ("Accuracy by gold position and under random orderings",
+                self.summary[[c for c in cols if c in self.summary.columns]], None)
+
+    def to_dict(self) -> dict:
+        return {"by": list(self.by), "n_resamples": self.n_resamples, "confidence_level": self.confidence_level,
+                "invalid": self.invalid, "seed": self.seed if isinstance(self.seed, (int, type(None))) else
+                repr(self.seed), "summary": _frame_records(self.summary),
+                "positions": _frame_records(self.positions)}
+
+
+def accuracy_by_gold_position(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, invalid="incorrect",
+                              rng=None) -> GoldPositionAccuracy:
+    """Accuracy when the gold answer is at position p, and the accuracy expected under random orderings.
+
+    Parameters
+    ----------
+    log : ChoiceLog or path to a choice-study manifest
+    by : str or sequence of str, default ("model",)
+    n_resamples : int, default 2000
+        Item-bootstrap replicates (every presentation of an item is kept together); 0 skips CIs.
+    confidence_level : float, default 0.95
+    invalid : {"incorrect", "exclude"}, default "incorrect"
+        Rows without a valid answer count as wrong (Inspect's and lm-eval's convention) or are left
+        out. Rows without a single gold position (none, or several correct options) are always
+        left out and counted in ``excluded``.
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    GoldPositionAccuracy
+
+    Notes
+    -----
+    With ``a_p`` the accuracy over presentations whose gold option is shown at position ``p``, the
+    **bias-corrected accuracy** is ``(1/K) * sum_p a_p``: the accuracy expected if every ordering
+    were drawn uniformly at random, so that the gold answer lands at each position with
+    probability 1/K (the counterfactual that :func:`~toolbias_stats.fit_bayes` computes for tools).
+    It differs from the observed accuracy when the gold positions of the data are unevenly spread
+    and accuracy depends on position. It estimates that counterfactual without bias when the
+    gold position is assigned independently of the item (shuffled or rotated orderings); with a
+    fixed answer key the items at each position differ and ``a_p`` mixes item difficulty with
+    position. A position that never holds the gold answer makes it undefined (NaN, noted in
+    ``missing_positions``). CIs are item-bootstrap percentile intervals; Wilson intervals treat
+    presentations as independent.
+    """
+    clog = _as_choice_log(log)
+    by = check_by(by, clog.design_columns)
+    level = check_confidence_level(confidence_level)
+    n_resamples = check_n_resamples(n_resamples)
+    if invalid not in ("incorrect", "exclude"):
+        raise ValueError(f"`invalid` must be 'incorrect' or 'exclude'; got {invalid!r} instead.")
+    seed = rng if isinstance(rng, (int, type(None))) else "generator"
+    gen = check_rng(rng)
+    d = clog.data
+    pos_rows, sum_rows = [], []
+    groups = list(d.groupby(by + ["n_options"], sort=True)) if by else list(d.groupby(["n_options"], sort=True))
+    for key, sub in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key[:-1])))
+        k = int(key[-1])
+        excluded = {}
+        no_gold = sub["gold_position"].isna()
+        multi = no_gold & sub["gold_positions"].fillna("").str.contains(r"\|")
+        if multi.any():
+            excluded["several_gold"] = int(multi.sum())
+        if (no_gold & ~multi).any():
+            excluded["no_gold"] = int((no_gold & ~multi).sum())
+        use = sub[~no_gold]
+        bad = use["status"] != "ok"
+        if invalid == "exclude" and bad.any():
+            for s, n in use.loc[bad, "status"].value_counts().items():
+                excluded[s] = int(n)
+            use = use[~bad]
+        items, inv = np.unique(use["item_id"].to_numpy(dtype=object).astype(str), return_inverse=True)
+        gp = use["gold_position"].astype(int).to_numpy() - 1
+        correct = ((use["status"] == "ok") & (use["chosen_position"] == use["gold_position"])).fillna(False)
+        correct = correct.to_numpy(dtype=bool)
+        n_ip = np.zeros((len(items), k))
+        c_ip = np.zeros((len(items), k))
+        np.add.at(n_ip, (inv, gp), 1.0)
+        np.add.at(c_ip, (inv, gp), correct.astype(float))
+        n_p, c_p = n_ip.sum(0), c_ip.sum(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc_p = c_p / n_p
+        corrected = acc_p.mean() if np.all(n_p > 0) else np.nan
+        overall = c_p.sum() / n_p.sum() if n_p.sum() > 0 else np.nan
+        spread = np.nanmax(acc_p) - np.nanmin(acc_p) if np.all(n_p > 0) else np.nan
+        if n_resamples and len(items) > 0:
+            w = query_weights(len(items), n_resamples, gen)
+            bn, bc = w @ n_ip, w @ c_ip
+            with np.errstate(invalid="ignore", divide="ignore"):
+                bacc = bc / bn
+                bover = bc.sum(1) / bn.sum(1)
+            bcorr = np.where(np.all(bn > 0, axis=1), bacc.mean(1), np.nan) if np.all(n_p > 0) else \
+                np.full(n_resamples, np.nan)
+            bspread = np.where(np.all(bn > 0, axis=1), np.max(np.where(bn > 0, bacc, -np.inf), 1)
+                               - np.min(np.where(bn > 0, bacc, np.inf), 1), np.nan)
+            ci_p = [percentile_ci(bacc[:, p], level) for p in range(k)]
+            ci_over, ci_corr = percentile_ci(bover, level), percentile_ci(bcorr, level)
+            ci_gap, ci_spread = percentile_ci(bover - bcorr, level), percentile_ci(bspread, level)
+        else:
+            nan = percentile_ci([], level)
+            ci_p, ci_over, ci_corr, ci_gap, ci_spread = [nan] * k, nan, nan, nan, nan
+        wl, wh = (wilson_interval(c_p, np.where(n_p > 0, n_p, 1), level) if k else ([], []))
+        missing = [p + 1 for p in range(k) if n_p[p] == 0]
+        if missing:
+            warnings.warn(f"group {keys} K={k}: the gold answer is never at position(s) {missing}; the corrected "
+                          "accuracy is undefined (NaN)", DegenerateDataWarning, stacklevel=2)
+        for p in range(k):
+            pos_rows.append({**keys, "n_options": k, "gold_position": p + 1, "n": int(n_p[p]), "correct": int(c_p[p]),
+                             "accuracy": acc_p[p], "ci_low": ci_p[p].low, "ci_high": ci_p[p].high,
+                             "wilson_low": wl[p] if n_p[p] > 0 else np.nan,
+                             "wilson_high": wh[p] if n_p[p] > 0 else np.nan})
+        sum_rows.append({**keys, "n_options": k, "n_rows": int(len(sub)), "n_used": int(n_p.sum()),
+                         "n_items": int(len(items)), "accuracy": overall, "accuracy_ci_low": ci_over.low,
+                         "accuracy_ci_high": ci_over.high, "corrected_accuracy": corrected,
+                         "corrected_ci_low": ci_corr.low, "corrected_ci_high": ci_corr.high,
+                         "gap": overall - corrected, "gap_ci_low": ci_gap.low, "gap_ci_high": ci_gap.high,
+                         "spread": spread, "spread_ci_low": ci_spread.low, "spread_ci_high": ci_spread.high,
+                         "missing_positions": "|".join(map(str, missing)),
+                         "excluded": json.dumps(excluded, sort_keys=True)})
+    return GoldPositionAccuracy(positions=pd.DataFrame(pos_rows), summary=pd.DataFrame(sum_rows), by=by,
+                                n_resamples=n_resamples, confidence_level=level, invalid=invalid, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JudgeConsistency(ReprHTMLMixin):
+    """Result of :func:`judge_consistency`: one row per group in :attr:`table`.
+
+    Columns: ``n_pairs`` (complete swapped pairs), ``consistent`` (same option preferred in both
+    orders), ``consistency`` with Wilson CI, ``both_first`` / ``both_second`` (inconsistent pairs that
+    picked the first / second slot both times) with rates and Wilson CIs, ``first_position_rate``
+    (share of the pairs' judgements that picked slot 1; 0.5 for a position-blind judge) with a
+    pair-bootstrap CI, and ``excluded`` (rows left out, by reason).
+    """
+
+    table: pd.DataFrame
+    pairs: pd.DataFrame = field(repr=False)
+    by: list = field(default_factory=list)
+    confidence_level: float = 0.95
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table.copy()
+
+    def _headline(self):
+        cols = list(self.by) + ["n_pairs", "consistency", "consistency_ci_low", "consistency_ci_high",
+                                "first_position_rate", "first_ci_low", "first_ci_high"]
+        return "Pairwise judge position consistency", self.table[[c for c in cols if c in self.table.columns]], None
+
+    def to_dict(self) -> dict:
+        return {"by": list(self.by), "confidence_level": self.confidence_level, "groups": _frame_records(self.table)}
+
+
+def judge_consistency(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, rng=None) -> JudgeConsistency:
+    """Position consistency of a pairwise judge shown each pair in both orders (A/B and B/A).
+
+    Parameters
+    ----------
+    log : ChoiceLog or path to a choice-study manifest
+        Two-option rows. Two rows form a *swapped pair* when they share the design columns, the
+        ``question``, the ``epoch`` and the two option texts, shown in opposite orders.
+    by : str or sequence of str, default ("model",)
+    n_resamples : int, default 2000
+        Pair-bootstrap replicates for the first-position rate (the two judgements of a pair are
+        not independent); 0 skips that CI.
+    confidence_level : float, default 0.95
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    JudgeConsistency
+
+    Notes
+    -----
+    A pair is *consistent* when the judge prefers the same option in both orders (its chosen
+    positions differ). The consistency rate is a binomial proportion over independent pairs
+    (Wilson interval). A judge that ignores content and always answers "first" has consistency 0
+    and first-position rate 1; one that picks a slot at random has expected consistency 1/2.
+    Rows with more than two options, rows whose swapped partner is missing, and pairs with an
+    invalid judgement are excluded and counted by reason.
+    """
+    clog = _as_choice_log(log)
+    by = check_by(by, clog.design_columns)
+    level = check_confidence_level(confidence_level)
+    n_resamples = check_n_resamples(n_resamples)
+    gen = check_rng(rng)
+    d = clog.data.copy()
+    design = clog.design_columns
+    opts = clog.option_lists
+    d["_set"] = [json.dumps(sorted(o), ensure_ascii=False) for o in opts]
+    d["_first"] = [o[0] for o in opts]
+    rows, pair_rows = [], []
+    grouped = list(d.groupby(by, sort=True)) if by else [((), d)]
+    for key, sub in grouped:
+        key = key if isinstance(key, tuple) else (key,)
+        keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
+        excluded = {}
+        two = sub[sub["n_options"] == 2]
+        if len(sub) - len(two):
+            excluded["not_two_options"] = int(len(sub) - len(two))
+        n_pairs = cons = ff = ss = 0
+        first_counts = []
+        for _, grp in two.groupby(design + ["question", "epoch", "_set"], sort=False, dropna=False):
+            orders = grp.groupby("_first", sort=True)
+            if orders.ngroups != 2 or any(len(g) != 1 for _, g in orders):
+                excluded["unpaired"] = excluded.get("unpaired", 0) + len(grp)
+                continue
+            a, b = (g.iloc[0] for _, g in orders)
+            if a["status"] != "ok" or b["status"] != "ok":
+                excluded["invalid_judgement"] = excluded.get("invalid_judgement", 0) + 2
+                continue
+            pa, pb = int(a["chosen_position"]), int(b["chosen_position"])
+            n_pairs += 1
+            consistent = pa != pb
+            cons += consistent
+            ff += pa == pb == 1
+            ss += pa == pb == 2
+            first_counts.append((pa == 1) + (pb == 1))
+            pair_rows.append({**keys, "item_id": a["item_id"], "epoch": int(a["epoch"]),
+                              "rows": f"{a['source_file']}:{a['source_row']}|{b['source_file']}:{b['source_row']}",
+                              "consistent": bool(consistent), "first_picks": int((pa == 1) + (pb == 1))})
+        nan = (np.nan, np.nan)
+        cl, ch = wilson_interval(cons, n_pairs, level) if n_pairs else nan
+        fl, fh = wilson_interval(ff, n_pairs, level) if n_pairs else nan
+        sl, sh = wilson_interval(ss, n_pairs, level) if n_pairs else nan
+        fc = np.asarray(first_counts, dtype=float)
+        first_rate = fc.sum() / (2 * n_pairs) if n_pairs else np.nan
+        if n_resamples and n_pairs:
+            w = query_weights(n_pairs, n_resamples, gen)
+            ci_first = percentile_ci((w @ fc) / (2 * n_pairs), level)
+        else:
+            ci_first = percentile_ci([], level)
+        rows.append({**keys, "n_rows": int(len(sub)), "n_pairs": n_pairs, "consistent": int(cons),
+                     "consistency": cons / n_pairs if n_pairs else np.nan, "consistency_ci_low": float(cl),
+                     "consistency_ci_high": float(ch), "both_first": int(ff),
+                     "both_first_rate": ff / n_pairs if n_pairs else np.nan, "both_first_ci_low": float(fl),
+                     "both_first_ci_high": float(fh), "both_second": int(ss),
+                     "both_second_rate": ss / n_pairs if n_pairs else np.nan, "both_second_ci_low": float(sl),
+                     "both_second_ci_high": float(sh), "first_position_rate": first_rate,
+                     "first_ci_low": ci_first.low, "first_ci_high": ci_first.high,
+                     "excluded": json.dumps(excluded, sort_keys=True)})
+    return JudgeConsistency(table=pd.DataFrame(rows), pairs=pd.DataFrame(pair_rows), by=by, confidence_level=level)

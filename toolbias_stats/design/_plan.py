@@ -1,0 +1,532 @@
+"""Study planner: expected CI half-widths, minimum detectable effects and the cheapest design. See :func:`plan_study`."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from .._display import ReprHTMLMixin
+from .._validation import check_choice, check_confidence_level, check_rng
+from ._components import _MATRIX, DESIGN_METRICS, VarianceComponents, variance_components
+
+__all__ = ["plan_study", "StudyPlan", "TARGET_KINDS", "DEFAULT_QUERIES", "DEFAULT_RUNS"]
+
+#: What a target constrains: ``width`` the CI half-width of delta, ``mde`` the minimum detectable delta against a
+#: fair chooser, ``shift`` the minimum detectable change of delta between two conditions.
+TARGET_KINDS = ("width", "mde", "shift")
+DEFAULT_QUERIES = (10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000)
+DEFAULT_RUNS = (1, 2, 3, 5)
+_BISECT = 16
+
+
+def _records(frame: pd.DataFrame) -> list:
+    """JSON-ready records (NaN -> None, numpy scalars -> Python)."""
+    out = []
+    for rec in frame.to_dict(orient="records"):
+        row = {}
+        for k, v in rec.items():
+            if isinstance(v, (np.integer,)):
+                v = int(v)
+            elif isinstance(v, (float, np.floating)):
+                v = None if not np.isfinite(v) else float(v)
+            elif isinstance(v, np.bool_):
+                v = bool(v)
+            row[k] = v
+        out.append(row)
+    return out
+
+
+def _positive(name, value, *, integer=False, allow_none=True):
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value) and value > 0
+    if integer:
+        ok = ok and float(value).is_integer()
+    if not ok:
+        kind = "a positive integer" if integer else "a positive number"
+        raise ValueError(f"`{name}` must be {kind}; got {value!r} instead.")
+    return int(value) if integer else float(value)
+
+
+def _sizes(name, values):
+    vals = [values] if isinstance(values, numbers.Number) else list(values)
+    if not vals:
+        raise ValueError(f"`{name}` must list at least one design size; got an empty sequence instead.")
+    return sorted({_positive(name, v, integer=True, allow_none=False) for v in vals})
+
+
+# -- Monte-Carlo engine ------------------------------------------------------------------------
+class _Engine:
+    """Distribution of the mean-over-runs plug-in delta for a design, by Gaussian draws of the rates.
+
+    Per cluster, the rates of a design are ``p + e_shared + e_run`` with ``e_shared ~ N(0, A)`` common to every
+    run (queries and their rotations) and ``e_run ~ N(0, B)`` per run (run effect, query x run, attempt noise);
+    A and B are the variance components divided by the design's sizes. The TV of each draw keeps the fold at
+    ``p_j = 1/K`` that the linearisation misses, and the plug-in bias of the per-run TVs.
+    """
+
+    def __init__(self, fit, n_draws, s_max, gen, run_effect=True):
+        cl = fit["clusters"]
+        self.c = len(cl)
+        d = max(len(fc["p"]) for fc in cl)
+        self.d = d
+
+        def pad(vec):
+            out = np.zeros((self.c, d))
+            for i, fc in enumerate(cl):
+                out[i, :len(fc[vec])] = fc[vec]
+            return out
+
+        def padm(getter):
+            out = np.zeros((self.c, d, d))
+            for i, fc in enumerate(cl):
+                mat = getter(fc)
+                out[i, :len(mat), :len(mat)] = mat
+            return out
+
+        self.p, self.u, self.a = pad("p"), pad("u"), pad("a")
+        self.M = {c: padm(lambda fc, c=c: fc["M"][c]) for c in _MATRIX}
+        self.run_effect = bool(run_effect)
+        self.k_rot = np.array([fc["k_rot"] for fc in cl], dtype=float)
+        self.delta0 = float(np.mean(np.sum(self.a * np.abs(self.p - self.u), -1)))
+        self.dir = self.p - self.u
+        if self.delta0 <= 1e-12:                       # a fair pilot: test against "one tool favoured"
+            self.dir = np.zeros_like(self.p)
+            self.dir[:, 0] = 1.0
+            self.dir -= np.where(self.a > 0, self.u, 0.0) * (self.a > 0)
+            self.delta0 = float(np.mean(np.sum(self.a * np.abs(self.dir), -1)))
+        with np.errstate(divide="ignore"):
+            lim = np.where(self.dir < 0, self.u / -self.dir, np.inf)
+        self.t_max = float(lim.min())
+        # cluster-major draws (C, N, D) and (C, N, S, D): one contiguous BLAS product per cluster
+        self.xi = np.ascontiguousarray(np.moveaxis(gen.standard_normal((n_draws, self.c, d)), 1, 0))
+        self.eta = np.ascontiguousarray(np.moveaxis(gen.standard_normal((n_draws, s_max, self.c, d)), 2, 0))
+
+    @staticmethod
+    def _root(cov):
+        # the components are unbiased method-of-moments matrices (not each clipped, which would bias them
+        # upward); only their design-specific sum is projected onto the positive semi-definite cone
+        vals, vecs = np.linalg.eigh((cov + np.swapaxes(cov, -1, -2)) / 2)
+        return vecs * np.sqrt(np.clip(vals, 0, None))[:, None, :]
+
+    def _apply(self, roots, z):
+        """``roots[c] @ z[c, ..., :]`` for every cluster (one BLAS product per cluster)."""
+        return np.stack([z[c] @ roots[c].T for c in range(self.c)])
+
+    def errors(self, q, s, r, run=True):
+        """Rate errors (C, N, S, D) of a design; ``run=None`` returns both (without, with the run effect)."""
+        shared = self.M["query"] / q + ((1.0 / r - 1.0 / self.k_rot) / q)[:, None, None] * self.M["rotation"]
+        per_run = self.M["query_x_run"] / q + self.M["attempt"] / (q * r)
+        e_sh = self._apply(self._root(shared), self.xi)[:, :, None]
+        eta = self.eta[:, :, :s]
+        if run is None:
+            no_run = e_sh + self._apply(self._root(per_run), eta)
+            if not self.run_effect:
+                return no_run, no_run
+            return no_run, e_sh + self._apply(self._root(per_run + self.M["run"]), eta)
+        return e_sh + self._apply(self._root(per_run + (self.M["run"] if run else 0.0)), eta)
+
+    def estimates(self, err, t=1.0, centre=None):
+        centre = self.u + t * self.dir if centre is None else centre
+        shift = (centre - self.u)[:, None, None, :]
+        tv = np.matmul(np.abs(err + shift), self.a[:, None, :, None])[..., 0]    # (C, N, S)
+        return tv.mean((0, 2))
+
+    def null_critical(self, err, alpha):
+        """Critical value of the level-alpha test of "fair chooser": a chooser with uniform rates and the pilot's
+        query, rotation, run and attempt variation (a uniform multinomial reference would ignore the query
+        heterogeneity and reject too often)."""
+        return float(np.quantile(self.estimates(err, centre=self.u), 1 - alpha))
+
+    def evaluate(self, q, s, r, z, z_shift, rho, alpha, power, with_mde=True):
+        # the query bootstrap's interval does not see a run-level shift: its width comes from the draws without it
+        no_run, err = self.errors(q, s, r, run=None)
+        ci_sd = float(np.std(self.estimates(no_run, centre=self.p), ddof=1))
+        est = self.estimates(err, centre=self.p) if err is not no_run else None
+        est = self.estimates(no_run, centre=self.p) if est is None else est
+        sd = float(np.std(est, ddof=1))
+        out = {"expected_estimate": float(est.mean()), "sd": sd, "half_width": z * ci_sd, "error_half_width": z * sd,
+               "shift_half_width": z * sd * np.sqrt(2 * (1 - rho)),
+               "mds": z_shift * sd * np.sqrt(2 * (1 - rho)), "mde": np.nan, "null_critical": np.nan}
+        if with_mde:
+            crit = self.null_critical(err, alpha)
+            out["null_critical"] = crit
+            out["mde"] = self._mde(err, crit, power)
+        return out, err
+
+    def power_at(self, err, crit, delta):
+        t = min(delta / self.delta0, self.t_max)
+        return float(np.mean(self.estimates(err, t) > crit))
+
+    def _mde(self, err, crit, power):
+        lo, hi = 0.0, self.t_max
+        if np.mean(self.estimates(err, hi) > crit) < power:
+            return np.nan
+        for _ in range(_BISECT):
+            mid = (lo + hi) / 2
+            if np.mean(self.estimates(err, mid) > crit) >= power:
+                hi = mid
+            else:
+                lo = mid
+        return hi * self.delta0
+
+
+# -- result ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StudyPlan(ReprHTMLMixin):
+    """Result of :func:`plan_study`.
+
+    Attributes
+    ----------
+    achieved : pandas.DataFrame
+        One row per group and metric at the pilot's own design: ``half_width`` (expected half-width of the
+        package's query-bootstrap CI of delta, which does not see a run-level shift), ``error_half_width`` (z times
+        the sd of the estimate's actual error, the run main effect included with ``run_effect=True``), ``mde`` (minimum detectable delta against a fair chooser), ``shift_half_width`` and ``mds``
+        (CI half-width and minimum detectable change of delta between two conditions), ``expected_estimate``
+        (mean of the plug-in estimate, bias included) and ``null_critical`` (the fair chooser's critical value).
+    grid : pandas.DataFrame
+        The same per design (``queries`` per cluster, ``runs``, ``rotations`` per query and run) with ``calls``
+        (LLM calls per group) and ``cost``.
+    cheapest : pandas.DataFrame
+        One row per group: the design with the fewest calls that meets the target for every metric (``feasible``
+        False when none up to ``max_queries`` does), with its half-widths, MDEs and MDSs per metric.
+    target : dict
+        ``{"kind", "value", "metrics"}`` (``value`` None: no target).
+    settings : dict
+    components : VarianceComponents or None
+    warnings : list of str
+    """
+
+    achieved: pd.DataFrame
+    grid: pd.DataFrame
+    cheapest: pd.DataFrame
+    target: dict
+    settings: dict
+    components: VarianceComponents | None = field(default=None, repr=False)
+    warnings: list = field(default_factory=list)
+
+    def _headline(self):
+        if self.target["value"] is not None and len(self.cheapest):
+            title = (f"StudyPlan: cheapest design with {self.target['kind']} <= {self.target['value']:g} for "
+                     f"{', '.join(self.target['metrics'])}")
+            return title, self.cheapest, "grid: .to_frame(); the pilot's own design: .achieved"
+        return "StudyPlan: the pilot's design", self.achieved, "grid: .to_frame()"
+
+    def to_frame(self) -> pd.DataFrame:
+        """The design grid (one row per group, design and metric), unrounded."""
+        return self.grid.copy()
+
+    def to_dict(self) -> dict:
+        """The documented JSON object of ``toolbias-stats plan --json`` (docs/cli.md)."""
+        by = list(self.settings.get("by", []))
+        groups = []
+        keys_list = ([{}] if not by else
+                     [dict(zip(by, k if isinstance(k, tuple) else (k,)))
+                      for k in dict.fromkeys(map(tuple, self.achieved[by].itertuples(index=False, name=None)))])
+        for keys in keys_list:
+            sel = np.ones(len(self.achieved), bool)
+            for k, v in keys.items():
+                sel &= (self.achieved[k] == v).to_numpy()
+            ach = self.achieved[sel]
+            first = ach.iloc[0]
+            g = {"keys": {k: _records(pd.DataFrame([{k: v}]))[0][k] for k, v in keys.items()},
+                 "pilot": {"queries": int(first["queries"]), "runs": int(first["runs"]),
+                           "rotations": int(first["rotations"]), "clusters": int(first["clusters"]),
+                           "calls": int(first["calls"])},
+                 "achieved": {r["metric"]: {c: r[c] for c in ("estimate", "expected_estimate", "half_width",
+                                                             "error_half_width", "mde", "shift_half_width", "mds",
+                                                             "null_critical")}
+                              for r in _records(ach)},
+                 "cheapest": None}
+            if len(self.cheapest):
+                sel = np.ones(len(self.cheapest), bool)
+                for k, v in keys.items():
+                    sel &= (self.cheapest[k] == v).to_numpy()
+                rec = _records(self.cheapest[sel])
+                if rec and not rec[0]["feasible"]:
+                    g["cheapest"] = {"feasible": False, "reason": rec[0]["reason"]}
+                if rec and rec[0]["feasible"]:
+                    r = rec[0]
+                    g["cheapest"] = {"feasible": True, "queries": r["queries"], "runs": r["runs"], "rotations": r["rotations"],
+                                     "calls": r["calls"], "cost": r["cost"],
+                                     "metrics": {m: {c: r.get(f"{m}_{c}") for c in ("half_width", "error_half_width",
+                                                                                   "mde", "mds")}
+                                                 for m in self.target["metrics"]}}
+            groups.append(g)
+        return {"target": dict(self.target), **{k: v for k, v in self.settings.items() if k != "by"}, "by": by,
+                "groups": groups, "grid": _records(self.grid), "warnings": list(self.warnings)}
+
+
+# -- main function -----------------------------------------------------------------------------
+def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_api", "delta_pos"), by=("model",),
+               queries=None, runs=None, rotations=None, confidence_level=0.95, alpha=0.05, power=0.8,
+               correlation=0.0, cost_per_call=None, max_queries=100_000, n_draws=2000, n_resamples=0,
+               mde_grid=None, run_effect=True, rng=None, progress=False) -> StudyPlan:
+    """Expected CI half-widths and minimum detectable effects per design, and the cheapest design for a target.
+
+    Parameters
+    ----------
+    pilot : SelectionLog, SelectionCounts, Study, manifest path, VarianceComponents or array_like
+        A pilot study (its variance components are estimated with :func:`variance_components`), components
+        already estimated, or assumed selection distributions: an array of shape (C, K) (one distribution per
+        cluster; with nothing else known, every attempt is an independent draw from it: no query, rotation or
+        run heterogeneity, which makes the plan optimistic).
+    target : float, optional
+        The value the cheapest design must reach for every metric (a CI half-width, an MDE or an MDS,
+        see ``target_kind``). Without it only the grid and the pilot's own design are evaluated.
+    target_kind : {"width", "mde", "shift"}, default "width"
+        ``width``: expected CI half-width of delta and half-width of its actual error (both must reach the
+        target); ``mde``: the smallest true delta that the level-``alpha``
+        test against a fair (uniform) chooser detects with probability ``power``; ``shift``: the smallest change
+        of delta between two conditions that a two-sided level-``alpha`` test detects with probability ``power``.
+    metrics : sequence of {"delta_api", "delta_pos", "delta_model"}, default ("delta_api", "delta_pos")
+    by : str or sequence of str, default ``("model",)``
+        Groups of a pilot study (each is planned on its own; calls are per group).
+    queries, runs, rotations : int or sequence of int, optional
+        The design grid: queries per cluster (default :data:`DEFAULT_QUERIES` and the pilot's), runs (default
+        :data:`DEFAULT_RUNS` and the pilot's), rotations per query and run (default: the pilot's; fewer need a log
+        with a rotation per attempt and at least 2 runs, which identify the rotation component).
+    confidence_level : float, default 0.95
+    alpha : float, default 0.05
+        Level of the tests behind ``mde`` (one-sided, against the fair chooser) and ``mds`` (two-sided).
+    power : float, default 0.8
+    correlation : float, default 0
+        Correlation of the two conditions' estimation errors for ``shift``: 0 for independent query sets,
+        positive when the same queries are run under both (a paired design; estimate it from a pilot with both
+        conditions with :func:`~toolbias_stats.design.pairing_correlation`).
+    cost_per_call : float, optional
+        Price of one LLM call; adds ``cost`` columns.
+    max_queries : int, default 100000
+        Largest number of queries per cluster the search for the cheapest design considers.
+    n_draws : int, default 2000
+        Monte-Carlo draws of the rates per design (common random numbers across designs).
+    n_resamples : int, default 0
+        Query-bootstrap replicates for the intervals of the variance components (0: none; the plan does not
+        need them).
+    run_effect : bool, default True
+        Include the run main effect (a shift shared by all queries of a run) in ``error_half_width``, the MDE, the
+        MDS and the width target. ``half_width`` never includes it: the query bootstrap of
+        :func:`~toolbias_stats.selection_bias` keeps runs together and does not see it. With few pilot runs the
+        run component is poorly known (3 runs: 2 degrees of freedom).
+    mde_grid : bool, optional
+        Also compute the MDE on every grid design (a bisection per design; default: only with
+        ``target_kind="mde"``). The pilot's design and the cheapest design always have it.
+    rng : None, int or numpy.random.Generator
+    progress : bool, default False
+
+    Returns
+    -------
+    StudyPlan
+
+    Raises
+    ------
+    ValueError
+        ``target <= 0``, bad sizes, levels or metrics; rotations the pilot cannot inform.
+    SelectionLogError
+        A pilot cluster with fewer than 2 queries.
+
+    Notes
+    -----
+    The fast path is analytic in the variance components (docs/design.md): for a design with ``Q`` queries per
+    cluster, ``S`` runs and ``R`` rotations, the rates of a cluster vary around the pilot's rates with covariance
+    ``A = M_query / Q + (1/R - 1/K) M_rotation / Q`` shared by the runs plus ``B = M_run + M_query_x_run / Q +
+    M_attempt / (Q R)`` per run, and the plan takes the distribution of the plug-in mean-over-runs delta under
+    Gaussian rates (the TV's fold at 1/K and its upward bias included). :func:`check_plan` checks it against
+    :func:`~toolbias_stats.selection_bias` on data simulated from the pilot.
+    """
+    check_choice("target_kind", target_kind, TARGET_KINDS)
+    target = _positive("target", target)
+    confidence_level = check_confidence_level(confidence_level)
+    if not (isinstance(alpha, numbers.Real) and 0 < alpha < 1):
+        raise ValueError(f"`alpha` must be in (0, 1); got {alpha!r} instead.")
+    if not (isinstance(power, numbers.Real) and 0 < power < 1):
+        raise ValueError(f"`power` must be in (0, 1); got {power!r} instead.")
+    if not (isinstance(correlation, numbers.Real) and -1 <= correlation < 1):
+        raise ValueError(f"`correlation` must be in [-1, 1); got {correlation!r} instead.")
+    cost_per_call = None if cost_per_call is None else _positive("cost_per_call", cost_per_call)
+    max_queries = _positive("max_queries", max_queries, integer=True, allow_none=False)
+    n_draws = _positive("n_draws", n_draws, integer=True, allow_none=False)
+    if n_draws < 100:
+        raise ValueError(f"`n_draws` must be at least 100; got {n_draws!r} instead.")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    if not metrics:
+        raise ValueError("`metrics` must name at least one of " + ", ".join(DESIGN_METRICS) + "; got none.")
+    for m in metrics:
+        check_choice("metrics", m, DESIGN_METRICS)
+    seed = rng if isinstance(rng, (int, type(None))) else "generator"
+    gen = check_rng(rng)
+    caught = []
+    if isinstance(pilot, VarianceComponents):
+        comps = pilot
+    elif pilot is None:
+        raise ValueError("`pilot` is required: a pilot study, its VarianceComponents or assumed selection "
+                         "distributions (an array of shape (clusters, tools)).")
+    elif isinstance(pilot, (np.ndarray, list, tuple)):
+        comps = _assumed_components(pilot, metrics)
+    else:
+        comps = variance_components(pilot, by=by, metrics=metrics, n_resamples=n_resamples, rng=gen)
+    caught.extend(comps.warnings)
+    fits = [f for f in comps.fits if f["metric"] in metrics]
+    missing = sorted(set(metrics) - {f["metric"] for f in fits})
+    if missing:
+        raise ValueError(f"the pilot cannot inform {missing} (delta_model needs a log with a rotation per attempt; "
+                         "delta_pos needs known positions)")
+    by_groups = {}
+    for f in fits:
+        by_groups.setdefault(tuple(f["keys"].items()), []).append(f)
+    z = float(special.ndtri(0.5 + confidence_level / 2))
+    z_shift = float(special.ndtri(1 - alpha / 2) + special.ndtri(power))
+    runs_grid = _sizes("runs", runs) if runs is not None else None
+    q_grid = _sizes("queries", queries) if queries is not None else None
+    r_grid = _sizes("rotations", rotations) if rotations is not None else None
+    mde_grid = (target_kind == "mde") if mde_grid is None else bool(mde_grid)
+    ach_rows, grid_rows, cheap_rows = [], [], []
+    items = list(by_groups.items())
+    if progress:
+        from tqdm.auto import tqdm
+
+        items = tqdm(items, desc="plan", unit="group", leave=False)
+    for gkey, gfits in items:
+        keys = dict(gkey)
+        fc0 = gfits[0]["clusters"][0]
+        q0, s0, r0 = fc0["Q"], fc0["S"], fc0["R"] * fc0["n"]
+        allowed_r = list(range(1, fc0["k_rot"] + 1)) if gfits[0]["ident"]["rotation"] else [r0]
+        rg = [r for r in (r_grid or [r0]) if r in allowed_r]
+        if len(rg) < len(r_grid or [r0]):
+            msg = (f"group {keys}: rotations {sorted(set(r_grid) - set(rg))} cannot be planned from this pilot "
+                   f"(possible: {allowed_r}; other rotations than the pilot's need a log with a rotation per attempt "
+                   "and at least 2 runs)")
+            if not rg:
+                raise ValueError(msg)
+            caught.append(msg)
+        sg = runs_grid or sorted(set(DEFAULT_RUNS) | {s0})
+        qg = q_grid or sorted(set(DEFAULT_QUERIES) | {q0})
+        engines = {f["metric"]: _Engine(f, n_draws, max(max(sg), s0), np.random.default_rng(gen.integers(2**63)),
+                                        run_effect=run_effect)
+                   for f in gfits}
+        metrics_g = [m for m in metrics if m in engines]
+        if len(metrics_g) < len(metrics):
+            caught.append(f"group {keys}: {sorted(set(metrics) - set(metrics_g))} not planned (the pilot has no "
+                          "data for them in this group)")
+        n_c = engines[metrics_g[0]].c
+        for m in metrics_g:
+            e = engines[m]
+            res, _ = e.evaluate(q0, s0, r0, z, z_shift, correlation, alpha, power)
+            ach_rows.append({**keys, "metric": m, "queries": q0, "runs": s0, "rotations": r0, "clusters": n_c,
+                             "calls": n_c * q0 * s0 * r0, "estimate": _pilot_estimate(comps, keys, m),
+                             **{k: res[k] for k in ("expected_estimate", "half_width", "error_half_width", "mde",
+                                                    "shift_half_width", "mds", "null_critical")}})
+            for s in sg:
+                for r in rg:
+                    for q in qg:
+                        res, _ = e.evaluate(q, s, r, z, z_shift, correlation, alpha, power, with_mde=mde_grid)
+                        calls = n_c * q * s * r
+                        grid_rows.append({**keys, "metric": m, "queries": q, "runs": s, "rotations": r,
+                                          "calls": calls, "cost": np.nan if cost_per_call is None else
+                                          calls * cost_per_call, **{k: res[k] for k in
+                                                                     ("expected_estimate", "half_width",
+                                                                      "error_half_width", "mde",
+                                                                      "shift_half_width", "mds")}})
+        if target is not None:
+            cheap_rows.append(_cheapest(keys, engines, metrics_g, sg, rg, target, target_kind, max_queries, z,
+                                        z_shift, correlation, alpha, power, cost_per_call, n_c))
+    if not ach_rows:
+        raise ValueError("nothing to plan: no group of the pilot has valid choices for the requested metrics")
+    settings = {"by": list(comps.by), "confidence_level": confidence_level, "alpha": alpha, "power": power,
+                "correlation": correlation, "cost_per_call": cost_per_call, "max_queries": max_queries,
+                "n_draws": n_draws, "run_effect": bool(run_effect), "layout": comps.layout,
+                "seed": seed if isinstance(seed, (int, type(None))) else repr(seed)}
+    return StudyPlan(achieved=pd.DataFrame(ach_rows), grid=pd.DataFrame(grid_rows),
+                     cheapest=pd.DataFrame(cheap_rows),
+                     target={"kind": target_kind, "value": target, "metrics": list(metrics)}, settings=settings,
+                     components=comps, warnings=caught)
+
+
+def _pilot_estimate(comps, keys, metric):
+    s = comps.summary
+    sel = (s["metric"] == metric).to_numpy().copy()
+    for k, v in keys.items():
+        sel &= (s[k] == v).to_numpy()
+    return float(s.loc[sel, "pooled"].iloc[0]) if sel.any() else np.nan
+
+
+def _meets(e, q, s, r, target, kind, z, z_shift, rho, alpha, power):
+    res, err = e.evaluate(q, s, r, z, z_shift, rho, alpha, power, with_mde=False)
+    if kind == "width":
+        return max(res["half_width"], res["error_half_width"]) <= target
+    if kind == "shift":
+        return res["mds"] <= target
+    crit = e.null_critical(err, alpha)
+    return e.power_at(err, crit, target) >= power
+
+
+def _cheapest(keys, engines, metrics, sg, rg, target, kind, max_q, z, z_shift, rho, alpha, power, cost, n_c):
+    best = None
+    for s in sg:
+        for r in rg:
+            def ok(q):
+                return all(_meets(engines[m], q, s, r, target, kind, z, z_shift, rho, alpha, power)
+                           for m in metrics)
+            if not ok(max_q):
+                continue
+            lo, hi = 1, max_q           # ok(hi) holds; find the smallest q with ok(q)
+            if ok(2):
+                hi = 2
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if ok(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            q = max(hi, 2)
+            calls = n_c * q * s * r
+            if best is None or calls < best[0] or (calls == best[0] and s < best[2]):
+                best = (calls, q, s, r)
+    row = {**keys, "feasible": best is not None, "target_kind": kind, "target": target, "reason": ""}
+    if best is None:
+        row.update(queries=np.nan, runs=np.nan, rotations=np.nan, calls=np.nan, cost=np.nan,
+                   reason=f"no design with up to {max_q} queries per cluster, runs in {list(sg)} and rotations in "
+                          f"{list(rg)} reaches it (a run-level component is only averaged by more runs)")
+        return row
+    calls, q, s, r = best
+    row.update(queries=q, runs=s, rotations=r, calls=calls, cost=np.nan if cost is None else calls * cost)
+    for m in metrics:
+        res, _ = engines[m].evaluate(q, s, r, z, z_shift, rho, alpha, power)
+        row.update({f"{m}_half_width": res["half_width"], f"{m}_error_half_width": res["error_half_width"],
+                    f"{m}_mde": res["mde"], f"{m}_mds": res["mds"]})
+    return row
+
+
+def _assumed_components(dist, metrics):
+    """Components of assumed selection distributions: independent attempts, nothing else varies."""
+    p = np.asarray(dist, dtype=float)
+    if p.ndim != 2 or p.shape[1] < 2 or not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p.sum(1) <= 0):
+        raise ValueError("assumed selection distributions must be an array of shape (clusters, tools >= 2) of "
+                         f"non-negative rates with positive row sums; got shape {p.shape}.")
+    p = p / p.sum(1, keepdims=True)
+    c, k = p.shape
+    if any(m == "delta_model" for m in metrics):
+        raise ValueError("assumed distributions describe one target (tools or positions); plan delta_api or "
+                         "delta_pos with them, not delta_model")
+    fits, rows = [], []
+    zero = np.zeros((k, k))
+    ident = {"query": True, "attempt": True, "rotation": False, "query_x_run": False, "run": True}
+    for m in metrics:
+        clusters = []
+        for i in range(c):
+            u = np.full(k, 1.0 / k)
+            att = np.diag(p[i]) - np.outer(p[i], p[i])
+            clusters.append(dict(cluster=str(i + 1), p=p[i], u=u, a=np.full(k, 0.5),
+                                 M={"query": zero, "rotation": zero, "run": zero, "query_x_run": zero,
+                                    "attempt": att}, scalar={}, ident=ident, Q=100, S=1, R=1, n=k, k_rot=1,
+                                 delta=float(0.5 * np.abs(p[i] - u).sum())))
+        fits.append(dict(keys={}, metric=m, layout="assumed", clusters=clusters, ident=ident, rows={}))
+        rows.append({"metric": m, "pooled": float(np.mean([cl["delta"] for cl in clusters]))})
+    return VarianceComponents(table=pd.DataFrame(), summary=pd.DataFrame(rows), layout="assumed", by=[],
+                              n_resamples=0, confidence_level=0.95, seed=None, fits=fits,
+                              warnings=["assumed distributions: every attempt independent (no query, rotation or "
+                                        "run heterogeneity); the plan is optimistic if queries differ"])

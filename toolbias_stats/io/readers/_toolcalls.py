@@ -1,0 +1,400 @@
+"""Helpers shared by the API-log readers (``openai``, ``anthropic``, ``otel``).
+
+Each reader turns its records into :class:`Attempt` objects (the tools offered, in order, and what the model
+did) and :func:`build_log` turns those into one SelectionLog: it resolves the offered tools to one cluster of
+the catalog (a catalog file, clusters declared in the manifest, or clusters inferred as "the exact set of tools
+offered"), resolves the first tool call against the offered tools and sets the status.
+
+Statuses before resolution (``Attempt.status``): ``"call"`` (a tool was called; ``name`` is its name),
+``"no_call"``, ``"parse_error"`` (no usable answer: malformed record, API error, cancelled or expired batch
+request) and ``"forced"`` (``tool_choice`` named one function or forbade calls: no choice was left to the model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..._schema import standardise_name
+from ...exceptions import SelectionLogError, problem
+from .._catalog import ToolCatalog
+from .._selection_log import SelectionLog
+from ._common import add_meta, check_meta, utf8_message, utf8_position
+
+__all__ = ["Attempt", "JsonLine", "read_json_lines", "build_log", "query_key", "short", "CUSTOM_ID_RE"]
+
+#: How many characters of free text (answers, refusals, error messages) ``raw_choice`` keeps.
+RAW_CHARS = 200
+#: ``"custom_id": "..."`` in a line that is not valid JSON (a truncated batch output line).
+CUSTOM_ID_RE = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass
+class JsonLine:
+    """One non-blank line of a JSON Lines file: its value, or why it does not parse."""
+
+    line: int
+    value: object = None
+    error: str | None = None
+    text: str = ""
+
+
+@dataclass
+class Attempt:
+    """One selection attempt as read from a log, before cluster and tool resolution."""
+
+    source_file: str
+    source_row: int
+    #: names of the tools offered, in the order shown; None when the record has no tool list
+    tools: list | None
+    #: "call", "no_call", "parse_error" or "forced"
+    status: str
+    #: name of the first tool call ("call"; "forced" when a call was made)
+    name: str | None = None
+    #: audit text for the other statuses (answer text, refusal, error message)
+    raw: str | None = None
+    n_calls: int = 0
+    query_id: str | None = None
+    query_text: str | None = None
+    #: how a reader names the record in messages (e.g. "custom_id 'q1'")
+    label: str = ""
+    #: notes kept in the diagnostics: "refusal", "api_error", "extra_choices", "incomplete", ...
+    flags: tuple = ()
+    #: how ``tool_choice`` took the choice away (e.g. "tool_choice forces 'geo_a'"); None when it did not
+    forced: str | None = None
+
+
+def read_json_lines(path: Path, *, what: str = "file") -> list[JsonLine]:
+    """Parse a JSON Lines file line by line; a malformed line is kept with its error (callers decide).
+
+    Blank lines are skipped (but counted, so ``line`` is what an editor shows). A missing or empty file or a
+    file that is not UTF-8 raises :class:`SelectionLogError`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise SelectionLogError(problem(path, None, None, f"{what} not found"))
+    if not path.is_file():
+        raise SelectionLogError(problem(path, None, None, f"expected a JSON Lines {what}, got a folder"))
+    out = []
+    try:
+        with path.open(encoding="utf-8-sig") as fh:
+            for lineno, text in enumerate(fh, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    out.append(JsonLine(lineno, json.loads(text), None, text))
+                except json.JSONDecodeError as exc:
+                    # the parser stopped at the very end (or inside a string that never closes): cut short
+                    cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+                    kind = "truncated JSON" if cut else "malformed JSON"
+                    out.append(JsonLine(lineno, None, f"{kind} (col {exc.colno}): {exc.msg}", text))
+    except UnicodeDecodeError:
+        raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
+    if not out:
+        raise SelectionLogError(problem(path, None, None, f"the {what} is empty (no JSON lines)"))
+    return out
+
+
+def short(text, n: int = RAW_CHARS) -> str | None:
+    """``text`` cut to ``n`` characters (None stays None; other values are JSON-dumped first)."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False)
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+def query_key(text: str) -> str:
+    """Stable query id of a query text: ``q`` + the first 12 hex digits of its SHA-256 (UTF-8, stripped)."""
+    return "q" + hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------
+# From attempts to a SelectionLog
+_COLUMNS = ["cluster_id", "query_id", "rotation", "ordering", "chosen_tool", "status", "raw_choice",
+            "source_file", "source_row"]
+
+
+def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Path, fmt: str,
+              subsets: bool = False, extra_diagnostics=None) -> SelectionLog:
+    """Resolve every attempt to a cluster and a chosen tool; one SelectionLog row per attempt.
+
+    Parameters
+    ----------
+    attempts : list of Attempt
+    catalog : ToolCatalog
+        Every offered tool must resolve to a catalog tool (by tool_id, ToolBench function name or standardised
+        name) and all tools of one attempt to the same cluster.
+    meta : dict
+        Design metadata (``model``, ``run``, ``condition``, extra scalars).
+    source : Path
+        The file named in diagnostics.
+    fmt : str
+        Reader name, recorded in the diagnostics.
+    subsets : bool, default False
+        Whether an attempt may offer a proper subset of its cluster's tools. By default the tools offered must
+        be exactly the cluster's tools (the list may be in any order): a list that changes within one cluster
+        is an error.
+
+    Raises
+    ------
+    SelectionLogError
+        Listing every attempt whose tool list is missing, empty, repeats a name, names a tool that is not in the
+        catalog, spans several clusters, or (without ``subsets``) is not the whole cluster.
+    """
+    meta = check_meta(meta, source)
+    aliases = _Aliases(catalog)
+    rows, problems = [], []
+    for a in attempts:
+        where = a.label or f"line {a.source_row}"
+        if not a.tools:
+            problems.append(problem(a.source_file, a.source_row, "tools",
+                                    f"no tools offered ({where}): an attempt needs the request's tool list"))
+            continue
+        dup = sorted(n for n, c in Counter(a.tools).items() if c > 1)
+        if dup:
+            problems.append(problem(a.source_file, a.source_row, "tools", f"tool name(s) offered twice: {dup}"))
+            continue
+        ids = [aliases.resolve(n) for n in a.tools]
+        unknown = [n for n, i in zip(a.tools, ids) if i is None]
+        if unknown:
+            problems.append(problem(a.source_file, a.source_row, "tools",
+                                    f"tool(s) offered {unknown} are not in the {aliases.what} ({catalog.source}); "
+                                    "declare them in the manifest (`clusters = {name = [...]}`) or use "
+                                    "`clusters = \"infer\"`"))
+            continue
+        clusters = sorted({aliases.cluster_of[i] for i in ids})
+        if len(clusters) > 1:
+            problems.append(problem(a.source_file, a.source_row, "tools",
+                                    f"the tools offered span several clusters {clusters}: {a.tools}"))
+            continue
+        cid = clusters[0]
+        members = catalog.tools(cid)
+        if not subsets and set(ids) != set(members):
+            missing = [t for t in members if t not in set(ids)]
+            problems.append(problem(a.source_file, a.source_row, "tools",
+                                    f"the tool list changes within cluster {cid!r}: this request offers {a.tools}, "
+                                    f"the cluster has {members} (missing {missing}); give each tool list its own "
+                                    "cluster, or set `subsets = true` if subsets of a cluster were shown on purpose"))
+            continue
+        tool, raw, status = None, a.raw, a.status
+        if a.forced is not None and status in ("call", "no_call"):
+            # the request left no choice: kept as a row, excluded from every rate
+            did = f"called {a.name!r}" if status == "call" else "no call"
+            status, raw = "forced", short(f"{a.forced}; {did}")
+        elif a.status == "call":
+            raw = a.name
+            tool = _match_offered(a.name, a.tools, ids, aliases)
+            status = "ok" if tool is not None else "unknown_tool"
+        qid = a.query_id
+        if qid is None:
+            qid = query_key(a.query_text) if a.query_text else f"row{a.source_row}"
+        rows.append((cid, qid, None, "|".join(ids), tool, status, raw, a.source_file, a.source_row))
+    if problems:
+        raise SelectionLogError(problems)
+    if not rows:
+        raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
+    frame = pd.DataFrame(rows, columns=_COLUMNS)
+    frame["source_row"] = frame["source_row"].astype(np.int64)
+    frame = add_meta(frame, meta)
+    repeats = frame.groupby(["cluster_id", "query_id", "ordering"], sort=False).cumcount().to_numpy() + 1
+    if repeats.max() > 1 and "attempt" not in frame.columns:
+        # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
+        frame.insert(len(meta), "attempt", repeats.astype(np.int64))
+    flags = Counter(f for a in attempts for f in a.flags)
+    n_calls = Counter(a.n_calls for a in attempts)
+    multiple = [int(a.source_row) for a in attempts if a.n_calls > 1]
+    diag = {"format": fmt, "attempts": len(frame), "status": Counter(frame["status"]),
+            "unresolved": Counter(frame.loc[frame["status"] == "unknown_tool", "raw_choice"]),
+            "n_tool_calls": dict(sorted(n_calls.items())), "multiple_calls_rows": multiple,
+            "notes": dict(sorted(flags.items())), "cluster_source": getattr(catalog, "source", None),
+            "repeated_requests": int((repeats > 1).sum())}
+    diag.update(extra_diagnostics or {})
+    return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
+
+
+def _match_offered(name, offered, ids, aliases):
+    """tool_id of the called ``name`` when it is one of the offered tools (exact, case-insensitive or after
+    standardisation), else None (a name that was not offered is an ``unknown_tool``)."""
+    if not isinstance(name, str):
+        return None
+    for n, i in zip(offered, ids):
+        if n == name:
+            return i
+    key = name.strip().lower()
+    for n, i in zip(offered, ids):
+        if n.lower() == key:
+            return i
+    hit = aliases.resolve(name)
+    return hit if hit in ids else None
+
+
+class _Aliases:
+    """Offered tool names -> catalog tool_ids (exact id, then lower-case alias, then standardised)."""
+
+    def __init__(self, catalog: ToolCatalog):
+        tab = catalog.table
+        self.ids = set(tab["tool_id"])
+        self.aliases = catalog.aliases()
+        self.cluster_of = dict(zip(tab["tool_id"], tab["cluster_id"]))
+        self.what = "declared clusters" if str(catalog.source).startswith("<") else "catalog"
+
+    def resolve(self, name):
+        if not isinstance(name, str):
+            return None
+        if name in self.ids:
+            return name
+        key = name.strip().lower()
+        return self.aliases.get(key) or self.aliases.get(standardise_name(key))
+
+
+# ---------------------------------------------------------------------------------------
+# Requests joined to responses by custom_id (OpenAI and Anthropic batches)
+def index_by_custom_id(lines: list[JsonLine], path: Path, what: str) -> tuple[dict, list[str]]:
+    """``{custom_id: JsonLine}`` and problems (a line that is not an object, no ``custom_id``, duplicates).
+
+    A malformed line is attributed by the ``custom_id`` found in its text when there is one (kept with its
+    error); otherwise it is a problem naming the line.
+    """
+    out, problems = {}, []
+    for jl in lines:
+        cid = None
+        if jl.error is None:
+            if not isinstance(jl.value, dict):
+                problems.append(problem(path, jl.line, None, f"expected a JSON object per line, got "
+                                                            f"{type(jl.value).__name__}"))
+                continue
+            cid = jl.value.get("custom_id")
+            if not isinstance(cid, str) or not cid:
+                problems.append(problem(path, jl.line, "custom_id", f"missing or not a string: {cid!r}"))
+                continue
+        else:
+            m = CUSTOM_ID_RE.search(jl.text)
+            if m is None:
+                why = ("the request cannot be read (no custom_id in its text)" if what == "request" else
+                       "the line cannot be attributed to a request (no custom_id in its text)")
+                problems.append(problem(path, jl.line, None, f"{jl.error}; {why}"))
+                continue
+            cid = json.loads(f'"{m.group(1)}"')
+        if cid in out:
+            problems.append(problem(path, jl.line, "custom_id", f"duplicate custom_id {cid!r} (first at line "
+                                                                f"{out[cid].line})"))
+            continue
+        out[cid] = jl
+    return out, problems
+
+
+def join_batch(requests: Path, responses: Path, parse_request, parse_response, fmt: str) -> list[Attempt]:
+    """Join a batch's request file and its result file by ``custom_id``; one Attempt per request line.
+
+    ``parse_request(obj, path, line) -> (Attempt, problem or None)`` gives the tools, query and forcing of a
+    request line; ``parse_response(obj, attempt) -> None`` fills in what the model did. A request without a
+    result line is a ``parse_error`` row (``raw_choice`` says so); a result without its request, a malformed
+    request line, duplicate custom_ids and result lines that cannot be attributed are errors.
+    """
+    req_lines = read_json_lines(requests, what="request file")
+    res_lines = read_json_lines(responses, what="response file")
+    req_index, problems = index_by_custom_id(req_lines, requests, "request")
+    for cid, jl in req_index.items():
+        if jl.error is not None:
+            problems.append(problem(requests, jl.line, None, f"{jl.error} (custom_id {cid!r}); the request's tool "
+                                                            "list cannot be read"))
+    res_index, res_problems = index_by_custom_id(res_lines, responses, "response")
+    problems += res_problems
+    for cid, jl in res_index.items():
+        if cid not in req_index:
+            problems.append(problem(responses, jl.line, "custom_id",
+                                    f"response for custom_id {cid!r} has no request in {requests}"))
+    if problems:
+        raise SelectionLogError(problems)
+    attempts = []
+    for cid, jl in req_index.items():
+        att = parse_request(jl.value, requests, jl.line)
+        att.label = f"custom_id {cid!r}"
+        res = res_index.get(cid)
+        if res is None:
+            att.status, att.raw = "parse_error", f"no response for custom_id {cid!r} in {Path(responses).name}"
+            att.flags += ("missing_response",)
+        elif res.error is not None:
+            att.status = "parse_error"
+            att.raw = f"{Path(responses).name}:{res.line}: {res.error}"
+            att.flags += ("malformed_response",)
+        elif att.status != "parse_error":
+            parse_response(res.value, att)
+        attempts.append(att)
+    attempts.sort(key=lambda a: a.source_row)
+    return attempts
+
+
+def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Attempt]:
+    """One JSONL of ``{"request": ..., "response": ...}`` objects; a malformed line is an error (its tool list
+    cannot be read); ``response`` null or absent is a ``parse_error`` row."""
+    lines = read_json_lines(path, what="log file")
+    problems = []
+    for jl in lines:
+        if jl.error is not None:
+            problems.append(problem(path, jl.line, None, f"{jl.error}; the record's tool list cannot be read"))
+        elif not isinstance(jl.value, dict) or not isinstance(jl.value.get("request"), dict):
+            problems.append(problem(path, jl.line, "request", "expected an object with a `request` object (and "
+                                                              "its `response`)"))
+    if problems:
+        raise SelectionLogError(problems)
+    attempts = []
+    for jl in lines:
+        rec = jl.value
+        att = parse_request(rec["request"], path, jl.line, record=rec)
+        att.label = f"line {jl.line}"
+        res = rec.get("response")
+        if att.status == "parse_error":
+            pass
+        elif res is None:
+            err = rec.get("error")
+            att.status = "parse_error"
+            att.raw = short(f"api_error: {_error_text(err)}") if err else "no response recorded"
+            att.flags += ("api_error",) if err else ("missing_response",)
+        else:
+            parse_response(res, att)
+        attempts.append(att)
+    return attempts
+
+
+def _error_text(err) -> str:
+    if isinstance(err, dict):
+        inner = err.get("error") if isinstance(err.get("error"), dict) else err
+        parts = [str(inner.get(k)) for k in ("code", "type", "message") if inner.get(k)]
+        return ": ".join(parts) if parts else json.dumps(err, ensure_ascii=False)
+    return str(err)
+
+
+def api_error(att: Attempt, err) -> None:
+    """Mark ``att`` as an API error (``parse_error``; ``raw_choice`` = ``api_error: code: message``)."""
+    att.status = "parse_error"
+    att.raw = short(f"api_error: {_error_text(err)}")
+    att.flags += ("api_error",)
+
+
+def message_text(content) -> str | None:
+    """Plain text of a message ``content``: a string, or the text of its text parts (OpenAI, Anthropic, OTel)."""
+    if content is None:
+        return None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text"):
+                t = p.get("text", p.get("content"))
+                if isinstance(t, str):
+                    parts.append(t)
+        return "\n".join(parts) if parts else None
+    return None

@@ -1,0 +1,171 @@
+"""Reader for Anthropic API logs: Message Batches requests + results JSONL, or one JSONL of {request, response}.
+
+The candidate list and its order are the request's ``tools`` (``params.tools`` in a batch request line); the
+choice is the first ``tool_use`` block of the answer's ``content``. See docs/formats.md for every rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._catalog import ToolCatalog
+from .._clusters import catalog_for
+from .._selection_log import SelectionLog
+from ._common import check_meta
+from ._toolcalls import Attempt, api_error, build_log, join_batch, message_text, read_pairs, short
+
+__all__ = ["read_anthropic", "offered_anthropic"]
+
+#: Content blocks that are tool calls (client tools, server tools such as web search, MCP tools).
+_CALL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
+
+
+def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, responses=None, clusters=None,
+                   subsets: bool = False) -> SelectionLog:
+    """Read Anthropic Messages logs into a SelectionLog, one row per request.
+
+    Parameters
+    ----------
+    path : path-like
+        With ``responses``: the Message Batches **requests** (JSONL; each line ``{"custom_id", "params":
+        {"model", "messages", "tools", "tool_choice", ...}}``, what was sent to ``messages.batches.create``).
+        Without: a JSONL of ``{"request": ..., "response": ...}`` objects, where ``request`` is the Messages
+        API parameters (or a batch request line) and ``response`` a Message (or a batch result line).
+    catalog : ToolCatalog, optional
+        The clusters; without it, ``clusters`` decides.
+    meta : dict
+        Design metadata: ``model`` (required), ``run``, ``condition``, extra scalar keys.
+    responses : path-like, optional
+        The batch **results** (JSONL; each line ``{"custom_id", "result": {"type": "succeeded" | "errored" |
+        "canceled" | "expired", "message" | "error"}}``), joined to ``path`` by ``custom_id``.
+    clusters : dict, "infer" or path-like, optional
+        Without ``catalog``: declared clusters, a ``tool_id, cluster_id`` CSV, or ``"infer"`` (default).
+    subsets : bool, default False
+        Allow requests that offer a proper subset of their cluster's tools.
+
+    Returns
+    -------
+    SelectionLog
+        As :func:`~toolbias_stats.io.readers.openai.read_openai`.
+
+    Raises
+    ------
+    SelectionLogError
+        As :func:`~toolbias_stats.io.readers.openai.read_openai`.
+
+    Notes
+    -----
+    Statuses: first ``tool_use`` (or ``server_tool_use`` / ``mcp_tool_use``) block naming an offered tool ->
+    ``ok``, another name -> ``unknown_tool``; no such block -> ``no_call`` (``raw_choice`` = the text;
+    ``stop_reason == "refusal"`` -> ``refusal: ...``); ``tool_choice`` ``{"type": "tool", "name": ...}`` or
+    ``{"type": "none"}`` -> ``forced``; ``errored`` (``raw_choice`` = ``api_error: type: message``),
+    ``canceled`` and ``expired`` results, an error response and a request without its result ->
+    ``parse_error``.
+    """
+    path = Path(path)
+    check_meta(meta, path)
+    attempts = read_anthropic_attempts(path, responses)
+    cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
+    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="anthropic", subsets=subsets,
+                     extra_diagnostics={"cluster_source": str(cs),
+                                        "responses": None if responses is None else str(responses)})
+
+
+def read_anthropic_attempts(path, responses=None) -> list[Attempt]:
+    """The attempts of an Anthropic log (before cluster resolution)."""
+    path = Path(path)
+    if responses is not None:
+        return join_batch(path, Path(responses), parse_request, parse_response, "anthropic")
+    return read_pairs(path, parse_request, parse_response, "anthropic")
+
+
+def offered_anthropic(path, responses=None, **_) -> list[tuple]:
+    """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
+    return _lists(read_anthropic_attempts(path, responses))
+
+
+def _lists(attempts):
+    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+
+
+def parse_request(obj, path, line, record=None) -> Attempt:
+    """Tools offered, query and forcing of one request (Messages parameters or a batch request line)."""
+    params = obj.get("params") if isinstance(obj.get("params"), dict) else obj
+    att = Attempt(str(path), int(line), None, "no_call")
+    tools = params.get("tools")
+    if isinstance(tools, list):
+        names = [t.get("name") if isinstance(t, dict) and isinstance(t.get("name"), str) else None for t in tools]
+        if any(n is None for n in names):
+            att.flags += ("unnamed_tools_not_candidates",)
+        att.tools = [n for n in names if n is not None]
+    choice = params.get("tool_choice")
+    if isinstance(choice, dict):
+        if choice.get("type") == "tool" and isinstance(choice.get("name"), str):
+            att.forced = f"tool_choice forces {choice['name']!r}"
+        elif choice.get("type") == "none":
+            att.forced = "tool_choice 'none' forbids tool calls"
+    text = None
+    for m in reversed(params.get("messages") or []):
+        if isinstance(m, dict) and m.get("role") == "user":
+            text = message_text(m.get("content"))
+            if text:
+                break
+    att.query_text = text
+    for o in (record, obj, params):
+        if not isinstance(o, dict):
+            continue
+        md = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
+        qid = o.get("query_id", md.get("query_id"))
+        if qid is not None:
+            att.query_id = str(qid)
+            break
+    return att
+
+
+def parse_response(obj, att: Attempt) -> None:
+    """Fill in what the model did from a Message, an error response, or a batch result line."""
+    if not isinstance(obj, dict):
+        att.status, att.raw = "parse_error", short(obj)
+        return
+    msg = obj
+    if isinstance(obj.get("result"), dict):                 # a batch result line
+        res = obj["result"]
+        kind = res.get("type")
+        if kind == "succeeded":
+            msg = res.get("message")
+        elif kind == "errored":
+            return api_error(att, res.get("error") or "errored")
+        elif kind in ("canceled", "expired"):
+            att.status, att.raw = "parse_error", f"batch request {kind}"
+            att.flags += (kind,)
+            return
+        else:
+            att.status, att.raw = "parse_error", short(res)
+            return
+    if not isinstance(msg, dict):
+        att.status, att.raw = "parse_error", short(msg)
+        return
+    if msg.get("type") == "error" or (msg.get("error") and "content" not in msg):
+        return api_error(att, msg.get("error"))
+    content = msg.get("content")
+    if not isinstance(content, list):
+        att.status, att.raw = "parse_error", short(msg)
+        return
+    calls = [b for b in content if isinstance(b, dict) and b.get("type") in _CALL_BLOCKS]
+    att.n_calls = len(calls)
+    if calls:
+        name = calls[0].get("name")
+        if not isinstance(name, str) or not name.strip():
+            att.status, att.raw = "parse_error", short(calls[0])
+        else:
+            att.status, att.name = "call", name
+        return
+    att.status = "no_call"
+    text = message_text(content)
+    if msg.get("stop_reason") == "refusal":
+        att.raw = short(f"refusal: {text}" if text else "refusal")
+        att.flags += ("refusal",)
+    else:
+        att.raw = short(text)
+    if msg.get("stop_reason") in ("max_tokens", "model_context_window_exceeded"):
+        att.flags += (f"stop_{msg['stop_reason']}",)

@@ -1,0 +1,287 @@
+"""Reader for OpenAI API logs: Batch API request/response JSONL pairs, or one JSONL of {request, response}.
+
+Both the Chat Completions shape (``tools: [{"type": "function", "function": {"name": ...}}]``, answer in
+``choices[0].message.tool_calls``) and the Responses API shape (``tools: [{"type": "function", "name": ...}]``,
+answer in the ``function_call`` items of ``output``) are read. The candidate list and its order are the
+request's ``tools``; the choice is the first tool call. See docs/formats.md for every rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._catalog import ToolCatalog
+from .._clusters import catalog_for
+from .._selection_log import SelectionLog
+from ._common import check_meta
+from ._toolcalls import (Attempt, api_error, build_log, join_batch, message_text, read_pairs, short)
+
+__all__ = ["read_openai", "offered_openai"]
+
+
+def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, responses=None, clusters=None,
+                subsets: bool = False) -> SelectionLog:
+    """Read OpenAI request/response logs into a SelectionLog, one row per request.
+
+    Parameters
+    ----------
+    path : path-like
+        With ``responses``: the Batch API **input** file (JSONL; each line ``{"custom_id", "method", "url",
+        "body"}``). Without: a JSONL of ``{"request": ..., "response": ...}`` objects, where ``request`` is a
+        request body (or a batch input line) and ``response`` a Chat Completion / Response object (or a batch
+        output line); ``response`` may be null with an ``error`` beside it.
+    catalog : ToolCatalog, optional
+        The clusters; the tool names offered must resolve to catalog tools. Without it, ``clusters`` decides.
+    meta : dict
+        Design metadata: ``model`` (required), ``run``, ``condition``, extra scalar keys.
+    responses : path-like, optional
+        The Batch API **output** file (JSONL; each line ``{"id", "custom_id", "response": {"status_code",
+        "body"}, "error"}``), joined to ``path`` by ``custom_id``. The batch's error file has the same shape
+        (concatenate it to the output file to keep failed requests' errors).
+    clusters : dict, "infer" or path-like, optional
+        Without ``catalog``: ``{cluster: [tool names]}``, a CSV of ``tool_id, cluster_id``, or ``"infer"``
+        (default): each exact set of tools offered is a cluster.
+    subsets : bool, default False
+        Allow requests that offer a proper subset of their cluster's tools (otherwise an error: the tool list
+        must not change within one cluster).
+
+    Returns
+    -------
+    SelectionLog
+        ``source_file`` / ``source_row`` name the request's file and line. ``diagnostics[str(path)]`` holds
+        the status counts, ``n_tool_calls`` (how many requests made 0, 1, 2, ... calls),
+        ``multiple_calls_rows``, ``notes`` (refusals, API errors, extra choices, missing responses) and
+        ``cluster_source``.
+
+    Raises
+    ------
+    SelectionLogError
+        A missing or empty file, a malformed request line, a result without its request, a malformed result
+        line that names no ``custom_id``, duplicate ``custom_id`` values, a request without tools, tools not in
+        the clusters, a tool list that changes within one cluster -- every problem as ``file:line:field``.
+
+    Notes
+    -----
+    Statuses: first tool call of a tool offered -> ``ok``; of a name not offered -> ``unknown_tool`` (the
+    name is kept in ``raw_choice``); no call (text answer, refusal, empty ``tool_calls``) -> ``no_call``
+    (``raw_choice`` is the text, ``refusal: ...`` for a refusal); ``tool_choice`` naming one function, or
+    ``"none"`` -> ``forced`` (excluded from rates); an HTTP status other than 200, an ``error`` object, a
+    failed response, a request without its result or a result line that does not parse -> ``parse_error``
+    (``raw_choice`` says which). Several calls: the first is the choice; the count is in the diagnostics.
+    """
+    path = Path(path)
+    check_meta(meta, path)
+    attempts = read_openai_attempts(path, responses)
+    cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
+    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="openai", subsets=subsets,
+                     extra_diagnostics={"cluster_source": str(cs),
+                                        "responses": None if responses is None else str(responses)})
+
+
+def read_openai_attempts(path, responses=None) -> list[Attempt]:
+    """The attempts of an OpenAI log (before cluster resolution)."""
+    path = Path(path)
+    if responses is not None:
+        return join_batch(path, Path(responses), parse_request, parse_response, "openai")
+    return read_pairs(path, parse_request, parse_response, "openai")
+
+
+def offered_openai(path, responses=None, **_) -> list[tuple]:
+    """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
+    return _lists(read_openai_attempts(path, responses))
+
+
+def _lists(attempts):
+    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+
+
+# ---------------------------------------------------------------------------------------
+# requests
+def _tool_name(tool):
+    """Name of one entry of ``tools``: Chat (``function.name``, ``custom.name``), Responses (``name``), legacy
+    ``functions`` entries (``name``); None for built-in tools without a name (web search, file search, ...)."""
+    if not isinstance(tool, dict):
+        return None
+    kind = tool.get("type", "function")
+    inner = tool.get(kind)
+    if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+        return inner["name"]
+    name = tool.get("name")
+    return name if isinstance(name, str) else None
+
+
+def _choice_name(choice):
+    """Name of the function a ``tool_choice`` entry names (Chat nested or Responses flat)."""
+    if not isinstance(choice, dict):
+        return None
+    return _tool_name(choice)
+
+
+def parse_request(obj, path, line, record=None) -> Attempt:
+    """Tools offered, query and forcing of one request (a body or a batch input line)."""
+    body = obj.get("body") if isinstance(obj.get("body"), dict) else obj
+    att = Attempt(str(path), int(line), None, "no_call")
+    tools = body.get("tools")
+    if tools is None and isinstance(body.get("functions"), list):      # legacy function calling
+        tools = [{"type": "function", "function": f} for f in body["functions"]]
+    if isinstance(tools, list):
+        names = [_tool_name(t) for t in tools]
+        if any(n is None for n in names):
+            att.flags += ("builtin_tools_not_candidates",)
+        att.tools = [n for n in names if n is not None]
+    # tool_choice: one named function, or "none", leaves no choice
+    choice = body.get("tool_choice", body.get("function_call"))
+    if choice == "none":
+        att.forced = "tool_choice 'none' forbids tool calls"
+    elif isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        spec = choice.get("allowed_tools") if isinstance(choice.get("allowed_tools"), dict) else choice
+        allowed = [_tool_name(t) for t in spec.get("tools") or []]
+        if len(allowed) == 1:
+            att.forced = f"tool_choice allows only {allowed[0]!r}"
+        elif att.tools is not None and allowed and all(a is not None for a in allowed):
+            att.tools = [n for n in att.tools if n in set(allowed)]   # the candidates are the allowed tools
+    elif isinstance(choice, dict) and _choice_name(choice) is not None:
+        att.forced = f"tool_choice forces {_choice_name(choice)!r}"
+    # query: last user message
+    text = None
+    if isinstance(body.get("messages"), list):
+        text = _last_user(body["messages"])
+    elif isinstance(body.get("input"), str):
+        text = body["input"]
+    elif isinstance(body.get("input"), list):
+        text = _last_user(body["input"])
+    att.query_text = text
+    att.query_id = _query_id(record, obj, body)
+    return att
+
+
+def _last_user(messages):
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            t = message_text(m.get("content"))
+            if t:
+                return t
+    return None
+
+
+def _query_id(*objs):
+    for o in objs:
+        if not isinstance(o, dict):
+            continue
+        if o.get("query_id") is not None:
+            return str(o["query_id"])
+        md = o.get("metadata")
+        if isinstance(md, dict) and md.get("query_id") is not None:
+            return str(md["query_id"])
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# responses
+def parse_response(obj, att: Attempt) -> None:
+    """Fill in what the model did from a Chat Completion, a Response, or a batch output line."""
+    if not isinstance(obj, dict):
+        att.status, att.raw = "parse_error", short(obj)
+        return
+    body = obj
+    if "custom_id" in obj and ("response" in obj or "error" in obj):      # a batch output line
+        if obj.get("error"):
+            return api_error(att, obj["error"])
+        resp = obj.get("response")
+        if not isinstance(resp, dict):
+            att.status, att.raw = "parse_error", "batch output line without a response"
+            return
+        code = resp.get("status_code")
+        body = resp.get("body")
+        if code != 200:
+            err = body.get("error") if isinstance(body, dict) and body.get("error") else body
+            return api_error(att, f"HTTP {code}: {_err(err)}")
+        if not isinstance(body, dict):
+            att.status, att.raw = "parse_error", "response without a body"
+            return
+    if isinstance(body.get("choices"), list):
+        return _chat(body, att)
+    if isinstance(body.get("output"), list) or body.get("object") == "response":
+        return _responses(body, att)
+    if body.get("error"):
+        return api_error(att, body["error"])
+    att.status, att.raw = "parse_error", short(body)
+
+
+def _err(err):
+    if isinstance(err, dict):
+        return ": ".join(str(err[k]) for k in ("code", "type", "message") if err.get(k)) or short(err)
+    return str(err)
+
+
+def _chat(body, att: Attempt) -> None:
+    choices = body["choices"]
+    if not choices or not isinstance(choices[0], dict):
+        att.status, att.raw = "parse_error", "response without choices"
+        return
+    if len(choices) > 1:
+        att.flags += ("extra_choices",)      # n > 1: only choices[0] is read
+    ch = choices[0]
+    msg = ch.get("message")
+    if not isinstance(msg, dict):
+        att.status, att.raw = "parse_error", short(ch)
+        return
+    calls = msg.get("tool_calls") or []
+    if not isinstance(calls, list):
+        att.status, att.raw = "parse_error", short(calls)
+        return
+    if not calls and isinstance(msg.get("function_call"), dict):
+        calls = [{"type": "function", "function": msg["function_call"]}]
+    att.n_calls = len(calls)
+    if calls:
+        name = _tool_name(calls[0])
+        if name is None or not name.strip():
+            att.status, att.raw = "parse_error", short(calls[0])
+        else:
+            att.status, att.name = "call", name
+        return
+    att.status = "no_call"
+    if msg.get("refusal"):
+        att.raw = short(f"refusal: {msg['refusal']}")
+        att.flags += ("refusal",)
+    else:
+        att.raw = short(msg.get("content"))
+    if ch.get("finish_reason") in ("length", "content_filter"):
+        att.flags += (f"finish_{ch['finish_reason']}",)
+
+
+#: Responses API output items that are tool calls; built-in ones are named by their item type.
+_NAMED_CALLS = ("function_call", "custom_tool_call")
+
+
+def _responses(body, att: Attempt) -> None:
+    if body.get("status") == "failed" or body.get("error"):
+        return api_error(att, body.get("error") or "response status 'failed'")
+    items = [it for it in body.get("output") or [] if isinstance(it, dict)]
+    calls = [it for it in items if it.get("type") in _NAMED_CALLS
+             or (str(it.get("type", "")).endswith("_call") and it.get("type") != "message")]
+    att.n_calls = len(calls)
+    if calls:
+        first = calls[0]
+        name = first.get("name") if first.get("type") in _NAMED_CALLS else first.get("type")
+        if not isinstance(name, str) or not name.strip():
+            att.status, att.raw = "parse_error", short(first)
+        else:
+            att.status, att.name = "call", name
+        return
+    att.status = "no_call"
+    texts, refusals = [], []
+    for it in items:
+        if it.get("type") == "message":
+            for part in it.get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "refusal":
+                    refusals.append(str(part.get("refusal", "")))
+                elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+    if refusals:
+        att.raw = short("refusal: " + " ".join(refusals))
+        att.flags += ("refusal",)
+    else:
+        att.raw = short("\n".join(texts)) if texts else None
+    if body.get("status") == "incomplete":
+        att.flags += ("incomplete",)

@@ -1,0 +1,290 @@
+"""Reader for OpenTelemetry GenAI traces exported as OTLP JSON.
+
+Follows the GenAI semantic conventions as shipped in ``opentelemetry-semantic-conventions`` 0.66b2 (schema
+1.44.0; the ``gen_ai.*`` attributes introduced in semantic conventions 1.37, since moved to the
+semantic-conventions-genai repository): one **inference span** (``gen_ai.operation.name`` = ``chat``,
+``generate_content`` or ``text_completion``) carrying ``gen_ai.tool.definitions`` is one selection attempt; its
+candidates are the definitions in order; the choice is the first ``tool_call`` part of
+``gen_ai.output.messages``, else the first ``tool_calls`` entry of a ``gen_ai.choice`` span event (the event
+conventions before 1.37), else the first ``execute_tool`` span (``gen_ai.tool.name``) that the inference led to.
+See docs/formats.md for every rule.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...exceptions import SelectionLogError, problem
+from .._catalog import ToolCatalog
+from .._clusters import catalog_for
+from .._selection_log import SelectionLog
+from ._common import check_meta, utf8_message, utf8_position
+from ._toolcalls import Attempt, api_error, build_log, message_text, read_json_lines, short
+from .openai import _tool_name
+
+__all__ = ["read_otel", "offered_otel", "INFERENCE_OPERATIONS", "SEMCONV_VERSION"]
+
+#: The semantic-conventions release whose gen_ai attribute names this reader follows.
+SEMCONV_VERSION = "opentelemetry-semantic-conventions 0.66b2 (schema 1.44.0; gen_ai.* as of 1.37)"
+#: ``gen_ai.operation.name`` values of a model call (an attempt when it carries tool definitions).
+INFERENCE_OPERATIONS = ("chat", "generate_content", "text_completion")
+_ERROR_CODES = (2, "2", "STATUS_CODE_ERROR")
+
+
+def read_otel(path, *, catalog: ToolCatalog | None = None, meta=None, clusters=None,
+              subsets: bool = False) -> SelectionLog:
+    """Read OTLP JSON traces of GenAI spans into a SelectionLog, one row per inference span with tools.
+
+    Parameters
+    ----------
+    path : path-like
+        An OTLP JSON file: one ``ExportTraceServiceRequest`` object (``{"resourceSpans": [...]}``), or JSON
+        Lines of them (the OpenTelemetry Collector's file exporter).
+    catalog : ToolCatalog, optional
+        The clusters; without it, ``clusters`` decides.
+    meta : dict
+        Design metadata: ``model`` (required), ``run``, ``condition``, extra scalar keys.
+    clusters : dict, "infer" or path-like, optional
+        Without ``catalog``: declared clusters, a ``tool_id, cluster_id`` CSV, or ``"infer"`` (default).
+    subsets : bool, default False
+        Allow spans that offer a proper subset of their cluster's tools.
+
+    Returns
+    -------
+    SelectionLog
+        ``source_row`` is the 1-based index of the span in the file (resourceSpans, scopeSpans, spans in
+        order). ``diagnostics[str(path)]`` adds ``spans`` (total), ``inference_spans_without_tools`` and
+        ``semconv``.
+
+    Raises
+    ------
+    SelectionLogError
+        A missing, empty or malformed file (the line is named), no inference span with
+        ``gen_ai.tool.definitions``, a tool definition or message attribute that is not valid JSON (named by
+        span), tools not in the clusters, a tool list that changes within one cluster.
+
+    Notes
+    -----
+    ``query_id`` is the span attribute ``query_id`` when present, else a hash of the last user message of
+    ``gen_ai.input.messages``. A span with status ``ERROR`` is a ``parse_error`` (``raw_choice`` =
+    ``api_error: error.type: message``). The conventions have no attribute for ``tool_choice``; the
+    non-standard ``gen_ai.request.tool_choice`` is honoured when present (a tool name or ``"none"`` ->
+    ``forced``).
+    """
+    path = Path(path)
+    check_meta(meta, path)
+    attempts, extra = read_otel_attempts(path)
+    cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
+    extra.update(cluster_source=str(cs), semconv=SEMCONV_VERSION)
+    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="otel", subsets=subsets,
+                     extra_diagnostics=extra)
+
+
+def offered_otel(path, **_) -> list[tuple]:
+    """``(tool names offered, file, span)`` of every inference span with tools (for inferring clusters)."""
+    return _lists(read_otel_attempts(Path(path))[0])
+
+
+def _lists(attempts):
+    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+
+
+# ---------------------------------------------------------------------------------------
+def _load(path: Path) -> list[tuple[int, dict]]:
+    """``[(line, ExportTraceServiceRequest), ...]``: one JSON document, or JSON Lines of them."""
+    if not path.exists():
+        raise SelectionLogError(problem(path, None, None, "file not found"))
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
+    if not text.strip():
+        raise SelectionLogError(problem(path, None, None, "the file is empty"))
+    try:
+        doc = json.loads(text)
+        docs = [(1, doc)]
+    except json.JSONDecodeError:
+        docs, problems = [], []
+        for jl in read_json_lines(path, what="trace file"):
+            if jl.error is not None:
+                problems.append(problem(path, jl.line, None, f"{jl.error}; the spans of this line cannot be read"))
+            else:
+                docs.append((jl.line, jl.value))
+        if problems:
+            raise SelectionLogError(problems)
+    problems = [problem(path, ln, "resourceSpans", "expected an OTLP JSON object with `resourceSpans`")
+                for ln, d in docs if not isinstance(d, dict) or not isinstance(d.get("resourceSpans"), list)]
+    if problems:
+        raise SelectionLogError(problems)
+    return docs
+
+
+def _any(v):
+    """An OTLP JSON ``AnyValue`` as a Python value."""
+    if not isinstance(v, dict):
+        return v
+    for k in ("stringValue", "boolValue", "doubleValue", "bytesValue"):
+        if k in v:
+            return v[k]
+    if "intValue" in v:
+        return int(v["intValue"])
+    if "arrayValue" in v:
+        return [_any(x) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return {kv.get("key"): _any(kv.get("value")) for kv in (v["kvlistValue"] or {}).get("values", [])}
+    return None
+
+
+def _attrs(obj) -> dict:
+    return {a.get("key"): _any(a.get("value")) for a in obj.get("attributes") or [] if isinstance(a, dict)}
+
+
+class _Span:
+    __slots__ = ("n", "line", "span", "attrs", "trace", "id", "parent", "start")
+
+    def __init__(self, n, line, span):
+        self.n, self.line, self.span = n, line, span
+        self.attrs = _attrs(span)
+        self.trace, self.id = span.get("traceId"), span.get("spanId")
+        self.parent = span.get("parentSpanId") or None
+        try:
+            self.start = int(span.get("startTimeUnixNano") or 0)
+        except (TypeError, ValueError):
+            self.start = 0
+
+    @property
+    def op(self):
+        return self.attrs.get("gen_ai.operation.name")
+
+    def label(self):
+        return f"span {self.n} ({self.span.get('name')!r}, spanId {self.id})"
+
+
+def read_otel_attempts(path: Path) -> tuple[list[Attempt], dict]:
+    """The attempts of an OTLP JSON trace file (before cluster resolution) and reader diagnostics."""
+    spans = []
+    for line, doc in _load(path):
+        for rs in doc["resourceSpans"]:
+            for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []:
+                for sp in (ss or {}).get("spans") or []:
+                    if isinstance(sp, dict):
+                        spans.append(_Span(len(spans) + 1, line, sp))
+    if not spans:
+        raise SelectionLogError(problem(path, None, "spans", "no spans in this trace file"))
+    inference = [s for s in spans if s.op in INFERENCE_OPERATIONS]
+    with_tools = [s for s in inference if s.attrs.get("gen_ai.tool.definitions") is not None]
+    if not with_tools:
+        raise SelectionLogError(problem(path, None, "gen_ai.tool.definitions",
+                                        f"none of the {len(inference)} inference span(s) (gen_ai.operation.name in "
+                                        f"{list(INFERENCE_OPERATIONS)}) carries gen_ai.tool.definitions, so the "
+                                        "tools offered are unknown (the attribute is opt-in: enable it in the "
+                                        "instrumentation)"))
+    tools_of = {}
+    problems = []
+    for s in with_tools:
+        defs, err = _structured(s.attrs["gen_ai.tool.definitions"])
+        if err is None and not isinstance(defs, list):
+            err = f"expected a list of tool definitions, got {type(defs).__name__}"
+        if err is not None:
+            problems.append(problem(path, s.n, "gen_ai.tool.definitions", f"{err} ({s.label()})"))
+            continue
+        tools_of[s.n] = [_tool_name(d) for d in defs]
+    if problems:
+        raise SelectionLogError(problems)
+    attempts = [_attempt(path, s, tools_of[s.n], spans) for s in with_tools]
+    extra = {"spans": len(spans), "inference_spans_without_tools": len(inference) - len(with_tools)}
+    return attempts, extra
+
+
+def _structured(value):
+    """A structured attribute recorded as a JSON string or as OTLP arrays / kvlists -> (value, error)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value), None
+        except json.JSONDecodeError as exc:
+            return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
+    return value, None
+
+
+def _attempt(path, s: _Span, names, spans) -> Attempt:
+    att = Attempt(str(path), s.n, [n for n in names if n is not None], "no_call", label=s.label())
+    if any(n is None for n in names):
+        att.flags += ("unnamed_tools_not_candidates",)
+    qid = s.attrs.get("query_id")
+    att.query_id = None if qid is None else str(qid)
+    msgs, _ = _structured(s.attrs.get("gen_ai.input.messages"))
+    if isinstance(msgs, list):
+        for m in reversed(msgs):
+            if isinstance(m, dict) and m.get("role") == "user":
+                t = message_text(m.get("parts", m.get("content")))
+                if t:
+                    att.query_text = t
+                    break
+    choice = s.attrs.get("gen_ai.request.tool_choice")
+    if choice == "none":
+        att.forced = "tool_choice 'none' forbids tool calls"
+    elif isinstance(choice, str) and choice not in ("auto", "required", "any") and choice in att.tools:
+        att.forced = f"tool_choice forces {choice!r}"
+    status = s.span.get("status") or {}
+    if status.get("code") in _ERROR_CODES:
+        api_error(att, ": ".join(str(x) for x in (s.attrs.get("error.type"), status.get("message")) if x)
+                  or "span status ERROR")
+        return att
+    out, err = _structured(s.attrs.get("gen_ai.output.messages"))
+    if err is not None:
+        att.status, att.raw = "parse_error", f"gen_ai.output.messages: {err}"
+        return att
+    if isinstance(out, list) and out:
+        if len(out) > 1:
+            att.flags += ("extra_choices",)
+        parts = out[0].get("parts", out[0].get("content")) if isinstance(out[0], dict) else None
+        parts = parts if isinstance(parts, list) else []
+        calls = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"]
+        return _set_call(att, calls, lambda p: p.get("name"), message_text(parts))
+    for ev in s.span.get("events") or []:          # semantic conventions before 1.37: gen_ai.choice events
+        if isinstance(ev, dict) and ev.get("name") == "gen_ai.choice":
+            msg, err = _structured(_attrs(ev).get("message"))
+            if err is not None or not isinstance(msg, dict):
+                att.status, att.raw = "parse_error", short(f"gen_ai.choice event: {err or msg!r}")
+                return att
+            calls = msg.get("tool_calls") or []
+            return _set_call(att, calls if isinstance(calls, list) else [], _tool_name,
+                             message_text(msg.get("content")))
+    # no recorded output: the execute_tool span(s) the inference led to
+    att.flags += ("choice_from_execute_tool_spans",)
+    calls = _executed(s, spans)
+    return _set_call(att, calls, lambda t: t.attrs.get("gen_ai.tool.name"), None)
+
+
+def _set_call(att: Attempt, calls, name_of, text) -> Attempt:
+    att.n_calls = len(calls)
+    if calls:
+        name = name_of(calls[0])
+        if not isinstance(name, str) or not name.strip():
+            att.status, att.raw = "parse_error", short(getattr(calls[0], "span", calls[0]))
+        else:
+            att.status, att.name = "call", name
+    else:
+        att.status, att.raw = "no_call", short(text)
+    return att
+
+
+def _executed(s: _Span, spans) -> list:
+    """execute_tool spans of this inference: its children, or (agents record them as siblings) the spans under
+    the same parent that start after it and before the next inference span there; in start order."""
+    kids = [t for t in spans if t.op == "execute_tool" and t.trace == s.trace and t.parent == s.id]
+    if kids:
+        return sorted(kids, key=lambda t: (t.start, t.n))
+    if s.parent is None:
+        return []
+    later = [t for t in spans if t.trace == s.trace and t.parent == s.parent and t is not s
+             and (t.start, t.n) > (s.start, s.n)]
+    later.sort(key=lambda t: (t.start, t.n))
+    out = []
+    for t in later:
+        if t.op in INFERENCE_OPERATIONS:
+            break
+        if t.op == "execute_tool":
+            out.append(t)
+    return out
