@@ -1,14 +1,16 @@
 """Benchmark: the hierarchical Bayesian fit (`fit_bayes`) on the bundled BiasBusters study (not a test).
 
-Usage:  python benchmarks/bench_bayes.py [--configs pymc,numpyro,...] [--skip-slow]
+Usage:  python benchmarks/bench_bayes.py [--configs v1,v2,thorough,...] [--skip-slow]
 
 Every configuration runs in a fresh process, twice:
   cold  with an empty PyTensor/numba compile cache (a new machine, or CI), and
   warm  with the cache the cold run left behind (every later run on the same machine).
 The time reported is the wall time of the `fit_bayes(...)` call (model building, compilation,
 sampling, diagnostics and every summary); reading the study and importing are listed apart.
-For the default configuration it also prints the convergence numbers and the Spearman rank
-correlation between the model-implied delta_pos (logged orderings) and the empirical delta_pos.
+For every configuration it also prints the convergence numbers, the posterior predictive p-values
+and the Spearman rank correlation between the model-implied delta_pos (logged orderings) and the
+empirical delta_pos. Configurations are (model variant, sampler, chains); the sampler comparison
+of v1 is kept under names with a "v1/" prefix.
 """
 
 from __future__ import annotations
@@ -29,17 +31,21 @@ STUDY = ROOT / "data" / "biasbusters" / "study.toml"
 
 #: name -> fit_bayes keyword arguments (everything else at its default: 4 chains x 1,000 draws, 1,000 tune)
 CONFIGS = {
-    "pymc": {"sampler": "pymc"},
-    "pymc-numba": {"sampler": "pymc-numba"},
-    "pymc/2-chains": {"sampler": "pymc", "chains": 2},
-    "pymc-numba/2-chains": {"sampler": "pymc-numba", "chains": 2},
-    "numpyro/2-chains": {"sampler": "numpyro", "chains": 2},
-    "nutpie": {"sampler": "nutpie"},
-    "numpyro": {"sampler": "numpyro"},
-    "auto": {},
-    "numpyro/non-centred": {"sampler": "numpyro", "parameterization": "noncentered"},
+    "v1": {"model": "v1"},
+    "v2": {},                                              # the default: model="v2", sampler="auto"
+    "cluster-position": {"model": "cluster-position"},
+    "thorough": {"model": "thorough"},
+    "thorough/500": {"model": "thorough", "draws": 500, "tune": 500},
+    "v2/pymc": {"sampler": "pymc"},
+    "v1/pymc": {"model": "v1", "sampler": "pymc"},
+    "v1/pymc-numba": {"model": "v1", "sampler": "pymc-numba"},
+    "v1/pymc/2-chains": {"model": "v1", "sampler": "pymc", "chains": 2},
+    "v1/pymc-numba/2-chains": {"model": "v1", "sampler": "pymc-numba", "chains": 2},
+    "v1/numpyro/2-chains": {"model": "v1", "sampler": "numpyro", "chains": 2},
+    "v1/nutpie": {"model": "v1", "sampler": "nutpie"},
+    "v1/numpyro/non-centred": {"model": "v1", "sampler": "numpyro", "parameterization": "noncentered"},
 }
-SLOW = {"numpyro/non-centred"}
+SLOW = {"v1/numpyro/non-centred", "thorough", "thorough/500"}
 
 
 def _one(name: str) -> dict:
@@ -55,7 +61,8 @@ def _one(name: str) -> dict:
     t3 = time.perf_counter()
     out = {"config": name, "imports_s": t1 - t0, "read_s": t2 - t1, "fit_s": t3 - t2,
            **{k: v for k, v in res.diagnostics.to_dict().items() if k != "thresholds"},
-           "ppc_p": res.ppc.p_value, "ppc_p_rows": res.ppc.p_value_rows}
+           "model": res.model, "ppc_p": res.ppc.p_value, "ppc_p_rows": res.ppc.p_value_rows,
+           "ppc_p_dispersion": res.ppc.p_value_dispersion}
     from scipy.stats import spearmanr
 
     emp = tbs.selection_bias(log, by="model", n_resamples=0, n_null=0)
@@ -71,8 +78,9 @@ def _one(name: str) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names (default: all)")
-    ap.add_argument("--skip-slow", action="store_true", help="leave out the non-centred run (minutes)")
+    ap.add_argument("--configs", default="v1,cluster-position,v2", help="comma-separated names (all: "
+                    + ",".join(CONFIGS) + ")")
+    ap.add_argument("--skip-slow", action="store_true", help="leave out the slow runs (query effects, non-centred)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -100,14 +108,20 @@ def main():
                 r = json.loads(line[0][7:])
                 r.update(phase=phase, process_s=wall)
                 rows.append(r)
-                print(f"| {name} | {phase} | {r['fit_s']:.1f} | {r['process_s']:.1f} | {r['max_rhat']:.4f} | "
-                      f"{r['min_ess_bulk']:.0f} | {r['divergences']} | {r['spearman_delta_pos']:.3f} |", flush=True)
+                print(_row(name, phase, r), flush=True)
     print("\n| configuration | cache | fit (s) | process (s) | max R-hat | min bulk ESS | divergences | "
-          "Spearman delta_pos |\n|---|---|---|---|---|---|---|---|")
+          "PPC p (cluster x position / finest / per-query) | Spearman delta_pos |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['config']} | {r['phase']} | {r['fit_s']:.1f} | {r['process_s']:.1f} | {r['max_rhat']:.4f} | "
-              f"{r['min_ess_bulk']:.0f} | {r['divergences']} | {r['spearman_delta_pos']:.3f} |")
+        print(_row(r["config"], r["phase"], r))
     print("\n" + json.dumps(rows, indent=1))
+
+
+def _row(name, phase, r):
+    ppc = " / ".join("n/a" if p is None or p != p else f"{p:.3f}"
+                     for p in (r["ppc_p"], r["ppc_p_rows"], r.get("ppc_p_dispersion")))
+    return (f"| {name} | {phase} | {r['fit_s']:.1f} | {r['process_s']:.1f} | {r['max_rhat']:.4f} | "
+            f"{r['min_ess_bulk']:.0f} | {r['divergences']} | {ppc} | {r['spearman_delta_pos']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""Tests of the hierarchical Bayesian model (fit_bayes) on tiny simulated logs.
+"""Tests of the hierarchical Bayesian model (fit_bayes), main-effects variant v1, on tiny simulated logs.
 
-The fits here are deliberately small (2 LLMs x 2 clusters x 3 tools, a few hundred draws, the C
+The variants (v2, cluster-position, overdispersed, thorough) and the model comparison are tested in
+test_bayes_variants.py. The fits here are deliberately small (2 LLMs x 2 clusters x 3 tools, a few hundred draws, the C
 back-end, chains run one after the other) so that the whole module stays fast; the full fit on the
 bundled study is a benchmark (benchmarks/bench_bayes.py), and coverage is checked by simulation in
 analyses/recovery_bayes.py and analyses/sbc_bayes.py.
@@ -25,6 +26,7 @@ ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
                   [[1.0, 0.2, -1.2], [-0.6, 1.0, -0.4]]])
 BETA = np.array([[1.0, 0.0, -1.0], [0.6, 0.1, -0.7]])
 FAST = dict(draws=300, tune=300, chains=2, cores=1, sampler="pymc")
+V1 = dict(FAST, model="v1")
 
 
 def _with_invalid_rows(log):
@@ -48,8 +50,39 @@ def sim_log():
 def fit(sim_log):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_bayes(sim_log, rng=1, **FAST)
+        res = fit_bayes(sim_log, rng=1, **V1)
     return res, caught
+
+
+class TestV1Unchanged:
+    """v1 gives exactly the numbers of the first version (regression pins; PyMC C back-end, seed 1).
+
+    The values were recorded with the v1 code before the model was split into a package and gained
+    variants; they must not move (tolerance: last digits of float64, for BLAS differences).
+    """
+
+    def test_pinned_numbers(self, fit):
+        res, _ = fit
+        assert res.model == "v1" and res.diagnostics.seed == 1016164991
+        beta = res.idata.posterior["beta"].values.mean((0, 1))
+        np.testing.assert_allclose(beta, [[1.12102836324, -0.033499535491, -1.087528827749],
+                                          [0.629685502531, 0.042914431575, -0.672599934107]], rtol=0, atol=1e-9)
+        alpha = res.idata.posterior["alpha"].values[..., 0, :].mean((0, 1))
+        np.testing.assert_allclose(alpha, [[1.195621931793, -0.044619791274, -1.151002140519],
+                                           [1.007682859434, 0.200154321165, -1.207837180599]], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(res.implied["mean"].to_numpy(),
+                                   [0.238509062639, 0.327060126905, 0.282101772903, 0.153211010751,
+                                    0.238436301145, 0.325435132004, 0.279055271645, 0.149709348689],
+                                   rtol=0, atol=1e-9)
+        assert (res.ppc.p_value, res.ppc.p_value_rows) == (0.5633333333333334, 0.45)
+        np.testing.assert_allclose(res.diagnostics.max_rhat, 1.0092162870533488, rtol=1e-9)
+        assert set(res.idata.log_likelihood.data_vars) == {"y", "y_query"}   # y as in v1; y_query added
+
+    def test_shim_keeps_the_old_module(self):
+        from toolbias_stats.models import bayes
+
+        assert B.fit_bayes is bayes.fit_bayes and B._design is bayes._design._design
+        assert B.DEFAULT_PRIORS == {"mu_sd": 1.5, "sigma_alpha_sd": 1.0, "beta_bar_sd": 1.0, "sigma_beta_sd": 1.0}
 
 
 class TestFitBayes:
@@ -133,7 +166,7 @@ class TestFitBayes:
     def test_seed_reproducibility(self, sim_log, fit):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            again = fit_bayes(sim_log, rng=1, **FAST)
+            again = fit_bayes(sim_log, rng=1, **V1)
         first = fit[0]
         np.testing.assert_array_equal(again.idata.posterior["alpha"].values, first.idata.posterior["alpha"].values)
         np.testing.assert_array_equal(again.idata.posterior["mu"].values, first.idata.posterior["mu"].values)
@@ -144,7 +177,7 @@ class TestFitBayes:
         """Same model, two parameterisations: the posteriors must agree (within Monte-Carlo error)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cen = fit_bayes(sim_log, rng=2, parameterization="centered", **FAST)
+            cen = fit_bayes(sim_log, rng=2, parameterization="centered", **V1)
         assert cen.diagnostics.parameterization == "centered"
         a = cen.position_effects.set_index(["llm", "position"])
         b = fit[0].position_effects.set_index(["llm", "position"])
@@ -182,7 +215,7 @@ class TestReportAndPlots:
         assert "<b>llm1</b>" not in html and "&lt;b&gt;llm1&lt;/b&gt;&amp;" in html
         for anchor in ("bayes-diagnostics", "bayes-implied", "bayes-position", "bayes-api", "bayes-ppc"):
             assert f'id="{anchor}"' in html
-        assert html.count("<svg") == 3
+        assert html.count("<svg") == 4        # position, API, PPC and per-query dispersion
         text = format_bayes_text(res)
         assert "Implied bias" in text and "llm2" in text
 
@@ -206,7 +239,7 @@ class TestSingleLLMRaggedClusters:
         log = simulate_choice_log(alpha, beta, n_per_ordering=40, orderings="random", rng=6)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = fit_bayes(log, rng=2, **FAST)
+            res = fit_bayes(log, rng=2, **V1)
         post = res.idata.posterior
         assert post["alpha"].shape[2:] == (1, 2, 4) and "sigma_alpha" not in post
         assert np.isnan(post["alpha"].values[..., 0, 3]).all()          # cluster 1 has 3 tools
@@ -420,4 +453,6 @@ class TestFromCounts:
         counts = bb_study.log.counts()
         bare = type(counts)(counts.table, None, counts.catalog, counts.design_columns)
         with pytest.raises(ValueError, match="no per-ordering cells"):
-            fit_bayes(bare, draws=10, tune=10, chains=1)
+            fit_bayes(bare, model="v1", draws=10, tune=10, chains=1)
+        with pytest.raises(ValueError, match="needs to know which attempts belong to one query"):
+            fit_bayes(bare, draws=10, tune=10, chains=1)        # the default (v2) needs the queries

@@ -12,13 +12,17 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers):
     """Register the ``bayes`` sub-command on an ``argparse`` sub-parser collection; returns its parser."""
-    from ..models._bayes import MISMATCH_POLICIES, PARAMETERIZATIONS, SAMPLERS
+    from ..models.bayes import DEFAULT_MODEL, MISMATCH_POLICIES, MODELS, PARAMETERIZATIONS, SAMPLERS
 
     p = subparsers.add_parser("bayes", help="hierarchical Bayesian model of API and position effects (PyMC)",
-                              description="Fit softmax(alpha[llm, cluster, tool] + beta[llm, position]) with partial "
-                                          "pooling across LLMs; report effects, implied bias under logged and "
-                                          "randomised orderings, a posterior predictive check and diagnostics.")
+                              description="Fit softmax(alpha[llm, cluster, tool] + beta[llm, position] + ...) with "
+                                          "partial pooling across LLMs (variant --model); report effects, implied "
+                                          "bias under logged and randomised orderings, posterior predictive checks "
+                                          "and diagnostics.")
     p.add_argument("study", help="study manifest (TOML)")
+    p.add_argument("--model", choices=MODELS, default=DEFAULT_MODEL,
+                   help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, thorough = + query effects, "
+                        "slow; docs/bayes.md compares them)")
     p.add_argument("--by", default="model", help="comma-separated columns that define one LLM (default: model)")
     p.add_argument("--draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
     p.add_argument("--tune", type=int, default=1000, metavar="N", help="warm-up iterations per chain (default 1000)")
@@ -62,8 +66,9 @@ def _run(args) -> int:
         study = read_study(args.study)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = fit_bayes(study.log, by=args.by, draws=args.draws, tune=args.tune, chains=args.chains,
-                           cores=args.cores, sampler=args.sampler, parameterization=args.parameterization,
+        result = fit_bayes(study.log, model=args.model, by=args.by, draws=args.draws, tune=args.tune,
+                           chains=args.chains, cores=args.cores, sampler=args.sampler,
+                           parameterization=args.parameterization,
                            target_accept=args.target_accept, hdi_prob=args.hdi_prob, mismatch=args.mismatch,
                            rng=args.seed, progress=_progress_wanted(args))
     if args.idata:

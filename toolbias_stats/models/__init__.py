@@ -20,8 +20,8 @@ __all__ = [
 ]
 
 # -- hierarchical Bayesian model of API and position effects (PyMC; imported lazily) ---------------
-from ._bayes import (BayesDiagnostics, BayesResult, ConvergenceWarning, MisfitWarning, PosteriorPredictiveCheck,
-                     fit_bayes, simulate_choice_log)
+from .bayes import (MODELS as BAYES_MODELS, BayesDiagnostics, BayesResult, ConvergenceWarning, MisfitWarning,
+                    PosteriorPredictiveCheck, compare_bayes, fit_bayes, query_dispersion, simulate_choice_log)
 
-__all__ += ["fit_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck", "ConvergenceWarning",
-            "MisfitWarning", "simulate_choice_log"]
+__all__ += ["fit_bayes", "compare_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck",
+            "ConvergenceWarning", "MisfitWarning", "simulate_choice_log", "query_dispersion", "BAYES_MODELS"]

@@ -11,9 +11,9 @@ __all__ = ["plot_selection_rates", "plot_api_vs_position", "group_label", "tool_
            "plot_correlations", "plot_ols_coefficients", "plot_importances", "plot_alignment"]
 
 # -- hierarchical Bayesian model ------------------------------------------------------------------
-from ._bayes import plot_api_effects, plot_bayes_ppc, plot_position_effects
+from ._bayes import plot_api_effects, plot_bayes_dispersion, plot_bayes_ppc, plot_position_effects
 
-__all__ += ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc"]
+__all__ += ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc", "plot_bayes_dispersion"]
 
 # -- TOOL-SHADOW and ToolSense --------------------------------------------------------------------
 from ._shadow import plot_shadow_contributions, plot_shadow_pbs

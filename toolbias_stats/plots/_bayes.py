@@ -11,7 +11,7 @@ import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text, tool_labels
 
-__all__ = ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc"]
+__all__ = ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc", "plot_bayes_dispersion"]
 
 _SHARED = "(shared)"
 
@@ -180,6 +180,58 @@ def plot_bayes_ppc(result, ax=None):
     ax.set_axisbelow(True)
     ax.set_title(f"Posterior predictive check: {_p(result.ppc.p_value)} (cluster x position), "
                  f"{_p(result.ppc.p_value_rows)} (LLM x cluster x ordering x position)", fontsize=9, loc="left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def plot_bayes_dispersion(result, ax=None):
+    """Posterior predictive check of the per-query dispersion, per LLM.
+
+    Parameters
+    ----------
+    result : BayesResult
+        A fit that knows the queries (``result.ppc.dispersion`` is not None).
+    ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Notes
+    -----
+    For every LLM the grey bar is the ``hdi_prob`` interval of the replicated dispersion statistic
+    (Pearson chi-square of each query's tool counts against the model's expectation, summed over
+    the LLM's queries), divided by its replicated mean; the dot is the observed value on the same
+    scale (red when outside the interval). A dot right of the bar: queries differ from each other
+    more than the model allows.
+
+    Examples
+    --------
+    >>> fig = plot_bayes_dispersion(res)   # doctest: +SKIP
+    """
+    t = result.ppc.dispersion
+    if t is None:
+        raise ValueError("this fit has no per-query dispersion check (it was fitted on counts without queries).")
+    t = t[t["llm"] != "(all)"].reset_index(drop=True)
+    fig, ax = _figure_and_axes(ax, (7.0, 0.4 * len(t) + 1.6))
+    y = len(t) - 1 - np.arange(len(t))
+    scale = t["replicated_mean"].to_numpy(dtype=float)
+    lo = t["replicated_low"].to_numpy(dtype=float) / scale
+    hi = t["replicated_high"].to_numpy(dtype=float) / scale
+    obs = t["observed"].to_numpy(dtype=float) / scale
+    ax.hlines(y, lo, hi, color="#9aa4ae", linewidth=5, label=f"replicated, {100 * result.hdi_prob:g}% HDI")
+    out = (obs < lo) | (obs > hi)
+    ax.plot(obs[~out], y[~out], "o", color="#1f77b4", markersize=4, label="observed")
+    if out.any():
+        ax.plot(obs[out], y[out], "o", color="#d62728", markersize=4, label="observed (outside)")
+    ax.axvline(1.0, color="#777777", linewidth=0.8, linestyle=":")
+    ax.set_yticks(y)
+    ax.set_yticklabels([_mpl_text(x) for x in t["llm"]], fontsize=8)
+    ax.set_xlabel("per-query dispersion / replicated mean")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="x", color="#eeeeee", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.set_title(f"Per-query dispersion: {_p(result.ppc.p_value_dispersion)} (all LLMs)", fontsize=9, loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 

@@ -30,6 +30,16 @@ _PRIOR_TEXT = (
      "audits report odds factors of 2\u201310 between first and last slot; a pairwise sd of {v:g}\u00b7\u221a2 covers them"),
     ("sigma_beta_sd", "between-LLM scale of position effects", "sigma_beta ~ HalfNormal({v:g})",
      "LLMs differ widely in position bias (BiasBusters: \u03b4_pos from 0.17 to 0.50)"),
+    ("sigma_delta_sd", "per-(LLM, cluster) position deviations", "delta[m, c, :] = sigma_delta \u00b7 "
+     "ZeroSumNormal(1), sigma_delta ~ HalfNormal({v:g})",
+     "nothing says a cluster changes an LLM's position effects less than LLMs differ from each other, so the same "
+     "scale as the between-LLM one; finite, so that a cluster with little data is pulled towards the LLM's effects"),
+    ("sigma_eta_sd", "query effects (per LLM)", "eta[m, c, q, :] = sigma_eta[m] \u00b7 ZeroSumNormal(1), "
+     "sigma_eta[m] ~ HalfNormal({v:g})",
+     "a query may need one particular tool (several log-odds) or none; the scale is estimated per LLM"),
+    ("rho_a", "intra-prompt correlation", "rho[m] = 1 / (1 + kappa[m]) ~ Beta({v:g}, {b:g})",
+     "repeated attempts of one prompt may be independent (rho = 0: the multinomial) or identical (rho = 1); "
+     "Beta(1, 1) takes no side"),
 )
 
 
@@ -59,8 +69,8 @@ def render_bayes_section(result, *, catalog=None, title="Hierarchical Bayesian m
     """
     parts = [f'<section id="bayes">\n<h2>{_e(title)}</h2>',
              _diagnostics_block(result), _model_block(result), _implied_block(result),
-             _position_block(result), _api_block(result, catalog), _shares_block(result), _ppc_block(result),
-             _notes_block(result), "</section>"]
+             _position_block(result), _api_block(result, catalog), _shares_block(result), _scales_block(result),
+             _ppc_block(result), _notes_block(result), "</section>"]
     return "\n".join(parts)
 
 
@@ -68,7 +78,7 @@ def render_bayes_section(result, *, catalog=None, title="Hierarchical Bayesian m
 def _diagnostics_block(result) -> str:
     d = result.diagnostics
     level = fmt_level(result.hdi_prob)
-    rows = [("sampler", d.sampler), ("parameterisation", d.parameterization),
+    rows = [("model", getattr(result, "model", "v1")), ("sampler", d.sampler), ("parameterisation", d.parameterization),
             ("chains \u00d7 draws (tune)", f"{d.chains} \u00d7 {fmt_int(d.draws)} ({fmt_int(d.tune)})"),
             ("seed", f"{d.seed} (rng argument: {result.seed})"),
             ("max R-hat", f"{d.max_rhat:.4f}" if np.isfinite(d.max_rhat) else MISSING),
@@ -98,23 +108,52 @@ def _model_block(result) -> str:
         v = pri.get(key)
         if v is None:
             continue
-        items.append(f"<li><strong>{_e(what)}</strong>: <code>{_e(formula.format(v=v))}</code> \u2014 "
+        b = pri.get("rho_b", 1.0)
+        items.append(f"<li><strong>{_e(what)}</strong>: <code>{_e(formula.format(v=v, b=b))}</code> \u2014 "
                      f"{_e(why.format(v=v))}</li>")
     single = len(result.llms) == 1
     pool = ("With one LLM nothing is pooled: alpha = mu and beta = beta_bar, and the two scales are not in the "
             "model." if single else
             "API effects are partially pooled across LLMs around shared effects mu; position effects around a "
             "shared beta_bar.")
+    model = getattr(result, "model", "v1")
     return f"""<h3 id="bayes-model">Model</h3>
-<p>An attempt by LLM <em>m</em> in cluster <em>c</em> that shows the cluster's tools in ordering <em>o</em>
-chooses tool <em>j</em> with probability softmax<sub>j</sub>(&alpha;[m, c, j] + &beta;[m, pos<sub>o</sub>(j)]).
+<p>Variant <code>{_e(model)}</code>. An attempt by LLM <em>m</em> in cluster <em>c</em> that shows the cluster's
+tools in ordering <em>o</em> chooses tool <em>j</em> with probability
+softmax<sub>j</sub>(&alpha;[m, c, j] + &beta;[m, pos<sub>o</sub>(j)]{_e(_extra_terms(model))}).
 {_e(pool)} &alpha;[m, c, :] = &mu;[c, :] + &sigma;<sub>&alpha;</sub>&middot;z[m, c, :] and
 &beta;[m, :] = &beta;&#772; + &sigma;<sub>&beta;</sub>&middot;z<sub>2</sub>[m, :]; every effect sums to zero within a
-cluster (API) or over positions, which identifies them. The model is fitted to counts aggregated per
-(LLM, cluster, ordering). Attempts are treated as exchangeable within such a cell: differences between queries are
-not modelled, so the intervals describe these queries rather than a population of queries.</p>
+cluster (API) or over positions, which identifies them. {_e(_likelihood_text(model))}</p>
 <p>Weakly informative priors (logit scale):</p>
 <ul>{''.join(items)}</ul>"""
+
+
+def _extra_terms(model) -> str:
+    return {"cluster-position": " + \u03b4[m, c, pos_o(j)]", "v2": " + \u03b4[m, c, pos_o(j)]",
+            "overdispersed": " + \u03b7[m, c, q, j]", "thorough": " + \u03b4[m, c, pos_o(j)] + \u03b7[m, c, q, j]"
+            }.get(model, "")
+
+
+def _likelihood_text(model) -> str:
+    parts = []
+    if model in ("cluster-position", "v2", "thorough"):
+        parts.append("Each (LLM, cluster) has its own position effects \u03b2[m, :] + \u03b4[m, c, :], partially "
+                     "pooled towards the LLM's (\u03b4 zero-sum normal with scale \u03c3_\u03b4).")
+    if model in ("overdispersed", "thorough"):
+        parts.append("Every query q has its own tool effects \u03b7[m, c, q, :] (zero-sum normal, scale "
+                     "\u03c3_\u03b7[m]), shared by all its orderings and runs: the queries are a sample from a "
+                     "population of queries.")
+    if model in ("overdispersed", "v2", "thorough"):
+        parts.append("The repeated attempts of one prompt (the same query in the same ordering, e.g. the runs) "
+                     "share one set of choice probabilities drawn from Dirichlet(\u03ba[m]\u00b7p): a "
+                     "Dirichlet-multinomial per prompt whose intra-prompt correlation \u03c1 = 1/(1 + \u03ba) is "
+                     "estimated (\u03ba \u2192 \u221e is the multinomial).")
+    else:
+        parts.append("The model is fitted to counts aggregated per (LLM, cluster, ordering). Attempts are treated "
+                     "as exchangeable within such a cell: differences between queries and the agreement of repeated "
+                     "runs are not modelled, so the intervals describe these queries rather than a population of "
+                     "queries.")
+    return " ".join(parts)
 
 
 def _implied_block(result) -> str:
@@ -171,11 +210,24 @@ def _position_block(result) -> str:
                    f"<td class=\"num\">{_e(fmt_num(r.sd))}</td></tr>")
     dtable = _table(f"<tr><th>LLM</th><th class=\"num\">position</th><th class=\"num\">&beta; [{_e(level)} HDI]</th>"
                     "<th class=\"num\">sd</th></tr>", det)
+    cluster_html = ""
+    cpe = getattr(result, "cluster_position_effects", None)
+    if cpe is not None and not cpe.empty:
+        rows = [f"<tr><td>{_e(r.llm)}</td><td>{_e(r.cluster)}</td><td class=\"num\">{_e(r.position)}</td>"
+                f"<td class=\"num\">{_e(fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high)))}</td>"
+                f"<td class=\"num\">{_e(fmt_num(r.delta_mean))}</td></tr>" for r in cpe.itertuples()]
+        ctable = _table(f"<tr><th>LLM</th><th>cluster</th><th class=\"num\">position</th>"
+                        f"<th class=\"num\">&beta;[m, c, p] [{_e(level)} HDI]</th>"
+                        "<th class=\"num\">&delta; (mean)</th></tr>", rows)
+        cluster_html = ("<details><summary>Position effects per LLM and cluster (&beta; + &delta;)</summary>"
+                        f"{ctable}</details>")
     return f"""<h3 id="bayes-position">Position effects</h3>
 <figure>{svg}<figcaption>Position effects &beta; (logit scale) per LLM and position with {_e(level)} HDIs; open
-markers: the shared mean &beta;&#772;.</figcaption></figure>
+markers: the shared mean &beta;&#772;.{' With per-cluster deviations these are an LLM&#8217;s typical position effects;'
+ ' each cluster&#8217;s are in the collapsed table below.' if cluster_html else ''}</figcaption></figure>
 {table}
-<details><summary>All position effects as a table</summary>{dtable}</details>"""
+<details><summary>All position effects as a table</summary>{dtable}</details>
+{cluster_html}"""
 
 
 def _api_block(result, catalog) -> str:
@@ -217,24 +269,91 @@ def _shares_block(result) -> str:
 <p class="muted">{note}</p>"""
 
 
+def _scales_block(result) -> str:
+    sc = getattr(result, "scales", None)
+    if sc is None or sc.empty:
+        return ""
+    level = fmt_level(result.hdi_prob)
+    what = {"sigma_alpha": "between-LLM sd of API effects", "sigma_beta": "between-LLM sd of position effects",
+            "sigma_delta": "sd of per-cluster position deviations", "sigma_eta": "sd of query effects",
+            "kappa": "Dirichlet concentration \u03ba", "rho": "intra-prompt correlation \u03c1 = 1/(1+\u03ba)"}
+    has_cluster = "cluster" in sc.columns
+    main = sc[sc["quantity"] != "kappa"]
+    body = [f"<tr><td>{_e(what.get(r.quantity, r.quantity))}</td><td>{_e(r.llm)}</td>"
+            f"<td>{_e(r.cluster if has_cluster and isinstance(r.cluster, str) else '')}</td>"
+            f"<td class=\"num\">{_e(fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high)))}</td></tr>"
+            for r in main.itertuples()]
+    table = _table(f"<tr><th>parameter</th><th>LLM</th><th>cluster</th>"
+                   f"<th class=\"num\">posterior mean [{_e(level)} HDI]</th></tr>", body)
+    table = table if len(body) <= 12 else f"<details><summary>All scales ({len(body)})</summary>{table}</details>"
+    rho = sc[sc["quantity"] == "rho"]
+    lead = ""
+    if not rho.empty:
+        per = rho.groupby("llm", sort=False)["mean"].agg(["min", "median", "max"])
+        items = "".join(f"<li>{_e(llm)}: median {_e(fmt_num(r['median']))} (clusters {_e(fmt_num(r['min']))}"
+                        f"\u2013{_e(fmt_num(r['max']))})</li>" for llm, r in per.iterrows())
+        lead = f"<p>Intra-prompt correlation &rho; of repeated runs, per LLM:</p><ul>{items}</ul>"
+    return f"""<h3 id="bayes-scales">Scales and dispersion</h3>
+{lead}
+{table}
+<p class="muted">&rho; near 1: repeated runs of a prompt almost always give the same answer, so a prompt counts
+as far fewer than its attempts; near 0: the runs are independent draws.</p>"""
+
+
 def _ppc_block(result) -> str:
-    from ..plots import plot_bayes_ppc
+    from ..plots import plot_bayes_dispersion, plot_bayes_ppc
 
     ppc = result.ppc
+    model = getattr(result, "model", "v1")
     svg = _svg(plot_bayes_ppc(result), title="Posterior predictive check: observed and replicated counts")
-    misfit = min(ppc.p_value, ppc.p_value_rows) < 0.05
-    verdict = ("<strong>The main-effects model misfits</strong>: the observed counts are further from the "
-               "model's expectation than its own replications. Position and API effects then interact (e.g. a "
-               "position effect that differs between clusters, or queries that are not exchangeable). The effects "
-               "above are averages over that heterogeneity and their intervals are too narrow; no interaction term "
-               "is fitted by this version." if misfit else
-               "The replications reproduce the observed counts: no sign of misfit at this resolution.")
+    disp = getattr(ppc, "dispersion", None)
+    p_disp = getattr(ppc, "p_value_dispersion", float("nan"))
+    reasons = []
+    if ppc.p_value < 0.05:
+        reasons.append("the choices per cluster and position are further from the model than its replications "
+                       "(position effects that differ between clusters)")
+    if ppc.p_value_rows < 0.05:
+        reasons.append("within an (LLM, cluster) the choices under particular lists deviate from additive tool and "
+                       "position effects (an interaction of the list shown with the choice that no variant models; "
+                       "the effects are averages over the lists shown)")
+    if disp is not None and np.isfinite(p_disp) and p_disp < 0.05:
+        reasons.append("queries differ from each other more than the model allows (queries that need a particular "
+                       "tool); intervals for cell-level and query-level claims are then too narrow (model='thorough' "
+                       "adds query effects, at a cost of hours on large studies: docs/bayes.md)")
+    if model == "v1" and min(ppc.p_value, ppc.p_value_rows) < 0.05:
+        verdict = ("<strong>The main-effects model misfits</strong>: the observed counts are further from the "
+                   "model's expectation than its own replications. Position and API effects then interact (e.g. a "
+                   "position effect that differs between clusters, or queries that are not exchangeable). The "
+                   "effects above are averages over that heterogeneity and their intervals are too narrow; "
+                   "model='v2' adds per-cluster position effects and overdispersion between queries.")
+    elif reasons:
+        verdict = "<strong>Misfit</strong>: " + _e("; ".join(reasons)) + "."
+    else:
+        verdict = "The replications reproduce the observed counts: no sign of misfit at these resolutions."
+    disp_html = ""
+    if disp is not None:
+        dsvg = _svg(plot_bayes_dispersion(result), title="Posterior predictive check of the per-query dispersion")
+        body = [f"<tr><td>{_e(r.llm)}</td><td class=\"num\">{_e(fmt_int(r.queries))}</td>"
+                f"<td class=\"num\">{_e(fmt_num(r.observed, 0))}</td>"
+                f"<td class=\"num\">{_e(fmt_estimate_ci(r.replicated_mean, (r.replicated_low, r.replicated_high), 0))}"
+                f"</td><td class=\"num\">{_e(fmt_num(r.ratio))}</td><td class=\"num\">{_e(fmt_p(r.p_value))}</td></tr>"
+                for r in disp.itertuples()]
+        table = _table("<tr><th>LLM</th><th class=\"num\">queries</th><th class=\"num\">observed</th>"
+                       "<th class=\"num\">replicated [HDI]</th><th class=\"num\">ratio</th>"
+                       "<th class=\"num\">PPC p</th></tr>", body,
+                       caption="Per-query dispersion: sum over queries of the Pearson chi-square of each query's tool "
+                               "counts (all its orderings and runs) against the model's expectation")
+        disp_html = f"""<figure>{dsvg}<figcaption>Per-query dispersion per LLM, observed against the
+{_e(fmt_level(result.hdi_prob))} interval of its replications (both divided by the replicated mean).
+</figcaption></figure>
+<details><summary>Per-query dispersion as a table</summary>{table}</details>"""
+    disp_p = (f", {_e(fmt_p(p_disp))} on the per-query dispersion" if disp is not None else "")
     return f"""<h3 id="bayes-ppc">Posterior predictive check</h3>
 <figure>{svg}<figcaption>Observed choices per cluster and position (all LLMs and orderings) against the
 {_e(fmt_level(result.hdi_prob))} interval of {_e(fmt_int(ppc.n_draws))} replications.</figcaption></figure>
+{disp_html}
 <p>Chi-square discrepancy PPC p-values: {_e(fmt_p(ppc.p_value))} on the cluster &times; position table,
-{_e(fmt_p(ppc.p_value_rows))} on the LLM &times; cluster &times; ordering &times; position table the model is
-fitted to.</p>
+{_e(fmt_p(ppc.p_value_rows))} on the LLM &times; cluster &times; ordering &times; position table{disp_p}.</p>
 <div class="note"><p>{verdict}</p></div>"""
 
 
@@ -254,8 +373,9 @@ def format_bayes_text(result) -> str:
     if not d.converged:
         lines += ["!" * 78, "NOT CONVERGED: " + "; ".join(d.flags), "Do not use these numbers; run longer "
                   "(--draws/--tune) or raise the target acceptance.", "!" * 78, ""]
-    lines.append(f"Hierarchical multinomial-logit model: softmax(alpha[llm, cluster, tool] + beta[llm, position]); "
-                 f"{level} HDIs.")
+    model = getattr(result, "model", "v1")
+    lines.append(f"Hierarchical Bayesian model, variant {model}: softmax(alpha[llm, cluster, tool] + "
+                 f"beta[llm, position]{_extra_terms(model)}); {level} HDIs.")
     lines.append(f"sampler {d.sampler} ({d.parameterization}), {d.chains} chains x {d.draws} draws "
                  f"(+{d.tune} tune), seed {d.seed}; {d.seconds:.1f} s. max R-hat "
                  f"{d.max_rhat:.4f}, min bulk ESS {d.min_ess_bulk:.0f}, min tail ESS {d.min_ess_tail:.0f}, "
@@ -281,8 +401,23 @@ def format_bayes_text(result) -> str:
     for r in vs.itertuples():
         lines.append(f"shared share of {r.effect} effects: {fmt_estimate_ci(r.share_shared, (r.share_low, r.share_high))}"
                      f" (sd shared {fmt_num(r.sd_shared)}, sd between LLMs {fmt_num(r.sd_between)})")
+    sc = getattr(result, "scales", None)
+    if sc is not None:
+        for q in ("sigma_delta", "sigma_eta"):
+            sub = sc[sc["quantity"] == q]
+            if not sub.empty:
+                lines.append(f"{q}: " + ", ".join(f"{r.llm} {fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high))}"
+                                                   for r in sub.itertuples()))
+        rho = sc[sc["quantity"] == "rho"]
+        if not rho.empty:
+            per = rho.groupby("llm", sort=False)["mean"].agg(["min", "median", "max"])
+            lines.append("rho (intra-prompt correlation, median and range over clusters): " + ", ".join(
+                f"{llm} {fmt_num(r['median'])} ({fmt_num(r['min'])}-{fmt_num(r['max'])})" for llm, r in per.iterrows()))
+    disp = ""
+    if getattr(result.ppc, "dispersion", None) is not None:
+        disp = f", {fmt_p(result.ppc.p_value_dispersion)} (per-query dispersion)"
     lines.append(f"posterior predictive check: {fmt_p(result.ppc.p_value)} (cluster x position), "
-                 f"{fmt_p(result.ppc.p_value_rows)} (finest table)")
+                 f"{fmt_p(result.ppc.p_value_rows)} (finest table){disp}")
     if result.warnings:
         lines += ["", "Notes:"] + [f"  - {w}" for w in result.warnings]
     return "\n".join(lines)

@@ -1,0 +1,295 @@
+"""Tests of the model variants of fit_bayes (v2, cluster-position, overdispersed, thorough), the per-query
+dispersion check and the LOO comparison, on tiny simulated query-level logs.
+
+Designs are small (2 LLMs x 2 clusters x 3 tools, rotations, a few dozen queries with 3 runs each)
+and draws few; the full comparison on the bundled study is analyses/compare_bayes.py, calibration
+analyses/sbc_bayes.py.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from toolbias_stats.models import compare_bayes, fit_bayes, query_dispersion, simulate_choice_log
+from toolbias_stats.models.bayes import MODELS, MODEL_VARIANTS
+from toolbias_stats.models.bayes._design import _attach_prompts, _design
+
+ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
+                  [[1.0, 0.2, -1.2], [-0.6, 1.0, -0.4]]])
+# per-(LLM, cluster) position effects: cluster 2 has a weaker first-slot preference
+BETA_CELL = np.array([[[1.2, 0.0, -1.2], [0.4, 0.1, -0.5]],
+                      [[0.8, 0.1, -0.9], [0.2, 0.2, -0.4]]])
+KAPPA = np.array([0.7, 3.0])
+FAST = dict(draws=300, tune=300, chains=2, cores=1, sampler="pymc")
+
+
+def _quiet(fn, *a, **k):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*a, **k)
+
+
+@pytest.fixture(scope="module")
+def dm_log():
+    return simulate_choice_log(ALPHA, BETA_CELL, queries=60, runs=3, kappa=KAPPA, rng=5)
+
+
+@pytest.fixture(scope="module")
+def v1_fit(dm_log):
+    return _quiet(fit_bayes, dm_log, model="v1", rng=2, **FAST)
+
+
+@pytest.fixture(scope="module")
+def v2_fit(dm_log):
+    return _quiet(fit_bayes, dm_log, rng=1, **FAST)
+
+
+class TestModelNames:
+    def test_variants_are_named(self):
+        assert MODELS == ("v1", "cluster-position", "overdispersed", "v2", "thorough")
+        v = MODEL_VARIANTS["thorough"]
+        assert v.cluster_position and v.dirichlet and v.query_effects
+        assert not MODEL_VARIANTS["v1"].needs_queries and MODEL_VARIANTS["v2"].needs_queries
+
+    @pytest.mark.parametrize("bad", ["v3", "V2", "", None, 2])
+    def test_unknown_model_is_a_clear_error(self, dm_log, bad):
+        with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'cluster-position', 'overdispersed', "
+                                             r"'v2', 'thorough'; got"):
+            fit_bayes(dm_log, model=bad)
+
+    def test_prior_keys_follow_the_variant(self, dm_log):
+        with pytest.raises(ValueError, match=r"not used by model='v1'"):
+            fit_bayes(dm_log, model="v1", priors={"sigma_delta_sd": 1.0})
+        with pytest.raises(ValueError, match=r"`priors\['rho_a'\]` must be a positive number"):
+            fit_bayes(dm_log, model="v2", priors={"rho_a": 0})
+
+    def test_query_variants_need_the_rows(self, dm_log):
+        with pytest.raises(ValueError, match="model='thorough' needs to know which attempts belong to one query"):
+            fit_bayes(dm_log.counts(), model="thorough")
+
+
+class TestDesignPrompts:
+    def test_prompts_add_up_to_the_rows(self, dm_log):
+        design = _attach_prompts(_design(dm_log.counts(), ["model"], "exclude"), dm_log, ["model"], "exclude")
+        pr = design.prompts
+        assert pr.Q == 2 * 2 * 60 and len(pr.y) == 2 * 2 * 60 * 3          # queries; prompts = query x rotation
+        assert (pr.n == 3).all() and pr.max_repeats == 3                     # three runs per prompt
+        agg = np.zeros_like(design.y)
+        np.add.at(agg, pr.row, pr.y)
+        np.testing.assert_array_equal(agg, design.y)
+        # a prompt's rows really are one query shown in one ordering
+        d = dm_log.data
+        q0 = d[(d["model"] == "llm1") & (d["cluster_id"] == "1") & (d["query_id"] == pr.query_ids[0])]
+        assert q0["ordering"].nunique() == 3 and len(q0) == 9
+
+    def test_simulated_kappa_controls_run_agreement(self):
+        tiny = simulate_choice_log(ALPHA[:1], BETA_CELL[:1], queries=40, runs=3, kappa=1e-4, rng=0)
+        d = tiny.data
+        # kappa -> 0: a prompt's runs (almost) always agree
+        assert (d.groupby(["cluster_id", "query_id", "ordering"])["chosen_tool"].nunique() == 1).mean() > 0.97
+        loose = simulate_choice_log(ALPHA[:1], BETA_CELL[:1], queries=40, runs=3, rng=0)
+        assert (loose.data.groupby(["cluster_id", "query_id", "ordering"])["chosen_tool"].nunique() > 1).any()
+
+
+class TestQueryDispersion:
+    def test_hand_computation(self):
+        # one query, 3 tools, two orderings with two attempts each
+        y = np.array([[2, 0, 0], [0, 1, 1]])
+        tools = np.array([[0, 1, 2], [2, 0, 1]])
+        E = np.full((2, 3), 2 / 3)
+        # tool totals t = (2 + 1, 1, 0) = (3, 1, 0) against 4/3 each
+        expected = ((3 - 4 / 3) ** 2 + (1 - 4 / 3) ** 2 + (0 - 4 / 3) ** 2) / (4 / 3)
+        assert np.isclose(query_dispersion(y, E, np.array([0, 0]), tools, 1, 3), expected)
+
+    def test_against_pandas_on_a_log(self, dm_log):
+        """The statistic of a log against fixed probabilities, recomputed from the rows with pandas."""
+        design = _attach_prompts(_design(dm_log.counts(), ["model"], "exclude"), dm_log, ["model"], "exclude")
+        pr = design.prompts
+        p = np.array([0.5, 0.3, 0.2])                                         # by position, every prompt
+        E = pr.n[:, None] * p[None]
+        got = query_dispersion(pr.y, E, pr.query, design.row_tools[pr.row], pr.Q, design.Kmax,
+                               groups=pr.query_llm)
+        d = dm_log.data.copy()
+        d["tool"] = d["chosen_tool"].str.extract(r"_t(\d+)$")[0].astype(int) - 1
+        t = d.groupby(["model", "cluster_id", "query_id", "tool"]).size().unstack(fill_value=0)
+        # expected tool counts: each tool sits once at every position over the 3 rotations x 3 runs
+        e_q = 3 * p.sum()
+        chi = ((t - e_q) ** 2 / e_q).sum(axis=1).groupby(level="model").sum()
+        np.testing.assert_allclose(got, chi.loc[design.llms].to_numpy())
+
+    def test_v1_replications_do_not_reproduce_overdispersed_queries(self, v1_fit):
+        res = v1_fit
+        disp = res.ppc.dispersion.set_index("llm")
+        assert res.ppc.p_value_dispersion < 0.01                               # runs agree: overdispersed
+        assert disp.loc["llm1", "ratio"] > disp.loc["llm2", "ratio"] > 1       # kappa 0.7 vs 3
+
+
+class TestV2:
+    def test_recovers_the_concentration(self, v2_fit):
+        """kappa per (LLM, cluster), simulated per LLM (0.7 and 3.0): every cell's HDI covers the truth."""
+        sc = v2_fit.scales
+        kap = sc[sc["quantity"] == "kappa"].set_index(["llm", "cluster"])
+        assert len(kap) == 4
+        for (llm, cluster), r in kap.iterrows():
+            k = KAPPA[int(llm[-1]) - 1]
+            assert r["hdi_low"] <= k <= r["hdi_high"], (llm, cluster, r.to_dict())
+        for m, k in enumerate(KAPPA):                                        # pooled over the two clusters
+            assert k / 1.5 < np.exp(np.log(kap.loc[f"llm{m + 1}", "mean"]).mean()) < k * 1.5
+        rho = sc[sc["quantity"] == "rho"]["mean"].to_numpy()
+        np.testing.assert_allclose(rho, 1 / (1 + kap["mean"].to_numpy()), atol=0.05)
+
+    def test_recovers_cluster_position_effects(self, v2_fit):
+        cpe = v2_fit.cluster_position_effects.sort_values(["llm", "cluster", "position"])
+        truth = (BETA_CELL - BETA_CELL.mean(-1, keepdims=True)).ravel()
+        assert np.corrcoef(cpe["mean"], truth)[0, 1] > 0.9
+        inside = (cpe["hdi_low"] <= truth) & (truth <= cpe["hdi_high"])
+        assert inside.mean() >= 0.75
+
+    def test_outputs_and_checks(self, v2_fit):
+        res = v2_fit
+        assert res.model == "v2" and res.diagnostics.max_rhat < 1.05      # short chains: a rough check only
+        post = res.idata.posterior
+        assert post["beta_cell"].shape == (2, 300, 2, 2, 3) and post["kappa"].shape == (2, 300, 2, 2)
+        np.testing.assert_allclose(post["delta"].values.sum(-1), 0, atol=1e-9)
+        assert set(res.idata.log_likelihood.data_vars) == {"y_query"}
+        assert res.idata.log_likelihood["y_query"].shape == (2, 300, 2 * 2 * 60)
+        assert 0.01 < res.ppc.p_value and 0.01 < res.ppc.p_value_dispersion < 0.99
+        out = res.to_dict()
+        json.dumps(out)
+        assert out["variant"] == "v2" and "ppc_p_dispersion" in out and "scales" in out
+        assert set(out["cluster_position_effects"]["llm1"]) == {"1", "2"}
+        frame = res.to_frame()
+        assert {"beta_cell", "kappa", "rho", "sigma_delta"} <= set(frame["quantity"])
+        vs = res.variance_shares.set_index("effect")
+        assert np.isfinite(vs.loc["position", "sd_cluster"])
+
+    def test_implied_under_rotations_and_by_construction(self, v2_fit):
+        imp = v2_fit.implied.pivot_table(index=["llm", "metric"], columns="orderings", values="mean")
+        assert np.allclose(imp["logged"], imp["randomised"], atol=0.05)      # rotations: balanced design
+
+    def test_randomised_with_cell_position_effects_matches_brute_force(self):
+        import itertools
+
+        from toolbias_stats.models.bayes._summaries import _implied_randomised
+
+        class _D:
+            M, C, K, P = 1, 2, np.array([3, 3]), 3
+
+            @staticmethod
+            def cell_counts():
+                return np.ones((1, 2))
+
+        g = np.random.default_rng(4)
+        alpha = g.normal(size=(2, 1, 2, 3))
+        bc = g.normal(size=(2, 1, 2, 3))
+        post = {"alpha": alpha, "beta": bc.mean(2), "beta_cell": bc}
+        ta, tp, _ = _implied_randomised(post, _D, g)
+        for s in range(2):
+            for c in range(2):
+                pt, pp = np.zeros(3), np.zeros(3)
+                perms = list(itertools.permutations(range(3)))
+                for pi in perms:
+                    lg = alpha[s, 0, c, list(pi)] + bc[s, 0, c]
+                    pr = np.exp(lg) / np.exp(lg).sum()
+                    pp += pr / len(perms)
+                    pt[list(pi)] += pr / len(perms)
+                assert np.isclose(ta[s, 0, c], 0.5 * np.abs(pt - 1 / 3).sum())
+                assert np.isclose(tp[s, 0, c], 0.5 * np.abs(pp - 1 / 3).sum())
+
+    def test_report_section(self, v2_fit):
+        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+
+        html = render_bayes_section(v2_fit)
+        for anchor in ("bayes-scales", "bayes-ppc", "bayes-position"):
+            assert f'id="{anchor}"' in html
+        assert html.count("<svg") == 4 and "Dirichlet" in html and "per-query dispersion" in html
+        text = format_bayes_text(v2_fit)
+        assert "variant v2" in text and "per-query dispersion" in text and "rho (intra-prompt" in text
+
+
+class TestQueryEffects:
+    def test_thorough_recovers_the_query_scale(self):
+        log = simulate_choice_log(ALPHA, BETA_CELL, queries=30, runs=3, kappa=2.0, sigma_eta=np.array([1.2, 0.3]),
+                                  rng=8)
+        res = _quiet(fit_bayes, log, model="thorough", rng=3, draws=200, tune=250, chains=2, cores=1,
+                     sampler="pymc")
+        sc = res.scales.set_index(["quantity", "llm"])
+        hi, lo = sc.loc[("sigma_eta", "llm1")], sc.loc[("sigma_eta", "llm2")]
+        assert hi["mean"] > lo["mean"]
+        assert hi["hdi_low"] <= 1.2 <= hi["hdi_high"]
+        assert res.ppc.dispersion is not None and 0.01 < res.ppc.p_value_dispersion
+        assert "eta" not in res.idata.posterior and res.idata.posterior["sigma_eta"].shape[-1] == 2
+        assert not hasattr(res.idata, "log_likelihood")       # the marginal one is computed by compare_bayes
+
+
+class TestCompare:
+    def test_loo_over_queries(self, v1_fit, v2_fit):
+        v1 = v1_fit
+        table = _quiet(compare_bayes, {"v1": v1, "v2": v2_fit})
+        assert list(table.index) == ["v2", "v1"]                             # data simulated from v2
+        assert table.loc["v1", "elpd_diff"] > 4 * table.loc["v1", "dse"]
+        assert (table["n_queries"] == 240).all()
+        assert {"ppc_p_dispersion", "pareto_k_max", "converged"} <= set(table.columns)
+
+    def test_refuses_different_data(self, dm_log, v2_fit):
+        other = simulate_choice_log(ALPHA, BETA_CELL, queries=20, runs=3, kappa=KAPPA, rng=6)
+        fit_other = _quiet(fit_bayes, other, model="v1", rng=2, draws=50, tune=50, chains=2, cores=1, sampler="pymc")
+        with pytest.raises(ValueError, match="fitted on other data"):
+            compare_bayes({"a": v2_fit, "b": fit_other})
+        with pytest.raises(ValueError, match="at least two"):
+            compare_bayes({"a": v2_fit})
+
+
+class TestCLIModel:
+    def test_model_flag(self, tmp_path, capsys):
+        import argparse
+
+        from toolbias_stats.cli import _bayes as cli
+
+        log = simulate_choice_log(ALPHA[:, :1], BETA_CELL[:, :1], queries=10, runs=2, kappa=1.0, rng=4)
+        log.write(tmp_path / "log.csv")
+        log.catalog.to_frame().to_csv(tmp_path / "catalog.csv", index=False)
+        (tmp_path / "study.toml").write_text('name = "tiny"\nformat = "table"\ncatalog = "catalog.csv"\n\n'
+                                             '[[logs]]\npath = "log.csv"\n', encoding="utf-8")
+        parser = argparse.ArgumentParser()
+        cli.add_parser(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(["bayes", str(tmp_path / "study.toml"), "--model", "cluster-position", "--draws",
+                                  "20", "--tune", "20", "--chains", "2", "--cores", "1", "--sampler", "pymc", "--json"])
+        assert cli.run(args) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["variant"] == "cluster-position" and "cluster_position_effects" in out
+        with pytest.raises(SystemExit):
+            parser.parse_args(["bayes", "x.toml", "--model", "v9"])
+
+
+class TestDenseLayout:
+    def test_dense_and_gather_likelihoods_agree(self, dm_log):
+        """The query-effects likelihood in its dense (cell, query, ordering, position) layout equals the gather form."""
+        from toolbias_stats.models.bayes._common import ALL_PRIORS
+        from toolbias_stats.models.bayes._model import _ModelSpec
+
+        log = simulate_choice_log(ALPHA, BETA_CELL, queries=6, runs=3, kappa=KAPPA, rng=9)
+        design = _attach_prompts(_design(log.counts(), ["model"], "exclude"), log, ["model"], "exclude")
+        dense = _ModelSpec(design, ALL_PRIORS, "centered", MODEL_VARIANTS["thorough"])
+        assert dense.dense
+        gather = _ModelSpec(design, ALL_PRIORS, "centered", MODEL_VARIANTS["thorough"])
+        gather.dense = False
+        m_d, m_g = dense.build(), gather.build()
+        g = np.random.default_rng(0)
+        point_g = {k: g.normal(0, 0.5, np.shape(v)) for k, v in m_g.initial_point().items()}
+        point_d = {}
+        for k in m_d.initial_point():
+            if k.startswith("z_eta_k"):
+                grp = dense.qgroups[0]
+                z = np.zeros((len(grp["cells"]), grp["maxQ"], grp["k"] - 1))
+                z[grp["qcell"], grp["qslot"]] = point_g[k]
+                point_d[k] = z
+            else:
+                point_d[k] = point_g[k]
+        lp_g = m_g.compile_logp()(point_g)
+        lp_d = m_d.compile_logp()(point_d)
+        assert np.isfinite(lp_g) and np.isclose(lp_d, lp_g, rtol=1e-10, atol=1e-8)

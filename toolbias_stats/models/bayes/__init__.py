@@ -1,0 +1,33 @@
+"""Hierarchical Bayesian model of API and position effects (PyMC + ArviZ), in named variants.
+
+The descriptive metrics (:func:`toolbias_stats.selection_bias`) say *how skewed* a model's choices
+are; this model says *where the skew comes from*: from which tool is shown (API effect) or from
+where it sits in the list (position effect). ``fit_bayes(log, model=...)`` fits one variant:
+
+* ``"v1"``: main effects, one multinomial per (LLM, cluster, ordering) (the first version);
+* ``"cluster-position"``: + per-(LLM, cluster) position deviations;
+* ``"overdispersed"``: + query effects shared by a query's orderings and a Dirichlet-multinomial
+  per prompt (LLM, cluster, query, ordering) over its runs;
+* ``"v2"`` (default): per-cluster position deviations + the per-prompt Dirichlet-multinomial;
+* ``"thorough"``: v2 + query effects.
+
+Layout: ``_design`` (counts -> model data), ``_model`` (the PyMC model of every variant),
+``_sampling`` (NUTS back-ends, convergence diagnostics), ``_summaries`` (implied bias, posterior
+predictive checks), ``_loglik`` and ``_compare`` (pointwise log-likelihoods, PSIS-LOO comparison),
+``_result`` (frozen result objects), ``_simulate`` (simulated logs with known effects), ``_fit``
+(``fit_bayes``).
+"""
+
+from ...exceptions import ConvergenceWarning, MisfitWarning
+from ._common import (DEFAULT_MODEL, DEFAULT_PRIORS, ESS_MIN, EXTENSION_PRIORS, MISMATCH_POLICIES, MODEL_VARIANTS,
+                      MODELS, PARAMETERIZATIONS, RHAT_MAX, SAMPLERS)
+from ._compare import compare_bayes
+from ._fit import fit_bayes
+from ._result import BayesDiagnostics, BayesResult, PosteriorPredictiveCheck
+from ._simulate import simulate_choice_log
+from ._summaries import query_dispersion
+
+__all__ = ["fit_bayes", "compare_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck",
+           "ConvergenceWarning", "MisfitWarning", "DEFAULT_PRIORS", "EXTENSION_PRIORS", "SAMPLERS",
+           "PARAMETERIZATIONS", "MISMATCH_POLICIES", "MODELS", "MODEL_VARIANTS", "DEFAULT_MODEL",
+           "simulate_choice_log", "query_dispersion", "RHAT_MAX", "ESS_MIN"]

@@ -1,0 +1,625 @@
+"""``fit_bayes``: argument checks, the fit, and the summaries that make a :class:`BayesResult`."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from ..._validation import check_by, check_choice, check_rng
+from ...exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
+from ._common import (ALL_PRIORS, DEFAULT_MODEL, ESS_MIN, MISMATCH_POLICIES, MODEL_VARIANTS, MODELS,
+                      PARAMETERIZATIONS, RHAT_MAX, SAMPLERS, _SHARED, _summ)
+from ._design import _attach_prompts, _design
+from ._loglik import pointwise_query_loglik, row_loglik
+from ._model import _ModelSpec
+from ._result import BayesDiagnostics, BayesResult
+from ._sampling import _diagnostics, _sample
+from ._summaries import _implied_logged, _implied_randomised, _ppc, _thin
+
+#: "auto" uses the centred parameterisation when every (LLM, cluster) cell has at least this many
+#: valid choices per tool and there are enough LLMs to pin down the between-LLM scales; otherwise the
+#: likelihood is too weak to beat the funnel of the hierarchy and the non-centred form samples better
+#: (simulation: analyses/sbc_bayes.py, 3 LLMs x 20 choices per tool: 88 vs 2 divergences in 8 fits).
+_CENTERED_MIN_PER_TOOL = 100
+_CENTERED_MIN_LLMS = 5
+_CENTERED_MIN_PER_TOOL_ONE_LLM = 10
+#: Posterior draws used for the implied bias of a variant with query effects (per-query work).
+_QUERY_IMPLIED_DRAWS = 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry point
+def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, chains=4, cores=None, sampler="auto",
+              parameterization="auto", target_accept=0.8, hdi_prob=0.94, priors=None, mismatch="exclude",
+              rng=None, progress=False) -> BayesResult:
+    """Fit the hierarchical Bayesian model of API and position effects.
+
+    An attempt by LLM ``m`` in cluster ``c`` that shows the tools in ordering ``o`` chooses the
+    tool ``j`` with probability ``softmax_j(alpha[m, c, j] + beta[m, pos_o(j)])``, over the tools
+    shown (the main-effects model, ``model="v1"``). The API effects ``alpha`` are pooled across LLMs
+    around shared effects ``mu``, the position effects ``beta`` around a shared ``beta_bar``. The
+    variants add terms to it (``docs/bayes.md`` compares them on the BiasBusters study):
+
+    ========================  =======================================================================
+    ``"v1"``                  main effects; one multinomial per (LLM, cluster, ordering)
+    ``"cluster-position"``    + per-(LLM, cluster) position deviations ``delta[m, c, :]``
+                              (``beta[m, c, :] = beta[m, :] + delta[m, c, :]``, partially pooled)
+    ``"overdispersed"``       + query effects ``eta[m, c, q, :]`` shared by every ordering and run of
+                              a query, and a Dirichlet-multinomial per prompt (LLM, cluster, query,
+                              ordering) over its repeated runs
+    ``"v2"`` (default)        per-cluster position deviations + the per-prompt Dirichlet-multinomial
+    ``"thorough"``            v2 + query effects (slow: ~7 s per iteration on the bundled study on 2 cores,
+                              i.e. hours for a default-sized fit; see ``docs/bayes.md``)
+    ========================  =======================================================================
+
+    Parameters
+    ----------
+    log : SelectionLog, Study, SelectionCounts or path to a study manifest
+        The variants with a Dirichlet-multinomial or query effects need to know which attempts
+        belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
+    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough"}, default "v2"
+        The variant (see above). ``"v1"`` reproduces the first version's results exactly.
+    by : str or list of str, default "model"
+        Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
+    draws, tune : int, default 1000
+        Posterior draws and warm-up iterations per chain.
+    chains : int, default 4
+    cores : int, optional
+        Processes for the chains (PyMC) / threads (nutpie) / devices (numpyro); default
+        ``min(chains, os.cpu_count())``.
+    sampler : {"auto", "pymc", "pymc-numba", "nutpie", "numpyro"}, default "auto"
+        ``"numpyro"``: NumPyro's NUTS on the JAX-compiled model, the fastest (``docs/bayes.md``;
+        needs the ``numpyro`` extra); ``"pymc"``: PyMC's NUTS with PyTensor's C back-end (core
+        dependencies only; bit-for-bit reproducible, and cheap to recompile for many small fits);
+        ``"pymc-numba"``: the same sampler with the model compiled by numba (samples faster, but a
+        freshly compiled and a cached build may differ in the last bits, so a seed reproduces a fit
+        only on the same build); ``"nutpie"`` needs its extra. ``"auto"`` is ``"numpyro"`` when jax
+        and numpyro are installed, else ``"pymc"``; the back-end used is recorded in
+        ``result.diagnostics.sampler``. Draws differ between back-ends, so the same seed
+        reproduces a fit only with the same back-end.
+    parameterization : {"auto", "centered", "noncentered"}, default "auto"
+        Same model, different sampling geometry. ``"auto"`` is centred when the likelihood
+        dominates (at least 5 LLMs and 100 valid choices per tool in every (LLM, cluster) cell; one
+        LLM: 10 per tool), where a non-centred hierarchy would correlate every offset with its
+        scale; otherwise non-centred, which avoids the funnel of a weakly identified scale. Query
+        effects are always non-centred (a query has few attempts).
+    target_accept : float, default 0.8
+        NUTS target acceptance rate (raise it, e.g. to 0.95, if the fit reports divergences).
+    hdi_prob : float, default 0.94
+        Probability mass of the highest-density intervals (ArviZ's default).
+    priors : dict, optional
+        Override prior scales: the main effects' ``mu_sd``, ``sigma_alpha_sd``, ``beta_bar_sd``,
+        ``sigma_beta_sd`` (:data:`DEFAULT_PRIORS`) and, for the variants that have the term,
+        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b`` (:data:`EXTENSION_PRIORS`);
+        positive numbers.
+    mismatch : {"exclude", "tool", "position"}, default "exclude"
+        Rows whose ``chosen_position`` disagrees with the position of ``chosen_tool`` in
+        ``ordering`` (a quirk of the BiasBusters files) contradict themselves: ``"exclude"``
+        counts them as excluded (reason ``position_mismatch``), ``"tool"`` trusts the tool,
+        ``"position"`` trusts the recorded position (the tool shown there is taken as chosen).
+    rng : None, int or numpy.random.Generator
+        Seeds the sampler and the posterior predictive draws: the same integer gives identical
+        output.
+    progress : bool, default False
+        Show the sampler's progress bar.
+
+    Returns
+    -------
+    BayesResult
+        Summaries (``position_effects``, ``first_vs_last``, ``api_effects``, ``implied``,
+        ``variance_shares``, ``ppc``, ``scales``, ``cluster_position_effects``), ``diagnostics``
+        and the full ``idata``.
+
+    Raises
+    ------
+    ValueError
+        An invalid argument (the message names it), a log without any usable row, or a variant that
+        needs the queries given counts only.
+    ImportError
+        ``sampler="nutpie"``/``"numpyro"`` without the optional dependency; the message names
+        the pip extra.
+
+    Warns
+    -----
+    ExcludedRowsWarning
+        Rows were excluded (no valid choice, unknown ordering, position mismatch); the counts
+        are in ``result.rows``.
+    ConvergenceWarning
+        R-hat > 1.01, bulk ESS < 400 or a divergence. The same flags are in
+        ``result.diagnostics.flags`` and ``result.warnings``.
+    MisfitWarning
+        A posterior predictive p-value below 0.05.
+    DegenerateDataWarning
+        A cluster was shown with lists of different lengths to one LLM (its implied delta_pos is
+        left out).
+
+    Notes
+    -----
+    **Likelihood.** Rows with a valid choice and a known ordering are aggregated into counts
+    ``y[m, c, o, p]`` of choices of position ``p`` (``n[m, c, o]`` in total); in v1 each
+    ``y[m, c, o, :]`` is Multinomial(``n[m, c, o]``, ``softmax(alpha[m, c, tool_o(p)] + beta[m, p])``)
+    over the ``K_o`` positions shown. Clusters may have different sizes, orderings may be any
+    permutations (or subsets) of the cluster's tools, and positions are absolute (1 = first).
+    v1 treats attempts as exchangeable given (LLM, cluster, ordering). The Dirichlet-multinomial
+    variants treat the repeated attempts of one *prompt* (the same query shown in the same ordering
+    to the same LLM, e.g. the runs) as draws from one set of choice probabilities
+    ``pi ~ Dirichlet(kappa[m, c] * p)``: their intra-prompt correlation ``rho = 1 / (1 + kappa)`` is
+    estimated, and ``kappa -> infinity`` gives back the multinomial. Query effects make the queries
+    a sample from a population of queries.
+
+    **Hierarchy and identifiability.** ``alpha[m, c, :] = mu[c, :] + sigma_alpha * z[m, c, :]``
+    and ``beta[m, :] = beta_bar + sigma_beta * z2[m, :]``, with ``mu[c, :]``, ``z[m, c, :]``,
+    ``beta_bar`` and ``z2[m, :]`` zero-sum normal (sum to zero within a cluster / over positions;
+    the softmax is blind to a common shift). With one LLM there is nothing to pool: ``alpha = mu``
+    and ``beta = beta_bar``, and the scales are not in the model. Per-cluster deviations
+    ``delta[m, c, :] = sigma_delta * z3[m, c, :]`` and query effects
+    ``eta[m, c, q, :] = sigma_eta[m] * z4[m, c, q, :]`` are zero-sum normal as well.
+
+    **Priors** (logit scale, :data:`DEFAULT_PRIORS`, :data:`EXTENSION_PRIORS`; reasons in
+    ``docs/bayes.md``):
+
+    - ``mu[c, :] ~ ZeroSumNormal(1.5)``: a pairwise log-odds between two tools has sd
+      1.5·sqrt(2) = 2.1, so one tool may be picked ~60 times as often as another at 95% prior mass,
+      while a tool that is never chosen still gets a finite effect.
+    - ``sigma_alpha ~ HalfNormal(1)``: LLMs may disagree by about 2 log-odds on a tool (a reversal
+      of preference) but the scale stays finite with few LLMs.
+    - ``beta_bar ~ ZeroSumNormal(1)``: position effects reported in audits are odds factors of
+      2-10 between first and last; pairwise sd 1.4 covers a factor 16.
+    - ``sigma_beta ~ HalfNormal(1)``: LLMs differ widely in position bias (BiasBusters:
+      delta_pos from 0.17 to 0.50).
+    - ``sigma_delta ~ HalfNormal(1)``: nothing says a cluster changes an LLM's position effects
+      less than LLMs differ from each other, so the same scale as ``sigma_beta``; finite, so that a
+      cluster with little data is pulled towards the LLM's effects.
+    - ``sigma_eta[m] ~ HalfNormal(1)``: queries may need a particular tool (several log-odds) or
+      none; the scale is per LLM.
+    - ``rho[m, c] = 1 / (1 + kappa[m, c]) ~ Beta(1, 1)``, per (LLM, cluster): any intra-prompt
+      correlation from none (independent runs, the multinomial) to complete (a prompt always gets the
+      same answer).
+
+    **Parameterisation.** The centred form samples each (LLM, cluster) cell's effects in its own
+    reference coding (the cell's most chosen tool, and the LLM's or cell's most chosen position,
+    is 0), which keeps the posterior nearly uncorrelated when a cell has a rarely chosen tool; the
+    shared means ``mu`` and ``beta_bar`` are integrated out analytically (Normal-Normal) and drawn
+    exactly from their conditional posterior after sampling, which removes their funnel with the
+    scales. The non-centred form samples ``z`` through PyMC's orthonormal zero-sum basis. Both
+    define the same posterior on the identified (sum-to-zero) effects; ``docs/bayes.md`` compares
+    their speed.
+
+    **Implied bias.** For each draw, the choice probabilities of every tool and position are
+    averaged over the orderings (``logged``: weighted by the valid choices logged under each;
+    ``randomised``: all K! orderings equally, exactly for K <= 5, else 24 random permutations with
+    all their K cyclic shifts), and delta = mean over clusters of TV(p, uniform) = ½·Σ|p - 1/K|.
+    This is the *true* TV of the fitted chooser, not the plug-in TV of observed rates, which is
+    biased upward by sampling noise. The Dirichlet-multinomial leaves the mean choice probabilities
+    of a prompt at the softmax, so the formula is the same; with per-cluster position effects each
+    (LLM, cluster) uses its own; with query effects the probabilities are those of the queries in
+    the log (averaged over them). Under randomised orderings position effects cannot create tool
+    bias and tool effects cannot create position bias; delta_pos itself does not vanish, since an
+    LLM that prefers the first slot still picks it more often whatever is shown there.
+
+    **Variance shares.** Per draw, ``V_shared = mean over clusters and tools of mu^2`` and
+    ``V_between = mean over observed (LLM, cluster) cells and tools of (alpha - mu)^2``;
+    ``share_shared = V_shared / (V_shared + V_between)`` near 1 means the LLMs agree on which tools
+    win. The same for positions with ``beta_bar`` and ``beta`` (and, with per-cluster position
+    effects, ``V_cluster`` = mean of ``delta^2`` in the denominator).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import fit_bayes
+    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))   # doctest: +SKIP
+    >>> res = fit_bayes(study.log, rng=1)                                      # doctest: +SKIP
+    >>> res.diagnostics.converged, res.implied.head()                          # doctest: +SKIP
+    """
+    t0 = time.perf_counter()
+    args = _check_fit_bayes_args(model=model, by=by, draws=draws, tune=tune, chains=chains, cores=cores,
+                                 sampler=sampler, parameterization=parameterization, target_accept=target_accept,
+                                 hdi_prob=hdi_prob, priors=priors, mismatch=mismatch, rng=rng, progress=progress)
+    variant = MODEL_VARIANTS[args["model"]]
+    counts, rows_log = _counts_and_rows(log, variant)
+    if counts.cells is None:
+        raise ValueError("these counts have no per-ordering cells (counted with cells=False); the Bayesian model "
+                         "needs them: read the study again with cells=True.")
+    by = check_by(by, counts.design_columns)
+    args["by"] = by
+    seed_repr = rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool) else "generator"
+    if isinstance(seed_repr, numbers.Integral):
+        seed_repr = int(seed_repr)
+    gen = check_rng(rng)
+    caught = []
+    design = _design(counts, by, args["mismatch"])
+    if rows_log is not None:
+        design = _attach_prompts(design, rows_log, by, args["mismatch"])
+    if design.rows["excluded"]:
+        ex = design.rows["excluded"]
+        msg = (f"{sum(ex.values())} of {design.rows['total']} rows cannot enter the model and are excluded: "
+               f"{ex}")
+        warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
+        caught.append(msg)
+    param = args["parameterization"]
+    if param == "auto":
+        per_tool = design.min_per_tool()
+        rich = (per_tool >= _CENTERED_MIN_PER_TOOL_ONE_LLM if design.M == 1 else
+                design.M >= _CENTERED_MIN_LLMS and per_tool >= _CENTERED_MIN_PER_TOOL)
+        param = "centered" if rich else "noncentered"
+    sampler_seed = int(gen.integers(0, 2**31 - 1))
+    spec = _ModelSpec(design, args["priors"], param, variant)
+    raw = _sample(spec, sampler=args["sampler"], draws=args["draws"], tune=args["tune"], chains=args["chains"],
+                  cores=args["cores"], seed=sampler_seed, target_accept=args["target_accept"],
+                  progress=args["progress"])
+    post = spec.derived(raw.posterior, gen)
+    diag_vals = _diagnostics(post, raw.sample_stats, design)
+    return _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, seed_repr, gen, caught, t0)
+
+
+def _counts_and_rows(obj, variant):
+    """The counts the main effects need, and the row-level log when available (or needed)."""
+    from ...io._counts import SelectionCounts, load_counts
+    from ...io._load import load_selection_log
+    from ...io._manifest import Study
+    from ...io._selection_log import SelectionLog
+
+    need = variant.needs_queries
+    rows = None
+    if isinstance(obj, SelectionLog):
+        rows = obj
+    elif isinstance(obj, Study) and (obj.has_rows or need):
+        try:
+            rows = obj.log
+        except ValueError:
+            rows = None
+    elif not isinstance(obj, (SelectionCounts, Study)):
+        obj = rows = load_selection_log(obj)
+    if need and rows is None:
+        raise ValueError(f"model={variant.name!r} needs to know which attempts belong to one query (its "
+                         "Dirichlet-multinomial/query effects), and counts do not keep that pairing: pass the "
+                         "SelectionLog or a Study with its rows, or use model='v1' or 'cluster-position'.")
+    return load_counts(obj), rows
+
+
+# ---------------------------------------------------------------------------------------------
+# argument checks
+def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, parameterization, target_accept,
+                          hdi_prob, priors, mismatch, rng, progress) -> dict:
+    def count(name, v, low):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
+            raise ValueError(f"`{name}` must be an integer >= {low}; got {v!r} instead.")
+        return int(v)
+
+    if not isinstance(model, str) or model not in MODELS:
+        raise ValueError(f"`model` must be one of {', '.join(repr(m) for m in MODELS)}; got {model!r} instead "
+                         "(see docs/bayes.md for what each variant fits).")
+    out = {"model": model}
+    out.update({"draws": count("draws", draws, 10), "tune": count("tune", tune, 0),
+                "chains": count("chains", chains, 1)})
+    if cores is None:
+        cores = min(out["chains"], os.cpu_count() or 1)
+    out["cores"] = count("cores", cores, 1)
+    out["sampler"] = check_choice("sampler", sampler, SAMPLERS)
+    if out["sampler"] == "auto":
+        import importlib.util
+
+        have = all(importlib.util.find_spec(m) is not None for m in ("jax", "numpyro"))
+        out["sampler"] = "numpyro" if have else "pymc"
+    out["parameterization"] = check_choice("parameterization", parameterization, PARAMETERIZATIONS)
+    out["mismatch"] = check_choice("mismatch", mismatch, MISMATCH_POLICIES)
+    for name, v in (("target_accept", target_accept), ("hdi_prob", hdi_prob)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < float(v) < 1:
+            raise ValueError(f"`{name}` must be a number in (0, 1); got {v!r} instead.")
+    out["target_accept"] = float(target_accept)
+    out["hdi_prob"] = float(hdi_prob)
+    used = MODEL_VARIANTS[model].priors()
+    merged = {k: ALL_PRIORS[k] for k in used}
+    if priors is not None:
+        if not isinstance(priors, dict):
+            raise ValueError(f"`priors` must be a dict with keys {sorted(used)}; "
+                             f"got {type(priors).__name__} instead.")
+        unknown = sorted(set(priors) - set(ALL_PRIORS))
+        if unknown:
+            raise ValueError(f"`priors` has unknown key(s) {unknown}; valid keys: {sorted(ALL_PRIORS)}.")
+        unused = sorted(set(priors) - set(used))
+        if unused:
+            raise ValueError(f"`priors` key(s) {unused} are not used by model={model!r}; its keys: {sorted(used)}.")
+        for k, v in priors.items():
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"`priors[{k!r}]` must be a positive number; got {v!r} instead.")
+            merged[k] = float(v)
+    out["priors"] = merged
+    if not isinstance(progress, bool):
+        raise ValueError(f"`progress` must be True or False; got {progress!r} instead.")
+    out["progress"] = progress
+    check_rng(rng)  # validates the type without consuming the caller's generator
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# summaries
+def _position_tables(D, post, prob):
+    llm_names = D.llms
+    P = D.P
+    rows = []
+    for m, lab in enumerate(llm_names):
+        sm = _summ(post["beta"][:, m, :], prob)
+        for p in range(P):
+            rows.append({"llm": lab, "position": p + 1, **{k: float(v[p]) for k, v in sm.items()}})
+    sm = _summ(post["beta_bar"], prob)
+    for p in range(P):
+        rows.append({"llm": _SHARED, "position": p + 1, **{k: float(v[p]) for k, v in sm.items()}})
+    position_effects = pd.DataFrame(rows)
+    diff = post["beta"][:, :, 0] - post["beta"][:, :, P - 1]                   # (S, M)
+    sm = _summ(diff, prob)
+    first_vs_last = pd.DataFrame({"llm": llm_names, "p_first_beats_last": (diff > 0).mean(0),
+                                  "first_position": 1, "last_position": P,
+                                  **{k: v for k, v in sm.items()}})
+    cpe = None
+    if "beta_cell" in post:
+        cc = D.cell_counts()
+        sm = _summ(post["beta_cell"], prob)
+        dm = post["delta"].mean(0)
+        rows = []
+        for m, lab in enumerate(llm_names):
+            for c, cl in enumerate(D.clusters):
+                if cc[m, c] == 0:
+                    continue
+                for p in range(min(P, int(D.K[c]))):
+                    rows.append({"llm": lab, "cluster": cl, "position": p + 1,
+                                 **{k: float(v[m, c, p]) for k, v in sm.items()}, "delta_mean": float(dm[m, c, p])})
+        cpe = pd.DataFrame(rows)
+    return position_effects, first_vs_last, cpe
+
+
+def _api_table(D, post, prob):
+    cc = D.cell_counts()
+    tc = D.tool_counts()
+    rows = []
+    sm_mu = _summ(post["mu"], prob)
+    sm_a = _summ(post["alpha"], prob)
+    for c, cl in enumerate(D.clusters):
+        for j, t in enumerate(D.tools[c]):
+            rows.append({"llm": _SHARED, "cluster": cl, "tool_id": t, "api_index": j + 1,
+                         "n_used": int(tc[:, c, :].sum()), **{k: float(v[c, j]) for k, v in sm_mu.items()}})
+    for m, lab in enumerate(D.llms):
+        for c, cl in enumerate(D.clusters):
+            for j, t in enumerate(D.tools[c]):
+                rows.append({"llm": lab, "cluster": cl, "tool_id": t, "api_index": j + 1,
+                             "n_used": int(cc[m, c]), **{k: float(v[m, c, j]) for k, v in sm_a.items()}})
+    return pd.DataFrame(rows)
+
+
+def _variance_shares(D, post, prob):
+    S = post["alpha"].shape[0]
+    M, Kmax = D.M, D.Kmax
+    observed = D.cell_counts() > 0
+    rows = []
+    valid_tool = np.arange(Kmax)[None, :] < D.K[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        v_shared_api = np.nanmean(np.where(valid_tool[None], post["mu"] ** 2, np.nan).reshape(S, -1), 1)
+        dev = (post["alpha"] - post["mu"][:, None]) ** 2
+        dev = np.where((observed[:, :, None] & valid_tool[None])[None], dev, np.nan)
+        v_between_api = np.nanmean(dev.reshape(S, -1), 1)
+        v_shared_pos = (post["beta_bar"] ** 2).mean(1)
+        v_between_pos = ((post["beta"] - post["beta_bar"][:, None]) ** 2).mean((1, 2))
+        v_cluster_pos = None
+        if "delta" in post:
+            valid_pos = np.arange(D.P)[None, :] < D.K[:, None]                  # (C, P)
+            dd = np.where((observed[:, :, None] & valid_pos[None])[None], post["delta"] ** 2, np.nan)
+            v_cluster_pos = np.nanmean(dd.reshape(S, -1), 1)
+    for eff, vs, vb, vc in (("api", v_shared_api, v_between_api, None),
+                            ("position", v_shared_pos, v_between_pos, v_cluster_pos)):
+        row = {"effect": eff}
+        if M > 1:
+            share = vs / (vs + vb + (vc if vc is not None else 0))
+            sm = _summ(share, prob)
+            row.update({"share_shared": float(sm["mean"]), "share_shared_sd": float(sm["sd"]),
+                        "share_low": float(sm["hdi_low"]), "share_high": float(sm["hdi_high"]),
+                        "sd_shared": float(np.sqrt(vs).mean()), "sd_between": float(np.sqrt(vb).mean())})
+        else:
+            row.update({"share_shared": np.nan, "share_shared_sd": np.nan, "share_low": np.nan, "share_high": np.nan,
+                        "sd_shared": float(np.sqrt(vs).mean()), "sd_between": np.nan})
+        if "delta" in post:
+            row["sd_cluster"] = float(np.sqrt(vc).mean()) if vc is not None else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _scales_table(D, post, prob):
+    rows = []
+    for name in ("sigma_alpha", "sigma_beta", "sigma_delta"):
+        if name in post:
+            sm = _summ(post[name], prob)
+            rows.append({"quantity": name, "llm": _SHARED, **{k: float(v) for k, v in sm.items()}})
+    if "sigma_eta" in post:
+        sm = _summ(post["sigma_eta"], prob)
+        for m, lab in enumerate(D.llms):
+            rows.append({"quantity": "sigma_eta", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
+    if "kappa" in post:
+        seen = D.cell_counts() > 0
+        for name, arr in (("kappa", post["kappa"]), ("rho", 1.0 / (1.0 + post["kappa"]))):
+            sm = _summ(arr, prob)
+            for m, lab in enumerate(D.llms):
+                for c, cl in enumerate(D.clusters):
+                    if seen[m, c]:
+                        rows.append({"quantity": name, "llm": lab, "cluster": cl,
+                                     **{k: float(v[m, c]) for k, v in sm.items()}})
+    return pd.DataFrame(rows, columns=["quantity", "llm", "cluster", "mean", "sd", "hdi_low", "hdi_high"])
+
+
+def _has_query_effects(args) -> bool:
+    return MODEL_VARIANTS[args["model"]].query_effects
+
+
+def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, seed_repr, gen, caught, t0):
+    import arviz as az
+    import xarray as xr
+
+    D = design
+    prob = args["hdi_prob"]
+    M, C = D.M, D.C
+    llm_names = D.llms
+    cc = D.cell_counts()
+
+    position_effects, first_vs_last, cluster_position = _position_tables(D, post, prob)
+    api_effects = _api_table(D, post, prob)
+
+    # implied bias: mean over the clusters each LLM was logged on
+    observed = cc > 0                                                           # (M, C)
+    ipost = _thin(post, _QUERY_IMPLIED_DRAWS)[0] if "eta" in post else post
+    tva_log, tvp_log = _implied_logged(ipost, D)
+    tva_rnd, tvp_rnd, perm_methods = _implied_randomised(ipost, D, gen)
+    mixed = [(llm_names[m], D.clusters[c]) for m in range(M) for c in range(C)
+             if observed[m, c] and np.isnan(tvp_log[0, m, c])]
+    if mixed:
+        msg = (f"lists of different lengths were shown in {len(mixed)} (LLM, cluster) cell(s) (e.g. {mixed[0]}); "
+               "their logged-orderings delta_pos is undefined and left out of the means")
+        warnings.warn(msg, DegenerateDataWarning, stacklevel=3)
+        caught.append(msg)
+    rows = []
+    for metric, scen, tv in (("delta_api", "logged", tva_log), ("delta_pos", "logged", tvp_log),
+                             ("delta_api", "randomised", tva_rnd), ("delta_pos", "randomised", tvp_rnd)):
+        vals = np.where(observed[None], tv, np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            per_llm = np.nanmean(vals, axis=2)                                  # (S, M)
+        sm = _summ(per_llm, prob)
+        for m, lab in enumerate(llm_names):
+            rows.append({"llm": lab, "metric": metric, "orderings": scen, "n_clusters": int(observed[m].sum()),
+                         **{k: float(v[m]) for k, v in sm.items()}})
+    implied = pd.DataFrame(rows)
+    variance_shares = _variance_shares(D, post, prob)
+
+    # posterior predictive checks
+    ppc, yrep, sel = _ppc(post, spec, gen, prob)
+    checks = [("cluster x position", ppc.p_value), ("LLM x cluster x ordering x position", ppc.p_value_rows)]
+    if ppc.dispersion is not None:
+        checks.append(("per-query dispersion", ppc.p_value_dispersion))
+    hints = {"cluster x position": "position effects differ between clusters more than the model allows",
+             "LLM x cluster x ordering x position": ("within an (LLM, cluster) the choices under particular lists "
+                                                     "deviate from additive tool and position effects"),
+             "per-query dispersion": "queries differ from each other more than the model allows"
+                                     + ("" if _has_query_effects(args)
+                                        else "; model='thorough' adds query effects (slow: docs/bayes.md)")}
+    for name, pv in checks:
+        if pv < 0.05:
+            if args["model"] == "v1" and name != "per-query dispersion":
+                # the first version's message, unchanged
+                msg = (f"posterior predictive check: p = {pv:.3f} on the {name} counts; the main-effects model "
+                       "misfits (consider an API x position interaction or a per-cluster position effect)")
+            else:
+                ptxt = "p < 0.001" if pv < 0.001 else f"p = {pv:.3f}"
+                msg = (f"posterior predictive check: {ptxt} on the {name} counts; model={args['model']!r} "
+                       f"misfits ({hints[name]})")
+            warnings.warn(msg, MisfitWarning, stacklevel=3)
+            caught.append(msg)
+
+    # diagnostics
+    flags = []
+    if np.isfinite(diag_vals["max_rhat"]) and diag_vals["max_rhat"] > RHAT_MAX:
+        flags.append(f"R-hat {diag_vals['max_rhat']:.4f} > {RHAT_MAX}")
+    if not np.isfinite(diag_vals["max_rhat"]):
+        flags.append("R-hat not computable (fewer than 2 chains)")
+    if diag_vals["min_ess_bulk"] < ESS_MIN:
+        flags.append(f"bulk ESS {diag_vals['min_ess_bulk']:.0f} < {ESS_MIN}")
+    if diag_vals["divergences"] > 0:
+        flags.append(f"{diag_vals['divergences']} divergent transition(s)")
+    if flags:
+        msg = "NOT CONVERGED: " + "; ".join(flags) + (" (run longer with more --draws/--tune, or raise "
+                                                       "target_accept if there are divergences)")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+        caught.insert(0, msg)
+
+    idata = _inference_data(post, raw, spec, yrep, sel, az, xr)
+    diagnostics = BayesDiagnostics(
+        max_rhat=diag_vals["max_rhat"], min_ess_bulk=diag_vals["min_ess_bulk"],
+        min_ess_tail=diag_vals["min_ess_tail"], divergences=diag_vals["divergences"], sampler=args["sampler"],
+        seconds=time.perf_counter() - t0, chains=args["chains"], draws=args["draws"], tune=args["tune"],
+        seed=sampler_seed, parameterization=param, flags=flags)
+    idata.posterior.attrs.update({"sampler": args["sampler"], "parameterization": param, "seed": sampler_seed,
+                                  "randomised_orderings": "; ".join(f"K={k}: {v}" for k, v in perm_methods.items())})
+    if args["model"] != "v1":
+        idata.posterior.attrs["model"] = args["model"]
+    return BayesResult(
+        idata=idata, position_effects=position_effects, first_vs_last=first_vs_last, api_effects=api_effects,
+        implied=implied, variance_shares=variance_shares, ppc=ppc, diagnostics=diagnostics, rows=D.rows,
+        rows_by_llm=D.rows_by_llm, llms=list(llm_names), llm_keys=D.llm_keys, clusters=list(D.clusters),
+        tools={c: list(t) for c, t in zip(D.clusters, D.tools)}, n_positions=D.P, by=list(args["by"]),
+        priors=dict(args["priors"]), hdi_prob=prob, mismatch=args["mismatch"], seed=seed_repr, warnings=caught,
+        model=args["model"], cluster_position_effects=cluster_position, scales=_scales_table(D, post, prob),
+        _spec=spec, _post=post)
+
+
+def _inference_data(post, raw, spec, yrep, sel, az, xr):
+    """Assemble the ArviZ container (identified effects, stats, likelihood, replications, data)."""
+    D = spec.design
+    nch, ndr = post["shape"]
+    C, Kmax, P = D.C, D.Kmax, D.P
+    tool_ids = np.full((C, Kmax), "", dtype=object)
+    for c, tl in enumerate(D.tools):
+        tool_ids[c, :len(tl)] = tl
+    coords = {"chain": np.arange(nch), "draw": np.arange(ndr), "llm": list(D.llms), "cluster": list(D.clusters),
+              "tool": np.arange(1, Kmax + 1), "position": np.arange(1, P + 1)}
+
+    def da(arr, dims):
+        return xr.DataArray(arr.reshape((nch, ndr) + arr.shape[1:]), dims=("chain", "draw") + dims)
+
+    pv = {"alpha": da(post["alpha"], ("llm", "cluster", "tool")), "mu": da(post["mu"], ("cluster", "tool")),
+          "beta": da(post["beta"], ("llm", "position")), "beta_bar": da(post["beta_bar"], ("position",))}
+    for k in ("sigma_alpha", "sigma_beta"):
+        if k in post:
+            pv[k] = da(post[k], ())
+    if "beta_cell" in post:
+        pv["beta_cell"] = da(post["beta_cell"], ("llm", "cluster", "position"))
+        pv["delta"] = da(post["delta"], ("llm", "cluster", "position"))
+        pv["sigma_delta"] = da(post["sigma_delta"], ())
+    if "kappa" in post:
+        pv["kappa"] = da(post["kappa"], ("llm", "cluster"))
+        pv["rho"] = da(1.0 / (1.0 + post["kappa"]), ("llm", "cluster"))
+    if "sigma_eta" in post:
+        pv["sigma_eta"] = da(post["sigma_eta"], ("llm",))
+    posterior = xr.Dataset(pv, coords={**coords, "tool_id": (("cluster", "tool"), tool_ids.astype(str))})
+    row_coords = {"row": np.arange(len(D.y))}
+    ll_vars = {}
+    if not (spec.dm or spec.qe):
+        # pointwise log-likelihood of every row (full multinomial, with its coefficient), as in v1
+        ll_vars["y"] = xr.DataArray(row_loglik(post, D).reshape(nch, ndr, -1), dims=("chain", "draw", "row"))
+    q_coords = {}
+    if D.prompts is not None and not spec.qe:
+        # the same per (LLM, cluster, query): the unit every variant can be compared on (compare_bayes)
+        llq = pointwise_query_loglik(post, spec)
+        ll_vars["y_query"] = xr.DataArray(llq.reshape(nch, ndr, -1), dims=("chain", "draw", "query"))
+        q_coords = _query_coords(D)
+    log_lik = xr.Dataset(ll_vars, coords={"chain": coords["chain"], "draw": coords["draw"],
+                                          **(row_coords if "y" in ll_vars else {}), **q_coords})
+    nd = len(sel) // nch
+    pp = xr.Dataset({"y": xr.DataArray(yrep.reshape(nch, nd, len(D.y), P).astype(np.int32),
+                                       dims=("chain", "draw", "row", "position"))},
+                    coords={"chain": coords["chain"], "draw": np.arange(nd), "row": row_coords["row"],
+                            "position": coords["position"]})
+    obs = xr.Dataset({"y": xr.DataArray(D.y.astype(np.int64), dims=("row", "position"))},
+                     coords={**row_coords, "position": coords["position"]})
+    const = xr.Dataset({
+        "row_llm": xr.DataArray(np.array(D.llms, dtype=object)[D.row_llm].astype(str), dims=("row",)),
+        "row_cluster": xr.DataArray(np.array(D.clusters, dtype=object)[D.row_cluster].astype(str), dims=("row",)),
+        "row_ordering": xr.DataArray(np.array(D.orderings, dtype=object).astype(str), dims=("row",)),
+        "row_length": xr.DataArray(D.row_len, dims=("row",)),
+    }, coords=row_coords)
+    stats = raw.sample_stats
+    groups = {"posterior": posterior, "sample_stats": stats, "posterior_predictive": pp, "observed_data": obs,
+              "constant_data": const}
+    if ll_vars:
+        groups["log_likelihood"] = log_lik
+    return az.InferenceData(**groups)
+
+
+def _query_coords(D):
+    pr = D.prompts
+    return {"query": np.arange(pr.Q),
+            "query_llm": ("query", np.array(D.llms, dtype=object)[pr.query_llm].astype(str)),
+            "query_cluster": ("query", np.array(D.clusters, dtype=object)[pr.query_cluster].astype(str)),
+            "query_id": ("query", np.array(pr.query_ids, dtype=object).astype(str))}

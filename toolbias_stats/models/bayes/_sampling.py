@@ -1,0 +1,110 @@
+"""Running NUTS on a model (PyMC, PyMC-numba, nutpie or NumPyro) and the convergence diagnostics."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import numpy as np
+
+#: Extras that provide the optional samplers (``pip install 'toolbias_stats[<extra>]'``).
+_EXTRAS = {"nutpie": ("nutpie", "nutpie"), "numpyro": ("numpyro", "numpyro")}
+
+
+class _Raw:
+    def __init__(self, posterior, sample_stats):
+        self.posterior = posterior
+        self.sample_stats = sample_stats
+
+
+def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, progress) -> _Raw:
+    if sampler in _EXTRAS:
+        _require(sampler)
+    if sampler == "numpyro" and "jax" not in sys.modules and "XLA_FLAGS" not in os.environ:
+        # jax reads this once, at import: one CPU "device" per core lets the chains run in parallel
+        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cores}"
+    import pymc as pm
+
+    model = spec.build()
+    with warnings.catch_warnings():
+        # PyMC's own convergence messages are replaced by ours (one place, with thresholds)
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        with model:
+            if sampler in ("pymc", "pymc-numba"):
+                kw = {"compile_kwargs": {"mode": "NUMBA"}} if sampler == "pymc-numba" else {}
+                idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
+                                  target_accept=target_accept, progressbar=progress, quiet=not progress,
+                                  compute_convergence_checks=False, idata_kwargs={"log_likelihood": False}, **kw)
+            elif sampler == "nutpie":
+                idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
+                                  target_accept=target_accept, progressbar=progress, nuts_sampler="nutpie",
+                                  compute_convergence_checks=False)
+            else:
+                idata = pm.sample(draws=draws, tune=tune, chains=chains, random_seed=seed, target_accept=target_accept,
+                                  progressbar=progress, nuts_sampler="numpyro", compute_convergence_checks=False,
+                                  nuts_sampler_kwargs={"chain_method": "parallel"})
+    return _Raw(idata.posterior, idata.sample_stats)
+
+
+def _require(sampler):
+    module, extra = _EXTRAS[sampler]
+    try:
+        __import__(module)
+    except ImportError as exc:
+        raise ImportError(f"sampler={sampler!r} needs the optional dependency {module!r}; install it with "
+                          f"pip install 'toolbias_stats[{extra}]'") from exc
+
+
+def _identified(post, design) -> dict:
+    """Flattened (chain, draw, n) arrays of every identified parameter (padding dropped).
+
+    The gate covers every effect and scale the summaries report (alpha, mu, beta, beta_bar, the
+    per-cluster position effects, the sigmas and kappa of the cells with data); the individual query
+    effects are nuisance parameters that are averaged over and are gated through their scale.
+    """
+    nch, ndr = post["shape"]
+    out = {}
+    valid_tool = np.arange(design.Kmax)[None, :] < design.K[:, None]           # (C, Kmax)
+    out["mu"] = post["mu"][:, valid_tool].reshape(nch, ndr, -1)
+    out["alpha"] = post["alpha"][:, :, valid_tool].reshape(nch, ndr, -1)
+    out["beta"] = post["beta"].reshape(nch, ndr, -1)
+    out["beta_bar"] = post["beta_bar"].reshape(nch, ndr, -1)
+    if "beta_cell" in post:
+        shown = np.arange(design.P)[None, :] < design.K[:, None]                # positions a cluster can have
+        out["beta_cell"] = post["beta_cell"][:, :, shown].reshape(nch, ndr, -1)
+    for k in ("sigma_alpha", "sigma_beta", "sigma_delta"):
+        if k in post:
+            out[k] = post[k].reshape(nch, ndr)
+    for k in ("kappa", "sigma_eta"):
+        if k in post:
+            if k == "kappa":
+                seen = design.cell_counts() > 0                                  # kappa of cells with data
+                out[k] = post[k][:, seen].reshape(nch, ndr, -1)
+                continue
+            out[k] = post[k].reshape(nch, ndr, -1)
+    return out
+
+
+def _diagnostics(post, sample_stats, design) -> dict:
+    import arviz as az
+    import xarray as xr
+
+    ident = _identified(post, design)
+    nch = post["shape"][0]
+    ds = xr.Dataset({name: xr.DataArray(arr if arr.ndim == 3 else arr[..., None], dims=("chain", "draw", name + "_i"))
+                     for name, arr in ident.items()})
+    rh = az.rhat(ds, method="rank") if nch >= 2 else None
+    eb = az.ess(ds, method="bulk")
+    et = az.ess(ds, method="tail")
+
+    def extreme(d, fn):
+        vals = np.concatenate([np.ravel(d[v].values) for v in d.data_vars])
+        vals = vals[np.isfinite(vals)]
+        return float(fn(vals)) if vals.size else np.nan
+
+    div = int(np.asarray(sample_stats["diverging"]).sum()) if "diverging" in sample_stats else 0
+    return {"max_rhat": extreme(rh, np.max) if rh is not None else np.nan, "min_ess_bulk": extreme(eb, np.min),
+            "min_ess_tail": extreme(et, np.min), "divergences": div}
