@@ -366,6 +366,36 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Atte
     return attempts
 
 
+def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, meta, responses, clusters,
+                     subsets) -> SelectionLog:
+    """The shared wiring of the request/response readers (``openai``, ``anthropic``): read the attempts
+    (:func:`read_attempts`), resolve the clusters from the tool lists offered (a catalog, declared clusters or
+    inferred ones) and build the log; the cluster source and the responses file go into the diagnostics."""
+    from .._clusters import catalog_for
+
+    path = Path(path)
+    check_meta(meta, path)
+    attempts = read_attempts(path, responses, parse_request, parse_response, fmt)
+    cs = catalog_for(offered_lists(attempts), catalog=catalog, clusters=clusters)
+    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
+                     extra_diagnostics={"cluster_source": str(cs),
+                                        "responses": None if responses is None else str(responses)})
+
+
+def read_attempts(path, responses, parse_request, parse_response, fmt: str) -> list[Attempt]:
+    """The attempts of a request/response log before cluster resolution: a batch (request file + ``responses``
+    file joined by ``custom_id``) or one JSONL of ``{"request", "response"}`` records."""
+    path = Path(path)
+    if responses is not None:
+        return join_batch(path, Path(responses), parse_request, parse_response, fmt)
+    return read_pairs(path, parse_request, parse_response, fmt)
+
+
+def offered_lists(attempts: list[Attempt]) -> list[tuple]:
+    """``(tool names offered, file, line)`` of every attempt (for inferring clusters)."""
+    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+
+
 def _error_text(err) -> str:
     if isinstance(err, dict):
         inner = err.get("error") if isinstance(err.get("error"), dict) else err

@@ -6,13 +6,9 @@ choice is the first ``tool_use`` block of the answer's ``content``. See docs/for
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .._catalog import ToolCatalog
-from .._clusters import catalog_for
 from .._selection_log import SelectionLog
-from ._common import check_meta
-from ._toolcalls import Attempt, api_error, build_log, join_batch, message_text, read_pairs, short
+from ._toolcalls import Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log, short
 
 __all__ = ["read_anthropic", "offered_anthropic"]
 
@@ -62,30 +58,13 @@ def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, respo
     ``canceled`` and ``expired`` results, an error response and a request without its result ->
     ``parse_error``.
     """
-    path = Path(path)
-    check_meta(meta, path)
-    attempts = read_anthropic_attempts(path, responses)
-    cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
-    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="anthropic", subsets=subsets,
-                     extra_diagnostics={"cluster_source": str(cs),
-                                        "responses": None if responses is None else str(responses)})
-
-
-def read_anthropic_attempts(path, responses=None) -> list[Attempt]:
-    """The attempts of an Anthropic log (before cluster resolution)."""
-    path = Path(path)
-    if responses is not None:
-        return join_batch(path, Path(responses), parse_request, parse_response, "anthropic")
-    return read_pairs(path, parse_request, parse_response, "anthropic")
+    return read_request_log(path, fmt="anthropic", parse_request=parse_request, parse_response=parse_response,
+                            catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets)
 
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    return _lists(read_anthropic_attempts(path, responses))
-
-
-def _lists(attempts):
-    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+    return offered_lists(read_attempts(path, responses, parse_request, parse_response, "anthropic"))
 
 
 def parse_request(obj, path, line, record=None) -> Attempt:

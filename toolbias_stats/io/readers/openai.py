@@ -8,13 +8,9 @@ request's ``tools``; the choice is the first tool call. See docs/formats.md for 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .._catalog import ToolCatalog
-from .._clusters import catalog_for
 from .._selection_log import SelectionLog
-from ._common import check_meta
-from ._toolcalls import (Attempt, api_error, build_log, join_batch, message_text, read_pairs, short)
+from ._toolcalls import Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log, short
 
 __all__ = ["read_openai", "offered_openai"]
 
@@ -69,30 +65,13 @@ def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, response
     failed response, a request without its result or a result line that does not parse -> ``parse_error``
     (``raw_choice`` says which). Several calls: the first is the choice; the count is in the diagnostics.
     """
-    path = Path(path)
-    check_meta(meta, path)
-    attempts = read_openai_attempts(path, responses)
-    cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
-    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="openai", subsets=subsets,
-                     extra_diagnostics={"cluster_source": str(cs),
-                                        "responses": None if responses is None else str(responses)})
-
-
-def read_openai_attempts(path, responses=None) -> list[Attempt]:
-    """The attempts of an OpenAI log (before cluster resolution)."""
-    path = Path(path)
-    if responses is not None:
-        return join_batch(path, Path(responses), parse_request, parse_response, "openai")
-    return read_pairs(path, parse_request, parse_response, "openai")
+    return read_request_log(path, fmt="openai", parse_request=parse_request, parse_response=parse_response,
+                            catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets)
 
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    return _lists(read_openai_attempts(path, responses))
-
-
-def _lists(attempts):
-    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+    return offered_lists(read_attempts(path, responses, parse_request, parse_response, "openai"))
 
 
 # ---------------------------------------------------------------------------------------
