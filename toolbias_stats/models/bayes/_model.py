@@ -321,13 +321,7 @@ class _ModelSpec:
                 u = (beta[..., None, :] * _basis(P)).sum(-1)
                 pm.Potential("beta_prior", _pooled_normal_logp(u[:, None, :], sb, s_bb, M, P - 1, pt))
             else:
-                bb_f = pm.Normal("beta_bar_free", 0.0, s_bb, shape=(P - 1,))
-                bb = _zerosum_extend(bb_f, pt)
-                if self.hier:
-                    z2 = pm.Normal("z_beta", 0.0, 1.0, shape=(M, P - 1))
-                    beta = bb[None] + sb * _zerosum_extend(z2, pt)
-                else:
-                    beta = bb[None]
+                beta = self._noncentred_beta(pm, pt, sb)
             return beta.reshape((-1,))
         sd = pm.HalfNormal("sigma_delta", pr["sigma_delta_sd"])
         if centred:
@@ -341,16 +335,19 @@ class _ModelSpec:
             dev = u - v[:, None, :]
             pm.Potential("delta_prior", -(dev ** 2).sum() / (2 * sd ** 2) - M * C * (P - 1) * pt.log(sd))
         else:
-            bb_f = pm.Normal("beta_bar_free", 0.0, s_bb, shape=(P - 1,))
-            bb = _zerosum_extend(bb_f, pt)
-            if self.hier:
-                z2 = pm.Normal("z_beta", 0.0, 1.0, shape=(M, P - 1))
-                beta = bb[None] + sb * _zerosum_extend(z2, pt)
-            else:
-                beta = bb[None]
+            beta = self._noncentred_beta(pm, pt, sb)
             z3 = pm.Normal("z_delta", 0.0, 1.0, shape=(M, C, P - 1))
             bc = beta[:, None, :] + sd * _zerosum_extend(z3, pt)
         return bc.reshape((-1,))
+
+    def _noncentred_beta(self, pm, pt, sb):
+        """LLM position effects (M, P) = beta_bar + sigma_beta * zero-sum z (beta_bar alone with one LLM)."""
+        M, P = self.design.M, self.design.P
+        bb = _zerosum_extend(pm.Normal("beta_bar_free", 0.0, self.priors["beta_bar_sd"], shape=(P - 1,)), pt)
+        if not self.hier:
+            return bb[None]
+        z2 = pm.Normal("z_beta", 0.0, 1.0, shape=(M, P - 1))
+        return bb[None] + sb * _zerosum_extend(z2, pt)
 
     def _kappa(self, pm, pt):
         """log kappa[m, c] (flat, m * C + c) with the Beta(rho_a, rho_b) prior on rho = 1 / (1 + kappa)
@@ -404,6 +401,13 @@ class _ModelSpec:
             parts.append(eta.reshape((-1,)))
         return parts[0] if len(parts) == 1 else pt.concatenate(parts)
 
+    def _noncentred_beta_draws(self, get, sb):
+        """Draws of (beta_bar, beta) from the non-centred coordinates (the numpy twin of ``_noncentred_beta``)."""
+        bb = _zerosum_extend(get("beta_bar_free"), np)
+        if not self.hier:
+            return bb, bb[:, None]
+        return bb, bb[:, None] + sb[:, None, None] * _zerosum_extend(get("z_beta"), np)
+
     # -- free parameters -> identified effects (numpy, per draw) -----------------------------------
     def derived(self, posterior, gen) -> dict:
         """``{"alpha": (S, M, C, Kmax), "mu": (S, C, Kmax), "beta": (S, M, P), "beta_bar": (S, P),
@@ -453,9 +457,7 @@ class _ModelSpec:
                 bb = (_draw_pooled_mean(beta[:, :, None, :], sb, self.priors["beta_bar_sd"], gen)[:, 0]
                       if self.hier else beta[:, 0])
             else:
-                bb = _zerosum_extend(get("beta_bar_free"), np)
-                beta = (bb[:, None] + sb[:, None, None] * _zerosum_extend(get("z_beta"), np)
-                        if self.hier else bb[:, None])
+                bb, beta = self._noncentred_beta_draws(get, sb)
                 bc = beta[:, :, None, :] + sd[:, None, None, None] * _zerosum_extend(get("z_delta"), np)
             beta = beta - beta.mean(-1, keepdims=True)
             bc = bc - bc.mean(-1, keepdims=True)
@@ -468,9 +470,7 @@ class _ModelSpec:
             bb = (_draw_pooled_mean(beta[:, :, None, :], sb, self.priors["beta_bar_sd"], gen)[:, 0]
                   if self.hier else beta[:, 0])
         else:
-            bb = _zerosum_extend(get("beta_bar_free"), np)
-            beta = (bb[:, None] + sb[:, None, None] * _zerosum_extend(get("z_beta"), np)
-                    if self.hier else bb[:, None])
+            bb, beta = self._noncentred_beta_draws(get, sb)
         bb = bb - bb.mean(-1, keepdims=True)
         beta = beta - beta.mean(-1, keepdims=True)
         out["beta"] = beta

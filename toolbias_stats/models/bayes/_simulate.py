@@ -75,29 +75,39 @@ def simulate_choice_log(alpha, beta, *, n_per_ordering=20, orderings="rotations"
                              n_per_ordering=n_per_ordering)
 
 
-def _simulate_v1(alpha, beta, *, n_per_ordering=20, orderings="rotations", rng=None, model_names=None):
-    """The main-effects simulation of v1 (kept verbatim: the same seed gives the same log)."""
+def _per_cluster(alpha) -> list:
+    """``alpha`` as one (M, K_c) array per cluster: from an (M, C, K) array or a list of (M, K_c) arrays."""
+    if isinstance(alpha, (list, tuple)) and not np.isscalar(alpha[0]) and np.ndim(alpha[0]) == 2:
+        return [np.asarray(a, dtype=float) for a in alpha]
+    a = np.asarray(alpha, dtype=float)
+    if a.ndim != 3:
+        raise ValueError(f"`alpha` must have shape (M, C, K) or be a list of (M, K_c) arrays; "
+                         f"got shape {a.shape} instead.")
+    return [a[:, c, :] for c in range(a.shape[1])]
+
+
+def _simulated_catalog(per_cluster):
+    """A catalog with clusters "1", "2", ... and tools ``c{cluster}_t{j}``, one per column of each alpha."""
     from ...io._catalog import ToolCatalog
+
+    records = [{"cluster_id": str(c + 1), "tool_name": f"c{c + 1}_t{j + 1}", "api_name": "endpoint",
+                "num_parameters": 1} for c, a in enumerate(per_cluster) for j in range(a.shape[1])]
+    return ToolCatalog.from_records(records, source="<simulated>")
+
+
+def _simulate_v1(alpha, beta, *, n_per_ordering=20, orderings="rotations", rng=None, model_names=None):
+    """The main-effects simulation of v1 (the same seed gives the same log as in the first version)."""
     from ...io._selection_log import SelectionLog
 
     gen = check_rng(rng)
-    if isinstance(alpha, (list, tuple)) and not np.isscalar(alpha[0]) and np.ndim(alpha[0]) == 2:
-        per_cluster = [np.asarray(a, dtype=float) for a in alpha]
-    else:
-        a = np.asarray(alpha, dtype=float)
-        if a.ndim != 3:
-            raise ValueError(f"`alpha` must have shape (M, C, K) or be a list of (M, K_c) arrays; "
-                             f"got shape {a.shape} instead.")
-        per_cluster = [a[:, c, :] for c in range(a.shape[1])]
+    per_cluster = _per_cluster(alpha)
     beta = np.asarray(beta, dtype=float)
     M = per_cluster[0].shape[0]
     if beta.ndim != 2 or beta.shape[0] != M or beta.shape[1] < max(p.shape[1] for p in per_cluster):
         raise ValueError(f"`beta` must have shape (M, P) with M = {M} and P >= the largest K; "
                          f"got shape {beta.shape} instead.")
     names = list(model_names) if model_names is not None else [f"llm{m + 1}" for m in range(M)]
-    records = [{"cluster_id": str(c + 1), "tool_name": f"c{c + 1}_t{j + 1}", "api_name": "endpoint",
-                "num_parameters": 1} for c, a in enumerate(per_cluster) for j in range(a.shape[1])]
-    catalog = ToolCatalog.from_records(records, source="<simulated>")
+    catalog = _simulated_catalog(per_cluster)
     frames = []
     for c, a in enumerate(per_cluster):
         k = a.shape[1]
@@ -145,18 +155,10 @@ def _dirichlet(gen, a):
 
 def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs, kappa, sigma_eta, eta,
                       n_per_ordering):
-    from ...io._catalog import ToolCatalog
     from ...io._selection_log import SelectionLog
 
     gen = check_rng(rng)
-    if isinstance(alpha, (list, tuple)) and not np.isscalar(alpha[0]) and np.ndim(alpha[0]) == 2:
-        per_cluster = [np.asarray(a, dtype=float) for a in alpha]
-    else:
-        a = np.asarray(alpha, dtype=float)
-        if a.ndim != 3:
-            raise ValueError(f"`alpha` must have shape (M, C, K) or be a list of (M, K_c) arrays; "
-                             f"got shape {a.shape} instead.")
-        per_cluster = [a[:, c, :] for c in range(a.shape[1])]
+    per_cluster = _per_cluster(alpha)
     M, C = per_cluster[0].shape[0], len(per_cluster)
     kmax = max(p.shape[1] for p in per_cluster)
     if beta.ndim == 2:
@@ -187,9 +189,7 @@ def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs
         kap2 = None if k1 is None else np.repeat(k1[:, None], C, axis=1)
     se = per_llm("sigma_eta", sigma_eta)
     names = list(model_names) if model_names is not None else [f"llm{m + 1}" for m in range(M)]
-    records = [{"cluster_id": str(c + 1), "tool_name": f"c{c + 1}_t{j + 1}", "api_name": "endpoint",
-                "num_parameters": 1} for c, a in enumerate(per_cluster) for j in range(a.shape[1])]
-    catalog = ToolCatalog.from_records(records, source="<simulated>")
+    catalog = _simulated_catalog(per_cluster)
     frames = []
     for c, a in enumerate(per_cluster):
         k = a.shape[1]

@@ -123,6 +123,17 @@ def _permutations(k, gen):
     return shifts, f"{_RANDOM_BASE_PERMUTATIONS} random permutations x {k} cyclic shifts"
 
 
+def _permutation_tables(k, gen):
+    """The orderings averaged over (``_permutations``), ``inv[s, j]`` = position of tool j under ordering s,
+    ``onehot[s, p, j]`` = 1 if tool j is at position p, and how the orderings were chosen."""
+    perms, how = _permutations(k, gen)
+    n_perm = len(perms)
+    inv = np.argsort(perms, axis=1)
+    onehot = np.zeros((n_perm, k, k))
+    onehot[np.repeat(np.arange(n_perm), k), np.tile(np.arange(k), n_perm), perms.ravel()] = 1.0
+    return perms, inv, onehot, how
+
+
 def _implied_randomised(post, design, gen, target=2_000_000):
     """(S, M, C) TV of tools and positions if every list were a uniformly random ordering of the cluster.
 
@@ -147,12 +158,8 @@ def _implied_randomised(post, design, gen, target=2_000_000):
         if k > D.P:
             methods[k] = "not computed: lists this long were never shown"
             continue
-        perms, how = _permutations(k, gen)
-        methods[k] = how
+        perms, inv, onehot, methods[k] = _permutation_tables(k, gen)
         n_perm = len(perms)
-        inv = np.argsort(perms, axis=1)                                         # inv[s, j] = position of tool j
-        onehot = np.zeros((n_perm, k, k))                                       # [s, p, j] = 1 if tool j at p
-        onehot[np.repeat(np.arange(n_perm), k), np.tile(np.arange(k), n_perm), perms.ravel()] = 1.0
         onehot = onehot.reshape(n_perm, k * k)
         chunk = max(1, target // (M * len(cg) * n_perm * k))
         for a in range(0, S, chunk):
@@ -187,12 +194,8 @@ def _implied_randomised_units(post, design, gen, target):
         if k > D.P:
             methods[k] = "not computed: lists this long were never shown"
             continue
-        perms, how = _permutations(k, gen)
-        methods[k] = how
+        perms, inv, onehot, methods[k] = _permutation_tables(k, gen)
         n_perm = len(perms)
-        inv = np.argsort(perms, axis=1)
-        onehot = np.zeros((n_perm, k, k))
-        onehot[np.repeat(np.arange(n_perm), k), np.tile(np.arange(k), n_perm), perms.ravel()] = 1.0
         onehot = onehot.reshape(n_perm, k * k)
         if by_query:
             pr = D.prompts
