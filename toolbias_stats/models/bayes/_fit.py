@@ -512,7 +512,7 @@ def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, se
                 msg = (f"posterior predictive check: p = {pv:.3f} on the {name} counts; the main-effects model "
                        "misfits (consider an API x position interaction or a per-cluster position effect)")
             else:
-                ptxt = "p < 0.001" if pv < 0.001 else f"p = {pv:.3f}"
+                ptxt = f"p = {pv:.3f}" + (" (no replication as extreme)" if pv == 0 else "")
                 msg = (f"posterior predictive check: {ptxt} on the {name} counts; model={args['model']!r} "
                        f"misfits ({hints[name]})")
             warnings.warn(msg, MisfitWarning, stacklevel=3)
