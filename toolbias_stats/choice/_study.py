@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import tomllib
 from pathlib import Path
 
 from ..exceptions import ManifestError, problem
@@ -34,18 +33,13 @@ def read_choice_study(path) -> ChoiceLog:
     ``"acc"`` or ``"acc_norm"``-style recomputation, see :func:`read_lm_eval`). Relative paths are
     relative to the manifest. Problems are reported together, each named by manifest and entry.
     """
+    from ..io._manifest import load_toml
     from ..io.readers.inspect_ai_log import read_inspect_choices
     from ..io.readers.lm_eval import read_lm_eval
     from ._log import read_choice_table
 
     path = Path(path)
-    if not path.exists():
-        raise ManifestError(problem(path, None, None, "manifest file not found"))
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(problem(path, None, None, f"malformed TOML: {exc}")) from None
+    doc = load_toml(path)
     logs = doc.get("logs")
     if not isinstance(logs, list) or not logs or not all(isinstance(e, dict) for e in logs):
         raise ManifestError(problem(path, None, "logs", "expected at least one [[logs]] table"))

@@ -180,13 +180,7 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     if engine not in ENGINES:
         raise ValueError(f"`engine` must be one of {list(ENGINES)}; got {engine!r} instead.")
     path = Path(path)
-    if not path.exists():
-        raise ManifestError(problem(path, None, None, "manifest file not found"))
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(problem(path, _toml_line(exc), None, f"malformed TOML: {exc}")) from None
+    doc = load_toml(path)
     base = path.parent
     problems = []
     unknown = [k for k in doc if k not in _STUDY_KEYS and not isinstance(doc[k], (dict, list))]
@@ -348,6 +342,17 @@ def _is_cluster_list(path: Path) -> bool:
     with path.open(encoding="utf-8") as fh:
         head = fh.read(200).lstrip()
     return head.startswith("[") and head[1:].lstrip().startswith("[")
+
+
+def load_toml(path: Path) -> dict:
+    """A manifest's TOML document; a missing file or a syntax error is a ManifestError naming file and line."""
+    if not path.exists():
+        raise ManifestError(problem(path, None, None, "manifest file not found"))
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(problem(path, _toml_line(exc), None, f"malformed TOML: {exc}")) from None
 
 
 def _toml_line(exc) -> int | None:
