@@ -96,17 +96,24 @@ def main():
         print(sub.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     out = {"study": str(STUDY.relative_to(ROOT)), "seed": SEED, "fits": summary,
            "loo": table.reset_index().to_dict(orient="records"), "counterfactual": rows}
-    Path(args.out).write_text(json.dumps(out, indent=1, default=_jsonable))
+    Path(args.out).write_text(json.dumps(_strict(out), indent=1, allow_nan=False))
     print(f"\nwrote {args.out}")
 
 
-def _jsonable(v):
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating,)):
-        return float(v)
-    if isinstance(v, np.bool_):
+def _strict(v):
+    """Plain JSON values: numpy scalars as Python numbers, NaN and infinities as null (strict JSON)."""
+    if isinstance(v, dict):
+        return {str(k): _strict(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_strict(x) for x in v]
+    if isinstance(v, (bool, np.bool_)):
         return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if np.isfinite(v) else None
+    if v is None or isinstance(v, (int, str)):
+        return v
     return str(v)
 
 
