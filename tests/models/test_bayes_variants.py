@@ -235,6 +235,36 @@ class TestCompare:
         assert (table["n_queries"] == 240).all()
         assert {"ppc_p_dispersion", "pareto_k_max", "converged"} <= set(table.columns)
 
+    @pytest.mark.parametrize("which", ["v1", "v2"])
+    def test_query_loglik_against_scipy(self, which, v1_fit, v2_fit):
+        """Each query's log-likelihood (the LOO unit) equals scipy's multinomial / Dirichlet-multinomial
+        log-pmf of its prompts, summed, at the fitted effects of a few posterior draws."""
+        from scipy.stats import dirichlet_multinomial, multinomial
+
+        from toolbias_stats.models.bayes._compare import query_loglik
+
+        fit = v1_fit if which == "v1" else v2_fit
+        ll = query_loglik(fit).values.reshape(-1, fit._spec.design.prompts.Q)
+        D, post = fit._spec.design, fit._post
+        pr = D.prompts
+        beta = post["beta_cell"] if "beta_cell" in post else post["beta"][:, :, None, :]
+        for s in (0, 7, ll.shape[0] - 1):
+            expected = np.zeros(pr.Q)
+            for u in range(len(pr.row)):
+                r = pr.row[u]
+                m, c = D.row_llm[r], D.row_cluster[r]
+                shown = D.row_tools[r] >= 0
+                cb = c if beta.shape[2] > 1 else 0
+                logits = post["alpha"][s, m, c, D.row_tools[r][shown]] + beta[s, m, cb][shown]
+                prob = np.exp(logits - logits.max())
+                prob /= prob.sum()
+                y = pr.y[u][shown].astype(int)
+                if which == "v1":
+                    expected[pr.query[u]] += multinomial.logpmf(y, y.sum(), prob)
+                else:
+                    expected[pr.query[u]] += dirichlet_multinomial.logpmf(y, post["kappa"][s, m, c] * prob, y.sum())
+            np.testing.assert_allclose(ll[s], expected, rtol=1e-9, atol=1e-9)
+
     def test_refuses_different_data(self, dm_log, v2_fit):
         other = simulate_choice_log(ALPHA, BETA_CELL, queries=20, runs=3, kappa=KAPPA, rng=6)
         fit_other = _quiet(fit_bayes, other, model="v1", rng=2, draws=50, tune=50, chains=2, cores=1, sampler="pymc")
