@@ -148,3 +148,17 @@ def test_same_task_twice_no_model_and_empty_folder(tmp_path):
         read_lm_eval(empty)
     with pytest.raises(SelectionLogError, match="no file matches this pattern"):
         read_lm_eval(str(empty / "*.jsonl"))
+
+
+def test_two_entries_with_different_tasks_do_not_share_doc_ids(tmp_path):
+    # doc ids restart in every task: without `item`, entries of different tasks give task-qualified item ids
+    m = tmp_path / "two.toml"
+    m.write_text(f'format = "lm_eval"\n[[logs]]\npath = "{OUT.as_posix()}/org__fair/samples_tool_mcq_weather_*"\n'
+                 f'[[logs]]\npath = "{OUT.as_posix()}/org__fair/samples_tool_mcq_geocode_*"\n', encoding="utf-8")
+    d = read_choice_study(m).data
+    assert len(d) == 50 and d["item_id"].nunique() == 50
+    assert d["item_id"].str.match(r"^tool_mcq_(weather|geocode):\d+$").all()
+    one = tmp_path / "one.toml"
+    one.write_text(f'format = "lm_eval"\n[[logs]]\npath = "{OUT.as_posix()}/org__fair/samples_tool_mcq_weather_*"\n',
+                   encoding="utf-8")
+    assert read_choice_study(one).data["item_id"].iloc[0] == "0"           # one task: the doc_id as before

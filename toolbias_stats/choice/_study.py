@@ -43,7 +43,7 @@ def read_choice_study(path) -> ChoiceLog:
     """
     from ..io._manifest import load_toml
     from ..io.readers.inspect_ai_log import read_inspect_choices
-    from ..io.readers.lm_eval import read_lm_eval
+    from ..io.readers.lm_eval import read_lm_eval, samples_files
     from ._log import read_choice_table
 
     path = Path(path)
@@ -87,17 +87,30 @@ def read_choice_study(path) -> ChoiceLog:
         entries.append((fmt, p, meta, {k: merged[k] for k in CHOICE_FORMATS[fmt] if k in merged}))
     if problems:
         raise ManifestError(problems)
+    # lm-eval doc ids restart in every task: without `item`, ids are task-qualified when the study has several tasks
+    plain = [(p, meta) for fmt, p, meta, options in entries if fmt == "lm_eval" and "item" not in options]
+    tasks = set()
+    for p, meta in plain:
+        tasks |= {meta["task"]} if "task" in meta else {_task_of(f) for f in samples_files(p)}
     parts = []
     for fmt, p, meta, options in entries:
         if fmt == "inspect":
             parts.append(read_inspect_choices(p, meta=meta, **options))
         elif fmt == "lm_eval":
-            parts.append(read_lm_eval(p, meta=meta, **options))
+            prefix = len(tasks) > 1 if "item" not in options else None
+            parts.append(read_lm_eval(p, meta=meta, task_prefix=prefix, **options))
         else:
             parts.append(read_choice_table(p))
     log = parts[0] if len(parts) == 1 else ChoiceLog.concat(parts)
     log.diagnostics["__study__"] = {"name": str(doc.get("name", path.stem)), "manifest": str(path)}
     return log
+
+
+def _task_of(f) -> str:
+    from ..io.readers.lm_eval import _NAME
+
+    m = _NAME.match(Path(f).name)
+    return m.group("task") if m else Path(f).stem
 
 
 def choice_manifest_problem(path, doc: dict):

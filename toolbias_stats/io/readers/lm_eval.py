@@ -45,7 +45,7 @@ _NAME = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.]+)\
 _SCORES = ("acc", "acc_norm")
 
 
-def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None):
+def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None, task_prefix=None):
     """Read lm-eval ``samples_<task>_<date>.jsonl`` files of multiple-choice tasks into a ChoiceLog.
 
     Parameters
@@ -70,6 +70,10 @@ def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None
         value are one item, the resampling unit of every bootstrap, across files and tasks too.
         Default: each line is its own item, ``doc_id`` (prefixed with the task, ``arc_easy:12``,
         when files of several tasks are read together, since doc ids restart in every task).
+    task_prefix : bool, optional
+        Without ``item``: whether item ids are ``task:doc_id``. Default: when the files read hold
+        several tasks (:func:`~toolbias_stats.choice.read_choice_study` decides it for the whole
+        study, so that two entries with different tasks do not share doc ids).
 
     Returns
     -------
@@ -133,7 +137,7 @@ def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None
         seen.setdefault(key, f)
     if problems:
         raise SelectionLogError(problems)
-    several_tasks = len({m_meta["task"] for _, m_meta, _ in plan}) > 1
+    several_tasks = len({m_meta["task"] for _, m_meta, _ in plan}) > 1 if task_prefix is None else bool(task_prefix)
     frames, diag = [], {}
     for f, m_meta, origin in plan:
         rows = _read_file(f, score, item, problems)
