@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -75,6 +76,47 @@ class TestSubsetsCommand:
         assert out["overall"]["n"] == 200 and [b["k"] for b in out["by_k"]] == [2, 3, 4, 5]
         assert {"estimate", "ci"} == set(out["overall"]["micro_precision"])
         assert "distribution" in out
+
+    def test_llm_output_with_truncated_and_misspelt_names(self, capsys, tmp_path):
+        # issue 20: predictions as a small LLM writes them: some names cut at the token limit, some misspelt,
+        # one repeated. They are wrong predictions (false positives), counted and listed, never a stopped run.
+        lines = Path(PRED).read_text(encoding="utf-8").splitlines()
+        truth = {str(e["query_id"]): e for e in json.loads(Path(TRUTH).read_text(encoding="utf-8"))}
+        broken = []
+        for i in range(0, len(lines), 2)[:93]:
+            rec = json.loads(lines[i])
+            if not rec["selected_tools"]:
+                continue
+            name = rec["selected_tools"][-1]
+            rec["selected_tools"][-1] = name[: len(name) // 2] if i % 4 == 0 else name.replace("_for_", "_fro_", 1)
+            lines[i] = json.dumps(rec)
+            broken.append(i + 1)
+        rec = json.loads(lines[1])
+        rec["selected_tools"] = rec["selected_tools"] + rec["selected_tools"][:1]
+        lines[1] = json.dumps(rec)
+        p = tmp_path / "p.jsonl"
+        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        # a direct computation: predicted sets as written (deduplicated), false positives included
+        from toolbias_stats import function_name
+
+        tp = npred = ntrue = 0
+        for line in lines:
+            r = json.loads(line)
+            t = truth[str(r["query_id"])]
+            correct = {function_name(a["api_name"], a["tool"]) for a in t["correct_apis"]}
+            pred = set(r["selected_tools"])
+            tp, npred, ntrue = tp + len(pred & correct), npred + len(pred), ntrue + len(correct)
+        assert main(["subsets", str(p), "--truth", TRUTH, "--bootstrap", "0", "--json"]) == 0
+        out = _strict(capsys.readouterr().out)
+        assert out["overall"]["n"] == 200 and out["counts"]["not_candidates"] == len(broken) > 80
+        assert out["overall"]["micro_precision"]["estimate"] == pytest.approx(tp / npred)
+        assert out["overall"]["micro_recall"]["estimate"] == pytest.approx(tp / ntrue)
+        assert [d["line"] for d in out["diagnostics"]["not_candidates"]] == broken
+        assert out["counts"]["repeated_tools"] == 1 and out["diagnostics"]["repeated"][0]["line"] == 2
+        assert main(["subsets", str(p), "--truth", TRUTH, "--bootstrap", "0"]) == 0
+        text = capsys.readouterr().out
+        assert f"note: {len(broken)} predicted name(s) not among the candidates" in text
+        assert f"p.jsonl:{broken[0]}: query " in text and "named more than once" in text
 
     def test_unknown_query_writes_nothing(self, capsys, tmp_path):
         p = tmp_path / "p.jsonl"

@@ -90,12 +90,34 @@ class TestTable2:
 
 
 class TestBadInput:
-    def test_unknown_tool(self, files):
+    def test_unknown_tool_is_a_false_positive_not_an_error(self, files):
+        # issue 20: subset predictions are LLM output; a name that is not a candidate is a wrong prediction
+        # (BiasBusters Table 2 counts it), listed with its line. Before: an error that stopped the run.
         preds, truth = files
-        preds.write_text(json.dumps({"query_id": 1, "selected_tools": ["nope_for_nothing"]}) + "\n")
-        with pytest.raises(tbs.SelectionLogError, match=r"predictions.jsonl:1:selected_tools: unknown tool\(s\) "
-                                                        r"\['nope_for_nothing'\]"):
-            subset_selection_metrics(preds, truth, missing="empty", n_resamples=0)
+        lines = preds.read_text().splitlines()
+        lines[1] = json.dumps({"query_id": 2, "selected_tools": [ID["a"], "nope_for_nothing"]})
+        preds.write_text("\n".join(lines) + "\n")
+        res = subset_selection_metrics(preds, truth, n_resamples=0)
+        # by hand: q2 now predicts 2 names, 1 correct -> TP 11, predicted 13 + 1 = 14; exact matches unchanged
+        assert res.overall["micro_precision"][0] == pytest.approx(11 / 14, abs=1e-15)
+        assert res.overall["micro_recall"][0] == pytest.approx(11 / 18, abs=1e-15)
+        assert res.overall["exact_match"][0] == pytest.approx(2 / 6, abs=1e-15)
+        k2 = next(g for g in res.by_group if g["k"] == 2)
+        assert k2["micro_precision"][0] == pytest.approx(3 / 4, abs=1e-15)
+        assert res.counts["not_candidates"] == 1 and res.counts["queries"] == 6
+        assert res.diagnostics["not_candidates"] == [{"line": 2, "query_id": "2", "tool": "nope_for_nothing"}]
+        assert res.to_dict()["diagnostics"]["not_candidates"][0]["line"] == 2
+
+    def test_repeated_tool_counts_once_with_a_diagnostic(self, files):
+        # issue 21: a tool named twice in one prediction does not pass silently; a subset is a set (counted once)
+        preds, truth = files
+        lines = preds.read_text().splitlines()
+        lines[5] = json.dumps({"query_id": 6, "selected_tools": [ID["b"], ID["y"], ID["b"], ID["b"]]})
+        preds.write_text("\n".join(lines) + "\n")
+        res = subset_selection_metrics(preds, truth, n_resamples=0)
+        _check(res)                                                  # the same numbers as {b, y}
+        assert res.counts["repeated_tools"] == 1
+        assert res.diagnostics["repeated"] == [{"line": 6, "query_id": "6", "tool": ID["b"], "times": 3}]
 
     def test_query_absent_from_truth(self, files):
         preds, truth = files

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import glob as _glob
 import numbers
 from pathlib import Path
 
 from ..exceptions import ManifestError, problem
 from ._log import ChoiceLog
 
-__all__ = ["read_choice_study", "CHOICE_FORMATS"]
+__all__ = ["read_choice_study", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
 
 #: ``format`` values of a choice study and the reader options each takes.
-CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score",), "choice_table": ()}
-_STUDY_KEYS = {"name", "description", "format", "logs", "scorer", "score"}
-_ENTRY_READER_KEYS = {"path", "format", "scorer", "score"}
+CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item"), "choice_table": ()}
+_OPTION_KEYS = ("scorer", "score", "item")
+_STUDY_KEYS = {"name", "description", "format", "logs", *_OPTION_KEYS}
+_ENTRY_READER_KEYS = {"path", "format", *_OPTION_KEYS}
+#: Formats only a choice study reads (a tool study's ``format`` never takes these values).
+CHOICE_ONLY_FORMATS = ("lm_eval", "choice_table")
 
 
 def read_choice_study(path) -> ChoiceLog:
@@ -30,12 +34,16 @@ def read_choice_study(path) -> ChoiceLog:
         condition = "shuffled"          # run, condition and any other scalar key become design columns
 
     Options: ``scorer`` (inspect: the score holding the ``choice`` verdict), ``score`` (lm_eval:
-    ``"acc"`` or ``"acc_norm"``-style recomputation, see :func:`read_lm_eval`). Relative paths are
+    ``"acc"`` or ``"acc_norm"``-style recomputation), ``item`` (lm_eval: the field naming the
+    question across its rotations, e.g. ``"doc.item"``); see :func:`read_lm_eval`. An lm_eval
+    ``path`` may be a samples file, lm-eval's ``--output_path`` folder (every
+    ``samples_<task>_<date>.jsonl`` under it; the model of each comes from lm-eval's
+    ``results_<date>.json`` unless the entry gives ``model``) or a glob. Relative paths are
     relative to the manifest. Problems are reported together, each named by manifest and entry.
     """
     from ..io._manifest import load_toml
     from ..io.readers.inspect_ai_log import read_inspect_choices
-    from ..io.readers.lm_eval import read_lm_eval
+    from ..io.readers.lm_eval import read_lm_eval, samples_files
     from ._log import read_choice_table
 
     path = Path(path)
@@ -48,22 +56,30 @@ def read_choice_study(path) -> ChoiceLog:
     entries = []
     for i, entry in enumerate(logs, start=1):
         where = f"logs[{i}]"
-        merged = {k: v for k, v in doc.items() if k in ("format", "scorer", "score")}
+        merged = {k: v for k, v in doc.items() if k in ("format", *_OPTION_KEYS)}
         merged.update(entry)
         fmt = merged.get("format")
         if fmt not in CHOICE_FORMATS:
             problems.append(problem(path, where, "format", f"expected one of {list(CHOICE_FORMATS)}, got {fmt!r}"))
             continue
-        for opt in ("scorer", "score"):
+        for opt in _OPTION_KEYS:
             if opt in entry and opt not in CHOICE_FORMATS[fmt]:
                 problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
         p = merged.get("path")
         if not isinstance(p, str):
             problems.append(problem(path, where, "path", f"expected a path string, got {p!r}"))
             continue
-        p = Path(p) if Path(p).is_absolute() else (path.parent / p).resolve()
-        if not p.exists():
+        is_glob = fmt == "lm_eval" and any(c in p for c in "*?[")
+        p = Path(p) if Path(p).is_absolute() else (path.parent / p) if is_glob else (path.parent / p).resolve()
+        if is_glob:
+            if not _glob.glob(str(p), recursive=True):
+                problems.append(problem(path, where, "path", f"no file matches the pattern {p}"))
+        elif not p.exists():
             problems.append(problem(path, where, "path", f"file not found: {p}"))
+        if "item" in merged and fmt == "lm_eval" and not (isinstance(merged["item"], str) and merged["item"]
+                                                          and all(merged["item"].split("."))):
+            problems.append(problem(path, where, "item", "expected a field name or dotted path such as "
+                                                         f"'doc.item', got {merged['item']!r}"))
         meta = {k: v for k, v in entry.items() if k not in _ENTRY_READER_KEYS}
         for k, v in meta.items():
             if not isinstance(v, (str, numbers.Number)):
@@ -71,14 +87,55 @@ def read_choice_study(path) -> ChoiceLog:
         entries.append((fmt, p, meta, {k: merged[k] for k in CHOICE_FORMATS[fmt] if k in merged}))
     if problems:
         raise ManifestError(problems)
+    # lm-eval doc ids restart in every task: without `item`, ids are task-qualified when the study has several tasks
+    plain = [(p, meta) for fmt, p, meta, options in entries if fmt == "lm_eval" and "item" not in options]
+    tasks = set()
+    for p, meta in plain:
+        tasks |= {meta["task"]} if "task" in meta else {_task_of(f) for f in samples_files(p)}
     parts = []
     for fmt, p, meta, options in entries:
         if fmt == "inspect":
             parts.append(read_inspect_choices(p, meta=meta, **options))
         elif fmt == "lm_eval":
-            parts.append(read_lm_eval(p, meta=meta, **options))
+            prefix = len(tasks) > 1 if "item" not in options else None
+            parts.append(read_lm_eval(p, meta=meta, task_prefix=prefix, **options))
         else:
             parts.append(read_choice_table(p))
     log = parts[0] if len(parts) == 1 else ChoiceLog.concat(parts)
     log.diagnostics["__study__"] = {"name": str(doc.get("name", path.stem)), "manifest": str(path)}
     return log
+
+
+def _task_of(f) -> str:
+    from ..io.readers.lm_eval import _NAME
+
+    m = _NAME.match(Path(f).name)
+    return m.group("task") if m else Path(f).stem
+
+
+def choice_manifest_problem(path, doc: dict):
+    """The one problem to report when a tool-study reader is given a choice-study manifest, else None.
+
+    A manifest whose ``format`` (study-level or of an entry) is a multiple-choice-only format
+    (:data:`CHOICE_ONLY_FORMATS`), or that gives a choice reader's option (``score``, ``scorer``,
+    ``item``) without a catalog, is a choice study: ``toolbias-stats choice`` reads it, and the tool
+    commands (``bias``, ``report``, ...) say so instead of listing missing tool-study keys.
+    """
+    logs = doc.get("logs") if isinstance(doc.get("logs"), list) else []
+    tables = [doc] + [e for e in logs if isinstance(e, dict)]
+    for i, t in enumerate(tables):
+        fmt = t.get("format")
+        if isinstance(fmt, str) and fmt in CHOICE_ONLY_FORMATS:
+            where = None if i == 0 else f"logs[{i}]"
+            return problem(path, where, "format",
+                           f"format {fmt!r} is a multiple-choice format: this is a choice-study manifest; read it "
+                           f"with `toolbias-stats choice {path}` (toolbias_stats.choice.read_choice_study)")
+    if not any("catalog" in t for t in tables):
+        for i, t in enumerate(tables):
+            opt = next((k for k in _OPTION_KEYS if k in t), None)
+            if opt is not None:
+                where = None if i == 0 else f"logs[{i}]"
+                return problem(path, where, opt,
+                               f"{opt!r} is an option of multiple-choice logs and there is no catalog: this looks "
+                               f"like a choice-study manifest; read it with `toolbias-stats choice {path}`")
+    return None

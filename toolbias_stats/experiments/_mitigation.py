@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,16 +51,26 @@ class SubsetData:
         tools), ``k`` (size of the correct set).
     source : dict
         ``{"predictions": path, "truth": path}``.
+    diagnostics : dict
+        What the predictions held that is not a clean subset of candidates, each entry with its line:
+        ``"not_candidates"`` (predicted names that are not candidates of their query, e.g. a truncated or misspelt
+        tool name from the LLM; kept in ``predicted``, so they count as false positives) and ``"repeated"``
+        (a tool named more than once in one prediction; a subset is a set, so it counts once).
     """
 
     table: pd.DataFrame
     source: dict = field(default_factory=dict)
+    diagnostics: dict = field(default_factory=lambda: {"not_candidates": [], "repeated": []})
 
 
 # ------------------------------------------------------------------------------------------------
 # readers
 def read_subset_predictions(path) -> dict:
     """Read subset predictions: JSONL, one object ``{"query_id": int, "selected_tools": [tool_id, ...]}`` a line.
+
+    The predictions are LLM output: a tool named twice in one line counts once (a subset is a set; listed by
+    :func:`load_subsets` in ``SubsetData.diagnostics["repeated"]``), and a name that is not a candidate of its query
+    is a wrong prediction, checked against the truth by :func:`load_subsets`.
 
     Returns
     -------
@@ -72,10 +83,15 @@ def read_subset_predictions(path) -> dict:
         Malformed JSON, a missing or non-integer ``query_id``, ``selected_tools`` not a list of strings, a
         duplicate query id; every problem as ``file:line:field: message``.
     """
+    return _read_predictions(path)
+
+
+def _read_predictions(path, with_lists=False):
+    """:func:`read_subset_predictions`; with ``with_lists`` also ``{query_id: the list as written}``."""
     path = Path(path)
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
-    problems, out = [], {}
+    problems, out, lists = [], {}, {}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
@@ -87,6 +103,9 @@ def read_subset_predictions(path) -> dict:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             problems.append(problem(path, i, f"col {exc.colno}", f"malformed JSON: {exc.msg}"))
+            continue
+        except RecursionError:
+            problems.append(problem(path, i, None, "JSON nested too deeply"))
             continue
         if not isinstance(obj, dict):
             problems.append(problem(path, i, None, f"expected a JSON object, got {type(obj).__name__}"))
@@ -104,11 +123,12 @@ def read_subset_predictions(path) -> dict:
             problems.append(problem(path, i, "query_id", f"duplicate query_id {qid} (first on line {out[key][0]})"))
             continue
         out[key] = (i, frozenset(tools))
+        lists[key] = tools
     if problems:
         raise SelectionLogError(problems)
     if not out:
         raise SelectionLogError(problem(path, None, None, "no predictions (the file is empty)"))
-    return out
+    return (out, lists) if with_lists else out
 
 
 def read_subset_truth(path) -> dict:
@@ -236,11 +256,24 @@ def load_subsets(predictions, truth=None, *, missing="raise") -> SubsetData:
     missing : {"raise", "empty"}, default "raise"
         A truth query without a prediction is an error, or (``"empty"``) an empty prediction.
 
+    Returns
+    -------
+    SubsetData
+        Its ``diagnostics`` list, with their lines, the predicted names that are not candidates of their query
+        and the tools named twice in one prediction.
+
     Raises
     ------
     SelectionLogError
-        A predicted query absent from the truth, a predicted tool that is not a candidate of its query, a truth
-        query without a prediction (``missing="raise"``); each named by file, line and field.
+        A predicted query absent from the truth, a truth query without a prediction (``missing="raise"``); each
+        named by file, line and field (and, from the readers, unreadable lines and duplicate query ids).
+
+    Notes
+    -----
+    Subset predictions are LLM output. A predicted name that is not a candidate of its query (a truncated or
+    misspelt tool name) is a wrong prediction, not an input error: it stays in the predicted set, so it is a
+    false positive (precision's denominator counts it, the exact match fails), as in BiasBusters' Table 2. A tool
+    named twice in one prediction counts once (the paper's subsets are sets). Both are listed in ``diagnostics``.
     """
     if isinstance(predictions, SubsetData):
         return predictions
@@ -252,18 +285,26 @@ def load_subsets(predictions, truth=None, *, missing="raise") -> SubsetData:
         raise ValueError("`truth` is required with JSONL or in-memory predictions; got None.")
     ppath = str(predictions) if isinstance(predictions, (str, Path)) else "<predictions>"
     tpath = str(truth) if isinstance(truth, (str, Path)) else "<truth>"
-    preds = read_subset_predictions(predictions) if isinstance(predictions, (str, Path)) else \
-        {str(k): (i, frozenset(v)) for i, (k, v) in enumerate(dict(predictions).items(), start=1)}
+    if isinstance(predictions, (str, Path)):
+        preds, lists = _read_predictions(predictions, with_lists=True)
+    else:
+        preds, lists = {}, {}
+        for i, (k, v) in enumerate(dict(predictions).items(), start=1):
+            if isinstance(v, (str, bytes)) or not all(isinstance(t, str) for t in v):
+                raise ValueError(f"`predictions` must map query ids to lists of tool ids; query {k!r} has {v!r}.")
+            preds[str(k)], lists[str(k)] = (i, frozenset(v)), list(v)
     gt = read_subset_truth(truth) if isinstance(truth, (str, Path)) else truth
     problems, rows = [], []
+    diagnostics = {"not_candidates": [], "repeated": []}
     for qid, (line, tools) in preds.items():
         if qid not in gt:
             problems.append(problem(ppath, line, "query_id", f"query {qid} is not in the ground truth {tpath}"))
             continue
-        unknown = sorted(tools - gt[qid]["candidates"])
-        if unknown:
-            problems.append(problem(ppath, line, "selected_tools",
-                                    f"unknown tool(s) {unknown}: not candidates of query {qid} in {tpath}"))
+        for tool in sorted(tools - gt[qid]["candidates"]):
+            diagnostics["not_candidates"].append({"line": line, "query_id": qid, "tool": tool})
+        for tool, times in Counter(lists.get(qid, [])).items():
+            if times > 1:
+                diagnostics["repeated"].append({"line": line, "query_id": qid, "tool": tool, "times": times})
     for qid, g in gt.items():
         if qid not in preds and missing == "raise":
             problems.append(problem(tpath, g["record"], "query_id", f"query {qid} has no prediction in {ppath} "
@@ -274,7 +315,7 @@ def load_subsets(predictions, truth=None, *, missing="raise") -> SubsetData:
         pred = preds[qid][1] if qid in preds else frozenset()
         rows.append({"query_id": qid, "cluster_id": g["cluster_id"], "predicted": pred, "correct": g["correct"],
                      "candidates": g["candidates"], "k": len(g["correct"])})
-    return SubsetData(pd.DataFrame(rows), {"predictions": ppath, "truth": tpath})
+    return SubsetData(pd.DataFrame(rows), {"predictions": ppath, "truth": tpath}, diagnostics)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,7 +333,12 @@ class SubsetMetricsResult(ReprHTMLMixin):
     n_resamples : int
     confidence_level : float
     counts : dict
-        ``{"true_positives", "predicted", "correct", "empty_predictions"}`` over all queries.
+        ``{"queries", "true_positives", "predicted", "correct", "empty_predictions", "not_candidates",
+        "repeated_tools"}`` over all queries: ``not_candidates`` predicted names that are not candidates of their
+        query (false positives, part of ``predicted``), ``repeated_tools`` names given more than once in one
+        prediction (counted once).
+    diagnostics : dict
+        ``SubsetData.diagnostics``: each not-candidate name and repeated tool with its line and query.
     """
 
     overall: dict
@@ -302,6 +348,8 @@ class SubsetMetricsResult(ReprHTMLMixin):
     confidence_level: float
     counts: dict
     seed: object = None
+    diagnostics: dict = field(default_factory=lambda: {"not_candidates": [], "repeated": []})
+    source: dict = field(default_factory=dict)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per group (``overall`` first) and metric: estimate, ci_low, ci_high, n."""
@@ -323,7 +371,8 @@ class SubsetMetricsResult(ReprHTMLMixin):
         return {"n_resamples": self.n_resamples, "confidence_level": self.confidence_level,
                 "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
                 "counts": {k: int(v) for k, v in self.counts.items()}, "overall": block(self.overall),
-                "by": self.by, key: [{self.by: _json_num(g[self.by]), **block(g)} for g in self.by_group]}
+                "by": self.by, key: [{self.by: _json_num(g[self.by]), **block(g)} for g in self.by_group],
+                "diagnostics": {k: [dict(d) for d in v] for k, v in self.diagnostics.items()}}
 
 
 def subset_selection_metrics(predictions, truth=None, *, by="k", n_resamples=2000, confidence_level=0.95,
@@ -355,7 +404,9 @@ def subset_selection_metrics(predictions, truth=None, *, by="k", n_resamples=200
     With ``P_q`` the predicted and ``T_q`` the correct set of query ``q``:
     micro precision ``= sum |P_q & T_q| / sum |P_q|`` (NaN without any prediction), micro recall
     ``= sum |P_q & T_q| / sum |T_q|``, exact-set match ``= mean 1{P_q == T_q}``. An empty prediction is a query
-    with ``|P_q| = 0`` (recall 0 for it, never dropped). Percentile intervals from the query bootstrap.
+    with ``|P_q| = 0`` (recall 0 for it, never dropped). A predicted name that is not a candidate of its query
+    (LLM output: a truncated or misspelt name) is in ``P_q`` and not in ``T_q``: a false positive, listed with its
+    line in ``diagnostics``. Percentile intervals from the query bootstrap.
 
     Examples
     --------
@@ -397,9 +448,11 @@ def subset_selection_metrics(predictions, truth=None, *, by="k", n_resamples=200
             g = block(np.flatnonzero(vals == v))
             groups.append({by: v if not isinstance(v, np.generic) else v.item(), **g})
     counts = {"queries": len(t), "true_positives": tp.sum(), "predicted": npred.sum(), "correct": ntrue.sum(),
-              "empty_predictions": int((npred == 0).sum())}
+              "empty_predictions": int((npred == 0).sum()), "not_candidates": len(data.diagnostics["not_candidates"]),
+              "repeated_tools": len(data.diagnostics["repeated"])}
     return SubsetMetricsResult(overall=overall, by_group=groups, by=by, n_resamples=n_resamples,
-                               confidence_level=confidence_level, counts=counts, seed=seed)
+                               confidence_level=confidence_level, counts=counts, seed=seed,
+                               diagnostics=data.diagnostics, source=dict(data.source))
 
 
 def _ratios(sums, n):

@@ -188,6 +188,10 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     logs = doc.get("logs")
     if not isinstance(logs, list) or not logs or not all(isinstance(e, dict) for e in logs):
         raise ManifestError(problem(path, None, "logs", "expected at least one [[logs]] table"))
+    from ..choice._study import choice_manifest_problem  # a multiple-choice manifest: say to use `choice`
+
+    if (mc := choice_manifest_problem(path, doc)) is not None:
+        raise ManifestError(mc)
     for k in unknown:
         problems.append(problem(path, None, k, "unknown study-level key (put design keys in each [[logs]] entry)"))
     entries = []

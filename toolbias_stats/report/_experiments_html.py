@@ -72,12 +72,33 @@ def format_subsets_text(result, distribution=None) -> str:
     lines.append(row("overall", result.overall))
     for g in result.by_group:
         lines.append(row(f"{result.by}={g[result.by]}", g))
+    lines.extend(_subset_diagnostic_lines(result))
     if distribution is not None:
         lines.append("")
         lines.append(f"'choose uniformly from the predicted subset': delta_API "
                      f"{fmt_estimate_ci(distribution.delta_api, distribution.ci)}, corrected "
                      f"{fmt_estimate_ci(distribution.corrected, distribution.corrected_ci)}")
     return "\n".join(lines)
+
+
+def _subset_diagnostic_lines(result, limit=10) -> list:
+    """Notes on predicted names that are not candidates (false positives) and tools repeated in one prediction."""
+    diag = getattr(result, "diagnostics", None) or {}
+    src = (getattr(result, "source", None) or {}).get("predictions", "<predictions>")
+    out = []
+    for key, what in (("not_candidates", "predicted name(s) not among the candidates of their query: counted as "
+                                         "wrong predictions (false positives)"),
+                      ("repeated", "tool(s) named more than once in one prediction: counted once (a subset is a set)")):
+        items = diag.get(key) or []
+        if not items:
+            continue
+        out.append(f"note: {len(items)} {what}:")
+        for d in items[:limit]:
+            times = f" x{d['times']}" if "times" in d else ""
+            out.append(f"  {src}:{d['line']}: query {d['query_id']}: {d['tool']!r}{times}")
+        if len(items) > limit:
+            out.append(f"  ... and {len(items) - limit} more (--json lists all)")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -238,26 +238,11 @@ def _section_provenance(study, result, version) -> str:
 
 
 def _files_table(study) -> str:
+    from ._provenance import input_files   # manifest, logs and every side file (responses, clusters_file, ...)
+
     base = _base(study)
-    rows_per_file = study.log.data.groupby("source_file", sort=False).size()
-    entries = []
-    if study.path is not None:
-        entries.append(("manifest", study.path, None))
-    cat_src = getattr(study.catalog, "source", None)
-    if cat_src and Path(str(cat_src)).exists():
-        entries.append(("catalog", Path(str(cat_src)), None))
-    for key in ("api_meta", "cluster_names", "queries"):
-        val = (getattr(study, "settings", None) or {}).get(key)
-        if isinstance(val, (str, Path)) and Path(val).exists():
-            entries.append((key.replace("_", " "), Path(val), None))
-    for src, n in rows_per_file.items():
-        entries.append(("log", src, int(n)))
-    seen, body = set(), []
-    for kind, p, n in entries:
-        key = str(p)
-        if key in seen:
-            continue
-        seen.add(key)
+    body = []
+    for kind, p, n in input_files(study):
         digest = file_sha256(p)
         body.append(f'<tr><td>{_e(kind)}</td><td class="path">{_e(_display_path(p, base))}</td>'
                     f'<td class="num">{_e(fmt_int(n) if n is not None else "")}</td>'

@@ -1,5 +1,9 @@
 """Reader for lm-evaluation-harness per-sample files (``samples_<task>_<date>.jsonl``) of multiple-choice tasks.
 
+``lm_eval --log_samples --output_path DIR`` writes ``DIR/<model>/results_<date>.json`` (the aggregate, with
+``model_name``) and one ``DIR/<model>/samples_<task>_<date>.jsonl`` per task (``<model>`` is the model name with
+``/`` and other path characters replaced by ``__``; with ``--output_path name.json`` both go next to ``name.json``).
+
 Schema followed: lm-eval 0.4.13 (``lm_eval/evaluator.py``, where each logged sample is built, and
 ``lm_eval/loggers/evaluation_tracker.py::save_results_samples``, which writes it). One JSON object per
 line with
@@ -20,6 +24,7 @@ ties, as ``numpy.argmax``). lm-eval never shuffles options, so position p is the
 from __future__ import annotations
 
 import ast
+import glob as _glob
 import json
 import math
 import re
@@ -32,7 +37,7 @@ import pandas as pd
 from ...exceptions import SelectionLogError, problem
 from ._common import add_meta, check_meta, utf8_message, utf8_position
 
-__all__ = ["read_lm_eval", "LM_EVAL_SCHEMA"]
+__all__ = ["read_lm_eval", "samples_files", "LM_EVAL_SCHEMA"]
 
 #: The lm-evaluation-harness version whose sample-file schema this reader follows.
 LM_EVAL_SCHEMA = "lm-eval 0.4.13"
@@ -40,58 +45,176 @@ _NAME = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.]+)\
 _SCORES = ("acc", "acc_norm")
 
 
-def read_lm_eval(path, *, meta=None, score: str = "acc"):
-    """Read an lm-eval ``samples_<task>_<date>.jsonl`` file of a multiple-choice task into a ChoiceLog.
+def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None, task_prefix=None):
+    """Read lm-eval ``samples_<task>_<date>.jsonl`` files of multiple-choice tasks into a ChoiceLog.
 
     Parameters
     ----------
-    path : path-like
-        The samples file (one JSON object per line).
+    path : path-like or str
+        A samples file (one JSON object per line); or a folder, as lm-eval's ``--output_path DIR``
+        writes it (``DIR/<model>/samples_<task>_<date>.jsonl``), whose every ``samples_*.jsonl``
+        file is read (searched recursively); or a glob pattern (``"out/*/samples_arc_*.jsonl"``).
     meta : dict, optional
-        Design metadata: ``model`` (required unless given here; lm-eval writes it in the folder
-        name, not the file), ``run``, ``condition``, extras. ``task`` defaults to the task of the
-        file name (``samples_arc_easy_2025-01-01T00-00-00.jsonl`` -> ``arc_easy``).
+        Design metadata: ``model``, ``run``, ``condition``, extras. Without ``model``, each file's
+        model is the ``model_name`` of the ``results_<date>.json`` lm-eval wrote next to it in the
+        same evaluation (same date); without either it is an error. ``task`` defaults to the task of
+        the file name (``samples_arc_easy_2025-01-01T00-00-00.jsonl`` -> ``arc_easy``).
     score : {"acc", "acc_norm"}, default "acc"
         Which choice rule gives the chosen option: argmax of the loglikelihoods (``acc``) or of
         loglikelihood per character of the continuation (``acc_norm``; lm-eval divides by the length
         of the choice text, here of the continuation without its leading delimiter). When the line
         records that metric, the recomputed correctness must agree with it.
+    item : str, optional
+        The field that identifies the same question across its rotations or shuffles, as a dotted
+        path into the line (``"doc.item"``: the ``item`` of the task's document). Rows with the same
+        value are one item, the resampling unit of every bootstrap, across files and tasks too.
+        Default: each line is its own item, ``doc_id`` (prefixed with the task, ``arc_easy:12``,
+        when files of several tasks are read together, since doc ids restart in every task).
+    task_prefix : bool, optional
+        Without ``item``: whether item ids are ``task:doc_id``. Default: when the files read hold
+        several tasks (:func:`~toolbias_stats.choice.read_choice_study` decides it for the whole
+        study, so that two entries with different tasks do not share doc ids).
 
     Returns
     -------
     ChoiceLog
-        One row per line: ``item_id`` = ``doc_id``, ``options`` = the continuations (or the
-        contexts, for tasks whose options are contexts, such as winogrande), ``chosen_position``,
-        ``gold_position`` (from ``target``), ``raw_answer`` = the loglikelihoods (JSON), status
-        ``ok`` (``invalid_answer`` when the loglikelihoods are not finite).
+        One row per line: ``item_id``, ``options`` = the continuations (or the contexts, for tasks
+        whose options are contexts, such as winogrande), ``chosen_position``, ``gold_position``
+        (from ``target``), ``raw_answer`` = the loglikelihoods (JSON), status ``ok``
+        (``invalid_answer`` when the loglikelihoods are not finite). ``diagnostics`` has one entry
+        per file (its model and where it came from, rows, statuses).
 
     Raises
     ------
     SelectionLogError
-        A missing file, a line that is not JSON (a truncated file), a missing key, a number of
-        responses different from the number of options (a changed choice list), a target that is
-        not one of the options, a recorded ``acc`` that disagrees with the loglikelihoods; each
-        named by file, line and field.
+        A missing file, a folder or glob with no samples file, a line that is not JSON (a truncated
+        file), a missing key (``item`` included), a number of responses different from the number of
+        options (a changed choice list), a target that is not one of the options, a recorded ``acc``
+        that disagrees with the loglikelihoods, a model that cannot be determined, the same model and
+        task in two files (two evaluations); each named by file, line and field.
+
+    Examples
+    --------
+    >>> from toolbias_stats.io.readers.lm_eval import read_lm_eval
+    >>> log = read_lm_eval("out/", item="doc.item")            # doctest: +SKIP
     """
     from ...choice._log import ChoiceLog
 
-    path = Path(path)
     if score not in _SCORES:
         raise ValueError(f"`score` must be one of {list(_SCORES)}; got {score!r} instead.")
-    if not path.exists():
-        raise SelectionLogError(problem(path, None, None, "file not found"))
+    if item is not None and (not isinstance(item, str) or not item or any(not k for k in item.split("."))):
+        raise ValueError(f"`item` must be a field name or dotted path such as 'doc.item'; got {item!r} instead.")
+    files = samples_files(path)
     meta = dict(meta or {})
-    m = _NAME.match(path.name)
-    meta.setdefault("task", m.group("task") if m else path.stem)
-    if "model" not in meta:
-        raise SelectionLogError(problem(path, None, "model", "lm-eval sample files do not name the model; give "
-                                                             "`model` (manifest entry or meta)"))
-    meta = check_meta(meta, path)
-    rows, problems = [], []
+    plan, problems = [], []
+    for f in files:
+        m_meta = dict(meta)
+        m = _NAME.match(f.name)
+        m_meta.setdefault("task", m.group("task") if m else f.stem)
+        origin = "manifest"
+        if "model" not in m_meta:
+            model, origin = _model_from_results(f)
+            if model is None:
+                problems.append(problem(f, None, "model", "lm-eval sample files do not name the model and no "
+                                                          f"results_*.json of the same evaluation is next to it "
+                                                          f"({origin}); give `model` (manifest entry or meta)"))
+                continue
+            m_meta["model"] = model
+        try:
+            plan.append((f, check_meta(m_meta, f), origin))
+        except SelectionLogError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise SelectionLogError(problems)
+    seen = {}
+    for f, m_meta, _ in plan:
+        key = (m_meta["model"], m_meta["task"], m_meta["run"], m_meta["condition"])
+        if key in seen:
+            problems.append(problem(f, None, "task", f"model {key[0]!r} and task {key[1]!r} are also in {seen[key]} "
+                                                     "(two evaluations of the same task?); point `path` at one of "
+                                                     "them (a file or a glob), or give each its own [[logs]] entry "
+                                                     "with a different `run`"))
+        seen.setdefault(key, f)
+    if problems:
+        raise SelectionLogError(problems)
+    several_tasks = len({m_meta["task"] for _, m_meta, _ in plan}) > 1 if task_prefix is None else bool(task_prefix)
+    frames, diag = [], {}
+    for f, m_meta, origin in plan:
+        rows = _read_file(f, score, item, problems)
+        if rows is None:
+            continue
+        frame = add_meta(pd.DataFrame(rows), m_meta)
+        if item is None and several_tasks:
+            frame["item_id"] = m_meta["task"] + ":" + frame["item_id"]
+        diag[str(f)] = {"format": "lm_eval", "schema": LM_EVAL_SCHEMA, "score": score, "attempts": len(frame),
+                        "status": Counter(frame["status"]), "filters": sorted(set(frame["_filter"])),
+                        "model": m_meta["model"], "model_from": origin, "task": m_meta["task"],
+                        "item": item or ("task:doc_id" if several_tasks else "doc_id")}
+        frames.append(frame.drop(columns="_filter"))
+    if problems:
+        raise SelectionLogError(problems)
+    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return ChoiceLog.from_frame(frame, diagnostics=diag, source=str(path))
+
+
+def samples_files(path) -> list[Path]:
+    """The samples files a path names: the file itself, every ``samples_*.jsonl`` under a folder, or a glob's matches.
+
+    Raises
+    ------
+    SelectionLogError
+        Nothing there, or a folder / glob without any samples file.
+    """
+    text = str(path)
+    p = Path(path)
+    if p.is_dir():
+        found = sorted(x for x in p.rglob("samples_*.jsonl") if x.is_file())
+        if not found:
+            raise SelectionLogError(problem(p, None, None, "folder holds no lm-eval samples_<task>_<date>.jsonl file "
+                                                           "(run lm_eval with --log_samples --output_path)"))
+        return found
+    if p.exists():
+        return [p]
+    if any(c in text for c in "*?["):
+        found = sorted(Path(x) for x in _glob.glob(text, recursive=True) if Path(x).is_file())
+        if not found:
+            raise SelectionLogError(problem(text, None, None, "no file matches this pattern"))
+        return found
+    raise SelectionLogError(problem(p, None, None, "file not found"))
+
+
+def _model_from_results(f: Path):
+    """``(model_name, where)`` from the results file of the same evaluation (same date id), or ``(None, reason)``."""
+    m = _NAME.match(f.name)
+    if not m:
+        return None, "the file name has no lm-eval date"
+    date = m.group("date")
+    # --output_path DIR -> results_<date>.json; --output_path name.json -> name_<date>.json (same folder)
+    cands = [c for c in sorted(f.parent.glob(f"*_{date}.json")) if c.is_file()]
+    for c in cands:
+        try:
+            with c.open(encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            continue
+        name = doc.get("model_name") if isinstance(doc, dict) else None
+        if isinstance(name, str) and name:
+            return name, str(c)
+    return None, f"looked for *_{date}.json in {f.parent}"
+
+
+def _read_file(path: Path, score: str, item, problems: list):
+    """Rows of one samples file, or None after adding its problems to ``problems``."""
+    before = len(problems)
+    rows = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
-        raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
+        problems.append(problem(path, None, None, utf8_message(utf8_position(path))))
+        return None
+    except OSError as exc:
+        problems.append(problem(path, None, None, f"cannot read the file ({exc.strerror or exc})"))
+        return None
     for ln, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -100,22 +223,43 @@ def read_lm_eval(path, *, meta=None, score: str = "acc"):
         except json.JSONDecodeError as exc:
             problems.append(problem(path, ln, f"col {exc.colno}", f"malformed JSON ({exc.msg}); truncated file?"))
             continue
+        except RecursionError:
+            problems.append(problem(path, ln, None, "JSON nested too deeply"))
+            continue
         if not isinstance(rec, dict):
             problems.append(problem(path, ln, None, f"expected a JSON object, got {type(rec).__name__}"))
             continue
         try:
-            rows.append(_row(rec, path, ln, score))
+            row = _row(rec, path, ln, score)
+            if item is not None:
+                row["item_id"] = _item(rec, item)
+            rows.append(row)
         except _Bad as exc:
             problems.append(problem(path, ln, exc.field, exc.msg))
-    if problems:
-        raise SelectionLogError(problems)
+    if len(problems) > before:
+        return None
     if not rows:
-        raise SelectionLogError(problem(path, None, None, "no samples in this file"))
-    frame = add_meta(pd.DataFrame(rows), meta)
-    diag = {str(path): {"format": "lm_eval", "schema": LM_EVAL_SCHEMA, "score": score, "attempts": len(frame),
-                        "status": Counter(frame["status"]), "filters": sorted(set(r["_filter"] for r in rows))}}
-    frame = frame.drop(columns="_filter")
-    return ChoiceLog.from_frame(frame, diagnostics=diag, source=str(path))
+        problems.append(problem(path, None, None, "no samples in this file"))
+        return None
+    return rows
+
+
+def _item(rec: dict, item: str) -> str:
+    """The value at the dotted path ``item`` of a line, as a string."""
+    x = rec
+    for i, key in enumerate(item.split(".")):
+        if not isinstance(x, dict) or key not in x:
+            where = ".".join(item.split(".")[:i + 1])
+            raise _Bad(item, f"missing key {where!r} (the manifest's `item` names the field that identifies the "
+                             "question across its rotations)")
+        x = x[key]
+    if isinstance(x, bool) or not isinstance(x, (str, int, float)) or x == "":
+        raise _Bad(item, f"expected a non-empty string or number identifying the question, got {x!r}")
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise _Bad(item, f"expected a finite number, got {x!r}")
+        return str(int(x)) if x.is_integer() else repr(x)
+    return str(x)
 
 
 class _Bad(Exception):
