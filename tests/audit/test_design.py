@@ -225,7 +225,7 @@ class TestPlanned:
         ref = tbs.plan_study(pilot, target=0.05, target_kind="width", metrics=("delta_api", "delta_pos"),
                              n_draws=300, rng=np.random.default_rng(5))
         row = ref.cheapest.iloc[0]
-        assert d.settings["plan"]["queries"] == int(row["queries"])
+        assert d.settings["plan"]["queries"] == int(row["queries"]) and d.settings["plan"]["target"]["value"] == 0.05
         assert d.settings["runs"] == int(row["runs"])
         assert d.settings["plan"]["orderings"] == int(row["rotations"])
         assert d.table.groupby("cluster_id")["query_id"].nunique().tolist() == [int(row["queries"])] * 2

@@ -200,3 +200,30 @@ class TestFakeServer:
         fake = FakeOpenAI(WEIGHTS)
         picks = np.bincount([fake.choose(f"id{i}", 5) for i in range(20000)], minlength=5) / 20000
         assert np.allclose(picks, WEIGHTS, atol=0.015)
+
+
+class TestPlanWritesDesign:
+    """`toolbias-stats plan PILOT --target-width W --write-design DIR`: the cheapest design for the target, over
+    the pilot's catalog and queries, as request files."""
+
+    def test_pilot_to_planned_design(self, tmp_path, bb_catalog, bb_data_dir, capsys):
+        from toolbias_stats.cli._commands import main
+
+        d, pilot = _design_dir(tmp_path, "pilot", bb_catalog, bb_data_dir, n_queries=6, runs=2,
+                               clusters=["1", "2", "3"])
+        with FakeOpenAI(WEIGHTS, seed=2) as srv:
+            run_study(pilot, base_url=srv.base_url, model="fake", backoff=0.01)
+        out = tmp_path / "big"
+        rc = main(["plan", str(pilot / "study.toml"), "--target-width", "0.08", "--bootstrap", "0", "--draws", "200",
+                   "--queries", "10,20,40,80", "--runs", "1,2", "--json", "--write-design", str(out),
+                   "--format", "openai-batch", "--model", "gpt-x"])
+        captured = capsys.readouterr()
+        assert rc == 0, captured.err
+        plan = json.loads(captured.out)                  # --json stays one JSON document
+        cheap = plan["groups"][0]["cheapest"]
+        assert cheap["feasible"]
+        design = __import__("pandas").read_csv(out / "design.csv", dtype={"cluster_id": str})
+        assert design.groupby("cluster_id")["query_id"].nunique().tolist() == [cheap["queries"]] * 3
+        assert sorted(design["run"].unique()) == list(range(1, cheap["runs"] + 1))
+        assert len(design) == cheap["calls"]
+        assert "requests (openai-batch)" in captured.err

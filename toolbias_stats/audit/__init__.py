@@ -9,6 +9,8 @@ existing importers; :func:`run_study` sends a folder's requests to an OpenAI-com
 from ._design import ORDERINGS, StudyDesign, custom_id, design_study, latin_rows, load_catalog, load_queries, \
     parse_custom_id
 from ._requests import ENDPOINTS, FORMATS, send_name, tool_schema, write_requests
+from ._runner import RunResult, run_study
 
 __all__ = ["design_study", "StudyDesign", "ORDERINGS", "latin_rows", "custom_id", "parse_custom_id", "load_catalog",
-           "load_queries", "write_requests", "FORMATS", "ENDPOINTS", "send_name", "tool_schema"]
+           "load_queries", "write_requests", "FORMATS", "ENDPOINTS", "send_name", "tool_schema", "run_study",
+           "RunResult"]

@@ -287,7 +287,8 @@ def _n_shown(sub):
 
 # -- main function -------------------------------------------------------------------------------
 def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None, runs=1, n_queries=None,
-                 clusters=None, target_width=None, pilot=None, plan_options=None, rng=None) -> StudyDesign:
+                 clusters=None, target_width=None, pilot=None, plan_options=None, plan=None,
+                 rng=None) -> StudyDesign:
     """A counterbalanced design: which tools (or options) each request shows, in which order.
 
     Parameters
@@ -324,6 +325,9 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
         What :func:`~toolbias_stats.plan_study` takes (a SelectionLog, a manifest, assumed distributions ...).
     plan_options : dict, optional
         Extra keyword arguments of :func:`~toolbias_stats.plan_study` (``metrics``, ``n_draws``, ...).
+    plan : StudyPlan, optional
+        A plan already made with a target (``toolbias-stats plan --write-design``): its cheapest design gives
+        the sizes (instead of ``target_width`` and ``pilot``).
     rng : None, int or numpy.random.Generator
         Used by ``orderings="random"`` and the planner only; the same seed gives the same design.
 
@@ -391,8 +395,14 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
     if orderings == "all" and max(len(tools[c]) for c in wanted) > MAX_ALL_K:
         raise ValueError(f"`orderings='all'` enumerates K! permutations; K <= {MAX_ALL_K} only (use 'balanced' or "
                          "'cyclic').")
-    plan = None
-    if target_width is not None or pilot is not None:
+    if plan is not None:
+        if target_width is not None or pilot is not None or n_queries is not None or n_orderings is not None \
+                or runs != 1:
+            raise ValueError("`plan` gives the sizes; do not also give `target_width`, `pilot`, `n_queries`, "
+                             "`n_orderings` or `runs`.")
+        n_queries, runs, n_orderings, msgs = _sizes_from(plan, "the plan's target")
+        warnings_ += msgs
+    elif target_width is not None or pilot is not None:
         if target_width is None or pilot is None:
             raise ValueError("planning needs both `target_width` and `pilot`.")
         if n_queries is not None or n_orderings is not None or runs != 1:
@@ -467,11 +477,13 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
     settings = {"orderings": orderings, "n_orderings": n_orderings, "runs": runs, "n_queries": n_queries,
                 "seed": seed, "kind": "choice" if choice else ("pairs" if orderings == "pairs" else "tools"),
                 "cluster_keys": keys}
+    if not choice:
+        settings["_queries"] = {c: list(qmap[c]) for c in wanted}    # every query (a pilot's plan may use more)
     if choice:
         settings["_tools"] = tools
         settings["option_text"] = option_text
     if plan is not None:
-        settings["plan"] = {"target_width": float(target_width), "queries": n_queries, "runs": runs,
+        settings["plan"] = {"target": dict(plan.target), "queries": n_queries, "runs": runs,
                             "orderings": n_orderings}
     return StudyDesign(table=table, catalog=cat, balance=bal, settings=settings, plan=plan, warnings=warnings_)
 
@@ -499,13 +511,18 @@ def _from_plan(pilot, target_width, plan_options, gen):
     opts = {"metrics": ("delta_api", "delta_pos"), "n_draws": 1000}
     opts.update(plan_options or {})
     plan = plan_study(pilot, target=float(target_width), target_kind="width", rng=gen, **opts)
+    q, s, r, msgs = _sizes_from(plan, f"a CI half-width of {target_width}")
+    return q, s, r, plan, msgs
+
+
+def _sizes_from(plan, what):
+    """(queries, runs, orderings, warnings) of a plan's cheapest design (the largest over the pilot's groups)."""
     cheap = plan.cheapest
-    if not len(cheap) or not bool(cheap["feasible"].all()):
-        reason = "; ".join(str(r) for r in cheap.get("reason", [])) if len(cheap) else "no plan"
-        raise ValueError(f"no design reaches a CI half-width of {target_width}: {reason}")
-    # one design for every group of the pilot: the largest of each size
-    q = int(cheap["queries"].max())
-    s = int(cheap["runs"].max())
-    r = int(cheap["rotations"].max())
-    return q, s, r, plan, [f"planned with plan_study: {q} queries per cluster x {s} runs x {r} orderings "
-                           f"(target CI half-width {target_width})"]
+    if plan.target.get("value") is None or not len(cheap):
+        raise ValueError("the plan has no target, so no cheapest design: give a target (e.g. --target-width).")
+    if not bool(cheap["feasible"].all()):
+        reason = "; ".join(str(r) for r in cheap["reason"] if r)
+        raise ValueError(f"no design reaches {what}: {reason}")
+    q, s, r = int(cheap["queries"].max()), int(cheap["runs"].max()), int(cheap["rotations"].max())
+    return q, s, r, [f"planned with plan_study: {q} queries per cluster x {s} runs x {r} orderings "
+                     f"({plan.target['kind']} target {plan.target['value']:g})"]

@@ -8,8 +8,9 @@
   ``"anthropic"``, ``responses = "responses-run{r}.jsonl"``): once the provider's result files are saved
   under those names (or written by ``toolbias-stats run``), ``toolbias-stats bias study.toml`` reads them with
   the existing importers;
-- ``catalog.csv`` (the tools, with the function name each was sent under), ``design.csv`` (the design table)
-  and ``design.json`` (settings, balance, files). See docs/audit.md.
+- ``catalog.csv`` (the tools, with the function name each was sent under), ``queries.json`` (every query of
+  the designed clusters, so that ``toolbias-stats plan --write-design`` can size a larger study from this one),
+  ``design.csv`` (the design table) and ``design.json`` (settings, balance, files). See docs/audit.md.
 """
 
 from __future__ import annotations
@@ -188,9 +189,10 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
     if len(set(names.values())) < len(names):
         raise ValueError("two tools map to the same function name; rename them in the catalog.")
     files = {"catalog": "catalog.csv", "design": "design.csv", "manifest": "study.toml", "summary": "design.json",
+             "queries": "queries.json",
              "requests": {r: f"requests-run{r}.jsonl" for r in runs},
              "responses": {r: f"responses-run{r}.jsonl" for r in runs}}
-    targets = [out / files[k] for k in ("catalog", "design", "manifest", "summary")]
+    targets = [out / files[k] for k in ("catalog", "design", "manifest", "summary", "queries")]
     targets += [out / f for f in files["requests"].values()]
     ins = {Path(p).resolve() for p in inputs if p is not None}
     clash = [str(t) for t in targets if t.resolve() in ins]
@@ -212,10 +214,15 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
         atomic_write_text(out / files["requests"][r], "\n".join(lines) + "\n")
         counts[r] = len(lines)
     cat = design.catalog.to_frame()
-    cat.insert(1, "source_tool_id", cat["tool_id"])
+    if "source_tool_id" not in cat.columns:       # a catalog written by an earlier design keeps its sources
+        cat.insert(1, "source_tool_id", cat["tool_id"])
     cat["tool_id"] = cat["tool_id"].map(names)
     atomic_write_text(out / files["catalog"], cat.to_csv(index=False))
     atomic_write_text(out / files["design"], design.table.to_csv(index=False))
+    queries = design.settings.get("_queries") or {c: list(dict.fromkeys(sub["query"]))
+                                                  for c, sub in design.table.groupby("cluster_id", sort=False)}
+    atomic_write_text(out / files["queries"], json.dumps([{"cluster_id": c, "queries": q} for c, q in queries.items()],
+                                                         ensure_ascii=False, indent=1) + "\n")
     fmt = "anthropic" if format == "anthropic-batch" else "openai"
     atomic_write_text(out / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
     summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
@@ -262,7 +269,9 @@ def _manifest(design, fmt, files, runs, model) -> str:
              "# (or let `toolbias-stats run` write them), then: toolbias-stats bias study.toml",
              f"name = {_toml_str('audit design: ' + s['orderings'] + ' orderings')}",
              f"format = {_toml_str(fmt)}",
-             f"catalog = {_toml_str(files['catalog'])}", ""]
+             f"catalog = {_toml_str(files['catalog'])}",
+             f"queries = {_toml_str(files['queries'])}   # every query of the designed clusters (BiasBusters format)",
+             ""]
     for r in runs:
         lines += ["[[logs]]", f"path = {_toml_str(files['requests'][r])}",
                   f"responses = {_toml_str(files['responses'][r])}", f"model = {_toml_str(model)}", f"run = {r}",

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-__all__ = ["add_parsers", "run_design", "run_run", "write_design_args"]
+__all__ = ["add_parsers", "run_design", "run_run", "write_design_args", "write_planned_design"]
 
 
 def write_design_args(p, *, positional=True):
@@ -86,7 +86,7 @@ def _write(args, design, inputs) -> int:
 
     info = write_requests(design, args.out, format=args.format, endpoint=args.endpoint, model=args.model,
                           system=args.system, max_tokens=args.max_tokens, inputs=inputs)
-    if getattr(args, "json", False):
+    if getattr(args, "json", False) and args.command == "design":
         print(json.dumps({**info, **design.to_dict()}, indent=2, default=str))
         return 0
     bal = design.balance
@@ -99,6 +99,22 @@ def _write(args, design, inputs) -> int:
         print(f"note: {w}")
     print(f"next: send the requests, then `toolbias-stats bias {os.path.join(info['out'], 'study.toml')}`")
     return 0
+
+
+def write_planned_design(args, study, plan) -> None:
+    """``plan --write-design DIR``: the plan's cheapest design over the pilot's catalog and queries (the summary
+    goes to stderr so that ``plan --json`` stays one JSON document)."""
+    import contextlib
+
+    from ..audit import design_study
+
+    if not study.queries:
+        raise ValueError(f"--write-design needs the pilot's queries: {study.path} names no `queries` file.")
+    design = design_study(study.catalog, study.queries, orderings=args.orderings, plan=plan, rng=args.seed)
+    args.out = args.write_design
+    inputs = [study.path] + [study.settings.get(k) for k in ("catalog", "queries") if study.settings.get(k)]
+    with contextlib.redirect_stdout(sys.stderr):
+        _write(args, design, inputs)
 
 
 def run_run(args) -> int:
