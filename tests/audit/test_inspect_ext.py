@@ -165,3 +165,30 @@ class TestRegistration:
 
         with pytest.raises(ValueError, match="`orderings` must be one of"):
             order_tools("pairs")
+
+
+def test_entry_point_loads_the_extension_in_a_fresh_process():
+    """What `inspect eval` does for `--solver toolbias_stats/order_tools`: load the package's `inspect_ai` entry
+    point (the one pyproject.toml declares) on the first namespaced lookup. The installed metadata is the
+    lead's to refresh (`pip install -e .`), so the entry point is supplied as pyproject.toml declares it."""
+    import subprocess
+    import sys
+
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    value = doc["project"]["entry-points"]["inspect_ai"]["toolbias_stats"]
+    code = f"""
+import sys
+from importlib.metadata import EntryPoint
+import inspect_ai._util.entrypoints as E
+E.entry_points = lambda group: [EntryPoint(name="toolbias_stats", value={value!r}, group="inspect_ai")]
+assert "toolbias_stats.audit._inspect_ext" not in sys.modules
+from inspect_ai._util.registry import registry_lookup
+from inspect_ai.solver._solver import solver_create
+assert registry_lookup("solver", "toolbias_stats/order_tools") is not None
+assert registry_lookup("score_reducer", "toolbias_stats/all_epochs") is not None
+solver_create("toolbias_stats/order_tools", orderings="balanced")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
