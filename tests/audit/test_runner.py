@@ -177,6 +177,13 @@ class TestResume:
         assert res.repaired == [str(responses)] and res.sent == len(d.table) - 2
         assert len(tbs.read_study(out / "study.toml").log) == len(d.table)
 
+    def test_another_model_is_refused(self, tmp_path, bb_catalog, bb_data_dir):
+        _, out = _design_dir(tmp_path, "s", bb_catalog, bb_data_dir, n_queries=1, clusters=["1"],
+                             fmt="openai-batch")
+        with pytest.raises(ValueError, match="names model 'fake'; run it with --model 'fake'"):
+            run_study(out, base_url="http://127.0.0.1:9/v1", model="other")
+        assert not (out / "responses-run1.jsonl").exists()
+
     def test_anthropic_design_is_refused(self, tmp_path, bb_catalog, bb_data_dir):
         _, out = _design_dir(tmp_path, "s", bb_catalog, bb_data_dir, n_queries=1, clusters=["1"],
                              fmt="anthropic-batch")

@@ -14,7 +14,6 @@ import os
 import random
 import re
 import threading
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -241,8 +240,8 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
     Raises
     ------
     ValueError
-        A folder without a design, an Anthropic batch design (send it with the Message Batches API), a
-        malformed requests file, a responses file the runner did not write.
+        A folder without a design, an Anthropic batch design (send it with the Message Batches API), a design
+        written for another model, a malformed requests file, a responses file the runner did not write.
 
     Notes
     -----
@@ -267,6 +266,10 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
     if info.get("format") == "anthropic-batch":
         raise ValueError(f"{study_dir} holds Anthropic Message Batches requests; send them with the Message "
                          "Batches API and save the results as the manifest's responses files.")
+    if info.get("model") and info["model"] != model:
+        # the manifest labels every answer with the design's model: another model's answers would be mislabelled
+        raise ValueError(f"the design in {study_dir} names model {info['model']!r}; run it with --model "
+                         f"{info['model']!r} (or write a new design for {model!r}).")
     files = {int(r): study_dir / f for r, f in info["files"]["requests"].items()}
     outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
     todo, skipped, repaired = [], 0, []

@@ -74,7 +74,7 @@ def _inputs(args):
 
 
 def run_design(args) -> int:
-    from ..audit import design_study, write_requests
+    from ..audit import design_study
 
     design = design_study(args.catalog, args.queries, orderings=args.orderings, n_orderings=args.n_orderings,
                           runs=args.runs, n_queries=args.n_queries, rng=args.seed)
