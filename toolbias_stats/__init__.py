@@ -66,3 +66,9 @@ from .io.readers.lm_eval import read_lm_eval  # noqa: E402
 
 __all__ += ["choice", "ChoiceLog", "read_choice_study", "option_position_bias", "accuracy_by_gold_position",
             "judge_consistency", "read_inspect", "read_inspect_choices", "read_lm_eval"]
+
+# -- from design to logs: counterbalanced designs, provider request files, a resumable runner (issue 25) ------------
+from . import audit  # noqa: E402
+from .audit import StudyDesign, design_study, run_study, write_requests  # noqa: E402
+
+__all__ += ["audit", "design_study", "StudyDesign", "write_requests", "run_study"]

@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._choice import add_parser as add_choice_parser
 
     add_choice_parser(sub)
+    from ._audit import add_parsers as add_audit_parsers
+
+    add_audit_parsers(sub)
     return p
 
 
@@ -116,6 +119,9 @@ def main(argv=None) -> int:
                 "shadow": _run_shadow, "shift": _run_experiments("run_shift"),
                 "subsets": _run_experiments("run_subsets"), "plan": _run_plan}
     commands["choice"] = _run_choice
+    from ._audit import run_design, run_run
+
+    commands.update({"design": run_design, "run": run_run})
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:

@@ -62,6 +62,13 @@ def add_parser(subparsers):
     p.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
     p.add_argument("--engine", choices=ENGINES, default="auto", help="who reads and counts the logs (see `bias`)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
+    # issue 25: write the cheapest design as request files (the pilot's catalog and queries)
+    p.add_argument("--write-design", default=None, metavar="DIR",
+                   help="write the cheapest design for the target as request files and a study.toml in DIR (the "
+                        "pilot's catalog and queries; see `toolbias-stats design`)")
+    from ._audit import write_design_args
+
+    write_design_args(p, positional=False)
     return p
 
 
@@ -101,6 +108,10 @@ def run(args) -> int:
         warnings.simplefilter("ignore")
         study = read_study(args.study, engine=args.engine)
     comps, plan = compute(args, study, progress=_progress_wanted(args))
+    if args.write_design:
+        from ._audit import write_planned_design
+
+        write_planned_design(args, study, plan)
     if args.json:
         out = {"study": study.name, "manifest": str(study.path), "version": _version(), **plan.to_dict(),
                "components": comps.to_dict()}

@@ -1,0 +1,297 @@
+"""Request writers: a :class:`StudyDesign` as provider batch files, with the manifest that reads the results back.
+
+``write_requests(design, out)`` writes into the folder ``out``:
+
+- ``requests-run{r}.jsonl``: one request per line, the tools in the designed order (one file per run: the
+  SelectionLog's ``run`` comes from the manifest entry that reads the file);
+- ``study.toml``: a study manifest with one ``[[logs]]`` entry per run (``format = "openai"`` or
+  ``"anthropic"``, ``responses = "responses-run{r}.jsonl"``): once the provider's result files are saved
+  under those names (or written by ``toolbias-stats run``), ``toolbias-stats bias study.toml`` reads them with
+  the existing importers;
+- ``catalog.csv`` (the tools, with the function name each was sent under), ``queries.json`` (every query of
+  the designed clusters, so that ``toolbias-stats plan --write-design`` can size a larger study from this one),
+  ``design.csv`` (the design table) and ``design.json`` (settings, balance, files). See docs/audit.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from .._validation import check_choice
+
+__all__ = ["write_requests", "FORMATS", "ENDPOINTS", "tool_schema", "send_name", "atomic_write_text",
+           "DEFAULT_MODEL", "read_design"]
+
+#: ``--format`` values of ``toolbias-stats design``.
+FORMATS = ("openai-batch", "anthropic-batch", "chat-jsonl")
+#: OpenAI request shapes: Chat Completions (``/v1/chat/completions``) or Responses (``/v1/responses``).
+ENDPOINTS = ("chat", "responses")
+#: ``model`` written when none is given (``toolbias-stats run --model`` replaces it in the manifest).
+DEFAULT_MODEL = "unnamed-model"
+_NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_PARAM_TYPES = {"string": "string", "str": "string", "text": "string", "number": "number", "float": "number",
+                "double": "number", "integer": "integer", "int": "integer", "boolean": "boolean", "bool": "boolean",
+                "array": "array", "list": "array", "object": "object", "dict": "object"}
+
+
+def send_name(tool_id: str) -> str:
+    """The function name a tool is sent under: its id when the providers accept it (``[A-Za-z0-9_-]``, at most
+    64 characters), else the id with other characters replaced by ``_``, cut to 55 characters and suffixed with
+    8 hex digits of its SHA-256 (stable and unique).
+
+    Examples
+    --------
+    >>> send_name("geocode_for_maps")
+    'geocode_for_maps'
+    >>> len(send_name("x" * 80))
+    64
+    """
+    if _NAME_OK.match(tool_id):
+        return tool_id
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", tool_id)[:55].strip("_") or "tool"
+    return f"{base}_{hashlib.sha256(tool_id.encode('utf-8')).hexdigest()[:8]}"
+
+
+def _params(raw) -> list:
+    if raw is None or (isinstance(raw, float) and raw != raw) or raw is pd.NA:
+        return []
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            return []
+    return raw if isinstance(raw, list) else []
+
+
+def tool_schema(row) -> tuple[str, dict]:
+    """``(description, JSON-schema parameters)`` of one catalog row.
+
+    The description joins the tool's and the API's descriptions; parameters come from ``required_parameters``
+    and ``optional_parameters`` (ToolBench lists of ``{name, type, description, default}``; ToolBench types such
+    as ``STRING`` map to JSON-schema types, unknown ones to ``string``). A tool without parameters takes an empty
+    object.
+    """
+    get = row.get if isinstance(row, dict) else (lambda k, d=None: getattr(row, k, d))
+    parts = [str(get(k)).strip() for k in ("tool_description", "api_description")
+             if isinstance(get(k), str) and get(k).strip() and get(k).strip() != "None"]
+    desc = " ".join(dict.fromkeys(parts)) or str(get("tool_name") or get("tool_id"))
+    props, required = {}, []
+    for kind in ("required_parameters", "optional_parameters"):
+        for p in _params(get(kind)):
+            if not isinstance(p, dict) or not isinstance(p.get("name"), str) or not p["name"]:
+                continue
+            spec = {"type": _PARAM_TYPES.get(str(p.get("type", "string")).lower(), "string")}
+            if spec["type"] == "array":
+                spec["items"] = {}
+            if isinstance(p.get("description"), str) and p["description"].strip():
+                spec["description"] = p["description"].strip()
+            props[p["name"]] = spec
+            if kind == "required_parameters":
+                required.append(p["name"])
+    schema = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
+    return desc, schema
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)          # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _toml_str(text: str) -> str:
+    return json.dumps(str(text), ensure_ascii=False)      # a JSON string is a valid TOML basic string
+
+
+def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=None, system=None,
+                   max_tokens=1024, inputs=()) -> dict:
+    """Write a design's requests, its catalog and a ``study.toml`` that reads the results back.
+
+    Parameters
+    ----------
+    design : StudyDesign
+        From :func:`~toolbias_stats.audit.design_study` (a tool catalog, not multiple-choice items).
+    out : path-like
+        The folder to write (created; it must not already hold a design: ``design.json``).
+    format : {"openai-batch", "anthropic-batch", "chat-jsonl"}, default "chat-jsonl"
+        ``openai-batch``: OpenAI Batch API input lines ``{"custom_id", "method", "url", "body"}`` (Chat
+        Completions or, with ``endpoint="responses"``, Responses bodies); ``anthropic-batch``: Message Batches
+        requests ``{"custom_id", "params"}``; ``chat-jsonl``: ``{"custom_id", "query_id", "body"}`` with Chat
+        Completions bodies for OpenAI-compatible servers (vLLM, llama.cpp, Ollama), the input of
+        ``toolbias-stats run`` (which sets ``model`` when the body has none).
+    endpoint : {"chat", "responses"}, default "chat"
+        OpenAI request shape (``openai-batch`` only).
+    model : str, optional
+        The model named in each request and in the manifest. Required by the batch formats (their APIs need
+        it in every line); ``chat-jsonl`` without it leaves it to ``toolbias-stats run --model``.
+    system : str, optional
+        A system prompt sent with every request.
+    max_tokens : int, default 1024
+        ``max_tokens`` of Anthropic requests (required by that API); OpenAI requests leave the default.
+    inputs : sequence of path-like
+        The files the design was read from: no output may be one of them.
+
+    Returns
+    -------
+    dict
+        ``{"out", "files", "requests", "format"}`` (what ``design.json`` also records).
+
+    Raises
+    ------
+    ValueError
+        Multiple-choice designs, an unknown format, a batch format without ``model``, a folder that already
+        holds a design, an output path that is an input.
+
+    Notes
+    -----
+    Tools are sent under :func:`send_name` (the tool id unless it is longer than 64 characters or has characters
+    the APIs refuse); ``catalog.csv`` uses the name sent as ``tool_id`` (and keeps the catalog's id in
+    ``source_tool_id``) so that the importers resolve every answer. The query id reaches the OpenAI importer
+    through ``metadata.query_id`` (OpenAI bodies) or the line's ``query_id`` (``chat-jsonl``); Anthropic requests
+    cannot carry it, so that importer keys queries by their text (two identical query texts in one cluster are
+    then one query, and their requests become repeated ``attempt`` s).
+    """
+    check_choice("format", format, FORMATS)
+    check_choice("endpoint", endpoint, ENDPOINTS)
+    if design.catalog is None:
+        raise ValueError("request files are written for tool catalogs; a multiple-choice design is run through "
+                         "the Inspect solver (toolbias_stats/order_choices).")
+    if format != "chat-jsonl" and not model:
+        raise ValueError(f"`model` is required for {format!r}: the batch API needs it in every request.")
+    if endpoint == "responses" and format != "openai-batch":
+        raise ValueError("`endpoint='responses'` applies to format 'openai-batch' only.")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder.")
+    if (out / "design.json").exists():
+        raise ValueError(f"{out} already holds a design (design.json); choose a new folder (a design is never "
+                         "overwritten: its results may already be arriving).")
+    out.mkdir(parents=True, exist_ok=True)
+    runs = sorted(int(r) for r in design.table["run"].unique())
+    names = {t: send_name(t) for t in design.catalog.table["tool_id"]}
+    if len(set(names.values())) < len(names):
+        raise ValueError("two tools map to the same function name; rename them in the catalog.")
+    files = {"catalog": "catalog.csv", "design": "design.csv", "manifest": "study.toml", "summary": "design.json",
+             "queries": "queries.json",
+             "requests": {r: f"requests-run{r}.jsonl" for r in runs},
+             "responses": {r: f"responses-run{r}.jsonl" for r in runs}}
+    targets = [out / files[k] for k in ("catalog", "design", "manifest", "summary", "queries")]
+    targets += [out / f for f in files["requests"].values()]
+    ins = {Path(p).resolve() for p in inputs if p is not None}
+    clash = [str(t) for t in targets if t.resolve() in ins]
+    if clash:
+        raise ValueError(f"output file(s) {clash} would overwrite an input; choose another --out folder.")
+
+    tools = {}
+    for row in design.catalog.table.itertuples(index=False):
+        desc, schema = tool_schema(row)
+        tools[row.tool_id] = (names[row.tool_id], desc, schema)
+    shape = {"openai-batch": "openai-" + endpoint, "anthropic-batch": "anthropic", "chat-jsonl": "chat"}[format]
+    counts = {}
+    for r in runs:
+        lines = []
+        for rec in design.table[design.table["run"] == r].itertuples(index=False):
+            order = rec.ordering.split("|")
+            lines.append(json.dumps(_request(shape, rec, [tools[t] for t in order], model, system, max_tokens),
+                                    ensure_ascii=False))
+        atomic_write_text(out / files["requests"][r], "\n".join(lines) + "\n")
+        counts[r] = len(lines)
+    cat = design.catalog.to_frame()
+    if "source_tool_id" not in cat.columns:       # a catalog written by an earlier design keeps its sources
+        cat.insert(1, "source_tool_id", cat["tool_id"])
+    cat["tool_id"] = cat["tool_id"].map(names)
+    atomic_write_text(out / files["catalog"], cat.to_csv(index=False))
+    atomic_write_text(out / files["design"], design.table.to_csv(index=False))
+    queries = design.settings.get("_queries") or {c: list(dict.fromkeys(sub["query"]))
+                                                  for c, sub in design.table.groupby("cluster_id", sort=False)}
+    atomic_write_text(out / files["queries"], json.dumps([{"cluster_id": c, "queries": q} for c, q in queries.items()],
+                                                         ensure_ascii=False, indent=1) + "\n")
+    fmt = "anthropic" if format == "anthropic-batch" else "openai"
+    atomic_write_text(out / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
+    summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
+               "model": model, "system": system, "files": {k: v for k, v in files.items()},
+               "requests": int(sum(counts.values())), "requests_per_run": counts, **design.to_dict()}
+    summary["settings"] = {k: v for k, v in summary["settings"].items() if not k.startswith("_")}
+    atomic_write_text(out / files["summary"], json.dumps(summary, indent=2, default=str) + "\n")
+    return {"out": str(out), "files": files, "requests": int(sum(counts.values())), "format": format}
+
+
+def _request(shape, rec, tools, model, system, max_tokens) -> dict:
+    query, qid = rec.query, rec.query_id
+    if shape == "anthropic":
+        params = {"model": model, "max_tokens": int(max_tokens),
+                  "messages": [{"role": "user", "content": query}],
+                  "tools": [{"name": n, "description": d, "input_schema": s} for n, d, s in tools]}
+        if system:
+            params["system"] = system
+        return {"custom_id": rec.custom_id, "params": params}
+    if shape == "openai-responses":
+        body = {"model": model, "input": [{"role": "user", "content": query}],
+                "tools": [{"type": "function", "name": n, "description": d, "parameters": s, "strict": False}
+                          for n, d, s in tools],
+                "metadata": {"query_id": qid, "cluster_id": rec.cluster_id, "custom_id": rec.custom_id}}
+        if system:
+            body["instructions"] = system
+        return {"custom_id": rec.custom_id, "method": "POST", "url": "/v1/responses", "body": body}
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": query}]
+    body = {"messages": messages,
+            "tools": [{"type": "function", "function": {"name": n, "description": d, "parameters": s}}
+                      for n, d, s in tools]}
+    if model:
+        body = {"model": model, **body}
+    if shape == "openai-chat":
+        body["metadata"] = {"query_id": qid, "cluster_id": rec.cluster_id, "custom_id": rec.custom_id}
+        return {"custom_id": rec.custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+    return {"custom_id": rec.custom_id, "query_id": qid, "cluster_id": rec.cluster_id, "run": int(rec.run),
+            "body": body}
+
+
+def _manifest(design, fmt, files, runs, model) -> str:
+    s = design.settings
+    lines = ["# Written by toolbias-stats design (docs/audit.md). Save each run's results as its `responses` file",
+             "# (or let `toolbias-stats run` write them), then: toolbias-stats bias study.toml",
+             f"name = {_toml_str('audit design: ' + s['orderings'] + ' orderings')}",
+             f"format = {_toml_str(fmt)}",
+             f"catalog = {_toml_str(files['catalog'])}",
+             f"queries = {_toml_str(files['queries'])}   # every query of the designed clusters (BiasBusters format)",
+             ""]
+    for r in runs:
+        lines += ["[[logs]]", f"path = {_toml_str(files['requests'][r])}",
+                  f"responses = {_toml_str(files['responses'][r])}", f"model = {_toml_str(model)}", f"run = {r}",
+                  'condition = "base"']
+        if s.get("kind") == "pairs":
+            lines.append("subsets = true")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def read_design(study_dir) -> dict:
+    """The ``design.json`` of a folder written by :func:`write_requests` (ValueError naming the folder when
+    it has none)."""
+    path = Path(study_dir) / "design.json"
+    if not path.exists():
+        raise ValueError(f"{study_dir} holds no design (design.json); write one with `toolbias-stats design`.")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None

@@ -1,0 +1,144 @@
+"""``toolbias-stats design`` and ``toolbias-stats run``: from a catalog to request files, and from request files
+to responses (issue 25). Wiring only; see toolbias_stats/audit and docs/audit.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+__all__ = ["add_parsers", "run_design", "run_run", "write_design_args", "write_planned_design"]
+
+
+def write_design_args(p, *, positional=True):
+    """The design options shared by ``design`` and ``plan --write-design``."""
+    from ..audit import ENDPOINTS, FORMATS, ORDERINGS
+
+    p.add_argument("--format", choices=FORMATS, default="chat-jsonl",
+                   help="openai-batch (OpenAI Batch API input), anthropic-batch (Message Batches requests) or "
+                        "chat-jsonl (Chat Completions requests for OpenAI-compatible servers and `toolbias-stats "
+                        "run`; default)")
+    p.add_argument("--endpoint", choices=ENDPOINTS, default="chat",
+                   help="OpenAI request shape for openai-batch: chat (Chat Completions, default) or responses")
+    p.add_argument("--orderings", choices=ORDERINGS, default="cyclic",
+                   help="cyclic (Latin square of rotations, default), balanced (Williams square), all, random, or "
+                        "pairs (tournament of description variants)")
+    p.add_argument("--model", default=None, help="model named in the requests and the manifest (required by the "
+                                                 "batch formats)")
+    p.add_argument("--system", default=None, help="system prompt sent with every request")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max_tokens of Anthropic requests (default 1024)")
+    if positional:
+        p.add_argument("--orderings-per-query", type=int, default=None, metavar="N", dest="n_orderings",
+                       help="orderings per query and run (default: all rows of the square; fewer: a balanced "
+                            "incomplete design)")
+        p.add_argument("--runs", type=int, default=1, help="repetitions of every query (default 1)")
+        p.add_argument("--queries-per-cluster", type=int, default=None, metavar="N", dest="n_queries",
+                       help="the first N queries of each cluster (default all)")
+
+
+def add_parsers(subparsers):
+    """Register ``design`` and ``run``."""
+    d = subparsers.add_parser(
+        "design", help="counterbalanced design -> provider request files and the study.toml that reads results",
+        description="Decide which order each request shows the tools in (every tool at every position equally "
+                    "often within a cluster), write the requests in a provider's batch format, and a study.toml "
+                    "that reads the results back with the existing importers. See docs/audit.md.")
+    d.add_argument("catalog", help="catalog: BiasBusters clusters.json, a catalog table (CSV/JSONL/Parquet/JSON) or "
+                                   "a study manifest")
+    d.add_argument("queries", help="queries: BiasBusters queries.json, a table with cluster_id and query, or a "
+                                   "study manifest")
+    d.add_argument("--out", required=True, metavar="DIR", help="folder to write (must not hold a design already)")
+    d.add_argument("--seed", type=int, default=20251121, help="random seed (orderings=random; default 20251121)")
+    d.add_argument("--json", action="store_true", help="print the design summary as JSON")
+    write_design_args(d)
+
+    r = subparsers.add_parser(
+        "run", help="send a design folder's requests to an OpenAI-compatible endpoint (resumable)",
+        description="Send the requests of a `toolbias-stats design` folder to an OpenAI-compatible endpoint. "
+                    "Every answer and error is written as it arrives, keyed by custom_id; run the same command "
+                    "again to resume (requests with an answer are never sent again). 429/5xx are retried with "
+                    "backoff. The API key, if any, is read from OPENAI_API_KEY.")
+    r.add_argument("study_dir", help="the folder written by `toolbias-stats design`")
+    r.add_argument("--base-url", required=True, metavar="URL", help="e.g. http://127.0.0.1:8000/v1")
+    r.add_argument("--model", required=True, metavar="NAME", help="model name the endpoint serves")
+    r.add_argument("--concurrency", type=int, default=4, metavar="N", help="requests in flight (default 4)")
+    r.add_argument("--max-requests", type=int, default=None, metavar="N", help="send at most N requests now")
+    r.add_argument("--max-retries", type=int, default=5, metavar="N", help="re-sends after 429/5xx (default 5)")
+    r.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request (default 120)")
+    r.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    return d, r
+
+
+def _inputs(args):
+    return [p for p in (getattr(args, "catalog", None), getattr(args, "queries", None)) if p]
+
+
+def run_design(args) -> int:
+    from ..audit import design_study
+
+    design = design_study(args.catalog, args.queries, orderings=args.orderings, n_orderings=args.n_orderings,
+                          runs=args.runs, n_queries=args.n_queries, rng=args.seed)
+    return _write(args, design, _inputs(args))
+
+
+def _write(args, design, inputs) -> int:
+    from ..audit import write_requests
+
+    info = write_requests(design, args.out, format=args.format, endpoint=args.endpoint, model=args.model,
+                          system=args.system, max_tokens=args.max_tokens, inputs=inputs)
+    if getattr(args, "json", False) and args.command == "design":
+        print(json.dumps({**info, **design.to_dict()}, indent=2, default=str))
+        return 0
+    bal = design.balance
+    print(f"{info['requests']} requests ({args.format}) in {info['out']}: {len(bal)} clusters, "
+          f"orderings={design.settings['orderings']}, runs={design.settings['runs']}")
+    worst = int(bal["spread"].max()) if len(bal) else 0
+    print(f"balance: each tool's count at each position differs by at most {worst} within a cluster "
+          f"({', '.join(sorted(set(bal['design'])))})")
+    for w in design.warnings:
+        print(f"note: {w}")
+    print(f"next: send the requests, then `toolbias-stats bias {os.path.join(info['out'], 'study.toml')}`")
+    return 0
+
+
+def write_planned_design(args, study, plan) -> None:
+    """``plan --write-design DIR``: the plan's cheapest design over the pilot's catalog and queries (the summary
+    goes to stderr so that ``plan --json`` stays one JSON document)."""
+    import contextlib
+
+    from ..audit import design_study
+
+    if not study.queries:
+        raise ValueError(f"--write-design needs the pilot's queries: {study.path} names no `queries` file.")
+    design = design_study(study.catalog, study.queries, orderings=args.orderings, plan=plan, rng=args.seed)
+    args.out = args.write_design
+    inputs = [study.path] + [study.settings.get(k) for k in ("catalog", "queries") if study.settings.get(k)]
+    with contextlib.redirect_stdout(sys.stderr):
+        _write(args, design, inputs)
+
+
+def run_run(args) -> int:
+    from ..audit._runner import run_study
+    from ._commands import _progress_wanted
+
+    try:
+        res = run_study(args.study_dir, base_url=args.base_url, model=args.model, concurrency=args.concurrency,
+                        max_requests=args.max_requests, api_key=os.environ.get("OPENAI_API_KEY") or None,
+                        timeout=args.timeout, max_retries=args.max_retries, progress=_progress_wanted(args))
+    except KeyboardInterrupt:
+        print("toolbias-stats run: interrupted; every answer received is saved. Run the same command again to "
+              "resume.", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+        return 0
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(res.by_outcome.items())) or "none"
+    print(f"sent {res.sent} requests ({outcomes}; {res.retries} retries), {res.skipped} already answered, "
+          f"{res.remaining} remaining")
+    for f in res.repaired:
+        print(f"note: removed a line cut short at the end of {f} (its request was sent again)")
+    if res.stopped:
+        print(f"toolbias-stats run: stopped: {res.stopped}", file=sys.stderr)
+    if res.remaining:
+        print("run the same command again to send the rest")
+    return 1 if res.stopped else 0
