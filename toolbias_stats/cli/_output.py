@@ -10,9 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .._output import OutputError, check_output, study_inputs, term_safe, write_text
+from .._output import OutputError, atomic_path, check_output, study_inputs, term_safe, write_text
 
-__all__ = ["write_report", "check_output", "study_inputs", "emit", "seed", "OutputError", "named_inputs"]
+__all__ = ["write_report", "check_output", "study_inputs", "emit", "seed", "OutputError", "named_inputs",
+           "atomic_path", "write_text", "term_safe"]
 
 
 def write_report(out, text: str, *, inputs=(), option: str = "--out") -> Path:
