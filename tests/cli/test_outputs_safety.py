@@ -449,7 +449,7 @@ class TestPrintResult:
     def test_every_exported_result_prints_compactly(self, results):
         r = results["components"]
         text = str(r)
-        assert text.startswith("VarianceComponents") and "DataFrame" not in text and len(text) < 10_000
+        assert text.startswith("VarianceComponents (") and "VarianceComponents(" not in text and len(text) < 10_000
 
     def test_shadow_and_choice(self, study):
         import warnings

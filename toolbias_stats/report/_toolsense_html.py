@@ -48,8 +48,9 @@ def format_retrieval_text(result, comparisons=None) -> str:
     """Plain-text tables of :class:`RetrievalResult` (and a :class:`ComparisonResult`)."""
     lines = []
     for c in result.configs:
-        lines.append(f"{c}  (Rc/Rf: {fmt_level(result.confidence_level)} {result.ci_method} query bootstrap, "
-                     f"{result.n_resamples} replicates; IS: Fieller, bootstrap pct, paper's delta)")
+        boot = (f"{fmt_level(result.confidence_level)} {result.ci_method} query bootstrap, {result.n_resamples} "
+                "replicates" if result.n_resamples else "no bootstrap (--bootstrap 0): no CIs")
+        lines.append(f"{c}  (Rc/Rf: {boot}; IS: Fieller, bootstrap pct, paper's delta)")
         lines.append(f"{'tier':<7}{'k':>4}{'n':>5}  {'Rc@k':<22}{'Rf@k':<22}{'IS@k [Fieller]':<22}"
                      f"{'IS boot':<17}{'IS delta':<17}")
         for r in _retrieval_rows(result, c):
@@ -85,8 +86,9 @@ def format_agreement_text(result) -> str:
         lines.append(f"{g:<28}{int(f.n_items):>6}{int(f.n_raters):>7}{fmt_num(f.percent_agreement):>7}"
                      f"{fmt_num(f.majority_share):>7}  {vals['fleiss_kappa']:<22}{vals['gwet_ac1']:<22}"
                      f"{vals['krippendorff_alpha']:<22}")
-    lines.append(f"({fmt_level(result.confidence_level)} item-bootstrap {result.ci_method} CIs, "
-                 f"{result.n_resamples} replicates; 'agree' = observed pairwise agreement, 'major' = share of "
+    lines.append((f"({fmt_level(result.confidence_level)} item-bootstrap {result.ci_method} CIs, "
+                  f"{result.n_resamples} replicates; " if result.n_resamples else
+                  "(no bootstrap (--bootstrap 0): no CIs; ") + "'agree' = observed pairwise agreement, 'major' = share of "
                  "the most frequent label)")
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)
