@@ -398,6 +398,27 @@ def test_negative_seed_names_the_option(capsys, argv):
     assert "argument --seed: expected a non-negative integer, got '-1'" in err
 
 
+def _seed_actions(parser, path=()):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _seed_actions(sub, path + (name,))
+        elif action.dest == "seed":
+            yield " ".join(path), action
+
+
+def test_every_seed_option_is_validated_by_the_parser():
+    """Every sub-command's --seed (also those added later) uses the shared type that names the option."""
+    from toolbias_stats.cli._commands import build_parser
+    from toolbias_stats.cli._output import seed
+
+    found = dict(_seed_actions(build_parser()))
+    assert len(found) >= 13
+    assert {cmd for cmd, action in found.items() if action.type is not seed} == set()
+
+
 # -- results people read outside notebooks ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def results(study):
