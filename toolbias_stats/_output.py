@@ -95,6 +95,15 @@ def study_inputs(manifest) -> list[tuple[Path, str]]:
             if named and p not in seen:
                 seen.add(p)
                 out.append((p, f"the manifest's {where}"))
+            if key in PATH_KEYS and any(c in node for c in "*?[") and not Path(node).is_absolute():
+                try:   # a glob of partitioned files: every file it matches now is an input
+                    matches = sorted(base.glob(node))[:100_000]
+                except (OSError, ValueError, NotImplementedError):
+                    matches = []
+                for m in matches:
+                    if m not in seen:
+                        seen.add(m)
+                        out.append((m, f"the manifest's {where} (matched by {node})"))
 
     walk(doc, "")
     return out

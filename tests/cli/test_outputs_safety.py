@@ -146,6 +146,14 @@ class TestOutputIsInput:
         assert code == 2 and "contains an input of this command" in err
         assert _snapshot(copy) == before
 
+    def test_study_inputs_expand_globs(self, tmp_path):
+        (tmp_path / "parts").mkdir()
+        for i in range(3):
+            (tmp_path / "parts" / f"p{i}.parquet").write_bytes(b"x")
+        (tmp_path / "s.toml").write_text('format = "table"\n[[logs]]\npath = "parts/*.parquet"\n')
+        with pytest.raises(OutputError, match="is an input"):
+            check_output(tmp_path / "parts" / "p1.parquet", study_inputs(tmp_path / "s.toml"))
+
     def test_study_inputs_lists_every_named_file(self):
         names = {p.name for p, _ in study_inputs(ROOT / "data" / "biasbusters" / "study.toml")}
         assert {"study.toml", "clusters.json", "api_meta.json", "cluster_names.json", "queries.json",
