@@ -114,17 +114,23 @@ class ChoiceLog:
         return counts.reset_index()
 
     def write(self, path) -> Path:
-        """Write the rows as ``.csv``, ``.jsonl`` or ``.parquet`` (reads back with :func:`read_choice_table`)."""
+        """Write the rows as ``.csv``, ``.jsonl`` or ``.parquet`` (reads back with :func:`read_choice_table`).
+
+        In CSV, text starting with ``= + - @`` gets a leading ``'`` (spreadsheet formulas); the others stay raw.
+        """
+        from .._output import atomic_path, spreadsheet_safe
+
         path = Path(path)
         suffix = path.suffix.lower()
-        if suffix == ".csv":
-            self.data.to_csv(path, index=False)
-        elif suffix in (".jsonl", ".ndjson"):
-            self.data.to_json(path, orient="records", lines=True, force_ascii=False)
-        elif suffix == ".parquet":
-            self.data.to_parquet(path, index=False)
-        else:
+        if suffix not in (".csv", ".jsonl", ".ndjson", ".parquet"):
             raise ValueError(f"`path` must end in .csv, .jsonl or .parquet; got {path.name!r} instead.")
+        with atomic_path(path, option="path") as tmp:   # nothing partial on failure (issue 21)
+            if suffix == ".csv":   # text starting with = + - @ is quoted for spreadsheets; JSONL/Parquet stay raw
+                spreadsheet_safe(self.data).to_csv(tmp, index=False)
+            elif suffix in (".jsonl", ".ndjson"):
+                self.data.to_json(tmp, orient="records", lines=True, force_ascii=False)
+            else:
+                self.data.to_parquet(tmp, index=False)
         return path
 
     def to_selection_log(self, *, identity: str = "position"):

@@ -13,6 +13,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers):
     """Register the ``bayes`` sub-command on an ``argparse`` sub-parser collection; returns its parser."""
     from ..models.bayes import DEFAULT_MODEL, MISMATCH_POLICIES, MODELS, PARAMETERIZATIONS, SAMPLERS
+    from ._output import seed
 
     p = subparsers.add_parser("bayes", help="hierarchical Bayesian model of API and position effects (PyMC)",
                               description="Fit softmax(alpha[llm, cluster, tool] + beta[llm, position] + ...) with "
@@ -28,7 +29,7 @@ def add_parser(subparsers):
     p.add_argument("--tune", type=int, default=1000, metavar="N", help="warm-up iterations per chain (default 1000)")
     p.add_argument("--chains", type=int, default=4, metavar="N", help="chains (default 4)")
     p.add_argument("--cores", type=int, default=None, metavar="N", help="parallel chains (default: min(chains, CPUs))")
-    p.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
     p.add_argument("--sampler", choices=SAMPLERS, default="auto",
                    help="NUTS back-end (default auto: numpyro when installed, else pymc; nutpie and numpyro need "
                         "the extras of the same name)")
@@ -49,7 +50,9 @@ def run(args) -> int:
     try:
         return _run(args)
     except (SelectionLogError, ValueError, FileNotFoundError, ImportError) as exc:
-        print(f"toolbias-stats bayes: error: {exc}", file=sys.stderr)
+        from .._output import term_safe
+
+        print(term_safe(f"toolbias-stats bayes: error: {exc}"), file=sys.stderr)
         return 2
 
 
@@ -58,9 +61,13 @@ def _run(args) -> int:
     from ..models import fit_bayes
     from ..report._bayes_html import format_bayes_text
     from ._commands import _progress_wanted, _version
+    from ._output import atomic_path, check_output, emit, study_inputs
 
     if args.idata and Path(args.idata).suffix.lower() not in (".nc", ".netcdf", ".nc4"):
         raise ValueError(f"--idata must name a netCDF file (.nc); got {args.idata!r} instead.")
+    inputs = study_inputs(args.study)
+    if args.idata:   # refused before the (long) fit: an input of the study, a folder, read-only (issue 21)
+        check_output(args.idata, inputs, option="--idata")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         study = read_study(args.study)
@@ -72,11 +79,8 @@ def _run(args) -> int:
                            target_accept=args.target_accept, hdi_prob=args.hdi_prob, mismatch=args.mismatch,
                            rng=args.seed, progress=_progress_wanted(args))
     if args.idata:
-        out = Path(args.idata)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        result.idata.to_netcdf(str(tmp))
-        tmp.replace(out)  # nothing partial is left behind on failure
+        with atomic_path(args.idata, option="--idata", inputs=inputs) as tmp:
+            result.idata.to_netcdf(str(tmp))
     if not result.diagnostics.converged:
         # loud on stderr whatever the output format, so that scripts piping --json still see it
         print("toolbias-stats bayes: WARNING: NOT CONVERGED: " + "; ".join(result.diagnostics.flags),
@@ -85,7 +89,7 @@ def _run(args) -> int:
         out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
         print(json.dumps(out, indent=2))
     else:
-        print(format_bayes_text(result))
+        emit(format_bayes_text(result))
         if args.idata:
             print(f"wrote {args.idata}")
     return 0

@@ -20,6 +20,7 @@ def _progress_wanted(args) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     from ..io._manifest import ENGINES
+    from ._output import seed
     from ..metrics._bootstrap import BOOTSTRAP_WEIGHTS
 
     p = argparse.ArgumentParser(prog="toolbias-stats", description="Audit tool-selection bias in LLM agents.")
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bootstrap replicates (default 2000; 0 skips CIs and the bias correction)")
         sp.add_argument("--null", type=int, default=2000, metavar="N",
                         help="Monte-Carlo draws of the uniform chooser for p-values (default 2000)")
-        sp.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+        sp.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
         sp.add_argument("--confidence-level", type=float, default=0.95)
         sp.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
         sp.add_argument("--cluster-corrected", action="store_true",
@@ -105,6 +106,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run ``toolbias-stats``; returns the exit code (0 ok, 2 bad input or output, 130 Ctrl-C, 141 closed pipe)."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()   # a closed pipe (`... | head`) fails here, inside the handler below
+        return code
+    except KeyboardInterrupt:   # Ctrl-C: writers have removed their temporary files; no traceback
+        return 130
+    except BrokenPipeError:   # the reader of stdout went away (`--json | head`): end quietly
+        _silence_stdout()
+        return 141
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from ..exceptions import SelectionLogError
@@ -125,7 +149,9 @@ def main(argv=None) -> int:
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
-        print(f"toolbias-stats {args.command}: error: {exc}", file=sys.stderr)
+        from .._output import term_safe
+
+        print(term_safe(f"toolbias-stats {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 
 
@@ -142,6 +168,7 @@ def _read(args):
 
 def _validate(args) -> int:
     from ..report._text import format_validation
+    from ._output import emit
 
     study = _read(args)
     counts = study.counts
@@ -170,7 +197,7 @@ def _validate(args) -> int:
         }
         print(json.dumps(out, indent=2, default=str))
     else:
-        print(format_validation(study, summary))
+        emit(format_validation(study, summary))
     return 0
 
 
@@ -187,6 +214,7 @@ def _compute(args, study):
 
 def _bias(args) -> int:
     from ..report._text import format_bias_table
+    from ._output import emit
 
     study = _read(args)
     result = _compute(args, study)
@@ -196,16 +224,20 @@ def _bias(args) -> int:
             out["cluster_source"] = study.settings["cluster_source"]
         print(json.dumps(out, indent=2))
     else:
-        print(format_bias_table(result))
+        emit(format_bias_table(result))
         cs = study.settings.get("cluster_source")
         if cs:   # clusters declared, read from a clusters_file or inferred (issue 13)
-            print(f"\nClusters: {cs['detail']}")
+            emit(f"\nClusters: {cs['detail']}")
     return 0
 
 
 def _report(args) -> int:
     from ..report import render_bias_report
+    from ._output import check_output, study_inputs
 
+    # refused before any work: an output that is an input (or a folder, a read-only file, ...); issue 21
+    inputs = study_inputs(args.study)
+    check_output(args.out, inputs, kind="folder" if args.format == "qmd" else "file")
     if args.format == "qmd":
         return _report_qmd(args)
     study = _read(args)
@@ -250,7 +282,7 @@ def _report(args) -> int:
                       render_experiments_section(study=study, **experiments_section_for_report(args, study))))
     from ._output import write_report
 
-    write_report(args.out, render_bias_report(study, result, extra_sections=extra))
+    write_report(args.out, render_bias_report(study, result, extra_sections=extra), inputs=inputs)
     return 0
 
 
@@ -260,7 +292,7 @@ def _report_qmd(args) -> int:
     if args.explain or args.bayes or args.shadow or getattr(args, "plan", False):
         raise ValueError("--format qmd renders the bias sections; --explain, --bayes, --shadow and --plan are "
                          "HTML-only for now")
-    path = export_quarto(args.study, args.out, seed=args.seed, n_resamples=args.bootstrap, by=args.by)
+    path = export_quarto(args.study, args.out, seed=args.seed, n_resamples=args.bootstrap, by=args.by, option="--out")
     print(f"wrote {path} (render with `quarto render {path}`; without Quarto, "
           "toolbias_stats.report.qmd_to_notebook + run_notebook execute it)")
     return 0

@@ -12,6 +12,7 @@ def add_parsers(subparsers):
     """Register ``shift`` and ``subsets`` on an ``argparse`` sub-parser collection."""
     from ..experiments._shift import PAIRINGS
     from ..io._manifest import ENGINES
+    from ._output import seed
 
     s = subparsers.add_parser("shift", help="compare levels of a design column with a base level (shift, change "
                                             "in bias, per-tool shares, trends)",
@@ -27,7 +28,7 @@ def add_parsers(subparsers):
                    help="label permutations for p-values and the null shift (default 2000)")
     s.add_argument("--pairing", choices=PAIRINGS, default="auto",
                    help="resample queries jointly across levels (paired), separately, or decide from the data (auto)")
-    s.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    s.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
     s.add_argument("--confidence-level", type=float, default=0.95)
     s.add_argument("--engine", choices=ENGINES, default="auto", help="who reads and counts the logs (see `bias`)")
     s.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
@@ -44,7 +45,7 @@ def add_parsers(subparsers):
                    help="also the per-cluster selection distribution of 'choose uniformly from the predicted subset' "
                         "and its delta_API")
     u.add_argument("--bootstrap", type=int, default=2000, metavar="N")
-    u.add_argument("--seed", type=int, default=20251121)
+    u.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
     u.add_argument("--confidence-level", type=float, default=0.95)
     u.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
     return s, u
@@ -55,6 +56,7 @@ def run_shift(args) -> int:
     from ..io import read_study
     from ..report._experiments_html import format_shift_text
     from ._commands import _version
+    from ._output import emit
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,7 +69,7 @@ def run_shift(args) -> int:
         out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(format_shift_text(result))
+        emit(format_shift_text(result))
     return 0
 
 
@@ -75,6 +77,7 @@ def run_subsets(args) -> int:
     from ..experiments import mitigation_distribution, subset_selection_metrics
     from ..report._experiments_html import format_subsets_text
     from ._commands import _version
+    from ._output import emit
 
     res = subset_selection_metrics(args.predictions, args.truth, by=args.by, n_resamples=args.bootstrap,
                                    confidence_level=args.confidence_level, missing=args.missing, rng=args.seed)
@@ -89,7 +92,7 @@ def run_subsets(args) -> int:
             out["distribution"] = dist.to_dict()
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(format_subsets_text(res, dist))
+        emit(format_subsets_text(res, dist))
     return 0
 
 

@@ -18,6 +18,8 @@ _OUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 def add_parsers(subparsers) -> None:
     """Add the ``features`` and ``explain`` sub-commands to an argparse sub-parser set."""
+    from ._output import seed
+
     f = subparsers.add_parser("features", help="tool features (similarity, readability, age, ...) one row per tool")
     f.add_argument("study", help="study manifest (TOML)")
     _feature_args(f)
@@ -31,7 +33,7 @@ def add_parsers(subparsers) -> None:
                         "`features` key, else computed. A table with selection_rate columns supplies the targets.")
     e.add_argument("--no-center", action="store_true", help="no cluster-mean centring")
     _feature_args(e)
-    e.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    e.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
     e.add_argument("--confidence-level", type=float, default=0.95)
     e.add_argument("--bootstrap", type=int, default=2000, metavar="N",
                    help="bootstrap replicates for the alignment intervals (default 2000)")
@@ -63,7 +65,9 @@ def _progress_wanted(args) -> bool:
 
 
 def _fail(command, exc) -> int:
-    print(f"toolbias-stats {command}: error: {exc}", file=sys.stderr)
+    from .._output import term_safe
+
+    print(term_safe(f"toolbias-stats {command}: error: {exc}"), file=sys.stderr)
     return 2
 
 
@@ -94,14 +98,17 @@ def run_features(args) -> int:
     provenance as JSON in the schema metadata key ``toolbias_stats``. Nothing is written when an
     error occurs (exit 2).
     """
+    from .._output import check_output, spreadsheet_safe, study_inputs
     from ..exceptions import SelectionLogError
 
     try:
         kind = None
+        inputs = study_inputs(args.study)
         if args.out is not None:
             kind = _OUT_SUFFIXES.get(Path(args.out).suffix.lower())
             if kind is None:
                 raise ValueError(f"--out must end in {', '.join(_OUT_SUFFIXES)}; got {args.out!r} instead")
+            check_output(args.out, inputs)   # never over the catalog, a log or the manifest (issue 21)
         study = _read_study(args.study, lazy=True)   # features need the catalog and queries, not the logs
         feats, msgs = _compute_features(args, study)
         if args.center:
@@ -109,9 +116,9 @@ def run_features(args) -> int:
         table = feats.to_frame()
         table["reference_date"] = feats.reference_date.isoformat() if feats.reference_date else None
         if args.out is None:
-            sys.stdout.write(table.to_csv(index=False))
+            sys.stdout.write(spreadsheet_safe(table).to_csv(index=False))   # formula cells neutralised
         else:
-            _write_table(table, Path(args.out), kind, feats.provenance)
+            _write_table(table, Path(args.out), kind, feats.provenance, inputs=inputs)
             print(f"wrote {args.out} ({len(table)} tools, {len(feats.feature_names)} features, reference date "
                   f"{table['reference_date'].iloc[0]})")
         for m in msgs:
@@ -121,12 +128,13 @@ def run_features(args) -> int:
         return _fail("features", exc)
 
 
-def _write_table(table, out: Path, kind: str, provenance: dict) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
+def _write_table(table, out: Path, kind: str, provenance: dict, inputs=()) -> None:
+    """CSV (formula cells neutralised) or Parquet (raw, provenance in the schema metadata), written atomically."""
+    from .._output import atomic_path, spreadsheet_safe
+
+    with atomic_path(out, inputs=inputs) as tmp:
         if kind == "csv":
-            table.to_csv(tmp, index=False)
+            spreadsheet_safe(table).to_csv(tmp, index=False)
         else:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -135,10 +143,6 @@ def _write_table(table, out: Path, kind: str, provenance: dict) -> None:
             meta = dict(arrow.schema.metadata or {})
             meta[b"toolbias_stats"] = json.dumps(provenance, default=str).encode("utf-8")
             pq.write_table(arrow.replace_schema_metadata(meta), tmp)
-        tmp.replace(out)  # nothing partial is left behind on failure
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def run_explain(args) -> int:
@@ -162,7 +166,9 @@ def run_explain(args) -> int:
             out["warnings"] = list(dict.fromkeys(notes + out["warnings"]))
             print(json.dumps(out, indent=2))
         else:
-            print(format_explain(result))
+            from .._output import term_safe
+
+            print(term_safe(format_explain(result)))
             for m in dict.fromkeys(notes + result.warnings):
                 print(f"note: {m}", file=sys.stderr)
         return 0

@@ -24,6 +24,7 @@ def add_parser(subparsers):
     """Register ``plan`` on an ``argparse`` sub-parser collection."""
     from ..design import DESIGN_METRICS
     from ..io._manifest import ENGINES
+    from ._output import seed
 
     p = subparsers.add_parser(
         "plan", help="is this study big enough? variance components, CI half-widths, MDEs and the cheapest design",
@@ -59,7 +60,7 @@ def add_parser(subparsers):
                    help="query-bootstrap replicates for the component intervals (default 200; 0 skips them)")
     p.add_argument("--max-queries", type=int, default=100_000, metavar="N",
                    help="largest queries per cluster the cheapest-design search considers")
-    p.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
     p.add_argument("--engine", choices=ENGINES, default="auto", help="who reads and counts the logs (see `bias`)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
     # issue 25: write the cheapest design as request files (the pilot's catalog and queries)
@@ -103,6 +104,7 @@ def run(args) -> int:
     from ..io import read_study
     from ..report._design_html import format_plan_text
     from ._commands import _progress_wanted, _version
+    from ._output import emit
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -117,7 +119,7 @@ def run(args) -> int:
                "components": comps.to_dict()}
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(format_plan_text(comps, plan))
+        emit(format_plan_text(comps, plan))
     return 0
 
 

@@ -12,6 +12,8 @@ __all__ = ["add_parser", "run", "compute_shadow", "parse_ci"]
 
 def add_parser(subparsers):
     """Register the ``shadow`` sub-command; returns its parser."""
+    from ._output import seed
+
     p = subparsers.add_parser(
         "shadow", help="TOOL-SHADOW v1 Positional Bias Score of a harness (pre-validation; not for deployment gating)",
         description="Score a harness audit (manifest JSON, call-log CSV, relevance CSV) or every group of a study "
@@ -40,7 +42,7 @@ def add_parser(subparsers):
     p.add_argument("--holdout", type=float, default=0.5, help="fraction of turns held out for S (default 0.5)")
     p.add_argument("--no-similarity", action="store_true",
                    help="do not embed texts (S and the similarity term of R are left out)")
-    p.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--brief", action="store_true",
                    help="text output without the per-domain breakdown (kept where PBS > 60, as the paper requires)")
@@ -103,26 +105,36 @@ def run(args) -> int:
     try:
         return _run(args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
-        print(f"toolbias-stats shadow: error: {exc}", file=sys.stderr)
+        from .._output import term_safe
+
+        print(term_safe(f"toolbias-stats shadow: error: {exc}"), file=sys.stderr)
         return 2
 
 
 def _run(args) -> int:
     from ..report._shadow_html import format_shadow_text, render_shadow_report
     from ._commands import _version
+    from ._output import check_output, emit, named_inputs, study_inputs, term_safe, write_text
 
-    if args.report and Path(args.report).suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"--report must name an .html file; got {args.report!r} instead.")
+    inputs = []
+    if args.report:
+        if Path(args.report).suffix.lower() not in (".html", ".htm"):
+            raise ValueError(f"--report must name an .html file; got {args.report!r} instead.")
+        # never over the study's files or the audit's CSV/JSON inputs (issue 21)
+        inputs = (study_inputs(args.study) if args.study else []) + named_inputs(
+            ("--manifest input", args.manifest), ("--calls input", args.calls), ("--labels input", args.labels),
+            ("--turns input", args.turns))
+        check_output(args.report, inputs, option="--report")
     audit, meta = _audit(args)
     result = compute_shadow(args, audit)
     if args.report:
-        render_shadow_report(result, path=args.report)
+        write_text(args.report, render_shadow_report(result), option="--report", inputs=inputs)
     if args.json:
         print(json.dumps({**meta, "version": _version(), **result.to_dict()}, indent=2, allow_nan=False))
     else:
-        print(format_shadow_text(result, brief=args.brief))
+        emit(format_shadow_text(result, brief=args.brief))
         if args.report:
-            print(f"wrote {args.report}")
+            print(f"wrote {term_safe(args.report)}")
     return 0
 
 

@@ -23,13 +23,15 @@ def _ks(text):
 
 def add_parser(subparsers):
     """Register ``toolsense`` and its sub-commands; returns its parser."""
+    from ._output import seed
+
     p = subparsers.add_parser("toolsense", help="ToolSense diagnostics: recall, Internalization Score, probes, "
                                                 "annotator agreement, offline baselines (docs/toolsense.md)")
     sub = p.add_subparsers(dest="toolsense_command", required=True)
 
     def common(sp):
         sp.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)")
-        sp.add_argument("--seed", type=int, default=20251121, help="random seed (default 20251121)")
+        sp.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
         sp.add_argument("--confidence-level", type=float, default=0.95)
 
     s = sub.add_parser("score", help="Rc@k, Rf@k, IS@k per tier (rrb) or accuracy vs chance (mcq, qa)")
@@ -77,7 +79,9 @@ def run(args) -> int:
         return {"score": _score, "agreement": _agreement, "baselines": _baselines,
                 "report": _report}[args.toolsense_command](args)
     except (SelectionLogError, ValueError, FileNotFoundError, ImportError) as exc:
-        print(f"toolbias-stats toolsense {args.toolsense_command}: error: {exc}", file=sys.stderr)
+        from .._output import term_safe
+
+        print(term_safe(f"toolbias-stats toolsense {args.toolsense_command}: error: {exc}"), file=sys.stderr)
         return 2
 
 
@@ -118,6 +122,7 @@ def _probe(kind, path, args, bench_file=None):
 
 def _score(args) -> int:
     from ..report._toolsense_html import format_probe_text, format_retrieval_text
+    from ._output import emit
     from ._commands import _version
 
     if args.benchmark == "rrb":
@@ -136,7 +141,7 @@ def _score(args) -> int:
                 out["comparisons"] = cmp.to_dict()
             _dump(out)
         else:
-            print(format_retrieval_text(res, cmp))
+            emit(format_retrieval_text(res, cmp))
         return 0
     named = _named(args.predictions)
     results = {n: _probe(args.benchmark, p, args, args.benchmark_file) for n, p in named.items()}
@@ -146,7 +151,7 @@ def _score(args) -> int:
         else:
             _dump({"version": _version(), "configurations": [{"name": n, **r.to_dict()} for n, r in results.items()]})
     else:
-        print(format_probe_text(results))
+        emit(format_probe_text(results))
     return 0
 
 
@@ -164,13 +169,14 @@ def _annotation_result(path, args, by=None):
 
 def _agreement(args) -> int:
     from ..report._toolsense_html import format_agreement_text
+    from ._output import emit
     from ._commands import _version
 
     res = _annotation_result(args.annotations, args, args.by)
     if args.json:
         _dump({"version": _version(), "annotations": str(args.annotations), **res.to_dict()})
     else:
-        print(format_agreement_text(res))
+        emit(format_agreement_text(res))
     return 0
 
 
@@ -195,6 +201,7 @@ def _baselines(args) -> int:
     import platform
 
     from ..report._toolsense_html import format_baselines_text
+    from ._output import emit
     from ._commands import _version
 
     t0 = time.perf_counter()
@@ -205,14 +212,19 @@ def _baselines(args) -> int:
                "machine": f"{platform.machine()}, {os.cpu_count()} CPU(s), {platform.python_implementation()} "
                           f"{platform.python_version()}", **res.to_dict()})
     else:
-        print(format_baselines_text(res))
+        emit(format_baselines_text(res))
         print(f"\ntotal {total:.1f} s")
     return 0
 
 
 def _report(args) -> int:
     from ..report._toolsense_html import render_toolsense_report
+    from ._output import check_output, named_inputs
 
+    # every file this command reads; the report may not overwrite any of them (issue 21)
+    inputs = named_inputs(*[(f"--{kind} input", _named(getattr(args, kind)).values())
+                            for kind in ("predictions", "mcq", "qa")], ("--annotations input", args.annotations))
+    check_output(args.out, inputs)
     ks = _ks(args.k)
     retrieval = comparisons = None
     if args.predictions:
@@ -234,5 +246,5 @@ def _report(args) -> int:
     from ._output import write_report
 
     write_report(args.out, render_toolsense_report(retrieval=retrieval, comparisons=comparisons, probes=probes,
-                                                   agreement=agree, baselines=base))
+                                                   agreement=agree, baselines=base), inputs=inputs)
     return 0

@@ -197,19 +197,24 @@ class SelectionLog:
     def write(self, path) -> Path:
         """Write the log in the generic tabular format (``.csv``, ``.jsonl`` or ``.parquet``).
 
-        The file reads back with :func:`toolbias_stats.read_table` into an identical log.
+        The file reads back with :func:`toolbias_stats.read_table` into an identical log. In CSV, a text cell
+        that starts with ``= + - @`` (a spreadsheet formula) gets a leading ``'``; ``.parquet`` and ``.jsonl``
+        keep every value raw. The file is written atomically (a unique temporary name, then a rename).
         """
+        from .._output import atomic_path, spreadsheet_safe
+
         path = Path(path)
         frame = self.data
         suffix = path.suffix.lower()
-        if suffix == ".csv":
-            frame.to_csv(path, index=False)
-        elif suffix in (".jsonl", ".ndjson"):
-            frame.to_json(path, orient="records", lines=True, force_ascii=False)
-        elif suffix == ".parquet":
-            frame.to_parquet(path, index=False)
-        else:
+        if suffix not in (".csv", ".jsonl", ".ndjson", ".parquet"):
             raise ValueError(f"`path` must end in .csv, .jsonl or .parquet; got {path.name!r} instead.")
+        with atomic_path(path, option="path") as tmp:   # nothing partial on failure (issue 21)
+            if suffix == ".csv":   # text starting with = + - @ is quoted for spreadsheets; JSONL/Parquet stay raw
+                spreadsheet_safe(frame).to_csv(tmp, index=False)
+            elif suffix in (".jsonl", ".ndjson"):
+                frame.to_json(tmp, orient="records", lines=True, force_ascii=False)
+            else:
+                frame.to_parquet(tmp, index=False)
         return path
 
     def __len__(self):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import tomllib
 from pathlib import Path
 
 __all__ = ["TEMPLATE", "export_quarto", "qmd_to_notebook", "run_notebook", "DEFAULT_SECTIONS"]
@@ -28,7 +27,8 @@ _CELL_LINE = re.compile(r"^(?P<key>study|sections|seed|n_resamples|by) = .*$", r
 _FENCE = re.compile(r"^```\{python\}[ \t]*$", re.M)
 
 
-def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n_resamples=2000, by="model") -> Path:
+def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n_resamples=2000, by="model",
+                  option="out_dir") -> Path:
     """Write a ready-to-render Quarto document for a study.
 
     Parameters
@@ -44,11 +44,19 @@ def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n
     seed, n_resamples : int
     by : str
         Grouping columns, comma-separated.
+    option : str, default "out_dir"
+        How error messages name the output (the CLI passes ``"--out"``).
 
     Returns
     -------
     pathlib.Path
         The written ``report.qmd``.
+
+    Raises
+    ------
+    toolbias_stats._output.OutputError
+        When ``out_dir`` is a file, is or contains an input of the study, or cannot be written (nothing is
+        left behind: the folder is built next to it and renamed at the end).
     """
     study = Path(study).resolve()
     if not study.is_file():
@@ -56,24 +64,25 @@ def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n
     bad = [s for s in sections if s not in DEFAULT_SECTIONS]
     if bad:
         raise ValueError(f"`sections` must be among {list(DEFAULT_SECTIONS)}; got {bad} instead.")
+    from .._output import atomic_folder, study_inputs
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     folder = study.parent
     manifest_ref = str(study)
-    if _self_contained(study) and _size(folder) <= MAX_COPY_BYTES:
-        target = out / "data"
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
-        manifest_ref = f"data/{study.name}"
-    values = {"study": manifest_ref, "sections": ",".join(sections), "seed": int(seed),
-              "n_resamples": int(n_resamples), "by": str(by)}
-    text = fill_parameters(TEMPLATE.read_text(encoding="utf-8"), values)
-    path = out / "report.qmd"
-    tmp = path.with_suffix(".qmd.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    # Built in a temporary folder next to `out` and renamed at the end: a failure leaves nothing partial, and an
+    # output folder that is or contains an input is refused (issue 21).
+    with atomic_folder(out, option=option, inputs=study_inputs(study)) as tmp:
+        if _self_contained(study) and _size(folder) <= MAX_COPY_BYTES:
+            skip = {tmp.resolve(), out.resolve()}
+            shutil.copytree(folder, tmp / "data", ignore=lambda d, names: [
+                n for n in names if n == "__pycache__" or n.endswith(".pyc") or n.startswith(".")
+                or (Path(d) / n).resolve() in skip])
+            manifest_ref = f"data/{study.name}"
+        values = {"study": manifest_ref, "sections": ",".join(sections), "seed": int(seed),
+                  "n_resamples": int(n_resamples), "by": str(by)}
+        text = fill_parameters(TEMPLATE.read_text(encoding="utf-8"), values)
+        (tmp / "report.qmd").write_text(text, encoding="utf-8")
+    return out / "report.qmd"
 
 
 def fill_parameters(text: str, values: dict) -> str:
@@ -131,22 +140,15 @@ def _yaml_scalar(v) -> str:
 
 def _self_contained(study: Path) -> bool:
     """Every path the manifest names lies inside its folder (so a copy of the folder is complete)."""
-    with study.open("rb") as fh:
-        doc = tomllib.load(fh)
+    from .._output import study_inputs
+
     folder = study.parent.resolve()
-    values = [v for k, v in doc.items() if isinstance(v, str) and k in _PATH_KEYS]
-    for entry in doc.get("logs", []):
-        values += [v for k, v in entry.items() if isinstance(v, str) and k in _PATH_KEYS]
-    for v in values:
-        p = Path(v) if Path(v).is_absolute() else (folder / v)
+    for p, _ in study_inputs(study):
         try:
             p.resolve().relative_to(folder)
         except ValueError:
             return False
     return True
-
-
-_PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "features", "tool_dates")
 
 
 def _size(folder: Path) -> int:

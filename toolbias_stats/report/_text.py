@@ -1,12 +1,23 @@
-"""Plain-text tables for the terminal (``toolbias-stats validate`` / ``bias``); rounding lives here."""
+"""Plain-text tables for the terminal (``toolbias-stats validate`` / ``bias`` / ``choice``); rounding lives here.
+
+These functions are also what ``str(result)`` returns (see :mod:`toolbias_stats._display`).
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ._format import fmt_ci, fmt_mean_sd, fmt_num, fmt_p
+from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_level, fmt_mean_sd, fmt_num, fmt_p
 
-__all__ = ["format_bias_table", "format_validation"]
+__all__ = ["format_bias_table", "format_validation", "format_choice_position_text", "format_choice_accuracy_text",
+           "format_choice_judge_text", "format_probe_result_text", "format_study_plan_text", "resampling_note"]
+
+
+def resampling_note(n_resamples, confidence_level, unit="bootstrap") -> str:
+    """``"2000 bootstrap replicates, 95% CIs"``; with no replicates ``"no bootstrap (point estimates only)"``."""
+    if not n_resamples:
+        return f"no {unit} (--bootstrap 0): point estimates only, no CIs"
+    return f"{n_resamples} {unit} replicates, {fmt_level(confidence_level)} CIs"
 
 
 def format_bias_table(result) -> str:
@@ -36,10 +47,16 @@ def format_bias_table(result) -> str:
     table = pd.DataFrame(rows).fillna("")
     method = getattr(result, "interval_method", "query bootstrap")
     kind = "query-bootstrap" if method.startswith(("query bootstrap", "none")) else "resampled"
-    head = (f"Tool-selection bias (TV to uniform); mean ± sd over runs; {result.n_resamples} {kind} "
-            f"replicates, {result.confidence_level:.0%} CIs; seed {result.seed}.\n"
-            "'null E[TV]' is what a perfectly fair chooser would show with the same counts; 'corrected' removes "
-            "that plug-in bias (calibrated CI).")
+    if not result.n_resamples:   # --bootstrap 0: no interval column, no "0 replicates, 95% CIs"
+        table = table.drop(columns=[c for c in table.columns
+                                    if c.endswith(" CI") and set(table[c]) <= {MISSING, ""}])
+        for c in ("corrected",):
+            if c in table.columns and set(table[c]) <= {MISSING, ""}:
+                table = table.drop(columns=c)
+    head = (f"Tool-selection bias (TV to uniform); mean ± sd over runs; "
+            f"{resampling_note(result.n_resamples, result.confidence_level, kind)}; seed {result.seed}.\n"
+            "'null E[TV]' is what a perfectly fair chooser would show with the same counts"
+            + ("; 'corrected' removes that plug-in bias (calibrated CI)." if "corrected" in table.columns else "."))
     if kind != "query-bootstrap":   # aggregated counts (issue 13): say which intervals these are
         head += (f"\nIntervals: {method}. Clusters with no per-query rows (a table of counts) cannot be "
                  "query-bootstrapped; their replicates are multinomial draws of the observed counts, and 'used' / "
@@ -86,3 +103,89 @@ def format_validation(study, summary: pd.DataFrame) -> str:
     if notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in notes]
     return "\n".join(lines)
+
+
+# -- choice (multiple-choice answers, pairwise judges) ---------------------------------------------------------
+def _keys(row, by) -> str:
+    return ", ".join(f"{b}={row[b]}" for b in by) or "all"
+
+
+def format_choice_position_text(pos) -> str:
+    """Answer-position bias of an :class:`~toolbias_stats.choice.OptionPositionBias` (``toolbias-stats choice``)."""
+    by = list(pos.by)
+    n_boot = getattr(pos.bias, "n_resamples", 0)
+    level = getattr(pos.bias, "confidence_level", 0.95)
+    lines = ["Answer-position bias delta_pos = TV(position shares, uniform); "
+             f"{resampling_note(n_boot, level, 'item-bootstrap')}"]
+    for _, r in pos.to_frame().iterrows():
+        corrected = fmt_estimate_ci(r["corrected"], (r["corrected_ci_low"], r["corrected_ci_high"]))
+        corrected = "" if corrected == MISSING else f"  bias-corrected {corrected}"
+        lines.append(f"  {_keys(r, by)}: delta_pos {fmt_estimate_ci(r['mean_over_runs'], (r['ci_low'], r['ci_high']))}"
+                     f"{corrected}  uniform-null {fmt_num(r['null_expected'])}, {fmt_p(r['p_value'])}  "
+                     f"(n = {int(r['n_used'])}, excluded {int(r['n_excluded'])})")
+    for _, r in pos.rates_frame().iterrows():
+        gold = r.get("gold_rate") if "gold_rate" in r else None
+        gold = "" if gold is None or fmt_num(gold) == MISSING else f"   gold here {fmt_num(gold)}"
+        lines.append(f"    {_keys(r, by)} {r['options']} position {int(r['position'])}: "
+                     f"{fmt_estimate_ci(r['rate'], (r['bootstrap_low'], r['bootstrap_high']))}{gold}")
+    return "\n".join(lines)
+
+
+def format_choice_accuracy_text(acc) -> str:
+    """Accuracy by gold position of a :class:`~toolbias_stats.choice.GoldPositionAccuracy`."""
+    by = list(acc.by)
+    lines = [f"Accuracy by gold position (invalid answers: {acc.invalid}; "
+             f"{resampling_note(acc.n_resamples, acc.confidence_level, 'item-bootstrap')})"]
+    for _, r in acc.summary.iterrows():
+        lines.append(f"  {_keys(r, by)} K={int(r['n_options'])}: observed "
+                     f"{fmt_estimate_ci(r['accuracy'], (r['accuracy_ci_low'], r['accuracy_ci_high']))}; under random "
+                     f"orderings {fmt_estimate_ci(r['corrected_accuracy'], (r['corrected_ci_low'], r['corrected_ci_high']))};"
+                     f" gap {_signed(r['gap'])} {_signed_ci(r['gap_ci_low'], r['gap_ci_high'])}".rstrip())
+    for _, r in acc.positions.iterrows():
+        lines.append(f"    {_keys(r, by)} K={int(r['n_options'])} gold at {int(r['gold_position'])}: "
+                     f"{fmt_estimate_ci(r['accuracy'], (r['ci_low'], r['ci_high']))} (n = {int(r['n'])})")
+    return "\n".join(lines)
+
+
+def _signed(x) -> str:
+    s = fmt_num(x)
+    return s if s == MISSING or s.startswith("-") else "+" + s
+
+
+def _signed_ci(lo, hi) -> str:
+    return "" if fmt_ci((lo, hi)) == MISSING else f"[{_signed(lo)}, {_signed(hi)}]"
+
+
+def format_choice_judge_text(judge) -> str:
+    """Swapped-pair position consistency of a :class:`~toolbias_stats.choice.JudgeConsistency`."""
+    by = list(judge.by)
+    lines = ["Pairwise judge position consistency (swapped pairs)"]
+    for _, r in judge.table.iterrows():
+        if r["n_pairs"] == 0:
+            continue
+        lines.append(f"  {_keys(r, by)}: {int(r['n_pairs'])} pairs, consistency "
+                     f"{fmt_estimate_ci(r['consistency'], (r['consistency_ci_low'], r['consistency_ci_high']))} "
+                     f"(Wilson); first-position rate "
+                     f"{fmt_estimate_ci(r['first_position_rate'], (r['first_ci_low'], r['first_ci_high']))}; "
+                     f"both-first {int(r['both_first'])}, both-second {int(r['both_second'])}")
+    return "\n".join(lines)
+
+
+# -- results whose command prints them with others ------------------------------------------------------------
+def format_probe_result_text(result) -> str:
+    """One ToolSense probe result, as ``toolbias-stats toolsense score --benchmark mcq|qa`` prints it."""
+    from ._toolsense_html import format_probe_text
+
+    return format_probe_text({"model": result})
+
+
+def format_study_plan_text(plan) -> str:
+    """A :class:`~toolbias_stats.StudyPlan` as ``toolbias-stats plan`` prints it (with its variance components)."""
+    if plan.components is None:
+        from .._display import frame_text
+
+        title, frame, note = plan._headline()
+        return frame_text(frame, title=title, note=note)
+    from ._design_html import format_plan_text
+
+    return format_plan_text(plan.components, plan)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import TextReprMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
@@ -122,7 +123,7 @@ class ShadowGroup:
 
 
 @dataclass(frozen=True)
-class ShadowResult:
+class ShadowResult(TextReprMixin):
     """Result of :func:`tool_shadow`.
 
     Attributes
