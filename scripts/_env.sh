@@ -12,6 +12,9 @@ if [ ! -f "$STAMP" ]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v "^WARNING: Location" >&2 || true
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT/requirements.lock" 2>&1 | grep -v "^WARNING: Location" >&2 || true
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  # setuptools leaves a build-time egg-info in the source tree; the installed metadata (entry points, the
+  # editable marker Inspect uses to namespace the extension's solvers) is the venv's dist-info
+  rm -rf "$ROOT/toolbias_stats.egg-info"
   "$VENV/bin/python" -W ignore -c "import torch, sentence_transformers, pymc, xgboost, textstat, toolbias_stats" \
     || { echo "environment check failed: see the pip output above" >&2; exit 1; }
   touch "$STAMP"

@@ -38,6 +38,8 @@ def write_design_args(p, *, positional=True):
 
 def add_parsers(subparsers):
     """Register ``design`` and ``run``."""
+    from ._output import seed
+
     d = subparsers.add_parser(
         "design", help="counterbalanced design -> provider request files and the study.toml that reads results",
         description="Decide which order each request shows the tools in (every tool at every position equally "
@@ -48,7 +50,7 @@ def add_parsers(subparsers):
     d.add_argument("queries", help="queries: BiasBusters queries.json, a table with cluster_id and query, or a "
                                    "study manifest")
     d.add_argument("--out", required=True, metavar="DIR", help="folder to write (must not hold a design already)")
-    d.add_argument("--seed", type=int, default=20251121, help="random seed (orderings=random; default 20251121)")
+    d.add_argument("--seed", type=seed, default=20251121, help="random seed (orderings=random; default 20251121)")
     d.add_argument("--json", action="store_true", help="print the design summary as JSON")
     write_design_args(d)
 
