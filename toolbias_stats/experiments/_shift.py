@@ -443,12 +443,19 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
 
     *Null.* Under "no change" the level labels are exchangeable within a query. With paired data and the
     same number of runs in both levels a permutation swaps a query's whole block (all runs and rotations)
-    between the two levels with probability 1/2 (``null_method = "swap query blocks"``), and the statistic is
-    recomputed exactly. Otherwise each query's runs are pooled first and either swapped (paired) or the
-    queries are re-allocated to the levels at random (independent), and the pooled statistic is compared
-    (``"... (runs pooled)"``). ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T}) /
-    (1 + N)`` (two-sided ``|T*| >= |T|`` for changes in bias). Holm and Benjamini-Hochberg adjust all levels x
-    metrics of the result together (statsmodels ``multipletests``).
+    between the two levels with probability 1/2 (``null_method = "swap query blocks"``). With paired data and
+    different numbers of runs, each query's ``S_base + S_level`` run blocks are dealt at random to the two
+    levels' run slots (``"permute runs within query"``). In both cases the run axis is kept and every
+    statistic (per-tool difference, shift, change in bias) is recomputed exactly as observed. Independent
+    levels re-allocate whole queries at random (``"re-allocate queries (runs pooled)"``; with different numbers
+    of runs a query carries the mean of its runs' counts, ``"... (runs averaged)"``, so that it weighs the same
+    in either level), and the observed statistic is computed in the same representation. Swapping or
+    re-allocating pooled blocks of unequal size would balance the two levels' sample sizes in every
+    permutation, a permutation law narrower than the observed statistic's (size 8-27% at nominal 5%;
+    ``analyses/shift_pvalue_size.py``). ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T})
+    / (1 + N)`` (two-sided ``|T*| >= |T|`` for changes in bias and per-tool differences). Holm and
+    Benjamini-Hochberg adjust all levels x metrics of the result together, and separately all per-tool tests
+    (levels x clusters x tools) of the result (statsmodels ``multipletests``).
 
     References
     ----------
@@ -817,8 +824,9 @@ class _GroupData:
                 lo = hi = np.full(len(tools), np.nan)
             if n_perm:
                 pd_ = api["pdiff"][j]
-                obs = pl - pb if null_method.startswith("swap query blocks") else \
-                    _mean_rates(perms[c][4][..., :len(tools)]) - _mean_rates(perms[c][3][..., :len(tools)])
+                # the observed difference in the representation the permutations use (runs pooled or not), so
+                # that it and its permutation distribution are the same statistic; with equal runs this is pl - pb
+                obs = _mean_rates(perms[c][4][..., :len(tools)]) - _mean_rates(perms[c][3][..., :len(tools)])
                 pv = (1 + np.sum(np.abs(pd_) >= np.abs(obs)[None, :] - 1e-12, axis=0)) / (1 + len(pd_))
             else:
                 pv = np.full(len(tools), np.nan)
@@ -844,13 +852,11 @@ class _GroupData:
         joined = api if pos is None else np.concatenate([api, pos], axis=-1)     # (Q, S, K + Kp)
         off = api.shape[-1]
         gen = self.gen
+        if self.pairing == "paired" and len(rb) != len(rl):
+            return self._permute_runs(joined, rb, rl, n_perm) + (off,)
         if self.pairing == "paired":
-            if len(rb) == len(rl):
-                xb, xl = joined[:, rb], joined[:, rl]
-                method = "swap query blocks"
-            else:
-                xb, xl = joined[:, rb].sum(1, keepdims=True), joined[:, rl].sum(1, keepdims=True)
-                method = "swap query blocks (runs pooled)"
+            xb, xl = joined[:, rb], joined[:, rl]
+            method = "swap query blocks"
             q = xb.shape[0]
             z = (gen.random((n_perm, q)) < 0.5).astype(float)
             d = (xl - xb).reshape(q, -1)
@@ -861,6 +867,12 @@ class _GroupData:
         mb, ml = self.qmask[c][:, b], self.qmask[c][:, i]
         yb = joined[mb][:, rb].sum(1)
         yl = joined[ml][:, rl].sum(1)
+        method = "re-allocate queries (runs pooled)"
+        if len(rb) != len(rl):
+            # a query carries the mean of its runs' counts, so that one run by more cannot weigh more where it is
+            # moved (pooled blocks would balance the levels' sample sizes in every permutation: too narrow a law)
+            yb, yl = yb / len(rb), yl / len(rl)
+            method = "re-allocate queries (runs averaged)"
         y = np.concatenate([yb, yl])                                              # (Qb + Ql, K)
         nb = len(yb)
         order = np.argsort(gen.random((n_perm, len(y))), axis=1)
@@ -868,7 +880,31 @@ class _GroupData:
         np.put_along_axis(m, order[:, :nb], 1.0, axis=1)
         pb = (m @ y)[:, None, :]
         pl = y.sum(0)[None, None, :] - pb
-        return pb, pl, "re-allocate queries (runs pooled)", yb.sum(0)[None], yl.sum(0)[None], off
+        return pb, pl, method, yb.sum(0)[None], yl.sum(0)[None], off
+
+    def _permute_runs(self, joined, rb, rl, n_perm, chunk_elements=2_000_000):
+        """Paired levels with different numbers of runs: permute each query's run blocks between the levels.
+
+        Under "no change" the ``S_b + S_l`` run blocks of one query (all its rotations in one run) are
+        exchangeable, whatever level they were run under. Each permutation draws, independently per query, which
+        ``S_b`` of them fill the base's run slots and which ``S_l`` the level's; the run axis is kept, so every
+        statistic is recomputed exactly as observed (mean over runs of the per-run rates). Swapping pooled
+        blocks instead would balance the two levels' sample sizes in every permutation, so that the permutation
+        law is narrower than the observed statistic's (size 9-27% at nominal 5%, ``analyses/shift_pvalue_size.py``).
+        """
+        x = joined[:, np.concatenate([rb, rl])]                                   # (Q, S_b + S_l, K')
+        q, s_tot, kk = x.shape
+        nb = len(rb)
+        out = np.empty((n_perm, s_tot, kk))
+        qi = np.arange(q)[None, :]
+        step = max(1, chunk_elements // max(1, q * kk))
+        for start in range(0, n_perm, step):
+            stop = min(n_perm, start + step)
+            order = np.argsort(self.gen.random((stop - start, q, s_tot)), axis=-1)   # slot -> source run, per query
+            for j in range(s_tot):
+                out[start:stop, j] = x[qi, order[:, :, j]].sum(1)
+        obs = x.sum(0)
+        return out[:, :nb], out[:, nb:], "permute runs within query", obs[:nb], obs[nb:]
 
     def _shift_estimate(self, name, st, conf, null_method) -> ShiftEstimate:
         shift = np.array(st["shift"])
