@@ -86,3 +86,82 @@ def test_run_permutation_re_deals_each_querys_run_blocks():
     # queries are dealt independently and uniformly: base slot gets each of the 3 x 3 combinations ~1/9 of the time
     combos, freq = np.unique(pb[:, 0], axis=0, return_counts=True)
     assert len(combos) == 9 and np.all(np.abs(freq / 3000 - 1 / 9) < 0.025)
+
+
+# ------------------------------------------------------------------------------------------------
+# the report's per-tool highlight (issue 21): only a rise that survives Holm across levels x clusters x tools
+def no_change_sweep(gen, n_queries=40):
+    """A numeric sweep (temperature 0 -> 1) on 5 clusters x 5 tools = 25 tools, same chooser at both levels."""
+    prefs = np.stack([gen.permutation(PREFS) for _ in range(C)])
+    return simulate_conditions({0.0: (prefs, None), 1.0: (prefs, None)}, n_queries=n_queries, column="temperature",
+                               rng=gen.integers(2**63))
+
+
+def highlighted(res):
+    from toolbias_stats.report._experiments_html import render_experiments_section
+
+    return "tool shares across temperature" in render_experiments_section([res])
+
+
+def test_report_highlights_no_tool_when_nothing_changed():
+    # before the fix the report highlighted the largest rise whenever its unadjusted interval excluded 0:
+    # 14 of these 30 studies (about 45% in analyses/shift_pvalue_size.py)
+    gen = np.random.default_rng(26)
+    hits = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(30):
+            res = selection_shift(no_change_sweep(gen).counts(), between="temperature", base=0.0, by=[],
+                                  n_resamples=100, n_permutations=2000, rng=gen.integers(2**63))
+            hits += highlighted(res)
+    assert hits <= 3
+
+
+def test_report_still_highlights_a_real_rise():
+    gen = np.random.default_rng(3)
+    prefs = np.stack([gen.permutation(PREFS) for _ in range(C)])
+    risen = prefs.copy()
+    risen[2] = [0.05, 0.05, 0.05, 0.05, 0.8]                     # cluster 3: the last tool takes over
+    log = simulate_conditions({0.0: (prefs, None), 1.0: (risen, None)}, n_queries=40, column="temperature", rng=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = selection_shift(log.counts(), between="temperature", base=0.0, by=[], n_resamples=100,
+                              n_permutations=2000, rng=5)
+    tf = res.tools_frame()
+    assert {"p_adjusted", "p_adjusted_bh", "significant"} <= set(tf.columns)
+    top = tf.loc[tf["difference"].idxmax()]
+    assert top["cluster"] == "3" and top["significant"] and highlighted(res)
+    d = res.to_dict()["groups"][0]["tools"]
+    assert sum(t["significant"] for t in d) == int(tf["significant"].sum())
+
+
+def test_per_tool_adjustment_is_statsmodels_over_every_level_cluster_and_tool():
+    from statsmodels.stats.multitest import multipletests
+
+    gen = np.random.default_rng(8)
+    prefs = np.stack([gen.permutation(PREFS) for _ in range(C)])
+    log = simulate_conditions({"base": (prefs, None), "a": (prefs, None), "b": (prefs[:, ::-1], None)},
+                              n_queries=20, rng=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = selection_shift(log.counts(), by=[], n_resamples=0, n_permutations=300, rng=1)
+    tf = res.tools_frame()
+    assert len(tf) == 2 * C * K
+    np.testing.assert_allclose(tf["p_adjusted"], multipletests(tf["p_value"], method="holm")[1])
+    np.testing.assert_allclose(tf["p_adjusted_bh"], multipletests(tf["p_value"], method="fdr_bh")[1])
+    np.testing.assert_array_equal(tf["significant"], tf["p_adjusted"] <= 0.05)
+    # the levels x metrics family is unchanged by the per-tool one
+    f = res.to_frame()
+    np.testing.assert_allclose(f["p_adjusted"], multipletests(f["p_value"], method="holm")[1])
+
+
+def test_example_study_highlights_the_exposed_endpoint_with_the_default_permutations():
+    import toolbias_stats as tbs
+    from toolbias_stats.report._experiments_html import tool_highlight
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study = tbs.read_study(tbs.datasets.path("experiments/study.toml"))
+        res = selection_shift(study, between="epoch", base=0, by="model", n_resamples=100, n_permutations=2000, rng=1)
+    best, n_tests = tool_highlight(res)
+    assert n_tests == 15 and best["tool_id"].startswith("v1_textlanguage") and best["p_adjusted"] <= 0.05

@@ -190,7 +190,9 @@ class ShiftGroup:
     change : dict
         ``{"delta_api": ChangeEstimate, "delta_pos": ..., "delta_model": ...}`` (None where undefined).
     tools : pandas.DataFrame
-        Per cluster and tool: ``share_base``, ``share``, ``difference`` with CI and permutation p-value.
+        Per cluster and tool: ``share_base``, ``share``, ``difference`` with CI and two-sided permutation
+        ``p_value``; ``p_adjusted`` (Holm) and ``p_adjusted_bh`` across every level x cluster x tool of the
+        result, and ``significant`` (Holm-adjusted p <= 1 - confidence level).
     rows : dict
         Attempts and valid choices of each level in the compared clusters.
     """
@@ -220,7 +222,10 @@ class ShiftGroup:
                           for k, v in c.items()} for c in self.clusters],
             "tools": [{"cluster": str(r.cluster), "tool_id": str(r.tool_id), "share_base": _json_num(r.share_base),
                        "share": _json_num(r.share), "difference": _json_num(r.difference),
-                       "ci": [_json_num(r.ci_low), _json_num(r.ci_high)], "p_value": _json_num(r.p_value)}
+                       "ci": [_json_num(r.ci_low), _json_num(r.ci_high)], "p_value": _json_num(r.p_value),
+                       "p_adjusted": _json_num(getattr(r, "p_adjusted", np.nan)),
+                       "p_adjusted_bh": _json_num(getattr(r, "p_adjusted_bh", np.nan)),
+                       "significant": bool(getattr(r, "significant", False))}
                       for r in self.tools.itertuples(index=False)],
         }
         if trend is not None:
@@ -330,7 +335,12 @@ class ShiftResult(ReprHTMLMixin):
         return pd.DataFrame(rows)
 
     def tools_frame(self) -> pd.DataFrame:
-        """One row per compared level, cluster and tool: selection shares and their difference."""
+        """One row per compared level, cluster and tool: selection shares and their difference.
+
+        Columns ``share_base``, ``share``, ``difference``, ``ci_low``, ``ci_high``, ``p_value`` and the
+        multiplicity-adjusted ``p_adjusted`` (Holm), ``p_adjusted_bh`` (Benjamini-Hochberg) and ``significant``
+        (Holm-adjusted p <= 1 - confidence level); the family is every level x cluster x tool of the result.
+        """
         parts = []
         for g in self.groups:
             t = g.tools.copy()
@@ -526,7 +536,7 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
     for s in skipped:
         warnings.warn(s, DegenerateDataWarning, stacklevel=2)
     caught.extend(skipped)
-    groups = _adjust(groups)
+    groups = _adjust_tools(_adjust(groups), 1.0 - confidence_level)
     return ShiftResult(groups=groups, trends=trends, between=between, base=_py(base_value), by=by, numeric=numeric,
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
                        pairing=pairing, seed=seed, skipped=skipped, warnings=caught)
@@ -993,6 +1003,34 @@ class _GroupData:
 
 
 # ------------------------------------------------------------------------------------------------
+def _adjust_tools(groups, alpha):
+    """Holm and BH adjusted per-tool p-values: one family of every level x cluster x tool of the result.
+
+    Adds ``p_adjusted`` (Holm), ``p_adjusted_bh`` and ``significant`` (Holm-adjusted p <= ``alpha``) to each
+    group's ``tools`` table. A separate family from the levels x metrics one, so that adding tools does not dilute
+    the shift and change-in-bias tests (and conversely).
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    tables = [g.tools.copy() for g in groups]
+    p = np.concatenate([t["p_value"].to_numpy(float) if len(t) else np.empty(0) for t in tables]) if tables \
+        else np.empty(0)
+    ok = np.isfinite(p)
+    holm, bh = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
+    if ok.any():
+        holm[ok] = multipletests(p[ok], method="holm")[1]
+        bh[ok] = multipletests(p[ok], method="fdr_bh")[1]
+    out, start = [], 0
+    for g, t in zip(groups, tables):
+        n = len(t)
+        t["p_adjusted"] = holm[start:start + n]
+        t["p_adjusted_bh"] = bh[start:start + n]
+        t["significant"] = np.nan_to_num(holm[start:start + n], nan=np.inf) <= alpha
+        start += n
+        out.append(_replace(g, tools=t))
+    return out
+
+
 def _adjust(groups):
     """Holm and BH adjusted p-values across every level x metric of the result."""
     entries = []
