@@ -461,7 +461,7 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
     of runs a query carries the mean of its runs' counts, ``"... (runs averaged)"``, so that it weighs the same
     in either level), and the observed statistic is computed in the same representation. Swapping or
     re-allocating pooled blocks of unequal size would balance the two levels' sample sizes in every
-    permutation, a permutation law narrower than the observed statistic's (size 8-27% at nominal 5%;
+    permutation, a permutation law narrower than the observed statistic's (size 8-24% at nominal 5%;
     ``analyses/shift_pvalue_size.py``). ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T})
     / (1 + N)`` (two-sided ``|T*| >= |T|`` for changes in bias and per-tool differences). Holm and
     Benjamini-Hochberg adjust all levels x metrics of the result together, and separately all per-tool tests
@@ -900,7 +900,7 @@ class _GroupData:
         ``S_b`` of them fill the base's run slots and which ``S_l`` the level's; the run axis is kept, so every
         statistic is recomputed exactly as observed (mean over runs of the per-run rates). Swapping pooled
         blocks instead would balance the two levels' sample sizes in every permutation, so that the permutation
-        law is narrower than the observed statistic's (size 9-27% at nominal 5%, ``analyses/shift_pvalue_size.py``).
+        law is narrower than the observed statistic's (size 8-24% at nominal 5%, ``analyses/shift_pvalue_size.py``).
         """
         x = joined[:, np.concatenate([rb, rl])]                                   # (Q, S_b + S_l, K')
         q, s_tot, kk = x.shape

@@ -232,10 +232,12 @@ def render_experiments_section(results, *, study=None, mitigation=None, tool_cou
     Returns
     -------
     str
-        Per result: a Fig. 5-style shift figure (plug-in bars, sd over clusters, corrected value with its
+        First an overview of every compared level of every result (:func:`~toolbias_stats.plots.plot_shift_overview`)
+        with at most four sentences (:func:`experiments_summary`); then per result: a Fig. 5-style shift figure (plug-in bars, sd over clusters, corrected value with its
         calibrated interval, the null line), the shift table, a Table 5-style before/after table of
         delta_API / delta_pos / delta_model with the change and its interval; for numeric columns a
-        Fig. 9-style sweep figure and, when one tool's share rose, a Fig. 17-style per-tool figure.
+        Fig. 9-style sweep figure and, when a tool's rise survives Holm across every level x cluster x tool
+        (:func:`tool_highlight`), a Fig. 17-style per-tool figure.
     """
     catalog = getattr(study, "catalog", None)
     simulated = "SIMULATED" in str(getattr(study, "name", ""))
