@@ -190,7 +190,9 @@ class ShiftGroup:
     change : dict
         ``{"delta_api": ChangeEstimate, "delta_pos": ..., "delta_model": ...}`` (None where undefined).
     tools : pandas.DataFrame
-        Per cluster and tool: ``share_base``, ``share``, ``difference`` with CI and permutation p-value.
+        Per cluster and tool: ``share_base``, ``share``, ``difference`` with CI and two-sided permutation
+        ``p_value``; ``p_adjusted`` (Holm) and ``p_adjusted_bh`` across every level x cluster x tool of the
+        result, and ``significant`` (Holm-adjusted p <= 1 - confidence level).
     rows : dict
         Attempts and valid choices of each level in the compared clusters.
     """
@@ -220,7 +222,10 @@ class ShiftGroup:
                           for k, v in c.items()} for c in self.clusters],
             "tools": [{"cluster": str(r.cluster), "tool_id": str(r.tool_id), "share_base": _json_num(r.share_base),
                        "share": _json_num(r.share), "difference": _json_num(r.difference),
-                       "ci": [_json_num(r.ci_low), _json_num(r.ci_high)], "p_value": _json_num(r.p_value)}
+                       "ci": [_json_num(r.ci_low), _json_num(r.ci_high)], "p_value": _json_num(r.p_value),
+                       "p_adjusted": _json_num(getattr(r, "p_adjusted", np.nan)),
+                       "p_adjusted_bh": _json_num(getattr(r, "p_adjusted_bh", np.nan)),
+                       "significant": bool(getattr(r, "significant", False))}
                       for r in self.tools.itertuples(index=False)],
         }
         if trend is not None:
@@ -330,7 +335,12 @@ class ShiftResult(ReprHTMLMixin):
         return pd.DataFrame(rows)
 
     def tools_frame(self) -> pd.DataFrame:
-        """One row per compared level, cluster and tool: selection shares and their difference."""
+        """One row per compared level, cluster and tool: selection shares and their difference.
+
+        Columns ``share_base``, ``share``, ``difference``, ``ci_low``, ``ci_high``, ``p_value`` and the
+        multiplicity-adjusted ``p_adjusted`` (Holm), ``p_adjusted_bh`` (Benjamini-Hochberg) and ``significant``
+        (Holm-adjusted p <= 1 - confidence level); the family is every level x cluster x tool of the result.
+        """
         parts = []
         for g in self.groups:
             t = g.tools.copy()
@@ -443,12 +453,19 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
 
     *Null.* Under "no change" the level labels are exchangeable within a query. With paired data and the
     same number of runs in both levels a permutation swaps a query's whole block (all runs and rotations)
-    between the two levels with probability 1/2 (``null_method = "swap query blocks"``), and the statistic is
-    recomputed exactly. Otherwise each query's runs are pooled first and either swapped (paired) or the
-    queries are re-allocated to the levels at random (independent), and the pooled statistic is compared
-    (``"... (runs pooled)"``). ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T}) /
-    (1 + N)`` (two-sided ``|T*| >= |T|`` for changes in bias). Holm and Benjamini-Hochberg adjust all levels x
-    metrics of the result together (statsmodels ``multipletests``).
+    between the two levels with probability 1/2 (``null_method = "swap query blocks"``). With paired data and
+    different numbers of runs, each query's ``S_base + S_level`` run blocks are dealt at random to the two
+    levels' run slots (``"permute runs within query"``). In both cases the run axis is kept and every
+    statistic (per-tool difference, shift, change in bias) is recomputed exactly as observed. Independent
+    levels re-allocate whole queries at random (``"re-allocate queries (runs pooled)"``; with different numbers
+    of runs a query carries the mean of its runs' counts, ``"... (runs averaged)"``, so that it weighs the same
+    in either level), and the observed statistic is computed in the same representation. Swapping or
+    re-allocating pooled blocks of unequal size would balance the two levels' sample sizes in every
+    permutation, a permutation law narrower than the observed statistic's (size 8-24% at nominal 5%;
+    ``analyses/shift_pvalue_size.py``). ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T})
+    / (1 + N)`` (two-sided ``|T*| >= |T|`` for changes in bias and per-tool differences). Holm and
+    Benjamini-Hochberg adjust all levels x metrics of the result together, and separately all per-tool tests
+    (levels x clusters x tools) of the result (statsmodels ``multipletests``).
 
     References
     ----------
@@ -519,7 +536,7 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
     for s in skipped:
         warnings.warn(s, DegenerateDataWarning, stacklevel=2)
     caught.extend(skipped)
-    groups = _adjust(groups)
+    groups = _adjust_tools(_adjust(groups), 1.0 - confidence_level)
     return ShiftResult(groups=groups, trends=trends, between=between, base=_py(base_value), by=by, numeric=numeric,
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
                        pairing=pairing, seed=seed, skipped=skipped, warnings=caught)
@@ -817,8 +834,9 @@ class _GroupData:
                 lo = hi = np.full(len(tools), np.nan)
             if n_perm:
                 pd_ = api["pdiff"][j]
-                obs = pl - pb if null_method.startswith("swap query blocks") else \
-                    _mean_rates(perms[c][4][..., :len(tools)]) - _mean_rates(perms[c][3][..., :len(tools)])
+                # the observed difference in the representation the permutations use (runs pooled or not), so
+                # that it and its permutation distribution are the same statistic; with equal runs this is pl - pb
+                obs = _mean_rates(perms[c][4][..., :len(tools)]) - _mean_rates(perms[c][3][..., :len(tools)])
                 pv = (1 + np.sum(np.abs(pd_) >= np.abs(obs)[None, :] - 1e-12, axis=0)) / (1 + len(pd_))
             else:
                 pv = np.full(len(tools), np.nan)
@@ -844,13 +862,11 @@ class _GroupData:
         joined = api if pos is None else np.concatenate([api, pos], axis=-1)     # (Q, S, K + Kp)
         off = api.shape[-1]
         gen = self.gen
+        if self.pairing == "paired" and len(rb) != len(rl):
+            return self._permute_runs(joined, rb, rl, n_perm) + (off,)
         if self.pairing == "paired":
-            if len(rb) == len(rl):
-                xb, xl = joined[:, rb], joined[:, rl]
-                method = "swap query blocks"
-            else:
-                xb, xl = joined[:, rb].sum(1, keepdims=True), joined[:, rl].sum(1, keepdims=True)
-                method = "swap query blocks (runs pooled)"
+            xb, xl = joined[:, rb], joined[:, rl]
+            method = "swap query blocks"
             q = xb.shape[0]
             z = (gen.random((n_perm, q)) < 0.5).astype(float)
             d = (xl - xb).reshape(q, -1)
@@ -861,6 +877,12 @@ class _GroupData:
         mb, ml = self.qmask[c][:, b], self.qmask[c][:, i]
         yb = joined[mb][:, rb].sum(1)
         yl = joined[ml][:, rl].sum(1)
+        method = "re-allocate queries (runs pooled)"
+        if len(rb) != len(rl):
+            # a query carries the mean of its runs' counts, so that one run by more cannot weigh more where it is
+            # moved (pooled blocks would balance the levels' sample sizes in every permutation: too narrow a law)
+            yb, yl = yb / len(rb), yl / len(rl)
+            method = "re-allocate queries (runs averaged)"
         y = np.concatenate([yb, yl])                                              # (Qb + Ql, K)
         nb = len(yb)
         order = np.argsort(gen.random((n_perm, len(y))), axis=1)
@@ -868,7 +890,31 @@ class _GroupData:
         np.put_along_axis(m, order[:, :nb], 1.0, axis=1)
         pb = (m @ y)[:, None, :]
         pl = y.sum(0)[None, None, :] - pb
-        return pb, pl, "re-allocate queries (runs pooled)", yb.sum(0)[None], yl.sum(0)[None], off
+        return pb, pl, method, yb.sum(0)[None], yl.sum(0)[None], off
+
+    def _permute_runs(self, joined, rb, rl, n_perm, chunk_elements=2_000_000):
+        """Paired levels with different numbers of runs: permute each query's run blocks between the levels.
+
+        Under "no change" the ``S_b + S_l`` run blocks of one query (all its rotations in one run) are
+        exchangeable, whatever level they were run under. Each permutation draws, independently per query, which
+        ``S_b`` of them fill the base's run slots and which ``S_l`` the level's; the run axis is kept, so every
+        statistic is recomputed exactly as observed (mean over runs of the per-run rates). Swapping pooled
+        blocks instead would balance the two levels' sample sizes in every permutation, so that the permutation
+        law is narrower than the observed statistic's (size 8-24% at nominal 5%, ``analyses/shift_pvalue_size.py``).
+        """
+        x = joined[:, np.concatenate([rb, rl])]                                   # (Q, S_b + S_l, K')
+        q, s_tot, kk = x.shape
+        nb = len(rb)
+        out = np.empty((n_perm, s_tot, kk))
+        qi = np.arange(q)[None, :]
+        step = max(1, chunk_elements // max(1, q * kk))
+        for start in range(0, n_perm, step):
+            stop = min(n_perm, start + step)
+            order = np.argsort(self.gen.random((stop - start, q, s_tot)), axis=-1)   # slot -> source run, per query
+            for j in range(s_tot):
+                out[start:stop, j] = x[qi, order[:, :, j]].sum(1)
+        obs = x.sum(0)
+        return out[:, :nb], out[:, nb:], "permute runs within query", obs[:nb], obs[nb:]
 
     def _shift_estimate(self, name, st, conf, null_method) -> ShiftEstimate:
         shift = np.array(st["shift"])
@@ -957,6 +1003,34 @@ class _GroupData:
 
 
 # ------------------------------------------------------------------------------------------------
+def _adjust_tools(groups, alpha):
+    """Holm and BH adjusted per-tool p-values: one family of every level x cluster x tool of the result.
+
+    Adds ``p_adjusted`` (Holm), ``p_adjusted_bh`` and ``significant`` (Holm-adjusted p <= ``alpha``) to each
+    group's ``tools`` table. A separate family from the levels x metrics one, so that adding tools does not dilute
+    the shift and change-in-bias tests (and conversely).
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    tables = [g.tools.copy() for g in groups]
+    p = np.concatenate([t["p_value"].to_numpy(float) if len(t) else np.empty(0) for t in tables]) if tables \
+        else np.empty(0)
+    ok = np.isfinite(p)
+    holm, bh = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
+    if ok.any():
+        holm[ok] = multipletests(p[ok], method="holm")[1]
+        bh[ok] = multipletests(p[ok], method="fdr_bh")[1]
+    out, start = [], 0
+    for g, t in zip(groups, tables):
+        n = len(t)
+        t["p_adjusted"] = holm[start:start + n]
+        t["p_adjusted_bh"] = bh[start:start + n]
+        t["significant"] = np.nan_to_num(holm[start:start + n], nan=np.inf) <= alpha
+        start += n
+        out.append(_replace(g, tools=t))
+    return out
+
+
 def _adjust(groups):
     """Holm and BH adjusted p-values across every level x metric of the result."""
     entries = []

@@ -24,8 +24,9 @@ __all__ += ["plot_shadow_contributions", "plot_shadow_pbs", "plot_recall_by_tier
 
 # -- experiments ----------------------------------------------------------------------------------
 from ._experiments import plot_shift, plot_sweep, plot_tool_count, plot_tool_shares
+from ._experiments_overview import plot_shift_overview
 
-__all__ += ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count"]
+__all__ += ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count", "plot_shift_overview"]
 
 # -- study design (issue 12) ----------------------------------------------------------------------
 from ._design import plot_plan_widths, plot_variance_shares  # noqa: E402

@@ -9,7 +9,8 @@ from __future__ import annotations
 from ._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p
 from ._render_html import _e, _svg, _table
 
-__all__ = ["render_experiments_section", "format_shift_text", "format_subsets_text"]
+__all__ = ["render_experiments_section", "format_shift_text", "format_subsets_text", "experiments_summary",
+           "tool_highlight"]
 
 _LABEL = {"shift_api": "shift (tools)", "shift_pos": "shift (positions)", "delta_api": "Δδ_API",
           "delta_pos": "Δδ_pos", "delta_model": "Δδ_model"}
@@ -28,6 +29,7 @@ def format_shift_text(result) -> str:
     lines = [f"Shift from {result.between} = {result.base} ({boot}"
              f"{result.n_permutations} permutations{f', {lv} intervals' if result.n_resamples else ''}; corrected = bias-corrected with calibrated CI; "
              "null = expected shift without any change)"]
+    n_tools = int(sum(g.tools["p_value"].notna().sum() for g in result.groups if len(g.tools)))
     for g in result.groups:
         lines.append("")
         lines.append(f"== {_keys(g.keys)} vs {result.between}={g.base}: {g.n_clusters} clusters, {g.pairing}")
@@ -49,7 +51,8 @@ def format_shift_text(result) -> str:
         top = g.tools.reindex(g.tools["difference"].abs().sort_values(ascending=False).index).head(3)
         for r in top.itertuples(index=False):
             lines.append(f"   tool {r.tool_id} (cluster {r.cluster}): share {fmt_num(r.share_base)} -> "
-                         f"{fmt_num(r.share)} ({fmt_estimate_ci(r.difference, (r.ci_low, r.ci_high))})")
+                         f"{fmt_num(r.share)} ({fmt_estimate_ci(r.difference, (r.ci_low, r.ci_high))}, "
+                         f"{fmt_p(r.p_value)}, Holm over {n_tools} tool tests {fmt_p(r.p_adjusted, prefix=False)})")
     for t in result.trends:
         lines.append("")
         lines.append(f"== trend over {result.between} ({_keys(t.keys)}; {len(t.clusters)} clusters)")
@@ -105,6 +108,134 @@ def _subset_diagnostic_lines(result, limit=10) -> list:
 
 
 # ------------------------------------------------------------------------------------------------
+def _names(labels, limit=3) -> str:
+    if len(labels) <= limit:
+        return ", ".join(labels[:-1]) + (" and " if len(labels) > 1 else "") + labels[-1]
+    return ", ".join(labels[:limit]) + f" and {len(labels) - limit} more"
+
+
+def experiments_summary(results) -> list:
+    """At most four sentences for the top of the experiments section, generated from the numbers.
+
+    Parameters
+    ----------
+    results : sequence of ShiftResult
+
+    Returns
+    -------
+    list of str
+        Plain text (the HTML layer escapes it): how many compared levels shift the tool / position distribution
+        distinguishably from noise (Holm-adjusted p <= 1 - confidence level), the largest shift with its calibrated
+        interval, the largest distinguishable change in bias, and the largest per-tool rise that survives the
+        per-tool adjustment (when there is one). Each sentence covers every level at once; none is repeated per
+        model. Empty without compared levels.
+
+    Examples
+    --------
+    >>> experiments_summary([])
+    []
+    """
+    from ..plots._experiments_overview import shift_overview_rows
+
+    results = list(results)
+    rows = shift_overview_rows(results)
+    if not rows:
+        return []
+    level = results[0].confidence_level
+    alpha = 1 - level
+    lv = fmt_level(level)
+
+    def sig(s):
+        return s is not None and s.p_adjusted == s.p_adjusted and s.p_adjusted <= alpha
+
+    n = len(rows)
+    tools = [r["label"] for r in rows if sig(r["shift_api"])]
+    has_pos = any(r["shift_pos"] is not None for r in rows)
+    pos = [r["label"] for r in rows if sig(r["shift_pos"])]
+    levels = "compared level" if n == 1 else "compared levels"
+
+    def which(names):
+        """Name the few that do (or the few that do not) when that is short."""
+        if 0 < len(names) <= 2 and len(names) < n:
+            return f" ({_names(names)})"
+        rest = [r["label"] for r in rows if r["label"] not in names]
+        if names and 0 < len(rest) <= 2:
+            return f" (all but {_names(rest)})"
+        return ""
+
+    if not tools and not pos:
+        first = (f"None of the {n} {levels} shifts the selections distinguishably from noise "
+                 f"(Holm-adjusted p ≤ {alpha:g}).")
+    else:
+        count = "All" if len(tools) == n else f"{len(tools)} of the"
+        verb = "shifts" if len(tools) == 1 and n > 1 else "shift"
+        first = f"{count} {n} {levels} {verb} the tool distribution{which(tools)}"
+        if has_pos:
+            first += f" and {len(pos) or 'none'} the position distribution{which(pos)}"
+        first += f" distinguishably from noise (Holm-adjusted p ≤ {alpha:g})."
+    out = [first]
+    best = {}
+    for m in ("shift_api", "shift_pos"):
+        cand = [r for r in rows if r[m] is not None and r[m].corrected == r[m].corrected]
+        if cand:
+            best[m] = max(cand, key=lambda r: r[m].corrected)
+    if "shift_api" in best:
+        r = best["shift_api"]
+        text = (f"The largest tool shift is {r['label']}: {fmt_estimate_ci(r['shift_api'].corrected, r['shift_api'].corrected_ci)} "
+                f"(bias-corrected, {lv} calibrated interval; noise alone reads about "
+                f"{fmt_num(r['shift_api'].null_expected)} as a plug-in)")
+        if "shift_pos" in best:
+            rp = best["shift_pos"]
+            text += (f"; the largest position shift is {rp['label']}: "
+                     f"{fmt_estimate_ci(rp['shift_pos'].corrected, rp['shift_pos'].corrected_ci)}")
+        out.append(text + ".")
+    changes = []
+    for res in results:
+        for g in res.groups:
+            for m in ("delta_model", "delta_api"):
+                c = g.change.get(m)
+                if c is not None:
+                    break
+            if c is not None and c.p_adjusted == c.p_adjusted and c.p_adjusted <= alpha:
+                label = next(r["label"] for r in rows if r["keys"] == g.keys and r["between"] == res.between)
+                changes.append((abs(c.estimate), m, label, c))
+    if changes:
+        _, m, label, c = max(changes, key=lambda t: t[0])
+        name = _LABEL[m].replace("Δ", "")
+        out.append(f"The bias changes most at {label}: {name} {fmt_num(c.base_value)} → {fmt_num(c.value)} "
+                   f"({fmt_estimate_ci(c.estimate, c.ci)}); {len(changes)} of {n} {levels} change the bias "
+                   "distinguishably.")
+    rises = []
+    for res in results:
+        b, _ = tool_highlight(res)
+        if b is not None:
+            rises.append((b["difference"], res, b))
+    if rises:
+        _, res, b = max(rises, key=lambda t: t[0])
+        out.append(f"The largest per-tool rise that survives the adjustment over every tool: {b['tool_id']} "
+                   f"(cluster {b['cluster']}) from {fmt_num(b['share_base'])} at {res.between} = {res.base} to "
+                   f"{fmt_num(b['share'])} at {b[res.between]} ({fmt_estimate_ci(b['difference'], (b['ci_low'], b['ci_high']))}).")
+    return out
+
+
+def _overview_block(results) -> str:
+    from ..plots._experiments_overview import plot_shift_overview
+
+    results = [r for r in results if r.groups]
+    if not results:
+        return ""
+    level = results[0].confidence_level
+    fig = plot_shift_overview(results, alpha=1 - level)
+    sentences = experiments_summary(results)
+    return ('<div class="overview" id="experiments-overview">'
+            f'<figure>{_svg(fig, title="shift of every compared level from its base, with calibrated intervals")}'
+            f"<figcaption>Shift of the tool (circles) and position (squares) distributions of every compared level "
+            f"from its base level: bias-corrected estimate with its {fmt_level(level)} calibrated interval, filled "
+            "when the Holm-adjusted permutation p-value is at most "
+            f"{1 - level:g}; grey ticks: the plug-in shift noise alone shows with these counts.</figcaption></figure>"
+            '<p class="summary">' + " ".join(_e(x) for x in sentences) + "</p></div>")
+
+
 def render_experiments_section(results, *, study=None, mitigation=None, tool_count=None,
                                title="Experiments: effects of interventions") -> str:
     """HTML fragment ``<section id="experiments">`` for one or more shift results.
@@ -125,23 +256,29 @@ def render_experiments_section(results, *, study=None, mitigation=None, tool_cou
     Returns
     -------
     str
-        Per result: a Fig. 5-style shift figure (plug-in bars, sd over clusters, corrected value with its
+        First an overview of every compared level of every result (:func:`~toolbias_stats.plots.plot_shift_overview`)
+        with at most four sentences (:func:`experiments_summary`); then per result: a Fig. 5-style shift figure (plug-in bars, sd over clusters, corrected value with its
         calibrated interval, the null line), the shift table, a Table 5-style before/after table of
         delta_API / delta_pos / delta_model with the change and its interval; for numeric columns a
-        Fig. 9-style sweep figure and, when one tool's share rose, a Fig. 17-style per-tool figure.
+        Fig. 9-style sweep figure and, when a tool's rise survives Holm across every level x cluster x tool
+        (:func:`tool_highlight`), a Fig. 17-style per-tool figure.
     """
     catalog = getattr(study, "catalog", None)
-    parts = [f'<section id="experiments">\n<h2>{_e(title)}</h2>',
+    simulated = "SIMULATED" in str(getattr(study, "name", ""))
+    parts = [f'<section id="experiments">\n<h2>{_e(title)}</h2>']
+    if simulated:
+        parts.append('<p class="warning"><strong>SIMULATED data:</strong> every selection in this study is '
+                     "simulated; the numbers illustrate the method only.</p>")
+    parts += [_overview_block(results),
              "<p>Each level of a design column is compared with a base level within each model. The shift is the "
              "total-variation distance between the two selection distributions (per cluster, then averaged over the "
              "clusters both levels have); its plug-in value is biased upward by sampling noise, so the "
              "<em>null</em> (the shift two samples of the same distribution with these counts show) and a "
              "bias-corrected value with a calibrated interval are given. Intervals come from a query bootstrap that "
              "resamples queries jointly across levels when they share queries (paired); p-values from permuting "
-             "level labels within query, adjusted by Holm across all levels and metrics.</p>"]
-    if "SIMULATED" in str(getattr(study, "name", "")):
-        parts.append('<p class="warning"><strong>SIMULATED data:</strong> every selection in this study is '
-                     "simulated; the numbers illustrate the method only.</p>")
+             "level labels within query, adjusted by Holm across all levels and metrics; per-tool changes in share form "
+             "their own family (Holm across every level, cluster and tool), and a tool is highlighted only when its "
+             "rise survives that adjustment.</p>"]
     for i, res in enumerate(results):
         parts.append(_result_block(res, i, catalog))
     if mitigation is not None:
@@ -201,21 +338,61 @@ def _result_block(res, i, catalog) -> str:
                         for m, (s, ci) in t.slopes.items())
         out.append(f'<figure>{_svg(fig, title=f"bias against {res.between}")}<figcaption>Bias against '
                    f"{_e(res.between)} ({lv} query-bootstrap CIs): {_e(cap)}</figcaption></figure>")
-        tf = res.tools_frame()
-        if len(tf):
-            best = tf.loc[tf["difference"].idxmax()]
-            if best["ci_low"] > 0:
-                keys = {k: best[k] for k in res.by}
-                fig = plot_tool_shares(res, keys=keys, catalog=catalog)
-                out.append(f'<figure>{_svg(fig, title=f"tool shares across {res.between}")}<figcaption>Selection '
-                           f"share per tool across {_e(res.between)} ({_e(_keys(keys))}); highlighted: "
-                           f"{_e(best['tool_id'])}, {fmt_num(best['share_base'])} at {_e(res.between)} = "
-                           f"{_e(res.base)}, {fmt_num(best['share'])} at {_e(best[res.between])} "
-                           f"(difference {_e(fmt_estimate_ci(best['difference'], (best['ci_low'], best['ci_high'])))})"
-                           "</figcaption></figure>")
+        best, n_tests = tool_highlight(res)
+        if best is not None:
+            keys = {k: best[k] for k in res.by}
+            fig = plot_tool_shares(res, keys=keys, catalog=catalog, cluster=best["cluster"],
+                                   highlight=best["tool_id"])
+            out.append(f'<figure>{_svg(fig, title=f"tool shares across {res.between}")}<figcaption>Selection '
+                       f"share per tool across {_e(res.between)} ({_e(_keys(keys))}); highlighted: "
+                       f"{_e(best['tool_id'])}, {fmt_num(best['share_base'])} at {_e(res.between)} = "
+                       f"{_e(res.base)}, {fmt_num(best['share'])} at {_e(best[res.between])} "
+                       f"(difference {_e(fmt_estimate_ci(best['difference'], (best['ci_low'], best['ci_high'])))}, "
+                       f"Holm-adjusted {_e(fmt_p(best['p_adjusted']))} across {n_tests} per-tool tests)"
+                       "</figcaption></figure>")
+        elif n_tests and res.n_permutations:
+            alpha = 1 - res.confidence_level
+            floor = min(1.0, n_tests / (res.n_permutations + 1))
+            why = (f" (with {res.n_permutations} permutations the smallest attainable Holm-adjusted p is "
+                   f"{fmt_num(floor, 3)}: use more permutations)" if floor > alpha else "")
+            out.append(f"<p>No tool's share changed distinguishably from noise after adjusting for the {n_tests} "
+                       f"per-tool tests (Holm, {fmt_p(alpha, prefix=False)} level){_e(why)}.</p>")
     if res.skipped:
         out.append("<p>Not compared: " + "; ".join(_e(s) for s in res.skipped) + ".</p>")
     return "\n".join(out)
+
+
+def tool_highlight(res):
+    """The tool whose share rose most among those that rose distinguishably after multiplicity adjustment.
+
+    Parameters
+    ----------
+    res : ShiftResult
+
+    Returns
+    -------
+    (pandas.Series or None, int)
+        The ``tools_frame()`` row of the highlighted tool (None when no tool's rise has a Holm-adjusted p-value
+        <= 1 - confidence level across every level x cluster x tool of the result), and the number of per-tool
+        tests in that family. The unadjusted interval is not used: with 25 tools it excludes 0 for some tool in
+        about half of the studies without any change.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.report._experiments_html import tool_highlight
+    >>> res = tbs.selection_shift(tbs.read_study(tbs.datasets.path("experiments/study.toml")),
+    ...                           between="epoch", base=0, rng=1)                              # doctest: +SKIP
+    >>> best, n_tests = tool_highlight(res)                                                      # doctest: +SKIP
+    """
+    tf = res.tools_frame()
+    if not len(tf) or "significant" not in tf:
+        return None, 0
+    n_tests = int(tf["p_value"].notna().sum())
+    rose = tf[tf["significant"].astype(bool) & (tf["difference"] > 0)]
+    if rose.empty:
+        return None, n_tests
+    return rose.loc[rose["difference"].idxmax()], n_tests
 
 
 def _mitigation_block(m) -> str:
