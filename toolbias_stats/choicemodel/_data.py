@@ -160,7 +160,7 @@ def prepare_groups(obj, by, *, mismatch="exclude", extra=()):
             else:
                 memo[key] = (None, p_tool)
         reason[i], pos0[i] = memo[key]
-    g["_reason"] = reason
+    g["_reason"] = pd.Series(reason, index=g.index, dtype=object)
     g["_pos0"] = pos0
     groups = []
     by_iter = g.groupby(list(by), sort=True, dropna=False, observed=True) if by else [((), g)]
@@ -179,7 +179,7 @@ def _plain(v):
 def _group(keys, sub, catalog, queries_known) -> GroupData:
     w = sub["_w"].to_numpy(dtype=float)
     reason = sub["_reason"].to_numpy(dtype=object)
-    used = reason == None  # noqa: E711
+    used = pd.isna(sub["_reason"]).to_numpy()
     excluded: dict = {}
     for r, ww in zip(reason[~used], w[~used]):
         excluded[r] = excluded.get(r, 0) + int(round(ww))

@@ -31,15 +31,21 @@ class FitOutput:
     bhhh: np.ndarray | None = None
 
 
-def aggregate_cells(X, mask, chosen, w):
+def aggregate_cells(X, mask, chosen, w, key=None):
     """Merge cells with identical regressors and choice (the likelihood only needs their summed weight).
 
-    Returns the merged (X, mask, chosen, w) and the index of the merged cell of every input cell.
+    ``key`` (C, m) integer codes that determine a cell's regressors (the tools shown, design codes); by
+    default the regressors themselves. Returns the merged (X, mask, chosen, w) and the index of the merged
+    cell of every input cell.
     """
+    import pandas as pd
+
     c = X.shape[0]
-    key = np.concatenate([X.reshape(c, -1), mask.astype(float), chosen[:, None].astype(float)], axis=1)
-    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    inv = inv.ravel()
+    if key is None:
+        key = np.concatenate([X.reshape(c, -1), mask.astype(float)], axis=1)
+    frame = pd.DataFrame(np.column_stack([key, chosen]))
+    inv = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+    first = np.unique(inv, return_index=True)[1]
     wa = np.bincount(inv, weights=w, minlength=len(first))
     return X[first], mask[first], chosen[first], wa, inv
 
@@ -57,13 +63,15 @@ def clogit_parts(theta, X, mask, chosen, w, *, need_info=True):
     p, logp = _probs(X, mask, theta)
     rows = np.arange(X.shape[0])
     ll = float(np.sum(w * logp[rows, chosen]))
-    xbar = np.einsum("ck,ckp->cp", p, X)
+    xbar = np.matmul(p[:, None, :], X)[:, 0, :]
     score_c = X[rows, chosen] - xbar
     grad = w @ score_c
     if not need_info:
         return ll, grad, None, p, None
     D = X - xbar[:, None, :]
-    info = np.einsum("ck,ckp,ckq->pq", p * w[:, None], D, D)
+    P = X.shape[2]
+    Df = D.reshape(-1, P)
+    info = Df.T @ (Df * (p * w[:, None]).reshape(-1, 1))
     return ll, grad, info, p, D
 
 
@@ -71,7 +79,7 @@ def cell_scores(theta, X, mask, chosen):
     """Per-cell score of one attempt (C, P): x_chosen - E_p[x]."""
     p, _ = _probs(X, mask, theta)
     rows = np.arange(X.shape[0])
-    return X[rows, chosen] - np.einsum("ck,ckp->cp", p, X)
+    return X[rows, chosen] - np.matmul(p[:, None, :], X)[:, 0, :]
 
 
 def _penalised(theta, X, mask, chosen, w, penalty, prior_prec):
@@ -82,8 +90,8 @@ def _penalised(theta, X, mask, chosen, w, penalty, prior_prec):
         if sign <= 0:
             return ll, -np.inf, g, metric, info
         A = np.linalg.inv(info)
-        q = np.einsum("ckp,pq,ckq->ck", D, A, D)
-        g = g + 0.5 * np.einsum("ck,ckp->p", p * q * w[:, None], D)
+        q = ((D @ A) * D).sum(axis=2)
+        g = g + 0.5 * (p * q * w[:, None]).reshape(-1) @ D.reshape(-1, D.shape[2])
         obj = ll + 0.5 * logdet
     elif penalty == "prior":
         obj = ll - 0.5 * float(theta @ (prior_prec * theta))
@@ -133,68 +141,83 @@ def fit_clogit(X, mask, chosen, w, *, penalty="firth", prior_prec=None, theta0=N
 
 
 # -- mixed logit ------------------------------------------------------------------------------------------
-def _mixed_eval(beta, sigma, X, mask, chosen, w, pair, Z, S, query, n_q, prior_prec, want_grad=True):
-    """Simulated log-likelihood of the query x tool random-effects logit, its per-query scores."""
-    R = Z.shape[0]
-    c = X.shape[0]
-    rows = np.arange(c)
-    v = X @ beta                                                  # (C, K)
-    zc = Z[:, pair]                                               # (R, C, K)
-    u = v[None] + sigma * zc
-    u = np.where(mask[None], u, -np.inf)
-    lse = logsumexp(u, axis=2, keepdims=True)
-    logp = u - lse                                                # (R, C, K)
-    lpc = logp[:, rows, chosen]                                   # (R, C)
-    lq = (S @ lpc.T).T                                            # (R, Q): sum over the query's cells, weighted
-    Lq = logsumexp(lq, axis=0) - np.log(R)
+class _MixedData:
+    """Draws gathered per cell and option once (they do not change during the fit)."""
+
+    def __init__(self, X, mask, chosen, w, query, n_q, pair, Z):
+        self.X, self.mask, self.chosen, self.w, self.query, self.n_q = X, mask, chosen, w, query, n_q
+        self.rows = np.arange(X.shape[0])
+        self.Zc = np.where(mask[None], Z[:, pair], 0.0)                  # (R, C, K)
+        self.Zch = self.Zc[:, self.rows, chosen]                         # (R, C)
+        self.pad = np.where(mask, 0.0, -np.inf)
+        self.Xch = X[self.rows, chosen]
+        self.S = sp.csr_matrix((w, (query, self.rows)), shape=(n_q, len(w)))
+        self.R = Z.shape[0]
+
+
+def _mixed_eval(beta, sigma, d: _MixedData, prior_prec, want_grad=True):
+    """Simulated log-likelihood of the query x tool random-effects logit and its per-query scores."""
+    v = d.X @ beta + d.pad                                        # (C, K)
+    u = v[None] + sigma * d.Zc                                    # (R, C, K)
+    m = u.max(axis=2, keepdims=True)
+    e = np.exp(u - m)
+    tot = e.sum(axis=2)
+    lpc = (v[d.rows, d.chosen][None] + sigma * d.Zch) - m[:, :, 0] - np.log(tot)   # (R, C)
+    lq = (d.S @ lpc.T).T                                          # (R, Q)
+    Lq = logsumexp(lq, axis=0) - np.log(d.R)
     obj = float(Lq.sum()) - 0.5 * float(beta @ (prior_prec * beta))
     if not want_grad:
         return obj, float(Lq.sum())
-    omega = np.exp(lq - (Lq + np.log(R))[None])                   # (R, Q) posterior weights of the draws
-    p = np.exp(logp)
-    om_c = omega[:, query]                                        # (R, C)
-    pbar = np.einsum("rc,rck->ck", om_c, p)
-    s_beta = X[rows, chosen] - np.einsum("ck,ckp->cp", pbar, X)
-    s_sig = np.einsum("rc,rc->c", om_c, zc[:, rows, chosen] - np.einsum("rck,rck->rc", p, np.where(mask[None], zc, 0)))
-    s_cell = np.concatenate([s_beta, s_sig[:, None]], axis=1) * w[:, None]
-    sq = np.zeros((n_q, s_cell.shape[1]))
-    np.add.at(sq, query, s_cell)
+    omega = np.exp(lq - (Lq + np.log(d.R))[None])                 # (R, Q) posterior weights of the draws
+    om_c = omega[:, d.query] / tot                                # (R, C), folds in the softmax denominator
+    pbar = np.einsum("rc,rck->ck", om_c, e)
+    s_beta = d.Xch - np.matmul(pbar[:, None, :], d.X)[:, 0, :]
+    s_sig = np.einsum("rc,rc->c", omega[:, d.query], d.Zch) - np.einsum("rc,rck,rck->c", om_c, e, d.Zc)
+    s_cell = np.concatenate([s_beta, s_sig[:, None]], axis=1) * d.w[:, None]
+    sq = np.zeros((d.n_q, s_cell.shape[1]))
+    np.add.at(sq, d.query, s_cell)
     return obj, float(Lq.sum()), sq
 
 
-def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=200, prior_prec=None, beta0=None,
-              sigma0=0.5, max_iter=200, tol=1e-7):
+def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100, prior_prec=None, beta0=None,
+              sigma0=1.0, max_iter=100, tol=1e-6):
     """Mixed logit with independent N(0, sigma^2) query x tool effects, by simulated maximum likelihood.
 
     The random effects of one query are shared by all its attempts (its lists and runs), which is what lets
     the model separate a query's stable preference from position effects. ``n_draws`` antithetic normal draws
-    per (query, tool) pair; maximised by BHHH steps (the outer product of per-query scores) with step halving.
+    per (query, tool) pair; maximised by BHHH steps (the outer product of per-query scores, queries being
+    independent) with step halving, started from the conditional-logit estimates.
     """
     P = X.shape[2]
     prior_prec = np.zeros(P) if prior_prec is None else np.asarray(prior_prec, float)
     half = max(1, n_draws // 2)
     z = rng.standard_normal((half, n_pairs))
-    Z = np.concatenate([z, -z], axis=0)
-    S = sp.csr_matrix((w, (query, np.arange(len(w)))), shape=(n_q, len(w)))
-    theta0 = np.concatenate([np.zeros(P) if beta0 is None else np.asarray(beta0, float), [sigma0]])
-    args = (X, mask, chosen, w, pair, Z, S, query, n_q, prior_prec)
+    d = _MixedData(X, mask, chosen, w, query, n_q, pair, np.concatenate([z, -z], axis=0))
     pp = np.concatenate([prior_prec, [0.0]])
-    cache = {}
-
-    def fun(th):
-        obj, ll, sq = _mixed_eval(th[:-1], th[-1], *args)
-        cache["last"] = (th.copy(), obj, ll, sq)
-        g = sq.sum(axis=0) - pp * th
-        return -obj, -g
-
-    from scipy.optimize import minimize
-    bounds = [(None, None)] * P + [(0.0, 20.0)]
-    opt = minimize(fun, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
-                   options=dict(maxiter=max_iter, gtol=1e-6, ftol=1e-12, maxcor=30))
-    theta = opt.x
-    obj, ll, sq = _mixed_eval(theta[:-1], theta[-1], *args)
-    converged = bool(opt.success) or float(np.max(np.abs(sq.sum(axis=0) - pp * theta)[:-1])) < 1e-3
-    it = int(opt.nit)
+    theta = np.concatenate([np.zeros(P) if beta0 is None else np.asarray(beta0, float), [sigma0]])
+    obj, ll, sq = _mixed_eval(theta[:-1], theta[-1], d, prior_prec)
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        g = sq.sum(axis=0) - pp * theta
+        B = sq.T @ sq + np.diag(pp)
+        step = np.linalg.lstsq(B, g, rcond=None)[0]
+        if float(g @ step) < tol:
+            converged = True
+            break
+        t = 1.0
+        while True:
+            cand = theta + t * step
+            cand[-1] = abs(cand[-1])
+            new = _mixed_eval(cand[:-1], cand[-1], d, prior_prec, want_grad=False)
+            if new[0] >= obj or t < 1e-4:
+                break
+            t *= 0.5
+        if new[0] < obj:                 # no ascent along the BHHH direction: at the optimum or the boundary
+            converged = float(g @ step) < 1e-3
+            break
+        theta = cand
+        obj, ll, sq = _mixed_eval(theta[:-1], theta[-1], d, prior_prec)
     B = sq.T @ sq + np.diag(pp)
     return FitOutput(theta[:-1], ll, obj, B[:-1, :-1], converged and np.all(np.abs(theta) < DIVERGED), it,
                      sigma=float(theta[-1]), bhhh=B)

@@ -35,7 +35,7 @@ SEPARATION_MESSAGE = ("tool {tool!r} is {what} in every attempt that shows it ({
 
 
 def choice_model(log_or_counts, *, by=("model",), position="free", features=None, worth=None, interactions=(),
-                 penalty="firth", prior_scale=2.5, se="sandwich", mixed=False, n_draws=200, n_resamples=200,
+                 penalty="firth", prior_scale=2.5, se="sandwich", mixed=False, n_draws=100, n_resamples=200,
                  confidence_level=0.95, reference=None, mismatch="exclude", rng=None):
     """Fit a conditional logit (or mixed logit) of which tool is chosen from the list shown.
 
@@ -77,7 +77,7 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
     mixed : bool, default False
         Add independent ``N(0, sigma²)`` query x tool random effects (shared by every attempt of a query),
         fitted by simulated maximum likelihood with ``n_draws`` antithetic draws.
-    n_draws : int, default 200
+    n_draws : int, default 100
     n_resamples : int, default 200
     confidence_level : float, default 0.95
     reference : str or sequence of str, optional
@@ -157,7 +157,15 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
                     mixed=bool(mixed), n_draws=int(n_draws), n_resamples=int(n_resamples),
                     confidence_level=confidence_level, mismatch=mismatch)
     z = stats.norm.ppf(0.5 + confidence_level / 2)
-    out = [_fit_group(g, catalog, feat, reference, settings, z, rng) for g in groups]
+    # the matrices are small (P x P, a few hundred merged cells): one BLAS thread is fastest and avoids
+    # thread oversubscription (measured 50x slower with 2 busy threads on a shared machine)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        out = [_fit_group(g, catalog, feat, reference, settings, z, rng) for g in groups]
+    if not any(g.get("fitted", True) for g in out):
+        raise ValueError("no attempt can be used by the choice model in any group (excluded by reason: "
+                         + "; ".join(f"{_label(g['keys']) or 'all'}: {g['excluded']}" for g in out) + ").")
     warn_list = []
     for g in out:
         warn_list.extend(f"{_label(g['keys'])}: {m}" if g["keys"] else m for m in g["warnings"])
@@ -345,7 +353,7 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     res = dict(keys=g.keys, n_used=g.n_used, n_excluded=g.n_excluded, excluded=dict(g.excluded), warnings=[],
                tools=list(g.tools))
     if g.n_used == 0 or not len(g.tools):
-        raise ValueError(f"{label}no attempt can be used by the choice model (excluded by reason: {g.excluded}).")
+        return _empty_group(res, g)
     if not g.queries_known:
         res["warnings"].append("the input has no query ids (counts): standard errors treat attempts as independent")
     comp = _components(g)
@@ -369,7 +377,13 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
             s = np.sqrt(np.average(X[:, :, j][mask] ** 2))
             scale[j] = s if s > 0 else 1.0
     Xs = X / scale
-    Xa, ma, ca, wa, inv = aggregate_cells(Xs, mask, g.chosen, g.weight)
+    key = g.items if g.design is None else np.column_stack(
+        [g.items] + [pd.factorize(g.design[c])[0] for c in g.design.columns])
+    Xa, ma, ca, wa, inv = aggregate_cells(Xs, mask, g.chosen, g.weight, key=key)
+    # merged cells that also keep the cluster apart (for the per-cluster implied bias)
+    key_cl = np.column_stack([key, pd.factorize(g.cluster)[0]])
+    _, _, _, wa_cl, inv_cl = aggregate_cells(Xs, mask, g.chosen, g.weight, key=key_cl)
+    first = np.unique(inv_cl, return_index=True)[1]
     _, _, info0, _, _ = clogit_parts(np.zeros(P), Xa, ma, ca, wa)
     _check_identified(info0, terms, label)
     if st["penalty"] == "none" and st["worth"] == "tool":
@@ -441,8 +455,22 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     # conditional-logit fit is the population-averaged description used for the fit tables)
     p_fit, _ = _probs_np(Xs, mask, theta_s if not st["mixed"] else fit.theta)
     res["fit_table"], res["dispersion"] = _fit_tables(g, p_fit, P)
-    res["implied_bias"] = _implied_bias(g, X, mask, terms, theta if not st["mixed"] else fit.theta / scale, rng)
+    res["implied_bias"] = _implied_bias(g.items[first], g.chosen[first], g.cluster[first], wa_cl, X[first],
+                                        mask[first], terms, theta if not st["mixed"] else fit.theta / scale, rng)
     res.update(_position_tests(g, terms, theta, cov, Xa, ma, ca, wa, loglik, st, pen, prior_prec, scale))
+    return res
+
+
+def _empty_group(res, g):
+    """A group with no usable attempt: reported (rows excluded by reason), not fitted."""
+    res["warnings"].append(f"no attempt can be used (excluded by reason: {g.excluded}); the group is not fitted")
+    nan = float("nan")
+    empty = pd.DataFrame()
+    res.update(converged=False, components=pd.DataFrame(columns=["tool_id", "component", "reference_tool"]),
+               not_compared=[], terms=[], loglik=nan, n_params=0, sigma=None, sigma_se=None, n_queries=None,
+               tool_effects=empty, position_effects=empty, feature_effects=empty, fit_table=empty,
+               implied_bias=empty, dispersion=dict(pearson_chi2=nan, df=nan, dispersion=nan, p_value=nan),
+               wald_stat=nan, wald_df=0, wald_p=nan, lr_stat=nan, lr_p=nan, fitted=False)
     return res
 
 
@@ -586,65 +614,56 @@ def _perms(k, rng, max_perm=5040):
     return np.array([rng.permutation(k) for _ in range(max_perm)])
 
 
-def _implied_bias(g, X, mask, terms, theta, rng):
-    """delta_API and delta_pos per cluster implied by the fit, with the logged lists and with shuffled lists."""
-    C, K = g.items.shape
+def _implied_bias(items, chosen, cluster, weight, X, mask, terms, theta, rng):
+    """delta_API and delta_pos per cluster implied by the fit, with the logged lists and with shuffled lists.
+
+    Works on cells merged over queries (list, choice, cluster) with their weights. The tool part of the
+    utility (worth, features) moves with the tool; the position part stays with the slot.
+    """
+    C, K = mask.shape
     tool_cols = [i for i, (k, _) in enumerate(terms) if k in ("tool", "feature")]
     pos_cols = [i for i, (k, _) in enumerate(terms) if k not in ("tool", "feature")]
-    util_tool = np.einsum("ckp,p->ck", X[:, :, tool_cols], theta[tool_cols])
-    util_pos = np.einsum("ckp,p->ck", X[:, :, pos_cols], theta[pos_cols])
+    util_tool = X[:, :, tool_cols] @ theta[tool_cols]
+    util_pos = X[:, :, pos_cols] @ theta[pos_cols]
     v = np.where(mask, util_tool + util_pos, -np.inf)
     p = np.exp(v - v.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
+    sizes = mask.sum(axis=1)
+    # shuffled lists: the probability of the tool at index j and of each slot, averaged over permutations
+    p_shuf_tool = np.zeros((C, K))
+    p_shuf_pos = np.zeros((C, K))
+    for kk in sorted(set(sizes.tolist())):
+        perms = _perms(kk, rng)
+        slot = np.argsort(perms, axis=1)                        # slot holding original index i, per perm
+        rows = np.flatnonzero(sizes == kk)
+        a = util_tool[rows][:, :kk][:, perms]                   # (n, n_perm, kk): tool part in each slot
+        u = a + util_pos[rows][:, None, :kk]
+        q = np.exp(u - u.max(axis=2, keepdims=True))
+        q /= q.sum(axis=2, keepdims=True)
+        p_shuf_pos[rows, :kk] = q.mean(axis=1)
+        p_shuf_tool[rows, :kk] = np.take_along_axis(q, np.broadcast_to(slot, q.shape), axis=2).mean(axis=1)
+    obs = np.zeros((C, K))
+    obs[np.arange(C), chosen] = 1.0
     recs = []
-    rows = np.arange(C)
-    for cl in sorted(set(g.cluster)):
-        sel = np.flatnonzero(g.cluster == cl)
-        sizes = mask[sel].sum(axis=1)
-        tools_cl = sorted(set(g.items[sel][mask[sel]].tolist()))
-        k_cl = len(tools_cl)
-        tpos = {t: i for i, t in enumerate(tools_cl)}
-        w = g.weight[sel]
+    for cl in sorted(set(cluster.tolist())):
+        sel = cluster == cl
+        w = weight[sel]
         W = w.sum()
-
-        def shares(prob_items, prob_pos):
-            ts = np.zeros(k_cl)
-            for c_i, c in enumerate(sel):
-                for j in range(sizes[c_i]):
-                    ts[tpos[g.items[c, j]]] += w[c_i] * prob_items[c_i, j]
-            return ts / W, prob_pos / W
-
-        obs_items = np.zeros((len(sel), K))
-        obs_items[np.arange(len(sel)), g.chosen[sel]] = 1.0
-        one_size = len(set(sizes.tolist())) == 1
-        res_rows = {}
-        for name, pi in (("observed", obs_items), ("logged", p[sel])):
-            ts, ps = shares(pi, (pi * w[:, None]).sum(axis=0))
-            res_rows[name] = (ts, ps)
-        # shuffled: every permutation of each list equally likely; position part fixed by the slot
-        ts = np.zeros(k_cl)
-        ps = np.zeros(K)
-        for kk in sorted(set(sizes.tolist())):
-            perms = _perms(kk, rng)
-            for c_i in np.flatnonzero(sizes == kk):
-                c = sel[c_i]
-                a = util_tool[c, :kk][perms]                       # (n_perm, kk): tool part in each slot
-                u = a + util_pos[c, :kk][None]
-                q = np.exp(u - u.max(axis=1, keepdims=True))
-                q /= q.sum(axis=1, keepdims=True)
-                # probability of the tool originally at index i: average over perms of q at the slot holding i
-                slot = np.argsort(perms, axis=1)
-                pt = np.take_along_axis(q, slot, axis=1).mean(axis=0)
-                for j in range(kk):
-                    ts[tpos[g.items[c, j]]] += w[c_i] * pt[j]
-                ps[:kk] += w[c_i] * q.mean(axis=0)
-        res_rows["shuffled"] = (ts / W, ps / W)
-        for name, (ts, ps) in res_rows.items():
+        it = items[sel]
+        ok = it >= 0
+        tools_cl, tcode = np.unique(it[ok], return_inverse=True)
+        k_cl = len(tools_cl)
+        sz = sorted(set(sizes[sel].tolist()))
+        for name, pt, pp in (("observed", obs[sel], obs[sel]), ("logged", p[sel], p[sel]),
+                             ("shuffled", p_shuf_tool[sel], p_shuf_pos[sel])):
+            ts = np.bincount(tcode.ravel(), weights=(pt * w[:, None])[ok], minlength=k_cl) / W
             d_api = 0.5 * np.abs(ts - 1.0 / k_cl).sum()
-            d_pos = 0.5 * np.abs(ps[:K] - 1.0 / K).sum() if one_size and sizes[0] == K else (
-                0.5 * np.abs(ps[:sizes[0]] - 1.0 / sizes[0]).sum() if one_size else np.nan)
+            if len(sz) == 1:
+                ps = (pp * w[:, None]).sum(axis=0)[:sz[0]] / W
+                d_pos = 0.5 * np.abs(ps - 1.0 / sz[0]).sum()
+            else:                 # lists of several lengths: no single uniform position reference
+                d_pos = float("nan")
             recs.append(dict(cluster_id=cl, orderings=name, delta_api=d_api, delta_pos=d_pos, n_attempts=W))
-    del rows
     return pd.DataFrame(recs)
 
 

@@ -93,6 +93,7 @@ class ChoiceModelResult(ReprHTMLMixin):
     def from_groups(cls, out, settings, warns):
         def cat(name):
             frames = [_with_keys(g[name], g["keys"]) for g in out if len(g[name])]
+            frames = [f for f in frames if len(f)]
             return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
         rows = []
@@ -100,7 +101,7 @@ class ChoiceModelResult(ReprHTMLMixin):
             d = g["dispersion"]
             rows.append(dict(**g["keys"], n_used=g["n_used"], n_excluded=g["n_excluded"], excluded=g["excluded"],
                              converged=g["converged"], loglik=g["loglik"], n_params=g["n_params"],
-                             n_queries=g["n_queries"], n_components=int(g["components"]["component"].max()),
+                             n_queries=g["n_queries"], n_components=int(g["components"]["component"].max()) if len(g["components"]) else 0,
                              sigma=g["sigma"], sigma_se=g["sigma_se"], dispersion=d["dispersion"],
                              dispersion_df=d["df"], dispersion_p=d["p_value"], wald_stat=g["wald_stat"],
                              wald_df=g["wald_df"], wald_p=g["wald_p"], lr_stat=g["lr_stat"], lr_p=g["lr_p"]))
@@ -166,6 +167,12 @@ class ChoiceModelResult(ReprHTMLMixin):
             row = self.groups.iloc[i]
             keys = {k: _num(v) for k, v in g["keys"].items()}
             ref = sorted(set(g["tool_effects"]["reference_tool"])) if len(g["tool_effects"]) else []
+            if not len(g["position_effects"]):
+                g = {**g, "position_effects": pd.DataFrame(columns=["position"])}
+            if not len(g["tool_effects"]):
+                g = {**g, "tool_effects": pd.DataFrame(columns=["tool_id", "reference_tool"])}
+            if not len(g["feature_effects"]):
+                g = {**g, "feature_effects": pd.DataFrame(columns=["feature"])}
             groups.append({
                 "keys": keys,
                 "reference_tool": ref[0] if len(ref) == 1 else ref,
@@ -185,7 +192,8 @@ class ChoiceModelResult(ReprHTMLMixin):
                                     for _, r in g["feature_effects"].iterrows()],
                 "random_effect_sd": (None if g["sigma"] is None else
                                      {"estimate": _num(g["sigma"]), "se": _num(g["sigma_se"])}),
-                "implied_bias": _records(g["implied_bias"], list(g["implied_bias"].columns)),
+                "implied_bias": _records(g["implied_bias"], list(g["implied_bias"].columns))
+                if len(g["implied_bias"]) else [],
                 "no_position_effect": {"wald_stat": _num(row["wald_stat"]), "df": _num(row["wald_df"]),
                                        "wald_p": _num(row["wald_p"]), "lr_stat": _num(row["lr_stat"]),
                                        "lr_p": _num(row["lr_p"])},
