@@ -66,3 +66,9 @@ from .io.readers.lm_eval import read_lm_eval  # noqa: E402
 
 __all__ += ["choice", "ChoiceLog", "read_choice_study", "option_position_bias", "accuracy_by_gold_position",
             "judge_consistency", "read_inspect", "read_inspect_choices", "read_lm_eval"]
+
+# -- choice models over the lists shown: conditional / mixed logit (issue 22) ----------------------------
+from . import choicemodel  # noqa: E402
+from .choicemodel import ChoiceModelResult, choice_model  # noqa: E402
+
+__all__ += ["choicemodel", "choice_model", "ChoiceModelResult"]

@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._choice import add_parser as add_choice_parser
 
     add_choice_parser(sub)
+    from ._choicemodel import add_parser as add_choicemodel_parser
+
+    add_choicemodel_parser(sub)
     return p
 
 
@@ -116,6 +119,7 @@ def main(argv=None) -> int:
                 "shadow": _run_shadow, "shift": _run_experiments("run_shift"),
                 "subsets": _run_experiments("run_subsets"), "plan": _run_plan}
     commands["choice"] = _run_choice
+    commands["choice-model"] = _run_choicemodel
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
@@ -263,6 +267,13 @@ def _report_qmd(args) -> int:
 def _run_choice(args):
     """The `choice` runner (multiple-choice / judge position bias), imported when called."""
     from ._choice import run
+
+    return run(args)
+
+
+def _run_choicemodel(args):
+    """The `choice-model` runner (conditional / mixed logit), imported when called."""
+    from ._choicemodel import run
 
     return run(args)
 
