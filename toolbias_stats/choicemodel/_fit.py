@@ -142,13 +142,19 @@ def fit_clogit(X, mask, chosen, w, *, penalty="firth", prior_prec=None, theta0=N
 
 # -- mixed logit ------------------------------------------------------------------------------------------
 class _MixedData:
-    """Draws gathered per cell and option once (they do not change during the fit)."""
+    """Draws gathered per cell and option once (they do not change during the fit).
+
+    Laid out option-major, (K, R, C): the reductions over the few options of a list are then sums of K
+    contiguous (R, C) slices, much faster than reductions over a short last axis.
+    """
 
     def __init__(self, X, mask, chosen, w, query, n_q, pair, Z):
         self.X, self.mask, self.chosen, self.w, self.query, self.n_q = X, mask, chosen, w, query, n_q
         self.rows = np.arange(X.shape[0])
-        self.Zc = np.where(mask[None], Z[:, pair], 0.0)                  # (R, C, K)
-        self.Zch = self.Zc[:, self.rows, chosen]                         # (R, C)
+        self.K = X.shape[1]
+        # float32 for the (K, R, C) arrays: half the memory traffic; sums over queries are done in float64
+        self.Zc = np.ascontiguousarray(np.where(mask[None], Z[:, pair], 0.0).transpose(2, 0, 1), dtype=np.float32)
+        self.Zch = np.take_along_axis(self.Zc, chosen[None, None, :], axis=0)[0]              # (R, C)
         self.pad = np.where(mask, 0.0, -np.inf)
         self.Xch = X[self.rows, chosen]
         self.S = sp.csr_matrix((w, (query, self.rows)), shape=(n_q, len(w)))
@@ -158,29 +164,44 @@ class _MixedData:
 def _mixed_eval(beta, sigma, d: _MixedData, prior_prec, want_grad=True):
     """Simulated log-likelihood of the query x tool random-effects logit and its per-query scores."""
     v = d.X @ beta + d.pad                                        # (C, K)
-    u = v[None] + sigma * d.Zc                                    # (R, C, K)
-    m = u.max(axis=2, keepdims=True)
-    e = np.exp(u - m)
-    tot = e.sum(axis=2)
-    lpc = (v[d.rows, d.chosen][None] + sigma * d.Zch) - m[:, :, 0] - np.log(tot)   # (R, C)
+    v32 = v.astype(np.float32)
+    s32 = np.float32(sigma)
+    u = [v32[:, k][None] + s32 * d.Zc[k] for k in range(d.K)]     # K x (R, C)
+    m = u[0].copy()
+    for k in range(1, d.K):
+        np.maximum(m, u[k], out=m)
+    e = [np.exp(uk - m) for uk in u]
+    tot = e[0].copy()
+    for k in range(1, d.K):
+        tot += e[k]
+    lpc = ((v32[d.rows, d.chosen][None] + s32 * d.Zch) - m - np.log(tot)).astype(np.float64)   # (R, C)
     lq = (d.S @ lpc.T).T                                          # (R, Q)
     Lq = logsumexp(lq, axis=0) - np.log(d.R)
     obj = float(Lq.sum()) - 0.5 * float(beta @ (prior_prec * beta))
     if not want_grad:
         return obj, float(Lq.sum())
     omega = np.exp(lq - (Lq + np.log(d.R))[None])                 # (R, Q) posterior weights of the draws
-    om_c = omega[:, d.query] / tot                                # (R, C), folds in the softmax denominator
-    pbar = np.einsum("rc,rck->ck", om_c, e)
+    om_q = omega[:, d.query].astype(np.float32)
+    om_c = om_q / tot                                             # (R, C), folds in the softmax denominator
+    pbar = np.stack([(om_c * e[k]).sum(axis=0, dtype=np.float64) for k in range(d.K)], axis=1)     # (C, K)
     s_beta = d.Xch - np.matmul(pbar[:, None, :], d.X)[:, 0, :]
-    s_sig = np.einsum("rc,rc->c", omega[:, d.query], d.Zch) - np.einsum("rc,rck,rck->c", om_c, e, d.Zc)
+    ez = e[0] * d.Zc[0]
+    for k in range(1, d.K):
+        ez += e[k] * d.Zc[k]
+    s_sig = (om_q * d.Zch).sum(axis=0, dtype=np.float64) - (om_c * ez).sum(axis=0, dtype=np.float64)
     s_cell = np.concatenate([s_beta, s_sig[:, None]], axis=1) * d.w[:, None]
     sq = np.zeros((d.n_q, s_cell.shape[1]))
     np.add.at(sq, d.query, s_cell)
-    return obj, float(Lq.sum()), sq
+    # information of the conditional logit at the draw-averaged probabilities: a positive-definite Newton
+    # metric for beta (BHHH alone converges slowly when some worths are large)
+    xbar = np.matmul(pbar[:, None, :], d.X)[:, 0, :]
+    D = (d.X - xbar[:, None, :]).reshape(-1, d.X.shape[2])
+    info = D.T @ (D * (pbar * d.w[:, None]).reshape(-1, 1))
+    return obj, float(Lq.sum()), sq, info
 
 
 def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100, prior_prec=None, beta0=None,
-              sigma0=1.0, max_iter=100, tol=1e-6):
+              sigma0=1.0, max_iter=100, tol=1e-5):
     """Mixed logit with independent N(0, sigma^2) query x tool effects, by simulated maximum likelihood.
 
     The random effects of one query are shared by all its attempts (its lists and runs), which is what lets
@@ -195,13 +216,21 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
     d = _MixedData(X, mask, chosen, w, query, n_q, pair, np.concatenate([z, -z], axis=0))
     pp = np.concatenate([prior_prec, [0.0]])
     theta = np.concatenate([np.zeros(P) if beta0 is None else np.asarray(beta0, float), [sigma0]])
-    obj, ll, sq = _mixed_eval(theta[:-1], theta[-1], d, prior_prec)
+    obj, ll, sq, info = _mixed_eval(theta[:-1], theta[-1], d, prior_prec)
     converged = False
     it = 0
+    g = sq.sum(axis=0) - pp * theta
+    # metric: block-diagonal start (p-bar information for beta, BHHH for sigma), then BFGS updates with the
+    # exact simulated gradient (the block start ignores the beta-sigma coupling; BFGS learns it)
+    M = np.zeros((P + 1, P + 1))
+    M[:-1, :-1] = info + np.diag(prior_prec)
+    M[-1, -1] = max(float(sq[:, -1] @ sq[:, -1]), 1e-8)
     for it in range(1, max_iter + 1):
-        g = sq.sum(axis=0) - pp * theta
-        B = sq.T @ sq + np.diag(pp)
-        step = np.linalg.lstsq(B, g, rcond=None)[0]
+        step = np.linalg.lstsq(M, g, rcond=None)[0]
+        if float(g @ step) <= 0:
+            B = sq.T @ sq + np.diag(pp)
+            M = B
+            step = np.linalg.lstsq(B, g, rcond=None)[0]
         if float(g @ step) < tol:
             converged = True
             break
@@ -213,11 +242,17 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
             if new[0] >= obj or t < 1e-4:
                 break
             t *= 0.5
-        if new[0] < obj:                 # no ascent along the BHHH direction: at the optimum or the boundary
+        if new[0] < obj:                 # no ascent along the direction: at the optimum (up to simulation)
             converged = float(g @ step) < 1e-3
             break
-        theta = cand
-        obj, ll, sq = _mixed_eval(theta[:-1], theta[-1], d, prior_prec)
+        obj, ll, sq, info = _mixed_eval(cand[:-1], cand[-1], d, prior_prec)
+        g_new = sq.sum(axis=0) - pp * cand
+        sv, yv = cand - theta, g - g_new          # y: change of the negative gradient (minimisation form)
+        sy = float(sv @ yv)
+        if sy > 1e-12:
+            Ms = M @ sv
+            M = M - np.outer(Ms, Ms) / float(sv @ Ms) + np.outer(yv, yv) / sy
+        theta, g = cand, g_new
     B = sq.T @ sq + np.diag(pp)
     return FitOutput(theta[:-1], ll, obj, B[:-1, :-1], converged and np.all(np.abs(theta) < DIVERGED), it,
                      sigma=float(theta[-1]), bhhh=B)
