@@ -76,6 +76,36 @@ class TestBinomialGLM:
         np.testing.assert_allclose(te2.loc[["b", "c", "d"], "se"], rob.bse[:3] * np.sqrt(G / (G - 1)), rtol=1e-6)
 
 
+class TestConditionalLogitReference:
+    def test_three_and_four_tool_lists_equal_statsmodels_conditional_logit(self):
+        """Lists of 3 and 4 of 5 tools: the same ML estimates as statsmodels' ConditionalLogit (one row per option)."""
+        from statsmodels.discrete.conditional_models import ConditionalLogit
+
+        rng = np.random.default_rng(11)
+        tools = ["a", "b", "c", "d", "e"]
+        worth = np.array([0.0, 0.4, -0.3, 0.8, 0.1])
+        pos = np.array([0.0, -0.5, -0.8, -0.2])
+        rows, y, X, grp = [], [], [], []
+        for q in range(200):
+            k = 3 + q % 2
+            order = rng.choice(5, k, replace=False)
+            v = worth[order] + pos[:k]
+            j = rng.choice(k, p=np.exp(v) / np.exp(v).sum())
+            rows.append((q, [tools[i] for i in order], tools[order[j]]))
+            for slot, t in enumerate(order):
+                y.append(float(slot == j))
+                X.append(np.r_[np.eye(5)[t][1:], np.eye(4)[slot][1:]])
+                grp.append(q)
+        ref = ConditionalLogit(np.array(y), np.array(X), groups=np.array(grp)).fit(method="newton", disp=0, tol=1e-12)
+        res = _quiet(choice_model, _log(rows, tools), by=None, penalty="none", se="model")
+        ours = np.r_[res.tool_effects.set_index("tool_id").loc[tools[1:], "estimate"],
+                     res.position_effects.set_index("position").loc[[2, 3, 4], "estimate"]]
+        ours_se = np.r_[res.tool_effects.set_index("tool_id").loc[tools[1:], "se"],
+                        res.position_effects.set_index("position").loc[[2, 3, 4], "se"]]
+        np.testing.assert_allclose(ours, ref.params, atol=1e-6)
+        np.testing.assert_allclose(ours_se, ref.bse, rtol=1e-5)
+
+
 class TestRecovery:
     def test_interval_coverage_small(self):
         """Small version of analyses/choice_model_coverage.py: 95% intervals of worths and positions."""

@@ -360,7 +360,8 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     refs_by_comp = _references(g, comp, reference) if st["worth"] == "tool" else {}
     ref_idx = set(refs_by_comp.values())
     n_comp = int(comp.max()) + 1
-    if n_comp > 1 and st["worth"] == "tool":
+    # components that are the catalog's clusters (BiasBusters) are the design, not a problem worth a warning
+    if n_comp > max(1, len(set(g.cluster.tolist()))) and st["worth"] == "tool":
         res["warnings"].append(f"the comparison graph has {n_comp} connected components: worths are comparable "
                                "only within a component (one reference tool each; see `result.components`)")
     never_shown = [t for t in catalog.table["tool_id"].astype(str) if t not in set(g.tools)]

@@ -64,7 +64,7 @@ class ChoiceModelResult(ReprHTMLMixin):
         By-keys, ``cluster_id``, ``position``, ``observed``, ``expected``, ``pearson_residual``.
     groups : pandas.DataFrame
         One row per group: keys, ``n_used``, ``n_excluded``, ``excluded`` (by reason), ``converged``,
-        ``loglik``, ``n_params``, ``n_queries``, ``n_components``, ``sigma`` / ``sigma_se`` (mixed logit),
+        ``fitted`` (False for a group without a usable attempt), ``loglik``, ``n_params``, ``n_queries``, ``n_components``, ``sigma`` / ``sigma_se`` (mixed logit),
         Pearson ``dispersion`` over queries x tools with ``dispersion_df`` and ``dispersion_p``, Wald
         (``wald_stat``, ``wald_df``, ``wald_p``) and likelihood-ratio (``lr_stat``, ``lr_p``) tests of no
         position effect.
@@ -100,7 +100,7 @@ class ChoiceModelResult(ReprHTMLMixin):
         for g in out:
             d = g["dispersion"]
             rows.append(dict(**g["keys"], n_used=g["n_used"], n_excluded=g["n_excluded"], excluded=g["excluded"],
-                             converged=g["converged"], loglik=g["loglik"], n_params=g["n_params"],
+                             fitted=g.get("fitted", True), converged=g["converged"], loglik=g["loglik"], n_params=g["n_params"],
                              n_queries=g["n_queries"], n_components=int(g["components"]["component"].max()) if len(g["components"]) else 0,
                              sigma=g["sigma"], sigma_se=g["sigma_se"], dispersion=d["dispersion"],
                              dispersion_df=d["df"], dispersion_p=d["p_value"], wald_stat=g["wald_stat"],
@@ -126,7 +126,9 @@ class ChoiceModelResult(ReprHTMLMixin):
 
     @property
     def converged(self) -> bool:
-        return bool(self.groups["converged"].all())
+        """Whether every fitted group converged (groups without a usable attempt are not fitted)."""
+        g = self.groups
+        return bool(g.loc[g["fitted"], "converged"].all())
 
     @property
     def method(self) -> str:
@@ -202,7 +204,8 @@ class ChoiceModelResult(ReprHTMLMixin):
                 "excluded": {str(k): int(v) for k, v in g["excluded"].items()},
                 "n_queries": _num(g["n_queries"]), "n_components": int(row["n_components"]),
                 "not_compared": list(g["not_compared"]),
-                "loglik": _num(g["loglik"]), "converged": bool(g["converged"]),
+                "loglik": _num(g["loglik"]), "fitted": bool(g.get("fitted", True)),
+                "converged": bool(g["converged"]),
             })
         s = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.settings.items()}
         return {"method": self.method, "settings": s, "warnings": list(self.warnings), "groups": groups}

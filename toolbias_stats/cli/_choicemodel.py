@@ -79,6 +79,10 @@ def _run(args) -> int:
                               penalty=args.penalty, se=args.se, mixed=args.mixed, n_draws=args.n_draws,
                               n_resamples=args.bootstrap, interactions=_split(args.interactions),
                               confidence_level=args.confidence_level, rng=args.seed)
+    for _, g in result.groups[~result.groups["fitted"]].iterrows():
+        keys = ", ".join(f"{k}={g[k]}" for k in result.by)
+        print(f"toolbias-stats choice-model: note: group {keys or 'all'} not fitted: no usable attempt "
+              f"(excluded {g['excluded']})", file=sys.stderr)
     if not result.converged:
         print("toolbias-stats choice-model: WARNING: a group did not converge (see `converged`)", file=sys.stderr)
     if args.json:
