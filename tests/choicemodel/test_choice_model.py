@@ -177,6 +177,11 @@ class TestBadInput:
         assert comp.loc["a", "component"] != comp.loc["c", "component"]
         assert set(comp["reference_tool"]) == {"a", "c"}
         assert res.to_dict()["groups"][0]["n_components"] == 2
+        from toolbias_stats.choicemodel import comparison_components
+
+        cc = comparison_components(log).set_index("tool_id")
+        assert cc.loc[["a", "b"], "component"].tolist() == [1, 1] and cc.loc[["c", "d"], "component"].tolist() == [2, 2]
+        assert cc.loc["c", "reference_tool"] == "c" and cc.loc["a", "n_shown"] == 40
 
     def test_fixed_ordering_confounds_positions_and_tools(self):
         rows = [(q, ["a", "b", "c"], ["a", "b", "c"][q % 3]) for q in range(30)]

@@ -7,9 +7,9 @@ an optional mixed logit with query x tool random effects. ``docs/choice_model.md
 Distinct from :mod:`toolbias_stats.choice`, which audits multiple-choice answer positions.
 """
 
-from ._model import PENALTIES, POSITION_FORMS, SE_METHODS, WORTHS, choice_model
+from ._model import PENALTIES, POSITION_FORMS, SE_METHODS, WORTHS, choice_model, comparison_components
 from ._result import ChoiceModelResult
 from ._simulate import simulate_choice_log
 
-__all__ = ["choice_model", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS", "PENALTIES", "SE_METHODS",
+__all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS", "PENALTIES", "SE_METHODS",
            "WORTHS"]

@@ -17,7 +17,7 @@ from ._data import GroupData, prepare_groups
 from ._fit import DIVERGED, aggregate_cells, cell_scores, clogit_parts, fit_clogit, fit_mixed
 from ._result import ChoiceModelResult
 
-__all__ = ["choice_model", "POSITION_FORMS", "PENALTIES", "SE_METHODS", "WORTHS"]
+__all__ = ["choice_model", "comparison_components", "POSITION_FORMS", "PENALTIES", "SE_METHODS", "WORTHS"]
 
 #: Position terms: one per position (position 1 the reference), first/last indicators, log-position decay, none.
 POSITION_FORMS = ("free", "first_last", "decay", "none")
@@ -122,8 +122,10 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
     >>> from toolbias_stats.choicemodel import simulate_choice_log
     >>> log = simulate_choice_log(n_queries=60, rng=1)
     >>> res = tbs.choice_model(log, by=None)
-    >>> res.position_effects[["position", "estimate"]].shape
-    (3, 2)
+    >>> res.position_effects["position"].tolist()     # position 1 is the reference (0)
+    [1, 2, 3, 4]
+    >>> bool(res.converged)
+    True
     """
     position = check_choice("position", position, POSITION_FORMS)
     penalty = check_choice("penalty", "none" if penalty is None else penalty, PENALTIES)
@@ -702,3 +704,55 @@ def _bootstrap(g, Xa, ma, ca, inv, theta0, pen, prior_prec, n_resamples, rng):
                        prior_prec=prior_prec, theta0=theta0)
         out[b] = f.theta
     return out
+
+
+def comparison_components(log_or_counts, *, by=None, reference=None) -> pd.DataFrame:
+    """Which tools are compared with which: the connected components of the comparison graph (no fit).
+
+    Two tools are connected when some usable attempt showed them in the same list (directly or through other
+    tools). Worths are identified only within a component; :func:`choice_model` fixes one reference per
+    component. Meant for ``validate``: a study whose components are not what its author expects (e.g. two
+    description variants never shown together) is found before any model is fitted.
+
+    Parameters
+    ----------
+    log_or_counts : SelectionLog, SelectionCounts or Study
+    by : str or sequence of str, optional
+        Design columns; one graph per group.
+    reference : str or sequence of str, optional
+        Reference tools (default: the first tool of each component in catalog order).
+
+    Returns
+    -------
+    pandas.DataFrame
+        By-keys, ``tool_id``, ``component`` (1-based), ``reference_tool``, ``n_shown`` (attempts that showed
+        the tool in a usable list); catalog tools never shown in a usable list have ``component`` 0.
+
+    Examples
+    --------
+    >>> from toolbias_stats.choicemodel import comparison_components, simulate_choice_log
+    >>> comparison_components(simulate_choice_log(n_queries=20, rng=1))["component"].unique().tolist()
+    [1]
+    """
+    by = [b.strip() for b in by.split(",") if b.strip()] if isinstance(by, str) else list(by or [])
+    groups, catalog, _ = prepare_groups(log_or_counts, by)
+    frames = []
+    for g in groups:
+        if g.tools:
+            comp = _components(g)
+            refs = _references(g, comp, reference)
+            shown = np.zeros(len(g.tools))
+            for j in range(g.items.shape[1]):
+                ok = g.items[:, j] >= 0
+                np.add.at(shown, g.items[ok, j], g.weight[ok])
+            f = pd.DataFrame({"tool_id": g.tools, "component": comp + 1,
+                              "reference_tool": [g.tools[refs[c]] for c in comp], "n_shown": shown.astype(np.int64)})
+        else:
+            f = pd.DataFrame(columns=["tool_id", "component", "reference_tool", "n_shown"])
+        rest = [t for t in catalog.table["tool_id"].astype(str) if t not in set(g.tools)]
+        f = pd.concat([f, pd.DataFrame({"tool_id": rest, "component": 0, "reference_tool": None, "n_shown": 0})],
+                      ignore_index=True) if rest else f
+        for i, (k, v) in enumerate(g.keys.items()):
+            f.insert(i, k, v)
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True)
