@@ -260,3 +260,20 @@ class TestCLI:
         d = json.loads(out)
         assert d["groups"][0]["keys"] == {"model": "sim"}
         assert len(d["groups"][0]["position_effects"]) == 3
+
+    def test_missing_file_is_a_clear_error(self, tmp_path, capsys):
+        from toolbias_stats.cli._commands import main
+
+        rc = main(["choice-model", str(tmp_path / "nope.toml"), "--json"])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("toolbias-stats choice-model: error:") and "Traceback" not in err
+
+
+class TestReportSection:
+    def test_section_renders_escaped_tables(self):
+        from toolbias_stats.report._choicemodel import render_choice_model_section
+
+        res = _quiet(choice_model, simulate_choice_log(n_queries=40, rng=2), by="model")
+        html = render_choice_model_section(res)
+        assert "Implied delta_API" in html and "position effects" in html
+        assert "<script" not in html
