@@ -277,3 +277,20 @@ class TestReportSection:
         html = render_choice_model_section(res)
         assert "Implied delta_API" in html and "position effects" in html
         assert "<script" not in html
+
+
+class TestInteractions:
+    def test_position_effects_varying_with_a_design_column(self):
+        a = simulate_choice_log(n_queries=300, positions=[0, -0.4, -0.6, -0.3], model="m", rng=8)
+        b = simulate_choice_log(n_queries=300, positions=[0, -1.2, -1.2, -1.2], model="m", rng=9)
+        da = a.data.assign(temp=0.0)
+        db = b.data.assign(temp=1.0, query_id="b" + b.data["query_id"].astype(str))
+        log = SelectionLog.from_frame(pd.concat([da, db], ignore_index=True), a.catalog)
+        res = _quiet(choice_model, log, by=None, interactions=["temp"])
+        fe = res.feature_effects.set_index("feature")
+        truth = {"2:temp": -0.8, "3:temp": -0.6, "4:temp": -0.9}
+        for term, value in truth.items():
+            assert fe.loc[term, "kind"] == "position_x"
+            assert fe.loc[term, "ci_low"] < value < fe.loc[term, "ci_high"]
+        with pytest.raises(ValueError, match="also in `by`"):
+            choice_model(log, by="temp", interactions=["temp"])

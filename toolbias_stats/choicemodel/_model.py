@@ -137,6 +137,9 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
         raise ValueError(f"`n_draws` must be an integer >= 2; got {n_draws!r} instead.")
     if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) or not prior_scale > 0:
         raise ValueError(f"`prior_scale` must be a positive number; got {prior_scale!r} instead.")
+    if se == "bootstrap" and mixed:
+        raise ValueError("se='bootstrap' is not available with mixed=True (each replicate would be a full simulated "
+                         "fit); the mixed logit's intervals use the per-query score outer product.")
     if se == "bootstrap" and n_resamples < 2:
         raise ValueError("se='bootstrap' needs `n_resamples` >= 2.")
     rng = check_rng(rng)
