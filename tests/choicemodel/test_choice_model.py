@@ -294,3 +294,23 @@ class TestInteractions:
             assert fe.loc[term, "ci_low"] < value < fe.loc[term, "ci_high"]
         with pytest.raises(ValueError, match="also in `by`"):
             choice_model(log, by="temp", interactions=["temp"])
+
+
+class TestBiasBusters:
+    def test_position_effects_rank_llms_as_delta_pos(self, bb_study):
+        """Implied delta_pos under shuffled lists (mean over clusters) vs the descriptive delta_pos (issue 22)."""
+        from scipy import stats
+
+        res = _quiet(choice_model, bb_study.log, by="model")
+        bias = _quiet(tbs.selection_bias, bb_study.log, by="model", n_resamples=0, n_null=0).to_frame()
+        d = bias[bias["metric"] == "delta_pos"].set_index("model")["mean_over_runs"]
+        implied = res.implied_bias.query("orderings == 'shuffled'").groupby("model")["delta_pos"].mean()
+        both = pd.concat([d.rename("observed"), implied.rename("implied")], axis=1).dropna()
+        assert len(both) == 7                                   # Qwen3-8B-Base shows no list: not fitted
+        rho = stats.spearmanr(both["observed"], both["implied"]).statistic
+        assert rho > 0.95                                       # 0.964: one adjacent swap (0.011 apart)
+        assert both["implied"].idxmax() == both["observed"].idxmax() == "DeepSeek-V3.2-Exp"
+        assert both["implied"].idxmin() == both["observed"].idxmin() == "Qwen3 235B"
+        g = res.groups.set_index("model")
+        assert not g.loc["Qwen3-8B-Base", "fitted"]
+        assert (g["n_used"] + g["n_excluded"]).sum() == bb_study.log.n_attempts
