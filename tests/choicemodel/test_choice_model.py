@@ -76,6 +76,30 @@ class TestBinomialGLM:
         np.testing.assert_allclose(te2.loc[["b", "c", "d"], "se"], rob.bse[:3] * np.sqrt(G / (G - 1)), rtol=1e-6)
 
 
+    def test_prior_penalty_is_the_stated_normal_prior(self):
+        """penalty='prior': the MAP under N(0, s^2) priors, computed independently with scipy on the GLM form."""
+        from scipy.optimize import minimize
+
+        log, rows, tools = self._data()
+        X = np.zeros((len(rows), 4))
+        for k, (_, order, _) in enumerate(rows):
+            X[k, tools.index(order[0])] += 1
+            X[k, tools.index(order[1])] -= 1
+        X = np.column_stack([X[:, 1:], np.ones(len(rows))])    # last column: +gamma2 enters with sign -1 below
+        y = np.array([r[2] == r[1][0] for r in rows], float)
+        s = 0.3
+
+        def negpost(b):
+            eta = X[:, :3] @ b[:3] - b[3]
+            return -(np.sum(y * eta - np.logaddexp(0, eta)) - 0.5 * np.sum(b ** 2) / s ** 2)
+
+        ref = minimize(negpost, np.zeros(4), method="BFGS", options=dict(gtol=1e-10)).x
+        res = _quiet(choice_model, log, by=None, penalty="prior", prior_scale=s)
+        ours = np.r_[res.tool_effects.set_index("tool_id").loc[["b", "c", "d"], "estimate"],
+                     res.position_effects.set_index("position").loc[2, "estimate"]]
+        np.testing.assert_allclose(ours, ref, atol=1e-6)
+
+
 class TestConditionalLogitReference:
     def test_three_and_four_tool_lists_equal_statsmodels_conditional_logit(self):
         """Lists of 3 and 4 of 5 tools: the same ML estimates as statsmodels' ConditionalLogit (one row per option)."""

@@ -394,7 +394,8 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     _check_identified(info0, terms, label)
     if st["penalty"] == "none" and st["worth"] == "tool":
         _check_separation(g, label)
-    prior_prec = np.full(P, 1.0 / st["prior_scale"] ** 2) * scale ** 2  # prior on the original scale
+    # N(0, prior_scale^2) on the original scale: theta = theta_scaled / scale, so precision / scale^2
+    prior_prec = np.full(P, 1.0 / st["prior_scale"] ** 2) / scale ** 2
     pen = st["penalty"]
     fit = fit_clogit(Xa, ma, ca, wa, penalty=None if pen == "none" else pen, prior_prec=prior_prec)
     res["converged"] = bool(fit.converged)
