@@ -120,7 +120,8 @@ def prepare_groups(obj, by, *, mismatch="exclude", extra=()):
         if e not in design:
             raise ValueError(f"`interactions` names column {e!r} that the selection log does not have; "
                              f"design columns: {design}.")
-    keys = list(by) + [e for e in extra if e not in by] + ["cluster_id", "query_id", "ordering", "status", "chosen_tool", "chosen_position"]
+    keys = list(by) + [e for e in extra if e not in by] + ["cluster_id", "query_id", "ordering", "status",
+                                                           "chosen_tool", "chosen_position"]
     g = frame.groupby(keys, sort=True, dropna=False, observed=True)["_w"].sum().reset_index()
     if not len(g):
         raise ValueError("the selection log has no attempts.")
@@ -185,7 +186,8 @@ def _group(keys, sub, catalog, queries_known) -> GroupData:
         excluded[r] = excluded.get(r, 0) + int(round(ww))
     u = sub[used]
     if not len(u):
-        return GroupData(keys, [], np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
+        return GroupData(keys, [], np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0),
+                         np.zeros(0, np.int64),
                          [], np.zeros(0, object), 0, int(round(w.sum())), excluded, queries_known)
     orderings = u["ordering"].astype(str).to_numpy()
     uniq, inv = np.unique(orderings, return_inverse=True)

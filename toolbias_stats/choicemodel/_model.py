@@ -14,7 +14,7 @@ from scipy import stats
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning
 from ._data import GroupData, prepare_groups
-from ._fit import DIVERGED, aggregate_cells, cell_scores, clogit_parts, fit_clogit, fit_mixed
+from ._fit import aggregate_cells, cell_scores, clogit_parts, fit_clogit, fit_mixed
 from ._result import ChoiceModelResult
 
 __all__ = ["choice_model", "comparison_components", "POSITION_FORMS", "PENALTIES", "SE_METHODS", "WORTHS"]
@@ -157,7 +157,8 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
         raise ValueError("tool features are constant per tool, so a free worth per tool absorbs them: use "
                          "worth='features' (the default with features), or give `interactions` so that the "
                          "features' effects vary with a design column.")
-    settings = dict(by=tuple(by), position=position, worth=worth, features=None if feat is None else tuple(feat.columns),
+    settings = dict(by=tuple(by), position=position, worth=worth,
+                    features=None if feat is None else tuple(feat.columns),
                     interactions=tuple(interactions), penalty=penalty, prior_scale=float(prior_scale), se=se,
                     mixed=bool(mixed), n_draws=int(n_draws), n_resamples=int(n_resamples),
                     confidence_level=confidence_level, mismatch=mismatch)
@@ -242,13 +243,11 @@ def _design(g: GroupData, feat, position, worth, refs, interactions):
     blocks, terms = [], []
     if worth == "tool":
         free = [i for i in range(len(g.tools)) if i not in refs]
-        col = {t: j for j, t in enumerate(free)}
         Xt = np.zeros((C, K, len(free)))
         for j, t in enumerate(free):
             Xt[:, :, j] = g.items == t
         blocks.append(Xt)
         terms += [("tool", g.tools[t]) for t in free]
-        del col
     pos = np.arange(1, K + 1)[None, :].repeat(C, axis=0).astype(float)
     if position == "free":
         Xp = np.stack([(pos == p) & mask for p in range(2, K + 1)], axis=2).astype(float)

@@ -64,7 +64,8 @@ class ChoiceModelResult(ReprHTMLMixin):
         By-keys, ``cluster_id``, ``position``, ``observed``, ``expected``, ``pearson_residual``.
     groups : pandas.DataFrame
         One row per group: keys, ``n_used``, ``n_excluded``, ``excluded`` (by reason), ``converged``,
-        ``fitted`` (False for a group without a usable attempt), ``loglik``, ``n_params``, ``n_queries``, ``n_components``, ``sigma`` / ``sigma_se`` (mixed logit),
+        ``fitted`` (False for a group without a usable attempt), ``loglik``, ``n_params``, ``n_queries``,
+        ``n_components``, ``sigma`` / ``sigma_se`` (mixed logit),
         Pearson ``dispersion`` over queries x tools with ``dispersion_df`` and ``dispersion_p``, Wald
         (``wald_stat``, ``wald_df``, ``wald_p``) and likelihood-ratio (``lr_stat``, ``lr_p``) tests of no
         position effect.
@@ -100,8 +101,9 @@ class ChoiceModelResult(ReprHTMLMixin):
         for g in out:
             d = g["dispersion"]
             rows.append(dict(**g["keys"], n_used=g["n_used"], n_excluded=g["n_excluded"], excluded=g["excluded"],
-                             fitted=g.get("fitted", True), converged=g["converged"], loglik=g["loglik"], n_params=g["n_params"],
-                             n_queries=g["n_queries"], n_components=int(g["components"]["component"].max()) if len(g["components"]) else 0,
+                             fitted=g.get("fitted", True), converged=g["converged"], loglik=g["loglik"],
+                             n_params=g["n_params"], n_queries=g["n_queries"],
+                             n_components=int(g["components"]["component"].max()) if len(g["components"]) else 0,
                              sigma=g["sigma"], sigma_se=g["sigma_se"], dispersion=d["dispersion"],
                              dispersion_df=d["df"], dispersion_p=d["p_value"], wald_stat=g["wald_stat"],
                              wald_df=g["wald_df"], wald_p=g["wald_p"], lr_stat=g["lr_stat"], lr_p=g["lr_p"]))
