@@ -360,6 +360,9 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
         return _empty_group(res, g)
     if not g.queries_known:
         res["warnings"].append("the input has no query ids (counts): standard errors treat attempts as independent")
+    if st["worth"] == "features":
+        res["warnings"].append("worth = features @ beta: the feature intervals assume the features explain the tools' "
+                               "worths; residual tool differences are not covered (docs/choice_model.md, Limits)")
     comp = _components(g)
     refs_by_comp = _references(g, comp, reference) if st["worth"] == "tool" else {}
     ref_idx = set(refs_by_comp.values())
