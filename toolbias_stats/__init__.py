@@ -72,3 +72,9 @@ from . import audit  # noqa: E402
 from .audit import StudyDesign, design_study, run_study, write_requests  # noqa: E402
 
 __all__ += ["audit", "design_study", "StudyDesign", "write_requests", "run_study"]
+
+# -- choice models over the lists shown: conditional / mixed logit (issue 22) ----------------------------
+from . import choicemodel  # noqa: E402
+from .choicemodel import ChoiceModelResult, choice_model  # noqa: E402
+
+__all__ += ["choicemodel", "choice_model", "ChoiceModelResult"]

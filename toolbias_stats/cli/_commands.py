@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._audit import add_parsers as add_audit_parsers
 
     add_audit_parsers(sub)
+    from ._choicemodel import add_parser as add_choicemodel_parser
+
+    add_choicemodel_parser(sub)
     return p
 
 
@@ -146,6 +149,7 @@ def _main(argv=None) -> int:
     from ._audit import run_design, run_run
 
     commands.update({"design": run_design, "run": run_run})
+    commands["choice-model"] = _run_choicemodel
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
@@ -301,6 +305,13 @@ def _report_qmd(args) -> int:
 def _run_choice(args):
     """The `choice` runner (multiple-choice / judge position bias), imported when called."""
     from ._choice import run
+
+    return run(args)
+
+
+def _run_choicemodel(args):
+    """The `choice-model` runner (conditional / mixed logit), imported when called."""
+    from ._choicemodel import run
 
     return run(args)
 

@@ -1,0 +1,15 @@
+"""Choice models of tool selection: conditional and mixed logit over the lists actually shown (issue 22).
+
+:func:`choice_model` fits ``P(tool | list) = softmax(worth[tool] + position[p] + features @ beta)`` with one
+worth per tool across every list that shows it, query-clustered standard errors, Firth or prior penalties and
+an optional mixed logit with query x tool random effects. ``docs/choice_model.md`` has the details.
+
+Distinct from :mod:`toolbias_stats.choice`, which audits multiple-choice answer positions.
+"""
+
+from ._model import PENALTIES, POSITION_FORMS, SE_METHODS, WORTHS, choice_model, comparison_components
+from ._result import ChoiceModelResult
+from ._simulate import simulate_choice_log
+
+__all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS", "PENALTIES", "SE_METHODS",
+           "WORTHS"]

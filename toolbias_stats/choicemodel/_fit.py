@@ -1,0 +1,258 @@
+"""Conditional and mixed logit likelihoods over weighted choice cells (NumPy; analytic scores and information).
+
+Notation: ``X`` is (C, K, P), the regressors of the option shown at position j of cell c; ``mask`` (C, K) marks
+real options (sets shorter than K are padded); ``chosen`` (C,) the chosen position; ``w`` (C,) the attempts in the
+cell. The utility is ``X @ theta``; the choice probability the softmax over the options shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import logsumexp
+
+__all__ = ["FitOutput", "fit_clogit", "fit_mixed", "clogit_parts", "cell_scores", "aggregate_cells"]
+
+#: Largest |estimate| (log-odds) still treated as finite: beyond it a worth is reported as diverging.
+DIVERGED = 20.0
+
+
+@dataclass
+class FitOutput:
+    theta: np.ndarray
+    loglik: float              # unpenalised log-likelihood at theta
+    objective: float           # the penalised objective that was maximised
+    info: np.ndarray           # Fisher information of the log-likelihood at theta (plus the prior precision)
+    converged: bool
+    n_iter: int
+    sigma: float | None = None  # mixed logit: sd of the query x tool random effects
+    bhhh: np.ndarray | None = None
+
+
+def aggregate_cells(X, mask, chosen, w, key=None):
+    """Merge cells with identical regressors and choice (the likelihood only needs their summed weight).
+
+    ``key`` (C, m) integer codes that determine a cell's regressors (the tools shown, design codes); by
+    default the regressors themselves. Returns the merged (X, mask, chosen, w) and the index of the merged
+    cell of every input cell.
+    """
+    import pandas as pd
+
+    c = X.shape[0]
+    if key is None:
+        key = np.concatenate([X.reshape(c, -1), mask.astype(float)], axis=1)
+    frame = pd.DataFrame(np.column_stack([key, chosen]))
+    inv = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+    first = np.unique(inv, return_index=True)[1]
+    wa = np.bincount(inv, weights=w, minlength=len(first))
+    return X[first], mask[first], chosen[first], wa, inv
+
+
+def _probs(X, mask, theta):
+    v = X @ theta
+    v = np.where(mask, v, -np.inf)
+    lse = logsumexp(v, axis=1, keepdims=True)
+    logp = v - lse
+    return np.exp(logp), logp
+
+
+def clogit_parts(theta, X, mask, chosen, w, *, need_info=True):
+    """Log-likelihood, score, information, probabilities and centred regressors of a conditional logit."""
+    p, logp = _probs(X, mask, theta)
+    rows = np.arange(X.shape[0])
+    ll = float(np.sum(w * logp[rows, chosen]))
+    xbar = np.matmul(p[:, None, :], X)[:, 0, :]
+    score_c = X[rows, chosen] - xbar
+    grad = w @ score_c
+    if not need_info:
+        return ll, grad, None, p, None
+    D = X - xbar[:, None, :]
+    P = X.shape[2]
+    Df = D.reshape(-1, P)
+    info = Df.T @ (Df * (p * w[:, None]).reshape(-1, 1))
+    return ll, grad, info, p, D
+
+
+def cell_scores(theta, X, mask, chosen):
+    """Per-cell score of one attempt (C, P): x_chosen - E_p[x]."""
+    p, _ = _probs(X, mask, theta)
+    rows = np.arange(X.shape[0])
+    return X[rows, chosen] - np.matmul(p[:, None, :], X)[:, 0, :]
+
+
+def _penalised(theta, X, mask, chosen, w, penalty, prior_prec):
+    ll, grad, info, p, D = clogit_parts(theta, X, mask, chosen, w)
+    obj, g, metric = ll, grad.copy(), info.copy()
+    if penalty == "firth":
+        sign, logdet = np.linalg.slogdet(info)
+        if sign <= 0:
+            return ll, -np.inf, g, metric, info
+        A = np.linalg.inv(info)
+        q = ((D @ A) * D).sum(axis=2)
+        g = g + 0.5 * (p * q * w[:, None]).reshape(-1) @ D.reshape(-1, D.shape[2])
+        obj = ll + 0.5 * logdet
+    elif penalty == "prior":
+        obj = ll - 0.5 * float(theta @ (prior_prec * theta))
+        g = g - prior_prec * theta
+        metric = info + np.diag(prior_prec)
+    return ll, obj, g, metric, info
+
+
+def fit_clogit(X, mask, chosen, w, *, penalty="firth", prior_prec=None, theta0=None, max_iter=100, tol=1e-9):
+    """Maximise the (penalised) conditional-logit likelihood by Newton steps with step halving.
+
+    ``penalty``: None (maximum likelihood), ``"firth"`` (Jeffreys-prior penalty ½·log det I) or ``"prior"``
+    (independent normal priors with precisions ``prior_prec``). The Newton metric is the Fisher information
+    (plus the prior precision), exact for ML and the prior and a standard quasi-Newton choice for Firth.
+    """
+    n_par = X.shape[2]
+    prior_prec = np.zeros(n_par) if prior_prec is None else np.asarray(prior_prec, float)
+    theta = np.zeros(n_par) if theta0 is None else np.array(theta0, float)
+    ll, obj, g, metric, info = _penalised(theta, X, mask, chosen, w, penalty, prior_prec)
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        try:
+            step = np.linalg.solve(metric, g)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(metric, g, rcond=None)[0]
+        if not np.all(np.isfinite(step)):
+            break
+        t = 1.0
+        while True:
+            cand = theta + t * step
+            out = _penalised(cand, X, mask, chosen, w, penalty, prior_prec)
+            if out[1] >= obj - 1e-12 * max(1.0, abs(obj)) or t < 1e-8:
+                break
+            t *= 0.5
+        theta = cand
+        dec = float(g @ step)
+        ll, obj, g, metric, info = out
+        if dec < tol and np.max(np.abs(t * step)) < 1e-6:
+            converged = True
+            break
+        if np.max(np.abs(theta)) > 5 * DIVERGED:
+            break
+    if penalty == "prior":
+        info = info + np.diag(prior_prec)
+    return FitOutput(theta, ll, obj, info, converged and np.all(np.abs(theta) < DIVERGED), it)
+
+
+# -- mixed logit ------------------------------------------------------------------------------------------
+class _MixedData:
+    """Draws gathered per cell and option once (they do not change during the fit).
+
+    Laid out option-major, (K, R, C): the reductions over the few options of a list are then sums of K
+    contiguous (R, C) slices, much faster than reductions over a short last axis.
+    """
+
+    def __init__(self, X, mask, chosen, w, query, n_q, pair, Z):
+        self.X, self.mask, self.chosen, self.w, self.query, self.n_q = X, mask, chosen, w, query, n_q
+        self.rows = np.arange(X.shape[0])
+        self.K = X.shape[1]
+        # float32 for the (K, R, C) arrays: half the memory traffic; sums over queries are done in float64
+        self.Zc = np.ascontiguousarray(np.where(mask[None], Z[:, pair], 0.0).transpose(2, 0, 1), dtype=np.float32)
+        self.Zch = np.take_along_axis(self.Zc, chosen[None, None, :], axis=0)[0]              # (R, C)
+        self.pad = np.where(mask, 0.0, -np.inf)
+        self.Xch = X[self.rows, chosen]
+        self.S = sp.csr_matrix((w, (query, self.rows)), shape=(n_q, len(w)))
+        self.R = Z.shape[0]
+
+
+def _mixed_eval(beta, sigma, d: _MixedData, prior_prec, want_grad=True):
+    """Simulated log-likelihood of the query x tool random-effects logit and its per-query scores."""
+    v = d.X @ beta + d.pad                                        # (C, K)
+    v32 = v.astype(np.float32)
+    s32 = np.float32(sigma)
+    u = [v32[:, k][None] + s32 * d.Zc[k] for k in range(d.K)]     # K x (R, C)
+    m = u[0].copy()
+    for k in range(1, d.K):
+        np.maximum(m, u[k], out=m)
+    e = [np.exp(uk - m) for uk in u]
+    tot = e[0].copy()
+    for k in range(1, d.K):
+        tot += e[k]
+    lpc = ((v32[d.rows, d.chosen][None] + s32 * d.Zch) - m - np.log(tot)).astype(np.float64)   # (R, C)
+    lq = (d.S @ lpc.T).T                                          # (R, Q)
+    Lq = logsumexp(lq, axis=0) - np.log(d.R)
+    obj = float(Lq.sum()) - 0.5 * float(beta @ (prior_prec * beta))
+    if not want_grad:
+        return obj, float(Lq.sum())
+    omega = np.exp(lq - (Lq + np.log(d.R))[None])                 # (R, Q) posterior weights of the draws
+    om_q = omega[:, d.query].astype(np.float32)
+    om_c = om_q / tot                                             # (R, C), folds in the softmax denominator
+    pbar = np.stack([(om_c * e[k]).sum(axis=0, dtype=np.float64) for k in range(d.K)], axis=1)     # (C, K)
+    s_beta = d.Xch - np.matmul(pbar[:, None, :], d.X)[:, 0, :]
+    ez = e[0] * d.Zc[0]
+    for k in range(1, d.K):
+        ez += e[k] * d.Zc[k]
+    s_sig = (om_q * d.Zch).sum(axis=0, dtype=np.float64) - (om_c * ez).sum(axis=0, dtype=np.float64)
+    s_cell = np.concatenate([s_beta, s_sig[:, None]], axis=1) * d.w[:, None]
+    sq = np.zeros((d.n_q, s_cell.shape[1]))
+    np.add.at(sq, d.query, s_cell)
+    # information of the conditional logit at the draw-averaged probabilities: a positive-definite Newton
+    # metric for beta (BHHH alone converges slowly when some worths are large)
+    xbar = np.matmul(pbar[:, None, :], d.X)[:, 0, :]
+    D = (d.X - xbar[:, None, :]).reshape(-1, d.X.shape[2])
+    info = D.T @ (D * (pbar * d.w[:, None]).reshape(-1, 1))
+    return obj, float(Lq.sum()), sq, info
+
+
+def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100, prior_prec=None, beta0=None,
+              sigma0=1.0, max_iter=100, tol=1e-5):
+    """Mixed logit with independent N(0, sigma^2) query x tool effects, by simulated maximum likelihood.
+
+    The random effects of one query are shared by all its attempts (its lists and runs), which is what lets
+    the model separate a query's stable preference from position effects. ``n_draws`` antithetic normal draws
+    per (query, tool) pair; maximised by BHHH steps (the outer product of per-query scores, queries being
+    independent) with step halving, started from the conditional-logit estimates.
+    """
+    P = X.shape[2]
+    prior_prec = np.zeros(P) if prior_prec is None else np.asarray(prior_prec, float)
+    half = max(1, n_draws // 2)
+    z = rng.standard_normal((half, n_pairs))
+    d = _MixedData(X, mask, chosen, w, query, n_q, pair, np.concatenate([z, -z], axis=0))
+    pp = np.concatenate([prior_prec, [0.0]])
+    theta = np.concatenate([np.zeros(P) if beta0 is None else np.asarray(beta0, float), [sigma0]])
+    obj, ll, sq, info = _mixed_eval(theta[:-1], theta[-1], d, prior_prec)
+    converged = False
+    it = 0
+    g = sq.sum(axis=0) - pp * theta
+    # metric: block-diagonal start (p-bar information for beta, BHHH for sigma), then BFGS updates with the
+    # exact simulated gradient (the block start ignores the beta-sigma coupling; BFGS learns it)
+    M = np.zeros((P + 1, P + 1))
+    M[:-1, :-1] = info + np.diag(prior_prec)
+    M[-1, -1] = max(float(sq[:, -1] @ sq[:, -1]), 1e-8)
+    for it in range(1, max_iter + 1):
+        step = np.linalg.lstsq(M, g, rcond=None)[0]
+        if float(g @ step) <= 0:
+            B = sq.T @ sq + np.diag(pp)
+            M = B
+            step = np.linalg.lstsq(B, g, rcond=None)[0]
+        if float(g @ step) < tol:
+            converged = True
+            break
+        t = 1.0
+        while True:
+            cand = theta + t * step
+            cand[-1] = abs(cand[-1])
+            new = _mixed_eval(cand[:-1], cand[-1], d, prior_prec, want_grad=False)
+            if new[0] >= obj or t < 1e-4:
+                break
+            t *= 0.5
+        if new[0] < obj:                 # no ascent along the direction: at the optimum (up to simulation)
+            converged = float(g @ step) < 1e-3
+            break
+        obj, ll, sq, info = _mixed_eval(cand[:-1], cand[-1], d, prior_prec)
+        g_new = sq.sum(axis=0) - pp * cand
+        sv, yv = cand - theta, g - g_new          # y: change of the negative gradient (minimisation form)
+        sy = float(sv @ yv)
+        if sy > 1e-12:
+            Ms = M @ sv
+            M = M - np.outer(Ms, Ms) / float(sv @ Ms) + np.outer(yv, yv) / sy
+        theta, g = cand, g_new
+    B = sq.T @ sq + np.diag(pp)
+    return FitOutput(theta[:-1], ll, obj, B[:-1, :-1], converged and np.all(np.abs(theta) < DIVERGED), it,
+                     sigma=float(theta[-1]), bhhh=B)

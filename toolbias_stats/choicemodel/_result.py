@@ -1,0 +1,239 @@
+"""ChoiceModelResult: the frozen result of :func:`toolbias_stats.choice_model`."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._display import ReprHTMLMixin, frame_html
+
+__all__ = ["ChoiceModelResult"]
+
+
+def _num(v):
+    """A JSON-safe number: None for NaN/inf, plain Python types."""
+    if v is None:
+        return None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    return v
+
+
+def _records(frame: pd.DataFrame, cols):
+    out = []
+    for rec in frame[cols].to_dict(orient="records"):
+        out.append({k: _num(v) for k, v in rec.items()})
+    return out
+
+
+def _with_keys(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
+    f = frame.copy()
+    for i, (k, v) in enumerate(keys.items()):
+        f.insert(i, k, v)
+    return f
+
+
+@dataclass(frozen=True, eq=False)
+class ChoiceModelResult(ReprHTMLMixin):
+    """Conditional (or mixed) logit of tool choice: worths, position effects, features, fit and implied bias.
+
+    Attributes
+    ----------
+    tool_effects : pandas.DataFrame
+        By-keys, ``tool_id``, ``component``, ``reference_tool``, ``estimate`` (log-odds relative to the
+        reference tool of its component; 0 for the reference), ``se``, ``ci_low``, ``ci_high``,
+        ``n_shown``, ``n_chosen`` (attempts).
+    position_effects : pandas.DataFrame
+        By-keys, ``position`` (1..K), ``estimate`` (log-odds relative to position 1), ``se``, ``ci_low``,
+        ``ci_high``, ``share`` (implied choice share of the position among K tools of equal worth) with
+        ``share_ci_low`` / ``share_ci_high`` (delta method).
+    feature_effects : pandas.DataFrame
+        By-keys, ``feature``, ``estimate`` (log-odds per unit), ``se``, ``ci_low``, ``ci_high``, ``kind``
+        (``feature``, ``feature_x`` / ``position_x`` for interactions with design columns).
+    implied_bias : pandas.DataFrame
+        By-keys, ``cluster_id``, ``orderings`` (``observed``, ``logged``: the fit with the lists shown,
+        ``shuffled``: the fit with every list uniformly permuted), ``delta_api``, ``delta_pos``
+        (TV distances to uniform), ``n_attempts``.
+    fit_table : pandas.DataFrame
+        By-keys, ``cluster_id``, ``position``, ``observed``, ``expected``, ``pearson_residual``.
+    groups : pandas.DataFrame
+        One row per group: keys, ``n_used``, ``n_excluded``, ``excluded`` (by reason), ``converged``,
+        ``fitted`` (False for a group without a usable attempt), ``loglik``, ``n_params``, ``n_queries``,
+        ``n_components``, ``sigma`` / ``sigma_se`` (mixed logit),
+        Pearson ``dispersion`` over queries x tools with ``dispersion_df`` and ``dispersion_p``, Wald
+        (``wald_stat``, ``wald_df``, ``wald_p``) and likelihood-ratio (``lr_stat``, ``lr_p``) tests of no
+        position effect.
+    components : pandas.DataFrame
+        By-keys, ``tool_id``, ``component`` (1-based), ``reference_tool``: which tools are compared.
+    not_compared : dict
+        Per group label: catalog tools never shown in a used list (no worth is estimated for them).
+    settings : dict
+        The call parameters (provenance).
+    warnings : tuple of str
+    """
+
+    tool_effects: pd.DataFrame
+    position_effects: pd.DataFrame
+    feature_effects: pd.DataFrame
+    implied_bias: pd.DataFrame
+    fit_table: pd.DataFrame
+    groups: pd.DataFrame
+    components: pd.DataFrame
+    not_compared: dict
+    settings: dict
+    warnings: tuple = ()
+    _raw: list = field(default_factory=list, repr=False)
+
+    @classmethod
+    def from_groups(cls, out, settings, warns):
+        def cat(name):
+            frames = [_with_keys(g[name], g["keys"]) for g in out if len(g[name])]
+            frames = [f for f in frames if len(f)]
+            return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+        rows = []
+        for g in out:
+            d = g["dispersion"]
+            rows.append(dict(**g["keys"], n_used=g["n_used"], n_excluded=g["n_excluded"], excluded=g["excluded"],
+                             fitted=g.get("fitted", True), converged=g["converged"], loglik=g["loglik"],
+                             n_params=g["n_params"], n_queries=g["n_queries"],
+                             n_components=int(g["components"]["component"].max()) if len(g["components"]) else 0,
+                             sigma=g["sigma"], sigma_se=g["sigma_se"], dispersion=d["dispersion"],
+                             dispersion_df=d["df"], dispersion_p=d["p_value"], wald_stat=g["wald_stat"],
+                             wald_df=g["wald_df"], wald_p=g["wald_p"], lr_stat=g["lr_stat"], lr_p=g["lr_p"]))
+        not_compared = {(", ".join(f"{k}={v}" for k, v in g["keys"].items()) or "all"): g["not_compared"]
+                        for g in out}
+        return cls(cat("tool_effects"), cat("position_effects"), cat("feature_effects"), cat("implied_bias"),
+                   cat("fit_table"), pd.DataFrame(rows), cat("components"), not_compared, dict(settings),
+                   tuple(warns), list(out))
+
+    # -- views ---------------------------------------------------------------------------------------------
+    @property
+    def by(self) -> tuple:
+        return tuple(self.settings["by"])
+
+    @property
+    def n_used(self) -> int:
+        return int(self.groups["n_used"].sum())
+
+    @property
+    def n_excluded(self) -> int:
+        return int(self.groups["n_excluded"].sum())
+
+    @property
+    def converged(self) -> bool:
+        """Whether every fitted group converged (groups without a usable attempt are not fitted)."""
+        g = self.groups
+        return bool(g.loc[g["fitted"], "converged"].all())
+
+    @property
+    def method(self) -> str:
+        s = self.settings
+        kind = "mixed logit (query x tool random effects, simulated ML)" if s["mixed"] else "conditional logit"
+        pen = {"firth": "Firth-penalised", "prior": f"normal prior sd {s['prior_scale']}", "none": "maximum likelihood"}
+        se = "per-query score outer product" if s["mixed"] else {"sandwich": "query-clustered sandwich",
+                                                                 "bootstrap": "query bootstrap",
+                                                                 "model": "model-based"}[s["se"]]
+        return f"{kind}; {pen[s['penalty']]}; {se} intervals"
+
+    def to_frame(self) -> pd.DataFrame:
+        """Every coefficient in one tidy table: by-keys, ``term_type``, ``term``, estimate, se, CI."""
+        parts = []
+        cols = ["estimate", "se", "ci_low", "ci_high"]
+        if len(self.tool_effects):
+            f = self.tool_effects.rename(columns={"tool_id": "term"})
+            parts.append(f[list(self.by) + ["term"] + cols].assign(term_type="tool"))
+        if len(self.position_effects):
+            f = self.position_effects.assign(term=self.position_effects["position"].astype(str))
+            parts.append(f[list(self.by) + ["term"] + cols].assign(term_type="position"))
+        if len(self.feature_effects):
+            f = self.feature_effects.rename(columns={"feature": "term"})
+            parts.append(f[list(self.by) + ["term"] + cols].assign(term_type="feature"))
+        if self.settings["mixed"]:
+            g = self.groups
+            parts.append(g[list(self.by)].assign(term="sigma", estimate=g["sigma"], se=g["sigma_se"],
+                                                 ci_low=g["sigma"] - 1.959963984540054 * g["sigma_se"],
+                                                 ci_high=g["sigma"] + 1.959963984540054 * g["sigma_se"],
+                                                 term_type="random_effect_sd"))
+        out = pd.concat(parts, ignore_index=True)
+        return out[list(self.by) + ["term_type", "term"] + cols]
+
+    def to_dict(self) -> dict:
+        """Strict-JSON-ready dict (NaN -> None): settings, warnings and one entry per group."""
+        groups = []
+        for i, g in enumerate(self._raw):
+            row = self.groups.iloc[i]
+            keys = {k: _num(v) for k, v in g["keys"].items()}
+            ref = sorted(set(g["tool_effects"]["reference_tool"])) if len(g["tool_effects"]) else []
+            if not len(g["position_effects"]):
+                g = {**g, "position_effects": pd.DataFrame(columns=["position"])}
+            if not len(g["tool_effects"]):
+                g = {**g, "tool_effects": pd.DataFrame(columns=["tool_id", "reference_tool"])}
+            if not len(g["feature_effects"]):
+                g = {**g, "feature_effects": pd.DataFrame(columns=["feature"])}
+            groups.append({
+                "keys": keys,
+                "reference_tool": ref[0] if len(ref) == 1 else ref,
+                "position_effects": [{"position": int(r["position"]), "estimate": _num(r["estimate"]),
+                                      "se": _num(r["se"]), "ci": [_num(r["ci_low"]), _num(r["ci_high"])],
+                                      "share": _num(r["share"]),
+                                      "share_ci": [_num(r["share_ci_low"]), _num(r["share_ci_high"])]}
+                                     for _, r in g["position_effects"].iterrows() if r["position"] >= 2],
+                "tool_effects": [{"tool_id": r["tool_id"], "estimate": _num(r["estimate"]), "se": _num(r["se"]),
+                                  "ci": [_num(r["ci_low"]), _num(r["ci_high"])], "reference_tool": r["reference_tool"],
+                                  "component": int(r["component"]), "n_shown": int(r["n_shown"]),
+                                  "n_chosen": int(r["n_chosen"])}
+                                 for _, r in g["tool_effects"].iterrows()
+                                 if r["tool_id"] != r["reference_tool"]],
+                "feature_effects": [{"feature": r["feature"], "estimate": _num(r["estimate"]), "se": _num(r["se"]),
+                                     "ci": [_num(r["ci_low"]), _num(r["ci_high"])], "kind": r["kind"]}
+                                    for _, r in g["feature_effects"].iterrows()],
+                "random_effect_sd": (None if g["sigma"] is None else
+                                     {"estimate": _num(g["sigma"]), "se": _num(g["sigma_se"])}),
+                "implied_bias": _records(g["implied_bias"], list(g["implied_bias"].columns))
+                if len(g["implied_bias"]) else [],
+                "no_position_effect": {"wald_stat": _num(row["wald_stat"]), "df": _num(row["wald_df"]),
+                                       "wald_p": _num(row["wald_p"]), "lr_stat": _num(row["lr_stat"]),
+                                       "lr_p": _num(row["lr_p"])},
+                "dispersion": {k: _num(v) for k, v in g["dispersion"].items()},
+                "n_used": int(g["n_used"]), "n_excluded": int(g["n_excluded"]),
+                "excluded": {str(k): int(v) for k, v in g["excluded"].items()},
+                "n_queries": _num(g["n_queries"]), "n_components": int(row["n_components"]),
+                "not_compared": list(g["not_compared"]),
+                "loglik": _num(g["loglik"]), "fitted": bool(g.get("fitted", True)),
+                "converged": bool(g["converged"]),
+            })
+        s = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.settings.items()}
+        return {"method": self.method, "settings": s, "warnings": list(self.warnings), "groups": groups}
+
+    # -- display -------------------------------------------------------------------------------------------
+    def _headline(self):
+        pos = self.position_effects
+        note = (f"{self.method}. Rows used {self.n_used}, excluded {self.n_excluded}. "
+                f"Tool effects: {len(self.tool_effects)} rows in .tool_effects.")
+        return "Choice model: position effects (log-odds vs position 1)", pos, note
+
+    def _repr_html_(self) -> str:
+        title, frame, note = self._headline()
+        parts = [frame_html(frame, title=title, note=note)]
+        if len(self.feature_effects):
+            parts.append(frame_html(self.feature_effects, title="Feature effects (log-odds per unit)"))
+        tests = self.groups[list(self.by) + ["converged", "wald_stat", "wald_df", "wald_p", "dispersion"]]
+        parts.append(frame_html(tests, title="No position effect (Wald) and per-query dispersion"))
+        if self.warnings:
+            parts.append("<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings) + "</ul>")
+        return "".join(parts)
+
+    def __str__(self) -> str:
+        from ..report._choicemodel import format_choice_model_text
+        return format_choice_model_text(self)
+
+    def __repr__(self) -> str:
+        return (f"ChoiceModelResult({len(self.groups)} group(s), {self.method}, n_used={self.n_used}, "
+                f"n_excluded={self.n_excluded}, converged={self.converged})")
