@@ -19,15 +19,16 @@ def format_bias_table(result) -> str:
             if r is None:
                 rows.append({"group": label, "metric": m, "estimate": "- (positions unknown)"})
                 continue
+            # the interval for the true delta first (calibrated); the plug-in's own interval after it (issue 21)
             rows.append({
                 "group": label,
                 "metric": m,
-                "estimate": (fmt_mean_sd(r.mean_over_runs, r.sd_over_runs) if r.n_runs > 1
-                             else f"{fmt_num(r.mean_over_runs)} (1 run)"),
-                f"{r.ci_method} CI": fmt_ci(r.ci),
-                "pooled": fmt_num(r.pooled),
                 "corrected": fmt_num(r.corrected),
-                "corrected CI": fmt_ci(r.corrected_ci),
+                "CI (true δ)": fmt_ci(r.corrected_ci),
+                "plug-in": (fmt_mean_sd(r.mean_over_runs, r.sd_over_runs) if r.n_runs > 1
+                            else f"{fmt_num(r.mean_over_runs)} (1 run)"),
+                f"plug-in {result.ci_method} CI": fmt_ci(r.ci) + ("*" if r.ci_method != result.ci_method else ""),
+                "pooled": fmt_num(r.pooled),
                 "null E[TV]": fmt_num(r.null_expected),
                 "p(no bias)": fmt_p(r.p_value),
                 "used": str(g.rows["used"]),
@@ -38,8 +39,17 @@ def format_bias_table(result) -> str:
     kind = "query-bootstrap" if method.startswith(("query bootstrap", "none")) else "resampled"
     head = (f"Tool-selection bias (TV to uniform); mean ± sd over runs; {result.n_resamples} {kind} "
             f"replicates, {result.confidence_level:.0%} CIs; seed {result.seed}.\n"
-            "'null E[TV]' is what a perfectly fair chooser would show with the same counts; 'corrected' removes "
-            "that plug-in bias (calibrated CI).")
+            "'corrected' and 'CI (true δ)': the bias-corrected δ and its calibrated interval, the interval to "
+            "report. 'plug-in' is the paper's estimate; its CI covers E[plug-in], which lies above the true δ near "
+            "uniformity. 'null E[TV]' is what a perfectly fair chooser would show with the same counts.")
+    if any(getattr(g, m) is not None and getattr(g, m).ci_method != result.ci_method
+           for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")):
+        head += f"\n* percentile interval: {result.ci_method} is degenerate there (bias correction |z0| > z/2)."
+    p_methods = {getattr(g, m).p_value_method for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")
+                 if getattr(g, m) is not None}
+    if any(pm.startswith("uniform multinomial") for pm in p_methods):
+        head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
+                 "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
     if kind != "query-bootstrap":   # aggregated counts (issue 13): say which intervals these are
         head += (f"\nIntervals: {method}. Clusters with no per-query rows (a table of counts) cannot be "
                  "query-bootstrapped; their replicates are multinomial draws of the observed counts, and 'used' / "
