@@ -16,6 +16,8 @@ Sections (``--section``):
             25 and 200 queries, one rotation
   zero      [0, 0] intervals at true delta 0.01
   small     coverage by cluster size (25, 100, 500 valid choices per cluster)
+  mde       power of the reported test at plan_study's predicted MDE (5 clusters x K = 5, 40 queries x 5
+            rotations; the direction of the strong chooser)
 
 Usage:  nice python analyses/bias_audit.py [--section all] [--studies 400] [--resamples 1000] [--jobs 2]
         [--out reports/bias_audit.csv]
@@ -74,8 +76,8 @@ REGIMES = {
 
 
 def one_study(task):
-    name, n_resamples, seed = task
-    _, p, c, q, s, r, h = REGIMES[name]
+    name, n_resamples, seed = task[:3]
+    _, p, c, q, s, r, h = task[3] if len(task) > 3 else REGIMES[name]
     rng = np.random.default_rng(seed)
     counts = simulate_counts(p, n_clusters=c, n_queries=q, n_runs=s, n_rotations=r, h=h, rng=rng)
     with warnings.catch_warnings():
@@ -87,8 +89,28 @@ def one_study(task):
             "p_multinomial": d.p_value_multinomial}
 
 
-def summarise(name, d):
-    section, p, c, q, s, r, h = REGIMES[name]
+def mde_power(pool, args):
+    """Power of the reported p-value (and of "calibrated lower bound > 0") at plan_study's predicted MDE."""
+    from toolbias_stats.design import plan_study
+
+    p0 = np.array(STRONG5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = plan_study(np.tile(p0, (5, 1)), metrics=["delta_api"], queries=[40], runs=[1], mde_grid=True,
+                          rng=args.seed)
+    mde = float(plan.grid["mde"].iloc[0])
+    p = tuple(0.2 + mde / true_delta(p0) * (p0 - 0.2))
+    spec = ("mde", p, 5, 40, 1, 5, 0.0)
+    name = f"at the predicted MDE ({mde:.4f})"
+    tasks = [(name, args.resamples, s, spec) for s in np.random.SeedSequence(args.seed + 1).spawn(args.studies)]
+    d = pd.DataFrame(list(pool.map(one_study, tasks, chunksize=10)))
+    row = summarise(name, d, spec)
+    row["power_calibrated_low_gt_0"] = float((d["lo"] > 0).mean())
+    return row
+
+
+def summarise(name, d, spec=None):
+    section, p, c, q, s, r, h = spec or REGIMES[name]
     eps = 1e-9
     low = d["truth"] < d["lo"] - eps
     high = d["truth"] > d["hi"] + eps
@@ -103,7 +125,7 @@ def summarise(name, d):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--section", default="all", choices=("all", "size", "regimes", "zero", "small"))
+    ap.add_argument("--section", default="all", choices=("all", "size", "regimes", "zero", "small", "mde"))
     ap.add_argument("--studies", type=int, default=400)
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--jobs", type=int, default=2)
@@ -120,6 +142,9 @@ def main(argv=None):
             d = pd.DataFrame(list(pool.map(one_study, tasks, chunksize=10)))
             rows.append(summarise(name, d))
             print(pd.DataFrame([rows[-1]]).round(4).to_string(index=False, header=len(rows) == 1), flush=True)
+        if args.section in ("all", "mde"):
+            rows.append(mde_power(pool, args))
+            print(pd.DataFrame([rows[-1]]).round(4).to_string(index=False), flush=True)
     out = pd.DataFrame(rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     out.to_csv(args.out, index=False)
