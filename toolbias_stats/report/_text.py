@@ -12,12 +12,16 @@ __all__ = ["format_bias_table", "format_validation"]
 def format_bias_table(result) -> str:
     """Table-1-style text table of a :class:`~toolbias_stats.BiasResult`."""
     rows = []
+    shown = [getattr(g, m) for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")
+             if getattr(g, m) is not None]
+    kinds = {r.ci_method for r in shown}
+    ci_kind = kinds.pop() if len(kinds) == 1 else result.ci_method    # '*' marks rows whose interval differs
     for g in result.groups:
         label = ", ".join(f"{v}" for v in g.keys.values()) or "all"
         for m in ("delta_api", "delta_pos", "delta_model"):
             r = getattr(g, m)
             if r is None:
-                rows.append({"group": label, "metric": m, "estimate": "- (positions unknown)"})
+                rows.append({"group": label, "metric": m, "corrected": "- (positions unknown)"})
                 continue
             # the interval for the true delta first (calibrated); the plug-in's own interval after it (issue 21)
             rows.append({
@@ -27,7 +31,7 @@ def format_bias_table(result) -> str:
                 "CI (true δ)": fmt_ci(r.corrected_ci),
                 "plug-in": (fmt_mean_sd(r.mean_over_runs, r.sd_over_runs) if r.n_runs > 1
                             else f"{fmt_num(r.mean_over_runs)} (1 run)"),
-                f"plug-in {result.ci_method} CI": fmt_ci(r.ci) + ("*" if r.ci_method != result.ci_method else ""),
+                f"plug-in {ci_kind} CI": fmt_ci(r.ci) + ("*" if r.ci_method != ci_kind else ""),
                 "pooled": fmt_num(r.pooled),
                 "null E[TV]": fmt_num(r.null_expected),
                 "p(no bias)": fmt_p(r.p_value),
@@ -42,11 +46,10 @@ def format_bias_table(result) -> str:
             "'corrected' and 'CI (true δ)': the bias-corrected δ and its calibrated interval, the interval to "
             "report. 'plug-in' is the paper's estimate; its CI covers E[plug-in], which lies above the true δ near "
             "uniformity. 'null E[TV]' is what a perfectly fair chooser would show with the same counts.")
-    if any(getattr(g, m) is not None and getattr(g, m).ci_method != result.ci_method
-           for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")):
-        head += f"\n* percentile interval: {result.ci_method} is degenerate there (bias correction |z0| > z/2)."
-    p_methods = {getattr(g, m).p_value_method for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")
-                 if getattr(g, m) is not None}
+    if any(r.ci_method != ci_kind for r in shown):
+        head += (f"\n* percentile interval instead of {ci_kind}: its bias correction is degenerate there (|z0| > z/2, "
+                 "as near uniformity) or there is no jackknife over queries (`ci_note` in the JSON).")
+    p_methods = {r.p_value_method for r in shown}
     if any(pm.startswith("uniform multinomial") for pm in p_methods):
         head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
                  "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
