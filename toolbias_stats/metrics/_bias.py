@@ -60,7 +60,9 @@ class TVResult:
         Mean over clusters of the plug-in TV of all runs' rows together.
     n_runs : int
     ci : ConfidenceInterval
-        Bootstrap CI of ``mean_over_runs`` (``ci_method``; every replicate recomputes that statistic).
+        Plug-in interval: bootstrap CI of ``mean_over_runs`` (``ci_method``; every replicate recomputes that
+        statistic). It covers E[plug-in], not the true delta, near uniformity: report ``corrected_ci``
+        (:attr:`interval`). BCa only where its bias correction is not degenerate (see ``ci_note``).
     ci_method : str
     ci_percentile : ConfidenceInterval
         Percentile CI of ``mean_over_runs`` (shown alongside BCa).
@@ -77,7 +79,16 @@ class TVResult:
     null_expected_pooled : float
         The same for ``pooled``.
     p_value : float
-        Monte-Carlo p-value of "no bias" (uniform multinomial chooser, same counts), for ``mean_over_runs``.
+        p-value of "no bias" for ``mean_over_runs`` (``p_value_method`` says which test): with per-query rows,
+        a fair chooser with the observed query heterogeneity (the centred query-bootstrap replicates, scaled by
+        ``sqrt(Q / (Q - 1))``), which keeps its level when queries have favourite tools; only for aggregated logs
+        (no per-query rows) or ``n_resamples=0`` the uniform multinomial chooser (independent attempts).
+    p_value_method : str
+    p_value_multinomial : float
+        The uniform multinomial chooser's p-value (``n_null`` draws); too small when queries differ.
+    ci_note : str
+        Why ``ci`` is the percentile interval although BCa was asked for (degenerate bias correction near
+        uniformity, or no jackknife over queries); empty otherwise.
     normalised : float
         ``mean_over_runs`` of TV / (1 - 1/K) (1 = degenerate chooser).
     normalised_pooled : float
@@ -359,7 +370,10 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     ci_method : {"bca", "percentile"}, default "bca"
         Interval reported as ``ci`` for ``mean_over_runs`` (the other is in ``ci_percentile``).
     n_null : int, default 2000
-        Monte-Carlo draws of the uniform chooser for ``p_value``; 0 skips it.
+        Monte-Carlo draws of the uniform multinomial chooser for ``p_value_multinomial`` (and for ``p_value``
+        where no query bootstrap is possible: aggregated counts, or ``n_resamples=0``); 0 skips it. Where queries
+        are resampled, ``p_value`` uses the ``n_resamples`` replicates (a fair chooser with the observed query
+        heterogeneity).
     cluster_corrected : bool, default False
         Also compute the bias-corrected value and calibrated interval of every single cluster
         (about 7 ms per cluster and metric; the cluster-averaged ones are always computed).
@@ -397,8 +411,17 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     rotation and run of a query together (``resample="query"``); the same replicate is used for
     every metric, so ``delta_model`` replicates are exact averages. The plug-in TV is biased
     upward (a uniform chooser with K = 5 and 100 choices has E[TV] = 0.079), so each estimate comes
-    with ``null_expected`` (exact), a Monte-Carlo ``p_value`` for "no bias", and a bias-corrected
-    ``corrected`` value with its calibrated interval ``corrected_ci``.
+    with ``null_expected`` (exact), a ``p_value`` for "no bias", and a bias-corrected
+    ``corrected`` value with its calibrated interval ``corrected_ci``: the interval to report for the true
+    delta (first in ``to_dict``, ``to_frame`` and the CLI and HTML tables).
+
+    *The test of "no bias"* respects the resampling unit: a chooser that is fair on average but whose
+    queries have favourite tools makes attempts of a query correlated, and a uniform multinomial reference
+    (independent attempts) then rejects far too often (24% at 5% in the audit of issue 21). ``p_value``
+    compares the statistic with its law in the centred query-bootstrap replicates (TV of
+    ``1/K + sqrt(Q/(Q-1)) (p* - mean p*)`` per cluster and run), i.e. a fair chooser with the observed
+    heterogeneity; the multinomial p-value is kept as ``p_value_multinomial`` and is ``p_value`` only where
+    it is the only choice (no per-query rows, or no bootstrap), which ``p_value_method`` says.
 
     *Aggregated counts (no per-query rows).* A cluster with a single query in a group (typically an
     aggregated table with a ``count`` column and no ``query_id``, where all attempts form one
