@@ -441,7 +441,10 @@ def _scales_table(D, post, prob):
             rows.append({"quantity": "sigma_eta", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
     if "kappa" in post:
         seen = D.cell_counts() > 0
-        for name, arr in (("kappa", post["kappa"]), ("rho", 1.0 / (1.0 + post["kappa"]))):
+        pairs = [("kappa", post["kappa"]), ("rho", 1.0 / (1.0 + post["kappa"]))]
+        if "gamma" in post:
+            pairs.append(("gamma", post["gamma"]))
+        for name, arr in pairs:
             sm = _summ(arr, prob)
             for m, lab in enumerate(D.llms):
                 for c, cl in enumerate(D.clusters):
@@ -580,6 +583,8 @@ def _inference_data(post, raw, spec, yrep, sel, az, xr):
     if "kappa" in post:
         pv["kappa"] = da(post["kappa"], ("llm", "cluster"))
         pv["rho"] = da(1.0 / (1.0 + post["kappa"]), ("llm", "cluster"))
+    if "gamma" in post:
+        pv["gamma"] = da(post["gamma"], ("llm", "cluster"))
     if "sigma_eta" in post:
         pv["sigma_eta"] = da(post["sigma_eta"], ("llm",))
     posterior = xr.Dataset(pv, coords={**coords, "tool_id": (("cluster", "tool"), tool_ids.astype(str))})
