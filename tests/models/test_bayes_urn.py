@@ -155,7 +155,7 @@ class TestFit:
         # short chains on 240 queries: a rough convergence check (divergences, if any, are flagged)
         assert res.model == "query-urn" and res.diagnostics.max_rhat < 1.05
         assert (res.diagnostics.divergences == 0) == (not any("divergent" in f for f in res.diagnostics.flags))
-        for name, truth in (("kappa", KAPPA[None, :]), ("gamma", np.full((1, 2), GAMMA))):
+        for name, truth in (("kappa", KAPPA[:, None]), ("gamma", np.full((2, 1), GAMMA))):   # kappa per LLM
             lo, hi = np.quantile(res._post[name], [0.005, 0.995], axis=0)
             assert np.all((lo < truth) & (truth < hi)), name
         assert set(res.scales["quantity"]) >= {"kappa", "rho", "gamma"}
