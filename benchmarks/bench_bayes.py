@@ -36,6 +36,7 @@ CONFIGS = {
     "cluster-position": {"model": "cluster-position"},
     "thorough": {"model": "thorough"},
     "thorough/500": {"model": "thorough", "draws": 500, "tune": 500},
+    "query-urn": {"model": "query-urn"},                   # experimental (docs/bayes.md, "The query-level urn")
     "v2/pymc": {"sampler": "pymc"},
     "v1/pymc": {"model": "v1", "sampler": "pymc"},
     "v1/pymc-numba": {"model": "v1", "sampler": "pymc-numba"},
@@ -45,7 +46,7 @@ CONFIGS = {
     "v1/nutpie": {"model": "v1", "sampler": "nutpie"},
     "v1/numpyro/non-centred": {"model": "v1", "sampler": "numpyro", "parameterization": "noncentered"},
 }
-SLOW = {"v1/numpyro/non-centred", "thorough", "thorough/500"}
+SLOW = {"v1/numpyro/non-centred", "thorough", "thorough/500", "query-urn"}
 
 
 def _one(name: str) -> dict:

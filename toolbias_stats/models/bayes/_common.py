@@ -46,6 +46,11 @@ class ModelVariant:
         Query random effects ``eta[m, c, q, :]`` on the tools, shared by all orderings and runs of
         a query.
     description : str
+    query_urn : bool, default False
+        (d) the Dirichlet-multinomial's urn runs over all of a query's attempts (every ordering and
+        run) instead of one prompt's runs: an attempt picks the tool of an earlier attempt of the same
+        query with probability ``i / (kappa + i)``, else draws from the position-adjusted chooser of
+        its own ordering; experimental, not the default (``docs/bayes.md``, "The query-level urn").
     """
 
     name: str
@@ -53,6 +58,7 @@ class ModelVariant:
     dirichlet: bool
     query_effects: bool
     description: str
+    query_urn: bool = False
 
     @property
     def needs_queries(self) -> bool:
@@ -88,6 +94,11 @@ MODEL_VARIANTS = {
     "thorough": ModelVariant("thorough", True, True, True,
                              "v2 + query effects eta[llm, cluster, query, tool] shared by all orderings and runs "
                              "of a query"),
+    "query-urn": ModelVariant("query-urn", True, True, False,
+                              "main effects + per-(LLM, cluster) position deviations + a query-level Polya urn over "
+                              "all orderings and runs of a query (an attempt copies an earlier attempt's tool, those "
+                              "of other orderings weighted gamma, or draws from its ordering's chooser); "
+                              "experimental", query_urn=True),
 }
 #: Names accepted by ``model=``.
 MODELS = tuple(MODEL_VARIANTS)

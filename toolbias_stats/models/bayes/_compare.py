@@ -186,7 +186,7 @@ def compare_bayes(fits, *, n_draws=400, n_nodes=64, rng=0):
         sel_post = res.idata.posterior
         if "draw" in ll.coords and sel_post.sizes["draw"] != ndr:
             sel_post = sel_post.sel(draw=ll["draw"].values)
-        keep = [v for v in ("beta_bar", "sigma_alpha", "sigma_beta", "sigma_delta", "kappa", "sigma_eta")
+        keep = [v for v in ("beta_bar", "sigma_alpha", "sigma_beta", "sigma_delta", "kappa", "gamma", "sigma_eta")
                 if v in sel_post]
         idata = az.InferenceData(posterior=sel_post[keep],
                                  log_likelihood=ll.to_dataset(name="y_query").assign_coords(

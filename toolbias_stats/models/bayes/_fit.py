@@ -56,6 +56,11 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     ``"v2"`` (default)        per-cluster position deviations + the per-prompt Dirichlet-multinomial
     ``"thorough"``            v2 + query effects (slow: ~7 s per iteration on the bundled study on 2 cores,
                               i.e. hours for a default-sized fit; see ``docs/bayes.md``)
+    ``"query-urn"``           experimental: per-cluster position deviations + a Polya urn over all of a
+                              query's attempts (an attempt copies an earlier answer of its query, those
+                              of other orderings weighted ``gamma[m, c]``, or draws from its ordering's
+                              chooser); ``gamma = 0`` is v2. Query dependence without latent effects,
+                              but it over-disperses the cluster x position table (``docs/bayes.md``)
     ========================  =======================================================================
 
     Parameters
@@ -63,7 +68,7 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough"}, default "v2"
+    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn"}, default "v2"
         The variant (see above). ``"v1"`` reproduces the first version's results exactly.
     by : str or list of str, default "model"
         Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
@@ -441,7 +446,10 @@ def _scales_table(D, post, prob):
             rows.append({"quantity": "sigma_eta", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
     if "kappa" in post:
         seen = D.cell_counts() > 0
-        for name, arr in (("kappa", post["kappa"]), ("rho", 1.0 / (1.0 + post["kappa"]))):
+        pairs = [("kappa", post["kappa"]), ("rho", 1.0 / (1.0 + post["kappa"]))]
+        if "gamma" in post:
+            pairs.append(("gamma", post["gamma"]))
+        for name, arr in pairs:
             sm = _summ(arr, prob)
             for m, lab in enumerate(D.llms):
                 for c, cl in enumerate(D.clusters):
@@ -580,6 +588,8 @@ def _inference_data(post, raw, spec, yrep, sel, az, xr):
     if "kappa" in post:
         pv["kappa"] = da(post["kappa"], ("llm", "cluster"))
         pv["rho"] = da(1.0 / (1.0 + post["kappa"]), ("llm", "cluster"))
+    if "gamma" in post:
+        pv["gamma"] = da(post["gamma"], ("llm", "cluster"))
     if "sigma_eta" in post:
         pv["sigma_eta"] = da(post["sigma_eta"], ("llm",))
     posterior = xr.Dataset(pv, coords={**coords, "tool_id": (("cluster", "tool"), tool_ids.astype(str))})

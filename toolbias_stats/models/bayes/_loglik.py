@@ -74,6 +74,8 @@ def pointwise_query_loglik(post, spec, chunk=200):
             lp = np.where(np.isfinite(lp), lp, 0.0).reshape(lp.shape[0], -1)
             out[a:a + lp.shape[0]] = (F @ lp.T).T + coef[None]
         return out
+    if getattr(spec, "urn", False):
+        return _urn_query_loglik(post, spec, coef, chunk)
     I = max(int(y.max()), 1)
     # sum_{p, i < y_p} log(kappa p + i) - sum_{i < n} log(kappa + i): indicator counts per (query, row, p, i)
     qi, pi, ii, rr = [], [], [], []
@@ -103,4 +105,36 @@ def pointwise_query_loglik(post, spec, chunk=200):
         kap = post["kappa"][a:a + s][:, q_llm, pr.query_cluster]                 # (s, Q)
         norm = sum(Bq[None, :, i] * np.log(kap + i) for i in range(I))
         out[a:a + s] = (F @ terms.T).T - norm + coef[None]
+    return out
+
+
+def _urn_query_loglik(post, spec, coef, chunk):
+    """(S, Q) log-likelihood of every query under the query-level urn (``model="query-urn"``).
+
+    ``sum over attempts of log(kappa p_row[pos] + c_same + gamma c_other) - log(kappa + n_same + gamma
+    n_other)`` (:func:`_urn_terms`), plus the multinomial coefficients of the prompts (the runs of one
+    prompt are exchangeable).
+    """
+    from ._model import _urn_terms
+
+    D = spec.design
+    pr = D.prompts
+    S = post["alpha"].shape[0]
+    R, P = D.y.shape
+    Q = pr.Q
+    (u, p, cs, co), (ud, ns, no) = _urn_terms(pr, D.row_tools)
+    row = pr.row[u]
+    cell_m, cell_c = D.row_llm[row], D.row_cluster[row]
+    Fn = sparse.csr_matrix((np.ones(len(u)), (pr.query[u], np.arange(len(u)))), shape=(Q, len(u)))
+    dm_, dc_ = D.row_llm[pr.row[ud]], D.row_cluster[pr.row[ud]]
+    Fd = sparse.csr_matrix((np.ones(len(ud)), (pr.query[ud], np.arange(len(ud)))), shape=(Q, len(ud)))
+    out = np.empty((S, Q))
+    for a in range(0, S, chunk):
+        lp = _row_logp(post, D, a, a + chunk)                                    # (s, R, P)
+        s = lp.shape[0]
+        kap = post["kappa"][a:a + s]
+        gam = post["gamma"][a:a + s]
+        num = np.log(kap[:, cell_m, cell_c] * np.exp(lp[:, row, p]) + cs + gam[:, cell_m, cell_c] * co)
+        den = np.log(kap[:, dm_, dc_] + ns + gam[:, dm_, dc_] * no)
+        out[a:a + s] = (Fn @ num.T).T - (Fd @ den.T).T + coef[None]
     return out

@@ -60,6 +60,60 @@ def _rising_indicators(y, n_max):
     return A, B
 
 
+def _urn_order(prompts):
+    """The prompts in the query urn's order: by query, then design row (the log's orderings sorted)."""
+    return np.lexsort((prompts.row, prompts.query))
+
+
+def _urn_terms(prompts, row_tools):
+    """The query-level urn's terms, in the urn's order (:func:`_urn_order`).
+
+    Returns ``(u, p, c_same, c_other)`` per attempt (its prompt, chosen position, the earlier attempts of
+    the same prompt and of the query's other prompts that chose the same tool) and ``(u_d, n_same,
+    n_other)`` per attempt for the normaliser (earlier attempts of the same prompt and of the query's
+    other prompts). Attempt contributes ``log(kappa p[pos] + c_same + gamma c_other) - log(kappa +
+    n_same + gamma n_other)``. Within a prompt the runs share the chooser, so the order of its runs does
+    not matter: each chosen position's runs take ``c_same = 0, 1, ...`` after the others.
+    """
+    y = prompts.y
+    order = _urn_order(prompts)
+    tools = row_tools[prompts.row]                                               # (U, P), -1 = not shown
+    kmax = int(tools.max()) + 1
+    T = np.zeros((len(y), kmax))                                                 # choices per prompt and tool
+    u, p = np.nonzero(y > 0)
+    np.add.at(T, (u, tools[u, p]), y[u, p])
+    To = T[order]
+    cum = np.cumsum(To, 0) - To                                                  # earlier prompts, all queries
+    q_o = prompts.query[order]
+    first = np.r_[True, q_o[1:] != q_o[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(q_o)), 0))
+    before = np.empty_like(T)
+    before[order] = cum - cum[start]                                             # earlier prompts, same query
+    n_before = before.sum(1)
+    cat = (lambda x: np.concatenate(x).astype(np.int64)) if y.size else (lambda x: np.zeros(0, np.int64))
+    out_u, out_p, out_s, out_o = [], [], [], []
+    d_u, d_s, d_o = [], [], []
+    for j in range(int(y.max()) if y.size else 0):
+        uu, pp = np.nonzero(y > j)
+        out_u.append(uu)
+        out_p.append(pp)
+        out_s.append(np.full(len(uu), j))
+        out_o.append(before[uu, tools[uu, pp]])
+    for j in range(int(prompts.n.max()) if y.size else 0):
+        uu = np.flatnonzero(prompts.n > j)
+        d_u.append(uu)
+        d_s.append(np.full(len(uu), j))
+        d_o.append(n_before[uu])
+    return (cat(out_u), cat(out_p), cat(out_s), cat(out_o)), (cat(d_u), cat(d_s), cat(d_o))
+
+
+def _unique_terms(*cols):
+    """Unique rows of the integer columns and the multiplicity of each."""
+    keys = np.stack(cols, 1)
+    uniq, cnt = np.unique(keys, axis=0, return_counts=True)
+    return uniq, cnt.astype(float)
+
+
 class _ModelSpec:
     """The PyMC model of a design, and the map from its free parameters to the identified effects."""
 
@@ -72,6 +126,7 @@ class _ModelSpec:
         self.variant = variant if variant is not None else MODEL_VARIANTS["v1"]
         self.cp = self.variant.cluster_position
         self.dm = self.variant.dirichlet
+        self.urn = self.variant.query_urn
         self.qe = self.variant.query_effects
         self.hier = design.M > 1
         D = design
@@ -134,6 +189,14 @@ class _ModelSpec:
         pr = D.prompts
         P = D.P
         self.n_rep = max(pr.max_repeats, 1)
+        if self.urn:
+            # the query urn: numerator terms per unique (row, position, c_same, c_other), normaliser terms
+            # per unique (cell, n_same, n_other), each with its multiplicity
+            (u, p, cs, co), (ud, ns, no) = _urn_terms(pr, D.row_tools)
+            self.urn_num, self.urn_num_w = _unique_terms(pr.row[u], p, cs, co)
+            cell = D.row_llm * D.C + D.row_cluster
+            self.urn_den, self.urn_den_w = _unique_terms(cell[pr.row[ud]], ns, no)
+            return
         if self.dm and not self.qe:
             # the Dirichlet-multinomial depends on a prompt only through 1(y > i): add them up per row
             A, B = _rising_indicators(pr.y, self.n_rep)
@@ -278,6 +341,9 @@ class _ModelSpec:
                              + pt.dot(pm.Data("beta_counts", self.b_cnt), beta_flat)
                              - pt.dot(pm.Data("row_totals", self.n), lse))
                 return model
+            if self.urn:
+                self._build_urn_loglik(pm, pt, alpha_flat, beta_flat)
+                return model
             if self.qe and self.dense:
                 self._build_dense_loglik(pm, pt, alpha_flat, beta_flat)
                 return model
@@ -356,6 +422,34 @@ class _ModelSpec:
         a, b = self.priors["rho_a"], self.priors["rho_b"]
         pm.Potential("kappa_prior", (a * pt.log(pt.sigmoid(-t)) + b * pt.log(pt.sigmoid(t))).sum())
         return t
+
+    def _gamma(self, pm, pt):
+        """logit gamma[m, c] (flat) with a Uniform(0, 1) prior on gamma (Jacobian included)."""
+        t = pm.Flat("logit_gamma", shape=(self.design.M * self.design.C,))
+        pm.Potential("gamma_prior", (pt.log(pt.sigmoid(t)) + pt.log(pt.sigmoid(-t))).sum())
+        return t
+
+    def _build_urn_loglik(self, pm, pt, alpha_flat, beta_flat):
+        """The query urn: sum of log(kappa p + c_same + gamma c_other) - log(kappa + n_same + gamma n_other)."""
+        D = self.design
+        logits = alpha_flat[pm.Data("gather_alpha", self.G)] + beta_flat[pm.Data("gather_beta", self.B)] \
+            + pm.Data("pad", self.neg)
+        logp = (logits - pt.logsumexp(logits, axis=1, keepdims=True)).reshape((-1,))   # (R * P,)
+        lk = self._kappa(pm, pt)
+        gam = pt.sigmoid(self._gamma(pm, pt))
+        num = self.urn_num
+        row, pos = num[:, 0], num[:, 1]
+        cell = D.row_llm[row] * D.C + D.row_cluster[row]
+        x = lk[pm.Data("urn_cell", cell)] + logp[pm.Data("urn_rowpos", row * D.P + pos)]   # log(kappa p)
+        extra = pm.Data("urn_same", num[:, 2].astype(float)) + gam[pm.Data("urn_cell2", cell)] * pm.Data(
+            "urn_other", num[:, 3].astype(float))
+        ll = (pm.Data("urn_num_w", self.urn_num_w) * pt.log(pt.exp(x) + extra)).sum()
+        den = self.urn_den
+        dc = pm.Data("urn_den_cell", den[:, 0])
+        ll = ll - (pm.Data("urn_den_w", self.urn_den_w)
+                   * pt.log(pt.exp(lk[dc]) + pm.Data("urn_den_same", den[:, 1].astype(float))
+                            + gam[dc] * pm.Data("urn_den_other", den[:, 2].astype(float)))).sum()
+        pm.Potential("loglik", ll)
 
     def _build_dense_loglik(self, pm, pt, alpha_flat, beta_flat):
         D = self.design
@@ -480,6 +574,8 @@ class _ModelSpec:
             out["sigma_beta"] = sb
         if self.dm:
             out["kappa"] = np.exp(get("log_kappa")).reshape(S, M, C)
+        if self.urn:
+            out["gamma"] = 1.0 / (1.0 + np.exp(-get("logit_gamma"))).reshape(S, M, C)
         if self.qe:
             se = get("sigma_eta")
             eta = np.full((S, D.prompts.Q, Kmax), np.nan, dtype=np.float32)

@@ -14,7 +14,8 @@ __all__ = ["simulate_choice_log"]
 
 
 def simulate_choice_log(alpha, beta, *, n_per_ordering=20, orderings="rotations", rng=None, model_names=None,
-                        queries=None, runs=1, kappa=None, sigma_eta=None, eta=None):
+                        queries=None, runs=1, kappa=None, sigma_eta=None, eta=None, kappa_level="prompt",
+                        gamma=1.0):
     """Simulate a SelectionLog from the model itself, with known API and position effects.
 
     Parameters
@@ -51,6 +52,14 @@ def simulate_choice_log(alpha, beta, *, n_per_ordering=20, orderings="rotations"
         (``eta = sigma_eta[m] * ZeroSumNormal(1)``), shared by all its orderings and runs.
     eta : list of arrays (M, queries, K_c) per cluster, optional
         Query effects given explicitly (instead of ``sigma_eta``).
+    kappa_level : {"prompt", "query"}, default "prompt"
+        ``"query"``: ``kappa`` is the concentration of the query-level urn of ``model="query-urn"`` instead:
+        a query's attempts (its orderings sorted as the log's strings, then runs) are taken in turn, and
+        attempt ``i`` picks the tool of each earlier attempt with probability ``1 / (kappa + i)`` each,
+        else (probability ``kappa / (kappa + i)``) draws from its own ordering's chooser.
+    gamma : float, default 1.0
+        With ``kappa_level="query"``: the weight of an earlier attempt of the query's *other* orderings
+        relative to one of the same prompt (1 = the same, 0 = the prompt-level Dirichlet-multinomial).
 
     Returns
     -------
@@ -67,11 +76,14 @@ def simulate_choice_log(alpha, beta, *, n_per_ordering=20, orderings="rotations"
     (36, 4, [1, 2, 3])
     """
     beta = np.asarray(beta, dtype=float)
+    if kappa_level not in ("prompt", "query"):
+        raise ValueError(f"`kappa_level` must be 'prompt' or 'query'; got {kappa_level!r} instead.")
     if queries is None and kappa is None and sigma_eta is None and eta is None and runs == 1 and beta.ndim == 2:
         return _simulate_v1(alpha, beta, n_per_ordering=n_per_ordering, orderings=orderings, rng=rng,
                             model_names=model_names)
     return _simulate_queries(alpha, beta, orderings=orderings, rng=rng, model_names=model_names,
                              queries=queries, runs=runs, kappa=kappa, sigma_eta=sigma_eta, eta=eta,
+                             kappa_level=kappa_level, gamma=gamma,
                              n_per_ordering=n_per_ordering)
 
 
@@ -153,8 +165,28 @@ def _dirichlet(gen, a):
     return g / g.sum(-1, keepdims=True)
 
 
+def _urn_choices(gen, p, perms, q, n_q, kappa, gamma, runs, names):
+    """Positions (prompts, runs) chosen under the query-level urn; prompts of a query taken in the order
+    of their ordering strings ``names`` (as the fitted model's design rows are)."""
+    U, k = p.shape
+    pos = np.zeros((U, runs), dtype=np.int64)
+    c = np.zeros((n_q, k))
+    rank = np.empty(U, dtype=np.int64)
+    rank[sorted(range(U), key=lambda i: names[i])] = np.arange(U)
+    order = np.lexsort((rank, q))
+    for u in order:
+        same = np.zeros(k)
+        for r in range(runs):
+            w = kappa * p[u] + same + gamma * (c[q[u], perms[u]] - same)
+            j = min(int((gen.random() * w.sum() > np.cumsum(w)).sum()), k - 1)
+            pos[u, r] = j
+            c[q[u], perms[u, j]] += 1
+            same[j] += 1
+    return pos
+
+
 def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs, kappa, sigma_eta, eta,
-                      n_per_ordering):
+                      n_per_ordering, kappa_level="prompt", gamma=1.0):
     from ...io._selection_log import SelectionLog
 
     gen = check_rng(rng)
@@ -180,6 +212,9 @@ def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs
             raise ValueError(f"`{name}` must be {'positive' if name == 'kappa' else 'non-negative'}; got {v!r}.")
         return arr
 
+    if not (np.isscalar(gamma) and 0 <= float(gamma) <= 1):
+        raise ValueError(f"`gamma` must be a number in [0, 1]; got {gamma!r} instead.")
+    urn_gamma = float(gamma)
     if kappa is not None and np.ndim(kappa) == 2:
         kap2 = np.asarray(kappa, dtype=float)
         if kap2.shape != (M, C) or not np.all(np.isfinite(kap2)) or np.any(kap2 <= 0):
@@ -222,11 +257,15 @@ def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs
             logits = a[m][perms] + e[q[:, None], perms] + beta[m, c, :k][None, :]
             p = np.exp(logits - logits.max(1, keepdims=True))
             p /= p.sum(1, keepdims=True)
-            if kap2 is not None:
-                p = _dirichlet(gen, kap2[m, c] * p)
-            cum = np.cumsum(p, 1)
-            u = gen.random((len(q), runs))
-            pos = np.minimum((u[:, :, None] > cum[:, None, :]).sum(-1), k - 1)      # (prompts, runs)
+            if kap2 is not None and kappa_level == "query":
+                names_u = np.array(["|".join(tools[p_]) for p_ in perms], dtype=object)
+                pos = _urn_choices(gen, p, perms, q, queries, kap2[m, c], urn_gamma, runs, names_u)
+            else:
+                if kap2 is not None:
+                    p = _dirichlet(gen, kap2[m, c] * p)
+                cum = np.cumsum(p, 1)
+                u = gen.random((len(q), runs))
+                pos = np.minimum((u[:, :, None] > cum[:, None, :]).sum(-1), k - 1)  # (prompts, runs)
             rows = np.repeat(np.arange(len(q)), runs)
             pos = pos.ravel()
             chosen = tools[perms[rows, pos]]

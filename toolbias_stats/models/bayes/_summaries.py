@@ -345,6 +345,51 @@ def _polya(p, n, kappa, gen):
     return counts
 
 
+def _urn_slots(prompts):
+    """(Q, n_max) the prompt of each attempt slot of every query in the urn's order (-1 = none)."""
+    from ._model import _urn_order
+
+    order = _urn_order(prompts)
+    n = prompts.n.astype(np.int64)[order]
+    u = np.repeat(order, n)
+    q = prompts.query[u]
+    nq = np.bincount(q, minlength=prompts.Q)
+    start = np.r_[0, np.cumsum(nq)[:-1]]
+    slot = np.arange(len(u)) - start[q]
+    out = np.full((prompts.Q, int(nq.max()) if len(nq) else 0), -1, dtype=np.int64)
+    out[q, slot] = u
+    return out
+
+
+def _query_urn(p, kappa, gamma, slots, tools, n_queries, gen):
+    """Replications of the query-level urn: (s, U, P) counts per prompt.
+
+    Each query's attempts are taken in the urn's order (``slots``); an attempt of prompt ``u`` picks
+    position ``j`` with probability proportional to ``kappa_u * p[u, j] + c_same[j] + gamma_u *
+    c_other[tool at j]``: the earlier picks of the same prompt and of the query's other prompts.
+    ``p`` (s, U, P), ``kappa``, ``gamma`` (s, U), ``tools`` (U, P) (-1 = not shown).
+    """
+    s, U, P = p.shape
+    kmax = int(tools.max()) + 1
+    counts = np.zeros((s, U, P))
+    c = np.zeros((s, n_queries, kmax))
+    tl = np.where(tools >= 0, tools, 0)
+    qs = np.arange(n_queries)
+    for i in range(slots.shape[1]):
+        live = slots[:, i] >= 0
+        q = qs[live]
+        u = slots[live, i]
+        prev = np.take_along_axis(c[:, q], np.broadcast_to(tl[u][None], (s, len(u), P)), 2)
+        same = counts[:, u]
+        w = kappa[:, u, None] * p[:, u] + same + gamma[:, u, None] * np.where(tools[u][None] >= 0, prev - same, 0.0)
+        cum = np.cumsum(w, -1) / w.sum(-1, keepdims=True)
+        pick = np.minimum((gen.random((s, len(u), 1)) > cum).sum(-1), P - 1)     # (s, n)
+        si = np.arange(s)[:, None]
+        np.add.at(counts, (si, u[None], pick), 1.0)
+        np.add.at(c, (si, q[None], tl[u][None].repeat(s, 0)[si, np.arange(len(u))[None], pick]), 1.0)
+    return counts
+
+
 def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batch=50):
     """Yield ``(y_rep, E)`` (b, Rq, P) for batches of the posterior draws in ``sel``: one replication of
     every prompt and its population-mean expectation.
@@ -359,6 +404,7 @@ def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batc
     dirichlet = spec.dm if dirichlet is None else dirichlet
     fresh_queries = spec.qe if fresh_queries is None else fresh_queries
     mask = D.row_tools[pr.row] >= 0
+    slots = None
     for a in range(0, len(sel), batch):
         draws = sel[a:a + batch]
         sub = _take(post, draws)
@@ -378,6 +424,12 @@ def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batc
             p = p_row[:, pr.row]
             E = n[None, :, None] * p
         kap = post["kappa"][draws][:, D.row_llm[pr.row], D.row_cluster[pr.row]] if dirichlet else None
+        if dirichlet and getattr(spec, "urn", False):
+            if slots is None:
+                slots = _urn_slots(pr)
+            gam = post["gamma"][draws][:, D.row_llm[pr.row], D.row_cluster[pr.row]]
+            yield _query_urn(p, kap, gam, slots, D.row_tools[pr.row], pr.Q, gen), E
+            continue
         yield _polya(p, n, kap, gen), E
 
 
