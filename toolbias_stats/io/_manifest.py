@@ -21,14 +21,17 @@ FORMATS = ("biasbusters", "table", "transcripts", "openai", "anthropic", "otel",
 
 _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta", "cluster_names", "reference_date",
                "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates",
-               "clusters", "clusters_file", "responses", "subsets"}
+               "clusters", "clusters_file", "responses", "subsets",
+               "design", "positions", "duplicates"}
 #: Reader options each format takes (other option keys in an entry are an error).
-_OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "table": ("columns",), "transcripts": ("cluster",),
+_OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "transcripts": ("cluster",),
+            "table": ("columns", "design", "positions", "duplicates"),
             "openai": ("responses", "subsets"), "anthropic": ("responses", "subsets"), "otel": ("subsets",),
             "inspect": ("cluster",)}
 #: Entry keys that configure reading: the readers' keys plus ``clusters`` (the clusters a condition was run on;
 #: attempts are expected only for those, issue 8).
 READER_KEYS = _READER_KEYS | {"clusters"} | {"clusters_file", "responses", "subsets"}   # issue 13: API logs
+READER_KEYS = READER_KEYS | {"design", "positions", "duplicates"}   # issue 20: table options
 _PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "responses")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 #: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
@@ -221,7 +224,8 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         if "catalog" not in merged and not declares_clusters(merged) and fmt not in OFFERED:
             problems.append(problem(path, where, "catalog", "no catalog given (study-level or per entry)"))
         if fmt in _OPTIONS:
-            for opt in ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets"):
+            for opt in ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets",
+                        "design", "positions", "duplicates"):
                 if opt in entry and opt not in _OPTIONS[fmt] and not (opt == "clusters"
                                                                       and not isinstance(entry[opt], list)):
                     problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
@@ -291,7 +295,8 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
 
     def count():
         files = [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
-                  "columns": m.get("columns")} for m in entries]
+                  "columns": m.get("columns"), **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}}
+                 for m in entries]
         if engine == "duckdb":
             from .engines._duckdb import count_tables_duckdb
 

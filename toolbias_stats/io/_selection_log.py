@@ -71,13 +71,16 @@ class SelectionLog:
 
     # -- construction -----------------------------------------------------------------
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics=None, source="<frame>"):
+    def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics=None, source="<frame>",
+                   duplicates="error"):
         """Validate a DataFrame against the schema and wrap it.
 
         Derives ``ordering`` from ``rotation`` (and ``chosen_position`` from ``ordering``) where
         they are missing. Raises one :class:`SelectionLogError` listing every problem.
+        ``duplicates="count"`` accepts two attempts with the same identity (the same query shown the
+        same list again: independent calls; issue 20); ``"error"`` names both rows.
         """
-        data = _validate(frame, catalog, source)
+        data = _validate(frame, catalog, source, duplicates=duplicates)
         return cls(data, catalog, dict(diagnostics or {}))
 
     @classmethod
@@ -94,7 +97,10 @@ class SelectionLog:
         diagnostics = {}
         for lg in logs:
             diagnostics.update(lg.diagnostics)
-        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>")
+        # repeats are allowed when a part allowed them (a table file read with duplicates = "count")
+        mode = "count" if any(isinstance(d, dict) and d.get("duplicates") == "count"
+                              for d in diagnostics.values()) else "error"
+        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode)
 
     # -- views ------------------------------------------------------------------------
     @property
@@ -223,7 +229,7 @@ class SelectionLog:
 
 
 # ---------------------------------------------------------------------------------------
-def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.DataFrame:
+def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates: str = "error") -> pd.DataFrame:
     df = pd.DataFrame(frame).copy().reset_index(drop=True)
     problems: list[str] = []
     if len(df) == 0:
@@ -357,7 +363,7 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
         # attempts would be counted twice; an aggregated file lists each cell once).
         ident = ident.assign(**{c: df[c] for c in CELL_OUTCOME})
     dup = ident.duplicated(keep="first").to_numpy()
-    if dup.any():
+    if dup.any() and (weighted or duplicates != "count"):
         gid = ident.groupby(list(ident.columns), dropna=False, sort=False).ngroup().to_numpy()
         first_of = np.full(gid.max() + 1, -1, dtype=np.int64)
         uniq, first_idx = np.unique(gid, return_index=True)
