@@ -199,7 +199,7 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         combos = pd.DataFrame({"n": [f.n_rows]})
     for c in keys:
         combos[c] = combos[c].astype(object).where(combos[c].notna(), None)
-    res = prepare_combos(combos[keys + ["n"]], catalog, positions=opts.get("positions", "error"))
+    res = prepare_combos(combos[keys + ["n"]], catalog, positions=opts.get("positions", "error"), own_format=own)
     mapped = pd.concat([combos[[f"__k{i}" for i in range(len(keys))]].astype(object), res], axis=1)
     for c in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "problem_column", "problem"):
         mapped[c] = mapped[c].astype(object).where(mapped[c].notna(), None)
@@ -246,7 +246,7 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
     named = f"{f.name}_named"
 
     def col_sql(c):
-        return f"CAST({_q(c)} AS VARCHAR)" if c in types else f"{_lit(str(f.meta[c]))}"
+        return f"CAST({_q(c)} AS VARCHAR)" if c in types or c == ATTEMPT_ID else f"{_lit(str(f.meta[c]))}"
 
     if ATTEMPT_ID in cols:
         key = design_cols + ["cluster_id"] + (["query_id"] if "query_id" in cols else []) + [ATTEMPT_ID]

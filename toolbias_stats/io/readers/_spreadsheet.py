@@ -134,7 +134,7 @@ def parse_ordering(cell):
         items = list(cell)
     else:
         text = str(cell).strip()
-        if text.startswith("["):
+        if text.startswith(("[", "{", "(")):
             items = None
             try:
                 items = json.loads(text)
@@ -174,7 +174,7 @@ def _position(v):
     return None
 
 
-def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error") -> pd.DataFrame:
+def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error", own_format: bool = False) -> pd.DataFrame:
     """Clean the distinct cell combinations of a table file (see the module notes).
 
     Parameters
@@ -184,6 +184,10 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error") -
         (the number of rows with it).
     catalog : ToolCatalog
     positions : {"error", "recompute"}
+    own_format : bool
+        The file was written by :meth:`SelectionLog.write`: its positions were validated when it was
+        read first (BiasBusters logs record positions that differ from the rotation formula, reported by
+        their reader), so they are not checked against the list again.
 
     Returns
     -------
@@ -262,7 +266,7 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error") -
         status = res["status_new"] if "status" not in cols else rec.get("status")
         # a recorded position that contradicts the list shown and the pick
         pos = _position(rec.get("chosen_position")) if "chosen_position" in cols else None
-        if status == "ok" and tool is not None and pos is not None and res["problem"] is None:
+        if status == "ok" and tool is not None and pos is not None and res["problem"] is None and not own_format:
             listed = None
             if res["ordering_new"] is not None:
                 listed = res["ordering_new"].split("|")

@@ -340,7 +340,7 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
     uniq, first = np.unique(codes, return_index=True)
     combos = work.iloc[first].reset_index(drop=True)
     combos["n"] = np.bincount(codes)[uniq]
-    res = prepare_combos(combos, catalog, positions=positions)
+    res = prepare_combos(combos, catalog, positions=positions, own_format=own)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], uniq)
     ends = np.append(bounds[1:], len(codes))
