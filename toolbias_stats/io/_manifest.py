@@ -277,6 +277,10 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         raise ManifestError(problem(path, None, "catalog", "all logs of one study must share one catalog"))
     catalog = next(iter(catalogs.values()))
     all_tables = all(m["format"] == "table" for m in entries)
+    if all_tables:   # issue 21: a 1-tool cluster or a cluster of 10,000 tools, named before anything is read
+        from ._catalog import check_cluster_sizes
+
+        check_cluster_sizes(catalog)
     if engine == "auto":
         engine = "duckdb" if all_tables else "pandas"
     if engine != "pandas" and not all_tables:
@@ -351,13 +355,20 @@ def _is_cluster_list(path: Path) -> bool:
 
 def load_toml(path: Path) -> dict:
     """A manifest's TOML document; a missing file or a syntax error is a ManifestError naming file and line."""
+    from .readers._common import check_regular_file, utf8_problem
+
     if not path.exists():
         raise ManifestError(problem(path, None, None, "manifest file not found"))
+    check_regular_file(path, "manifest file", error=ManifestError)
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(problem(path, _toml_line(exc), None, f"malformed TOML: {exc}")) from None
+    except UnicodeDecodeError:
+        raise ManifestError(utf8_problem(path)) from None
+    except RecursionError:
+        raise ManifestError(problem(path, None, None, "TOML nested too deeply to read")) from None
 
 
 def _toml_line(exc) -> int | None:

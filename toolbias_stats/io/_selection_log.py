@@ -22,6 +22,8 @@ _ATTEMPT = (
 )
 #: Largest accepted ``count`` of one row (exact in float64, far below int64 overflow when summed).
 MAX_COUNT = 10**15
+#: Largest integer accepted in an integer column (run, rotation, positions): exact in float64.
+MAX_INT = 2**53
 
 
 @dataclass(frozen=True, eq=False)
@@ -270,7 +272,9 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     # Integers: run, rotation, n_candidates, chosen_position
     for col, nullable in (("run", False), ("rotation", True), ("n_candidates", True), ("chosen_position", True)):
         num = pd.to_numeric(df[col], errors="coerce")
-        bad = (df[col].notna() & (num.isna() | (num != np.round(num)))).to_numpy()
+        # infinities (JSON Infinity, 1e400) and values beyond exact integers are not integers (issue 21)
+        huge = (pd.to_numeric(num, errors="coerce").astype("float64").abs() > MAX_INT).fillna(False)
+        bad = (df[col].notna() & (num.isna() | (num != np.round(num)) | huge)).to_numpy()
         where(bad, col, "expected an integer, got {value!r}")
         if not nullable:
             where(df[col].isna(), col, "missing value")

@@ -21,8 +21,8 @@ from ..._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, STATUSES
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
-from .._selection_log import (CELL_OUTCOME, COUNT_MESSAGE, MAX_COUNT, duplicate_cell_message, duplicate_message,
-                              not_in_cluster_message)
+from .._selection_log import (CELL_OUTCOME, COUNT_MESSAGE, MAX_COUNT, MAX_INT, duplicate_cell_message,
+                              duplicate_message, not_in_cluster_message)
 from ..readers._common import utf8_problem
 from ..readers._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_options, notes_of,
                                     prepare_combos, select_columns)
@@ -137,19 +137,25 @@ class _File:
                          f"AS __row, {', '.join(select)} FROM {raw}")
         self.n_rows = int(n)
         self.file_columns = renamed
-        nested = [c for c, t in self.types.items() if c != "ordering" and _nested(t)]
-        if nested or ("ordering" in self.types and _nested(self.types["ordering"])
-                      and not self.types["ordering"].startswith("VARCHAR[")):
-            self._nested_error(nested or ["ordering"])
         _prepare(self.con, self, self.catalog)
         return self
 
     def _nested_error(self, cols):
-        """A nested value (JSON object / list, Parquet struct): the pandas reader names the first rows."""
+        """A nested value (JSON object / list, Parquet struct): the pandas reader names the rows."""
         if self.kind != "frame":
             from ..readers.table import read_table
 
             read_table(self.path, catalog=self.catalog, meta=self.meta, columns=self.columns, **self.options)
+        else:   # a partition (dask): the rows are in memory; the same message as the pandas reader
+            frame = self.frame.rename(columns=self.columns or {})
+            found = []
+            for c in cols:
+                for i, v in enumerate(frame[c]):
+                    if isinstance(v, (list, tuple, dict, np.ndarray)):
+                        found.append(problem(self.path, self.row_offset + i + 1, c,
+                                             f"expected a scalar value, got {_plain_value(v)!r}"))
+            if found:
+                raise SelectionLogError(found)
         raise SelectionLogError(problem(self.path, None, cols[0], "expected a scalar value, got a nested value "
                                                                   "(a list, object or struct)"))
 
@@ -168,6 +174,17 @@ class _File:
         return [self.line_of[r - 1] for r in rows]
 
 
+def _plain_value(v):
+    from ..readers.table import _plain_list
+
+    return {k: _plain_value(x) for k, x in v.items()} if isinstance(v, dict) else _plain_list(v)
+
+
+def _num_repr(v):
+    """A cell as pandas shows it in messages (DuckDB's doubles: ints stay ints)."""
+    return v
+
+
 def _nested(sql_type: str) -> bool:
     return sql_type.startswith(("STRUCT", "MAP", "UNION")) or sql_type.endswith("]") or sql_type == "JSON"
 
@@ -184,6 +201,11 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
     if problems:
         raise SelectionLogError(problems)
     t0 = f"{f.name}_named0"
+    # nested values (JSON objects / lists, Parquet structs) in a column that is read: the pandas reader names them
+    nested = [c for c, t in f.types.items() if c not in ignored and c != "ordering" and _nested(t)]
+    if nested or ("ordering" in f.types and _nested(f.types["ordering"])
+                  and not f.types["ordering"].startswith("VARCHAR[")):
+        f._nested_error(nested or ["ordering"])
     keys = [c for c in COMBO_KEYS if c in cols]
 
     def key_sql(c):
@@ -268,7 +290,7 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         repeats = con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {named})) "
                               f"FROM {named}").fetchone()[0]
     f.notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
-                       ignored=ignored, repeats=int(repeats))
+                       catalog=catalog, ignored=ignored, repeats=int(repeats))
     f.file_columns = [c for c in types]
     f.types = types
 
@@ -279,9 +301,13 @@ def _csv_header(path: Path) -> list[str]:
 
     try:
         with path.open(encoding="utf-8-sig", newline="") as fh:
-            return next(csv.reader(fh), [])
+            header = next(csv.reader(fh), [])
     except UnicodeDecodeError:
         raise SelectionLogError(utf8_problem(path, data_rows=True)) from None
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise SelectionLogError([problem(path, None, c, "the header names this column twice") for c in dup])
+    return header
 
 
 def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", con=None,
@@ -306,6 +332,9 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     -------
     SelectionCounts
     """
+    from .._catalog import check_cluster_sizes
+
+    check_cluster_sizes(catalog)
     con = con or connect(progress=progress)
     _register_catalog(con, catalog)
     files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0),
@@ -475,11 +504,17 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     for c, nullable in _INT_COLS:
         if c in cols:
             num = f"TRY_CAST({_q(c)} AS DOUBLE)"
+            # a float NaN is a missing value (as in pandas); text 'nan', infinities and integers beyond 2^53 are
+            # not integers (issue 21: JSON Infinity / 1e400 rows silently left the position analysis)
+            is_nan = f" OR isnan({_q(c)})" if f.types[c] in ("DOUBLE", "FLOAT") else ""
             if f.types[c] not in _INTEGER_TYPES:   # an integer column cannot hold a non-integer
-                checks.append((c, f"{_q(c)} IS NOT NULL AND ({num} IS NULL OR {num} <> round({num}))", _q(c),
-                               lambda v: f"expected an integer, got {v!r}"))
+                checks.append((c, f"{_q(c)} IS NOT NULL AND NOT (FALSE{is_nan}) AND ({num} IS NULL OR isnan({num}) "
+                                  f"OR isinf({num}) OR abs({num}) > {MAX_INT} OR {num} <> round({num}))", _q(c),
+                               lambda v: f"expected an integer, got {_num_repr(v)!r}"))
+            elif f.types[c] in ("HUGEINT", "UBIGINT"):
+                checks.append((c, f"abs({num}) > {MAX_INT}", _q(c), lambda v: f"expected an integer, got {v!r}"))
             if not nullable:
-                checks.append((c, f"{_q(c)} IS NULL", "NULL", missing))
+                checks.append((c, f"{_q(c)} IS NULL{is_nan}", "NULL", missing))
     if "run" in cols:
         num = f"TRY_CAST({_q('run')} AS DOUBLE)"
         checks.append(("run", f"{num} < 1 AND {num} = round({num})", f"CAST({num} AS BIGINT)",

@@ -264,6 +264,10 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error", o
                 res["status_new"] = "unknown_tool"
             # else: no cluster (reported above or by the validator)
         status = res["status_new"] if "status" not in cols else rec.get("status")
+        if status == "no_call" and not _missing(pick) and res["problem"] is None:
+            res.update(problem_column="chosen_tool",
+                       problem=f"status is 'no_call' but a tool is given ({_id_str(pick)!r}); a row without a call "
+                               "has an empty chosen_tool (use 'unknown_tool' for a name that is no tool)")
         # a recorded position that contradicts the list shown and the pick
         pos = _position(rec.get("chosen_position")) if "chosen_position" in cols else None
         if status == "ok" and tool is not None and pos is not None and res["problem"] is None and not own_format:
@@ -291,11 +295,27 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error", o
     return frame
 
 
+def confusable_tools(catalog) -> list:
+    """``[(cluster, [tool ids])]``: tools of one cluster whose ids are equal after normalisation (NFC / NFD forms,
+    case, spaces, zero-width characters): two visually identical tools (issue 21)."""
+    out = []
+    for c in catalog.clusters:
+        groups: dict = {}
+        for t in catalog.tools(c):
+            groups.setdefault(normalise_name(t), []).append(t)
+        out += [(c, ts) for ts in groups.values() if len(ts) > 1]
+    return out
+
+
 def notes_of(combos: pd.DataFrame, result: pd.DataFrame, *, status_derived: bool, cluster_inferred: bool,
-             ignored=(), repeats: int = 0) -> dict:
+             ignored=(), repeats: int = 0, catalog=None) -> dict:
     """The ``{note: count}`` shown by ``toolbias-stats validate`` for one file."""
     n = combos["n"].to_numpy(dtype=np.int64)
     notes = {}
+    for c, tools in confusable_tools(catalog) if catalog is not None else []:
+        notes[f"WARNING: catalog cluster {c!r} has tools that look identical ({", ".join(ascii(t) for t in tools)}: they "
+              "differ only in Unicode form, case, spaces or invisible characters); picks typed by hand go to the "
+              "first"] = len(tools)
     if status_derived:
         by = pd.Series(n).groupby(result["status_new"].fillna("(none)").to_numpy()).sum()
         detail = ", ".join(f"{k} {int(v)}" for k, v in by.items())

@@ -19,7 +19,7 @@ from ..._schema import COUNT_COLUMN, LOG_COLUMNS
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import check_meta, utf8_problem
+from ._common import TOO_DEEP, check_meta, check_regular_file, no_duplicate_keys, utf8_problem
 from ._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_options, combo_problems, notes_of,
                            prepare_combos, select_columns)
 
@@ -138,8 +138,11 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None, design=No
     >>> read_table(tmp / "log.parquet", catalog=log.catalog).data.equals(log.data)  # doctest: +SKIP
     True
     """
+    from .._catalog import check_cluster_sizes
+
     path = Path(path)
     kind = _check_path(path, TABLE_SUFFIXES)
+    check_cluster_sizes(catalog)
     frame, rows = _read_frame(path, kind)
     frame = _rename(frame, columns, path)
     if kind == "csv":
@@ -229,9 +232,10 @@ def _check_path(path: Path, suffixes: dict) -> str:
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
     kind = suffixes.get(path.suffix.lower())
-    if kind is None or not path.is_file():
+    if kind is None:
         raise SelectionLogError(problem(path, None, None, f"expected a file ending in {', '.join(suffixes)}; "
                                                           f"got {path.name!r} instead"))
+    check_regular_file(path)
     return kind
 
 
@@ -239,6 +243,7 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
     """Parse the file; return the frame and each row's 1-based row (CSV/Parquet) or line (JSONL)."""
     empty = problem(path, None, None, f"the {what} is empty (no data rows)")
     if kind == "csv":
+        _check_csv_shape(path)
         try:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8-sig")
         except pd.errors.EmptyDataError:
@@ -275,6 +280,32 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
     return frame, rows
 
 
+def _check_csv_shape(path: Path) -> None:
+    """A header naming a column twice, or a record with too few or too many fields, is an error naming the line
+    (pandas would rename the second column ``status.1`` and fill a short row with missing values)."""
+    import csv
+
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                return
+            dup = sorted({c for c in header if header.count(c) > 1})
+            if dup:
+                raise SelectionLogError([problem(path, None, c, "the header names this column twice") for c in dup])
+            n = len(header)
+            for i, rec in enumerate(reader, start=1):
+                if len(rec) != n and rec:   # blank lines are skipped, as by pandas
+                    line = reader.line_num
+                    raise SelectionLogError(problem(path, i, None, f"malformed CSV: expected {n} fields, "
+                                                                   f"got {len(rec)} (line {line})"))
+    except UnicodeDecodeError:
+        raise SelectionLogError(utf8_problem(path, data_rows=True)) from None
+    except csv.Error as exc:
+        raise SelectionLogError(problem(path, None, None, f"malformed CSV: {exc}")) from None
+
+
 def read_jsonl(path: Path) -> list[tuple[int, object]]:
     """Parse a JSON Lines file into ``[(line_number, value), ...]``, skipping blank lines.
 
@@ -289,10 +320,14 @@ def read_jsonl(path: Path) -> list[tuple[int, object]]:
                 if not line.strip():
                     continue
                 try:
-                    out.append((lineno, json.loads(line)))
+                    out.append((lineno, json.loads(line, object_pairs_hook=no_duplicate_keys(path, lineno))))
                 except json.JSONDecodeError as exc:
                     problems.append(problem(path, lineno, None,
                                             f"malformed JSON (line {lineno}, column {exc.colno}): {exc.msg}"))
+                except RecursionError:
+                    problems.append(problem(path, lineno, None, TOO_DEEP))
+                except SelectionLogError as exc:   # a key twice in one object
+                    problems += exc.problems
     except UnicodeDecodeError:
         raise SelectionLogError(utf8_problem(path)) from None
     if problems:
@@ -324,7 +359,7 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
         if frame[col].dtype != object or col == "ordering":
             continue
         is_list = frame[col].map(lambda v: isinstance(v, (list, tuple, dict, np.ndarray))).to_numpy()
-        problems += [problem(path, rows[i], col, f"expected a scalar value, got {_plain_list(frame[col].iat[i])!r}")
+        problems += [problem(path, rows[i], col, f"expected a scalar value, got {_plain_value(frame[col].iat[i])!r}")
                      for i in np.flatnonzero(is_list)]
     if problems:
         raise SelectionLogError(problems)
@@ -396,8 +431,12 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
     elif not weighted and duplicates == "count":
         repeats = int(frame[ident_cols].astype("string").fillna("\x00<NA>").duplicated().sum())
     notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
-                     ignored=ignored, repeats=repeats)
+                     catalog=catalog, ignored=ignored, repeats=repeats)
     return frame, notes, weighted
+
+
+def _plain_value(v):
+    return {k: _plain_value(x) for k, x in v.items()} if isinstance(v, dict) else _plain_list(v)
 
 
 def _plain_list(v):
