@@ -313,7 +313,7 @@ def notes_of(combos: pd.DataFrame, result: pd.DataFrame, *, status_derived: bool
     n = combos["n"].to_numpy(dtype=np.int64)
     notes = {}
     for c, tools in confusable_tools(catalog) if catalog is not None else []:
-        notes[f"WARNING: catalog cluster {c!r} has tools that look identical ({", ".join(ascii(t) for t in tools)}: they "
+        notes[f"WARNING: catalog cluster {c!r} has tools that look identical ({', '.join(ascii(t) for t in tools)}: they "
               "differ only in Unicode form, case, spaces or invisible characters); picks typed by hand go to the "
               "first"] = len(tools)
     if status_derived:
