@@ -95,7 +95,8 @@ class _File:
             header = _csv_header(self.path)
             if not header:
                 raise SelectionLogError(problem(self.path, None, None, "the selection log is empty (no data rows)"))
-            cols = ", ".join(f"{_lit(c)}: 'VARCHAR'" for c in header)
+            # a column without a name is called as pandas calls it ("Unnamed: 3")
+            cols = ", ".join(f"{_lit(c if c else f'Unnamed: {i}')}: 'VARCHAR'" for i, c in enumerate(header))
             return (f"read_csv({p}, header = true, auto_detect = false, columns = {{{cols}}}, delim = ',', "
                     f"quote = '\"', escape = '\"', strict_mode = true)")
         if self.kind == "jsonl":
@@ -131,12 +132,21 @@ class _File:
         skeleton = _rename(pd.DataFrame(columns=names), self.columns, self.path)
         renamed = list(skeleton.columns)
         _merge_design(skeleton, self.meta, self.path, np.empty(0, dtype=np.int64))
-        self.types = {new: types[old] for old, new in zip(names, renamed)}
-        select = [f"{_q(old)} AS {_q(new)}" for old, new in zip(names, renamed)]
+        # ignored columns never enter the views (a column called `__row` or `k` must not meet the engine's own)
+        check_options(self.path, **self.options)
+        own = "source_file" in renamed and "source_row" in renamed
+        _, ignored, problems = select_columns(renamed, design=self.options.get("design"), meta_keys=tuple(self.meta),
+                                              own_format=own, source=self.path)
+        if problems:
+            raise SelectionLogError(problems)
+        pairs = [(old, new) for old, new in zip(names, renamed) if new not in ignored]
+        self.ignored_columns = [c for c in renamed if c in ignored]
+        self.types = {new: types[old] for old, new in pairs}
+        select = [f"{_q(old)} AS {_q(new)}" for old, new in pairs]
         self.con.execute(f"CREATE TEMP VIEW {self.name}_named0 AS SELECT row_number() OVER () + {self.row_offset} "
                          f"AS __row, {', '.join(select)} FROM {raw}")
         self.n_rows = int(n)
-        self.file_columns = renamed
+        self.file_columns = [new for _, new in pairs]
         _prepare(self.con, self, self.catalog)
         return self
 
@@ -193,13 +203,11 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
     """Build ``{f.name}_named`` from ``{f.name}_named0``: the spreadsheet clean-up of the pandas reader
     (readers/_spreadsheet.py), run on the file's distinct cell combinations and joined back."""
     opts = f.options
-    check_options(f.path, **opts)
     cols = list(f.file_columns)
     own = "source_file" in cols and "source_row" in cols
-    kept, ignored, problems = select_columns(cols, design=opts.get("design"), meta_keys=tuple(f.meta),
-                                             own_format=own, source=f.path)
-    if problems:
-        raise SelectionLogError(problems)
+    kept, _, _ = select_columns(cols, design=opts.get("design"), meta_keys=tuple(f.meta), own_format=own,
+                                source=f.path)
+    ignored = f.ignored_columns
     t0 = f"{f.name}_named0"
     # nested values (JSON objects / lists, Parquet structs) in a column that is read: the pandas reader names them
     nested = [c for c, t in f.types.items() if c not in ignored and c != "ordering" and _nested(t)]

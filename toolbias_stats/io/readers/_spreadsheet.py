@@ -43,6 +43,9 @@ DUPLICATES = ("count", "error")
 ATTEMPT_ID = "attempt_id"
 #: Columns whose distinct combinations the clean-up works on (those present in the file).
 COMBO_KEYS = ("cluster_id", "ordering", "rotation", "chosen_tool", "status", "chosen_position")
+#: Names the engines use for their own columns: a design column may not have one.
+RESERVED = frozenset({"k", "n", "rot", "api_index", "raw_choice_in", "ordering_in", "n_candidates_in",
+                      "chosen_tool_in", "chosen_position_in", "source_row_in", "count_in", "first", "r"})
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"), None)
 
 
@@ -79,12 +82,15 @@ def select_columns(columns, *, design=None, meta_keys=(), own_format=False, sour
                                                                                        for d in design):
             return [], [], [problem(source, None, "design", f"expected a list of column names, got {design!r}")]
         problems = [problem(source, None, "design", f"design column {d!r} is not a column of the file; "
-                                                   f"the file has {list(columns)}")
+                                                   f"the file has {[c for c in columns if c not in meta_keys]}")
                     for d in design if d not in columns and d not in meta_keys]
         keep = set(design) | set(meta_keys)
     else:
         keep = set(extras) if own_format else set(meta_keys)
     kept = [c for c in extras if c in keep]
+    problems += [problem(source, None, c, f"the column name {c!r} is reserved (used inside the engines); map it to "
+                                          "another name with `columns`")
+                 for c in kept if c in RESERVED or str(c).startswith("__")]
     ignored = [c for c in extras if c not in keep]
     return kept, ignored, problems
 
