@@ -167,10 +167,6 @@ def struct_column(d):
     return _study(d, "l.parquet", frame)
 
 
-def nested_run(d):
-    return _study(d, "l.jsonl", _jsonl(_ok(query_id="q0", run=1), _ok(run=["1"])))
-
-
 def reserved_design_column(d):
     return _study(d, "l.csv", "k,cluster_id,query_id,rotation,chosen_tool,status\n5,c1,q1,1,t1,ok\n",
                   extra='design = ["k"]\n')
@@ -200,7 +196,6 @@ CASES = [
     Case("ragged_csv_row", ragged_csv_row, ("{dir}/l.csv:2:", "expected 5 fields, got 4 (line 3)")),
     Case("struct_column", struct_column, ("{dir}/l.parquet:2:status:", "expected a scalar value"),
          engines=ENGINES + ("dask",), commands=("validate",)),
-    Case("nested_run", nested_run, ("{dir}/l.jsonl:2:run:", "expected a scalar value")),
     Case("reserved_design_column", reserved_design_column, ("{dir}/l.csv:k:", "reserved")),
 ]
 
