@@ -233,7 +233,7 @@ class TestEngines:
         data.iloc[:10].to_parquet(out / "part-0.parquet")
         data.iloc[5:12].to_parquet(out / "part-1.parquet")           # rows 6..10 again
         with pytest.raises(SelectionLogError) as err:
-            count_table(out, catalog=sim.log.catalog, engine="dask")
+            count_table(out, catalog=sim.log.catalog, engine="dask", duplicates="error")
         msg = str(err.value)
         assert ":11:query_id: duplicate attempt" in msg and "(first seen at row 6)" in msg
         assert "np.int64" not in msg
@@ -283,7 +283,7 @@ class TestBadInputCountsLayer:
         pd.DataFrame({"model": "m", "run": [1, 1], "cluster_id": "1", "query_id": "7", "rotation": [2, 2],
                       "chosen_tool": t, "status": "ok"}).to_parquet(path)
         with pytest.raises(SelectionLogError) as err:
-            count_table(path, catalog=bb_catalog, engine=engine)
+            count_table(path, catalog=bb_catalog, engine=engine, duplicates="error")
         msg = str(err.value)
         assert ("dup.parquet:2:query_id: duplicate attempt {'model': 'm', 'run': 1, 'condition': 'base', "
                 "'cluster_id': '1', 'query_id': '7', 'rotation': 2} (first seen at row 1)") in msg
@@ -372,7 +372,7 @@ class TestShuffledOrderings:
         frame = pd.concat([frame, frame.iloc[[5]]], ignore_index=True)            # row 13 repeats row 6
         frame.to_parquet(tmp_path / "dup.parquet")
         with pytest.raises(SelectionLogError) as err:
-            count_table(tmp_path / "dup.parquet", catalog=bb_catalog, engine=engine)
+            count_table(tmp_path / "dup.parquet", catalog=bb_catalog, engine=engine, duplicates="error")
         msg = str(err.value)
         assert "dup.parquet:13:query_id: duplicate attempt" in msg and "(first seen at row 6)" in msg
         assert "'ordering': '" in msg and "'rotation': None" in msg
@@ -382,7 +382,7 @@ class TestShuffledOrderings:
         frame = self._frame(bb_catalog)
         frame = pd.concat([frame.assign(epoch=1), frame.assign(epoch=2)], ignore_index=True)
         frame.to_parquet(tmp_path / "epochs.parquet")
-        counts = count_table(tmp_path / "epochs.parquet", catalog=bb_catalog, engine=engine)
+        counts = count_table(tmp_path / "epochs.parquet", catalog=bb_catalog, engine=engine, design=["epoch"])
         assert counts.n_rows == 24 and "epoch" in counts.design_columns
 
     def test_duplicate_across_files_names_the_other_file(self, bb_catalog, tmp_path):
@@ -390,6 +390,7 @@ class TestShuffledOrderings:
         frame.iloc[:2].to_parquet(tmp_path / "a.parquet")
         frame.iloc[1:3].to_parquet(tmp_path / "b.parquet")
         (tmp_path / "study.toml").write_text(f'format = "table"\ncatalog = "{DATA / "clusters.json"}"\n'
+                                             'duplicates = "error"\n'
                                              '[[logs]]\npath = "a.parquet"\n[[logs]]\npath = "b.parquet"\n')
         for engine in ("pandas", "duckdb"):
             with pytest.raises(SelectionLogError) as err:

@@ -133,7 +133,7 @@ class TestReadTableColumnsAndMeta:
                           f"gpt,01,3,2,{t[1]},ok,42\ngpt,02,3,3,,no_call,42\n")
         log = read_table(path, catalog=catalog, columns={"llm": "model", "qid": "query_id", "grp": "cluster_id",
                                                          "perm": "rotation", "pick": "chosen_tool",
-                                                         "outcome": "status"})
+                                                         "outcome": "status"}, design=["seed"])
         d = log.data
         assert d["model"].tolist() == ["gpt", "gpt"]
         assert d["query_id"].tolist() == ["01", "02"]  # leading zeros kept: ids stay strings
@@ -248,8 +248,9 @@ class TestReadTableBadInput:
             read(path, catalog=catalog)
 
     def test_missing_required_column(self, read, catalog, tmp_path):
-        path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,query_id\nm,1,1\n")
-        with pytest.raises(SelectionLogError, match=r"bad\.csv:status: required column is missing"):
+        # issue 20: `status` and `cluster_id` may be derived; `query_id` may not
+        path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,status\nm,1,no_call\n")
+        with pytest.raises(SelectionLogError, match=r"bad\.csv:query_id: required column is missing"):
             read(path, catalog=catalog)
 
     def test_status_not_allowed(self, read, catalog, tmp_path):
@@ -282,8 +283,8 @@ class TestReadTableBadInput:
     def test_duplicate_attempt(self, read, catalog, tmp_path):
         rows = _ok_rows(catalog, 2)
         path = _write_jsonl(tmp_path / "dup.jsonl", [rows[0], rows[1], rows[0]])
-        with pytest.raises(SelectionLogError) as err:
-            read(path, catalog=catalog)
+        with pytest.raises(SelectionLogError) as err:   # issue 20: the strict mode is opt-in
+            read(path, catalog=catalog, duplicates="error")
         msg = str(err.value)
         assert "dup.jsonl:3:query_id: duplicate attempt" in msg and "first seen at row 1" in msg
 

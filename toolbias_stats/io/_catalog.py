@@ -177,8 +177,46 @@ def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
     dup = tab["tool_id"][tab["tool_id"].duplicated()]
     if len(dup):
         raise SelectionLogError([problem(source, None, "tool_id", f"duplicate tool_id {t!r}") for t in dup])
+    # issue 21: values that pass the dtypes but break the analysis
+    problems = [problem(source, i + 1, "tool_id", f"tool id {t!r} contains '|', which separates the tools of an "
+                                                   "ordering; rename the tool")
+                for i, t in enumerate(tab["tool_id"]) if "|" in str(t)]
+    problems += [problem(source, i + 1, "num_parameters", f"expected a number of parameters >= 0, got {int(v)}")
+                 for i, v in enumerate(tab["num_parameters"]) if not pd.isna(v) and v < 0]
+    for cid, sub in tab.groupby("cluster_id", sort=False):
+        twice = sub["api_index"][sub["api_index"].duplicated(keep=False)]
+        for v in sorted(set(twice)):
+            tools = sub.loc[sub["api_index"] == v, "tool_id"].tolist()
+            problems.append(problem(source, None, "api_index", f"cluster {cid!r}: api_index {int(v)} is given to "
+                                                               f"{len(tools)} tools ({tools[:5]}); each tool of a "
+                                                               "cluster needs its own place in the catalog order"))
+    if problems:
+        raise SelectionLogError(problems)
     extra = [c for c in tab.columns if c not in CATALOG_COLUMNS]
     return tab[list(CATALOG_COLUMNS) + extra].sort_values(["cluster_id", "api_index"], key=_natural).reset_index(drop=True)
+
+
+#: Most tools one cluster may have: counts keep a column per tool and per position, and a uniform reference over
+#: thousands of equivalent tools needs far more choices than any study has (issue 21: 10,000 tools crashed DuckDB;
+#: 256 tools are read, counted and analysed in about 10 s by either engine).
+MAX_CLUSTER_TOOLS = 256
+
+
+def check_cluster_sizes(catalog: ToolCatalog, *, error=SelectionLogError) -> None:
+    """Refuse clusters of one tool (no choice to make) or of more than :data:`MAX_CLUSTER_TOOLS`, naming them."""
+    problems = []
+    for c in catalog.clusters:
+        k = catalog.n_tools(c)
+        if k < 2:
+            problems.append(problem(catalog.source, None, "cluster_id",
+                                    f"cluster {c!r} has {k} tool ({catalog.tools(c)}); a cluster needs at least 2 "
+                                    "equivalent tools (remove it or add its alternatives)"))
+        elif k > MAX_CLUSTER_TOOLS:
+            problems.append(problem(catalog.source, None, "cluster_id",
+                                    f"cluster {c!r} has {k} tools; at most {MAX_CLUSTER_TOOLS} tools per cluster are "
+                                    "supported (split it into clusters of equivalent tools)"))
+    if problems:
+        raise error(problems)
 
 
 def _is_missing(v) -> bool:

@@ -279,7 +279,7 @@ def load_counts(obj, *, level: str = "query") -> SelectionCounts:
 
 
 def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: str = "duckdb",
-                level: str = "query", cells: bool = True, scheduler=None) -> SelectionCounts:
+                level: str = "query", cells: bool = True, scheduler=None, **options) -> SelectionCounts:
     """Validate and count one table file (CSV, JSONL, Parquet) with an engine, without keeping its rows.
 
     Parameters
@@ -298,6 +298,8 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
         Also count the per-ordering ``cells`` (needed by the Bayesian model only).
     scheduler : str or distributed.Client, optional
         For ``engine="dask"`` (default: a LocalCluster of 2 workers).
+    **options
+        ``design``, ``positions``, ``duplicates``: the table options of :func:`read_table`.
 
     Returns
     -------
@@ -310,11 +312,11 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
     """
     if level not in COUNT_LEVELS:
         raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
-    entry = {"path": path, "meta": meta, "columns": columns}
+    entry = {"path": path, "meta": meta, "columns": columns, **options}
     if engine == "pandas":
         from .readers.table import read_table
 
-        return read_table(path, catalog=catalog, meta=meta, columns=columns).counts(level=level)
+        return read_table(path, catalog=catalog, meta=meta, columns=columns, **options).counts(level=level)
     if engine == "duckdb":
         from .engines._duckdb import count_tables_duckdb
 

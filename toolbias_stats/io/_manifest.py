@@ -21,14 +21,17 @@ FORMATS = ("biasbusters", "table", "transcripts", "openai", "anthropic", "otel",
 
 _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta", "cluster_names", "reference_date",
                "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates",
-               "clusters", "clusters_file", "responses", "subsets"}
+               "clusters", "clusters_file", "responses", "subsets",
+               "design", "positions", "duplicates"}
 #: Reader options each format takes (other option keys in an entry are an error).
-_OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "table": ("columns",), "transcripts": ("cluster",),
+_OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "transcripts": ("cluster",),
+            "table": ("columns", "design", "positions", "duplicates"),
             "openai": ("responses", "subsets"), "anthropic": ("responses", "subsets"), "otel": ("subsets",),
             "inspect": ("cluster",)}
 #: Entry keys that configure reading: the readers' keys plus ``clusters`` (the clusters a condition was run on;
 #: attempts are expected only for those, issue 8).
 READER_KEYS = _READER_KEYS | {"clusters"} | {"clusters_file", "responses", "subsets"}   # issue 13: API logs
+READER_KEYS = READER_KEYS | {"design", "positions", "duplicates"}   # issue 20: table options
 _PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "responses")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 #: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
@@ -225,7 +228,8 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         if "catalog" not in merged and not declares_clusters(merged) and fmt not in OFFERED:
             problems.append(problem(path, where, "catalog", "no catalog given (study-level or per entry)"))
         if fmt in _OPTIONS:
-            for opt in ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets"):
+            for opt in ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets",
+                        "design", "positions", "duplicates"):
                 if opt in entry and opt not in _OPTIONS[fmt] and not (opt == "clusters"
                                                                       and not isinstance(entry[opt], list)):
                     problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
@@ -277,6 +281,10 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         raise ManifestError(problem(path, None, "catalog", "all logs of one study must share one catalog"))
     catalog = next(iter(catalogs.values()))
     all_tables = all(m["format"] == "table" for m in entries)
+    if all_tables:   # issue 21: a 1-tool cluster or a cluster of 10,000 tools, named before anything is read
+        from ._catalog import check_cluster_sizes
+
+        check_cluster_sizes(catalog)
     if engine == "auto":
         engine = "duckdb" if all_tables else "pandas"
     if engine != "pandas" and not all_tables:
@@ -295,7 +303,8 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
 
     def count():
         files = [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
-                  "columns": m.get("columns")} for m in entries]
+                  "columns": m.get("columns"), **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}}
+                 for m in entries]
         if engine == "duckdb":
             from .engines._duckdb import count_tables_duckdb
 
@@ -350,13 +359,20 @@ def _is_cluster_list(path: Path) -> bool:
 
 def load_toml(path: Path) -> dict:
     """A manifest's TOML document; a missing file or a syntax error is a ManifestError naming file and line."""
+    from .readers._common import check_regular_file, utf8_problem
+
     if not path.exists():
         raise ManifestError(problem(path, None, None, "manifest file not found"))
+    check_regular_file(path, "manifest file", error=ManifestError)
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(problem(path, _toml_line(exc), None, f"malformed TOML: {exc}")) from None
+    except UnicodeDecodeError:
+        raise ManifestError(utf8_problem(path)) from None
+    except RecursionError:
+        raise ManifestError(problem(path, None, None, "TOML nested too deeply to read")) from None
 
 
 def _toml_line(exc) -> int | None:

@@ -22,6 +22,8 @@ _ATTEMPT = (
 )
 #: Largest accepted ``count`` of one row (exact in float64, far below int64 overflow when summed).
 MAX_COUNT = 10**15
+#: Largest integer accepted in an integer column (run, rotation, positions): exact in float64.
+MAX_INT = 2**53
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,13 +73,16 @@ class SelectionLog:
 
     # -- construction -----------------------------------------------------------------
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics=None, source="<frame>"):
+    def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics=None, source="<frame>",
+                   duplicates="error"):
         """Validate a DataFrame against the schema and wrap it.
 
         Derives ``ordering`` from ``rotation`` (and ``chosen_position`` from ``ordering``) where
         they are missing. Raises one :class:`SelectionLogError` listing every problem.
+        ``duplicates="count"`` accepts two attempts with the same identity (the same query shown the
+        same list again: independent calls; issue 20); ``"error"`` names both rows.
         """
-        data = _validate(frame, catalog, source)
+        data = _validate(frame, catalog, source, duplicates=duplicates)
         return cls(data, catalog, dict(diagnostics or {}))
 
     @classmethod
@@ -94,7 +99,10 @@ class SelectionLog:
         diagnostics = {}
         for lg in logs:
             diagnostics.update(lg.diagnostics)
-        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>")
+        # repeats are allowed when a part allowed them (a table file read with duplicates = "count")
+        mode = "count" if any(isinstance(d, dict) and d.get("duplicates") == "count"
+                              for d in diagnostics.values()) else "error"
+        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode)
 
     # -- views ------------------------------------------------------------------------
     @property
@@ -228,7 +236,7 @@ class SelectionLog:
 
 
 # ---------------------------------------------------------------------------------------
-def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.DataFrame:
+def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates: str = "error") -> pd.DataFrame:
     df = pd.DataFrame(frame).copy().reset_index(drop=True)
     problems: list[str] = []
     if len(df) == 0:
@@ -269,7 +277,9 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     # Integers: run, rotation, n_candidates, chosen_position
     for col, nullable in (("run", False), ("rotation", True), ("n_candidates", True), ("chosen_position", True)):
         num = pd.to_numeric(df[col], errors="coerce")
-        bad = (df[col].notna() & (num.isna() | (num != np.round(num)))).to_numpy()
+        # infinities (JSON Infinity, 1e400) and values beyond exact integers are not integers (issue 21)
+        huge = (pd.to_numeric(num, errors="coerce").astype("float64").abs() > MAX_INT).fillna(False)
+        bad = (df[col].notna() & (num.isna() | (num != np.round(num)) | huge)).to_numpy()
         where(bad, col, "expected an integer, got {value!r}")
         if not nullable:
             where(df[col].isna(), col, "missing value")
@@ -362,7 +372,7 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
         # attempts would be counted twice; an aggregated file lists each cell once).
         ident = ident.assign(**{c: df[c] for c in CELL_OUTCOME})
     dup = ident.duplicated(keep="first").to_numpy()
-    if dup.any():
+    if dup.any() and (weighted or duplicates != "count"):
         gid = ident.groupby(list(ident.columns), dropna=False, sort=False).ngroup().to_numpy()
         first_of = np.full(gid.max() + 1, -1, dtype=np.int64)
         uniq, first_idx = np.unique(gid, return_index=True)

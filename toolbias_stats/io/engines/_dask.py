@@ -41,14 +41,14 @@ def _import_dask():
 
 
 def _partition_counts(frame: pd.DataFrame, offset: int, path: str, catalog: ToolCatalog, meta, columns, level,
-                      cells):
+                      cells, options=None):
     """Validate and count one partition (on a worker) with the DuckDB engine."""
     from ._duckdb import count_tables_duckdb
 
     counts = count_tables_duckdb([{"path": path, "meta": meta, "columns": columns, "frame": frame,
-                                   "row_offset": offset}], catalog, level=level, check_duplicates=False,
-                                 cells=cells)
-    return counts.table, counts.cells, counts.design_columns
+                                   "row_offset": offset, **(options or {})}], catalog, level=level,
+                                 check_duplicates=False, cells=cells)
+    return counts.table, counts.cells, counts.design_columns, counts.diagnostics.get(path, {}).get("notes", {})
 
 
 def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", scheduler=None,
@@ -98,8 +98,9 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
             if lengths.sum() == 0:
                 raise SelectionLogError(problem(path, None, None, "the selection log is empty (no data rows)"))
             offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            options = {k: entry[k] for k in ("design", "positions", "duplicates") if k in entry}
             tasks = [dask.delayed(_partition_counts)(part, int(off), path, catalog, entry.get("meta"),
-                                                     entry.get("columns"), level, cells)
+                                                     entry.get("columns"), level, cells, options)
                      for part, off, n in zip(ddf.to_delayed(), offsets, lengths) if n]
             futures = client.compute(tasks)
             if progress:
@@ -107,15 +108,22 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
 
                 dask_progress(futures)
             results = client.gather(futures)
-            for t, c, d in results:
+            notes: dict = {}
+            for t, c, d, nt in results:
                 tables.append(t)
                 cell_parts.append(c)
                 designs.append(d)
+                for k, v in nt.items():   # per-partition notes: counts add up (repeats: within partitions)
+                    notes[k] = v if k.startswith("columns ignored") else notes.get(k, 0) + v
+            results = [r[:3] for r in results]
             weighted = ROW_COLUMNS[0] in results[0][0].columns
             status = {st: int(sum(t[f"rows_{st}" if weighted else f"n_{st}"].sum() for t, _, _ in results))
                       for st in STATUSES}
             diagnostics[path] = {"rows": int(lengths.sum()), "status": status, "partitions": int(len(lengths)),
-                                 "provenance": "this dataset", "engine": "dask"}
+                                 "provenance": "this dataset", "engine": "dask",
+                                 "duplicates": entry.get("duplicates", "count")}
+            if notes:
+                diagnostics[path]["notes"] = notes
             if weighted:
                 aw = {st: int(sum(t[f"n_{st}"].sum() for t, _, _ in results)) for st in STATUSES}
                 diagnostics[path].update(attempts=sum(aw.values()), attempt_status={k: v for k, v in aw.items() if v})
@@ -124,7 +132,9 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
         design = []
         for d in designs:
             design += [c for c in d if c not in design]
-        _check_duplicates(client, datasets, design)
+        if any(e.get("duplicates") == "error" or d.get("attempts") is not None
+               for (_, _, e, _, _), d in zip(datasets, diagnostics.values())):
+            _check_duplicates(client, datasets, design)
         table, cell = _combine(tables, cell_parts, design, level, catalog)
         return SelectionCounts(table, cell, catalog, tuple(design), level, diagnostics, "dask")
     finally:

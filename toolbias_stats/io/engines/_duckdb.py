@@ -21,9 +21,11 @@ from ..._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, STATUSES
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
-from .._selection_log import (CELL_OUTCOME, COUNT_MESSAGE, MAX_COUNT, duplicate_cell_message, duplicate_message,
-                              not_in_cluster_message)
+from .._selection_log import (CELL_OUTCOME, COUNT_MESSAGE, MAX_COUNT, MAX_INT, duplicate_cell_message,
+                              duplicate_message, not_in_cluster_message)
 from ..readers._common import utf8_problem
+from ..readers._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_options, notes_of,
+                                    prepare_combos, select_columns)
 from ..readers.table import TABLE_SUFFIXES, _check_path, _merge_design, _read_frame, _rename
 
 __all__ = ["count_tables_duckdb"]
@@ -72,7 +74,8 @@ def connect(threads: int | None = None, memory_limit: str | None = None, progres
 class _File:
     """One table file registered as a DuckDB view ``v{i}`` with schema columns, ``__row`` and ``__file``."""
 
-    def __init__(self, con, index: int, path, catalog: ToolCatalog, meta, columns, frame=None, row_offset=0):
+    def __init__(self, con, index: int, path, catalog: ToolCatalog, meta, columns, frame=None, row_offset=0,
+                 options=None):
         self.con, self.path, self.catalog = con, path if frame is not None else Path(path), catalog
         self.name = f"v{index}"
         # ``frame``: one partition of a dataset (dask engine), already in memory; rows count from row_offset.
@@ -80,6 +83,7 @@ class _File:
         self.kind = "frame" if frame is not None else _check_path(self.path, TABLE_SUFFIXES)
         self.meta = dict(meta or {})
         self.columns = columns
+        self.options = dict(options or {})
         self.line_of = None
 
     # -- reading -----------------------------------------------------------------------------
@@ -91,7 +95,8 @@ class _File:
             header = _csv_header(self.path)
             if not header:
                 raise SelectionLogError(problem(self.path, None, None, "the selection log is empty (no data rows)"))
-            cols = ", ".join(f"{_lit(c)}: 'VARCHAR'" for c in header)
+            # a column without a name is called as pandas calls it ("Unnamed: 3")
+            cols = ", ".join(f"{_lit(c if c else f'Unnamed: {i}')}: 'VARCHAR'" for i, c in enumerate(header))
             return (f"read_csv({p}, header = true, auto_detect = false, columns = {{{cols}}}, delim = ',', "
                     f"quote = '\"', escape = '\"', strict_mode = true)")
         if self.kind == "jsonl":
@@ -121,22 +126,48 @@ class _File:
             self._pandas_error(exc)
         names = [d[0] for d in described]
         types = {d[0]: d[1] for d in described}
-        if self.kind == "jsonl" and any(t.startswith(("STRUCT", "MAP")) or t.endswith("]") or t == "JSON"
-                                        for t in types.values()):
-            self._pandas_error("nested JSON values")
         if n == 0:
             raise SelectionLogError(problem(self.path, None, None, "the selection log is empty (no data rows)"))
         # Column names: the manifest mapping, then the design metadata (structural checks of the pandas path).
         skeleton = _rename(pd.DataFrame(columns=names), self.columns, self.path)
         renamed = list(skeleton.columns)
         _merge_design(skeleton, self.meta, self.path, np.empty(0, dtype=np.int64))
-        self.types = {new: types[old] for old, new in zip(names, renamed)}
-        select = [f"{_q(old)} AS {_q(new)}" for old, new in zip(names, renamed)]
-        self.con.execute(f"CREATE TEMP VIEW {self.name}_named AS SELECT row_number() OVER () + {self.row_offset} AS __row, "
-                         f"{', '.join(select)} FROM {raw}")
+        # ignored columns never enter the views (a column called `__row` or `k` must not meet the engine's own)
+        check_options(self.path, **self.options)
+        own = "source_file" in renamed and "source_row" in renamed
+        _, ignored, problems = select_columns(renamed, design=self.options.get("design"), meta_keys=tuple(self.meta),
+                                              own_format=own, source=self.path)
+        if problems:
+            raise SelectionLogError(problems)
+        pairs = [(old, new) for old, new in zip(names, renamed) if new not in ignored]
+        self.ignored_columns = [c for c in renamed if c in ignored]
+        self.types = {new: types[old] for old, new in pairs}
+        select = [f"{_q(old)} AS {_q(new)}" for old, new in pairs]
+        self.con.execute(f"CREATE TEMP VIEW {self.name}_named0 AS SELECT row_number() OVER () + {self.row_offset} "
+                         f"AS __row, {', '.join(select)} FROM {raw}")
         self.n_rows = int(n)
-        self.file_columns = renamed
+        self.file_columns = [new for _, new in pairs]
+        _prepare(self.con, self, self.catalog)
         return self
+
+    def _nested_error(self, cols):
+        """A nested value (JSON object / list, Parquet struct): the pandas reader names the rows."""
+        if self.kind != "frame":
+            from ..readers.table import read_table
+
+            read_table(self.path, catalog=self.catalog, meta=self.meta, columns=self.columns, **self.options)
+        else:   # a partition (dask): the rows are in memory; the same message as the pandas reader
+            frame = self.frame.rename(columns=self.columns or {})
+            found = []
+            for c in cols:
+                for i, v in enumerate(frame[c]):
+                    if isinstance(v, (list, tuple, dict, np.ndarray)):
+                        found.append(problem(self.path, self.row_offset + i + 1, c,
+                                             f"expected a scalar value, got {_plain_value(v)!r}"))
+            if found:
+                raise SelectionLogError(found)
+        raise SelectionLogError(problem(self.path, None, cols[0], "expected a scalar value, got a nested value "
+                                                                  "(a list, object or struct)"))
 
     def row_number(self, rows):
         """File row of each DuckDB record number: JSONL rows are line numbers (blank lines count)."""
@@ -153,15 +184,138 @@ class _File:
         return [self.line_of[r - 1] for r in rows]
 
 
+def _plain_value(v):
+    from ..readers.table import _plain_list
+
+    return {k: _plain_value(x) for k, x in v.items()} if isinstance(v, dict) else _plain_list(v)
+
+
+def _num_repr(v):
+    """A cell as pandas shows it in messages (DuckDB's doubles: ints stay ints)."""
+    return v
+
+
+def _nested(sql_type: str) -> bool:
+    return sql_type.startswith(("STRUCT", "MAP", "UNION")) or sql_type.endswith("]") or sql_type == "JSON"
+
+
+def _prepare(con, f: _File, catalog: ToolCatalog):
+    """Build ``{f.name}_named`` from ``{f.name}_named0``: the spreadsheet clean-up of the pandas reader
+    (readers/_spreadsheet.py), run on the file's distinct cell combinations and joined back."""
+    opts = f.options
+    cols = list(f.file_columns)
+    own = "source_file" in cols and "source_row" in cols
+    kept, _, _ = select_columns(cols, design=opts.get("design"), meta_keys=tuple(f.meta), own_format=own,
+                                source=f.path)
+    ignored = f.ignored_columns
+    t0 = f"{f.name}_named0"
+    # nested values (JSON objects / lists, Parquet structs) in a column that is read: the pandas reader names them
+    nested = [c for c, t in f.types.items() if c not in ignored and c != "ordering" and _nested(t)]
+    if nested or ("ordering" in f.types and _nested(f.types["ordering"])
+                  and not f.types["ordering"].startswith("VARCHAR[")):
+        f._nested_error(nested or ["ordering"])
+    keys = [c for c in COMBO_KEYS if c in cols]
+
+    def key_sql(c):
+        if c == "ordering" and f.types[c].startswith("VARCHAR["):
+            return f"CAST(to_json({_q(c)}) AS VARCHAR)"
+        return _q(c)
+
+    if keys:
+        sel = ", ".join(f"{key_sql(c)} AS {_q(c)}" for c in keys)
+        ksel = ", ".join(f"CAST({key_sql(c)} AS VARCHAR) AS __k{i}" for i, c in enumerate(keys))
+        combos = con.execute(f"SELECT {sel}, {ksel}, count(*) AS n FROM {t0} GROUP BY ALL").df()
+    else:
+        combos = pd.DataFrame({"n": [f.n_rows]})
+    for c in keys:
+        combos[c] = combos[c].astype(object).where(combos[c].notna(), None)
+    res = prepare_combos(combos[keys + ["n"]], catalog, positions=opts.get("positions", "error"), own_format=own)
+    mapped = pd.concat([combos[[f"__k{i}" for i in range(len(keys))]].astype(object), res], axis=1)
+    for c in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "problem_column", "problem"):
+        mapped[c] = mapped[c].astype(object).where(mapped[c].notna(), None)
+    con.register(f"{f.name}_map_df", mapped)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {f.name}_map AS SELECT * FROM {f.name}_map_df")
+    con.unregister(f"{f.name}_map_df")
+    on = " AND ".join(f"CAST({key_sql(c)} AS VARCHAR) IS NOT DISTINCT FROM m.__k{i}"
+                      for i, c in enumerate(keys)) or "TRUE"
+    joined = f"{t0} t LEFT JOIN {f.name}_map m ON {on}"
+    if res["problem"].notna().any():
+        total = con.execute(f"SELECT count(*) FROM {joined} WHERE m.problem IS NOT NULL").fetchone()[0]
+        hits = con.execute(f"SELECT t.__row, m.problem_column, m.problem FROM {joined} WHERE m.problem IS NOT NULL "
+                           f"ORDER BY t.__row LIMIT {_MAX_PER_CHECK}").fetchall()
+        rows = f.row_number([h[0] for h in hits])
+        found = _Problems(problem(f.path, r, h[1], h[2]) for r, h in zip(rows, hits))
+        found.total = int(total)
+        _raise([found])
+    select = ["t.__row AS __row"]
+    types = {}
+    for c in cols:
+        if c in ignored or c == ATTEMPT_ID:
+            continue
+        q = f"t.{_q(c)}"
+        if c == "ordering":
+            expr, types[c] = f"COALESCE(m.ordering_new, TRY_CAST({q} AS VARCHAR))", "VARCHAR"
+        elif c == "chosen_tool":
+            expr, types[c] = f"COALESCE(m.tool_new, {_id_sql(c, f.types[c], 't.')})", "VARCHAR"
+        elif c == "chosen_position":
+            expr, types[c] = f"COALESCE(CAST(m.position_new AS {f.types[c]}), {q})", f.types[c]
+        elif c == "raw_choice":
+            expr, types[c] = f"COALESCE(CAST({q} AS VARCHAR), m.raw_new)", "VARCHAR"
+        else:
+            expr, types[c] = q, f.types[c]
+        select.append(f"{expr} AS {_q(c)}")
+    for c, new in (("cluster_id", "cluster_new"), ("status", "status_new"), ("raw_choice", "raw_new")):
+        if c not in cols:
+            select.append(f"m.{new} AS {_q(c)}")
+            types[c] = "VARCHAR"
+    con.execute(f"CREATE TEMP VIEW {f.name}_named AS SELECT {', '.join(select)} FROM {joined} ORDER BY t.__row")
+    # attempt ids name attempts: two rows with one id are an error; otherwise repeats of a list are counted
+    design_cols = [c for c in ("model", "run", "condition") if c in cols or c in f.meta] + kept
+    weighted = COUNT_COLUMN in cols
+    repeats = 0
+    named = f"{f.name}_named"
+
+    def col_sql(c):
+        return f"CAST({_q(c)} AS VARCHAR)" if c in types or c == ATTEMPT_ID else f"{_lit(str(f.meta[c]))}"
+
+    if ATTEMPT_ID in cols:
+        key = design_cols + ["cluster_id"] + (["query_id"] if "query_id" in cols else []) + [ATTEMPT_ID]
+        src = f"(SELECT n.*, CAST(t.{_q(ATTEMPT_ID)} AS VARCHAR) AS {_q(ATTEMPT_ID)} FROM {named} n " \
+              f"JOIN {t0} t USING (__row))"
+        part = f"PARTITION BY {', '.join(col_sql(c) for c in key)} ORDER BY __row"
+        hits = con.execute(f"""SELECT __row, first, {', '.join(f'k{i}' for i in range(len(key)))} FROM (
+            SELECT __row, row_number() OVER ({part}) AS r, first_value(__row) OVER ({part}) AS first,
+                   {', '.join(f'{col_sql(c)} AS k{i}' for i, c in enumerate(key))} FROM {src})
+            WHERE r > 1 AND {_q('k' + str(len(key) - 1))} IS NOT NULL ORDER BY __row LIMIT {_MAX_PER_CHECK}""").fetchall()
+        if hits:
+            rows = f.row_number([h[0] for h in hits])
+            firsts = f.row_number([h[1] for h in hits])
+            raise SelectionLogError([problem(f.path, r, ATTEMPT_ID, attempt_id_message(dict(zip(key, h[2:])), fr))
+                                     for r, fr, h in zip(rows, firsts, hits)])
+    elif not weighted and opts.get("duplicates", "count") == "count":
+        ident = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in cols]
+        idsql = ", ".join(col_sql(c) for c in ident)
+        repeats = con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {named})) "
+                              f"FROM {named}").fetchone()[0]
+    f.notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
+                       catalog=catalog, ignored=ignored, repeats=int(repeats))
+    f.file_columns = [c for c in types]
+    f.types = types
+
+
 def _csv_header(path: Path) -> list[str]:
     """Column names of a CSV file (first record), or [] for an empty file."""
     import csv
 
     try:
         with path.open(encoding="utf-8-sig", newline="") as fh:
-            return next(csv.reader(fh), [])
+            header = next(csv.reader(fh), [])
     except UnicodeDecodeError:
         raise SelectionLogError(utf8_problem(path, data_rows=True)) from None
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise SelectionLogError([problem(path, None, c, "the header names this column twice") for c in dup])
+    return header
 
 
 def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", con=None,
@@ -186,9 +340,13 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     -------
     SelectionCounts
     """
+    from .._catalog import check_cluster_sizes
+
+    check_cluster_sizes(catalog)
     con = con or connect(progress=progress)
     _register_catalog(con, catalog)
-    files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0))
+    files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0),
+                   {k: e[k] for k in ("design", "positions", "duplicates") if k in e})
              for i, e in enumerate(entries)]
     it = files
     if progress:
@@ -214,13 +372,17 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
                 found = _run_checks(con, f, f"{f.name}_{view}", checks)
                 if found:
                     _raise([found])
-    if check_duplicates and flags["maybe_duplicates"]:
+    strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
+    if check_duplicates and strict and flags["maybe_duplicates"]:
         _check_duplicates(con, files, design, weighted)
     diagnostics = {}
     for f in files:
         st = dict(con.execute(f"SELECT CAST(status AS VARCHAR), count(*) FROM {f.name}_named GROUP BY ALL").fetchall())
         diagnostics[str(f.path)] = {"rows": f.n_rows, "status": {str(k): int(v) for k, v in st.items()},
-                                    "provenance": "this file", "engine": "duckdb"}
+                                    "provenance": "this file", "engine": "duckdb",
+                                    "duplicates": "error" if f.weighted else f.options.get("duplicates", "count")}
+        if f.notes:
+            diagnostics[str(f.path)]["notes"] = f.notes
         if f.weighted:
             aw = dict(con.execute(f"SELECT status, CAST(sum(__w) AS BIGINT) FROM {f.name}_valid "
                                   "GROUP BY ALL").fetchall())
@@ -276,12 +438,13 @@ def _raise(problems):
     raise SelectionLogError(listed, total=total)
 
 
-def _id_sql(col: str, sql_type: str) -> str:
+def _id_sql(col: str, sql_type: str, prefix: str = "") -> str:
     """Ids as strings; integral numbers lose any '.0' (as ``_id_strings`` of the pandas path)."""
+    c = prefix + _q(col)
     if sql_type in ("DOUBLE", "FLOAT") or sql_type.startswith("DECIMAL"):
-        return (f"CASE WHEN {_q(col)} = round({_q(col)}) THEN CAST(TRY_CAST({_q(col)} AS BIGINT) AS VARCHAR) "
-                f"ELSE CAST({_q(col)} AS VARCHAR) END")
-    return f"CAST({_q(col)} AS VARCHAR)"
+        return (f"CASE WHEN {c} = round({c}) THEN CAST(TRY_CAST({c} AS BIGINT) AS VARCHAR) "
+                f"ELSE CAST({c} AS VARCHAR) END")
+    return f"CAST({c} AS VARCHAR)"
 
 
 def _csv_types(con, f: _File, columns) -> dict:
@@ -349,11 +512,17 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     for c, nullable in _INT_COLS:
         if c in cols:
             num = f"TRY_CAST({_q(c)} AS DOUBLE)"
+            # a float NaN is a missing value (as in pandas); text 'nan', infinities and integers beyond 2^53 are
+            # not integers (issue 21: JSON Infinity / 1e400 rows silently left the position analysis)
+            is_nan = f" OR isnan({_q(c)})" if f.types[c] in ("DOUBLE", "FLOAT") else ""
             if f.types[c] not in _INTEGER_TYPES:   # an integer column cannot hold a non-integer
-                checks.append((c, f"{_q(c)} IS NOT NULL AND ({num} IS NULL OR {num} <> round({num}))", _q(c),
-                               lambda v: f"expected an integer, got {v!r}"))
+                checks.append((c, f"{_q(c)} IS NOT NULL AND NOT (FALSE{is_nan}) AND ({num} IS NULL OR isnan({num}) "
+                                  f"OR isinf({num}) OR abs({num}) > {MAX_INT} OR {num} <> round({num}))", _q(c),
+                               lambda v: f"expected an integer, got {_num_repr(v)!r}"))
+            elif f.types[c] in ("HUGEINT", "UBIGINT"):
+                checks.append((c, f"abs({num}) > {MAX_INT}", _q(c), lambda v: f"expected an integer, got {v!r}"))
             if not nullable:
-                checks.append((c, f"{_q(c)} IS NULL", "NULL", missing))
+                checks.append((c, f"{_q(c)} IS NULL{is_nan}", "NULL", missing))
     if "run" in cols:
         num = f"TRY_CAST({_q('run')} AS DOUBLE)"
         checks.append(("run", f"{num} < 1 AND {num} = round({num})", f"CAST({num} AS BIGINT)",

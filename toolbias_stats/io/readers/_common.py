@@ -43,11 +43,47 @@ def utf8_problem(path: Path, *, data_rows: bool = False) -> str:
     return problem(path, row, None, utf8_message(pos))
 
 
+#: Largest input file read into memory (a log, a manifest, a catalog): 16 GiB. Larger files (or endless ones such
+#: as /dev/zero behind a symlink) are refused by name instead of being read until memory runs out.
+MAX_FILE_BYTES = 16 * 2**30
+#: Message of a JSON value nested deeper than Python's parser can follow (every reader).
+TOO_DEEP = "JSON nested too deeply to read (more than about 1,000 levels of lists / objects)"
+
+
+def check_regular_file(path: Path, what: str = "file", error=SelectionLogError) -> None:
+    """Refuse what is not a regular file of a readable size (a directory, a device, a FIFO), naming it."""
+    path = Path(path)
+    if not path.exists():
+        raise error(problem(path, None, None, f"{what} not found"))
+    if path.is_dir():
+        raise error(problem(path, None, None, f"expected a {what}, got a directory"))
+    if not path.is_file():
+        raise error(problem(path, None, None, f"expected a regular {what}, got a device, pipe or socket "
+                                              f"({path.resolve()})"))
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise error(problem(path, None, None, f"the {what} is {size / 2**30:.1f} GiB; files over "
+                                              f"{MAX_FILE_BYTES // 2**30} GiB are not read into memory "
+                                              "(use Parquet and --engine duckdb or dask)"))
+
+
+def no_duplicate_keys(path: Path, line=None):
+    """``object_pairs_hook`` for json.loads: a key twice in one object is an error naming file, line and key
+    (json would keep the last value silently; DuckDB refuses the file)."""
+    def hook(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise SelectionLogError(problem(path, line, k, "the key appears twice in one JSON object"))
+            seen.add(k)
+        return dict(pairs)
+    return hook
+
+
 def load_json(path: Path):
     """Parse a JSON file; a syntax error names file, line and column."""
     path = Path(path)
-    if not path.exists():
-        raise SelectionLogError(problem(path, None, None, "file not found"))
+    check_regular_file(path)
     try:
         with path.open(encoding="utf-8") as fh:
             return json.load(fh)
@@ -55,6 +91,8 @@ def load_json(path: Path):
         raise SelectionLogError(utf8_problem(path)) from None
     except json.JSONDecodeError as exc:
         raise SelectionLogError(problem(path, exc.lineno, f"col {exc.colno}", f"malformed JSON: {exc.msg}")) from None
+    except RecursionError:
+        raise SelectionLogError(problem(path, None, None, TOO_DEEP)) from None
 
 
 def check_meta(meta: dict | None, source) -> dict:

@@ -19,7 +19,9 @@ from ..._schema import COUNT_COLUMN, LOG_COLUMNS
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import check_meta, utf8_problem
+from ._common import TOO_DEEP, check_meta, check_regular_file, no_duplicate_keys, utf8_problem
+from ._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_options, combo_problems, notes_of,
+                           prepare_combos, select_columns)
 
 __all__ = ["read_table", "read_catalog_table"]
 
@@ -33,7 +35,8 @@ _PROVENANCE = ("source_file", "source_row")
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
-def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> SelectionLog:
+def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None, design=None, positions="error",
+               duplicates="count") -> SelectionLog:
     """Read a selection log in the generic tabular format (CSV, JSONL or Parquet).
 
     Parameters
@@ -57,6 +60,20 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
     columns : dict, optional
         ``{their_name: our_name}``: renames the file's columns before anything else. Every
         name on the left must be a column of the file.
+    design : list of str, optional
+        The file's extra columns that are study design (e.g. ``["temperature"]``): they become
+        SelectionLog columns, like ``model`` and ``run``. Other columns that are neither schema
+        columns nor mapped are ignored and listed in the diagnostics (``toolbias-stats validate``
+        shows them). Without ``design``, a file written by :meth:`SelectionLog.write` (it has
+        ``source_file`` and ``source_row``) keeps all its extra columns; other files keep none.
+    positions : {"error", "recompute"}, default "error"
+        A ``chosen_position`` that contradicts the list shown and the pick is an error naming the
+        row; ``"recompute"`` replaces it by the pick's position in the list (counted in the
+        diagnostics).
+    duplicates : {"count", "error"}, default "count"
+        The same query shown the same list again (no attempt column): counted as separate
+        attempts and reported (``"count"``), or an error naming both rows (``"error"``). Two rows
+        with the same ``attempt_id`` (a column naming each attempt) are always an error.
 
     Returns
     -------
@@ -100,6 +117,14 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
     naming both rows (add their counts). ``count`` is validated like the other columns
     (``file:row:count: ...`` for a missing, fractional, negative, boolean or non-numeric value).
 
+    *Spreadsheets and hand-made tables.* Tool names (the pick and the list shown) match a tool
+    of the cluster after Unicode NFC normalisation, trimming and case folding (the raw text goes
+    to ``raw_choice``); ``ordering`` may be ``a | b | c`` or a JSON / Python list of names; without
+    a ``status`` column it is derived (a pick of a tool shown -> ``ok``, an empty pick ->
+    ``no_call``, another name -> ``unknown_tool``); without a ``cluster_id`` column the cluster is
+    the one catalog cluster that holds the tools shown. Each of these is reported in
+    ``diagnostics[str(path)]["notes"]`` with its number of rows.
+
     *Types.* JSONL and Parquet keep their types. CSV has none: schema columns get their
     schema dtypes (so ``cluster_id`` ``"1"`` and ``query_id`` ``"7"`` stay strings), an
     empty cell is a missing value, and each extra design column is inferred: all
@@ -113,19 +138,26 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
     >>> read_table(tmp / "log.parquet", catalog=log.catalog).data.equals(log.data)  # doctest: +SKIP
     True
     """
+    from .._catalog import check_cluster_sizes
+
     path = Path(path)
     kind = _check_path(path, TABLE_SUFFIXES)
+    check_cluster_sizes(catalog)
     frame, rows = _read_frame(path, kind)
     frame = _rename(frame, columns, path)
     if kind == "csv":
         frame = _type_csv(frame)
     frame = _merge_design(frame, meta, path, rows)
+    check_options(path, design=design, positions=positions, duplicates=duplicates)
+    frame, notes, weighted = _spreadsheet(frame, catalog, path, rows, meta_keys=tuple((meta or {}).keys()),
+                                          design=design, positions=positions, duplicates=duplicates)
 
     has_provenance = all(c in frame.columns for c in _PROVENANCE)
     kept = {c: frame[c].copy() for c in _PROVENANCE if c in frame.columns}
     frame["source_file"] = str(path)
     frame["source_row"] = rows
-    log = SelectionLog.from_frame(frame, catalog, source=str(path))
+    mode = "error" if weighted or duplicates == "error" else "count"
+    log = SelectionLog.from_frame(frame, catalog, source=str(path), duplicates=mode)
 
     data = log.data
     provenance = "this file"
@@ -134,7 +166,9 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None) -> Select
         provenance = "file columns source_file/source_row"
     status = data["status"].value_counts(sort=False)
     diagnostics = {str(path): {"rows": len(data), "status": {str(k): int(v) for k, v in status.items()},
-                               "provenance": provenance}}
+                               "provenance": provenance, "duplicates": mode}}
+    if notes:
+        diagnostics[str(path)]["notes"] = notes
     if COUNT_COLUMN in data.columns:
         weights = data.groupby("status", sort=False, observed=True)[COUNT_COLUMN].sum()
         diagnostics[str(path)].update(attempts=int(data[COUNT_COLUMN].sum()),
@@ -198,9 +232,10 @@ def _check_path(path: Path, suffixes: dict) -> str:
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
     kind = suffixes.get(path.suffix.lower())
-    if kind is None or not path.is_file():
+    if kind is None:
         raise SelectionLogError(problem(path, None, None, f"expected a file ending in {', '.join(suffixes)}; "
                                                           f"got {path.name!r} instead"))
+    check_regular_file(path)
     return kind
 
 
@@ -208,6 +243,7 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
     """Parse the file; return the frame and each row's 1-based row (CSV/Parquet) or line (JSONL)."""
     empty = problem(path, None, None, f"the {what} is empty (no data rows)")
     if kind == "csv":
+        _check_csv_shape(path)
         try:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8-sig")
         except pd.errors.EmptyDataError:
@@ -244,6 +280,32 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
     return frame, rows
 
 
+def _check_csv_shape(path: Path) -> None:
+    """A header naming a column twice, or a record with too few or too many fields, is an error naming the line
+    (pandas would rename the second column ``status.1`` and fill a short row with missing values)."""
+    import csv
+
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                return
+            dup = sorted({c for c in header if header.count(c) > 1})
+            if dup:
+                raise SelectionLogError([problem(path, None, c, "the header names this column twice") for c in dup])
+            n = len(header)
+            for i, rec in enumerate(reader, start=1):
+                if len(rec) != n and rec:   # blank lines are skipped, as by pandas
+                    line = reader.line_num
+                    raise SelectionLogError(problem(path, i, None, f"malformed CSV: expected {n} fields, "
+                                                                   f"got {len(rec)} (line {line})"))
+    except UnicodeDecodeError:
+        raise SelectionLogError(utf8_problem(path, data_rows=True)) from None
+    except csv.Error as exc:
+        raise SelectionLogError(problem(path, None, None, f"malformed CSV: {exc}")) from None
+
+
 def read_jsonl(path: Path) -> list[tuple[int, object]]:
     """Parse a JSON Lines file into ``[(line_number, value), ...]``, skipping blank lines.
 
@@ -258,10 +320,14 @@ def read_jsonl(path: Path) -> list[tuple[int, object]]:
                 if not line.strip():
                     continue
                 try:
-                    out.append((lineno, json.loads(line)))
+                    out.append((lineno, json.loads(line, object_pairs_hook=no_duplicate_keys(path, lineno))))
                 except json.JSONDecodeError as exc:
                     problems.append(problem(path, lineno, None,
                                             f"malformed JSON (line {lineno}, column {exc.colno}): {exc.msg}"))
+                except RecursionError:
+                    problems.append(problem(path, lineno, None, TOO_DEEP))
+                except SelectionLogError as exc:   # a key twice in one object
+                    problems += exc.problems
     except UnicodeDecodeError:
         raise SelectionLogError(utf8_problem(path)) from None
     if problems:
@@ -272,10 +338,113 @@ def read_jsonl(path: Path) -> list[tuple[int, object]]:
 
 
 def _check_scalars(records, path):
+    # lists are checked after renaming (an `ordering` may be a list of names)
     problems = [problem(path, ln, key, f"expected a scalar value, got {val!r}")
-                for ln, rec in records for key, val in rec.items() if isinstance(val, (dict, list))]
+                for ln, rec in records for key, val in rec.items() if isinstance(val, dict)]
     if problems:
         raise SelectionLogError(problems)
+
+
+def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, duplicates):
+    """Design columns, names, derived status / cluster, positions and repeats (see read_table Notes)."""
+    own = all(c in frame.columns for c in _PROVENANCE)
+    kept, ignored, problems = select_columns(list(frame.columns), design=design, meta_keys=meta_keys,
+                                             own_format=own, source=path)
+    if problems:
+        raise SelectionLogError(problems)
+    frame = frame.drop(columns=ignored)
+    # list cells: only `ordering` may hold a list of names (JSON lines / Parquet)
+    problems = []
+    for col in frame.columns:
+        if frame[col].dtype != object or col == "ordering":
+            continue
+        is_list = frame[col].map(lambda v: isinstance(v, (list, tuple, dict, np.ndarray))).to_numpy()
+        problems += [problem(path, rows[i], col, f"expected a scalar value, got {_plain_value(frame[col].iat[i])!r}")
+                     for i in np.flatnonzero(is_list)]
+    if problems:
+        raise SelectionLogError(problems)
+    keys = [c for c in COMBO_KEYS if c in frame.columns]
+    work = frame[keys].copy()
+    if "ordering" in work.columns and work["ordering"].dtype == object:
+        work["ordering"] = work["ordering"].map(
+            lambda v: json.dumps(_plain_list(v), separators=(",", ":"), ensure_ascii=False)
+            if isinstance(v, (list, tuple, np.ndarray)) else v)
+    for col in work.columns:   # one key per value: missing cells alike, numbers as they are
+        work[col] = work[col].astype(object).where(work[col].notna(), None)
+    codes = work.groupby(keys, dropna=False, sort=False).ngroup().to_numpy() if keys else np.zeros(len(work), int)
+    uniq, first = np.unique(codes, return_index=True)
+    combos = work.iloc[first].reset_index(drop=True)
+    combos["n"] = np.bincount(codes)[uniq]
+    res = prepare_combos(combos, catalog, positions=positions, own_format=own)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], uniq)
+    ends = np.append(bounds[1:], len(codes))
+    problems = combo_problems(path, res, lambda i: rows[order[bounds[i]:ends[i]]])
+    if problems:
+        raise SelectionLogError(problems)
+    per_row = res.iloc[codes].reset_index(drop=True)
+    frame = frame.reset_index(drop=True).copy()
+    if "cluster_id" not in frame.columns:
+        frame.insert(_insert_at(frame, "cluster_id"), "cluster_id", per_row["cluster_new"].to_numpy(object))
+    if "ordering" in frame.columns:
+        has = per_row["ordering_new"].notna().to_numpy()
+        frame["ordering"] = np.where(has, per_row["ordering_new"].to_numpy(object),
+                                     frame["ordering"].astype(object).to_numpy())
+        frame["ordering"] = frame["ordering"].where(frame["ordering"].notna(), None)
+    if "chosen_tool" in frame.columns:
+        tool = per_row["tool_new"]
+        frame["chosen_tool"] = tool.where(tool.notna(), frame["chosen_tool"].astype(object).map(
+            lambda v: None if _is_missing(v) else _id_str(v)).astype("string"))
+    if "status" not in frame.columns:
+        frame["status"] = per_row["status_new"].to_numpy(object)
+    raw = per_row["raw_new"]
+    if "raw_choice" not in frame.columns:
+        frame["raw_choice"] = raw.to_numpy(object)
+    else:
+        frame["raw_choice"] = frame["raw_choice"].astype(object).where(frame["raw_choice"].notna(),
+                                                                       raw.to_numpy(object))
+    if "chosen_position" in frame.columns:
+        new = per_row["position_new"]
+        if new.notna().any():
+            frame["chosen_position"] = frame["chosen_position"].astype(object).where(
+                new.isna().to_numpy(), new.astype(object).to_numpy())
+    weighted = COUNT_COLUMN in frame.columns
+    design_cols = [c for c in ("model", "run", "condition") if c in frame.columns] + kept
+    ident_cols = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in frame.columns]
+    repeats = 0
+    if ATTEMPT_ID in frame.columns:
+        key = design_cols + ["cluster_id"] + (["query_id"] if "query_id" in frame.columns else []) + [ATTEMPT_ID]
+        ident = frame[key].astype("string").fillna("\x00<NA>")
+        dup = ident.duplicated(keep="first").to_numpy()
+        if dup.any() and frame[ATTEMPT_ID].notna().any():
+            first_row = {}
+            for i, k in enumerate(map(tuple, ident.to_numpy())):
+                first_row.setdefault(k, rows[i])
+            problems = []
+            for i in np.flatnonzero(dup & frame[ATTEMPT_ID].notna().to_numpy()):
+                values = {c: (None if _is_missing(v) else _id_str(v)) for c, v in zip(key, frame[key].iloc[i])}
+                problems.append(problem(path, rows[i], ATTEMPT_ID,
+                                        attempt_id_message(values, first_row[tuple(ident.iloc[i])])))
+            if problems:
+                raise SelectionLogError(problems)
+        frame = frame.drop(columns=ATTEMPT_ID)
+    elif not weighted and duplicates == "count":
+        repeats = int(frame[ident_cols].astype("string").fillna("\x00<NA>").duplicated().sum())
+    notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
+                     catalog=catalog, ignored=ignored, repeats=repeats)
+    return frame, notes, weighted
+
+
+def _plain_value(v):
+    return {k: _plain_value(x) for k, x in v.items()} if isinstance(v, dict) else _plain_list(v)
+
+
+def _plain_list(v):
+    if isinstance(v, np.ndarray):
+        return [_plain_list(x) for x in v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return [_plain_list(x) for x in v]
+    return v
 
 
 def _type_csv(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,275 @@
+"""Fault injection through the CLI (issue 21): bad input never crashes and never passes silently.
+
+Every case builds a small study whose inputs hold one fault, runs ``toolbias-stats validate`` and ``bias``
+through each engine it applies to, and checks what a user sees:
+
+- exit code 2;
+- one message on stderr (``toolbias-stats CMD: error: ...``) naming the file and, where the fault is in a
+  row or a field, the row and the field (the case lists the fragments);
+- the same message from every engine (paths aside);
+- no traceback, nothing on stdout, and no file written or left next to the inputs.
+
+To add a case, append a :class:`Case` to :data:`CASES`: a builder that writes the inputs into a directory and
+returns the manifest, and the fragments the message must contain. ``crash=True`` runs it in a child process
+(a fault that killed the interpreter must not take pytest down); ``engines`` adds ``"dask"`` for Parquet
+inputs. Each case here failed before the fix that made it pass (traceback, hang, crash, raw SQL text, a
+message without file / row / field, or silent acceptance).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import pytest
+
+from toolbias_stats.cli._commands import main
+
+CATALOG = "tool_id,cluster_id\n" + "".join(f"t{i},c1\n" for i in range(1, 5)) + "".join(f"u{i},c2\n" for i in range(1, 4))
+ENGINES = ("pandas", "duckdb")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One class of bad input: ``build(dir) -> manifest path``; ``expect``: fragments of the one message
+    (``{dir}`` stands for the input directory)."""
+
+    name: str
+    build: Callable[[Path], Path]
+    expect: tuple
+    engines: tuple = ENGINES
+    commands: tuple = ("validate", "bias")
+    crash: bool = False
+    timeout: float = 120.0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# builders
+def _study(d: Path, log_name: str, log, *, catalog: str = CATALOG, extra: str = "") -> Path:
+    (d / "catalog.csv").write_text(catalog, encoding="utf-8")
+    if isinstance(log, bytes):
+        (d / log_name).write_bytes(log)
+    elif isinstance(log, pd.DataFrame):
+        log.to_parquet(d / log_name)
+    elif log is not None:
+        (d / log_name).write_text(log, encoding="utf-8")
+    manifest = d / "study.toml"
+    manifest.write_text(f'format = "table"\ncatalog = "catalog.csv"\n\n[[logs]]\npath = "{log_name}"\nmodel = "m"\n'
+                        f"{extra}", encoding="utf-8")
+    return manifest
+
+
+def _jsonl(*lines) -> str:
+    return "".join((ln if isinstance(ln, str) else json.dumps(ln)) + "\n" for ln in lines)
+
+
+def _ok(**kw) -> dict:
+    return {"cluster_id": "c1", "query_id": "q1", "rotation": 1, "chosen_tool": "t1", "status": "ok", **kw}
+
+
+_HEADER = "cluster_id,query_id,rotation,chosen_tool,status\n"
+
+
+def _csv(*rows) -> str:
+    return _HEADER + "".join(r + "\n" for r in rows)
+
+
+def manifest_directory(d):
+    (d / "study.toml").mkdir()
+    return d / "study.toml"
+
+
+def manifest_dev_zero(d):
+    os.symlink("/dev/zero", d / "study.toml")   # an endless file: refused by name, never read
+    return d / "study.toml"
+
+
+def manifest_latin1(d):
+    m = _study(d, "l.csv", _csv("c1,q1,1,t1,ok"))
+    m.write_bytes(m.read_bytes() + 'name = "caf\xe9"\n'.encode("latin-1"))
+    return m
+
+
+def deep_jsonl(d):
+    return _study(d, "l.jsonl", _jsonl('{"cluster_id": "c1", "query_id": "q1", "x": ' + "[" * 50000 + "]" * 50000 + "}"))
+
+
+def rotation_infinity(d):
+    return _study(d, "l.jsonl", _jsonl(_ok(query_id="q0"), '{"cluster_id": "c1", "query_id": "q1", "rotation": '
+                                       'Infinity, "chosen_tool": "t1", "status": "ok"}'))
+
+
+def position_1e400(d):
+    return _study(d, "l.jsonl", _jsonl(_ok(query_id="q0"), '{"cluster_id": "c1", "query_id": "q1", "rotation": 1, '
+                                       '"chosen_position": 1e400, "chosen_tool": "t1", "status": "ok"}'))
+
+
+def rotation_infinity_parquet(d):
+    frame = pd.DataFrame([_ok(query_id="q0"), _ok(rotation=float("inf"))])
+    return _study(d, "l.parquet", frame)
+
+
+def position_contradicts_rotation(d):
+    # rotation 2 shows t2, t3, t4, t1: t1 is at position 4, the row says 1
+    return _study(d, "l.csv", "cluster_id,query_id,rotation,chosen_tool,status,chosen_position\n"
+                              "c1,q1,1,t1,ok,1\nc1,q2,2,t1,ok,1\n")
+
+
+def duplicate_status_column(d):
+    return _study(d, "l.csv", "cluster_id,query_id,rotation,chosen_tool,status,status\nc1,q1,1,t1,ok,no_call\n")
+
+
+def duplicate_json_key(d):
+    return _study(d, "l.jsonl", _jsonl(_ok(query_id="q0"), '{"cluster_id": "c1", "query_id": "q1", "rotation": 1, '
+                                       '"chosen_tool": "t1", "status": "ok", "status": "no_call"}'))
+
+
+def pipe_in_tool_id(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t2,ok"), catalog="tool_id,cluster_id\nt|1,c1\nt2,c1\n")
+
+
+def no_call_with_tool(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok", "c1,q2,1,t2,no_call"))
+
+
+def api_index_all_equal(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok"), catalog="tool_id,cluster_id,api_index\nt1,c1,1\nt2,c1,1\n"
+                                                           "t3,c1,1\n")
+
+
+def negative_num_parameters(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok"), catalog="tool_id,cluster_id,num_parameters\nt1,c1,2\n"
+                                                           "t2,c1,-3\n")
+
+
+def one_tool_cluster(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok"), catalog="tool_id,cluster_id\nt1,c1\nt2,c1\nx1,solo\n")
+
+
+def ten_thousand_tools(d):
+    catalog = "tool_id,cluster_id\n" + "".join(f"t{i},c1\n" for i in range(1, 10001))
+    return _study(d, "l.csv", _csv(*[f"c1,q{i},1,t{i},ok" for i in range(1, 30)]), catalog=catalog)
+
+
+def ragged_csv_row(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok", "c1,q2,t1,ok", "c1,q3,1,t1,ok"))
+
+
+def struct_column(d):
+    frame = pd.DataFrame([_ok(query_id="q0"), _ok()])
+    frame["status"] = [None, {"code": "ok"}]   # a nested value where a status belongs
+    return _study(d, "l.parquet", frame)
+
+
+def reserved_design_column(d):
+    return _study(d, "l.csv", "k,cluster_id,query_id,rotation,chosen_tool,status\n5,c1,q1,1,t1,ok\n",
+                  extra='design = ["k"]\n')
+
+
+CASES = [
+    Case("manifest_directory", manifest_directory, ("{dir}/study.toml:", "got a directory")),
+    Case("manifest_dev_zero", manifest_dev_zero, ("{dir}/study.toml:", "device"), crash=True, timeout=60),
+    Case("manifest_not_utf8", manifest_latin1, ("{dir}/study.toml:", "not UTF-8")),
+    Case("deep_jsonl", deep_jsonl, ("{dir}/l.jsonl:1:", "nested too deeply")),
+    Case("rotation_infinity", rotation_infinity, ("{dir}/l.jsonl:2:rotation:", "expected an integer, got inf")),
+    Case("position_1e400", position_1e400, ("{dir}/l.jsonl:2:chosen_position:", "expected an integer, got inf")),
+    Case("rotation_infinity_parquet", rotation_infinity_parquet,
+         ("{dir}/l.parquet:2:rotation:", "expected an integer, got inf"), engines=ENGINES + ("dask",),
+         commands=("validate",)),
+    Case("position_contradicts_rotation", position_contradicts_rotation,
+         ("{dir}/l.csv:2:chosen_position:", "contradicts the list shown")),
+    Case("duplicate_status_column", duplicate_status_column, ("{dir}/l.csv:status:", "names this column twice")),
+    Case("duplicate_json_key", duplicate_json_key, ("{dir}/l.jsonl:2:status:", "appears twice")),
+    Case("pipe_in_tool_id", pipe_in_tool_id, ("{dir}/catalog.csv:1:tool_id:", "contains '|'")),
+    Case("no_call_with_tool", no_call_with_tool, ("{dir}/l.csv:2:chosen_tool:", "status is 'no_call' but a tool")),
+    Case("api_index_all_equal", api_index_all_equal, ("{dir}/catalog.csv:api_index:", "cluster 'c1'")),
+    Case("negative_num_parameters", negative_num_parameters, ("{dir}/catalog.csv:2:num_parameters:", ">= 0")),
+    Case("one_tool_cluster", one_tool_cluster, ("{dir}/catalog.csv:cluster_id:", "cluster 'solo' has 1 tool")),
+    Case("ten_thousand_tools", ten_thousand_tools, ("{dir}/catalog.csv:cluster_id:", "has 10000 tools"),
+         crash=True, timeout=60),
+    Case("ragged_csv_row", ragged_csv_row, ("{dir}/l.csv:2:", "expected 5 fields, got 4 (line 3)")),
+    Case("struct_column", struct_column, ("{dir}/l.parquet:2:status:", "expected a scalar value"),
+         engines=ENGINES + ("dask",), commands=("validate",)),
+    Case("reserved_design_column", reserved_design_column, ("{dir}/l.csv:k:", "reserved")),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------
+def _snapshot(d: Path) -> dict:
+    return {str(p.relative_to(d)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in d.rglob("*")}
+
+
+def _run(case: Case, command: str, engine: str, manifest: Path, capsys):
+    argv = [command, str(manifest), "--engine", engine] + (["--bootstrap", "0"] if command == "bias" else [])
+    if case.crash:
+        import toolbias_stats
+
+        env = dict(os.environ, PYTHONPATH=str(Path(toolbias_stats.__file__).resolve().parents[1]))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", *argv], capture_output=True, text=True,
+                                  timeout=case.timeout, env=env)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{case.name}: no answer within {case.timeout} s")
+        return proc.returncode, proc.stdout, proc.stderr
+    try:
+        code = main(argv)
+    except BaseException as exc:   # noqa: BLE001 - any escape is the failure this module looks for
+        pytest.fail(f"{case.name}: {type(exc).__name__} escaped the CLI: {exc}"[:2000])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _params():
+    for case in CASES:
+        for engine in case.engines:
+            for command in case.commands:
+                yield pytest.param(case, engine, command, id=f"{case.name}-{engine}-{command}")
+
+
+@pytest.mark.parametrize("case, engine, command", list(_params()))
+def test_fault(case, engine, command, tmp_path, capsys):
+    d = tmp_path / "in"
+    d.mkdir()
+    manifest = case.build(d)
+    before = _snapshot(d)
+    code, out, err = _run(case, command, engine, manifest, capsys)
+    assert "Traceback" not in err and "Error:" not in err.split("error:", 1)[-1][:40], err[-3000:]
+    assert code == 2, (code, out[-2000:], err[-2000:])
+    assert out == "", out[-2000:]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"toolbias-stats {command}: error: "), err[-3000:]
+    for fragment in case.expect:
+        assert fragment.format(dir=d) in lines[0], (fragment, lines[0])
+    for raw in ("Binder Error", "sample_size", "Parser Error", "Conversion Error", "Invalid Input Error"):
+        assert raw not in lines[0]
+    assert _snapshot(d) == before, "a file was written or left next to the inputs"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.crash], ids=lambda c: c.name)
+def test_engines_give_the_same_message(case, tmp_path, capsys):
+    messages = {}
+    for engine in ("pandas", "duckdb"):
+        d = tmp_path / engine
+        d.mkdir()
+        manifest = case.build(d)
+        code = main(["validate", str(manifest), "--engine", engine])
+        err = capsys.readouterr().err
+        assert code == 2
+        messages[engine] = err.replace(str(d), "<dir>")
+    assert messages["pandas"] == messages["duckdb"]
+
+
+def test_look_alike_tools_are_warned_in_validate(tmp_path, capsys):
+    """NFC / NFD forms and a zero-width space: two tools that print the same. Not an error, but said."""
+    catalog = "tool_id,cluster_id\nM\u00e9t\u00e9o,c1\nMe\u0301te\u0301o,c1\nwe\u200bather,c1\nweather,c1\n"
+    manifest = _study(tmp_path, "l.csv", _csv("c1,q1,1,weather,ok"), catalog=catalog)
+    for engine in ENGINES:
+        assert main(["validate", str(manifest), "--engine", engine]) == 0
+        text = capsys.readouterr().out
+        assert text.count("WARNING: catalog cluster 'c1' has tools that look identical") == 2, text
