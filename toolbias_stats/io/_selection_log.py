@@ -360,8 +360,10 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
     rank_in = rank_in.astype("Float64").astype("Int64")
     rank = pd.array([pd.NA] * len(df), dtype="Int64")
     no_ord = ~has_ord.to_numpy()
-    # no list given: the rank as given (an aggregated log without lists keeps it), else the position
-    rank[no_ord] = rank_in.fillna(df["chosen_position"].astype("Int64")).to_numpy()[no_ord]
+    # no list given: the rank as given (an aggregated log without lists keeps it), else the position; no rank
+    # without a position (a blanked position means the order is unknown)
+    given_pos = df["chosen_position"].astype("Int64")
+    rank[no_ord] = rank_in.fillna(given_pos).where(given_pos.notna()).to_numpy()[no_ord]
     with_ord = ok & has_ord.to_numpy()
     if with_ord.any():
         # from the position (as given, or derived from the tool): the cluster's tools up to that position
@@ -378,9 +380,6 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
                                     f"{int(df['chosen_position'].iat[i])} holds tool {int(rank[i])} of cluster "
                                     f"{df['cluster_id'].iat[i]!r} in that list"))
         raise SelectionLogError(problems)
-    fill = no_ord & df["chosen_position"].isna().to_numpy() & rank_in.notna().to_numpy() & (
-        df["n_candidates"].to_numpy() == n_listed.to_numpy())   # the list is the cluster's tools: rank = position
-    df.loc[fill, "chosen_position"] = rank_in[fill]
     out_rank = (pd.Series(rank).notna() & ((pd.Series(rank) < 1) | (pd.Series(rank) > df["n_candidates"]))
                 ).fillna(False).to_numpy()
     df["chosen_rank"] = rank

@@ -17,7 +17,9 @@ def format_bias_table(result) -> str:
         for m in ("delta_api", "delta_pos", "delta_model"):
             r = getattr(g, m)
             if r is None:
-                rows.append({"group": label, "metric": m, "estimate": "- (positions unknown)"})
+                note = getattr(g, "position_note", None)
+                rows.append({"group": label, "metric": m,
+                             "estimate": f"- ({note})" if note else "- (positions unknown)"})
                 continue
             rows.append({
                 "group": label,
@@ -40,6 +42,8 @@ def format_bias_table(result) -> str:
             f"replicates, {result.confidence_level:.0%} CIs; seed {result.seed}.\n"
             "'null E[TV]' is what a perfectly fair chooser would show with the same counts; 'corrected' removes "
             "that plug-in bias (calibrated CI).")
+    if hasattr(result, "position_label"):   # issue 20: what delta_pos is computed on
+        head += f"\ndelta_pos on {result.position_label} (position={result.position!r})."
     if kind != "query-bootstrap":   # aggregated counts (issue 13): say which intervals these are
         head += (f"\nIntervals: {method}. Clusters with no per-query rows (a table of counts) cannot be "
                  "query-bootstrapped; their replicates are multinomial draws of the observed counts, and 'used' / "
