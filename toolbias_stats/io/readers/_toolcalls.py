@@ -157,10 +157,14 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
     """
     meta = check_meta(meta, source)
     aliases = _Aliases(catalog)
+    # a record's cluster_id names a declared (or catalog) cluster; inferred clusters are named by their tool sets
+    inferred = str(catalog.source).startswith("<clusters inferred")
     rows, problems = [], []
     by_hint, by_choice = [], []          # rows whose cluster came from the record's cluster_id / the chosen tool
     for a in attempts:
         where = a.label or f"line {a.source_row}"
+        if inferred:
+            a.cluster = None
         if a.no_list:
             row, err = _row_without_list(a, aliases, where)
             if err:
