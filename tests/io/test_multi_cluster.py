@@ -334,3 +334,47 @@ class TestOtelWithoutDefinitions:
         # every span is now an attempt of cluster weather: text answers are no_call, geocoder calls off_cluster
         assert sum(st.values()) == 50 and st["no_call"] == 2
         assert st["off_cluster"] == sum(OWNER.get(n) == "geocoding" for n in _otel_calls())
+
+
+# ---------------------------------------------------------------------------------------------
+class TestStudyAndCli:
+    MANIFEST = """name = "agent toolset"
+[clusters]
+weather = ["weather_a", "weather_b", "weather_c", "weather_d", "weather_e"]
+geocoding = ["geo_a", "geo_b", "geo_c"]
+[[logs]]
+path = "{path}"
+format = "openai"
+model = "gpt-4o-mini"
+"""
+
+    def test_manifest_and_cli_state_the_position(self, tmp_path, capsys):
+        from toolbias_stats.cli._commands import main
+
+        manifest = tmp_path / "study.toml"
+        manifest.write_text(self.MANIFEST.format(path=OPENAI.as_posix()), encoding="utf-8")
+        study = tbs.read_study(manifest)
+        assert study.log.data["status"].value_counts().to_dict() == \
+            _expected_rows(_openai_records())["status"].value_counts().to_dict()
+        for position in ("cluster_rank", "list"):
+            assert main(["bias", str(manifest), "--bootstrap", "0", "--null", "0", "--json",
+                         "--position", position]) == 0
+            out = json.loads(capsys.readouterr().out)
+            assert out["position"] == position
+            assert out["groups"][0]["rows"]["excluded"]["off_cluster"] == 6
+            assert main(["bias", str(manifest), "--bootstrap", "0", "--null", "0", "--position", position]) == 0
+            assert f"(position='{position}')" in capsys.readouterr().out
+        assert main(["validate", str(manifest)]) == 0
+        text = capsys.readouterr().out
+        assert "off_cluster" in text and "calls to offered tools outside the query's cluster" in text
+
+    def test_bayes_design_sees_the_cluster_tools(self, openai_log):
+        from toolbias_stats.models.bayes._design import _design
+
+        D = _design(openai_log.counts(), ["model"], "exclude")
+        exp = _expected_rows(_openai_records())
+        assert D.rows["used"] == int((exp["status"] == "ok").sum())
+        assert D.rows["used"] + sum(D.rows["excluded"].values()) == D.rows["total"] == 50
+        # the orderings the model sees are the cluster's tools as shown (ranks), not the whole list
+        assert all(set(o.split("|")) <= set(OWNER) and len(set(OWNER[t] for t in o.split("|"))) == 1
+                   for o in D.orderings)

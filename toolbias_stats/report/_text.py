@@ -82,6 +82,18 @@ def format_validation(study, summary: pd.DataFrame) -> str:
         if unresolved:
             top = sorted(unresolved.items(), key=lambda kv: -kv[1])[:10]
             notes.append(f"{short}: {sum(unresolved.values())} unresolved names, top: {top}")
+        off = diag.get("off_cluster") or {}
+        if off:   # issue 20: calls to offered tools outside the attempt's cluster
+            top = sorted(off.items(), key=lambda kv: -kv[1])[:10]
+            notes.append(f"{short}: {sum(off.values())} calls to offered tools outside the query's cluster "
+                         f"(off_cluster), top: {top}")
+        how = diag.get("cluster_of_multi_cluster_requests")
+        if how:
+            notes.append(f"{short}: requests offering several clusters' tools: cluster from cluster_id "
+                         f"{how['from_cluster_id']}, from the chosen tool {how['from_chosen_tool']}")
+        if diag.get("order_unknown"):
+            notes.append(f"{short}: {diag['order_unknown']['rows']} attempts without the list shown: "
+                         f"{diag['order_unknown']['reason']}")
         if diag.get("multiple_calls_rows"):   # API-log readers (issue 13)
             notes.append(f"{short}: {len(diag['multiple_calls_rows'])} request(s) made several tool calls "
                          "(the first is the choice)")
