@@ -378,3 +378,29 @@ model = "gpt-4o-mini"
         # the orderings the model sees are the cluster's tools as shown (ranks), not the whole list
         assert all(set(o.split("|")) <= set(OWNER) and len(set(OWNER[t] for t in o.split("|"))) == 1
                    for o in D.orderings)
+
+
+class TestTableFiles:
+    """A SelectionLog written with whole lists reads back as a table; bad orderings give one message per engine."""
+
+    @pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+    def test_bad_orderings_same_message(self, engine, openai_log, tmp_path):
+        path = tmp_path / "bad.csv"
+        path.write_text(
+            "model,cluster_id,query_id,ordering,status,chosen_tool\n"
+            "m,weather,q1,search|weather_a|weather_b|weather_c|weather_d|weather_e,ok,weather_b\n"
+            "m,weather,q2,search|send_email|geo_a,no_call,\n"
+            "m,weather,q3,weather_a|weather_a|weather_b,no_call,\n", encoding="utf-8")
+        with pytest.raises(SelectionLogError) as err:
+            tbs.count_table(path, catalog=openai_log.catalog, engine=engine)
+        msg = str(err.value)
+        assert f"{path}:2:ordering: ordering names no tool of cluster 'weather': 'search|send_email|geo_a'" in msg
+        assert f"{path}:3:ordering: ordering repeats a tool: 'weather_a|weather_a|weather_b'" in msg
+
+    def test_table_round_trip(self, openai_log, tmp_path):
+        from toolbias_stats.io.readers import read_table
+
+        path = openai_log.write(tmp_path / "log.csv")
+        back = read_table(path, catalog=openai_log.catalog)
+        cols = ["cluster_id", "ordering", "n_candidates", "chosen_tool", "chosen_position", "chosen_rank", "status"]
+        pd.testing.assert_frame_equal(back.data[cols], openai_log.data[cols])
