@@ -356,7 +356,8 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
             lookup[(o, t)] = shown.index(t) + 1 if t in shown else pd.NA
         df.loc[derive, "chosen_position"] = [lookup[ot] for ot in zip(sel["ordering"], sel["chosen_tool"])]
     # chosen_rank: the rank of the chosen tool among its cluster's tools as shown (= chosen_position when the list
-    # is the cluster's tools, or when no list is given)
+    # is the cluster's tools, or when no list is given). Derived whenever the list is known (a given value is then
+    # recomputed: a log edited in its chosen_position stays consistent); kept as given only without a list.
     rank_in = rank_in.astype("Float64").astype("Int64")
     rank = pd.array([pd.NA] * len(df), dtype="Int64")
     no_ord = ~has_ord.to_numpy()
@@ -371,15 +372,6 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str) -> pd.Data
         codes, uniq = pd.factorize(pd.MultiIndex.from_frame(sel), use_na_sentinel=False)
         ranks = [_rank_at(str(o).split("|"), set(catalog.tools(c)), p) for c, o, p in uniq]
         rank[with_ord] = pd.array(ranks, dtype="Int64")[codes]
-    clash = (with_ord & rank_in.notna().to_numpy() & pd.Series(rank).notna().to_numpy()
-             & (rank_in.fillna(0).to_numpy() != pd.Series(rank).fillna(0).to_numpy()))
-    if clash.any():
-        for i in np.flatnonzero(clash):
-            problems.append(problem(files[i], rows[i], "chosen_rank",
-                                    f"chosen_rank {int(rank_in.iat[i])} contradicts the list shown: position "
-                                    f"{int(df['chosen_position'].iat[i])} holds tool {int(rank[i])} of cluster "
-                                    f"{df['cluster_id'].iat[i]!r} in that list"))
-        raise SelectionLogError(problems)
     out_rank = (pd.Series(rank).notna() & ((pd.Series(rank) < 1) | (pd.Series(rank) > df["n_candidates"]))
                 ).fillna(False).to_numpy()
     df["chosen_rank"] = rank
