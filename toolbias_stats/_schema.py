@@ -16,8 +16,9 @@ __all__ = [
 SCHEMA_VERSION = "1.0"
 
 #: Allowed values of ``SelectionLog.status``; only ``"ok"`` rows enter selection rates. ``"forced"``: the request
-#: left no choice (``tool_choice`` named one tool or forbade calls; API-log readers, issue 13).
-STATUSES = ("ok", "no_call", "unknown_tool", "parse_error", "forced")
+#: left no choice (``tool_choice`` named one tool or forbade calls; API-log readers, issue 13). ``"off_cluster"``: the
+#: model called a tool that was offered but belongs to another cluster than the attempt's (issue 20).
+STATUSES = ("ok", "no_call", "unknown_tool", "parse_error", "forced", "off_cluster")
 
 #: SelectionLog core columns and their pandas dtypes (extra manifest columns come after ``condition``).
 LOG_COLUMNS = {
@@ -31,6 +32,7 @@ LOG_COLUMNS = {
     "n_candidates": "int64",
     "chosen_tool": "string",
     "chosen_position": "Int64",
+    "chosen_rank": "Int64",
     "status": "string",
     "raw_choice": "string",
     "source_file": "string",

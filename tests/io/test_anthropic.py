@@ -70,7 +70,7 @@ class TestBatch:
         _check(log, EXPECTED)
 
     def test_every_status_is_reachable(self, log):
-        assert set(log.data["status"]) == set(tbs.STATUSES)
+        assert set(log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}  # off_cluster: tests/io/test_multi_cluster.py
 
     def test_repeated_request_gets_an_attempt_column(self, log):
         # r12 repeats r01 (same query, same tool order): a second attempt, not a duplicate
@@ -135,9 +135,21 @@ class TestBadInput:
         req[6] = json.dumps(rec)
         with pytest.raises(SelectionLogError, match=r"req.jsonl:7:tools: the tool list changes within one cluster"):
             read_anthropic(_write(tmp_path / "req.jsonl", req), responses=RES, meta=META)
-        with pytest.raises(SelectionLogError, match=r"req.jsonl:7:tools: the tools offered span several clusters"):
-            read_anthropic(tmp_path / "req.jsonl", responses=RES, meta=META,
-                           clusters={"geo": ["geo_a", "geo_b", "geo_c"], "wx": ["wx_a", "wx_b"]})
+        # issue 20: with declared clusters a request offering two clusters' tools belongs to the chosen tool's
+        # cluster (r07 calls wx_a) ...
+        clusters = {"geo": ["geo_a", "geo_b", "geo_c"], "wx": ["wx_a", "wx_b"]}
+        log = read_anthropic(tmp_path / "req.jsonl", responses=RES, meta=META, clusters=clusters)
+        row = log.data.set_index("source_row").loc[7]
+        assert (row["cluster_id"], row["ordering"], row["n_candidates"]) == ("wx", "wx_a|wx_b|geo_a", 2)
+        diag = log.diagnostics[str(tmp_path / "req.jsonl")]["cluster_of_multi_cluster_requests"]
+        assert diag["from_chosen_tool_rows"] == [7]
+        # ... and is an error naming the request when nothing decides it (r08: an HTTP error, no call)
+        rec = json.loads(req[7])
+        rec["params"]["tools"].append({"name": "geo_a", "input_schema": {"type": "object"}})
+        req[7] = json.dumps(rec)
+        with pytest.raises(SelectionLogError, match=r"req.jsonl:8:tools: the tools offered span several clusters "
+                                                    r"\['geo', 'wx'\] and the query's cluster cannot be decided"):
+            read_anthropic(_write(tmp_path / "req.jsonl", req), responses=RES, meta=META, clusters=clusters)
 
     def test_tool_offered_twice(self, tmp_path):
         req = _lines(REQ)

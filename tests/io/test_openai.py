@@ -85,7 +85,7 @@ class TestChatBatch:
         _check(chat_log, CHAT_EXPECTED)
 
     def test_every_status_is_reachable(self, chat_log):
-        assert set(chat_log.data["status"]) == set(tbs.STATUSES)
+        assert set(chat_log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}  # off_cluster: tests/io/test_multi_cluster.py
 
     def test_ordering_and_clusters_come_from_the_request_tools(self, chat_log):
         d = chat_log.data
@@ -231,8 +231,9 @@ class TestBadInput:
         assert "in.jsonl:1 offers ['geo_a', 'geo_b', 'geo_c']" in msg
 
     def test_tools_outside_the_declared_clusters(self):
-        with pytest.raises(SelectionLogError, match=r"chat_batch_input.jsonl:7:tools: tool\(s\) offered \['wx_a', "
-                                                    r"'wx_b'\] are not in the declared clusters"):
+        # issue 20: tools outside the clusters may be offered beside a cluster's; a request offering none is an error
+        with pytest.raises(SelectionLogError, match=r"chat_batch_input.jsonl:7:tools: none of the tools offered "
+                                                    r"\['wx_a', 'wx_b'\] is in the declared clusters"):
             read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
 
     def test_request_without_tools(self, tmp_path):

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
         sp.add_argument("--confidence-level", type=float, default=0.95)
         sp.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
+        sp.add_argument("--position", choices=("cluster_rank", "list"), default="cluster_rank",
+                        help="delta_pos on the rank among the cluster's tools as shown (default) or on the position "
+                             "in the whole list offered")
         sp.add_argument("--cluster-corrected", action="store_true",
                         help="also bias-correct every single cluster (slower; cluster averages always are)")
         sp.add_argument("--bootstrap-weights", choices=BOOTSTRAP_WEIGHTS, default="multinomial",
@@ -213,7 +216,7 @@ def _compute(args, study):
         return selection_bias(study.counts, by=args.by, n_resamples=args.bootstrap, n_null=args.null,
                               rng=args.seed, confidence_level=args.confidence_level, ci_method=args.ci_method,
                               cluster_corrected=args.cluster_corrected, bootstrap=args.bootstrap_weights,
-                              progress=_progress_wanted(args))
+                              progress=_progress_wanted(args), position=getattr(args, "position", "cluster_rank"))
 
 
 def _bias(args) -> int:

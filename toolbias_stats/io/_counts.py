@@ -34,7 +34,8 @@ def tool_columns(k: int) -> list[str]:
 
 
 def position_columns(k: int) -> list[str]:
-    """``pos_1 .. pos_k``: valid choices whose chosen position is known, by position."""
+    """``pos_1 .. pos_k``: valid choices whose position is known, by rank among the cluster's tools as shown
+    (``chosen_rank``; the position in the list when the list is the cluster's tools)."""
     return [f"pos_{i}" for i in range(1, k + 1)]
 
 
@@ -51,10 +52,11 @@ class SelectionCounts:
         One row per (design columns, ``cluster_id``, ``query_id``, ``n_candidates``) at level
         ``"query"``; at level ``"cluster"`` ``query_id`` is null and there is one row per
         (design columns, ``cluster_id``, ``n_candidates``). Columns: the keys, ``n_ok``,
-        ``n_no_call``, ``n_unknown_tool``, ``n_parse_error`` (attempts by status),
-        ``tool_1 .. tool_K`` (valid choices of the tool with catalog index 1..K of its cluster;
-        K is the largest cluster) and ``pos_1 .. pos_K`` (valid choices with a known position, by
-        position), all int64. For an aggregated log (a ``count`` column, see :attr:`weighted`) all
+        ``n_no_call``, ``n_unknown_tool``, ``n_parse_error``, ``n_forced``, ``n_off_cluster``
+        (attempts by status), ``tool_1 .. tool_K`` (valid choices of the tool with catalog index 1..K
+        of its cluster; K is the largest cluster) and ``pos_1 .. pos_K`` (valid choices with a known
+        position, by ``chosen_rank``: the rank among the cluster's tools as shown, which is the list
+        position when the list is the cluster's tools), all int64. For an aggregated log (a ``count`` column, see :attr:`weighted`) all
         of these are sums of ``count`` (attempts) and four more columns ``rows_ok``,
         ``rows_no_call``, ``rows_unknown_tool``, ``rows_parse_error`` give the table rows by status;
         logs without counts have no ``rows_*`` columns (one row is one attempt).
@@ -195,7 +197,9 @@ def counts_from_log(log, *, level: str = "query") -> SelectionCounts:
     ok = status == "ok"
     tool_idx = tool_index(catalog, d["cluster_id"].to_numpy(dtype=object), d["chosen_tool"].to_numpy(dtype=object))
     _add_counts(out, "tool", codes[ok], tool_idx[ok], n_groups, k_max, None if w is None else w[ok])
-    pos = d["chosen_position"].to_numpy(dtype=float, na_value=np.nan)
+    # positions of delta_pos: the rank of the chosen tool among its cluster's tools as shown (= chosen_position
+    # when the list is the cluster's tools; issue 20: a list may offer other tools too)
+    pos = d["chosen_rank"].to_numpy(dtype=float, na_value=np.nan)
     known = ok & np.isfinite(pos)
     _add_counts(out, "pos", codes[known], pos[known].astype(np.int64), n_groups, k_max,
                 None if w is None else w[known])

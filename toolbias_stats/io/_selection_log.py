@@ -18,7 +18,7 @@ __all__ = ["SelectionLog"]
 _DESIGN = ("model", "run", "condition")
 _ATTEMPT = (
     "cluster_id", "query_id", "rotation", "ordering", "n_candidates", "chosen_tool",
-    "chosen_position", "status", "raw_choice", "source_file", "source_row",
+    "chosen_position", "chosen_rank", "status", "raw_choice", "source_file", "source_row",
 )
 #: Largest accepted ``count`` of one row (exact in float64, far below int64 overflow when summed).
 MAX_COUNT = 10**15
@@ -192,7 +192,7 @@ class SelectionLog:
         d = self.data
         keys = self.design_columns + ["cluster_id"] + (["query_id"] if queries else [])
         keys += (["rotation", "ordering"] if lists else []) + ["n_candidates", "status", "chosen_tool",
-                                                                "chosen_position", "raw_choice"]
+                                                                "chosen_position", "chosen_rank", "raw_choice"]
         grouped = d.groupby(keys, sort=True, dropna=False, observed=True)
         cells = (grouped[COUNT_COLUMN].sum() if self.weighted else grouped.size()).rename(COUNT_COLUMN).reset_index()
         cells = cells[cells[COUNT_COLUMN] > 0].reset_index(drop=True)
@@ -314,23 +314,32 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
         lookup = {(c, r): "|".join(catalog.rotation(c, r)) for c, r in zip(uniq["cluster_id"], uniq["rotation"])}
         df.loc[need, "ordering"] = [lookup[cr] for cr in zip(pairs["cluster_id"], pairs["rotation"])]
         df.loc[need, "n_candidates"] = k[need]
-    # an ordering must name its cluster's tools, each once (checked once per distinct ordering)
+    # An ordering is the whole list shown, in order: every name once, at least one tool of the row's cluster. Names
+    # outside the cluster are other tools offered with it (another cluster's, send_email, ...; issue 20).
+    # n_candidates = the cluster's tools shown; the list may be longer (n_listed).
+    n_listed = df["n_candidates"].astype("Int64").copy()
+    seq_of = {}                                           # (cluster, ordering) -> the cluster's tools as shown
     has_ord = df["ordering"].notna()
     if has_ord.any():
         combos = df.loc[has_ord, ["cluster_id", "ordering"]].drop_duplicates()
-        bad_combo, length = set(), {}
+        bad_combo, length = {}, {}
         for c, o in zip(combos["cluster_id"], combos["ordering"]):
             shown = str(o).split("|")
-            length[o] = len(shown)
-            if any(t not in set(catalog.tools(c)) for t in shown) or len(set(shown)) != len(shown):
-                bad_combo.add((c, o))
+            members_c = set(catalog.tools(c))
+            seq = [t for t in shown if t in members_c]
+            seq_of[(c, o)] = seq
+            length[(c, o)] = (len(seq), len(shown))
+            if len(set(shown)) != len(shown):
+                bad_combo[(c, o)] = f"ordering repeats a tool: {o!r}"
+            elif not seq:
+                bad_combo[(c, o)] = f"ordering names no tool of cluster {c!r}: {o!r}"
+        keys = list(zip(df.loc[has_ord, "cluster_id"], df.loc[has_ord, "ordering"]))
         if bad_combo:
-            for i in np.flatnonzero(has_ord.to_numpy()):
-                c, o = df["cluster_id"].iat[i], df["ordering"].iat[i]
-                if (c, o) in bad_combo:
-                    problems.append(problem(files[i], rows[i], "ordering",
-                                            f"ordering names tools not in cluster {c!r} or repeats one: {o!r}"))
-        df.loc[has_ord, "n_candidates"] = df.loc[has_ord, "ordering"].map(length).astype("int64")
+            for i, key in zip(np.flatnonzero(has_ord.to_numpy()), keys):
+                if key in bad_combo:
+                    problems.append(problem(files[i], rows[i], "ordering", bad_combo[key]))
+        df.loc[has_ord, "n_candidates"] = np.array([length[k][0] for k in keys], dtype=np.int64)
+        n_listed[has_ord.to_numpy()] = np.array([length[k][1] for k in keys], dtype=np.int64)
     ok = (status == "ok").fillna(False).to_numpy()
     where(ok & df["chosen_tool"].isna().to_numpy(), "chosen_tool", "status is 'ok' but no tool is given")
     members = set(zip(catalog.table["cluster_id"], catalog.table["tool_id"]))
@@ -341,9 +350,13 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
         for i in pairs.index[[ct in bad_tools for ct in zip(pairs["cluster_id"], pairs["chosen_tool"])]]:
             problems.append(problem(files[i], rows[i], "chosen_tool",
                                     not_in_cluster_message(df["chosen_tool"].iat[i], df["cluster_id"].iat[i])))
+    n_listed = n_listed.fillna(df["n_candidates"].astype("Int64"))
     pos = df["chosen_position"]
-    out_of_range = (pos.notna() & ((pos < 1) | (pos > df["n_candidates"]))).fillna(False).to_numpy()
+    out_of_range = (pos.notna() & ((pos < 1) | (pos > n_listed))).fillna(False).to_numpy()
     where(out_of_range, "chosen_position", "position {value!r} outside 1..K (K = number of tools shown)")
+    rank_in = pd.to_numeric(df["chosen_rank"], errors="coerce")
+    bad_rank = (df["chosen_rank"].notna() & (rank_in.isna() | (rank_in != np.round(rank_in)))).to_numpy()
+    where(bad_rank, "chosen_rank", "expected an integer, got {value!r}")
     if problems:
         raise SelectionLogError(problems)
 
@@ -357,8 +370,32 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
             shown = str(o).split("|")
             lookup[(o, t)] = shown.index(t) + 1 if t in shown else pd.NA
         df.loc[derive, "chosen_position"] = [lookup[ot] for ot in zip(sel["ordering"], sel["chosen_tool"])]
+    # chosen_rank: the rank of the chosen tool among its cluster's tools as shown (= chosen_position when the list
+    # is the cluster's tools, or when no list is given). Derived whenever the list is known (a given value is then
+    # recomputed: a log edited in its chosen_position stays consistent); kept as given only without a list.
+    rank_in = rank_in.astype("Float64").astype("Int64")
+    rank = pd.array([pd.NA] * len(df), dtype="Int64")
+    no_ord = ~has_ord.to_numpy()
+    # no list given: the rank as given (an aggregated log without lists keeps it), else the position; no rank
+    # without a position (a blanked position means the order is unknown)
+    given_pos = df["chosen_position"].astype("Int64")
+    rank[no_ord] = rank_in.fillna(given_pos).where(given_pos.notna()).to_numpy()[no_ord]
+    with_ord = ok & has_ord.to_numpy()
+    if with_ord.any():
+        # from the position (as given, or derived from the tool): the cluster's tools up to that position
+        sel = df.loc[with_ord, ["cluster_id", "ordering", "chosen_position"]]
+        codes, uniq = pd.factorize(pd.MultiIndex.from_frame(sel), use_na_sentinel=False)
+        ranks = [_rank_at(str(o).split("|"), set(catalog.tools(c)), p) for c, o, p in uniq]
+        rank[with_ord] = pd.array(ranks, dtype="Int64")[codes]
+    out_rank = (pd.Series(rank).notna() & ((pd.Series(rank) < 1) | (pd.Series(rank) > df["n_candidates"]))
+                ).fillna(False).to_numpy()
+    df["chosen_rank"] = rank
+    where(out_rank, "chosen_rank", "rank {value!r} outside 1..K (K = the cluster's tools shown)")
+    if problems:
+        raise SelectionLogError(problems)
     # chosen tool / position only for ok rows
     df.loc[~ok, "chosen_position"] = pd.NA
+    df.loc[~ok, "chosen_rank"] = pd.NA
     df.loc[~ok, "chosen_tool"] = pd.NA
 
     extras = [c for c in df.columns if c not in LOG_COLUMNS and c != COUNT_COLUMN]
@@ -432,6 +469,16 @@ def duplicate_message(values: dict, first_row, first_file=None) -> str:
     """Message for a second attempt with the same identity (plain values, no numpy reprs; both rows named)."""
     where = f"row {first_row}" if first_file is None else f"{first_file}:{first_row}"
     return f"duplicate attempt {values} (first seen at {where})"
+
+
+def _rank_at(shown, members, position):
+    """Rank among the cluster's tools (``members``) of the tool shown at 1-based ``position``; NA when unknown
+    or when that tool is not one of the cluster's."""
+    if position is None or position is pd.NA or not (1 <= int(position) <= len(shown)):
+        return pd.NA
+    if shown[int(position) - 1] not in members:
+        return pd.NA
+    return sum(1 for t in shown[: int(position)] if t in members)
 
 
 def _plain(v):

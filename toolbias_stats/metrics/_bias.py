@@ -20,7 +20,7 @@ from ._tv import expected_tv_uniform, rates_from_counts
 from .._display import ReprHTMLMixin
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
-           "INTERVAL_MULTINOMIAL"]
+           "INTERVAL_MULTINOMIAL", "POSITIONS"]
 
 _NAN_CI = ConfidenceInterval(np.nan, np.nan)
 METRICS = ("delta_api", "delta_pos", "delta_model")
@@ -42,6 +42,9 @@ PLUGIN_CI_LABEL = ("plug-in intervals: bootstrap intervals of the plug-in mean_o
 P_QUERY = "query bootstrap (centred replicates: a fair chooser with the observed query heterogeneity)"
 #: ``p_value_method`` of the uniform multinomial chooser (independent attempts): the only test for aggregated logs.
 P_MULTINOMIAL = "uniform multinomial chooser (attempts assumed independent)"
+#: What delta_pos is computed on (issue 20): the rank of the chosen tool among its cluster's tools as shown
+#: (default; the cluster's uniform reference), or its position in the whole list offered (see docs/schema.md).
+POSITIONS = ("cluster_rank", "list")
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,11 @@ class ClusterBias:
     delta_pos: TVResult | None
     rate_table: pd.DataFrame
     interval_method: str = INTERVAL_QUERY
+    #: labels of ``position_counts``: ranks 1..K (``position="cluster_rank"``) or the list positions at which
+    #: the cluster's tools were shown (``position="list"``); None when positions are unknown
+    positions: list | None = None
+    #: why ``delta_pos`` is None for this cluster (None when it is computed)
+    position_note: str | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -215,6 +223,8 @@ class ClusterBias:
             "interval_method": self.interval_method,
             "n_position_known": self.n_position_known,
             "rates": {t: _json_num(r) for t, r in self.rates.items()},
+            "positions": self.positions,
+            "position_note": self.position_note,
             "position_rates": None if self.position_rates is None else [_json_num(r) for r in self.position_rates],
             "delta_api": self.delta_api.to_dict(),
             "delta_pos": None if self.delta_pos is None else self.delta_pos.to_dict(),
@@ -251,11 +261,18 @@ class GroupBias:
     clusters: list
     interval_method: str = INTERVAL_QUERY
 
+    @property
+    def position_note(self) -> str | None:
+        """Why delta_pos is missing for some (or all) clusters of this group; None when it is computed for all."""
+        notes = [f"{c.cluster}: {c.position_note}" for c in self.clusters if c.position_note]
+        return "; ".join(notes) if notes else None
+
     def to_dict(self) -> dict:
         return {
             "keys": {k: _json_num(v) for k, v in self.keys.items()},
             "rows": self.rows,
             "interval_method": self.interval_method,
+            "position_note": self.position_note,
             **{m: (None if getattr(self, m) is None else getattr(self, m).to_dict()) for m in METRICS},
             "clusters": [c.to_dict() for c in self.clusters],
         }
@@ -280,6 +297,8 @@ class BiasResult(ReprHTMLMixin):
     seed: object
     warnings: list = field(default_factory=list)
     bootstrap: str = "multinomial"
+    #: what delta_pos (and delta_model) are computed on: ``"cluster_rank"`` or ``"list"`` (see :func:`selection_bias`)
+    position: str = "cluster_rank"
 
     @property
     def interval_method(self) -> str:
@@ -293,11 +312,19 @@ class BiasResult(ReprHTMLMixin):
         frame = self.to_frame()
         kind = "query-bootstrap" if self.interval_method in (INTERVAL_QUERY, INTERVAL_NONE) else self.interval_method
         title = (f"BiasResult: {len(self.groups)} group(s) by {self.by or 'nothing'}; {self.n_resamples} "
-                 f"{kind} replicates, {self.confidence_level:.0%} intervals")
+                 f"{kind} replicates, {self.confidence_level:.0%} intervals; delta_pos on {self.position_label}")
         return title, frame[[c for c in cols if c in frame.columns]], None
 
+    @property
+    def position_label(self) -> str:
+        """One phrase for outputs: what delta_pos is computed on."""
+        return POSITION_LABELS.get(self.position, self.position)
+
     def to_frame(self) -> pd.DataFrame:
-        """Tidy, unrounded table: one row per group and metric."""
+        """Tidy, unrounded table: one row per group and metric.
+
+        ``position`` says what delta_pos (and delta_model) are computed on; ``position_note`` why delta_pos is
+        missing for some clusters of the group (None when it is computed for all)."""
         rows = []
         for g in self.groups:
             for m in METRICS:
@@ -305,7 +332,8 @@ class BiasResult(ReprHTMLMixin):
                 if r is None:
                     continue
                 rows.append({**g.keys, "metric": m, **_tv_row(r), "n_used": g.rows["used"],
-                             "n_excluded": g.rows["total"] - g.rows["used"]})
+                             "n_excluded": g.rows["total"] - g.rows["used"], "position": self.position,
+                             "position_note": g.position_note})
         return pd.DataFrame(rows)
 
     def clusters_frame(self) -> pd.DataFrame:
@@ -318,7 +346,7 @@ class BiasResult(ReprHTMLMixin):
                     if r is None:
                         continue
                     rows.append({**g.keys, "cluster": c.cluster, "K": c.K, "metric": m, **_tv_row(r),
-                                 "n_used": c.n_used})
+                                 "n_used": c.n_used, "position": self.position})
         return pd.DataFrame(rows)
 
     def rates_frame(self) -> pd.DataFrame:
@@ -344,6 +372,7 @@ class BiasResult(ReprHTMLMixin):
             "resample": self.resample,
             "interval_method": self.interval_method,
             "bootstrap": self.bootstrap,
+            "position": self.position,
             "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
             "groups": [g.to_dict() for g in self.groups],
             "warnings": [_json_num(x) for x in self.warnings],
@@ -352,7 +381,7 @@ class BiasResult(ReprHTMLMixin):
 
 def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, ci_method="bca",
                    n_null=2000, cluster_corrected=False, bootstrap="multinomial", rng=None,
-                   progress=False) -> BiasResult:
+                   progress=False, position="cluster_rank") -> BiasResult:
     """Cluster-level API and position bias per group, with bootstrap CIs and a uniform-chooser reference.
 
     Parameters
@@ -386,6 +415,19 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
         The only source of randomness; the same seed gives identical output.
     progress : bool, default False
         Show a progress bar over groups on stderr (the CLI turns it on for terminals only).
+    position : {"cluster_rank", "list"}, default "cluster_rank"
+        What delta_pos is computed on when a request offered other tools besides the cluster's (issue 20).
+        ``"cluster_rank"``: the rank of the chosen tool among its cluster's tools as shown (``chosen_rank``),
+        against the uniform over those K ranks -- what a uniform chooser among the cluster's tools gives.
+        ``"list"``: the position in the whole list offered (``chosen_position``), against the uniform over
+        the list positions at which the cluster's tools were shown. That reference is one uniform distribution
+        only when the cluster's tools occupy the same K list positions in every attempt (an agent's fixed tool
+        layout, the cluster's block rotated in place); the statistic then equals the cluster-rank one (TV is
+        invariant to relabelling the K positions) and ``ClusterBias.positions`` gives the list positions. When
+        the positions vary between attempts the uniform chooser's expected distribution over list positions
+        is a mixture, not a uniform, so no TV-to-uniform is defined: delta_pos is None for that cluster, with
+        the reason in ``ClusterBias.position_note``. Both are identical for lists of the cluster's tools only.
+        Every output states the choice (``position`` in ``to_frame``/``to_dict``).
 
     Returns
     -------
@@ -455,6 +497,7 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     n_null = check_n_resamples(n_null)
     check_choice("ci_method", ci_method, BOOTSTRAP_CI_METHODS)
     check_choice("bootstrap", bootstrap, BOOTSTRAP_WEIGHTS)
+    check_choice("position", position, POSITIONS)
     by = check_by(by, counts.design_columns)
     if n_resamples and counts.level != "query":
         raise ValueError(f"the bootstrap resamples queries, so it needs query-level counts; got counts at level "
@@ -477,17 +520,20 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
         from tqdm.auto import tqdm
 
         grouped = tqdm(grouped, desc="bias (bootstrap)", unit="group", leave=False)
+    slots = list_slots(counts, by) if position == "list" else None
+    unknown = _order_unknown(counts)
     for key, sub in grouped:
         key = key if isinstance(key, tuple) else (key,)
         keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
+        pos_of = None if slots is None else {c: v for (g, c), v in slots.items() if g == tuple(key)[:len(by)]}
         groups.append(_group_bias(sub, counts.catalog, keys, n_resamples, n_null, confidence_level, ci_method, gen,
-                                  caught, cluster_corrected, bootstrap))
+                                  caught, cluster_corrected, bootstrap, pos_of, unknown))
     kinds = {g.interval_method for g in groups}
     resample = ("query" if kinds <= {INTERVAL_QUERY, INTERVAL_NONE}
                 else "multinomial" if kinds == {INTERVAL_MULTINOMIAL} else "mixed")
     return BiasResult(groups=groups, by=by, n_resamples=n_resamples, n_null=n_null, cluster_corrected=cluster_corrected,
                       confidence_level=confidence_level, ci_method=ci_method, resample=resample, seed=seed,
-                      warnings=caught, bootstrap=bootstrap)
+                      warnings=caught, bootstrap=bootstrap, position=position)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,7 +546,7 @@ class _Target:
 
 
 def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
-                cluster_corrected, bootstrap) -> GroupBias:
+                cluster_corrected, bootstrap, pos_of=None, unknown=None) -> GroupBias:
     runs = np.sort(sub["run"].unique())
     rows = _rows(sub, "n")
     if "rows_ok" in sub.columns:   # an aggregated log: n_* are attempts (sums of count); rows_* are table rows
@@ -510,8 +556,14 @@ def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, 
     api_t, pos_t, tools_of, boot_api, boot_pos = {}, {}, {}, {}, {}
     by_cluster = dict(iter(sub.groupby("cluster_id", sort=False)))
     multinomial = set()
+    labels, notes = {}, {}
     for c in clusters:
         api_t[c], pos_t[c], tools_of[c] = _tensors(by_cluster[c], catalog, c, runs, caught, keys)
+        part = by_cluster[c]
+        seen = int(part[[k for k in part.columns if k.startswith("pos_")]].to_numpy().sum()) > 0
+        labels[c], notes[c] = _positions(pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
+        if labels[c] is None:
+            pos_t[c] = None
         # Cluster-level replicate counts (R, S, K), shared by every metric of this group; the same query
         # weights serve the tool and the position counts.
         targets = [api_t[c].counts] + ([] if pos_t[c] is None else [pos_t[c].counts])
@@ -565,6 +617,7 @@ def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, 
             rate_table=_rate_table(c, tools_of[c], counts, boot_api[c].sum(1), level),
             interval_method=(INTERVAL_NONE if not n_resamples else INTERVAL_MULTINOMIAL if c in multinomial
                              else INTERVAL_QUERY),
+            positions=labels[c], position_note=notes[c],
         ))
     return GroupBias(keys=keys, rows=rows, delta_api=delta_api, delta_pos=delta_pos, delta_model=delta_model,
                      clusters=cluster_results, interval_method=interval_method)
@@ -631,6 +684,78 @@ def _tensors(part, catalog, cluster, runs, caught, keys):
             np.add.at(pos, (q_codes[pos_known], s_codes[pos_known]), pos_n[pos_known][:, :kp])
             pos = _Target(pos, kp)
     return _Target(api, k), pos, tools
+
+
+#: ``BiasResult.position`` in words.
+POSITION_LABELS = {"cluster_rank": "the rank among the cluster's tools as shown",
+                   "list": "the position in the whole list offered"}
+#: Why delta_pos is None for a cluster.
+NOTE_NO_POSITION = "no valid choice has a known position (the order shown is unknown)"
+NOTE_LENGTHS = "lists with different numbers of the cluster's tools were shown"
+NOTE_NO_CELLS = ("position='list' needs the lists shown (the counts' cells); these counts were made without them "
+                 "(count with cells=True)")
+
+
+def list_slots(counts, by) -> dict:
+    """``{(group key, cluster): (list positions, None) or (None, reason)}``: the list positions at which each
+    cluster's tools were shown to its valid attempts, when they are the same in every attempt of the group.
+
+    Read from ``counts.cells`` (the orderings shown, with counts); ``(None, reason)`` when the positions vary
+    between attempts or the cells were not counted."""
+    cells = counts.cells
+    if cells is None:
+        return {}
+    ok = cells[(cells["status"] == "ok") & (cells["count"] > 0)]
+    out = {}
+    members = {c: set(counts.catalog.tools(c)) for c in counts.catalog.clusters}
+    keys = list(by) + ["cluster_id"]
+    if not len(ok):
+        return out
+    for key, part in ok.groupby(keys, sort=False, dropna=False, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        c = key[-1]
+        sets = set()
+        for o in part["ordering"].dropna().unique():
+            shown = str(o).split("|")
+            sets.add(tuple(i for i, t in enumerate(shown, start=1) if t in members.get(c, ())))
+        if part["ordering"].isna().any():
+            sets.add(None)
+        if len(sets) == 1 and None not in sets:
+            out[(tuple(key[:-1]), c)] = (list(next(iter(sets))), None)
+        elif None in sets:
+            out[(tuple(key[:-1]), c)] = (None, "position='list' needs the list shown; some attempts have none")
+        else:
+            ex = sorted(sets)[:2]
+            out[(tuple(key[:-1]), c)] = (None, (
+                f"position='list': the cluster's tools were shown at different list positions ({len(sets)} "
+                f"layouts, e.g. {list(ex[0])} and {list(ex[1])}); the uniform chooser's distribution over list "
+                "positions is then a mixture, not a uniform, so delta_pos has no uniform reference (use "
+                "position='cluster_rank')"))
+    return out
+
+
+def _order_unknown(counts):
+    """The reader's reason when the order shown is unknown (e.g. OTel spans without tool definitions)."""
+    for d in (counts.diagnostics or {}).values():
+        if isinstance(d, dict) and isinstance(d.get("order_unknown"), dict):
+            return d["order_unknown"].get("reason")
+    return None
+
+
+def _positions(pos_t, pos_of, cluster, unknown):
+    """(labels of the position counts, note): ranks 1..K, the cluster's list positions, or (None, why not)."""
+    if pos_t is None:
+        return None, unknown or NOTE_NO_POSITION
+    if pos_of is None:
+        return list(range(1, pos_t.k + 1)), None
+    if cluster not in pos_of:
+        return None, NOTE_NO_CELLS
+    slots, why = pos_of[cluster]
+    if slots is None:
+        return None, why
+    if len(slots) != pos_t.k:
+        return None, NOTE_LENGTHS
+    return slots, None
 
 
 def _tv_runs(counts):

@@ -226,6 +226,11 @@ def _section_provenance(study, result, version) -> str:
                          if result.resample == "query" else
                          f"{fmt_int(result.n_resamples)} replicates: {getattr(result, 'interval_method', '')} "
                          "(aggregated counts without per-query rows: no query bootstrap is possible)")),
+        ("delta_pos computed on", _e(f"{getattr(result, 'position_label', '')} "
+                                     f"(position={getattr(result, 'position', 'cluster_rank')!r})"
+                                     + "".join(f"; not computed for {', '.join(map(str, g.keys.values())) or 'all'}"
+                                               f" ({g.position_note})" for g in result.groups
+                                               if getattr(g, "position_note", None)))),
         ("confidence level", _e(fmt_level(result.confidence_level))),
         ("interval of the estimate", _e(_CI_NAME.get(result.ci_method, result.ci_method))),
         ("uniform-chooser draws (p-values)", _e(fmt_int(result.n_null))),

@@ -32,7 +32,9 @@ def format_bias_table(result) -> str:
         for m in ("delta_api", "delta_pos", "delta_model"):
             r = getattr(g, m)
             if r is None:
-                rows.append({"group": label, "metric": m, "corrected": "- (positions unknown)"})
+                note = getattr(g, "position_note", None)
+                rows.append({"group": label, "metric": m,
+                             "corrected": f"- ({note})" if note else "- (positions unknown)"})
                 continue
             # the interval for the true delta first (calibrated); the plug-in's own interval after it (issue 21)
             rows.append({
@@ -72,6 +74,8 @@ def format_bias_table(result) -> str:
     if any(pm.startswith("uniform multinomial") for pm in p_methods):
         head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
                  "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
+    if hasattr(result, "position_label"):   # issue 20: what delta_pos is computed on
+        head += f"\ndelta_pos on {result.position_label} (position={result.position!r})."
     if kind != "query-bootstrap":   # aggregated counts (issue 13): say which intervals these are
         head += (f"\nIntervals: {method}. Clusters with no per-query rows (a table of counts) cannot be "
                  "query-bootstrapped; their replicates are multinomial draws of the observed counts, and 'used' / "
@@ -110,6 +114,18 @@ def format_validation(study, summary: pd.DataFrame) -> str:
         if unresolved:
             top = sorted(unresolved.items(), key=lambda kv: -kv[1])[:10]
             notes.append(f"{short}: {sum(unresolved.values())} unresolved names, top: {top}")
+        off = diag.get("off_cluster") or {}
+        if off:   # issue 20: calls to offered tools outside the attempt's cluster
+            top = sorted(off.items(), key=lambda kv: -kv[1])[:10]
+            notes.append(f"{short}: {sum(off.values())} calls to offered tools outside the query's cluster "
+                         f"(off_cluster), top: {top}")
+        how = diag.get("cluster_of_multi_cluster_requests")
+        if how:
+            notes.append(f"{short}: requests offering several clusters' tools: cluster from cluster_id "
+                         f"{how['from_cluster_id']}, from the chosen tool {how['from_chosen_tool']}")
+        if diag.get("order_unknown"):
+            notes.append(f"{short}: {diag['order_unknown']['rows']} attempts without the list shown: "
+                         f"{diag['order_unknown']['reason']}")
         if diag.get("multiple_calls_rows"):   # API-log readers (issue 13)
             notes.append(f"{short}: {len(diag['multiple_calls_rows'])} request(s) made several tool calls "
                          "(the first is the choice)")

@@ -575,29 +575,52 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     o = f"{f.name}_ord"
     # ``rot``: the rotation that defines the list when no ordering is given (positions then follow from the
     # catalog index by arithmetic: tool j is shown at ((j - r) mod K) + 1 under rotation r; no strings).
-    con.execute(f"""CREATE TEMP VIEW {o} AS
+    con.execute(f"""CREATE TEMP VIEW {o}_base AS
         SELECT t.*, k.k AS k, a.api_index AS api_index,
                CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND k.k THEN t.rotation END AS rot
         FROM (SELECT {', '.join(select)} FROM {named}) t LEFT JOIN __clusters k USING (cluster_id)
         LEFT JOIN __cat a ON a.cluster_id = t.cluster_id AND a.tool_id = t.chosen_tool_in""")
     # stage 2: rotations, orderings, tools, positions, provenance
-    ncand = ("CASE WHEN ordering_in IS NOT NULL THEN len(string_split(ordering_in, '|')) WHEN rot IS NOT NULL THEN k "
+    # An ordering is the whole list shown (issue 20: it may offer tools of other clusters or none): per distinct
+    # (cluster, ordering), the cluster's tools shown (n_in), the list length and the rank of each list position
+    # among the cluster's tools (0: not a tool of the cluster); built here, joined in below.
+    combos = con.execute(f"SELECT DISTINCT cluster_id, ordering_in FROM {o}_base "
+                         "WHERE ordering_in IS NOT NULL").fetchall()
+    info, bad = [], []
+    for c, od in combos:
+        shown = od.split("|")
+        members = set(catalog.tools(c)) if c in catalog.clusters else set()
+        ranks, r = [], 0
+        for t in shown:
+            r += t in members
+            ranks.append(r if t in members else 0)
+        info.append((c, od, r, len(shown), ranks))
+        if c in catalog.clusters and (len(set(shown)) != len(shown) or r == 0):
+            bad.append((c, od))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {o}_info (cluster_id VARCHAR, ordering_in VARCHAR, n_in BIGINT, "
+                "n_list BIGINT, rank_at BIGINT[])")
+    if info:
+        con.executemany(f"INSERT INTO {o}_info VALUES (?, ?, ?, ?, ?)", info)
+    con.execute(f"""CREATE TEMP VIEW {o} AS
+        SELECT b.*, i.n_in AS __n_in, i.n_list AS __n_list, i.rank_at AS __rank_at
+        FROM {o}_base b LEFT JOIN {o}_info i ON i.cluster_id = CAST(b.cluster_id AS VARCHAR)
+        AND i.ordering_in = b.ordering_in""")
+    ncand = ("CASE WHEN ordering_in IS NOT NULL THEN __n_in WHEN rot IS NOT NULL THEN k "
              "ELSE COALESCE(n_candidates_in, k) END")
-    combos = con.execute(f"SELECT DISTINCT cluster_id, ordering_in FROM {o} WHERE ordering_in IS NOT NULL").fetchall()
-    bad = [(c, od) for c, od in combos if c in catalog.clusters and (
-           any(t not in set(catalog.tools(c)) for t in od.split("|")) or len(set(od.split("|"))) != len(od.split("|")))]
+    nlist = f"CASE WHEN ordering_in IS NOT NULL THEN __n_list ELSE {ncand} END"
     bad_sql = " OR ".join(f"(cluster_id = {_lit(c)} AND ordering_in = {_lit(od)})" for c, od in bad) or "FALSE"
     checks = [
         ("rotation", "ordering_in IS NULL AND rotation IS NOT NULL AND (rotation < 1 OR rotation > k)", "rotation",
          lambda v: f"rotation {v!r} outside 1..K for this cluster"),
         ("ordering", bad_sql, "[cluster_id, ordering_in]",
-         lambda v: f"ordering names tools not in cluster {v[0]!r} or repeats one: {v[1]!r}"),
+         lambda v: (f"ordering repeats a tool: {v[1]!r}" if len(set(v[1].split("|"))) != len(v[1].split("|"))
+                    else f"ordering names no tool of cluster {v[0]!r}: {v[1]!r}")),
         ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NULL", "NULL",
          lambda v: "status is 'ok' but no tool is given"),
         ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NOT NULL AND api_index IS NULL",
          "[chosen_tool_in, cluster_id]", lambda v: not_in_cluster_message(v[0], v[1])),
         ("chosen_position", f"chosen_position_in IS NOT NULL AND (chosen_position_in < 1 OR chosen_position_in > "
-                            f"{ncand})", "chosen_position_in",
+                            f"{nlist})", "chosen_position_in",
          lambda v: f"position {v!r} outside 1..K (K = number of tools shown)"),
     ]
     if with_provenance:
@@ -617,7 +640,10 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                CAST({ncand} AS BIGINT) AS n_candidates,
                CASE WHEN status = 'ok' THEN chosen_tool_in END AS chosen_tool,
                CASE WHEN status = 'ok' THEN api_index END AS api_index,
-               CAST({derived_pos} AS BIGINT) AS chosen_position, status, raw_choice_in,
+               CAST({derived_pos} AS BIGINT) AS chosen_position,
+               CAST(CASE WHEN ordering_in IS NULL THEN {derived_pos}
+                         ELSE NULLIF(__rank_at[{derived_pos}], 0) END AS BIGINT) AS chosen_rank,
+               status, raw_choice_in,
                CASE WHEN __bad1 THEN 0 ELSE {weight} END AS __w
         FROM {o}""")
 
@@ -696,7 +722,7 @@ def _weighted_sums(k_max) -> list[str]:
         return f"CAST(sum(CASE WHEN {pred} THEN __w ELSE 0 END) AS BIGINT) AS {name}"
     return ([wsum(f"status = {_lit(st)}", f"n_{st}") for st in STATUSES]
             + [wsum(f"api_index = {i}", f"tool_{i}") for i in range(1, k_max + 1)]
-            + [wsum(f"chosen_position = {i}", f"pos_{i}") for i in range(1, k_max + 1)]
+            + [wsum(f"chosen_rank = {i}", f"pos_{i}") for i in range(1, k_max + 1)]
             + [f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS rows_{st}" for st in STATUSES])
 
 
@@ -728,8 +754,8 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
         # 2^bits attempts, which is checked, with a plain count per column as the fallback).
         bits = 63 // slots
         packed = (f"CAST(sum(CASE WHEN api_index IS NOT NULL THEN CAST(1 AS BIGINT) << ({bits} * (api_index - 1)) "
-                  f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_position BETWEEN 1 AND {slots} THEN "
-                  f"CAST(1 AS BIGINT) << ({bits} * (chosen_position - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
+                  f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_rank BETWEEN 1 AND {slots} THEN "
+                  f"CAST(1 AS BIGINT) << ({bits} * (chosen_rank - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
                   f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * {_status_code_sql()})) AS BIGINT) AS __status")
         con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                     f"count(*) AS __n, {packed}, {_DUP_COUNTERS} FROM study GROUP BY ALL")
@@ -742,7 +768,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
         if n_max >= 2 ** bits:   # a query with very many attempts: count each column on its own
             sums = ([f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS n_{st}" for st in STATUSES]
                     + [f"CAST(count_if(api_index = {i}) AS BIGINT) AS tool_{i}" for i in range(1, k_max + 1)]
-                    + [f"CAST(count_if(chosen_position = {i}) AS BIGINT) AS pos_{i}" for i in range(1, k_max + 1)])
+                    + [f"CAST(count_if(chosen_rank = {i}) AS BIGINT) AS pos_{i}" for i in range(1, k_max + 1)])
             con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                         f"{', '.join(sums)} FROM study GROUP BY ALL")
         if n_max >= 2 ** bits:
@@ -758,7 +784,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
                     table[nm] = (packed_col >> np.int64(bits * j)) & mask
     else:
         # per cluster: one row per (keys, tool, position, status) from the scan, pivoted here (few rows)
-        cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_position, "
+        cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_rank, "
                             f"{_status_code_sql()} AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
                             f"count(*) AS __r, count_if(__bad) AS __bad, "
                             f"count_if(__bad1) AS __bad1 FROM study GROUP BY ALL").df()
@@ -772,7 +798,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
         n = cells["__n"].to_numpy(np.int64)
         n_groups = len(table)
         for name, idx, width in (("n", cells["__s"], len(STATUSES)), ("tool", cells["api_index"], k_max),
-                                 ("pos", cells["chosen_position"], k_max)):
+                                 ("pos", cells["chosen_rank"], k_max)):
             idx = idx.to_numpy(dtype=float, na_value=np.nan)
             ok = np.isfinite(idx)
             off = 0 if name == "n" else 1

@@ -69,6 +69,11 @@ class Attempt:
     flags: tuple = ()
     #: how ``tool_choice`` took the choice away (e.g. "tool_choice forces 'geo_a'"); None when it did not
     forced: str | None = None
+    #: the query's cluster as the record states it (a ``cluster_id`` field or metadata); None when it does not
+    cluster: str | None = None
+    #: True when the record carries no tool definitions but the clusters are declared (OTel without the opt-in
+    #: ``gen_ai.tool.definitions``): the attempt's cluster is that of the chosen tool and the order is unknown
+    no_list: bool = False
 
 
 def read_json_lines(path: Path, *, what: str = "file") -> list[JsonLine]:
@@ -152,9 +157,21 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
     """
     meta = check_meta(meta, source)
     aliases = _Aliases(catalog)
+    # a record's cluster_id names a declared (or catalog) cluster; inferred clusters are named by their tool sets
+    inferred = str(catalog.source).startswith("<clusters inferred")
     rows, problems = [], []
+    by_hint, by_choice = [], []          # rows whose cluster came from the record's cluster_id / the chosen tool
     for a in attempts:
         where = a.label or f"line {a.source_row}"
+        if inferred:
+            a.cluster = None
+        if a.no_list:
+            row, err = _row_without_list(a, aliases, where)
+            if err:
+                problems.append(err)
+            else:
+                rows.append(row)
+            continue
         if not a.tools:
             problems.append(problem(a.source_file, a.source_row, "tools",
                                     f"no tools offered ({where}): an attempt needs the request's tool list"))
@@ -164,24 +181,50 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
             problems.append(problem(a.source_file, a.source_row, "tools", f"tool name(s) offered twice: {dup}"))
             continue
         ids = [aliases.resolve(n) for n in a.tools]
-        unknown = [n for n, i in zip(a.tools, ids) if i is None]
-        if unknown:
+        if all(i is None for i in ids):
             problems.append(problem(a.source_file, a.source_row, "tools",
-                                    f"tool(s) offered {unknown} are not in the {aliases.what} ({catalog.source}); "
-                                    "declare them in the manifest (`clusters = {name = [...]}`) or use "
-                                    "`clusters = \"infer\"`"))
+                                    f"none of the tools offered {a.tools} is in the {aliases.what} "
+                                    f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
+                                    "[...]}`) or use `clusters = \"infer\"`"))
             continue
-        clusters = sorted({aliases.cluster_of[i] for i in ids})
-        if len(clusters) > 1:
-            problems.append(problem(a.source_file, a.source_row, "tools",
-                                    f"the tools offered span several clusters {clusters}: {a.tools}"))
+        offered_clusters = sorted({aliases.cluster_of[i] for i in ids if i is not None})
+        # the attempt's cluster: the only cluster offered; else the query's (the record's cluster_id); else the
+        # cluster of the chosen tool; else undecidable
+        cid, err = None, None
+        if len(offered_clusters) == 1:
+            cid = offered_clusters[0]
+            if a.cluster is not None and str(a.cluster) != cid:
+                err = (f"the record's cluster_id {a.cluster!r} is not the cluster of the tools offered "
+                       f"({cid!r}; {where})")
+        elif a.cluster is not None:
+            cid = str(a.cluster)
+            if cid not in offered_clusters:
+                err = (f"the record's cluster_id {cid!r} is not among the clusters whose tools it offers "
+                       f"{offered_clusters} ({where})")
+            else:
+                by_hint.append(a.source_row)
+        else:
+            chosen = _match_offered(a.name, a.tools, ids, aliases) if a.status == "call" else None
+            if chosen is not None:
+                cid = aliases.cluster_of[chosen]
+                by_choice.append(a.source_row)
+            else:
+                did = ("no tool was called" if a.status != "call" else
+                       f"the call {a.name!r} is not a tool of any of them")
+                err = (f"the tools offered span several clusters {offered_clusters} and the query's cluster cannot "
+                       f"be decided ({where}: no cluster_id in the record, and {did}); give each request a "
+                       "`cluster_id` (a field or metadata key of the request)")
+        if err is not None:
+            problems.append(problem(a.source_file, a.source_row, "cluster_id" if a.cluster is not None else "tools",
+                                    err))
             continue
-        cid = clusters[0]
         members = catalog.tools(cid)
-        if not subsets and set(ids) != set(members):
-            missing = [t for t in members if t not in set(ids)]
+        in_cluster = [i for i in ids if i is not None and aliases.cluster_of[i] == cid]
+        if not subsets and set(in_cluster) != set(members):
+            missing = [t for t in members if t not in set(in_cluster)]
             problems.append(problem(a.source_file, a.source_row, "tools",
-                                    f"the tool list changes within cluster {cid!r}: this request offers {a.tools}, "
+                                    f"the tool list changes within cluster {cid!r}: this request offers "
+                                    f"{[n for n, i in zip(a.tools, ids) if i in set(in_cluster)]} of it, "
                                     f"the cluster has {members} (missing {missing}); give each tool list its own "
                                     "cluster, or set `subsets = true` if subsets of a cluster were shown on purpose"))
             continue
@@ -192,12 +235,18 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
             status, raw = "forced", short(f"{a.forced}; {did}")
         elif a.status == "call":
             raw = a.name
-            tool = _match_offered(a.name, a.tools, ids, aliases)
-            status = "ok" if tool is not None else "unknown_tool"
+            hit = _match_offered(a.name, a.tools, ids, aliases, offered_only=True)
+            if hit is None:
+                status = "unknown_tool"
+            elif hit in set(in_cluster):
+                tool, status = hit, "ok"
+            else:
+                status = "off_cluster"     # an offered tool outside the attempt's cluster
         qid = a.query_id
         if qid is None:
             qid = query_key(a.query_text) if a.query_text else f"row{a.source_row}"
-        rows.append((cid, qid, None, "|".join(ids), tool, status, raw, a.source_file, a.source_row))
+        ordering = "|".join(i if i is not None else n for n, i in zip(a.tools, ids))
+        rows.append((cid, qid, None, ordering, tool, status, raw, a.source_file, a.source_row))
     if problems:
         raise SelectionLogError(problems)
     if not rows:
@@ -205,7 +254,7 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
     frame = pd.DataFrame(rows, columns=_COLUMNS)
     frame["source_row"] = frame["source_row"].astype(np.int64)
     frame = add_meta(frame, meta)
-    repeats = frame.groupby(["cluster_id", "query_id", "ordering"], sort=False).cumcount().to_numpy() + 1
+    repeats = frame.groupby(["cluster_id", "query_id", "ordering"], sort=False, dropna=False).cumcount().to_numpy() + 1
     if repeats.max() > 1 and "attempt" not in frame.columns:
         # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
         frame.insert(len(meta), "attempt", repeats.astype(np.int64))
@@ -216,25 +265,75 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
             "unresolved": Counter(frame.loc[frame["status"] == "unknown_tool", "raw_choice"]),
             "n_tool_calls": dict(sorted(n_calls.items())), "multiple_calls_rows": multiple,
             "notes": dict(sorted(flags.items())), "cluster_source": getattr(catalog, "source", None),
-            "repeated_requests": int((repeats > 1).sum())}
+            "repeated_requests": int((repeats > 1).sum()),
+            "off_cluster": Counter(frame.loc[frame["status"] == "off_cluster", "raw_choice"])}
+    if by_hint or by_choice:
+        # requests offering tools of several clusters: how each one's cluster was decided
+        diag["cluster_of_multi_cluster_requests"] = {
+            "from_cluster_id": len(by_hint),
+            "from_chosen_tool": len(by_choice), "from_chosen_tool_rows": by_choice[:50],
+            "note": ("the cluster of a request offering several clusters' tools is its cluster_id; where the record "
+                     "has none, the cluster of the tool chosen (those rows never count as off_cluster, and their "
+                     "rates are conditional on a tool of one of the clusters being chosen)") if by_choice else
+                    "the cluster of a request offering several clusters' tools is its cluster_id"}
+    no_list = [int(a.source_row) for a in attempts if a.no_list]
+    if no_list:
+        diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
     diag.update(extra_diagnostics or {})
     return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
 
 
-def _match_offered(name, offered, ids, aliases):
-    """tool_id of the called ``name`` when it is one of the offered tools (exact, case-insensitive or after
-    standardisation), else None (a name that was not offered is an ``unknown_tool``)."""
+def _match_offered(name, offered, ids, aliases, offered_only=False):
+    """tool_id of the called ``name`` when it is one of the offered catalog tools (exact, case-insensitive or
+    after standardisation), else None (a name that was not offered is an ``unknown_tool``).
+
+    ``offered_only``: also match offered names outside the catalog (returned as the name itself)."""
     if not isinstance(name, str):
         return None
+    ids = [i if i is not None else (n if offered_only else None) for n, i in zip(offered, ids)]
     for n, i in zip(offered, ids):
-        if n == name:
+        if n == name and i is not None:
             return i
     key = name.strip().lower()
     for n, i in zip(offered, ids):
-        if n.lower() == key:
+        if n.lower() == key and i is not None:
             return i
     hit = aliases.resolve(name)
-    return hit if hit in ids else None
+    return hit if hit is not None and hit in ids else None
+
+
+#: Why delta_pos is null for attempts read without the list of tools offered (OTel spans without definitions).
+NO_LIST_REASON = ("the order in which the tools were shown is unknown: the spans carry no gen_ai.tool.definitions "
+                  "(opt-in in the instrumentation), so delta_pos cannot be computed; delta_API uses the declared "
+                  "clusters")
+
+
+def _row_without_list(a: Attempt, aliases, where):
+    """The row of an attempt whose tool list is unknown (clusters declared): its cluster is the chosen tool's
+    (or the record's cluster_id); no ordering, no position. A call to a name outside the clusters, or no call
+    without a cluster_id, leaves the cluster undecidable: an error naming the record."""
+    qid = a.query_id
+    if qid is None:
+        qid = query_key(a.query_text) if a.query_text else f"row{a.source_row}"
+    hit = aliases.resolve(a.name) if a.status == "call" else None
+    cid = str(a.cluster) if a.cluster is not None else (aliases.cluster_of[hit] if hit is not None else None)
+    if cid is None or cid not in set(aliases.cluster_of.values()):
+        did = ("no tool was called" if a.status != "call" else f"the call {a.name!r} is not a declared tool")
+        return None, problem(a.source_file, a.source_row, "gen_ai.tool.definitions",
+                             f"no tool definitions recorded and the cluster cannot be decided ({where}: {did}, no "
+                             "cluster_id attribute)")
+    tool, raw, status = None, a.raw, a.status
+    if a.forced is not None and status in ("call", "no_call"):
+        status, raw = "forced", short(f"{a.forced}; {'called ' + repr(a.name) if status == 'call' else 'no call'}")
+    elif status == "call":
+        raw = a.name
+        if hit is None:
+            status = "unknown_tool"
+        elif aliases.cluster_of[hit] == cid:
+            tool, status = hit, "ok"
+        else:
+            status = "off_cluster"
+    return (cid, qid, None, None, tool, status, raw, a.source_file, a.source_row), None
 
 
 class _Aliases:
@@ -409,6 +508,19 @@ def api_error(att: Attempt, err) -> None:
     att.status = "parse_error"
     att.raw = short(f"api_error: {_error_text(err)}")
     att.flags += ("api_error",)
+
+
+def record_field(key, *objs):
+    """``key`` of the first of ``objs`` that has it, directly or in its ``metadata`` (as a string); else None."""
+    for o in objs:
+        if not isinstance(o, dict):
+            continue
+        if o.get(key) is not None:
+            return str(o[key])
+        md = o.get("metadata")
+        if isinstance(md, dict) and md.get(key) is not None:
+            return str(md[key])
+    return None
 
 
 def message_text(content) -> str | None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._toolcalls import Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log, short
+from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
+                         record_field, short)
 
 __all__ = ["read_anthropic", "offered_anthropic"]
 
@@ -98,6 +99,7 @@ def parse_request(obj, path, line, record=None) -> Attempt:
         if qid is not None:
             att.query_id = str(qid)
             break
+    att.cluster = record_field("cluster_id", record, obj, params)
     return att
 
 

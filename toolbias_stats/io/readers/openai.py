@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._toolcalls import Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log, short
+from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
+                         record_field, short)
 
 __all__ = ["read_openai", "offered_openai"]
 
@@ -131,6 +132,7 @@ def parse_request(obj, path, line, record=None) -> Attempt:
         text = _last_user(body["input"])
     att.query_text = text
     att.query_id = _query_id(record, obj, body)
+    att.cluster = record_field("cluster_id", record, obj, body)
     return att
 
 

@@ -74,7 +74,9 @@ def read_otel(path, *, catalog: ToolCatalog | None = None, meta=None, clusters=N
     """
     path = Path(path)
     check_meta(meta, path)
-    attempts, extra = read_otel_attempts(path)
+    declared = ((catalog is not None and not str(catalog.source).startswith("<clusters inferred"))
+                or (clusters is not None and not (isinstance(clusters, str) and clusters == "infer")))
+    attempts, extra = read_otel_attempts(path, declared=declared)
     cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
     extra.update(cluster_source=str(cs), semconv=SEMCONV_VERSION)
     return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="otel", subsets=subsets,
@@ -161,8 +163,12 @@ class _Span:
         return f"span {self.n} ({self.span.get('name')!r}, spanId {self.id})"
 
 
-def read_otel_attempts(path: Path) -> tuple[list[Attempt], dict]:
-    """The attempts of an OTLP JSON trace file (before cluster resolution) and reader diagnostics."""
+def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Attempt], dict]:
+    """The attempts of an OTLP JSON trace file (before cluster resolution) and reader diagnostics.
+
+    ``declared``: the clusters are declared (or a catalog is given), so an inference span without
+    ``gen_ai.tool.definitions`` that records a tool call (or carries a ``cluster_id`` attribute) is an attempt
+    whose cluster is the chosen tool's (or that attribute) and whose list shown is unknown (no delta_pos)."""
     spans = []
     for line, doc in _load(path):
         for rs in doc["resourceSpans"]:
@@ -174,12 +180,24 @@ def read_otel_attempts(path: Path) -> tuple[list[Attempt], dict]:
         raise SelectionLogError(problem(path, None, "spans", "no spans in this trace file"))
     inference = [s for s in spans if s.op in INFERENCE_OPERATIONS]
     with_tools = [s for s in inference if s.attrs.get("gen_ai.tool.definitions") is not None]
-    if not with_tools:
+    without = [s for s in inference if s.attrs.get("gen_ai.tool.definitions") is None]
+    # Without definitions (the official OpenAI instrumentation does not record them): with declared clusters a
+    # span that records a tool call, or names its cluster, is still an attempt (the order shown is unknown).
+    no_list = []
+    if declared:
+        for s in without:
+            a = _attempt(path, s, [], spans)
+            if a.status == "call" or a.cluster is not None:
+                a.tools, a.no_list = None, True
+                no_list.append(a)
+    if not with_tools and not no_list:
+        hint = ("and none records a tool call or a cluster_id attribute" if declared else
+                "so the tools offered are unknown (the attribute is opt-in: enable it in the instrumentation, or "
+                "declare the clusters in the manifest (`clusters = {name = [...]}`): the chosen tool then gives "
+                "the cluster and delta_API is computed, delta_pos is not)")
         raise SelectionLogError(problem(path, None, "gen_ai.tool.definitions",
                                         f"none of the {len(inference)} inference span(s) (gen_ai.operation.name in "
-                                        f"{list(INFERENCE_OPERATIONS)}) carries gen_ai.tool.definitions, so the "
-                                        "tools offered are unknown (the attribute is opt-in: enable it in the "
-                                        "instrumentation)"))
+                                        f"{list(INFERENCE_OPERATIONS)}) carries gen_ai.tool.definitions, {hint}"))
     tools_of = {}
     problems = []
     for s in with_tools:
@@ -192,8 +210,11 @@ def read_otel_attempts(path: Path) -> tuple[list[Attempt], dict]:
         tools_of[s.n] = [_tool_name(d) for d in defs]
     if problems:
         raise SelectionLogError(problems)
-    attempts = [_attempt(path, s, tools_of[s.n], spans) for s in with_tools]
-    extra = {"spans": len(spans), "inference_spans_without_tools": len(inference) - len(with_tools)}
+    attempts = [_attempt(path, s, tools_of[s.n], spans) for s in with_tools] + no_list
+    attempts.sort(key=lambda a: a.source_row)
+    extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
+    if no_list:
+        extra["inference_spans_without_definitions_read"] = len(no_list)
     return attempts, extra
 
 
@@ -213,6 +234,8 @@ def _attempt(path, s: _Span, names, spans) -> Attempt:
         att.flags += ("unnamed_tools_not_candidates",)
     qid = s.attrs.get("query_id")
     att.query_id = None if qid is None else str(qid)
+    cl = s.attrs.get("cluster_id")
+    att.cluster = None if cl is None else str(cl)
     msgs, _ = _structured(s.attrs.get("gen_ai.input.messages"))
     if isinstance(msgs, list):
         for m in reversed(msgs):

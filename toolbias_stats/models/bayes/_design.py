@@ -146,10 +146,36 @@ def _classify(d, mismatch):
     return reason, pos0, ordering
 
 
+def _cluster_view(cells, catalog):
+    """Cells whose list offered other tools too (issue 20) seen as the cluster's tools as shown: the ordering
+    restricted to the cluster's tools and the recorded position turned into the rank among them (the model's
+    positions are those of the cluster's tools; unchanged when every list is the cluster's tools)."""
+    members = {c: set(catalog.tools(c)) for c in catalog.clusters}
+    orderings = cells["ordering"].astype(object).to_numpy()
+    clusters = cells["cluster_id"].astype(str).to_numpy()
+    extra = np.array([isinstance(o, str) and any(t not in members.get(c, ()) for t in o.split("|"))
+                      for o, c in zip(orderings, clusters)], dtype=bool)
+    if not extra.any():
+        return cells
+    d = cells.copy()
+    pos = d["chosen_position"].to_numpy(dtype=float, na_value=np.nan)
+    new_o, new_p = list(orderings), pos.copy()
+    for i in np.flatnonzero(extra):
+        shown = orderings[i].split("|")
+        m = members.get(clusters[i], set())
+        new_o[i] = "|".join(t for t in shown if t in m)
+        p = int(pos[i]) if np.isfinite(pos[i]) else 0
+        new_p[i] = (sum(t in m for t in shown[:p]) if 1 <= p <= len(shown) and shown[p - 1] in m
+                    else np.nan)
+    d["ordering"] = pd.array(new_o, dtype="string")
+    d["chosen_position"] = pd.array(np.where(np.isfinite(new_p), new_p, np.nan)).astype("Float64").astype("Int64")
+    return d
+
+
 def _design(counts, by, mismatch) -> _Design:
     """The model's data from the counts' ``cells`` (one row per design, cluster, ordering, status, chosen
     tool and recorded position, with a ``count``): multinomial counts per (LLM, cluster, ordering)."""
-    d = counts.cells
+    d = _cluster_view(counts.cells, counts.catalog)
     w = d["count"].to_numpy(dtype=np.int64)
     total = int(w.sum())
     labels = _labels(d, by)
