@@ -172,6 +172,31 @@ def reserved_design_column(d):
                   extra='design = ["k"]\n')
 
 
+OPENAI_FIX = Path(__file__).resolve().parent / "io" / "fixtures" / "api_logs" / "openai"
+
+
+def _openai_study(d: Path, requests: str, responses: str) -> Path:
+    (d / "study.toml").write_text(f'format = "openai"\nclusters = "infer"\n\n[[logs]]\npath = "{requests}"\n'
+                                  f'responses = "{responses}"\nmodel = "m"\n', encoding="utf-8")
+    return d / "study.toml"
+
+
+def openai_deep_line(d):
+    """An OpenAI Batch output line nested deeper than the JSON parser goes (a RecursionError before)."""
+    (d / "in.jsonl").write_bytes((OPENAI_FIX / "chat_batch_input.jsonl").read_bytes())
+    lines = (OPENAI_FIX / "chat_batch_output.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[2] = "[" * 50000 + "]" * 50000
+    (d / "out.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return _openai_study(d, "in.jsonl", "out.jsonl")
+
+
+def openai_dev_zero(d):
+    """An OpenAI requests file that is an endless device: refused by name, never read."""
+    (d / "out.jsonl").write_bytes((OPENAI_FIX / "chat_batch_output.jsonl").read_bytes())
+    os.symlink("/dev/zero", d / "in.jsonl")
+    return _openai_study(d, "in.jsonl", "out.jsonl")
+
+
 CASES = [
     Case("manifest_directory", manifest_directory, ("{dir}/study.toml:", "got a directory")),
     Case("manifest_dev_zero", manifest_dev_zero, ("{dir}/study.toml:", "device"), crash=True, timeout=60),
@@ -197,6 +222,8 @@ CASES = [
     Case("struct_column", struct_column, ("{dir}/l.parquet:2:status:", "expected a scalar value"),
          engines=ENGINES + ("dask",), commands=("validate",)),
     Case("reserved_design_column", reserved_design_column, ("{dir}/l.csv:k:", "reserved")),
+    Case("openai_deep_line", openai_deep_line, ("{dir}/out.jsonl:3:", "nested too deeply"), engines=("pandas",)),
+    Case("openai_dev_zero", openai_dev_zero, ("/dev/zero:", "device"), engines=("pandas",), crash=True, timeout=60),
 ]
 
 

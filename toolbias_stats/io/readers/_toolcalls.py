@@ -26,7 +26,7 @@ from ..._schema import standardise_name
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import add_meta, check_meta, utf8_message, utf8_position
+from ._common import TOO_DEEP, add_meta, check_meta, check_regular_file, utf8_message, utf8_position
 
 __all__ = ["Attempt", "JsonLine", "read_json_lines", "build_log", "query_key", "short", "CUSTOM_ID_RE"]
 
@@ -85,8 +85,9 @@ def read_json_lines(path: Path, *, what: str = "file") -> list[JsonLine]:
     path = Path(path)
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, f"{what} not found"))
-    if not path.is_file():
+    if path.is_dir():
         raise SelectionLogError(problem(path, None, None, f"expected a JSON Lines {what}, got a folder"))
+    check_regular_file(path, what)   # a device (/dev/zero), a pipe, a file too large to hold in memory
     out = []
     try:
         with path.open(encoding="utf-8-sig") as fh:
@@ -100,6 +101,8 @@ def read_json_lines(path: Path, *, what: str = "file") -> list[JsonLine]:
                     cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
                     kind = "truncated JSON" if cut else "malformed JSON"
                     out.append(JsonLine(lineno, None, f"{kind} (col {exc.colno}): {exc.msg}", text))
+                except RecursionError:   # a line nested deeper than the parser goes: kept, as a malformed line
+                    out.append(JsonLine(lineno, None, TOO_DEEP, text))
     except UnicodeDecodeError:
         raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
     if not out:
