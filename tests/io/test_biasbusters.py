@@ -59,6 +59,7 @@ class TestBadInput:
         ([[501, 1, 1, 1]], "cluster_id", "disagrees with its qid"),
         ([[1, 1, "a", 1]], "api_index", "expected an integer"),
         ([[1, 1, 1]], "record", "expected [qid, cluster_id, api_index, position]"),
+        ([[10**30, 1, 1, 1]], "qid", "expected an integer of at most 18 digits"),   # issue 21: OverflowError before
     ])
     def test_bad_records(self, bb_catalog, tmp_path, records, field, text):
         p = _write(tmp_path, records)

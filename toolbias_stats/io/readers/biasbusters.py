@@ -254,6 +254,8 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
         for f, (name, v) in enumerate(zip(fields, rec)):
             if isinstance(v, bool) or not isinstance(v, int):
                 problems.append(problem(path, i, name, f"expected an integer, got {v!r}"))
+            elif not -2**62 < v < 2**62:   # would overflow the int64 table (a qid of 10**30)
+                problems.append(problem(path, i, name, f"expected an integer of at most 18 digits, got {v!r}"))
             else:
                 arr[i - 1, f] = v
     if problems:
