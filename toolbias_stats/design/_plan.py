@@ -137,9 +137,11 @@ class _Engine:
         return tv.mean((0, 2))
 
     def null_critical(self, err, alpha):
-        """Critical value of the level-alpha test of "fair chooser": a chooser with uniform rates and the pilot's
-        query, rotation, run and attempt variation (a uniform multinomial reference would ignore the query
-        heterogeneity and reject too often)."""
+        """Critical value of the level-alpha test of "fair chooser" that :func:`~toolbias_stats.selection_bias`
+        reports (``p_value``): the statistic's law at uniform rates with the query, rotation and attempt variation
+        of the pilot, i.e. the law of its centred query-bootstrap replicates (a uniform multinomial reference
+        would ignore the query heterogeneity and reject too often). ``err`` are the errors the query bootstrap
+        sees: without the run main effect (runs stay together in every replicate)."""
         return float(np.quantile(self.estimates(err, centre=self.u), 1 - alpha))
 
     def evaluate(self, q, s, r, z, z_shift, rho, alpha, power, with_mde=True):
@@ -153,9 +155,10 @@ class _Engine:
                "shift_half_width": z * sd * np.sqrt(2 * (1 - rho)),
                "mds": z_shift * sd * np.sqrt(2 * (1 - rho)), "mde": np.nan, "null_critical": np.nan}
         if with_mde:
-            crit = self.null_critical(err, alpha)
+            crit = self.null_critical(no_run, alpha)
             out["null_critical"] = crit
             out["mde"] = self._mde(err, crit, power)
+        self._no_run = no_run
         return out, err
 
     def power_at(self, err, crit, delta):
@@ -281,7 +284,8 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
     target_kind : {"width", "mde", "shift"}, default "width"
         ``width``: expected CI half-width of delta and half-width of its actual error (both must reach the
         target); ``mde``: the smallest true delta that the level-``alpha``
-        test against a fair (uniform) chooser detects with probability ``power``; ``shift``: the smallest change
+        test against a fair chooser that :func:`~toolbias_stats.selection_bias` reports (``p_value``: centred
+        query-bootstrap replicates) detects with probability ``power``; ``shift``: the smallest change
         of delta between two conditions that a two-sided level-``alpha`` test detects with probability ``power``.
     metrics : sequence of {"delta_api", "delta_pos", "delta_model"}, default ("delta_api", "delta_pos")
     by : str or sequence of str, default ``("model",)``
@@ -460,7 +464,7 @@ def _meets(e, q, s, r, target, kind, z, z_shift, rho, alpha, power):
         return max(res["half_width"], res["error_half_width"]) <= target
     if kind == "shift":
         return res["mds"] <= target
-    crit = e.null_critical(err, alpha)
+    crit = e.null_critical(e._no_run, alpha)      # the reported test's critical value (no run main effect)
     return e.power_at(err, crit, target) >= power
 
 

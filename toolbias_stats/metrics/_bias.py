@@ -13,8 +13,8 @@ from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
 from ..io._counts import load_counts, tool_columns
-from ._bootstrap import (BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS, ConfidenceInterval, bca_ci, percentile_ci,
-                         resampled_counts)
+from ._bootstrap import (BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS, ConfidenceInterval, bca_bias_z0, bca_ci,
+                         percentile_ci, resampled_counts)
 from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from .._display import ReprHTMLMixin
@@ -31,6 +31,17 @@ INTERVAL_QUERY = "query bootstrap"
 INTERVAL_MULTINOMIAL = "multinomial (attempts assumed independent)"
 #: ``interval_method`` when no interval is computed (``n_resamples=0``).
 INTERVAL_NONE = "none (n_resamples=0)"
+#: What ``corrected_ci`` is (``corrected_label`` in the JSON).
+CORRECTED_LABEL = ("interval for the true delta: bias-corrected estimate with its calibrated (test-inversion) "
+                   "interval; the interval to report")
+#: What the plug-in's bootstrap intervals are (``ci_label`` in the JSON).
+PLUGIN_CI_LABEL = ("plug-in intervals: bootstrap intervals of the plug-in mean_over_runs (ci) and pooled (ci_pooled); "
+                   "they cover E[plug-in], which lies above the true delta near uniformity")
+#: ``p_value_method`` of the test of "no bias" that keeps the resampling unit (the default whenever queries are
+#: resampled): the law of the statistic under a fair chooser is that of the centred query-bootstrap replicates.
+P_QUERY = "query bootstrap (centred replicates: a fair chooser with the observed query heterogeneity)"
+#: ``p_value_method`` of the uniform multinomial chooser (independent attempts): the only test for aggregated logs.
+P_MULTINOMIAL = "uniform multinomial chooser (attempts assumed independent)"
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,9 @@ class TVResult:
         Mean over clusters of the plug-in TV of all runs' rows together.
     n_runs : int
     ci : ConfidenceInterval
-        Bootstrap CI of ``mean_over_runs`` (``ci_method``; every replicate recomputes that statistic).
+        Plug-in interval: bootstrap CI of ``mean_over_runs`` (``ci_method``; every replicate recomputes that
+        statistic). It covers E[plug-in], not the true delta, near uniformity: report ``corrected_ci``
+        (:attr:`interval`). BCa only where its bias correction is not degenerate (see ``ci_note``).
     ci_method : str
     ci_percentile : ConfidenceInterval
         Percentile CI of ``mean_over_runs`` (shown alongside BCa).
@@ -66,7 +79,16 @@ class TVResult:
     null_expected_pooled : float
         The same for ``pooled``.
     p_value : float
-        Monte-Carlo p-value of "no bias" (uniform multinomial chooser, same counts), for ``mean_over_runs``.
+        p-value of "no bias" for ``mean_over_runs`` (``p_value_method`` says which test): with per-query rows,
+        a fair chooser with the observed query heterogeneity (the centred query-bootstrap replicates, scaled by
+        ``sqrt(Q / (Q - 1))``), which keeps its level when queries have favourite tools; only for aggregated logs
+        (no per-query rows) or ``n_resamples=0`` the uniform multinomial chooser (independent attempts).
+    p_value_method : str
+    p_value_multinomial : float
+        The uniform multinomial chooser's p-value (``n_null`` draws); too small when queries differ.
+    ci_note : str
+        Why ``ci`` is the percentile interval although BCa was asked for (degenerate bias correction near
+        uniformity, or no jackknife over queries); empty otherwise.
     normalised : float
         ``mean_over_runs`` of TV / (1 - 1/K) (1 = degenerate chooser).
     normalised_pooled : float
@@ -100,10 +122,26 @@ class TVResult:
     standard_error: float = np.nan
     bootstrap_distribution: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     confidence_level: float = 0.95
+    p_value_method: str = "none"
+    p_value_multinomial: float = np.nan
+    ci_note: str = ""
+
+    @property
+    def interval(self) -> ConfidenceInterval:
+        """The interval to report for the true delta: the calibrated ``corrected_ci`` (see the class notes)."""
+        return self.corrected_ci
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (the ``delta_*`` objects of ``toolbias-stats bias --json``)."""
+        """JSON-ready dict (the ``delta_*`` objects of ``toolbias-stats bias --json``).
+
+        The interval for the true delta comes first (``corrected``, ``corrected_ci``); the plug-in's bootstrap
+        intervals (``ci``, ``ci_percentile``, ``ci_pooled``) follow with a ``ci_label`` saying what they cover.
+        """
         out = {
+            "corrected": self.corrected,
+            "corrected_ci": [_json_num(x) for x in self.corrected_ci],
+            "corrected_method": self.corrected_method,
+            "corrected_label": CORRECTED_LABEL,
             "mean_over_runs": self.mean_over_runs,
             "sd_over_runs": self.sd_over_runs,
             "pooled": self.pooled,
@@ -112,12 +150,13 @@ class TVResult:
             "ci_method": self.ci_method,
             "ci_percentile": [_json_num(x) for x in self.ci_percentile],
             "ci_pooled": [_json_num(x) for x in self.ci_pooled],
-            "corrected": self.corrected,
-            "corrected_ci": [_json_num(x) for x in self.corrected_ci],
-            "corrected_method": self.corrected_method,
+            "ci_label": PLUGIN_CI_LABEL,
+            "ci_note": self.ci_note,
             "null_expected": self.null_expected,
             "null_expected_pooled": self.null_expected_pooled,
             "p_value": self.p_value,
+            "p_value_method": self.p_value_method,
+            "p_value_multinomial": self.p_value_multinomial,
             "normalised": self.normalised,
             "normalised_pooled": self.normalised_pooled,
             "normalised_ci": [_json_num(x) for x in self.normalised_ci],
@@ -249,8 +288,8 @@ class BiasResult(ReprHTMLMixin):
         return methods[0] if len(methods) == 1 else "; ".join(methods) if methods else INTERVAL_QUERY
 
     def _headline(self):
-        cols = list(self.by) + ["metric", "mean_over_runs", "ci_low", "ci_high", "corrected", "corrected_ci_low",
-                                "corrected_ci_high", "null_expected", "p_value", "n_used", "n_excluded"]
+        cols = list(self.by) + ["metric", "corrected", "corrected_ci_low", "corrected_ci_high", "mean_over_runs",
+                                "ci_low", "ci_high", "null_expected", "p_value", "n_used", "n_excluded"]
         frame = self.to_frame()
         kind = "query-bootstrap" if self.interval_method in (INTERVAL_QUERY, INTERVAL_NONE) else self.interval_method
         title = (f"BiasResult: {len(self.groups)} group(s) by {self.by or 'nothing'}; {self.n_resamples} "
@@ -331,7 +370,10 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     ci_method : {"bca", "percentile"}, default "bca"
         Interval reported as ``ci`` for ``mean_over_runs`` (the other is in ``ci_percentile``).
     n_null : int, default 2000
-        Monte-Carlo draws of the uniform chooser for ``p_value``; 0 skips it.
+        Monte-Carlo draws of the uniform multinomial chooser for ``p_value_multinomial`` (and for ``p_value``
+        where no query bootstrap is possible: aggregated counts, or ``n_resamples=0``); 0 skips it. Where queries
+        are resampled, ``p_value`` uses the ``n_resamples`` replicates (a fair chooser with the observed query
+        heterogeneity).
     cluster_corrected : bool, default False
         Also compute the bias-corrected value and calibrated interval of every single cluster
         (about 7 ms per cluster and metric; the cluster-averaged ones are always computed).
@@ -369,8 +411,17 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
     rotation and run of a query together (``resample="query"``); the same replicate is used for
     every metric, so ``delta_model`` replicates are exact averages. The plug-in TV is biased
     upward (a uniform chooser with K = 5 and 100 choices has E[TV] = 0.079), so each estimate comes
-    with ``null_expected`` (exact), a Monte-Carlo ``p_value`` for "no bias", and a bias-corrected
-    ``corrected`` value with its calibrated interval ``corrected_ci``.
+    with ``null_expected`` (exact), a ``p_value`` for "no bias", and a bias-corrected
+    ``corrected`` value with its calibrated interval ``corrected_ci``: the interval to report for the true
+    delta (first in ``to_dict``, ``to_frame`` and the CLI and HTML tables).
+
+    *The test of "no bias"* respects the resampling unit: a chooser that is fair on average but whose
+    queries have favourite tools makes attempts of a query correlated, and a uniform multinomial reference
+    (independent attempts) then rejects far too often (24% at 5% in the audit of issue 21). ``p_value``
+    compares the statistic with its law in the centred query-bootstrap replicates (TV of
+    ``1/K + sqrt(Q/(Q-1)) (p* - mean p*)`` per cluster and run), i.e. a fair chooser with the observed
+    heterogeneity; the multinomial p-value is kept as ``p_value_multinomial`` and is ``p_value`` only where
+    it is the only choice (no per-query rows, or no bootstrap), which ``p_value_method`` says.
 
     *Aggregated counts (no per-query rows).* A cluster with a single query in a group (typically an
     aggregated table with a ``count`` column and no ``query_id``, where all attempts form one
@@ -625,22 +676,44 @@ class _Metric:
             # pooled-over-runs counts per cluster and their replicates: the calibrated interval's inputs
             # (clusters without a valid choice are left out, as they are of the means)
             seen = [c for c in clusters if obs[c].sum() > 0]
+            # resampled units per cluster (queries; attempts for multinomial replicates): the errors' small-sample
+            # variance correction
+            units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
+                     for c in clusters}
             self.cal_inputs = ([obs[c].sum(0) for c in seen],
-                               [np.rint(boot[c].sum(1)).astype(np.int64) for c in seen])
-            self.calibrated = (calibrated_mean_tv(*self.cal_inputs, confidence_level=level) if seen
+                               [np.rint(boot[c].sum(1)).astype(np.int64) for c in seen],
+                               [units[c] for c in seen])
+            self.units = units
+            self.calibrated = (calibrated_mean_tv(*self.cal_inputs[:2], n_units=self.cal_inputs[2],
+                                                  confidence_level=level) if seen
                                else CalibratedTV(np.nan, np.nan, np.nan, level, "none (no valid choice)", np.nan,
                                                  np.nan))
             self.cal_method = self.calibrated.method + (
                 "" if not self.n_multinomial else " on multinomial replicates" if self.n_multinomial == len(clusters)
                 else " on query-bootstrap and multinomial replicates")
             self.cal_cluster = [calibrated_mean_tv([obs[c].sum(0)], [np.rint(boot[c].sum(1)).astype(np.int64)],
-                                                   confidence_level=level)
+                                                   n_units=[units[c]], confidence_level=level)
                                 if cluster_corrected and obs[c].sum() > 0 else None
                                 for c in clusters]
         # Null: uniform multinomial chooser with the same valid counts per (cluster, run).
         n_cs = [obs[c].sum(-1).astype(np.int64) for c in clusters]             # each (S,)
         self.null_cluster_runs = np.stack([expected_tv_uniform(n, int(k)) for n, k in zip(n_cs, ks)])
         self.null_cluster_pooled = np.array([expected_tv_uniform(int(n.sum()), int(k)) for n, k in zip(n_cs, ks)])
+        # Test of "no bias" that respects the resampling unit: a fair chooser with the observed query heterogeneity.
+        # The replicates' per-run rates, centred on their mean (and scaled by sqrt(Q / (Q - 1)), the bootstrap's
+        # small-sample variance), are the errors of the rates; TV(1/K + error) is the statistic's law at delta = 0.
+        self.null_query = None
+        if r:
+            scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
+            cols = []
+            for c in clusters:
+                rates = rates_from_counts(boot[c])                                  # (R, S, K)
+                centred = (rates - _nanmean(rates, 0)[None]) * scale[c]
+                cols.append(0.5 * np.abs(centred).sum(-1))                           # (R, S); NaN: no valid choice
+            nq = np.stack(cols, axis=1)                                              # (R, C, S)
+            nq[:, np.isnan(self.per_cluster_obs)] = np.nan
+            self.null_query_sims = nq
+            self.null_query = _nanmean(_nanmean(nq, 1), 1)
         self.null_stat = None
         if n_null:
             sims = []
@@ -668,14 +741,40 @@ class _Metric:
     def stat(self):
         return float(_nanmean(self.per_run, 0))
 
+    @property
+    def p_method(self):
+        """``p_value_method`` of this metric's reported p-value (see :meth:`_p_values`)."""
+        if self.null_query is not None and self.n_multinomial < len(self.clusters):
+            return P_QUERY + ("" if not self.n_multinomial else
+                              f"; {self.n_multinomial} clusters without per-query rows: multinomial replicates "
+                              "(attempts assumed independent)")
+        if self.null_stat is not None:
+            return P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
+                                    if self.n_multinomial == len(self.clusters) and self.n_resamples
+                                    else ": no query bootstrap (n_resamples=0)")
+        return "none"
+
+    def _p_values(self, stat, null_query, null_multinomial, method=None):
+        """``p_value`` (query test unless every cluster is aggregated), ``p_value_multinomial`` and the method."""
+        def mc(null):
+            return float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
+        out = {"p_value_method": self.p_method if method is None else method}
+        if null_multinomial is not None:
+            out["p_value_multinomial"] = mc(null_multinomial)
+        if out["p_value_method"].startswith(P_QUERY):
+            out["p_value"] = mc(null_query)
+        elif null_multinomial is not None:
+            out["p_value"] = out["p_value_multinomial"]
+        return out
+
     def result(self, level, ci_method) -> TVResult:
         per_run = self.per_run[np.isfinite(self.per_run)]
         kw = {}
         if self.n_resamples:
             pct = percentile_ci(self.boot_stat, level)
-            bca = ci_method == "bca" and not self.n_multinomial
+            bca, note = _bca_usable(ci_method, not self.n_multinomial, self.boot_stat, self.stat, level)
             kw = dict(ci=bca_ci(self.boot_stat, self.stat, self.jack, level) if bca else pct,
-                      ci_method="bca" if bca else "percentile", ci_percentile=pct,
+                      ci_method="bca" if bca else "percentile", ci_percentile=pct, ci_note=note,
                       ci_pooled=percentile_ci(self.boot_pooled, level),
                       corrected=self.calibrated.estimate,
                       corrected_ci=ConfidenceInterval(self.calibrated.ci_low, self.calibrated.ci_high),
@@ -683,8 +782,7 @@ class _Metric:
                       normalised_ci=percentile_ci(self.boot_norm, level),
                       standard_error=float(np.nanstd(self.boot_stat, ddof=1)),
                       bootstrap_distribution=self.boot_stat)
-        if self.null_stat is not None:
-            kw["p_value"] = float((1 + np.sum(self.null_stat >= self.stat - 1e-12)) / (1 + len(self.null_stat)))
+        kw.update(self._p_values(self.stat, self.null_query, self.null_stat))
         return TVResult(
             metric=self.name, mean_over_runs=self.stat, sd_over_runs=float(np.std(per_run, ddof=0)),
             pooled=float(_nanmean(self.pooled_cluster_obs, 0)), n_runs=int(len(per_run)),
@@ -711,9 +809,13 @@ class _Metric:
                           corrected_method=cal.method + (" on multinomial replicates"
                                                          if self.clusters[i] in self._multinomial else ""))
         stat = float(per_run.mean()) if per_run.size else np.nan
-        if self.null_stat is not None:
-            null = _nanmean(self.null_sims[:, i, :], 1)
-            kw["p_value"] = float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
+        multinomial = self.clusters[i] in self._multinomial
+        nq = None if self.null_query is None or multinomial else _nanmean(self.null_query_sims[:, i, :], 1)
+        nm = None if self.null_stat is None else _nanmean(self.null_sims[:, i, :], 1)
+        method = (P_QUERY if nq is not None else "none" if nm is None else
+                  P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available" if multinomial
+                                   else ": no query bootstrap (n_resamples=0)"))
+        kw.update(self._p_values(stat, nq, nm, method))
         k = self.ks[i]
         return TVResult(
             metric=self.name, mean_over_runs=stat, sd_over_runs=float(np.std(per_run)) if per_run.size else np.nan,
@@ -737,9 +839,10 @@ class _Metric:
             boot = (api.boot_stat + pos.boot_stat) / 2
             pct = percentile_ci(boot, level)
             # the jackknife pairs leave-one-query-out values of both metrics: only when they share their clusters
-            bca = (ci_method == "bca" and not (api.n_multinomial or pos.n_multinomial)
-                   and list(pos.clusters) == list(api.clusters))
-            kw = dict(ci=bca_ci(boot, stat, (api.jack + pos.jack) / 2, level) if bca else pct, ci_method="bca" if bca else "percentile",
+            bca, note = _bca_usable(ci_method, not (api.n_multinomial or pos.n_multinomial)
+                                    and list(pos.clusters) == list(api.clusters), boot, stat, level)
+            kw = dict(ci=bca_ci(boot, stat, (api.jack + pos.jack) / 2, level) if bca else pct, ci_note=note,
+                      ci_method="bca" if bca else "percentile",
                       ci_percentile=pct, ci_pooled=percentile_ci((api.boot_pooled + pos.boot_pooled) / 2, level),
                       normalised_ci=percentile_ci((api.boot_norm + pos.boot_norm) / 2, level),
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
@@ -748,16 +851,19 @@ class _Metric:
                 # the same joint replicates carry the dependence between them, so the calibrated inversion
                 # applies as it is (issue 14: delta_model had no interval)
                 cal = calibrated_mean_tv(api.cal_inputs[0] + pos.cal_inputs[0], api.cal_inputs[1] + pos.cal_inputs[1],
-                                         confidence_level=level)
+                                         n_units=api.cal_inputs[2] + pos.cal_inputs[2], confidence_level=level)
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
                           corrected_method=api.cal_method + " (tool and position distributions jointly)")
             else:
                 kw.update(corrected=(api.calibrated.estimate + pos.calibrated.estimate) / 2,
                           corrected_method="mean of the two corrected values (no interval: some clusters have no "
                                            "known positions)")
-        if api.null_stat is not None and pos.null_stat is not None:
-            null = (api.null_stat + pos.null_stat) / 2
-            kw["p_value"] = float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
+        nq = (None if api.null_query is None or pos.null_query is None else (api.null_query + pos.null_query) / 2)
+        nm = (None if api.null_stat is None or pos.null_stat is None else (api.null_stat + pos.null_stat) / 2)
+        method = api.p_method if api.p_method == pos.p_method else (
+            P_QUERY + "; mixed with multinomial replicates" if nq is not None and api.p_method.startswith(P_QUERY)
+            else pos.p_method)
+        kw.update(api._p_values(stat, nq, nm, method))
         return TVResult(
             metric="delta_model", mean_over_runs=stat, sd_over_runs=float(np.std(finite)) if finite.size else np.nan,
             pooled=(a.pooled + p.pooled) / 2, n_runs=int(finite.size),
@@ -765,6 +871,20 @@ class _Metric:
             null_expected_pooled=(a.null_expected_pooled + p.null_expected_pooled) / 2,
             normalised=(a.normalised + p.normalised) / 2, normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
             confidence_level=level, **kw)
+
+
+def _bca_usable(ci_method, jackknife_ok, boot, stat, level):
+    """Whether ``ci`` may be the BCa interval, and the note saying why not: ``(bool, str)``."""
+    if ci_method != "bca":
+        return False, ""
+    if not jackknife_ok:
+        return False, "BCa needs a jackknife over queries (some clusters have none); percentile interval shown"
+    z0, degenerate = bca_bias_z0(boot, stat, level)
+    if degenerate:
+        share = float(np.mean(np.asarray(boot)[np.isfinite(boot)] < stat)) if np.isfinite(stat) else np.nan
+        return False, (f"BCa bias correction degenerate (z0 = {z0:.2f}: {share:.1%} of the replicates lie below the "
+                       "estimate, as near uniformity); percentile interval shown")
+    return True, ""
 
 
 def wilson_interval(count, n, confidence_level):
@@ -805,11 +925,12 @@ def _rate_table(cluster, tools, counts, boot_counts, level) -> pd.DataFrame:
 
 def _tv_row(r: TVResult) -> dict:
     return {
+        "corrected": r.corrected, "corrected_ci_low": r.corrected_ci.low, "corrected_ci_high": r.corrected_ci.high,
         "mean_over_runs": r.mean_over_runs, "sd_over_runs": r.sd_over_runs, "pooled": r.pooled, "n_runs": r.n_runs,
         "ci_low": r.ci.low, "ci_high": r.ci.high, "ci_method": r.ci_method,
         "ci_percentile_low": r.ci_percentile.low, "ci_percentile_high": r.ci_percentile.high,
-        "corrected": r.corrected, "corrected_ci_low": r.corrected_ci.low, "corrected_ci_high": r.corrected_ci.high,
-        "null_expected": r.null_expected, "p_value": r.p_value, "normalised": r.normalised,
+        "null_expected": r.null_expected, "p_value": r.p_value, "p_value_method": r.p_value_method,
+        "p_value_multinomial": r.p_value_multinomial, "normalised": r.normalised,
         "standard_error": r.standard_error,
     }
 

@@ -76,9 +76,13 @@ def key_findings(result, catalog=None, *, alpha=0.05) -> list:
                            "not distinguishable from a fair chooser") + f" ({fmt_p(r.p_value)})"
             else:
                 verdict = "not tested against a fair chooser (no null draws)"
-            corrected = f"; bias-corrected {corr}" if np.isfinite(r.corrected) else ""
-            s.append(f"The {_NAMES[m]} is {est} ({level} CI{corrected}); a fair chooser would show about "
-                     f"{fair} from noise alone, so it is {verdict}.")
+            # the interval for the true delta leads (issue 21); the plug-in and its interval follow, labelled
+            if np.isfinite(r.corrected) and np.all(np.isfinite(r.corrected_ci)):
+                lead = (f"The {_NAMES[m]} is {corr} (bias-corrected, {level} calibrated CI; plug-in {est}, whose "
+                        "interval covers the expected plug-in value, not the true bias)")
+            else:
+                lead = f"The {_NAMES[m]} is {est} (plug-in, {level} CI)"
+            s.append(f"{lead}; a fair chooser would show about {fair} from noise alone, so it is {verdict}.")
         fav = _favoured(g, catalog)
         if fav:
             (t_hi, c_hi, r_hi, u_hi), (t_lo, c_lo, r_lo, u_lo) = fav

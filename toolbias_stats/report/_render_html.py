@@ -328,15 +328,17 @@ def _section_bias(result) -> str:
                 corrected = fmt_estimate_ci(r.corrected, r.corrected_ci)
                 if np.isfinite(r.corrected) and not np.all(np.isfinite(r.corrected_ci)):
                     corrected += " (no interval)"
-                vals = [_mean_sd(r), fmt_ci(r.ci), fmt_num(r.pooled), corrected,
+                plug_ci = fmt_ci(r.ci) + ("*" if r.ci_method != result.ci_method else "")
+                vals = [corrected, _mean_sd(r), plug_ci, fmt_num(r.pooled),
                         fmt_num(r.null_expected), fmt_p(r.p_value, prefix=False),
                         f"{fmt_int(g.rows['used'])} / {fmt_int(g.rows['total'] - g.rows['used'])}"]
                 cells += [f'<td class="num"{cls}>{_e(v)}</td>' for v in vals]
             body.append("<tr>" + "".join(cells) + "</tr>")
             first = False
-    head = (f"<tr>{key_heads}<th>metric</th><th class=\"num\">mean \u00b1 sd<br>over runs</th>"
-            f"<th class=\"num\">{_e(level)} {_e(ci_name)}<br>CI</th><th class=\"num\">pooled<br>runs</th>"
-            f"<th class=\"num\">bias-corrected<br>[{_e(level)} calibrated CI]</th>"
+    head = (f"<tr>{key_heads}<th>metric</th>"
+            f"<th class=\"num\">true &delta;: bias-corrected<br>[{_e(level)} calibrated CI]</th>"
+            "<th class=\"num\">plug-in: mean \u00b1 sd<br>over runs</th>"
+            f"<th class=\"num\">plug-in {_e(level)}<br>{_e(ci_name)} CI</th><th class=\"num\">pooled<br>runs</th>"
             "<th class=\"num\">uniform<br>chooser</th><th class=\"num\">p<br>(no bias)</th>"
             "<th class=\"num\">rows used /<br>excluded</th></tr>")
     detailed = _table(head, body, caption="Each metric with its uncertainty (one block of rows per group).",
@@ -355,12 +357,29 @@ _e(getattr(result, "interval_method", "")) + ")"}.</p>
 <p><strong>Plug-in bias.</strong> The TV of the <em>observed</em> rates overstates the true bias: sampling noise alone
 makes observed rates uneven, so even a perfectly fair (uniform) chooser with the same numbers of valid choices would
 score about {_e(fmt_range(nulls))} here (column &ldquo;uniform chooser&rdquo;). The <em>bias-corrected</em> column
-removes this upward bias, and its calibrated interval is the one meant to cover the true TV at the stated level
-(test inversion on the same bootstrap replicates). The p-value is the Monte-Carlo probability
-({_e(fmt_int(result.n_null))} draws) that a uniform chooser scores at least the observed value; it cannot go below
-1/(draws + 1).</p>
+(first) removes this upward bias, and its calibrated interval is the one meant to cover the true TV at the stated
+level (test inversion on the same bootstrap replicates): it is the interval to report. The plug-in intervals cover the
+expected plug-in value, not the true TV, near uniformity; an asterisk marks a percentile interval shown where BCa's
+bias correction is degenerate. {_p_note(result)}</p>
 </div>"""
     return f"{compact}\n{note}\n{detailed}"
+
+
+def _p_note(result) -> str:
+    """What the p-value column is (issue 21: the test keeps the resampling unit; multinomial only where it must)."""
+    methods = {getattr(g, m).p_value_method for g in result.groups for m in _METRICS if getattr(g, m) is not None}
+    query = any(pm.startswith("query bootstrap") for pm in methods)
+    multi = any(pm.startswith("uniform multinomial") for pm in methods)
+    text = []
+    if query:
+        text.append(f"The p-value of &ldquo;no bias&rdquo; compares the estimate with a fair chooser that has the "
+                    f"observed differences between queries (centred query-bootstrap replicates, "
+                    f"{_e(fmt_int(result.n_resamples))}; it cannot go below 1/(replicates + 1)).")
+    if multi:
+        text.append(f"{'Where there are no per-query rows (or no bootstrap), the' if query else 'The'} p-value is "
+                    f"that of a uniform multinomial chooser ({_e(fmt_int(result.n_null))} draws), which assumes "
+                    "independent attempts: too small when queries differ.")
+    return " ".join(text)
 
 
 def _section_clusters(study, result) -> str:

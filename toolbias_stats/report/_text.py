@@ -23,22 +23,27 @@ def resampling_note(n_resamples, confidence_level, unit="bootstrap") -> str:
 def format_bias_table(result) -> str:
     """Table-1-style text table of a :class:`~toolbias_stats.BiasResult`."""
     rows = []
+    shown = [getattr(g, m) for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")
+             if getattr(g, m) is not None]
+    kinds = {r.ci_method for r in shown}
+    ci_kind = kinds.pop() if len(kinds) == 1 else result.ci_method    # '*' marks rows whose interval differs
     for g in result.groups:
         label = ", ".join(f"{v}" for v in g.keys.values()) or "all"
         for m in ("delta_api", "delta_pos", "delta_model"):
             r = getattr(g, m)
             if r is None:
-                rows.append({"group": label, "metric": m, "estimate": "- (positions unknown)"})
+                rows.append({"group": label, "metric": m, "corrected": "- (positions unknown)"})
                 continue
+            # the interval for the true delta first (calibrated); the plug-in's own interval after it (issue 21)
             rows.append({
                 "group": label,
                 "metric": m,
-                "estimate": (fmt_mean_sd(r.mean_over_runs, r.sd_over_runs) if r.n_runs > 1
-                             else f"{fmt_num(r.mean_over_runs)} (1 run)"),
-                f"{r.ci_method} CI": fmt_ci(r.ci),
-                "pooled": fmt_num(r.pooled),
                 "corrected": fmt_num(r.corrected),
-                "corrected CI": fmt_ci(r.corrected_ci),
+                "CI (true δ)": fmt_ci(r.corrected_ci),
+                "plug-in": (fmt_mean_sd(r.mean_over_runs, r.sd_over_runs) if r.n_runs > 1
+                            else f"{fmt_num(r.mean_over_runs)} (1 run)"),
+                f"plug-in {ci_kind} CI": fmt_ci(r.ci) + ("*" if r.ci_method != ci_kind else ""),
+                "pooled": fmt_num(r.pooled),
                 "null E[TV]": fmt_num(r.null_expected),
                 "p(no bias)": fmt_p(r.p_value),
                 "used": str(g.rows["used"]),
@@ -48,15 +53,25 @@ def format_bias_table(result) -> str:
     method = getattr(result, "interval_method", "query bootstrap")
     kind = "query-bootstrap" if method.startswith(("query bootstrap", "none")) else "resampled"
     if not result.n_resamples:   # --bootstrap 0: no interval column, no "0 replicates, 95% CIs"
+        if "plug-in" in table.columns:   # positions unknown: say so where the estimate would be
+            table["plug-in"] = table["plug-in"].where(table["plug-in"] != "", table["corrected"])
         table = table.drop(columns=[c for c in table.columns
-                                    if c.endswith(" CI") and set(table[c]) <= {MISSING, ""}])
-        for c in ("corrected",):
-            if c in table.columns and set(table[c]) <= {MISSING, ""}:
-                table = table.drop(columns=c)
+                                    if c == "corrected" or c.endswith(" CI") or c.startswith("CI ")])
     head = (f"Tool-selection bias (TV to uniform); mean ± sd over runs; "
-            f"{resampling_note(result.n_resamples, result.confidence_level, kind)}; seed {result.seed}.\n"
-            "'null E[TV]' is what a perfectly fair chooser would show with the same counts"
-            + ("; 'corrected' removes that plug-in bias (calibrated CI)." if "corrected" in table.columns else "."))
+            f"{resampling_note(result.n_resamples, result.confidence_level, kind)}; seed {result.seed}.\n")
+    if "corrected" in table.columns:
+        head += ("'corrected' and 'CI (true δ)': the bias-corrected δ and its calibrated interval, the interval to "
+                 "report. 'plug-in' is the paper's estimate; its CI covers E[plug-in], which lies above the true δ "
+                 "near uniformity. 'null E[TV]' is what a perfectly fair chooser would show with the same counts.")
+    else:
+        head += "'null E[TV]' is what a perfectly fair chooser would show with the same counts."
+    if result.n_resamples and any(r.ci_method != ci_kind for r in shown):
+        head += (f"\n* percentile interval instead of {ci_kind}: its bias correction is degenerate there (|z0| > z/2, "
+                 "as near uniformity) or there is no jackknife over queries (`ci_note` in the JSON).")
+    p_methods = {r.p_value_method for r in shown}
+    if any(pm.startswith("uniform multinomial") for pm in p_methods):
+        head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
+                 "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
     if kind != "query-bootstrap":   # aggregated counts (issue 13): say which intervals these are
         head += (f"\nIntervals: {method}. Clusters with no per-query rows (a table of counts) cannot be "
                  "query-bootstrapped; their replicates are multinomial draws of the observed counts, and 'used' / "
