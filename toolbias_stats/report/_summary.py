@@ -1,0 +1,148 @@
+"""The bias report's first screen in words: at most five sentences across all groups (issue 26).
+
+Generated from the numbers of :func:`~toolbias_stats.plots._overview.bias_overview_rows` and
+:func:`~toolbias_stats.plots._overview.rate_gap_table` (the same rows the overview figures draw), so figure and text
+show the same numbers. Each sentence covers every group at once; none is repeated per model (the per-group findings
+of :func:`~toolbias_stats.report.key_findings` stay in the report, collapsed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._format import fmt_estimate_ci, fmt_level, fmt_num
+
+__all__ = ["bias_summary"]
+
+_NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
+
+
+def _names(items) -> str:
+    items = [str(x) for x in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _pct(x) -> str:
+    return "\u2013" if not np.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def bias_summary(result, catalog=None) -> list:
+    """At most five plain sentences summarising a :class:`~toolbias_stats.BiasResult` across its groups.
+
+    Parameters
+    ----------
+    result : BiasResult
+    catalog : ToolCatalog, optional
+        For readable tool names.
+
+    Returns
+    -------
+    list of str
+        Plain text (the HTML layer escapes it), in this order, each only when its numbers exist: which groups are
+        distinguishable from a fair chooser (calibrated interval above 0 and p-value below 1 - confidence level)
+        in tool choice and in list position; the largest tool bias δ_API and the largest position bias δ_pos with
+        their bias-corrected values and calibrated intervals and the fair-chooser reference; the most favoured tool
+        overall (largest selection rate minus 1/K averaged over groups); how the first listed position fares
+        against 1/K. Empty for a result without groups.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> sim = tbs.simulate.simulate_selection_log(n_clusters=2, n_queries=10, rng=0)     # doctest: +SKIP
+    >>> bias_summary(tbs.selection_bias(sim.log, by="model", rng=1))                     # doctest: +SKIP
+    """
+    from ..plots._overview import bias_overview_rows, rate_gap_table
+
+    rows = bias_overview_rows(result)
+    if not rows:
+        return []
+    lv = fmt_level(result.confidence_level)
+    alpha = 1 - result.confidence_level
+    n = len(rows)
+    noun = "model" if list(result.by) == ["model"] else "group"
+    nouns = noun + ("s" if n != 1 else "")
+    out = []
+
+    # 1. which are distinguishable from a fair chooser
+    parts = []
+    for m in ("delta_api", "delta_pos"):
+        tested = [r for r in rows if r[m] is not None]
+        if not tested:
+            continue
+        yes = [r["label"] for r in tested if r[m]["distinguishable"]]
+        if not yes:
+            parts.append((m, f"none in {_NAME[m]}"))
+        elif len(yes) == len(tested):
+            parts.append((m, f"{'all' if len(tested) > 1 else 'it'} in {_NAME[m]}"))
+        else:
+            parts.append((m, f"{_names(yes)} in {_NAME[m]}"))
+    if parts:
+        any_yes = any(r[m] is not None and r[m]["distinguishable"] for r in rows for m in ("delta_api", "delta_pos"))
+        scope = f"the only {noun}" if n == 1 else f"the {n} {nouns}"
+        if not any_yes:
+            out.append(f"No {noun} is distinguishable from a fair chooser: for {scope}, the bias-corrected {lv} "
+                       f"interval of \u03b4 reaches 0 or the p-value of \u201cno bias\u201d is above {alpha:g}, "
+                       "in tool choice and in list position alike." if n > 1 else
+                       f"The {noun} is not distinguishable from a fair chooser, in tool choice or in list position "
+                       f"(bias-corrected {lv} interval reaching 0 or p-value above {alpha:g}).")
+        elif all(p.startswith(("all ", "it ")) for _, p in parts):
+            what = " and in ".join(_NAME[m] for m, _ in parts)
+            subject = f"All {n} {nouns} are" if n > 1 else f"The {noun} is"
+            out.append(f"{subject} distinguishable from a fair chooser in {what} (bias-corrected {lv} interval "
+                       f"above 0 and p < {alpha:g}).")
+        else:
+            out.append(f"Distinguishable from a fair chooser, of {scope}: " + "; ".join(p for _, p in parts)
+                       + f" (bias-corrected {lv} interval above 0 and p < {alpha:g}).")
+
+    # 2./3. largest tool bias and largest position bias, with intervals
+    for m, what in (("delta_api", "tool bias \u03b4_API"), ("delta_pos", "position bias \u03b4_pos")):
+        cand = [r for r in rows if r[m] is not None and np.isfinite(r[m]["corrected"])]
+        if not cand:
+            continue
+        top = max(cand, key=lambda r: r[m]["corrected"])
+        s = top[m]
+        where = f" ({top['label']})" if n > 1 or top["label"] != "all" else ""
+        est = fmt_estimate_ci(s["corrected"], (s["low"], s["high"]))
+        out.append(f"The largest {what} is {est}{where}, bias-corrected with its {lv} calibrated interval; a fair "
+                   f"chooser would show about {fmt_num(s['null_expected'])} from noise alone.")
+
+    # 4. the most favoured tool overall
+    tools = rate_gap_table(result, catalog, kind="tool")
+    tools = tools[np.isfinite(tools["gap"])]
+    if not tools.empty:
+        mean = tools.groupby(["cluster", "item"], sort=False).agg(gap=("gap", "mean"), rate=("rate", "mean"),
+                                                                   K=("K", "first"))
+        (cid, item), best = next(iter(mean.sort_values("gap", ascending=False, kind="stable").iterrows()))
+        per = tools[(tools["cluster"] == cid) & (tools["item"] == item)]
+        text = (f"The most favoured tool overall is {item} (cluster {cid}), chosen {_pct(best['rate'])} of the time"
+                f"{' on average over ' + nouns if per['group'].nunique() > 1 else ''} against "
+                f"{_pct(1 / best['K'])} for a fair chooser")
+        if per["group"].nunique() > 1:
+            hi = per.loc[per["rate"].idxmax()]
+            text += f" (most by {hi['group']}, {_pct(hi['rate'])})"
+        out.append(text + ".")
+
+    # 5. the first listed position against 1/K
+    pos = rate_gap_table(result, catalog, kind="position")
+    pos = pos[(pos["index"] == 1) & np.isfinite(pos["gap"])]
+    if not pos.empty:
+        per = pos.groupby("group", sort=False).agg(rate=("rate", "mean"), fair=("K", lambda k: float(np.mean(1 / k))))
+        # "more often" only where the position bias is distinguishable too: a point estimate above 1/K is noise
+        clear = {r["label"] for r in rows if r["delta_pos"] is not None and r["delta_pos"]["distinguishable"]}
+        above = [g for g in per.index[per["rate"] > per["fair"]] if g in clear]
+        fair = float(np.mean(1 / pos["K"]))
+        if len(per) == 1:
+            r = per.iloc[0]
+            out.append(f"The first listed tool is chosen {_pct(r['rate'])} of the time on average over clusters, "
+                       f"{'more' if r['rate'] > r['fair'] else 'less'} than the {_pct(r['fair'])} of a fair chooser.")
+        else:
+            lo, hi = per["rate"].idxmin(), per["rate"].idxmax()
+            count = ("every" if len(above) == len(per) else "no" if not above else f"{len(above)} of the {len(per)}")
+            which = f" ({_names(above)})" if 0 < len(above) <= 3 and len(above) < len(per) else ""
+            verb = noun if count in ("every", "no") else nouns
+            out.append(f"The first listed tool is chosen more often than a fair chooser (1/K, {_pct(fair)} on "
+                       f"average; with a distinguishable position bias) by {count} {verb}{which}: from {_pct(per.at[lo, 'rate'])} ({lo}) to "
+                       f"{_pct(per.at[hi, 'rate'])} ({hi}) on average over clusters.")
+    return out[:5]
