@@ -139,10 +139,20 @@ def bias_summary(result, catalog=None) -> list:
                        f"{'more' if r['rate'] > r['fair'] else 'less'} than the {_pct(r['fair'])} of a fair chooser.")
         else:
             lo, hi = per["rate"].idxmin(), per["rate"].idxmax()
-            count = ("every" if len(above) == len(per) else "no" if not above else f"{len(above)} of the {len(per)}")
             which = f" ({_names(above)})" if 0 < len(above) <= 3 and len(above) < len(per) else ""
-            verb = noun if count in ("every", "no") else nouns
-            out.append(f"The first listed tool is chosen more often than a fair chooser (1/K, {_pct(fair)} on "
-                       f"average; with a distinguishable position bias) by {count} {verb}{which}: from {_pct(per.at[lo, 'rate'])} ({lo}) to "
-                       f"{_pct(per.at[hi, 'rate'])} ({hi}) on average over clusters.")
+            span = (f"from {_pct(per.at[lo, 'rate'])} ({lo}) to {_pct(per.at[hi, 'rate'])} ({hi}) on average over "
+                    "clusters")
+            ref = f"a fair chooser (1/K, {_pct(fair)} on average)"
+            if len(above) == len(per):
+                subject = (f"Every {noun} chooses" if len(per) == n else
+                           f"All {len(per)} {nouns} with known list positions choose")
+                out.append(f"{subject} the first listed tool more often than {ref}, with a distinguishable "
+                           f"position bias: {span}.")
+            elif not above:
+                out.append(f"No {noun} chooses the first listed tool distinguishably more often than {ref}: {span}.")
+            else:
+                verb = "chooses" if len(above) == 1 else "choose"
+                known = "" if len(per) == n else " with known list positions"
+                out.append(f"{len(above)} of the {len(per)} {nouns}{known}{which} {verb} the first listed tool more often "
+                           f"than {ref}, with a distinguishable position bias: {span}.")
     return out[:5]
