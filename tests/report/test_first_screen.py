@@ -217,3 +217,27 @@ def test_first_screen_in_browser(bundled, tmp_path):
         assert 0 <= top < bottom <= 900, (key, pos[key])                  # wholly inside the first screen
         assert 0 <= left < right <= 1280, (key, pos[key])
     assert png.stat().st_size > 10_000
+
+
+def test_quarto_template_opens_with_the_summary(tmp_path):
+    """The Quarto template (run as a notebook) shows the same summary first, then the collapsed per-group findings."""
+    pytest.importorskip("jupytext")
+    pytest.importorskip("nbclient")
+    from tests.report.test_quarto import STUDY, _outputs
+    from toolbias_stats.cli._commands import main
+    from toolbias_stats.report import qmd_to_notebook, run_notebook
+
+    assert main(["report", str(STUDY), "--format", "qmd", "--out", str(tmp_path), "--bootstrap", "50",
+                 "--seed", "5"]) == 0
+    nb = run_notebook(qmd_to_notebook(tmp_path / "report.qmd", parameters={"sections": "findings"}), cwd=tmp_path)
+    errors, text = _outputs(nb)
+    assert not errors, errors
+    study = tbs.read_study(STUDY)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = tbs.selection_bias(study, by="model", n_resamples=50, rng=5)
+    summary = bias_summary(res, study.catalog)
+    assert 1 <= len(summary) <= 5
+    for sentence in summary:
+        assert sentence in text
+    assert text.index(summary[0]) < text.index("<details><summary>Findings per group</summary>")
