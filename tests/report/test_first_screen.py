@@ -28,6 +28,7 @@ from toolbias_stats.simulate import simulate_selection_log
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / ".test-artifacts"
+STUDY = ROOT / "data" / "biasbusters" / "study.toml"
 BIASED_TOOLS = [8, 1, 1, 1, 1]
 BIASED_POS = [6, 1, 1, 1, 1]
 SCENARIOS = {"all_fair": [False] * 3, "one_biased": [False, True, False], "all_biased": [True] * 3}
@@ -191,9 +192,9 @@ window.addEventListener('load', () => {
 
 
 def test_first_screen_in_browser(bundled, tmp_path):
-    from tests.report.test_browser import _find_chromium
+    import shutil
 
-    chromium = _find_chromium()
+    chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if chromium is None:
         pytest.skip("no Chromium (Debian package `chromium`): the first screen was not checked in a browser")
     _, _, page = bundled
@@ -223,15 +224,16 @@ def test_quarto_template_opens_with_the_summary(tmp_path):
     """The Quarto template (run as a notebook) shows the same summary first, then the collapsed per-group findings."""
     pytest.importorskip("jupytext")
     pytest.importorskip("nbclient")
-    from tests.report.test_quarto import STUDY, _outputs
     from toolbias_stats.cli._commands import main
     from toolbias_stats.report import qmd_to_notebook, run_notebook
 
     assert main(["report", str(STUDY), "--format", "qmd", "--out", str(tmp_path), "--bootstrap", "50",
                  "--seed", "5"]) == 0
     nb = run_notebook(qmd_to_notebook(tmp_path / "report.qmd", parameters={"sections": "findings"}), cwd=tmp_path)
-    errors, text = _outputs(nb)
-    assert not errors, errors
+    outs = [o for c in nb.cells for o in c.get("outputs", [])]
+    assert not [o for o in outs if o.get("output_type") == "error"]
+    text = "\n".join("".join(v) if isinstance(v, list) else str(v)
+                     for o in outs for k, v in o.get("data", {}).items() if k in ("text/markdown", "text/html"))
     study = tbs.read_study(STUDY)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -241,3 +243,35 @@ def test_quarto_template_opens_with_the_summary(tmp_path):
     for sentence in summary:
         assert sentence in text
     assert text.index(summary[0]) < text.index("<details><summary>Findings per group</summary>")
+
+
+# -- TOOL-SHADOW: the same first screen ------------------------------------------------------------------
+def _shadow(effect, rng=1):
+    from toolbias_stats.shadow import ShadowAudit, simulate_audit, tool_shadow
+
+    a = simulate_audit(300, 8, position_effect=effect, rng=rng).rows
+    a["harness"] = np.where(a["turn_id"] <= "t00150", "h1", "h2")
+    return tool_shadow(ShadowAudit.from_frame(a, group_columns=("harness",)), n_resamples=100, n_weight_draws=100,
+                       rng=1)
+
+
+def test_shadow_summary_biased_and_fair():
+    from toolbias_stats.report._shadow_html import render_shadow_section
+    from toolbias_stats.report._summary import shadow_summary
+
+    res = _shadow(2.0)
+    s = shadow_summary(res)
+    assert 1 <= len(s) <= 5
+    assert s[0] == (f"All 2 harnesses score above 50 (no positional bias) on the {res.scale} scale, with the 95% "
+                    "interval above 50.")
+    top = max(res.groups, key=lambda g: g.pbs[res.scale].estimate)
+    assert fmt_estimate_ci(top.pbs[res.scale].estimate, top.pbs[res.scale].ci, 1) in s[1]
+    page = render_shadow_section(res)
+    assert page.index('id="shadow-summary"') < page.index("Positional Bias Score per harness")
+    assert page.index('id="shadow-overview-figure"') < page.index("Domain breakdown:")
+    fair_res = _shadow(0.0)
+    assert all(g.pbs[fair_res.scale].ci[0] <= 50 for g in fair_res.groups)   # this seed: both intervals reach 50
+    fair = shadow_summary(fair_res)
+    assert fair[0].startswith("No harness scores distinguishably above 50")
+    starts = [" ".join(x.split()[:3]) for x in fair]
+    assert len(set(starts)) == len(starts)                                     # no sentence per harness

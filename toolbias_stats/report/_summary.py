@@ -12,7 +12,7 @@ import numpy as np
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num
 
-__all__ = ["bias_summary"]
+__all__ = ["bias_summary", "shadow_summary"]
 
 _NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
 
@@ -155,4 +155,74 @@ def bias_summary(result, catalog=None) -> list:
                 known = "" if len(per) == n else " with known list positions"
                 out.append(f"{len(above)} of the {len(per)} {nouns}{known}{which} {verb} the first listed tool more often "
                            f"than {ref}, with a distinguishable position bias: {span}.")
+    return out[:5]
+
+
+def shadow_summary(result, *, scale=None) -> list:
+    """At most four plain sentences summarising a TOOL-SHADOW :class:`~toolbias_stats.shadow.ShadowResult`.
+
+    Parameters
+    ----------
+    result : ShadowResult
+    scale : {"paper", "effect"}, optional
+        The scale the sentences use; default ``result.scale``.
+
+    Returns
+    -------
+    list of str
+        Which harnesses score above 50 (no bias) with the bootstrap interval above 50; the highest PBS with its
+        interval and weight-sensitivity band; which harnesses exceed 60 (per-domain breakdown mandatory); the domain
+        contributing most to the score, over harnesses. Each sentence covers all harnesses at once. Empty without
+        harnesses.
+
+    Examples
+    --------
+    >>> from toolbias_stats.shadow import ShadowAudit, simulate_audit, tool_shadow        # doctest: +SKIP
+    >>> res = tool_shadow(ShadowAudit.from_frame(simulate_audit(200, 6, rng=1).rows), rng=1)   # doctest: +SKIP
+    >>> shadow_summary(res)                                                                # doctest: +SKIP
+    """
+    from ._shadow_html import _DOMAINS, _NAMES, _label
+
+    scale = result.scale if scale is None else scale
+    groups = list(result.groups)
+    if not groups:
+        return []
+    n = len(groups)
+    lv = fmt_level(result.confidence_level)
+    label = {id(g): _label(g.keys) for g in groups}
+    out = []
+    above = [label[id(g)] for g in groups if np.isfinite(g.pbs[scale].ci[0]) and g.pbs[scale].ci[0] > 50]
+    if not above:
+        out.append(f"No harness scores distinguishably above 50 (no positional bias) on the {scale} scale: every "
+                   f"{lv} interval reaches 50." if n > 1 else
+                   f"The harness does not score distinguishably above 50 (no positional bias) on the {scale} scale: "
+                   f"its {lv} interval reaches 50.")
+    elif len(above) == n:
+        out.append(f"{'All ' + str(n) + ' harnesses score' if n > 1 else 'The harness scores'} above 50 (no "
+                   f"positional bias) on the {scale} scale, with the {lv} interval above 50.")
+    else:
+        out.append(f"{len(above)} of the {n} harnesses ({_names(above)}) score above 50 (no positional bias) on the "
+                   f"{scale} scale with the {lv} interval above 50.")
+    finite = [g for g in groups if np.isfinite(g.pbs[scale].estimate)]
+    if finite:
+        top = max(finite, key=lambda g: g.pbs[scale].estimate)
+        p = top.pbs[scale]
+        where = f" for {label[id(top)]}" if n > 1 else ""
+        out.append(f"The highest PBS is {fmt_estimate_ci(p.estimate, p.ci, 1)}{where} ({lv} turn-level bootstrap), "
+                   f"{fmt_num(p.sensitivity[0], 1)} to {fmt_num(p.sensitivity[1], 1)} under other plausible weights.")
+    over = [label[id(g)] for g in groups if np.isfinite(g.pbs[scale].estimate) and g.pbs[scale].estimate > 60]
+    if over:
+        out.append(f"Above 60, where the per-domain breakdown is mandatory: {_names(over)}.")
+    totals = {}
+    for g in groups:
+        for d in _DOMAINS:
+            s = g.domains[d]
+            c = s.contribution(scale) if s.available else np.nan
+            if np.isfinite(c):
+                totals.setdefault(d, []).append(c)
+    if totals:
+        d = max(totals, key=lambda k: np.mean(totals[k]))
+        out.append(f"The domain contributing most to the score is {d} ({_NAMES[d]}), "
+                   f"{fmt_num(float(np.mean(totals[d])), 2)} on average over "
+                   f"{'harnesses' if n > 1 else 'the harness'}.")
     return out[:5]
