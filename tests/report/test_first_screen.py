@@ -275,3 +275,38 @@ def test_shadow_summary_biased_and_fair():
     assert fair[0].startswith("No harness scores distinguishably above 50")
     starts = [" ".join(x.split()[:3]) for x in fair]
     assert len(set(starts)) == len(starts)                                     # no sentence per harness
+
+
+# -- ToolSense: sentences first ----------------------------------------------------------------------------
+def test_toolsense_summary(tmp_path):
+    import json as _json
+
+    import toolbias_stats.toolsense as ts
+    from toolbias_stats.report._summary import toolsense_summary
+    from toolbias_stats.report._toolsense_html import render_toolsense_section
+
+    tiers = ["easy", "medium", "hard"] * 4
+    bench_recs, preds = [], []
+    for i, tier in enumerate(tiers):
+        tools = [{"tool_name": f"{n}{i}&&go", "tool_title": f"{n}{i}", "tool_description": "x", "api_title": "go",
+                  "api_description": "None"} for n in ("t", "d")]
+        gt = tools[0] if tier == "easy" else [tools[0]]
+        bench_recs.append({"sample_id": f"s{i}", "query": f"q{i}", "tool": gt, "complexity": tier,
+                           "analyzed_tools": tools})
+        right, wrong = ["t" + str(i) + "&&go"], ["d" + str(i) + "&&go"]
+        preds.append({"sample_id": f"s{i}", "constrained": right if tier != "hard" or i % 2 else wrong,
+                      "free": right if tier == "easy" else wrong})
+    (tmp_path / "b.jsonl").write_text("\n".join(_json.dumps(r) for r in bench_recs))
+    (tmp_path / "p.jsonl").write_text("\n".join(_json.dumps(r) for r in preds))
+    bench = ts.read_rrb(tmp_path / "b.jsonl")
+    res = ts.retrieval_recall(bench, {"m": ts.read_rrb_predictions(tmp_path / "p.jsonl", bench)}, k=[1],
+                              n_resamples=50, rng=0)
+    s = toolsense_summary(res)
+    assert 1 <= len(s) <= 4, s
+    rc = res.estimates[("m", "all", 1)]["rc"]
+    assert s[0] == f"The constrained recall Rc@1 over all tiers is {fmt_estimate_ci(rc.estimate, rc.ci)}, with 95% " \
+                   "query-bootstrap interval."
+    assert s[-1].startswith("The hard tier is the hardest to retrieve"), s
+    assert s[1].startswith("Free recall Rf@1 falls below constrained recall: "), s
+    page = render_toolsense_section(retrieval=res)
+    assert page.index('id="toolsense-summary"') < page.index("<figure")

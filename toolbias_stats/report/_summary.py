@@ -12,7 +12,7 @@ import numpy as np
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num
 
-__all__ = ["bias_summary", "shadow_summary"]
+__all__ = ["bias_summary", "shadow_summary", "toolsense_summary"]
 
 _NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
 
@@ -225,4 +225,73 @@ def shadow_summary(result, *, scale=None) -> list:
         out.append(f"The domain contributing most to the score is {d} ({_NAMES[d]}), "
                    f"{fmt_num(float(np.mean(totals[d])), 2)} on average over "
                    f"{'harnesses' if n > 1 else 'the harness'}.")
+    return out[:5]
+
+
+def toolsense_summary(retrieval, comparisons=None, *, alpha=0.05) -> list:
+    """At most four plain sentences summarising ToolSense retrieval (and its paired comparisons) across configurations.
+
+    Parameters
+    ----------
+    retrieval : RetrievalResult
+    comparisons : ComparisonResult, optional
+    alpha : float, default 0.05
+        Level of the Holm-adjusted McNemar tests counted in the last sentence.
+
+    Returns
+    -------
+    list of str
+        The best constrained recall Rc@k (largest k, all tiers) with its interval and its configuration; the
+        largest gap between constrained and free recall (Rc@k - Rf@k: what the model knows only when the tools are
+        listed); the tier with the lowest Rc@k; how many paired comparisons differ (Holm-adjusted p <= ``alpha``).
+        Each sentence covers all configurations at once.
+
+    Examples
+    --------
+    >>> toolsense_summary(res)        # doctest: +SKIP
+    """
+    res = retrieval
+    k = max(res.ks)
+    configs = list(res.configs)
+    if not configs:
+        return []
+    lv = fmt_level(res.confidence_level)
+    many = len(configs) > 1
+    out = []
+
+    def est(c, tier, m):
+        e = res.estimates.get((c, tier, k))
+        return None if e is None else e.get(m)
+
+    rc = [(c, est(c, "all", "rc")) for c in configs]
+    rc = [(c, e) for c, e in rc if e is not None and np.isfinite(e.estimate)]
+    if rc:
+        c, e = max(rc, key=lambda x: x[1].estimate)
+        out.append(f"The {'best ' if many else ''}constrained recall Rc@{k} over all tiers is "
+                   f"{fmt_estimate_ci(e.estimate, e.ci)}{f' ({c})' if many else ''}, with {lv} query-bootstrap "
+                   "interval.")
+    gaps = []
+    for c in configs:
+        a, b = est(c, "all", "rc"), est(c, "all", "rf")
+        if a is not None and b is not None and np.isfinite(a.estimate) and np.isfinite(b.estimate):
+            gaps.append((a.estimate - b.estimate, c, a.estimate, b.estimate))
+    if gaps:
+        g, c, a, b = max(gaps)
+        out.append(f"Free recall Rf@{k} falls {'furthest ' if many else ''}below constrained recall"
+                   f"{f' for {c}' if many else ''}: {fmt_num(b)} against {fmt_num(a)} (a gap of {fmt_num(g)}).")
+    tiers = []
+    for t in ("easy", "medium", "hard"):
+        vals = [est(c, t, "rc") for c in configs]
+        vals = [v.estimate for v in vals if v is not None and np.isfinite(v.estimate)]
+        if vals:
+            tiers.append((float(np.mean(vals)), t))
+    if len(tiers) > 1:
+        v, t = min(tiers)
+        out.append(f"The {t} tier is the hardest to retrieve: Rc@{k} {fmt_num(v)}"
+                   f"{' on average over configurations' if many else ''}.")
+    if comparisons is not None and len(comparisons.table):
+        tab = comparisons.table
+        n_sig = int((tab["p_holm"] <= alpha).sum())
+        out.append(f"{n_sig} of the {len(tab)} paired comparisons differ (exact McNemar, Holm-adjusted "
+                   f"p \u2264 {alpha:g}).")
     return out[:5]
