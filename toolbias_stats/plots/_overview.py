@@ -39,7 +39,7 @@ def bias_overview_rows(result, *, alpha=None) -> list:
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> log = tbs.simulate.uniform_log(n_queries=20, k=4, rng=1)         # doctest: +SKIP
+    >>> log = tbs.simulate.simulate_selection_log(n_queries=20, rng=1).log         # doctest: +SKIP
     >>> rows = bias_overview_rows(tbs.selection_bias(log, rng=1))       # doctest: +SKIP
     """
     alpha = 1 - result.confidence_level if alpha is None else float(alpha)
@@ -86,7 +86,7 @@ def rate_gap_table(result, catalog=None, *, kind="tool") -> pd.DataFrame:
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> res = tbs.selection_bias(tbs.simulate.uniform_log(n_queries=20, k=4, rng=1), rng=1)   # doctest: +SKIP
+    >>> res = tbs.selection_bias(tbs.simulate.simulate_selection_log(n_queries=20, rng=1).log, rng=1)   # doctest: +SKIP
     >>> rate_gap_table(res).columns.tolist()                                                   # doctest: +SKIP
     ['cluster', 'K', 'index', 'item', 'group', 'rate', 'gap']
     """

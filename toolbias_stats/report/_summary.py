@@ -153,8 +153,8 @@ def bias_summary(result, catalog=None) -> list:
             else:
                 verb = "chooses" if len(above) == 1 else "choose"
                 known = "" if len(per) == n else " with known list positions"
-                out.append(f"{len(above)} of the {len(per)} {nouns}{known}{which} {verb} the first listed tool more often "
-                           f"than {ref}, with a distinguishable position bias: {span}.")
+                out.append(f"{len(above)} of the {len(per)} {nouns}{known}{which} {verb} the first listed tool "
+                           f"more often than {ref}, with a distinguishable position bias: {span}.")
     return out[:5]
 
 
