@@ -81,7 +81,9 @@ class TestRenderBiasReport:
             assert f'<section id="{sid}">' in page
             assert f"<h2>{html.escape(head)}</h2>" in page
         assert page.count('<div class="cluster"') == 2
-        assert page.count("<svg") == 3  # one figure per cluster + the API-vs-position chart
+        # one figure per cluster + the API-vs-position chart + the first screen (issue 26): overview, tool and
+        # position heatmaps
+        assert page.count("<svg") == 6
 
     def test_provenance(self, page, result):
         assert f'<span class="version">{tbs.__version__}</span>' in page

@@ -28,6 +28,11 @@ from ._experiments_overview import plot_shift_overview
 
 __all__ += ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count", "plot_shift_overview"]
 
+# -- the bias report's first screen (issue 26) --------------------------------------------------------
+from ._overview import plot_bias_overview, plot_rate_gaps  # noqa: E402
+
+__all__ += ["plot_bias_overview", "plot_rate_gaps"]
+
 # -- study design (issue 12) ----------------------------------------------------------------------
 from ._design import plot_plan_widths, plot_variance_shares  # noqa: E402
 

@@ -78,6 +78,10 @@ summary { cursor: pointer; color: var(--accent); }
 .cluster { margin-bottom: 26px; }
 .tables { display: flex; flex-wrap: wrap; gap: 10px 28px; align-items: flex-start; }
 ul.findings > li { margin: 8px 0; }
+ul.summary > li { margin: 6px 0; }
+.first-screen { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 20px; align-items: start; }
+.first-screen figure { margin-top: 0; }
+@media (max-width: 900px) { .first-screen { grid-template-columns: minmax(0, 1fr); } }
 ul.findings ul { margin: 2px 0 0; padding-left: 1.2em; }
 footer { margin-top: 48px; color: var(--muted); font-size: 0.8rem; }
 @media (max-width: 1100px) { main { padding: 16px 14px 48px; } nav ol { columns: 1; } }
@@ -138,7 +142,7 @@ def render_bias_report(study, result, *, path=None, title=None, extra_sections=(
     name = str(getattr(study, "name", "") or "study")
     title = str(title) if title is not None else f"Tool-selection bias report: {name}"
     sections = [
-        ("key-findings", "Key findings", _section_findings(study, result)),
+        ("key-findings", "Key findings", _section_overview(study, result)),   # issue 26: the first screen
         ("provenance", "Provenance", _section_provenance(study, result, __version__)),
         ("rows", "Rows by status", _section_rows(log)),
         ("bias", "Bias (Table 1 style)", _section_bias(result)),
@@ -198,6 +202,33 @@ def html_page(title: str, content: str, *, header: str, footer: str) -> str:
 
 
 # -- sections ------------------------------------------------------------------------------------
+def _section_overview(study, result) -> str:
+    """Issue 26: the overview figure and at most five sentences first; heatmaps; per-group findings collapsed."""
+    from ..plots._overview import plot_bias_overview, plot_rate_gaps
+    from ._summary import bias_summary
+
+    level = fmt_level(result.confidence_level)
+    summary = "".join(f"<li>{_e(x)}</li>" for x in bias_summary(result, study.catalog))
+    fig = _svg(plot_bias_overview(result), title="Bias per group: δ_API and δ_pos, bias-corrected with calibrated "
+                                                "intervals, and the fair-chooser reference, largest first")
+    parts = [f'<div class="first-screen"><ul class="summary" id="summary">{summary}</ul>',
+             f'<figure id="overview-figure">{fig}<figcaption>&delta;<sub>API</sub> (circles) and &delta;<sub>pos'
+             f"</sub> (squares) per group, largest bias at the top: bias-corrected estimate with its {_e(level)} "
+             "calibrated interval (the interval to report; the same numbers as the first column of the detailed "
+             "bias table); filled when distinguishable from a fair chooser; grey tick: the plug-in &delta; a fair "
+             "chooser shows from noise alone with the same counts.</figcaption></figure></div>"]
+    for kind, what in (("tool", "tool (numbered as in the per-cluster figures)"), ("position", "list position")):
+        hm = plot_rate_gaps(result, study.catalog, kind=kind)
+        if hm is None:
+            continue
+        svg = _svg(hm, title=f"Selection rate minus 1/K by {kind} and group, one panel per cluster")
+        parts.append(f'<figure id="overview-{kind}-heatmap">{svg}<figcaption>Where the bias sits: selection rate '
+                     f"minus the fair rate 1/K by {_e(what)} and group, one panel per cluster (red: chosen more "
+                     "often than a fair chooser would, blue: less).</figcaption></figure>")
+    parts.append(f"<details><summary>Findings per group</summary>{_section_findings(study, result)}</details>")
+    return "\n".join(parts)
+
+
 def _section_findings(study, result) -> str:
     from ._findings import key_findings
 

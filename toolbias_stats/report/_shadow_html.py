@@ -174,14 +174,24 @@ def render_shadow_section(result, *, scale=None, figures=True) -> str:
              "of turns) and the same on effect sizes (effect scale: does not). Intervals: "
              f"{_e(fmt_level(result.confidence_level))} turn-level bootstrap, {_e(fmt_int(result.n_resamples))} "
              f"replicates; weight sensitivity: {_e(fmt_int(result.n_weight_draws))} weight draws around the weights "
-             "with the low-precision floors kept.</p></div>",
-             _pbs_table(result, scale)]
-    if figures and result.groups:
-        from ..plots._shadow import plot_shadow_contributions, plot_shadow_pbs
+             "with the low-precision floors kept.</p></div>"]
+    # issue 26: the first screen -- the sentences across harnesses and the PBS figure, before the tables
+    from ._summary import shadow_summary
 
-        parts.append(f"<figure>{_svg(plot_shadow_pbs(result, scale=scale), title='PBS per harness')}"
-                     "<figcaption>PBS with its bootstrap CI (line) and weight-sensitivity band (shaded); dashed: 50 "
-                     "(no bias); dotted: 60, above which the per-domain breakdown is mandatory.</figcaption></figure>")
+    summary = "".join(f"<li>{_e(x)}</li>" for x in shadow_summary(result, scale=scale))
+    first = f'<ul class="summary" id="shadow-summary">{summary}</ul>'
+    if figures and result.groups:
+        from ..plots._shadow import plot_shadow_pbs
+
+        svg = _svg(plot_shadow_pbs(result, scale=scale), title="PBS per harness")
+        first += (f'<figure id="shadow-overview-figure">{svg}'
+                  "<figcaption>PBS with its bootstrap CI (line) and weight-sensitivity band (shaded); dashed: 50 "
+                  "(no bias); dotted: 60, above which the per-domain breakdown is mandatory.</figcaption></figure>")
+    parts.append(f'<div class="first-screen">{first}</div>')
+    parts.append(_pbs_table(result, scale))
+    if figures and result.groups:
+        from ..plots._shadow import plot_shadow_contributions
+
         parts.append(f"<figure>{_svg(plot_shadow_contributions(result, scale=scale), title='Domain contributions')}"
                      "<figcaption>Contribution of each domain to the score (w<sub>d</sub> z<sub>d</sub> or "
                      "w<sub>d</sub> effect<sub>d</sub>) with w<sub>d</sub> times the bootstrap CI; pale bars: "

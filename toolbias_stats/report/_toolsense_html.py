@@ -244,7 +244,11 @@ def render_toolsense_section(*, retrieval=None, comparisons=None, probes=None, a
     str
     """
     parts = [f'<section id="toolsense">\n<h2>{_e(title)}</h2>']
-    if retrieval is not None:
+    if retrieval is not None:   # issue 26: the sentences across configurations first, the recall figure next
+        from ._summary import toolsense_summary
+
+        summary = "".join(f"<li>{_e(x)}</li>" for x in toolsense_summary(retrieval, comparisons))
+        parts.append(f'<ul class="summary" id="toolsense-summary">{summary}</ul>')
         parts.append(_recall_block(retrieval, comparisons))
     if probes:
         parts.append(_probe_block(probes))
