@@ -52,3 +52,31 @@ def test_report_choice_model_section(capsys, request, tmp_path):
     page = out.read_text()
     assert "Conditional logit" in page or "conditional logit" in page
     assert "Implied delta_API / delta_pos" in page
+
+
+def test_implied_delta_pos_under_logged_lists_ranks_llms_as_delta_pos(bb_study):
+    """Issue 22: with the lists actually shown, the fit's delta_pos ranks the 7 LLMs exactly as the data do."""
+    import warnings
+
+    import pandas as pd
+    from scipy import stats
+
+    import toolbias_stats as tbs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = tbs.choice_model(bb_study.log, by="model")
+        bias = tbs.selection_bias(bb_study.log, by="model", n_resamples=200, n_null=0, rng=1).to_frame()
+    d = bias[bias["metric"] == "delta_pos"].set_index("model")
+    ib = res.implied_bias
+    tab = pd.DataFrame({o: ib[ib["orderings"] == o].groupby("model")["delta_pos"].mean()
+                        for o in ("observed", "logged", "shuffled")}).join(d).dropna(subset=["logged"])
+    assert len(tab) == 7
+    assert stats.spearmanr(tab["logged"], tab["mean_over_runs"]).statistic == pytest.approx(1.0)
+    assert stats.spearmanr(tab["shuffled"], tab["mean_over_runs"]).statistic > 0.95   # 0.964: one swap
+    c, g = tab.loc["Claude 3.5 Sonnet"], tab.loc["GPT-3.5-turbo"]
+    assert c["mean_over_runs"] < g["mean_over_runs"] and c["logged"] < g["logged"]     # same order
+    assert abs(c["shuffled"] - g["shuffled"]) < 0.005                                 # the swap: ~0.001 apart
+    assert c["ci_high"] > g["ci_low"]                     # the descriptive intervals of the two overlap
+    # one set of position effects per LLM understates the mean over clusters of per-cluster TV distances
+    assert (tab["logged"] < tab["observed"]).all()
