@@ -96,7 +96,7 @@ def choice_model_section_for_report(study, *, by=("model",), rng=None, confidenc
     return render_choice_model_section(res)
 
 
-def components_summary(log_or_counts, *, max_tools=6) -> dict:
+def components_summary(log_or_counts) -> dict:
     """Which tools are compared with which (all attempts pooled): one entry per connected component.
 
     Returns
@@ -105,6 +105,15 @@ def components_summary(log_or_counts, *, max_tools=6) -> dict:
         ``components``: list of ``{component, reference_tool, n_tools, tools}`` (``tools`` all ids);
         ``not_compared``: catalog tools never shown in a usable list. Worths are identified only within a
         component (one reference tool each).
+
+    Examples
+    --------
+    >>> from toolbias_stats.choicemodel import simulate_choice_log
+    >>> s = components_summary(simulate_choice_log(n_queries=20, rng=1))
+    >>> [c["n_tools"] for c in s["components"]], s["not_compared"]
+    ([8], [])
+    >>> print(format_components_text(s, max_tools=2).splitlines()[1])
+      component 1: 8 tool(s), reference t1: t1, t2, ... (+6)
     """
     from ..choicemodel import comparison_components
 
