@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Quarto template with this study's parameters and data, in the folder --out")
     r.add_argument("--explain", action="store_true",
                    help="add the 'Explaining selection' section (features as for `explain` with its defaults)")
+    r.add_argument("--choice-model", action="store_true",
+                   help="add the choice-model section (conditional logit per model; the `choice-model` defaults)")
     r.add_argument("--bayes", action="store_true",
                    help="add the hierarchical Bayesian model section (the `bayes` command's default fit)")
     r.add_argument("--experiments", action=argparse.BooleanOptionalAction, default=None,
@@ -187,6 +189,7 @@ def _validate(args) -> int:
                                       "table_rows": d["rows"]}   # aggregated file (count column): attempts
                                 for f, d in counts.diagnostics.items()])
     totals = counts.status_totals()
+    components = _components(study)
     if args.json:
         out = {
             "study": study.name,
@@ -202,10 +205,28 @@ def _validate(args) -> int:
             "cluster_source": study.settings.get("cluster_source", {"kind": "catalog",
                                                                     "detail": str(study.catalog.source)}),
         }
+        out["comparison_graph"] = components if isinstance(components, dict) else {"unavailable": components}
         print(json.dumps(out, indent=2, default=str))
     else:
         emit(format_validation(study, summary))
+        if isinstance(components, dict):
+            from ..report._choicemodel import format_components_text
+
+            emit("\n" + format_components_text(components))
+        else:
+            emit(f"\nComparison graph (choice model): not available: {components}")
     return 0
+
+
+def _components(study):
+    """Connected components of the comparison graph (dict), or the reason they are unavailable (str)."""
+    from ..exceptions import SelectionLogError
+    from ..report._choicemodel import components_summary
+
+    try:
+        return components_summary(study.log if study.has_rows else study.counts)
+    except (ValueError, SelectionLogError) as exc:
+        return str(exc)
 
 
 def _compute(args, study):
@@ -259,6 +280,11 @@ def _report(args) -> int:
                                              "--confidence-level", str(args.confidence_level)])
         explained, _, _ = compute_explain(ex_args, study)
         extra.append(("explain", "Explaining selection", render_explain_section(explained)))
+    if getattr(args, "choice_model", False):
+        from ..report._choicemodel import choice_model_section_for_report
+
+        extra.append(("choice-model", "Choice model", choice_model_section_for_report(
+            study, rng=args.seed, confidence_level=args.confidence_level)))
     if args.bayes:
         from ..models import fit_bayes
         from ..report._bayes_html import render_bayes_section

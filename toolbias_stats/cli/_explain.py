@@ -211,7 +211,7 @@ def compute_explain(args, study):
                                    n_estimators=args.trees, n_repeats=args.repeats,
                                    n_permutations=args.permutations, n_resamples=args.bootstrap,
                                    n_jobs=args.jobs, rng=args.seed, targets=targets,
-                                   progress=_progress_wanted(args))
+                                   progress=_progress_wanted(args), log=study.log)
     return result, notes, fpath
 
 
@@ -249,6 +249,16 @@ def format_explain(result) -> str:
                 parts.append(f"{s['scheme']} {fmt_num(s['r2'])} vs {fmt_num(s['baseline_r2'])}{flag}")
             lines.append(f"  {fit.model:<24} " + ("; ".join(parts) if parts else
                                                    f"not fitted ({fit.n_clusters} cluster(s) with complete rows)"))
+    ch = getattr(result, "choice", None)
+    if ch is not None:
+        lines += ["", f"conditional logit over attempts vs OLS over per-tool rates, per 1 within-cluster sd "
+                      f"({ch.n_used} of {ch.n_in} attempts used; excluded {ch.excluded})",
+                  f"  {'model':<20} {'feature':<26} {'OLS coef [CI]':>24} {'clogit log-odds [CI]':>26}  verdict"]
+        for r in ch.comparison.to_dict(orient="records"):
+            lines.append(f"  {str(r['model'])[:20]:<20} {r['feature'][:26]:<26} "
+                         f"{fmt_num(r['ols_coef']) + ' ' + fmt_ci((r['ols_ci_low'], r['ols_ci_high'])):>24} "
+                         f"{fmt_num(r['clogit_estimate']) + ' ' + fmt_ci((r['clogit_ci_low'], r['clogit_ci_high'])):>26}"
+                         f"  {r['verdict']}")
     a = result.alignment
     lines += ["", f"alignment ({a.method}, {int(100 * a.confidence_level)}% CI, {a.resample}s resampled)"]
     for r in a.to_frame().to_dict(orient="records"):

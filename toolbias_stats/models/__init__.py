@@ -11,12 +11,14 @@ from ._design import selection_rates
 from ._ensembles import (EnsembleFit, EnsembleResult, Split, ensemble_cv, gradient_boosting_cv, grouped_splits,
                          random_forest_cv)
 from ._explain import ExplainResult, explain_selection
+from ._explain_choice import ChoiceExplanation, choice_explanation
 from ._ols import OLSFit, OLSResult, ols_fit
 
 __all__ = [
     "feature_correlations", "CorrelationResult", "ols_fit", "OLSResult", "OLSFit", "ensemble_cv",
     "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult", "EnsembleFit", "Split",
     "model_alignment", "AlignmentResult", "explain_selection", "ExplainResult", "selection_rates",
+    "choice_explanation", "ChoiceExplanation",
 ]
 
 # -- hierarchical Bayesian model of API and position effects (PyMC; imported lazily) ---------------

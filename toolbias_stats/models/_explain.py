@@ -39,6 +39,9 @@ class ExplainResult(ReprHTMLMixin):
     seed : int, None or "generator"
     warnings : list of str
         Every warning of every part (also on the parts).
+    choice : ChoiceExplanation or None
+        The attempt-level explanation (conditional logit with the features, compared with the OLS), when
+        :func:`explain_selection` was given the selection log.
     """
 
     correlations: CorrelationResult
@@ -53,6 +56,7 @@ class ExplainResult(ReprHTMLMixin):
     targets: str = ""
     seed: object = None
     warnings: list = field(default_factory=list)
+    choice: object = None
 
     def to_frame(self) -> pd.DataFrame:
         """One row per LLM: in-sample OLS R^2 next to cross-validated ensemble R^2 and the constant baseline."""
@@ -86,7 +90,7 @@ class ExplainResult(ReprHTMLMixin):
         for name, res in (("random_forest", self.random_forest), ("gradient_boosting", self.gradient_boosting)):
             if res is not None:
                 ens[name] = {"params": _jsonable(res.params), "schemes": list(res.schemes), "seed": _seed(res.seed)}
-        return {
+        out = {
             "center": self.center,
             "features": list(self.feature_names),
             "targets": self.targets,
@@ -100,11 +104,14 @@ class ExplainResult(ReprHTMLMixin):
             "seed": _seed(self.seed),
             "warnings": list(self.warnings),
         }
+        if self.choice is not None:
+            out["choice_model"] = self.choice.to_dict()
+        return out
 
 
 def explain_selection(features, rates=None, *, center=True, feature_names=None, confidence_level=0.95,
                       ensembles=True, n_estimators=200, n_repeats=5, n_permutations=10, n_resamples=2000,
-                      n_jobs=1, rng=None, targets=None, progress=False) -> ExplainResult:
+                      n_jobs=1, rng=None, targets=None, progress=False, log=None) -> ExplainResult:
     """Run the whole attribute-level analysis of BiasBusters on one feature table.
 
     Parameters
@@ -130,6 +137,10 @@ def explain_selection(features, rates=None, *, center=True, feature_names=None, 
     targets : str, optional
         Description of where the rates came from (recorded).
     progress : bool, default False
+    log : SelectionLog, optional
+        The attempts with the lists shown: adds the attempt-level explanation (a conditional logit with the
+        features, :func:`~toolbias_stats.models.choice_explanation`) compared with the OLS. It does not
+        change any other output; if it cannot be fitted, a warning says why and ``choice`` is None.
 
     Returns
     -------
@@ -159,6 +170,15 @@ def explain_selection(features, rates=None, *, center=True, feature_names=None, 
             gb = ensemble_cv(features, rates, estimator="gradient_boosting", rng=kids[1], **common)
         align = model_alignment(rates if rates is not None else features, n_resamples=n_resamples,
                                 confidence_level=confidence_level, rng=kids[2])
+        choice = None
+        if log is not None:
+            from ._explain_choice import choice_explanation
+
+            try:
+                choice = choice_explanation(features, log, ols=ols, confidence_level=confidence_level)
+            except ValueError as exc:
+                warnings.warn(f"the attempt-level explanation (conditional logit) was not fitted: {exc}",
+                              UserWarning, stacklevel=2)
     seen = set()
     for w in rec:  # pass every distinct warning on to the caller, once
         key = (w.category, str(w.message))
@@ -172,7 +192,7 @@ def explain_selection(features, rates=None, *, center=True, feature_names=None, 
                    else "selection rates passed in (from the selection log)")
     return ExplainResult(correlations=corr, ols=ols, random_forest=rf, gradient_boosting=gb, alignment=align,
                          center=bool(center), models=list(corr.models), feature_names=list(corr.feature_names),
-                         features_provenance=prov, targets=targets, seed=seed, warnings=all_msgs)
+                         features_provenance=prov, targets=targets, seed=seed, warnings=all_msgs, choice=choice)
 
 
 def _seed(s):

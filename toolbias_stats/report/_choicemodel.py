@@ -6,7 +6,8 @@ import html
 
 from ._format import fmt_ci, fmt_num, fmt_p
 
-__all__ = ["format_choice_model_text", "render_choice_model_section"]
+__all__ = ["format_choice_model_text", "render_choice_model_section", "choice_model_section_for_report",
+           "components_summary", "format_components_text"]
 
 
 def _label(keys: dict) -> str:
@@ -59,3 +60,86 @@ def render_choice_model_section(result) -> str:
         parts.append(frame_html(ib, title="Implied delta_API / delta_pos: observed, fitted with the logged lists, "
                                           "fitted with uniformly shuffled lists", max_rows=60))
     return "\n".join(parts)
+
+
+def choice_model_section_for_report(study, *, by=("model",), rng=None, confidence_level=0.95) -> str:
+    """Fit the default choice model (the ``choice-model`` command's defaults) and render its report section.
+
+    Parameters
+    ----------
+    study : Study
+        With row-level logs that record the list shown.
+    by : sequence of str, default ("model",)
+    rng : None, int or numpy.random.Generator
+    confidence_level : float, default 0.95
+
+    Returns
+    -------
+    str
+        ``render_choice_model_section`` of the fit, or a short escaped note saying why no model was fitted
+        (e.g. no list shown): the report is still written.
+
+    Examples
+    --------
+    >>> html = choice_model_section_for_report(study, rng=1)   # doctest: +SKIP
+    """
+    import warnings
+
+    from ..choicemodel import choice_model
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = choice_model(study.log, by=list(by or ()), confidence_level=confidence_level, rng=rng)
+    except ValueError as exc:
+        return f'<p class="muted">No choice model fitted: {html.escape(str(exc))}</p>'
+    return render_choice_model_section(res)
+
+
+def components_summary(log_or_counts) -> dict:
+    """Which tools are compared with which (all attempts pooled): one entry per connected component.
+
+    Returns
+    -------
+    dict
+        ``components``: list of ``{component, reference_tool, n_tools, tools}`` (``tools`` all ids);
+        ``not_compared``: catalog tools never shown in a usable list. Worths are identified only within a
+        component (one reference tool each).
+
+    Examples
+    --------
+    >>> from toolbias_stats.choicemodel import simulate_choice_log
+    >>> s = components_summary(simulate_choice_log(n_queries=20, rng=1))
+    >>> [c["n_tools"] for c in s["components"]], s["not_compared"]
+    ([8], [])
+    >>> print(format_components_text(s, max_tools=2).splitlines()[1])
+      component 1: 8 tool(s), reference t1: t1, t2, ... (+6)
+    """
+    from ..choicemodel import comparison_components
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comp = comparison_components(log_or_counts)
+    out = []
+    for c, g in comp[comp["component"] > 0].groupby("component", sort=True):
+        out.append({"component": int(c), "reference_tool": str(g["reference_tool"].iloc[0]),
+                    "n_tools": int(len(g)), "tools": [str(t) for t in g["tool_id"]]})
+    return {"components": out, "not_compared": [str(t) for t in comp.loc[comp["component"] == 0, "tool_id"]]}
+
+
+def format_components_text(summary: dict, *, max_tools=6) -> str:
+    """One line per connected component of the comparison graph (tool lists shortened)."""
+    comps = summary["components"]
+    lines = [f"Comparison graph (choice model): {len(comps)} connected component(s); a tool worth is identified "
+             "only within its component"]
+    for c in comps:
+        tools = c["tools"]
+        shown = ", ".join(tools[:max_tools]) + (f", ... (+{len(tools) - max_tools})" if len(tools) > max_tools else "")
+        lines.append(f"  component {c['component']}: {c['n_tools']} tool(s), reference {c['reference_tool']}: {shown}")
+    if summary["not_compared"]:
+        nc = summary["not_compared"]
+        lines.append(f"  never shown in a usable list ({len(nc)}): " + ", ".join(nc[:max_tools])
+                     + (" ..." if len(nc) > max_tools else ""))
+    return "\n".join(lines)

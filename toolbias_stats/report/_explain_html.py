@@ -41,7 +41,7 @@ def render_explain_section(result, *, heading="Explaining selection") -> str:
     >>> html = render_explain_section(res)   # doctest: +SKIP
     """
     parts = [f'<section id="explain">\n<h2>{_e(heading)}</h2>', _intro(result), _correlations(result),
-             _ols(result), _ensembles(result), _alignment(result), _notes(result), "</section>"]
+             _ols(result), _choice(result), _ensembles(result), _alignment(result), _notes(result), "</section>"]
     return "\n".join(p for p in parts if p)
 
 
@@ -136,6 +136,31 @@ def _ols(res) -> str:
     return (f"<h3>Linear regression (BiasBusters Fig. 13)</h3>\n{summary}\n<figure>{svg}<figcaption>Standardised "
             f"coefficients with {_e(level)} HC3 intervals; the legend gives each LLM's in-sample R\u00b2."
             f"</figcaption></figure>\n<details><summary>All coefficients</summary>{coefs}</details>")
+
+
+def _choice(res) -> str:
+    """OLS over per-tool rates next to the conditional logit over attempts (when the log was given)."""
+    ch = getattr(res, "choice", None)
+    if ch is None:
+        return ""
+    level = fmt_level(ch.confidence_level)
+    head = ("<tr><th>LLM</th><th>feature</th><th class=\"num\">OLS coef</th>"
+            f"<th class=\"num\">{_e(level)} CI (cluster-robust)</th><th class=\"num\">clogit log-odds</th>"
+            f"<th class=\"num\">{_e(level)} CI (query-clustered)</th><th>together</th></tr>")
+    body = []
+    for r in ch.comparison.to_dict(orient="records"):
+        vals = [fmt_num(r["ols_coef"], 4), fmt_ci((r["ols_ci_low"], r["ols_ci_high"]), 4),
+                fmt_num(r["clogit_estimate"]), fmt_ci((r["clogit_ci_low"], r["clogit_ci_high"]))]
+        body.append(f"<tr><td>{_e(r['model'])}</td><td>{_e(r['feature'])}</td>"
+                    + "".join(f'<td class="num">{_e(v)}</td>' for v in vals) + f"<td>{_e(r['verdict'])}</td></tr>")
+    excl = ", ".join(f"{k} {fmt_int(v)}" for k, v in ch.excluded.items()) or "none"
+    table = _table(head, body, caption="Per 1 within-cluster sd of the feature: OLS in selection-rate units over "
+                                       "per-tool rates; conditional logit in log-odds over attempts (lists and "
+                                       "positions shown accounted for).")
+    return (f"<h3>Attempt-level explanation: conditional logit vs OLS</h3>\n<p>{_e(ch.result.method)}; attempts "
+            f"used {fmt_int(ch.n_used)} of {fmt_int(ch.n_in)} (excluded: {_e(excl)}). The logit's intervals assume "
+            "the features explain the tools' worths; residual differences between tools are not in them, so they "
+            "are narrower than the per-tool OLS intervals by construction (docs/explain.md).</p>\n" + table)
 
 
 def _ensembles(res) -> str:
