@@ -938,7 +938,8 @@ class _Metric:
         nq = None if self.null_query is None or multinomial else _nanmean(self.null_query_sims[:, i, :], 1)
         nm = None if self.null_stat is None else _nanmean(self.null_sims[:, i, :], 1)
         method = (P_QUERY if nq is not None else "none" if nm is None else
-                  P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available" if multinomial
+                  P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
+                                   if multinomial and self.n_resamples   # as the group-level `p_method`
                                    else ": no query bootstrap (n_resamples=0)"))
         kw.update(self._p_values(stat, nq, nm, method))
         k = self.ks[i]

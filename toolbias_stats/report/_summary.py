@@ -9,6 +9,7 @@ of :func:`~toolbias_stats.report.key_findings` stay in the report, collapsed).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num
 
@@ -16,6 +17,11 @@ __all__ = ["bias_summary", "shadow_summary", "toolsense_summary"]
 
 _NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
 
+
+
+def _finite(col):
+    """Finite numbers of a column that may hold None (object dtype: clusters of several list lengths)."""
+    return np.isfinite(pd.to_numeric(col, errors="coerce").astype(float))
 
 def _names(items) -> str:
     items = [str(x) for x in items]
@@ -110,7 +116,7 @@ def bias_summary(result, catalog=None) -> list:
 
     # 4. the most favoured tool overall
     tools = rate_gap_table(result, catalog, kind="tool")
-    tools = tools[np.isfinite(tools["gap"])]
+    tools = tools[_finite(tools["gap"])]
     if not tools.empty:
         mean = tools.groupby(["cluster", "item"], sort=False).agg(gap=("gap", "mean"), rate=("rate", "mean"),
                                                                    K=("K", "first"))
@@ -126,7 +132,7 @@ def bias_summary(result, catalog=None) -> list:
 
     # 5. the first listed position against 1/K
     pos = rate_gap_table(result, catalog, kind="position")
-    pos = pos[(pos["index"] == 1) & np.isfinite(pos["gap"])]
+    pos = pos[(pos["index"] == 1) & _finite(pos["gap"])]
     if not pos.empty:
         per = pos.groupby("group", sort=False).agg(rate=("rate", "mean"), fair=("K", lambda k: float(np.mean(1 / k))))
         # "more often" only where the position bias is distinguishable too: a point estimate above 1/K is noise
