@@ -52,14 +52,32 @@ def format_choice_model_text(result) -> str:
 
 def render_choice_model_section(result) -> str:
     """HTML section for the report (escaped; the lead wires it into ``report``)."""
-    parts = [f"<p>{html.escape(result.method)}. Attempts used {result.n_used}, excluded {result.n_excluded}.</p>"]
-    parts.append(result._repr_html_())
+    parts = [f"<p>{html.escape(result.method)}. Attempts used {result.n_used}, excluded {result.n_excluded}.</p>",
+             _overview_block(result), "<details><summary>Choice-model tables</summary>", result._repr_html_()]
     ib = result.implied_bias
     if len(ib):
         from .._display import frame_html
         parts.append(frame_html(ib, title="Implied delta_API / delta_pos: observed, fitted with the logged lists, "
                                           "fitted with uniformly shuffled lists", max_rows=60))
+    parts.append("</details>")
     return "\n".join(parts)
+
+
+def _overview_block(result) -> str:
+    """First screen of the section: the position-effect forest plot and at most three sentences (issue 26)."""
+    from ..plots._choicemodel_overview import plot_choice_model_overview
+    from ._render_html import _svg
+    from ._summary import choice_model_summary
+
+    level = float(result.settings.get("confidence_level", 0.95))
+    fig = plot_choice_model_overview(result, alpha=1 - level)
+    sentences = choice_model_summary(result, alpha=1 - level)
+    return ('<div class="overview" id="choice-model-overview">'
+            f'<figure>{_svg(fig, title="position effects of every group (log-odds vs position 1) with intervals")}'
+            f"<figcaption>Position effects of every group: log-odds of being chosen at each position relative to "
+            f"position 1 with {level:.0%} intervals, largest first; filled when the group's Wald test of no "
+            f"position effect has p at most {1 - level:g}; 0 is no position effect.</figcaption></figure>"
+            '<p class="summary">' + " ".join(html.escape(x) for x in sentences) + "</p></div>")
 
 
 def choice_model_section_for_report(study, *, by=("model",), rng=None, confidence_level=0.95) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num
 
-__all__ = ["bias_summary", "shadow_summary", "toolsense_summary"]
+__all__ = ["bias_summary", "shadow_summary", "toolsense_summary", "choice_model_summary"]
 
 _NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
 
@@ -301,3 +301,54 @@ def toolsense_summary(retrieval, comparisons=None, *, alpha=0.05) -> list:
         out.append(f"{n_sig} of the {len(tab)} paired comparisons differ (exact McNemar, Holm-adjusted "
                    f"p \u2264 {alpha:g}).")
     return out[:5]
+
+
+def choice_model_summary(result, *, alpha=0.05) -> list:
+    """At most three sentences on a :class:`~toolbias_stats.choicemodel.ChoiceModelResult` (issue 26).
+
+    Which groups show a position effect distinguishable from none (Wald test, p <= ``alpha``), the largest
+    position effect with its interval (the first row of
+    :func:`~toolbias_stats.plots._choicemodel_overview.choice_model_overview_rows`) and the most favoured tool
+    (largest worth vs its component's reference, over all groups). Each sentence covers all groups at once.
+
+    Examples
+    --------
+    >>> from toolbias_stats.choicemodel import choice_model, simulate_choice_log
+    >>> s = choice_model_summary(choice_model(simulate_choice_log(n_queries=40, rng=1), rng=1))
+    >>> len(s) <= 3
+    True
+    """
+    from ..plots._choicemodel_overview import choice_model_overview_rows
+
+    d = result.to_dict()
+    out = []
+    tested = [g for g in d["groups"] if g["no_position_effect"]["wald_p"] is not None]
+    if tested:
+        label = {id(g): (", ".join(str(v) for v in g["keys"].values()) or "all attempts") for g in tested}
+        yes = [label[id(g)] for g in tested if g["no_position_effect"]["wald_p"] <= alpha]
+        if not yes:
+            out.append(f"No group shows a position effect distinguishable from none (Wald test, p > {alpha:g}).")
+        elif len(yes) == len(tested):
+            out.append(f"Every group ({_names(yes)}) shows a position effect distinguishable from none "
+                       f"(Wald test, p <= {alpha:g}).")
+        else:
+            out.append(f"{_names(yes)} show{'s' if len(yes) == 1 else ''} a position effect distinguishable from "
+                       f"none (Wald test, p <= {alpha:g}); the other {len(tested) - len(yes)} group(s) do not.")
+    rows = [r for r in choice_model_overview_rows(result) if r["estimate"] is not None]
+    if rows:
+        r = rows[0]
+        lo = np.nan if r["ci_low"] is None else r["ci_low"]
+        hi = np.nan if r["ci_high"] is None else r["ci_high"]
+        out.append(f"The largest position effect is position {r['position']} for {r['group']}: "
+                   f"{fmt_estimate_ci(r['estimate'], (lo, hi))} log-odds vs position 1.")
+    tools = [(t["estimate"], t, g) for g in d["groups"] for t in g["tool_effects"] if t["estimate"] is not None]
+    if tools:
+        est, t, g = max(tools, key=lambda x: x[0])
+        grp = ", ".join(str(v) for v in g["keys"].values()) or "all attempts"
+        if est > 0:
+            out.append(f"The most favoured tool is {t['tool_id']} ({grp}): "
+                       f"{fmt_estimate_ci(est, tuple(np.nan if c is None else c for c in t['ci']))} log-odds vs "
+                       f"{t['reference_tool']}.")
+        else:
+            out.append(f"No tool is favoured over its reference tool ({t['reference_tool']}) in any group.")
+    return out[:3]
