@@ -96,8 +96,10 @@ class _Engine:
         # only for one categorical target per attempt (not delta_model's stacked tools and positions)
         sig_p = np.stack([np.diag(v) - np.outer(v, v) for v in self.p])
         tr = np.trace(sig_p, axis1=1, axis2=2)
-        self.kappa = (np.where(tr > 1e-12, np.trace(self.M["attempt"], axis1=1, axis2=2) / np.where(tr > 1e-12, tr, 1),
-                               0.0) if fit["metric"] != "delta_model" else np.zeros(self.c))
+        ratio = np.trace(self.M["attempt"], axis1=1, axis2=2) / np.where(tr > 1e-12, tr, 1.0)
+        # an unidentified or negative (method-of-moments) attempt component: no adjustment
+        self.kappa = (np.where(tr > 1e-12, np.clip(ratio, 0.0, None), 0.0) if fit["metric"] != "delta_model"
+                      else np.zeros(self.c))
         self._sig_p = sig_p
         self.k_rot = np.array([fc["k_rot"] for fc in cl], dtype=float)
         self.delta0 = float(np.mean(np.sum(self.a * np.abs(self.p - self.u), -1)))
