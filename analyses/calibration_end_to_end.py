@@ -51,7 +51,8 @@ def one_study(args):
     truth = {"api": sim.delta_api, "pos": sim.delta_pos, "model": (sim.delta_api + sim.delta_pos) / 2}[target]
     return {"truth": truth, "plugin": r.mean_over_runs, "corrected": r.corrected, "lo": r.corrected_ci.low,
             "hi": r.corrected_ci.high, "bca_lo": r.ci.low, "bca_hi": r.ci.high, "pct_lo": r.ci_percentile.low,
-            "pct_hi": r.ci_percentile.high, "p_value": r.p_value}
+            "pct_hi": r.ci_percentile.high, "p_value": r.p_value,
+            "p_multinomial": r.p_value_multinomial, "bca": r.ci_method == "bca"}
 
 
 def run(target, n_studies, n_resamples, seed, jobs):
@@ -71,6 +72,7 @@ def run(target, n_studies, n_resamples, seed, jobs):
                 "bca_cover": ((d["bca_lo"] <= d["truth"]) & (d["truth"] <= d["bca_hi"])).mean(),
                 "pct_cover": ((d["pct_lo"] <= d["truth"]) & (d["truth"] <= d["pct_hi"])).mean(),
                 "p<0.05": (d["p_value"] < 0.05).mean(),
+                "p_multinomial<0.05": (d["p_multinomial"] < 0.05).mean(), "ci_is_bca": d["bca"].mean(),
                 "ks_p": stats.kstest(d["p_value"], "uniform").pvalue if name == "uniform" else np.nan,
             }
             rows.append(row)

@@ -91,6 +91,16 @@ class _Engine:
         self.p, self.u, self.a = pad("p"), pad("u"), pad("a")
         self.M = {c: padm(lambda fc, c=c: fc["M"][c]) for c in _MATRIX}
         self.run_effect = bool(run_effect)
+        # attempt noise at other rates (the MDE's alternative): the pilot's attempt component plus the change of the
+        # multinomial covariance diag(c) - cc', in the component's units (ratio of traces at the pilot's rates);
+        # only for one categorical target per attempt (not delta_model's stacked tools and positions)
+        sig_p = np.stack([np.diag(v) - np.outer(v, v) for v in self.p])
+        tr = np.trace(sig_p, axis1=1, axis2=2)
+        ratio = np.trace(self.M["attempt"], axis1=1, axis2=2) / np.where(tr > 1e-12, tr, 1.0)
+        # an unidentified or negative (method-of-moments) attempt component: no adjustment
+        self.kappa = (np.where(tr > 1e-12, np.clip(ratio, 0.0, None), 0.0) if fit["metric"] != "delta_model"
+                      else np.zeros(self.c))
+        self._sig_p = sig_p
         self.k_rot = np.array([fc["k_rot"] for fc in cl], dtype=float)
         self.delta0 = float(np.mean(np.sum(self.a * np.abs(self.p - self.u), -1)))
         self.dir = self.p - self.u
@@ -117,10 +127,17 @@ class _Engine:
         """``roots[c] @ z[c, ..., :]`` for every cluster (one BLAS product per cluster)."""
         return np.stack([z[c] @ roots[c].T for c in range(self.c)])
 
-    def errors(self, q, s, r, run=True):
-        """Rate errors (C, N, S, D) of a design; ``run=None`` returns both (without, with the run effect)."""
+    def attempt_at(self, centre):
+        """The attempt component at rates ``centre`` (C, D) instead of the pilot's."""
+        sig = np.stack([np.diag(v) - np.outer(v, v) for v in centre])
+        return self.M["attempt"] + self.kappa[:, None, None] * (sig - self._sig_p)
+
+    def errors(self, q, s, r, run=True, centre=None):
+        """Rate errors (C, N, S, D) of a design; ``run=None`` returns both (without, with the run effect).
+        ``centre``: the attempt noise at these rates (default: the pilot's)."""
+        att = self.M["attempt"] if centre is None else self.attempt_at(centre)
         shared = self.M["query"] / q + ((1.0 / r - 1.0 / self.k_rot) / q)[:, None, None] * self.M["rotation"]
-        per_run = self.M["query_x_run"] / q + self.M["attempt"] / (q * r)
+        per_run = self.M["query_x_run"] / q + att / (q * r)
         e_sh = self._apply(self._root(shared), self.xi)[:, :, None]
         eta = self.eta[:, :, :s]
         if run is None:
@@ -157,25 +174,46 @@ class _Engine:
         if with_mde:
             crit = self.null_critical(no_run, alpha)
             out["null_critical"] = crit
-            out["mde"] = self._mde(err, crit, power)
+            out["mde"] = self._mde(err, crit, power, (q, s, r), alpha)
         self._no_run = no_run
         return out, err
+
+    def at_alternative(self, design, t, alpha):
+        """Errors (with the run effect) and the reported test's critical value in studies whose rates are the
+        alternative ``u + t * dir``: the centred query-bootstrap replicates of such a study have its noise (closer
+        to uniform rates are noisier than the pilot's), so both the statistic and the critical value use it."""
+        no_run, err = self.errors(*design, run=None, centre=self.u + t * self.dir)
+        return err, self.null_critical(no_run, alpha)
 
     def power_at(self, err, crit, delta):
         t = min(delta / self.delta0, self.t_max)
         return float(np.mean(self.estimates(err, t) > crit))
 
-    def _mde(self, err, crit, power):
-        lo, hi = 0.0, self.t_max
-        if np.mean(self.estimates(err, hi) > crit) < power:
-            return np.nan
-        for _ in range(_BISECT):
+    def _bisect(self, err, crit, power, lo, hi, steps):
+        for _ in range(steps):
             mid = (lo + hi) / 2
             if np.mean(self.estimates(err, mid) > crit) >= power:
                 hi = mid
             else:
                 lo = mid
-        return hi * self.delta0
+        return hi
+
+    def _mde(self, err, crit, power, design, alpha):
+        """Smallest t with power at the noise of the pilot (a coarse bisection), then one fixed-point step: the
+        bisection again with the noise (and the test's critical value) of that alternative. The noise is smooth
+        in t, so a second step moves the MDE by far less than its Monte-Carlo error (and would cost speed)."""
+        if np.mean(self.estimates(err, self.t_max) > crit) < power:
+            return np.nan
+        if not self.kappa.any():
+            return self._bisect(err, crit, power, 0.0, self.t_max, _BISECT) * self.delta0
+        t = self._bisect(err, crit, power, 0.0, self.t_max, _BISECT // 2 + 2)
+        err_t, crit_t = self.at_alternative(design, t, alpha)
+        lo, hi = 0.5 * t, min(2.0 * t, self.t_max)
+        if np.mean(self.estimates(err_t, hi) > crit_t) < power:
+            lo, hi = hi, self.t_max
+            if np.mean(self.estimates(err_t, hi) > crit_t) < power:
+                return np.nan
+        return self._bisect(err_t, crit_t, power, lo, hi, _BISECT // 2 + 2) * self.delta0
 
 
 # -- result ------------------------------------------------------------------------------------
@@ -459,13 +497,15 @@ def _pilot_estimate(comps, keys, metric):
 
 
 def _meets(e, q, s, r, target, kind, z, z_shift, rho, alpha, power):
+    if kind == "mde":
+        t = min(target / e.delta0, e.t_max)
+        err_t, crit = e.at_alternative((q, s, r), t, alpha)  # noise and the reported test's critical value there
+        return e.power_at(err_t, crit, target) >= power
     res, err = e.evaluate(q, s, r, z, z_shift, rho, alpha, power, with_mde=False)
     if kind == "width":
         return max(res["half_width"], res["error_half_width"]) <= target
     if kind == "shift":
         return res["mds"] <= target
-    crit = e.null_critical(e._no_run, alpha)      # the reported test's critical value (no run main effect)
-    return e.power_at(err, crit, target) >= power
 
 
 def _cheapest(keys, engines, metrics, sg, rg, target, kind, max_q, z, z_shift, rho, alpha, power, cost, n_c):
