@@ -73,6 +73,7 @@ def bias_summary(result, catalog=None) -> list:
 
     # 1. which are distinguishable from a fair chooser
     parts = []
+    n_tested = {m: sum(r[m] is not None for r in rows) for m in ("delta_api", "delta_pos")}
     for m in ("delta_api", "delta_pos"):
         tested = [r for r in rows if r[m] is not None]
         if not tested:
@@ -94,7 +95,9 @@ def bias_summary(result, catalog=None) -> list:
                        f"The {noun} is not distinguishable from a fair chooser, in tool choice or in list position "
                        f"(bias-corrected {lv} interval reaching 0 or p-value above {alpha:g}).")
         elif all(p.startswith(("all ", "it ")) for _, p in parts):
-            what = " and in ".join(_NAME[m] for m, _ in parts)
+            # "in list position" covers only the groups whose lists are known: say how many when not all
+            what = " and in ".join(_NAME[m] + ("" if n_tested[m] == n else f" (the {n_tested[m]} with known lists)")
+                                   for m, _ in parts)
             subject = f"All {n} {nouns} are" if n > 1 else f"The {noun} is"
             out.append(f"{subject} distinguishable from a fair chooser in {what} (bias-corrected {lv} interval "
                        f"above 0 and p < {alpha:g}).")
