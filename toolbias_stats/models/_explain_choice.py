@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin, frame_html
+from ..choicemodel._result import _num
 
 __all__ = ["ChoiceExplanation", "choice_explanation"]
 
@@ -204,12 +204,3 @@ def _verdict(r, z) -> str:
         return "OLS only"
     return "neither"
 
-
-def _num(v):
-    if v is None:
-        return None
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    return v
