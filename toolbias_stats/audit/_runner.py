@@ -20,6 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._display import ReprHTMLMixin
 from ._requests import DEFAULT_MODEL, atomic_write_text, read_design
 
 __all__ = ["run_study", "RunResult", "RETRY_STATUSES", "done_custom_ids"]
@@ -31,7 +32,7 @@ _PATHS = {"chat": "chat/completions", "responses": "responses"}
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(ReprHTMLMixin):
     """What one :func:`run_study` call did.
 
     Attributes
@@ -71,6 +72,26 @@ class RunResult:
                 "by_outcome": dict(self.by_outcome), "retries": self.retries,
                 "files": {str(k): str(v) for k, v in self.files.items()}, "repaired": list(self.repaired),
                 "stopped": self.stopped}
+
+    def to_frame(self):
+        """One row: requests sent, skipped and remaining, retries, lines per outcome (``n_<outcome>``), stopped."""
+        import pandas as pd
+
+        return pd.DataFrame([{"sent": self.sent, "skipped": self.skipped, "remaining": self.remaining,
+                              "retries": self.retries,
+                              **{f"n_{k}": v for k, v in sorted(self.by_outcome.items())},
+                              "stopped": self.stopped}])
+
+    def _text(self) -> str:
+        """The lines ``toolbias-stats run`` prints on stdout."""
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(self.by_outcome.items())) or "none"
+        lines = [f"sent {self.sent} requests ({outcomes}; {self.retries} retries), {self.skipped} already "
+                 f"answered, {self.remaining} remaining"]
+        lines += [f"note: removed a line cut short at the end of {f} (its request was sent again)"
+                  for f in self.repaired]
+        if self.remaining:
+            lines.append("run the same command again to send the rest")
+        return "\n".join(lines)
 
 
 def done_custom_ids(path: Path) -> tuple[set, bool]:

@@ -138,7 +138,7 @@ def _score(args) -> int:
         if args.json:
             out = {"version": _version(), "benchmark": "rrb", "seed": args.seed, **res.to_dict()}
             if cmp is not None:
-                out["comparisons"] = cmp.to_dict()
+                out["comparisons"] = cmp.to_dict()["comparisons"]
             _dump(out)
         else:
             emit(format_retrieval_text(res, cmp))

@@ -234,7 +234,7 @@ class ShiftGroup:
 
 
 @dataclass(frozen=True)
-class TrendResult:
+class TrendResult(ReprHTMLMixin):
     """Trend of the bias metrics against a numeric ``between`` column within one ``by`` group.
 
     Attributes
@@ -254,6 +254,12 @@ class TrendResult:
     levels: pd.DataFrame
     slopes: dict
     clusters: list
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per metric: the ``by`` values, the slope and its interval, clusters used (unrounded)."""
+        return pd.DataFrame([{**{str(k): _py(v) for k, v in self.keys.items()}, "metric": m, "slope": s,
+                              "ci_low": ci.low, "ci_high": ci.high, "n_clusters": len(self.clusters)}
+                             for m, (s, ci) in self.slopes.items()])
 
     def trend_dict(self) -> dict:
         return {m: {"slope": _json_num(s), "ci": [_json_num(x) for x in ci]} for m, (s, ci) in self.slopes.items()}

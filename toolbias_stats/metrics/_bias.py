@@ -48,7 +48,7 @@ POSITIONS = ("cluster_rank", "list")
 
 
 @dataclass(frozen=True)
-class TVResult:
+class TVResult(ReprHTMLMixin):
     """One TV bias metric (delta_API, delta_pos or delta_model) with its uncertainty.
 
     Attributes
@@ -133,6 +133,10 @@ class TVResult:
     def interval(self) -> ConfidenceInterval:
         """The interval to report for the true delta: the calibrated ``corrected_ci`` (see the class notes)."""
         return self.corrected_ci
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row (the columns of :meth:`BiasResult.to_frame` for this metric), unrounded."""
+        return pd.DataFrame([{"metric": self.metric, **_tv_row(self)}])
 
     def to_dict(self) -> dict:
         """JSON-ready dict (the ``delta_*`` objects of ``toolbias-stats bias --json``).

@@ -10,13 +10,15 @@ from typing import Sequence
 
 import numpy as np
 
+from .._display import ReprHTMLMixin
+
 __all__ = ["CalibratedTV", "calibrated_mean_tv"]
 
 _METHOD = "test-inversion"
 
 
 @dataclass(frozen=True)
-class CalibratedTV:
+class CalibratedTV(ReprHTMLMixin):
     """Result of :func:`calibrated_mean_tv`.
 
     Attributes
@@ -46,6 +48,17 @@ class CalibratedTV:
     method: str
     p_value_uniform: float = float("nan")
     plugin: float = float("nan")
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (non-finite numbers as ``None``)."""
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                for k, v in ((f, getattr(self, f)) for f in self.__dataclass_fields__)}
+
+    def to_frame(self):
+        """One row: the estimate, its interval, the method and the plug-in, unrounded."""
+        import pandas as pd
+
+        return pd.DataFrame([{f: getattr(self, f) for f in self.__dataclass_fields__}])
 
 
 def _validate(counts, boot_counts):

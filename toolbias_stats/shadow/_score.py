@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._display import TextReprMixin
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
@@ -123,7 +123,7 @@ class ShadowGroup:
 
 
 @dataclass(frozen=True)
-class ShadowResult(TextReprMixin):
+class ShadowResult(ReprHTMLMixin):
     """Result of :func:`tool_shadow`.
 
     Attributes
@@ -173,6 +173,10 @@ class ShadowResult(TextReprMixin):
                              "contribution_effect": s.contribution("effect"), "precision": s.precision,
                              "available": s.available, "note": s.note})
         return pd.DataFrame(rows)
+
+    def _headline(self):
+        pbs = self.pbs_frame()
+        return f"ShadowResult: PBS ({self.scale} scale) per group", pbs[pbs["scale"] == self.scale], self.banner
 
     def pbs_frame(self) -> pd.DataFrame:
         """One row per group x scale: PBS, CI, sensitivity band, n_turns, n_tools."""

@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_confidence_level
 from ..metrics._bootstrap import ConfidenceInterval
 
@@ -30,6 +32,36 @@ CALIBRATION_TARGET = 7.0
 AUC_TARGET = 0.65
 
 
+def _strict(v):
+    """``v`` with non-finite floats as ``None`` (strict JSON), lists and dicts included."""
+    if isinstance(v, dict):
+        return {k: _strict(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_strict(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    return int(v) if isinstance(v, np.integer) else v
+
+
+class _OneRow(ReprHTMLMixin):
+    """``to_frame``: the result as one row (``ci`` as ``ci_low``/``ci_high``, ``table`` as ``table_*``)."""
+
+    def to_frame(self) -> pd.DataFrame:
+        row = {}
+        for k, v in self.to_dict().items():
+            if k == "ci":
+                row["ci_low"], row["ci_high"] = v
+            elif isinstance(v, dict):
+                row.update({f"{k}_{kk}": vv for kk, vv in v.items()})
+            else:
+                row[k] = v
+        return pd.DataFrame([{k: (np.nan if v is None else v) for k, v in row.items()}])
+
+    def _headline(self):
+        frame = self.to_frame()
+        return type(self).__name__, frame.drop(columns=["status"]), self.status
+
+
 def _binary(x, name):
     a = np.asarray(x)
     if a.ndim != 1 or a.size == 0:
@@ -41,7 +73,7 @@ def _binary(x, name):
 
 
 @dataclass(frozen=True)
-class ABOutcome:
+class ABOutcome(_OneRow):
     """Primary outcome of the permuted A/B design: log OR of a correct tool choice under M vs M'.
 
     Attributes
@@ -138,7 +170,7 @@ def ab_primary_outcome(correct_m, correct_m_prime, *, paired=True, confidence_le
 
 
 @dataclass(frozen=True)
-class CalibrationResult:
+class CalibrationResult(_OneRow):
     """Calibration-in-the-large: mean(observed - predicted) PBS with a t interval; target |.| <= 7."""
 
     difference: float
@@ -152,9 +184,9 @@ class CalibrationResult:
 
     def to_dict(self):
         """Plain dict (JSON-ready)."""
-        return {"difference": self.difference, "ci": list(self.ci), "n": self.n, "target": self.target,
-                "met": self.met, "demonstrated": self.demonstrated, "confidence_level": self.confidence_level,
-                "status": self.status}
+        return _strict({"difference": self.difference, "ci": list(self.ci), "n": self.n, "target": self.target,
+                        "met": self.met, "demonstrated": self.demonstrated,
+                        "confidence_level": self.confidence_level, "status": self.status})
 
 
 def calibration_in_the_large(observed, predicted, *, target=CALIBRATION_TARGET, confidence_level=0.95):
@@ -203,7 +235,7 @@ def calibration_in_the_large(observed, predicted, *, target=CALIBRATION_TARGET, 
 
 
 @dataclass(frozen=True)
-class DiscriminationResult:
+class DiscriminationResult(_OneRow):
     """AUC of PBS against a binary outcome with DeLong's CI; target >= 0.65."""
 
     auc: float
@@ -219,9 +251,10 @@ class DiscriminationResult:
 
     def to_dict(self):
         """Plain dict (JSON-ready)."""
-        return {"auc": self.auc, "ci": list(self.ci), "se": self.se, "n_positive": self.n_positive,
-                "n_negative": self.n_negative, "target": self.target, "met": self.met,
-                "demonstrated": self.demonstrated, "confidence_level": self.confidence_level, "status": self.status}
+        return _strict({"auc": self.auc, "ci": list(self.ci), "se": self.se, "n_positive": self.n_positive,
+                        "n_negative": self.n_negative, "target": self.target, "met": self.met,
+                        "demonstrated": self.demonstrated, "confidence_level": self.confidence_level,
+                        "status": self.status})
 
 
 def discrimination_auc(scores, outcome, *, target=AUC_TARGET, confidence_level=0.95) -> DiscriminationResult:

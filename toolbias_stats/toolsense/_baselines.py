@@ -340,5 +340,7 @@ def correct_set_bias(benchmark, predictions, *, decoding="constrained", min_answ
         rows.append({"k_answers": "all", "n": total_n, "delta": agg["delta"], "null_expected": agg["null"],
                      "excess": agg["delta"] - agg["null"], "ci_low": ci[0], "ci_high": ci[1], "p_value": float(p),
                      "first_listed_share": agg["first"], "first_listed_expected": agg["first_exp"]})
-    return CorrectSetBiasResult(table=pd.DataFrame(rows), counts=counts_out, n_resamples=n_resamples, n_null=n_null,
+    columns = ["k_answers", "n", "delta", "null_expected", "excess", "ci_low", "ci_high", "p_value",
+               "first_listed_share", "first_listed_expected"]        # also when no query has enough answers
+    return CorrectSetBiasResult(table=pd.DataFrame(rows, columns=columns), counts=counts_out, n_resamples=n_resamples, n_null=n_null,
                                 confidence_level=level)

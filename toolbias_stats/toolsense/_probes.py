@@ -151,6 +151,11 @@ class ProbeCorrelationResult(ReprHTMLMixin):
     labels: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row: ``n``, ``r``, its interval and p-value (unrounded)."""
+        return pd.DataFrame([{"n": self.n, "r": self.r, "ci_low": self.ci[0], "ci_high": self.ci[1],
+                              "p_value": self.p_value, "confidence_level": self.confidence_level}])
+
     def to_dict(self) -> dict:
         return {"n": self.n, "r": _num(self.r), "ci": _ci_json(self.ci), "p_value": _num(self.p_value),
                 "confidence_level": self.confidence_level, "labels": list(self.labels), "notes": list(self.notes)}

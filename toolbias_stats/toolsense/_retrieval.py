@@ -512,10 +512,12 @@ class ComparisonResult(ReprHTMLMixin):
     def to_frame(self) -> pd.DataFrame:
         return self.table.copy()
 
-    def to_dict(self) -> list:
-        return [{k: (_num(v) if isinstance(v, (float, np.floating)) else
-                     int(v) if isinstance(v, (np.integer,)) else v) for k, v in r.items()}
-                for r in self.table.to_dict(orient="records")]
+    def to_dict(self) -> dict:
+        """JSON-ready mapping: ``confidence_level`` and ``comparisons`` (one record per row of the table)."""
+        return {"confidence_level": self.confidence_level,
+                "comparisons": [{k: (_num(v) if isinstance(v, (float, np.floating)) else
+                                     int(v) if isinstance(v, (np.integer,)) else v) for k, v in r.items()}
+                                for r in self.table.to_dict(orient="records")]}
 
 
 def compare_configurations(result: RetrievalResult, *, pairs=None, metric="rc", k=None, tier="all"):
