@@ -167,6 +167,10 @@ class GoldPositionAccuracy(ReprHTMLMixin):
     def to_frame(self) -> pd.DataFrame:
         return self.summary.copy()
 
+    def summary_frame(self) -> pd.DataFrame:
+        """One row per group and K (a copy of :attr:`summary`), as ``summary_frame()`` of the other results."""
+        return self.summary.copy()
+
     def _headline(self):
         cols = list(self.by) + ["n_options", "n_rows", "accuracy", "corrected_accuracy", "corrected_ci_low",
                                 "corrected_ci_high", "gap", "gap_ci_low", "gap_ci_high"]
