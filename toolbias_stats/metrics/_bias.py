@@ -138,6 +138,11 @@ class TVResult(ReprHTMLMixin):
         """One row (the columns of :meth:`BiasResult.to_frame` for this metric), unrounded."""
         return pd.DataFrame([{"metric": self.metric, **_tv_row(self)}])
 
+    def _headline(self):
+        cols = ["metric", "corrected", "corrected_ci_low", "corrected_ci_high", "mean_over_runs", "null_expected",
+                "p_value"]
+        return f"TVResult ({self.metric})", self.to_frame()[cols], CORRECTED_LABEL
+
     def to_dict(self) -> dict:
         """JSON-ready dict (the ``delta_*`` objects of ``toolbias-stats bias --json``).
 
