@@ -302,9 +302,9 @@ def build_probe_correlation():
 
 @_quiet
 def build_agreement():
-    recs = [{"item_id": f"u{u}", "rater": f"r{r}", "label": str((u + (r == 2 and u % 3 == 0)) % 3)}
-            for u in range(12) for r in range(3)]
-    return tbs.toolsense.agreement(pd.DataFrame(recs), n_resamples=20, rng=0)
+    recs = [{"item_id": f"u{u}", "rater": f"r{r}", "label": str((u + (r == 2 and u % 3 == 0)) % 3),
+             "tier": "easy" if u < 6 else "hard"} for u in range(12) for r in range(3)]
+    return tbs.toolsense.agreement(pd.DataFrame(recs), by="tier", n_resamples=20, rng=0)
 
 
 @_quiet
@@ -483,6 +483,9 @@ def test_result_contract(name):
     assert all(isinstance(c, str) for c in frame.columns), list(frame.columns)
     assert frame.columns.is_unique, list(frame.columns)
     assert len(frame) > 0, "a real result has at least one row"
+    nested = [c for c in frame.columns if frame[c].dtype == object and frame[c].map(
+        lambda v: isinstance(v, (list, tuple, dict, set, np.ndarray, pd.DataFrame))).any()]
+    assert not nested, f"tidy: scalar cells only; nested values in {nested}"
 
     d = res.to_dict()
     assert isinstance(d, Mapping) and all(isinstance(k, str) for k in d)

@@ -134,7 +134,12 @@ class AgreementResult(ReprHTMLMixin):
     warnings: list = field(default_factory=list)
 
     def to_frame(self) -> pd.DataFrame:
-        return self.table.copy()
+        """Tidy: one row per group and coefficient, one column per ``by`` column (no dict cells)."""
+        table = self.table.copy()
+        keys = table.pop("keys") if "keys" in table.columns else pd.Series([{}] * len(table), index=table.index)
+        for i, col in enumerate(self.by or []):
+            table.insert(1 + i, str(col), [k.get(col) for k in keys])
+        return table
 
     def to_dict(self) -> dict:
         groups = []
