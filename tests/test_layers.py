@@ -301,8 +301,8 @@ def test_the_graph_is_not_vacuous(graph):
 
 # -- the check itself, on synthetic modules ------------------------------------------------------------------------
 SYNTHETIC = {
-    "toolbias_stats.metrics._fake": (False, "import numpy\nfrom .._schema import STATUSES\n"
-                                            "def f():\n    from ..report import _text\n    return _text\n"),
+    "toolbias_stats.metrics._fake": (False, ("import numpy\nfrom .._schema import STATUSES\n"
+                                             "def f():\n    from ..report import _text\n    return _text\n")),
     "toolbias_stats.report._text": (False, "from ..metrics import _fake\n"),
     "toolbias_stats.report": (True, "from . import _text\n"),
     "toolbias_stats.metrics": (True, "from ._fake import f\n"),

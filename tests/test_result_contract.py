@@ -14,6 +14,7 @@ exported class that is in none of them fails :func:`test_every_exported_class_is
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import importlib
@@ -21,6 +22,7 @@ import inspect
 import json
 import pkgutil
 import re
+import shutil
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,10 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tiny_study import MALICIOUS_TOOL, tiny_study
 
 import toolbias_stats as tbs
-
-from tiny_study import MALICIOUS_TOOL, tiny_study
 
 ROOT = Path(__file__).resolve().parent.parent
 BB = ROOT / "data" / "biasbusters"
@@ -41,7 +42,7 @@ EXP = ROOT / "data" / "experiments"
 def _quiet(fn):
     """Builders run with warnings silenced (small data warns on purpose) and are cached (built once)."""
     @functools.wraps(fn)
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def wrapper():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -83,7 +84,7 @@ def _tool(name):
 
 
 @_quiet
-def _rrb(tmp=None):
+def _rrb():
     """A six-query RRB-style benchmark and constrained/free predictions (as in tests/toolsense/conftest.py)."""
     import tempfile
 
@@ -97,6 +98,7 @@ def _rrb(tmp=None):
              "m1": (["c2&&go", "x&&go"], ["c1&&go", "x&&go"]), "m2": (["x&&go", "y&&go"], ["x&&go", "y&&go"]),
              "h1": (["e3&&go", "x&&go"], ["e3&&go", "e1&&go"]), "h2": (["x&&go", "f2&&go"], ["x&&go", "y&&go"])}
     folder = Path(tempfile.mkdtemp(prefix="tbs-contract-"))
+    atexit.register(shutil.rmtree, folder, True)
     bench_recs = [{"sample_id": s, "query": f"query {s}", "complexity": tier,
                    "tool": _tool(ans[0]) if tier == "easy" else [_tool(a) for a in ans],
                    "analyzed_tools": [_tool(a) for a in ans + distract]} for s, (tier, ans) in queries.items()]
@@ -332,16 +334,19 @@ def build_run():
 
     catalog = read_biasbusters_catalog(BB / "clusters.json", api_meta=BB / "api_meta.json",
                                        cluster_names=BB / "cluster_names.json")
-    out = Path(tempfile.mkdtemp(prefix="tbs-contract-run-")) / "s"
+    tmp = Path(tempfile.mkdtemp(prefix="tbs-contract-run-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    out = tmp / "s"
     write_requests(design_study(catalog, BB / "queries.json", n_queries=2, clusters=list(catalog.clusters)[:2]),
                    out)
     saved = {v: os.environ.pop(v, None) for v in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
-                                                    "all_proxy", "ALL_PROXY")}
+                                                    "all_proxy", "ALL_PROXY", "NO_PROXY")}
     os.environ["NO_PROXY"] = "127.0.0.1,localhost"
     try:
         with FakeOpenAI((0.5, 0.2, 0.1, 0.1, 0.1), seed=1) as srv:
             return run_study(out, base_url=srv.base_url, model="fake-model", concurrency=2, backoff=0.01)
     finally:
+        os.environ.pop("NO_PROXY", None)
         os.environ.update({k: v for k, v in saved.items() if v is not None})
 
 
