@@ -153,7 +153,7 @@ _write_api_page()
 _NOT_TOPICS = {"index", "getting_started"}
 
 
-def _topics(app, docname, source):  # noqa: ANN001
+def _topics(app, docname, source):
     if docname != "guide/index":
         return
     pages = sorted(p.stem for p in HERE.glob("*.md") if p.stem not in _NOT_TOPICS)
@@ -165,10 +165,10 @@ def _topics(app, docname, source):  # noqa: ANN001
 _PLUS_CELL = re.compile(r"^(\s*``[^`]+``(?: \(default\))?\s{2,})\+ ")
 
 
-def _escape_plus_cells(app, what, name, obj, options, lines):  # noqa: ANN001
+def _escape_plus_cells(app, what, name, obj, options, lines):
     lines[:] = [_PLUS_CELL.sub(r"\1\\+ ", ln) for ln in lines]
 
 
-def setup(app):  # noqa: ANN001, ANN201
+def setup(app):
     app.connect("source-read", _topics)
     app.connect("autodoc-process-docstring", _escape_plus_cells)

@@ -29,9 +29,9 @@ frame[["model", "metric", "mean_over_runs", "sd_over_runs", "corrected", "correc
 # %%
 # δ_API against δ_pos, one point per LLM, with the band a uniform chooser would reach by chance.
 # The plot functions return a matplotlib Figure; given ``ax`` they draw into it.
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from toolbias_stats.plots import plot_api_vs_position  # noqa: E402
+from toolbias_stats.plots import plot_api_vs_position
 
 fig, ax = plt.subplots(figsize=(8.5, 5), layout="constrained")
 plot_api_vs_position(res, ax=ax)

@@ -3,7 +3,8 @@ Why the plug-in TV is biased, and what the uniform-chooser reference is
 =======================================================================
 
 The plug-in total-variation distance to uniform is positive even for an agent that picks uniformly at random:
-with ``n`` picks among ``K`` tools the observed shares scatter around ``1/K``. :func:`toolbias_stats.expected_tv_uniform`
+with ``n`` picks among ``K`` tools the observed shares scatter around ``1/K``.
+:func:`toolbias_stats.expected_tv_uniform`
 is the exact expectation of that noise floor; a simulated study with a known truth shows that
 :func:`toolbias_stats.selection_bias` recovers the truth (the bias-corrected estimate) and that its p-value does not
 reject a uniform chooser.
@@ -18,7 +19,8 @@ from toolbias_stats.simulate import simulate_selection_log
 rng = np.random.default_rng(0)
 k = 5
 sizes = [10, 20, 50, 100, 200, 500, 1000]
-observed = [np.mean([tbs.tv_to_uniform(rng.multinomial(n, np.full(k, 1 / k)) / n) for _ in range(400)])
+observed = [np.mean([tbs.tv_to_uniform(rng.multinomial(n, np.full(k, 1 / k)) / n)
+                     for _ in range(400)])
             for n in sizes]
 expected = [tbs.expected_tv_uniform(n, k) for n in sizes]
 

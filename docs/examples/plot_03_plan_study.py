@@ -25,9 +25,9 @@ plan.to_frame()[["metric", "queries", "runs", "rotations", "calls", "expected_es
 
 # %%
 # The predicted half-width falls like one over the square root of the number of calls:
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from toolbias_stats.plots import plot_plan_widths  # noqa: E402
+from toolbias_stats.plots import plot_plan_widths
 
 fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
 plot_plan_widths(plan, ax=ax)
