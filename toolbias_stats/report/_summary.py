@@ -56,8 +56,11 @@ def bias_summary(result, catalog=None) -> list:
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> sim = tbs.simulate.simulate_selection_log(n_clusters=2, n_queries=10, rng=0)     # doctest: +SKIP
-    >>> bias_summary(tbs.selection_bias(sim.log, by="model", rng=1))                     # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=50, rng=1)
+    >>> print(bias_summary(res)[0])  # doctest: +NORMALIZE_WHITESPACE
+    The model is not distinguishable from a fair chooser, in tool choice or in list position (bias-corrected 95%
+    interval reaching 0 or p-value above 0.05).
     """
     from ..plots._overview import bias_overview_rows, rate_gap_table
 

@@ -247,9 +247,12 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
 
     Examples
     --------
-    >>> a = read_shadow_audit("data/shadow/manifest.json", "data/shadow/calls.csv",
-    ...                       "data/shadow/labels.csv", turns="data/shadow/turns.csv")    # doctest: +SKIP
-    >>> a.n_turns                                                                        # doctest: +SKIP
+    The bundled example audit (``data/shadow/``; 600 turns, 12 tools):
+
+    >>> from toolbias_stats.datasets import path
+    >>> a = read_shadow_audit(path("shadow/manifest.json"), path("shadow/calls.csv"),
+    ...                       path("shadow/labels.csv"), turns=path("shadow/turns.csv"))
+    >>> a.n_turns
     600
     """
     paths = [manifest] if isinstance(manifest, (str, Path)) else list(manifest)
