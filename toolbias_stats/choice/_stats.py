@@ -115,6 +115,24 @@ def option_position_bias(log, *, by=("model",), n_resamples=2000, confidence_lev
     uniformly spread over positions (an unbalanced answer key, no shuffling), a perfectly accurate
     model also has delta_pos > 0; ``rates_frame()`` shows the gold share next to each rate and
     :func:`accuracy_by_gold_position` separates the two.
+
+    Examples
+    --------
+    20 four-option questions, each shown in all 4 rotations; half are answered correctly, the other half always
+    with option A (position 1):
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> opts = ["a", "b", "c", "d"]
+    >>> rows = [{"item_id": f"q{i}", "n_options": 4, "options": json.dumps(opts[r:] + opts[:r]),
+    ...          "gold_position": (4 - r) % 4 + 1, "chosen_position": (4 - r) % 4 + 1 if i % 2 else 1,
+    ...          "status": "ok"} for i in range(20) for r in range(4)]
+    >>> log = tbs.ChoiceLog.from_frame(pd.DataFrame(rows))
+    >>> res = tbs.option_position_bias(log, n_resamples=200, n_null=200, rng=1)
+    >>> res.to_frame()[["metric", "pooled", "corrected", "corrected_ci_low", "corrected_ci_high", "p_value"]].round(3)
+          metric  pooled  corrected  corrected_ci_low  corrected_ci_high  p_value
+    0  delta_pos   0.375      0.373             0.219              0.527    0.005
     """
     from ..metrics import selection_bias
 
@@ -214,6 +232,24 @@ def accuracy_by_gold_position(log, *, by=("model",), n_resamples=2000, confidenc
     position. A position that never holds the gold answer makes it undefined (NaN, noted in
     ``missing_positions``). CIs are item-bootstrap percentile intervals; Wilson intervals treat
     presentations as independent.
+
+    Examples
+    --------
+    20 four-option questions, each shown in all 4 rotations; half are answered correctly, the other half always
+    with option A (position 1):
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> opts = ["a", "b", "c", "d"]
+    >>> rows = [{"item_id": f"q{i}", "n_options": 4, "options": json.dumps(opts[r:] + opts[:r]),
+    ...          "gold_position": (4 - r) % 4 + 1, "chosen_position": (4 - r) % 4 + 1 if i % 2 else 1,
+    ...          "status": "ok"} for i in range(20) for r in range(4)]
+    >>> log = tbs.ChoiceLog.from_frame(pd.DataFrame(rows))
+    >>> res = tbs.accuracy_by_gold_position(log, n_resamples=200, rng=1)
+    >>> res.to_frame()[["n_options", "accuracy", "spread", "spread_ci_low", "spread_ci_high"]].round(3)
+       n_options  accuracy  spread  spread_ci_low  spread_ci_high
+    0          4     0.625     0.5            0.3             0.7
     """
     clog = _as_choice_log(log)
     by = check_by(by, clog.design_columns)
