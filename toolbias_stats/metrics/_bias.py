@@ -75,7 +75,7 @@ class TVResult:
         Bias-corrected estimate of the true cluster-averaged TV (plug-in TV is biased upward).
     corrected_ci : ConfidenceInterval
         Calibrated CI for the true cluster-averaged TV (see :func:`calibrated_mean_tv`); this is the
-        interval whose coverage is checked by simulation in the README.
+        interval whose coverage is checked by simulation in the user guide (docs/guide/metrics.md).
     corrected_method : str
     null_expected : float
         Exact expected ``mean_over_runs`` of a uniform chooser with the same numbers of valid choices.
