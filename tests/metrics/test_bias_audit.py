@@ -1,7 +1,7 @@
 """Regression tests for the statistical audit of selection_bias (issue 21, "Statistics").
 
-Small simulations (seconds); the large versions are in ``analyses/bias_audit.py`` (docs/guide/metrics.md). The studies come
-from the independent NumPy simulator ``analyses/bias_audit_sim.py`` (per-query favourites written out there) or, for
+Small simulations (seconds); the large versions are in ``analyses/bias_audit.py`` (docs/guide/metrics.md). The studies
+come from the independent NumPy simulator ``analyses/bias_audit_sim.py`` (per-query favourites written out there) or, for
 the array-level tests, from the few lines of ``_study`` below.
 """
 
