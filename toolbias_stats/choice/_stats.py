@@ -387,6 +387,27 @@ def judge_consistency(log, *, by=("model",), n_resamples=2000, confidence_level=
     and first-position rate 1; one that picks a slot at random has expected consistency 1/2.
     Rows with more than two options, rows whose swapped partner is missing, and pairs with an
     invalid judgement are excluded and counted by reason.
+
+    Examples
+    --------
+    Ten pairs, each judged in both orders: the judge answers "first" on five of them and picks the same answer
+    in both orders on the other five.
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> rows = []
+    >>> for i in range(10):
+    ...     for order in (["x", "y"], ["y", "x"]):
+    ...         rows.append({"item_id": f"p{i}", "question": f"Which answer is better? ({i})", "n_options": 2,
+    ...                      "options": json.dumps([f"{o}{i}" for o in order]), "status": "ok",
+    ...                      "chosen_position": 1 if i < 5 else order.index("x") + 1})
+    >>> res = tbs.judge_consistency(tbs.ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=200, rng=1)
+    >>> res.to_frame()[["n_pairs", "consistent", "consistency", "first_position_rate"]]
+       n_pairs  consistent  consistency  first_position_rate
+    0       10           5          0.5                 0.75
+    >>> res.to_frame()[["consistency_ci_low", "consistency_ci_high"]].round(3).to_dict("records")
+    [{'consistency_ci_low': 0.237, 'consistency_ci_high': 0.763}]
     """
     clog = _as_choice_log(log)
     by = check_by(by, clog.design_columns)
