@@ -198,7 +198,13 @@ def plot_api_vs_position(result, ax=None, *, clusters=False):
 
 # ---------------------------------------------------------------------------------------------
 def group_label(keys: dict) -> str:
-    """Display label of a group: its ``by`` values joined by ``", "`` (``"all"`` when ungrouped)."""
+    """Display label of a group: its ``by`` values joined by ``", "`` (``"all"`` when ungrouped).
+
+    Examples
+    --------
+    >>> group_label({"model": "GPT-4.1 mini", "temperature": 0.7}), group_label({})
+    ('GPT-4.1 mini, 0.7', 'all')
+    """
     return ", ".join(str(v) for v in keys.values()) if keys else "all"
 
 
@@ -206,6 +212,14 @@ def tool_labels(tools, catalog=None, cluster=None) -> list:
     """Full display names of ``tools`` (tool ids): ``tool_name``, plus ``: api_name`` when a name repeats.
 
     Without a catalog (or for a tool it lacks) the tool id itself is used.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> p = tbs.datasets.path
+    >>> cat = tbs.read_biasbusters_catalog(p("biasbusters/clusters.json"), api_meta=p("biasbusters/api_meta.json"))
+    >>> tool_labels(cat.to_frame().tool_id[:2].tolist(), cat)
+    ['Geocode - Forward and Reverse', 'Geolocate']
     """
     if catalog is None:
         return [str(t) for t in tools]
