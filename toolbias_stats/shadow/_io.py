@@ -149,6 +149,13 @@ def read_manifest(path) -> pd.DataFrame:
     SelectionLogError
         File missing, not JSON, not an array, an entry without a non-empty string ``name`` or with a
         non-string ``description``, or a name listed twice (``file:item:field: ...``).
+
+    Examples
+    --------
+    >>> from toolbias_stats.datasets import path
+    >>> m = read_manifest(path("shadow/manifest.json"))
+    >>> m.shape, m.columns.tolist()
+    ((12, 3), ['tool_name', 'description', 'position'])
     """
     path = Path(path)
     if not path.is_file():
