@@ -1,4 +1,4 @@
-"""The statistical audit of `selection_bias` (issue 21), re-run on the fixed code: the README's tables.
+"""The statistical audit of `selection_bias` (issue 21), re-run on the fixed code: the tables of docs/guide/metrics.md.
 
 Every study is simulated with `analyses/bias_audit_sim.py` (seeded NumPy, per-query choosers written out there) and
 analysed with `toolbias_stats.selection_bias` exactly as the CLI does, apart from the replicate count. Per regime it

@@ -1,6 +1,6 @@
 """Seeded NumPy simulator of tool-selection studies for the statistical audit of `selection_bias` (issue 21).
 
-Used by `analyses/bias_audit.py` (the large runs behind the README's tables) and by the small simulation tests in
+Used by `analyses/bias_audit.py` (the large runs behind docs/guide/metrics.md) and by the small simulation tests in
 `tests/metrics/test_bias_audit.py` (which load this file by path). Independent of `toolbias_stats.simulate`: the
 per-query choosers are written out here.
 

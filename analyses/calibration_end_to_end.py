@@ -1,4 +1,4 @@
-"""End-to-end calibration of `selection_bias` through the public API (the README's coverage table).
+"""End-to-end calibration of `selection_bias` through the public API (the coverage table of docs/guide/metrics.md).
 
 For each of the issue's five choosers, simulate BiasBusters-sized studies (10 clusters x 100 queries x 5 cyclic
 rotations, one run) with `toolbias_stats.simulate.simulate_selection_log`, run `toolbias_stats.selection_bias`

@@ -2,7 +2,7 @@
 
 Prints, per LLM and metric, the share of Var(estimate) from each source at the study's design (10 clusters x 100
 queries x 5 cyclic rotations x 3 runs), the standard error, and what the same calls would have bought as one run
-of 300 queries; then the per-LLM Markdown table that the README shows.
+of 300 queries; then the per-LLM Markdown table that docs/guide/study_design.md shows.
 
 Usage: ``python analyses/design_components.py [--bootstrap 200] [--seed 12] [--out components.csv]``
 """
@@ -36,7 +36,7 @@ def main(argv=None):
         print()
         print(s.round(5).to_string(index=False))
     print(f"\nvariance_components: {elapsed:.1f} s ({args.bootstrap} query-bootstrap replicates)\n")
-    # the README table: shares of Var(estimate) and standard errors of other allocations of calls
+    # the table of docs/guide/study_design.md: shares of Var(estimate) and standard errors of other allocations of calls
     lines = ["| LLM | metric | queries | runs | query × run | attempts | se (as run) | se, 1 run | "
              "se, 300 queries × 1 run | se, 1 rotation per query |", "|---|---|---|---|---|---|---|---|---|---|"]
     for (model, metric), g in t.groupby(["model", "metric"], sort=False):

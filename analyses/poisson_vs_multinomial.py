@@ -1,4 +1,4 @@
-"""Poisson vs multinomial bootstrap weights on the calibration scenarios (the README's table for issue 7).
+"""Poisson vs multinomial bootstrap weights on the calibration scenarios (the table for issue 7 in docs/guide/scale.md).
 
 The Poisson bootstrap gives every query an independent Poisson(1) weight instead of drawing Q queries with
 replacement; it needs no knowledge of Q, so it is the bootstrap of streaming and distributed data. This script

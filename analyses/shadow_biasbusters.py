@@ -9,7 +9,7 @@ delta_pos (mean over runs, BiasBusters Table 1 style) comes from ``selection_bia
 Spearman's rho between each score and delta_pos over the 7 LLMs with an exact permutation p-value.
 
 Run: ``HF_HUB_OFFLINE=1 nice -n 10 python analyses/shadow_biasbusters.py`` (about 1 minute on 2 cores; the
-first run embeds ~1,050 texts). Prints Markdown tables (pasted into the README).
+first run embeds ~1,050 texts). Prints Markdown tables (pasted into docs/guide/tool_shadow_overview.md).
 """
 
 from __future__ import annotations

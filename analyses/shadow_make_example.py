@@ -9,7 +9,7 @@ labels); whether the harness calls a tool is then simulated from a logistic mode
 
 Nothing depends on description length or on the task text (true D = S = 0). Two designs are written:
 
-* ``manifest.json``, ``calls.csv``, ``labels.csv``, ``turns.csv``: 600 turns, one fixed order (the README
+* ``manifest.json``, ``calls.csv``, ``labels.csv``, ``turns.csv``: 600 turns, one fixed order (the user guide's
   example and the tests);
 * ``manifest_reversed.json``, ``calls_ab.csv``, ``labels_ab.csv``, ``turns_ab.csv``: the paper's permuted A/B
   design, 300 tasks each run under the manifest and under its reverse (a ``manifest`` column says which).

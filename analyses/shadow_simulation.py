@@ -14,7 +14,7 @@ scores. A second table shows the paper's PBS drifting to 100 as the log grows wh
 (small primacy, log OR 0.3, permuted orders, 20 audits per size).
 
 Run: ``nice -n 10 python analyses/shadow_simulation.py [--reps 200]`` (about 2 minutes on 2 cores); prints
-Markdown tables (pasted into the README).
+Markdown tables (pasted into docs/guide/tool_shadow_overview.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ largest rise, highlighted when its unadjusted percentile interval excludes 0: th
 is computed from ``tools_frame`` on the same studies.
 
 Part A was run once on the current code and once on the code before the fix (same seeds) for the before/after
-table; part B measures both rules in one run. The figures in the README and docs/experiments.md:
+table; part B measures both rules in one run. The figures in docs/guide/experiments_overview.md and docs/experiments.md:
 ``python analyses/shift_pvalue_size.py --part A --n-studies 100 --n-permutations 300`` (about 5 CPU-minutes) and
 ``python analyses/shift_pvalue_size.py --part B --n-studies 200 --n-resamples 100`` (about 3 CPU-minutes);
 results in ``reports/shift_pvalue_size.csv``.

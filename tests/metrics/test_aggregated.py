@@ -1,7 +1,7 @@
 """Intervals for aggregated counts (issue 13): no per-query rows, so the replicates are multinomial draws.
 
 Checked against theory (the moments of the multinomial and Poisson replicates, scipy's multinomial), by a small
-coverage simulation (the big one is ``analyses/aggregated_multinomial_coverage.py``, numbers in the README), and
+coverage simulation (the big one is ``analyses/aggregated_multinomial_coverage.py``, docs/guide/scale.md), and
 for the invariances a user relies on (same seed, same result; a query-level log is untouched).
 """
 

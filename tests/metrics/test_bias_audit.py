@@ -1,8 +1,8 @@
 """Regression tests for the statistical audit of selection_bias (issue 21, "Statistics").
 
-Small simulations (seconds); the large versions are in ``analyses/bias_audit.py`` (README tables). The studies come
-from the independent NumPy simulator ``analyses/bias_audit_sim.py`` (per-query favourites written out there) or, for
-the array-level tests, from the few lines of ``_study`` below.
+Small simulations (seconds); the large versions are in ``analyses/bias_audit.py`` (docs/guide/metrics.md). The studies
+come from the independent NumPy simulator ``analyses/bias_audit_sim.py`` (per-query favourites written out there)
+or, for the array-level tests, from the few lines of ``_study`` below.
 """
 
 from __future__ import annotations

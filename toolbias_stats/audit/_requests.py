@@ -170,6 +170,18 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
     through ``metadata.query_id`` (OpenAI bodies) or the line's ``query_id`` (``chat-jsonl``); Anthropic requests
     cannot carry it, so that importer keys queries by their text (two identical query texts in one cluster are
     then one query, and their requests become repeated ``attempt`` s).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import toolbias_stats as tbs
+    >>> cat = tbs.ToolCatalog.from_records([{"cluster_id": "1", "tool_id": t} for t in "abc"])
+    >>> design = tbs.design_study(cat, {"1": ["find x", "find y"]}, orderings="cyclic")
+    >>> out = Path(tempfile.mkdtemp()) / "study"
+    >>> written = write_requests(design, out, format="openai-batch", model="gpt-4.1-mini")
+    >>> written["requests"], sorted(p.name for p in out.iterdir())  # doctest: +NORMALIZE_WHITESPACE
+    (6, ['catalog.csv', 'design.csv', 'design.json', 'queries.json', 'requests-run1.jsonl', 'study.toml'])
     """
     check_choice("format", format, FORMATS)
     check_choice("endpoint", endpoint, ENDPOINTS)

@@ -115,6 +115,24 @@ def option_position_bias(log, *, by=("model",), n_resamples=2000, confidence_lev
     uniformly spread over positions (an unbalanced answer key, no shuffling), a perfectly accurate
     model also has delta_pos > 0; ``rates_frame()`` shows the gold share next to each rate and
     :func:`accuracy_by_gold_position` separates the two.
+
+    Examples
+    --------
+    20 four-option questions, each shown in all 4 rotations; half are answered correctly, the other half always
+    with option A (position 1):
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> opts = ["a", "b", "c", "d"]
+    >>> rows = [{"item_id": f"q{i}", "n_options": 4, "options": json.dumps(opts[r:] + opts[:r]),
+    ...          "gold_position": (4 - r) % 4 + 1, "chosen_position": (4 - r) % 4 + 1 if i % 2 else 1,
+    ...          "status": "ok"} for i in range(20) for r in range(4)]
+    >>> log = tbs.ChoiceLog.from_frame(pd.DataFrame(rows))
+    >>> res = tbs.option_position_bias(log, n_resamples=200, n_null=200, rng=1)
+    >>> res.to_frame()[["metric", "pooled", "corrected", "corrected_ci_low", "corrected_ci_high", "p_value"]].round(3)
+          metric  pooled  corrected  corrected_ci_low  corrected_ci_high  p_value
+    0  delta_pos   0.375      0.373             0.219              0.527    0.005
     """
     from ..metrics import selection_bias
 
@@ -218,6 +236,24 @@ def accuracy_by_gold_position(log, *, by=("model",), n_resamples=2000, confidenc
     position. A position that never holds the gold answer makes it undefined (NaN, noted in
     ``missing_positions``). CIs are item-bootstrap percentile intervals; Wilson intervals treat
     presentations as independent.
+
+    Examples
+    --------
+    20 four-option questions, each shown in all 4 rotations; half are answered correctly, the other half always
+    with option A (position 1):
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> opts = ["a", "b", "c", "d"]
+    >>> rows = [{"item_id": f"q{i}", "n_options": 4, "options": json.dumps(opts[r:] + opts[:r]),
+    ...          "gold_position": (4 - r) % 4 + 1, "chosen_position": (4 - r) % 4 + 1 if i % 2 else 1,
+    ...          "status": "ok"} for i in range(20) for r in range(4)]
+    >>> log = tbs.ChoiceLog.from_frame(pd.DataFrame(rows))
+    >>> res = tbs.accuracy_by_gold_position(log, n_resamples=200, rng=1)
+    >>> res.to_frame()[["n_options", "accuracy", "spread", "spread_ci_low", "spread_ci_high"]].round(3)
+       n_options  accuracy  spread  spread_ci_low  spread_ci_high
+    0          4     0.625     0.5            0.3             0.7
     """
     clog = _as_choice_log(log)
     by = check_by(by, clog.design_columns)
@@ -355,6 +391,27 @@ def judge_consistency(log, *, by=("model",), n_resamples=2000, confidence_level=
     and first-position rate 1; one that picks a slot at random has expected consistency 1/2.
     Rows with more than two options, rows whose swapped partner is missing, and pairs with an
     invalid judgement are excluded and counted by reason.
+
+    Examples
+    --------
+    Ten pairs, each judged in both orders: the judge answers "first" on five of them and picks the same answer
+    in both orders on the other five.
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> rows = []
+    >>> for i in range(10):
+    ...     for order in (["x", "y"], ["y", "x"]):
+    ...         rows.append({"item_id": f"p{i}", "question": f"Which answer is better? ({i})", "n_options": 2,
+    ...                      "options": json.dumps([f"{o}{i}" for o in order]), "status": "ok",
+    ...                      "chosen_position": 1 if i < 5 else order.index("x") + 1})
+    >>> res = tbs.judge_consistency(tbs.ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=200, rng=1)
+    >>> res.to_frame()[["n_pairs", "consistent", "consistency", "first_position_rate"]]
+       n_pairs  consistent  consistency  first_position_rate
+    0       10           5          0.5                 0.75
+    >>> res.to_frame()[["consistency_ci_low", "consistency_ci_high"]].round(3).to_dict("records")
+    [{'consistency_ci_low': 0.237, 'consistency_ci_high': 0.763}]
     """
     clog = _as_choice_log(log)
     by = check_by(by, clog.design_columns)

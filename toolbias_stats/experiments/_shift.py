@@ -481,10 +481,26 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
 
     Examples
     --------
+    The same queries under a base condition (a uniform chooser) and a condition that favours the first listed
+    position (simulated; 3 clusters of 4 tools, 20 queries in all 4 rotations):
+
+    >>> import numpy as np
     >>> import toolbias_stats as tbs
-    >>> study = tbs.read_study(tbs.datasets.path("experiments/study.toml"))                 # doctest: +SKIP
-    >>> res = tbs.selection_shift(study, between="condition", base="base", rng=1)           # doctest: +SKIP
-    >>> res.to_frame()[["model", "condition", "metric", "estimate", "p_value"]]              # doctest: +SKIP
+    >>> from toolbias_stats.experiments import simulate_conditions
+    >>> pref = np.ones((3, 4))
+    >>> log = simulate_conditions({"base": (pref, None), "first_wins": (pref, [4, 1, 1, 1])}, n_queries=20, rng=0)
+    >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
+    >>> res.to_frame()[["condition", "metric", "estimate", "ci_low", "ci_high", "p_value"]].round(3)
+        condition       metric  estimate  ci_low  ci_high  p_value
+    0  first_wins    shift_api     0.112   0.092    0.234    0.507
+    1  first_wins    shift_pos     0.283   0.225    0.362    0.000
+    2  first_wins    delta_api    -0.046  -0.092    0.021    0.089
+    3  first_wins    delta_pos     0.212   0.096    0.242    0.000
+    4  first_wins  delta_model     0.083   0.023    0.113    0.000
+
+    The bundled SIMULATED experiment (44,000 attempts, about 15 s):
+    ``tbs.selection_shift(tbs.read_study(tbs.datasets.path("experiments/study.toml")), between="condition",
+    base="base", rng=1)``.
     """
     counts = load_counts(log)
     confidence_level = check_confidence_level(confidence_level)
@@ -583,7 +599,7 @@ def calibrated_mean_shift(diffs, boot_diffs, *, confidence_level=0.95) -> Calibr
     "moderate" simulation, 96-97% with it, at about 9% more width). When the observed shift lies below the
     ``alpha/2`` quantile of the no-shift law the belt is empty; the upper bound is then inverted at half the
     observed lower-tail probability, which gives a short interval ``[0, hi]`` instead of ``[0, 0]``. Coverage is checked by
-    simulation in ``analyses/experiments_shift_coverage.py`` (README).
+    simulation in ``analyses/experiments_shift_coverage.py`` (docs/guide/experiments_overview.md).
     """
     confidence_level = check_confidence_level(confidence_level)
     xs, es = [], []

@@ -26,6 +26,16 @@ def choice_probabilities(tool_pref, position_pref=None):
     -------
     (p_api, p_pos, choice_p) : arrays of shape (C, K), (C, K), (C, R, J)
         ``choice_p[c, r, j]``: probability of choosing position ``j`` under rotation ``r``.
+
+    Examples
+    --------
+    Four equally preferred tools, the first listed position weighted 4:1:1:1: every tool is chosen a quarter
+    of the time over the rotations, the first position 4/7 of the time.
+
+    >>> import numpy as np
+    >>> p_api, p_pos, choice_p = choice_probabilities(np.ones((1, 4)), [4, 1, 1, 1])
+    >>> p_api.round(3), p_pos.round(3), choice_p.shape
+    (array([[0.25, 0.25, 0.25, 0.25]]), array([[0.571, 0.143, 0.143, 0.143]]), (1, 4, 4))
     """
     tp = np.asarray(tool_pref, dtype=float)
     c, k = tp.shape
@@ -63,6 +73,13 @@ def simulate_conditions(conditions, *, n_queries=100, n_runs=1, column="conditio
     -------
     SelectionLog
         One row per (condition, run, cluster, query, rotation).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pref = np.ones((3, 4))          # 3 clusters of 4 equally preferred tools
+    >>> simulate_conditions({"base": (pref, None), "first_wins": (pref, [4, 1, 1, 1])}, n_queries=20, rng=0)
+    SelectionLog(480 rows, status={'ok': 480}, clusters=3)
     """
     gen = check_rng(rng)
     first = np.asarray(next(iter(conditions.values()))[0], float)

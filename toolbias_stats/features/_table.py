@@ -196,10 +196,14 @@ def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, l
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))      # doctest: +SKIP
-    >>> feats = tool_features(study, encoder=False)                             # doctest: +SKIP
-    >>> feats.to_frame().shape                                                  # doctest: +SKIP
+    >>> p = tbs.datasets.path
+    >>> cat = tbs.read_biasbusters_catalog(p("biasbusters/clusters.json"), api_meta=p("biasbusters/api_meta.json"))
+    >>> feats = tool_features(cat, encoder=False)    # no sentence encoder, no queries: no similarity columns
+    >>> feats.to_frame().shape
     (50, 11)
+
+    With a study, ``tool_features(study)`` also has its queries (query-description similarities) and its
+    ``reference_date``.
     """
     from ..io._catalog import ToolCatalog
 

@@ -313,6 +313,19 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
     ------
     SelectionLogError
         Bad input, with the same ``file:row:column: message`` lines through every engine.
+
+    Examples
+    --------
+    A log written as CSV, counted without loading its rows (``engine="duckdb"`` gives the same counts):
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, rng=0).log
+    >>> path = log.write(Path(tempfile.mkdtemp()) / "log.csv")
+    >>> count_table(path, catalog=log.catalog, engine="pandas")  # doctest: +NORMALIZE_WHITESPACE
+    SelectionCounts(level='query', engine='pandas', 50 attempts in 10 count rows, status={'ok': 50, 'no_call': 0,
+    'unknown_tool': 0, 'parse_error': 0, 'forced': 0, 'off_cluster': 0})
     """
     if level not in COUNT_LEVELS:
         raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")

@@ -25,6 +25,13 @@ def load_selection_log(obj) -> SelectionLog:
     ------
     TypeError
         For any other input; the message lists the accepted inputs.
+
+    Examples
+    --------
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, rng=0).log
+    >>> load_selection_log(log) is log
+    True
     """
     from ._manifest import Study, read_study
 

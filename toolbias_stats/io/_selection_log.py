@@ -61,9 +61,14 @@ class SelectionLog:
 
     Examples
     --------
-    >>> import toolbias_stats as tbs
-    >>> log = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))   # doctest: +SKIP
-    >>> log.summary()                                                       # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, p_no_call=0.2, rng=0).log
+    >>> log
+    SelectionLog(50 rows, status={'ok': 42, 'no_call': 8}, clusters=2)
+    >>> log.summary()[["total", "ok", "no_call"]].to_dict("records")
+    [{'total': 50, 'ok': 42, 'no_call': 8}]
+
+    A study's log: ``tbs.read_study(tbs.datasets.path("biasbusters/study.toml")).log``.
     """
 
     data: pd.DataFrame

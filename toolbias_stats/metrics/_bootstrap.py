@@ -113,7 +113,18 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
 
 
 def percentile_ci(distribution, confidence_level: float) -> ConfidenceInterval:
-    """Percentile interval of a bootstrap distribution (NaN replicates ignored)."""
+    """Percentile interval of a bootstrap distribution (NaN replicates ignored).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=50)
+    >>> boot = np.array([rng.choice(x, 50).mean() for _ in range(2000)])   # bootstrap replicates of the mean
+    >>> ci = percentile_ci(boot, 0.95)
+    >>> round(ci.low, 3), round(ci.high, 3)
+    (-0.132, 0.373)
+    """
     d = np.asarray(distribution, dtype=float)
     d = d[np.isfinite(d)]
     if d.size == 0:
@@ -142,6 +153,17 @@ def bca_ci(distribution, observed: float, jackknife, confidence_level: float) ->
     ``a = sum(d^3) / (6 * (sum(d^2))^1.5)`` with ``d = mean(jack) - jack``; the interval is
     the ``Phi(z0 + (z0 + z)/(1 - a (z0 + z)))`` quantiles of the replicates. Falls back to the
     percentile interval when ``z0`` is infinite (all replicates on one side).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=50)
+    >>> boot = np.array([rng.choice(x, 50).mean() for _ in range(2000)])   # bootstrap replicates of the mean
+    >>> jackknife = np.array([np.delete(x, i).mean() for i in range(50)])
+    >>> ci = bca_ci(boot, x.mean(), jackknife, 0.95)
+    >>> round(float(x.mean()), 3), round(ci.low, 3), round(ci.high, 3)
+    (0.129, -0.13, 0.374)
     """
     d = np.asarray(distribution, dtype=float)
     d = d[np.isfinite(d)]

@@ -68,7 +68,15 @@ def normalised_tv(tv, k):
 
 
 def rates_from_counts(counts, *, axis=-1):
-    """Selection rates ``counts / counts.sum()`` along ``axis``; NaN where the total is 0."""
+    """Selection rates ``counts / counts.sum()`` along ``axis``; NaN where the total is 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rates_from_counts(np.array([[3, 1, 0, 0], [0, 0, 0, 0]]))
+    array([[0.75, 0.25, 0.  , 0.  ],
+           [ nan,  nan,  nan,  nan]])
+    """
     counts = np.asarray(counts, dtype=float)
     total = counts.sum(axis=axis, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):

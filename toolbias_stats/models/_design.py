@@ -34,6 +34,17 @@ def selection_rates(rates, *, features=None) -> pd.DataFrame:
     ------
     ValueError
         No rates anywhere, or a DataFrame without the needed columns.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=0)
+    >>> selection_rates(res).head(3)
+           model cluster_id                tool_id  rate
+    0  simulated          1  endpoint_for_tool_1_1  0.26
+    1  simulated          1  endpoint_for_tool_1_2  0.20
+    2  simulated          1  endpoint_for_tool_1_3  0.16
     """
     from ..features import ToolFeatures
 

@@ -167,8 +167,8 @@ def ols_fit(features, rates=None, *, center=True, feature_names=None, confidence
     --------
     >>> import toolbias_stats as tbs
     >>> from toolbias_stats.features import read_feature_table
-    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))  # doctest: +SKIP
-    >>> round(ols_fit(feats).fit_for("ToolLLaMA").r2, 3)                                  # doctest: +SKIP
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> round(float(ols_fit(feats).fit_for("ToolLLaMA").r2), 3)
     0.387
     """
     import statsmodels.formula.api as smf

@@ -56,8 +56,12 @@ def plot_selection_rates(result, *, cluster, ax=None, catalog=None, label_width=
 
     Examples
     --------
-    >>> fig = plot_selection_rates(res, cluster="8", catalog=study.catalog)   # doctest: +SKIP
-    >>> fig.savefig("cluster8.svg")                                              # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=50, rng=1)
+    >>> fig = plot_selection_rates(res, cluster="1")   # catalog=study.catalog labels the tools by name
+    >>> len(fig.axes)
+    1
     """
     cluster = str(cluster)
     entries = [(g, c) for g in result.groups for c in g.clusters if str(c.cluster) == cluster]
@@ -135,7 +139,12 @@ def plot_api_vs_position(result, ax=None, *, clusters=False):
 
     Examples
     --------
-    >>> fig = plot_api_vs_position(res, clusters=True)   # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=50, rng=1)
+    >>> fig = plot_api_vs_position(res, clusters=True)
+    >>> len(fig.axes)
+    2
     """
     n_panels = 2 if clusters else 1
     if ax is None:
@@ -189,7 +198,13 @@ def plot_api_vs_position(result, ax=None, *, clusters=False):
 
 # ---------------------------------------------------------------------------------------------
 def group_label(keys: dict) -> str:
-    """Display label of a group: its ``by`` values joined by ``", "`` (``"all"`` when ungrouped)."""
+    """Display label of a group: its ``by`` values joined by ``", "`` (``"all"`` when ungrouped).
+
+    Examples
+    --------
+    >>> group_label({"model": "GPT-4.1 mini", "temperature": 0.7}), group_label({})
+    ('GPT-4.1 mini, 0.7', 'all')
+    """
     return ", ".join(str(v) for v in keys.values()) if keys else "all"
 
 
@@ -197,6 +212,14 @@ def tool_labels(tools, catalog=None, cluster=None) -> list:
     """Full display names of ``tools`` (tool ids): ``tool_name``, plus ``: api_name`` when a name repeats.
 
     Without a catalog (or for a tool it lacks) the tool id itself is used.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> p = tbs.datasets.path
+    >>> cat = tbs.read_biasbusters_catalog(p("biasbusters/clusters.json"), api_meta=p("biasbusters/api_meta.json"))
+    >>> tool_labels(cat.to_frame().tool_id[:2].tolist(), cat)
+    ['Geocode - Forward and Reverse', 'Geolocate']
     """
     if catalog is None:
         return [str(t) for t in tools]

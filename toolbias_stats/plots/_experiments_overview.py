@@ -83,10 +83,15 @@ def plot_shift_overview(results, *, alpha=0.05, ax=None):
 
     Examples
     --------
+    >>> import numpy as np
     >>> import toolbias_stats as tbs
-    >>> study = tbs.read_study(tbs.datasets.path("experiments/study.toml"))            # doctest: +SKIP
-    >>> res = tbs.selection_shift(study, between="condition", base="base", rng=1)      # doctest: +SKIP
-    >>> fig = plot_shift_overview([res])                                               # doctest: +SKIP
+    >>> from toolbias_stats.experiments import simulate_conditions
+    >>> pref = np.ones((3, 4))
+    >>> log = simulate_conditions({"base": (pref, None), "first_wins": (pref, [4, 1, 1, 1])}, n_queries=20, rng=0)
+    >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
+    >>> fig = plot_shift_overview([res])
+    >>> len(fig.axes)
+    1
     """
     rows = shift_overview_rows(results)
     n = max(1, len(rows))

@@ -34,7 +34,12 @@ def plot_correlations(result, ax=None, *, value="r", mark="p_bh", alpha=0.05):
 
     Examples
     --------
-    >>> fig = plot_correlations(res.correlations)   # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> res = tbs.feature_correlations(read_feature_table(tbs.datasets.path("biasbusters/authors_features.json")))
+    >>> fig = plot_correlations(res)            # the heat map and its colour bar
+    >>> len(fig.axes)
+    2
     """
     mat = result.matrix(value)
     pm = result.matrix(mark) if mark else None

@@ -39,8 +39,11 @@ def bias_overview_rows(result, *, alpha=None) -> list:
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> log = tbs.simulate.simulate_selection_log(n_queries=20, rng=1).log         # doctest: +SKIP
-    >>> rows = bias_overview_rows(tbs.selection_bias(log, rng=1))       # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=50, rng=1)
+    >>> rows = bias_overview_rows(res)
+    >>> rows[0]["label"], sorted(rows[0]["delta_api"])
+    ('simulated', ['corrected', 'distinguishable', 'high', 'low', 'null_expected', 'p_value'])
     """
     alpha = 1 - result.confidence_level if alpha is None else float(alpha)
     rows = []
@@ -86,8 +89,9 @@ def rate_gap_table(result, catalog=None, *, kind="tool") -> pd.DataFrame:
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> res = tbs.selection_bias(tbs.simulate.simulate_selection_log(n_queries=20, rng=1).log, rng=1)   # doctest: +SKIP
-    >>> rate_gap_table(res).columns.tolist()                                                   # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=50, rng=1)
+    >>> rate_gap_table(res).columns.tolist()
     ['cluster', 'K', 'index', 'item', 'group', 'rate', 'gap']
     """
     if kind not in ("tool", "position"):
@@ -138,8 +142,11 @@ def plot_bias_overview(result, *, alpha=None, ax=None):
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))        # doctest: +SKIP
-    >>> fig = plot_bias_overview(tbs.selection_bias(study.log, by="model", rng=1))  # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=50, rng=1)
+    >>> fig = plot_bias_overview(res)
+    >>> len(fig.axes)
+    1
     """
     rows = bias_overview_rows(result, alpha=alpha)
     a = 1 - result.confidence_level if alpha is None else float(alpha)
@@ -204,7 +211,12 @@ def plot_rate_gaps(result, catalog=None, *, kind="tool", ncols=4):
 
     Examples
     --------
-    >>> fig = plot_rate_gaps(res, study.catalog)        # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> res = tbs.selection_bias(simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log, n_resamples=50, rng=1)
+    >>> fig = plot_rate_gaps(res)         # one panel per cluster size, plus the colour bar
+    >>> len(fig.axes)
+    3
     """
     tab = rate_gap_table(result, catalog, kind=kind)
     if tab.empty:

@@ -379,11 +379,17 @@ def tool_highlight(res):
 
     Examples
     --------
+    A position effect only: no tool's share changes significantly among the 12 tested (3 clusters x 4 tools).
+
+    >>> import numpy as np
     >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.experiments import simulate_conditions
     >>> from toolbias_stats.report._experiments_html import tool_highlight
-    >>> res = tbs.selection_shift(tbs.read_study(tbs.datasets.path("experiments/study.toml")),
-    ...                           between="epoch", base=0, rng=1)                              # doctest: +SKIP
-    >>> best, n_tests = tool_highlight(res)                                                      # doctest: +SKIP
+    >>> pref = np.ones((3, 4))
+    >>> log = simulate_conditions({"base": (pref, None), "first_wins": (pref, [4, 1, 1, 1])}, n_queries=20, rng=0)
+    >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
+    >>> tool_highlight(res)
+    (None, 12)
     """
     tf = res.tools_frame()
     if not len(tf) or "significant" not in tf:

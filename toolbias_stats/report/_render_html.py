@@ -684,6 +684,17 @@ def file_sha256(path) -> str | None:
         For a folder: the SHA-256 of the text made of one line ``"<sha256>  <relative/posix/path>\\n"``
         per file below it, sorted by relative path, which is what
         ``(cd DIR && find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs sha256sum) | sha256sum`` prints.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.txt").write_text("hello\\n")
+    >>> file_sha256(folder / "a.txt")                      # the same as `sha256sum a.txt`
+    '5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03'
+    >>> file_sha256(folder / "missing") is None
+    True
     """
     p = Path(str(path))
     try:

@@ -81,6 +81,13 @@ def audit_from_selection_log(log, catalog, *, queries=None, by="model", invalid=
     -----
     ExcludedRowsWarning
         When attempts are left out (counts on ``n_excluded``).
+
+    Examples
+    --------
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log
+    >>> audit_from_selection_log(log, log.catalog)
+    ShadowAudit(100 turns, 10 tools, 500 rows, groups=['model'])
     """
     check_choice("invalid", invalid, INVALID_POLICIES)
     check_choice("unit", unit, UNITS)

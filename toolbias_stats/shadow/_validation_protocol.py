@@ -171,7 +171,7 @@ def ab_primary_outcome(correct_m, correct_m_prime, *, paired=True, confidence_le
 
 @dataclass(frozen=True)
 class CalibrationResult(_OneRow):
-    """Calibration-in-the-large: mean(observed - predicted) PBS with a t interval; target |.| <= 7."""
+    """Calibration-in-the-large: mean(observed - predicted) PBS with a t interval; target ``|.| <= 7``."""
 
     difference: float
     ci: ConfidenceInterval

@@ -28,7 +28,9 @@ SCOPES = ("pool", "catalog")
 
 
 def tool_text(tools: pd.DataFrame) -> list:
-    """The text a retriever sees for each tool: ``"title: description. endpoint: endpoint description"``.
+    """The text a retriever sees for each tool (title, description, endpoint and its description).
+
+    The text is ``"title: description. endpoint: endpoint description"``.
 
     Examples
     --------

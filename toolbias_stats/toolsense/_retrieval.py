@@ -174,7 +174,7 @@ class ISEstimate:
     ----------
     estimate : float
     ci : ConfidenceInterval
-        The recommended interval (Fieller; see the coverage table in the README).
+        The recommended interval (Fieller; see the coverage table in docs/guide/toolsense_overview.md).
     ci_fieller : ConfidenceInterval
         Fieller's interval with the (tier-stratified) variances and covariance of the per-query hits.
     ci_bootstrap : ConfidenceInterval
@@ -321,7 +321,7 @@ def retrieval_recall(benchmark, predictions, *, k=(1, 5, 10, 50), catalog=None, 
     ``IS@k = Rf@k / Rc@k`` and 0 when Rc@k = 0 (Eq. 2). The bootstrap resamples queries within each tier
     (the tiers are design strata of fixed size); the ``all`` row is the mean over all queries. IS intervals:
     Fieller's (``ci``), the bootstrap of the ratio (percentile and BCa) and the paper's delta method
-    (``ci_delta``, shown for comparison; it fails at low Rc and near IS = 1, see the README's coverage table).
+    (``ci_delta``, shown for comparison; it fails at low Rc and near IS = 1; docs/guide/toolsense_overview.md).
 
     Examples
     --------

@@ -41,6 +41,15 @@ def read_biasbusters_catalog(clusters, *, api_meta=None, cluster_names=None, dat
         They differ from ``clusters.json`` for 18 of the 50 BiasBusters tool descriptions
         (longer texts, one literal ``"None"``) and are the texts from which the authors computed
         their features (``authors_features.json``).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> p = tbs.datasets.path
+    >>> cat = read_biasbusters_catalog(p("biasbusters/clusters.json"), api_meta=p("biasbusters/api_meta.json"),
+    ...                                cluster_names=p("biasbusters/cluster_names.json"))
+    >>> cat.to_frame().shape            # 50 tools in 10 clusters, one row per tool
+    (50, 16)
     """
     clusters = Path(clusters)
     raw = load_json(clusters)
@@ -219,6 +228,18 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
         Malformed JSON, a record that is not 4 integers, a cluster outside the catalog, an api
         index or position outside 1..K, a qid outside the design or inconsistent with its cluster,
         a duplicate qid, an empty file. Every problem names file, record and field.
+
+    Examples
+    --------
+    One of the 21 bundled selection-statistics files (GPT-4.1 mini, run 1; 10 clusters x 100 queries x 5
+    rotations):
+
+    >>> import toolbias_stats as tbs
+    >>> p = tbs.datasets.path
+    >>> cat = tbs.read_biasbusters_catalog(p("biasbusters/clusters.json"))
+    >>> read_biasbusters(p("biasbusters/selection_logs/api_selection_stats_chatgpt_4.json"), catalog=cat,
+    ...                  meta={"model": "GPT-4.1 mini", "run": 1})
+    SelectionLog(5000 rows, status={'ok': 3989, 'no_call': 1011}, clusters=10)
     """
     path = Path(path)
     check_choice("position", position, ("recorded", "rotation"))

@@ -134,8 +134,15 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None, design=No
 
     Examples
     --------
-    >>> log.write(tmp / "log.parquet")                                   # doctest: +SKIP
-    >>> read_table(tmp / "log.parquet", catalog=log.catalog).data.equals(log.data)  # doctest: +SKIP
+    A round trip through Parquet (CSV and JSONL work the same way):
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, rng=0).log
+    >>> tmp = Path(tempfile.mkdtemp())
+    >>> path = log.write(tmp / "log.parquet")
+    >>> read_table(tmp / "log.parquet", catalog=log.catalog).data.equals(log.data)
     True
     """
     from .._catalog import check_cluster_sizes

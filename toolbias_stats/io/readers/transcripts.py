@@ -126,9 +126,13 @@ def read_transcripts(path, *, catalog: ToolCatalog, meta=None, cluster=None) -> 
 
     Examples
     --------
-    >>> log = read_transcripts("data/biasbusters/transcripts/base_model", catalog=cat,
-    ...                        meta={"model": "Qwen3-8B-Base"}, cluster="8")   # doctest: +SKIP
-    >>> (log.data["chosen_tool"] == "v1_textlanguage_for_text_language_by_api_ninjas").mean()  # doctest: +SKIP
+    The 500 bundled ReAct transcripts of Qwen3-8B-Base (BiasBusters' base-model probe, cluster 8):
+
+    >>> import toolbias_stats as tbs
+    >>> cat = tbs.read_biasbusters_catalog(tbs.datasets.path("biasbusters/clusters.json"))
+    >>> log = read_transcripts(tbs.datasets.path("biasbusters/transcripts/base_model"), catalog=cat,
+    ...                        meta={"model": "Qwen3-8B-Base"}, cluster="8")
+    >>> round((log.data["chosen_tool"] == "v1_textlanguage_for_text_language_by_api_ninjas").mean(), 3)
     0.006
     """
     path = Path(path)
