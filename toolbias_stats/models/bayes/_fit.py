@@ -72,8 +72,8 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared"}, default "v2"
-        The variant (see above). ``"v1"`` reproduces the first version's results exactly.
+    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared"}
+        The variant (default ``"v2"``; see above). ``"v1"`` reproduces the first version's results exactly.
     by : str or list of str, default "model"
         Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
     draws, tune : int, default 1000
