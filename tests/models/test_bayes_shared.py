@@ -134,7 +134,6 @@ class TestSharedLikelihood:
         pr = D.prompts
         post = {"sigma_eta": np.array([[2.0, 0.5]] * 4)}
         eta = _fresh_eta(post, spec, np.arange(4), np.random.default_rng(1))
-        (g,) = spec.qgroups
         a = np.flatnonzero(pr.query_llm == 0)
         b = np.array([np.flatnonzero((pr.query_llm == 1) & (pr.query_cluster == pr.query_cluster[q])
                                      & (np.asarray(pr.query_ids) == pr.query_ids[q]))[0] for q in a])
