@@ -9,7 +9,9 @@ where it sits in the list (position effect). ``fit_bayes(log, model=...)`` fits 
 * ``"overdispersed"``: + query effects shared by a query's orderings and a Dirichlet-multinomial
   per prompt (LLM, cluster, query, ordering) over its runs;
 * ``"v2"`` (default): per-cluster position deviations + the per-prompt Dirichlet-multinomial;
-* ``"thorough"``: v2 + query effects.
+* ``"thorough"``: v2 + query effects;
+* ``"query-urn"`` (experimental): v2's mean structure + a Polya urn over all of a query's attempts;
+* ``"query-shared"`` (experimental): v2 + query effects shared by the LLMs, scaled per LLM.
 
 Layout: ``_design`` (counts -> model data), ``_model`` (the PyMC model of every variant),
 ``_sampling`` (NUTS back-ends, convergence diagnostics), ``_summaries`` (implied bias, posterior

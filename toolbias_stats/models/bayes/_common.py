@@ -51,6 +51,10 @@ class ModelVariant:
         run) instead of one prompt's runs: an attempt picks the tool of an earlier attempt of the same
         query with probability ``i / (kappa + i)``, else draws from the position-adjusted chooser of
         its own ordering; experimental, not the default (``docs/bayes.md``, "The query-level urn").
+    shared_queries : bool, default False
+        The query effects are one latent vector per query shared by every LLM that was shown the same
+        query (same cluster and ``query_id``), scaled per LLM: ``eta[m, c, q, :] = sigma_eta[m] *
+        z[c, q, :]`` (a query that "needs" a tool needs it for every LLM; far fewer latent effects).
     """
 
     name: str
@@ -59,6 +63,7 @@ class ModelVariant:
     query_effects: bool
     description: str
     query_urn: bool = False
+    shared_queries: bool = False
 
     @property
     def needs_queries(self) -> bool:
@@ -99,6 +104,10 @@ MODEL_VARIANTS = {
                               "all orderings and runs of a query (an attempt copies an earlier attempt's tool, those "
                               "of other orderings weighted gamma, or draws from its ordering's chooser); "
                               "experimental", query_urn=True),
+    "query-shared": ModelVariant("query-shared", True, True, True,
+                                 "v2 + query effects shared by the LLMs: eta[llm, cluster, query, tool] = sigma_eta[llm] "
+                                 "* z[cluster, query, tool], one latent vector per query for all LLMs",
+                                 shared_queries=True),
 }
 #: Names accepted by ``model=``.
 MODELS = tuple(MODEL_VARIANTS)

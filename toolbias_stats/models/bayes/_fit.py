@@ -61,6 +61,10 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
                               of other orderings weighted ``gamma[m, c]``, or draws from its ordering's
                               chooser); ``gamma = 0`` is v2. Query dependence without latent effects,
                               but it over-disperses the cluster x position table (``docs/bayes.md``)
+    ``"query-shared"``        experimental: v2 + query effects shared by every LLM shown the query,
+                              ``eta[m, c, q, :] = sigma_eta[m] * z[c, q, :]`` (1,000 latent vectors on
+                              the bundled study instead of 7,000); still far slower than v2 with NUTS
+                              (``docs/bayes.md``, "Query effects on the same footing")
     ========================  =======================================================================
 
     Parameters
@@ -68,8 +72,8 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn"}, default "v2"
-        The variant (see above). ``"v1"`` reproduces the first version's results exactly.
+    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared"}
+        The variant (default ``"v2"``; see above). ``"v1"`` reproduces the first version's results exactly.
     by : str or list of str, default "model"
         Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
     draws, tune : int, default 1000

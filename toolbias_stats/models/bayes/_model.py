@@ -128,6 +128,7 @@ class _ModelSpec:
         self.dm = self.variant.dirichlet
         self.urn = self.variant.query_urn
         self.qe = self.variant.query_effects
+        self.shared = self.variant.shared_queries
         self.hier = design.M > 1
         D = design
         tc = D.tool_counts()
@@ -217,6 +218,15 @@ class _ModelSpec:
             q_group[qs] = gi
             self.qgroups.append({"k": int(k), "queries": qs, "offset": offset, "llm": pr.query_llm[qs]})
             offset += len(qs) * k
+        if self.shared:
+            # one latent vector per (cluster, query_id), shared by the LLMs shown that query
+            qid = np.asarray(pr.query_ids, dtype=object)
+            for g in self.qgroups:
+                qs = g["queries"]
+                keys = [(int(c), q) for c, q in zip(pr.query_cluster[qs], qid[qs])]
+                uniq = {kk: i for i, kk in enumerate(dict.fromkeys(keys))}
+                g["shared"] = np.array([uniq[kk] for kk in keys], dtype=np.int64)
+                g["n_shared"] = len(uniq)
         self.n_eta = offset
         self._dense_setup()
         rows = pr.row
@@ -292,6 +302,19 @@ class _ModelSpec:
                         onehot[c, o, pp, t[pp]] = 1.0
             g["Y"] = Y
             g["onehot"] = onehot
+            if self.shared:
+                sidx = np.zeros((len(g["cells"]), g["maxQ"]), dtype=np.int64)
+                sidx[g["qcell"], g["qslot"]] = g["shared"]
+                g["sidx"] = sidx
+                # tool shown at each (cell, ordering slot, position) as a flat index cell * k + tool
+                tidx = np.where(onehot.sum(-1) > 0, onehot.argmax(-1), 0)            # (cells, O, P)
+                g["tool_flat"] = np.arange(len(g["cells"]))[:, None, None] * k + tidx
+                # counts and rising-factorial indicators with the query axis last: (cells, O, P, Q)
+                g["Yt"] = np.moveaxis(Y, 1, -1)
+                if self.dm:
+                    At, Bt = _rising_indicators(Y, I)
+                    g["At"] = np.moveaxis(At, 1, 3)                                   # (cells, O, P, Q, I)
+                    g["Bt"] = np.moveaxis(Bt, 1, 2)                                   # (cells, O, Q, I)
             if self.dm:
                 g["A"], g["Bn"] = _rising_indicators(Y, I)
             k_of_group[gi] = k
@@ -343,6 +366,9 @@ class _ModelSpec:
                 return model
             if self.urn:
                 self._build_urn_loglik(pm, pt, alpha_flat, beta_flat)
+                return model
+            if self.qe and self.shared and self.dense:
+                self._build_shared_dense_loglik(pm, pt, alpha_flat, beta_flat)
                 return model
             if self.qe and self.dense:
                 self._build_dense_loglik(pm, pt, alpha_flat, beta_flat)
@@ -484,12 +510,52 @@ class _ModelSpec:
                 ll = ll - (Bn[..., i] * pt.log(pt.exp(lk3) + i)).sum()
         pm.Potential("loglik", ll)
 
+    def _build_shared_dense_loglik(self, pm, pt, alpha_flat, beta_flat):
+        """Shared query effects on the dense layout, with the query axis last and a gather of the tool logits
+        (no one-hot contraction): logits[cell, o, p, q] = row logit + sigma_eta[m] * z[shared(cell, q), tool]."""
+        D = self.design
+        se = pm.HalfNormal("sigma_eta", self.priors["sigma_eta_sd"], shape=(D.M,))
+        row_logits = alpha_flat[pm.Data("gather_alpha", self.G)] + beta_flat[pm.Data("gather_beta", self.B)] \
+            + pm.Data("pad", self.neg)
+        row_logits = pt.concatenate([row_logits, pt.full((1, D.P), -1e4)], axis=0)   # the padding row
+        t = self._kappa(pm, pt)
+        ll = 0.0
+        for g in self.qgroups:
+            k = g["k"]
+            ncell = len(g["cells"])
+            z = pm.Normal(f"z_eta_k{k}", 0.0, 1.0, shape=(g["n_shared"], k - 1))
+            zz = _zerosum_extend(z, pt)[pm.Data(f"shared_k{k}", g["sidx"])]          # (cells, Q, k)
+            eta = se[pm.Data(f"eta_llm_k{k}", g["cell_llm"])][:, None, None] * zz
+            eta_t = eta.dimshuffle(0, 2, 1).reshape((ncell * k, g["maxQ"]))          # (cells * k, Q)
+            le = eta_t[pm.Data(f"tool_flat_k{k}", g["tool_flat"])]                   # (cells, O, P, Q)
+            rl = row_logits[pm.Data(f"rowmap_k{k}", g["rowmap"])]                    # (cells, O, P)
+            logits = rl[..., None] + le
+            logp = logits - pt.logsumexp(logits, axis=2, keepdims=True)
+            lk = t[pm.Data(f"cell_k{k}", g["cell_flat"])][:, None, None, None]       # (cells, 1, 1, 1)
+            x = lk + logp
+            A = pm.Data(f"dm_first_k{k}", g["At"])
+            Bn = pm.Data(f"dm_total_k{k}", g["Bt"])
+            ll = ll + (A[..., 0] * x).sum()
+            ex = pt.exp(x)
+            for i in range(1, self.n_rep):
+                ll = ll + (A[..., i] * pt.log(ex + i)).sum()
+            lk3 = lk[..., 0]                                                          # (cells, 1, 1)
+            ll = ll - (Bn[..., 0] * lk3).sum()
+            for i in range(1, self.n_rep):
+                ll = ll - (Bn[..., i] * pt.log(pt.exp(lk3) + i)).sum()
+        pm.Potential("loglik", ll)
+
     def _build_eta(self, pm, pt):
         D = self.design
         se = pm.HalfNormal("sigma_eta", self.priors["sigma_eta_sd"], shape=(D.M,))
         parts = []
         for g in self.qgroups:
             k = g["k"]
+            if self.shared:
+                z = pm.Normal(f"z_eta_k{k}", 0.0, 1.0, shape=(g["n_shared"], k - 1))
+                zz = _zerosum_extend(z, pt)[pm.Data(f"shared_k{k}", g["shared"])]
+                parts.append((se[pm.Data(f"eta_llm_k{k}", g["llm"])][:, None] * zz).reshape((-1,)))
+                continue
             z = pm.Normal(f"z_eta_k{k}", 0.0, 1.0, shape=(len(g["queries"]), k - 1))
             eta = se[pm.Data(f"eta_llm_k{k}", g["llm"])][:, None] * _zerosum_extend(z, pt)
             parts.append(eta.reshape((-1,)))
@@ -582,7 +648,9 @@ class _ModelSpec:
             for g in self.qgroups:
                 k = g["k"]
                 z = np.asarray(posterior[f"z_eta_k{k}"].values)
-                if self.dense:
+                if self.shared:
+                    z = z.reshape((S,) + z.shape[2:])[:, g["shared"]]
+                elif self.dense:
                     z = z.reshape((S,) + z.shape[2:])[:, g["qcell"], g["qslot"]]
                 z = z.reshape(S, len(g["queries"]), k - 1)
                 eta[:, g["queries"], :k] = (se[:, g["llm"]][..., None] * _zerosum_extend(z, np)).astype(np.float32)

@@ -24,6 +24,9 @@ _MODEL_TEXT = {
     "thorough": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, cluster, "
                 "position] + eta[llm, cluster, query, tool]), Dirichlet-multinomial per (llm, cluster, query, "
                 "ordering)",
+    "query-shared": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, "
+                    "cluster, position] + sigma_eta[llm] * z[cluster, query, tool]) with the query effects z shared "
+                    "by the LLMs, Dirichlet-multinomial per (llm, cluster, query, ordering)",
 }
 
 

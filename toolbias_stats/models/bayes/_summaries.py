@@ -311,7 +311,11 @@ def _fresh_eta(post, spec, draws, gen):
     eta = np.zeros((len(draws), pr.Q, D.Kmax))
     for g in spec.qgroups:
         k = g["k"]
-        z = gen.standard_normal((len(draws), len(g["queries"]), k - 1))
+        if getattr(spec, "shared", False):
+            # a new query is new for every LLM: one fresh latent vector per shared query
+            z = gen.standard_normal((len(draws), g["n_shared"], k - 1))[:, g["shared"]]
+        else:
+            z = gen.standard_normal((len(draws), len(g["queries"]), k - 1))
         eta[:, g["queries"], :k] = post["sigma_eta"][draws][:, g["llm"]][..., None] * _zerosum_extend(z, np)
     return eta
 
