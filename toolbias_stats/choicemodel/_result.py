@@ -106,7 +106,8 @@ class ChoiceModelResult(ReprHTMLMixin):
                              n_components=int(g["components"]["component"].max()) if len(g["components"]) else 0,
                              sigma=g["sigma"], sigma_se=g["sigma_se"], dispersion=d["dispersion"],
                              dispersion_df=d["df"], dispersion_p=d["p_value"], wald_stat=g["wald_stat"],
-                             wald_df=g["wald_df"], wald_p=g["wald_p"], lr_stat=g["lr_stat"], lr_p=g["lr_p"]))
+                             wald_df=g["wald_df"], wald_df_resid=g["wald_df_resid"], wald_p=g["wald_p"],
+                             lr_stat=g["lr_stat"], lr_deff=g["lr_deff"], lr_p=g["lr_p"]))
         not_compared = {(", ".join(f"{k}={v}" for k, v in g["keys"].items()) or "all"): g["not_compared"]
                         for g in out}
         return cls(cat("tool_effects"), cat("position_effects"), cat("feature_effects"), cat("implied_bias"),
