@@ -68,13 +68,15 @@ def one_study(scenario, n_queries, rng):
                wald_package=float(g["wald_p"]), lr_package=float(g["lr_p"])))
 
 
-def run(scenario, n_queries, n_studies, seed, alpha=0.05):
+def run(scenario, n_queries, n_studies, seed, alpha=0.05, first=0):
+    """Rejection rates over studies ``first .. first + n_studies - 1`` (study s uses seed [seed, G, s])."""
     t0 = time.time()
-    rows = [one_study(scenario, n_queries, np.random.default_rng([seed, n_queries, s])) for s in range(n_studies)]
+    rows = [one_study(scenario, n_queries, np.random.default_rng([seed, n_queries, s]))
+            for s in range(first, first + n_studies)]
     keys = list(rows[0]["p"])
     rej = {k: float(np.mean([r["p"][k] <= alpha for r in rows])) for k in keys}
     est = np.array([r["estimates"] for r in rows])
-    out = dict(scenario=scenario, n_queries=n_queries, n_studies=n_studies, alpha=alpha,
+    out = dict(scenario=scenario, n_queries=n_queries, n_studies=n_studies, first_study=first, alpha=alpha,
                truth_positions=SCENARIOS[scenario]["positions"][1:], query_sd=SCENARIOS[scenario]["query_sd"],
                n_runs=SCENARIOS[scenario]["n_runs"], rejection=rej,
                mc_se=float(np.sqrt(alpha * (1 - alpha) / n_studies)),
@@ -92,13 +94,14 @@ def main(argv=None):
     ap.add_argument("--n-power", type=int, default=300, help="studies per power scenario")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--first", type=int, default=0, help="first study index (to split a run over processes)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "choice_model_size.json"))
     a = ap.parse_args(argv)
     results = []
     for sc in a.scenarios.split(","):
         for nq in [int(x) for x in a.queries.split(",")]:
             n = a.n_studies if not sc.startswith("power") else a.n_power
-            results.append(run(sc, nq, n, a.seed))
+            results.append(run(sc, nq, n, a.seed, first=a.first))
     Path(a.out).write_text(json.dumps(dict(design="6 tools, random 4-tool subsets, 4 random orders per query",
                                            results=results), indent=1) + "\n")
     print("wrote", a.out)
