@@ -153,16 +153,21 @@ class _MixedData:
         self.rows = np.arange(X.shape[0])
         self.K = X.shape[1]
         # float32 for the (K, R, C) arrays: half the memory traffic; sums over queries are done in float64
-        self.Zc = np.ascontiguousarray(np.where(mask[None], Z[:, pair], 0.0).transpose(2, 0, 1), dtype=np.float32)
+        Zt = np.ascontiguousarray(Z.T, dtype=np.float32)                                      # (pairs, R)
+        zc = Zt[pair.T]                                                                       # (K, C, R)
+        zc[~mask.T] = 0.0
+        self.Zc = np.ascontiguousarray(zc.transpose(0, 2, 1))                                 # (K, R, C)
         self.Zch = np.take_along_axis(self.Zc, chosen[None, None, :], axis=0)[0]              # (R, C)
         self.pad = np.where(mask, 0.0, -np.inf)
         self.Xch = X[self.rows, chosen]
         self.S = sp.csr_matrix((w, (query, self.rows)), shape=(n_q, len(w)))
+        # unweighted query x cell indicator: per-query sums of per-cell scores (faster than np.add.at)
+        self.Q1 = sp.csr_matrix((np.ones(len(w)), (query, self.rows)), shape=(n_q, len(w)))
         self.R = Z.shape[0]
 
 
-def _mixed_eval(beta, sigma, d: _MixedData, prior_prec, want_grad=True):
-    """Simulated log-likelihood of the query x tool random-effects logit and its per-query scores."""
+def _mixed_ll(beta, sigma, d: _MixedData, prior_prec):
+    """Simulated log-likelihood of the query x tool random-effects logit (and what its gradient reuses)."""
     v = d.X @ beta + d.pad                                        # (C, K)
     v32 = v.astype(np.float32)
     s32 = np.float32(sigma)
@@ -178,26 +183,31 @@ def _mixed_eval(beta, sigma, d: _MixedData, prior_prec, want_grad=True):
     lq = (d.S @ lpc.T).T                                          # (R, Q)
     Lq = logsumexp(lq, axis=0) - np.log(d.R)
     obj = float(Lq.sum()) - 0.5 * float(beta @ (prior_prec * beta))
-    if not want_grad:
-        return obj, float(Lq.sum())
+    return obj, float(Lq.sum()), (e, tot, lq, Lq)
+
+
+def _mixed_grad(state, d: _MixedData, want_info=False):
+    """Per-query scores (Q, P + 1) at the point ``state`` was computed at; optionally the Newton metric."""
+    e, tot, lq, Lq = state
     omega = np.exp(lq - (Lq + np.log(d.R))[None])                 # (R, Q) posterior weights of the draws
     om_q = omega[:, d.query].astype(np.float32)
     om_c = om_q / tot                                             # (R, C), folds in the softmax denominator
-    pbar = np.stack([(om_c * e[k]).sum(axis=0, dtype=np.float64) for k in range(d.K)], axis=1)     # (C, K)
+    pbar = np.stack([(om_c * e[k]).sum(axis=0) for k in range(d.K)], axis=1).astype(np.float64)     # (C, K)
     s_beta = d.Xch - np.matmul(pbar[:, None, :], d.X)[:, 0, :]
     ez = e[0] * d.Zc[0]
     for k in range(1, d.K):
         ez += e[k] * d.Zc[k]
-    s_sig = (om_q * d.Zch).sum(axis=0, dtype=np.float64) - (om_c * ez).sum(axis=0, dtype=np.float64)
+    s_sig = ((om_q * d.Zch).sum(axis=0) - (om_c * ez).sum(axis=0)).astype(np.float64)
     s_cell = np.concatenate([s_beta, s_sig[:, None]], axis=1) * d.w[:, None]
-    sq = np.zeros((d.n_q, s_cell.shape[1]))
-    np.add.at(sq, d.query, s_cell)
+    sq = np.asarray(d.Q1 @ s_cell)
+    if not want_info:
+        return sq, None
     # information of the conditional logit at the draw-averaged probabilities: a positive-definite Newton
-    # metric for beta (BHHH alone converges slowly when some worths are large)
+    # metric for beta (BHHH alone converges slowly when some worths are large); only the start metric
     xbar = np.matmul(pbar[:, None, :], d.X)[:, 0, :]
     D = (d.X - xbar[:, None, :]).reshape(-1, d.X.shape[2])
     info = D.T @ (D * (pbar * d.w[:, None]).reshape(-1, 1))
-    return obj, float(Lq.sum()), sq, info
+    return sq, info
 
 
 def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100, prior_prec=None, beta0=None,
@@ -216,7 +226,8 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
     d = _MixedData(X, mask, chosen, w, query, n_q, pair, np.concatenate([z, -z], axis=0))
     pp = np.concatenate([prior_prec, [0.0]])
     theta = np.concatenate([np.zeros(P) if beta0 is None else np.asarray(beta0, float), [sigma0]])
-    obj, ll, sq, info = _mixed_eval(theta[:-1], theta[-1], d, prior_prec)
+    obj, ll, state = _mixed_ll(theta[:-1], theta[-1], d, prior_prec)
+    sq, info = _mixed_grad(state, d, want_info=True)
     converged = False
     it = 0
     g = sq.sum(axis=0) - pp * theta
@@ -238,14 +249,15 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
         while True:
             cand = theta + t * step
             cand[-1] = abs(cand[-1])
-            new = _mixed_eval(cand[:-1], cand[-1], d, prior_prec, want_grad=False)
+            new = _mixed_ll(cand[:-1], cand[-1], d, prior_prec)
             if new[0] >= obj or t < 1e-4:
                 break
             t *= 0.5
         if new[0] < obj:                 # no ascent along the direction: at the optimum (up to simulation)
             converged = float(g @ step) < 1e-3
             break
-        obj, ll, sq, info = _mixed_eval(cand[:-1], cand[-1], d, prior_prec)
+        obj, ll, state = new                  # the accepted point's likelihood terms, reused for its gradient
+        sq, _ = _mixed_grad(state, d)
         g_new = sq.sum(axis=0) - pp * cand
         sv, yv = cand - theta, g - g_new          # y: change of the negative gradient (minimisation form)
         sy = float(sv @ yv)

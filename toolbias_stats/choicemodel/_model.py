@@ -402,6 +402,7 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     fit = fit_clogit(Xa, ma, ca, wa, penalty=None if pen == "none" else pen, prior_prec=prior_prec)
     res["converged"] = bool(fit.converged)
     sigma = sigma_se = None
+    cov_model = None                      # model-based covariance (original scale), for the LR's design effect
     if st["mixed"]:
         qp = g.query[:, None] * len(g.tools) + np.maximum(g.items, 0)
         uniq, pair = np.unique(qp[mask], return_inverse=True)
@@ -426,6 +427,7 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
         theta_s = fit.theta
         loglik = fit.loglik
         bread = _safe_inv(fit.info)
+        cov_model = bread / np.outer(scale, scale)
         if st["se"] == "model":
             cov_s = bread
         else:
@@ -466,7 +468,10 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     res["fit_table"], res["dispersion"] = _fit_tables(g, p_fit, P)
     res["implied_bias"] = _implied_bias(g.items[first], g.chosen[first], g.cluster[first], wa_cl, X[first],
                                         mask[first], terms, theta if not st["mixed"] else fit.theta / scale, rng)
-    res.update(_position_tests(g, terms, theta, cov, Xa, ma, ca, wa, loglik, st, pen, prior_prec, scale))
+    # the Wald test's covariance is estimated from the queries (clusters) unless it is model-based
+    n_clusters = len(g.query_labels) if (g.queries_known and (st["se"] != "model" or st["mixed"])) else None
+    res.update(_position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, loglik, st, pen,
+                               prior_prec))
     return res
 
 
@@ -479,7 +484,8 @@ def _empty_group(res, g):
                not_compared=[], terms=[], loglik=nan, n_params=0, sigma=None, sigma_se=None, n_queries=None,
                tool_effects=empty, position_effects=empty, feature_effects=empty, fit_table=empty,
                implied_bias=empty, dispersion=dict(pearson_chi2=nan, df=nan, dispersion=nan, p_value=nan),
-               wald_stat=nan, wald_df=0, wald_p=nan, lr_stat=nan, lr_p=nan, fitted=False)
+               wald_stat=nan, wald_df=0, wald_p=nan, wald_df_resid=nan, lr_stat=nan, lr_deff=nan, lr_p=nan,
+               fitted=False)
     return res
 
 
@@ -676,17 +682,32 @@ def _implied_bias(items, chosen, cluster, weight, X, mask, terms, theta, rng):
     return pd.DataFrame(recs)
 
 
-def _position_tests(g, terms, theta, cov, Xa, ma, ca, wa, loglik, st, pen, prior_prec, scale):
-    """Wald test (with the interval covariance) and likelihood-ratio test of 'no position effect'."""
+def _position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, loglik, st, pen, prior_prec):
+    """Wald and likelihood-ratio tests of 'no position effect', with small-sample references.
+
+    Wald: ``W = b' V^-1 b`` with the interval covariance ``V`` of the ``q`` position terms. When ``V`` is
+    estimated from ``G`` queries (clustered sandwich, bootstrap, per-query score outer product), ``W`` is
+    referred to Hotelling's ``T^2``: ``W (G - q) / (q (G - 1)) ~ F(q, G - q)`` (the chi2(q) reference is its
+    ``G -> inf`` limit and rejects too often with few queries; docs/choice_model.md, "Size of the test").
+    LR: ``2 (l1 - l0)`` (conditional logit only), divided by the Rao-Scott design effect
+    ``d = tr(V_model^-1 V) / q`` of the position terms when ``V`` is clustered (the attempts of a query are
+    dependent under query heterogeneity; ``d = 1`` for independent attempts) and referred to
+    ``F(q, G - q)`` as ``LR / (d q)``; with model-based intervals, ``chi2(q)``.
+    """
     pidx = [i for i, (k, _) in enumerate(terms) if k in ("position", "position_x")]
-    out = dict(wald_stat=np.nan, wald_df=0, wald_p=np.nan, lr_stat=np.nan, lr_p=np.nan)
+    out = dict(wald_stat=np.nan, wald_df=0, wald_p=np.nan, wald_df_resid=np.nan, lr_stat=np.nan, lr_deff=np.nan,
+               lr_p=np.nan)
     if not pidx:
         return out
+    q = len(pidx)
+    G = n_clusters
+    small = G is not None and G > q
     th = theta[pidx]
     V = cov[np.ix_(pidx, pidx)]
     try:
         w = float(th @ np.linalg.solve(V, th))
-        out.update(wald_stat=w, wald_df=len(pidx), wald_p=float(stats.chi2.sf(w, len(pidx))))
+        p = float(stats.f.sf(w * (G - q) / (q * (G - 1)), q, G - q)) if small else float(stats.chi2.sf(w, q))
+        out.update(wald_stat=w, wald_df=q, wald_p=p, wald_df_resid=float(G - q) if small else np.inf)
     except np.linalg.LinAlgError:
         pass
     if not st["mixed"]:
@@ -694,7 +715,17 @@ def _position_tests(g, terms, theta, cov, Xa, ma, ca, wa, loglik, st, pen, prior
         f0 = fit_clogit(Xa[:, :, keep], ma, ca, wa, penalty=None if pen == "none" else pen,
                         prior_prec=prior_prec[keep])
         lr = max(0.0, 2 * (loglik - f0.loglik))
-        out.update(lr_stat=lr, lr_p=float(stats.chi2.sf(lr, len(pidx))))
+        deff = 1.0
+        if small and cov_model is not None:
+            try:
+                deff = float(np.trace(np.linalg.solve(cov_model[np.ix_(pidx, pidx)], V))) / q
+            except np.linalg.LinAlgError:
+                deff = np.nan
+        if small and np.isfinite(deff) and deff > 0:
+            p = float(stats.f.sf(lr / (deff * q), q, G - q))
+        else:
+            p = float(stats.chi2.sf(lr, q))
+        out.update(lr_stat=lr, lr_deff=deff, lr_p=p)
     return out
 
 

@@ -67,8 +67,11 @@ class ChoiceModelResult(ReprHTMLMixin):
         ``fitted`` (False for a group without a usable attempt), ``loglik``, ``n_params``, ``n_queries``,
         ``n_components``, ``sigma`` / ``sigma_se`` (mixed logit),
         Pearson ``dispersion`` over queries x tools with ``dispersion_df`` and ``dispersion_p``, Wald
-        (``wald_stat``, ``wald_df``, ``wald_p``) and likelihood-ratio (``lr_stat``, ``lr_p``) tests of no
-        position effect.
+        (``wald_stat``, ``wald_df``, ``wald_df_resid``, ``wald_p``) and likelihood-ratio (``lr_stat``,
+        ``lr_deff``, ``lr_p``) tests of no position effect: with query-clustered intervals ``wald_p`` refers
+        ``wald_stat (G - q) / (q (G - 1))`` to ``F(q, G - q)`` (``wald_df_resid = G - q``, G queries) and
+        ``lr_p`` refers ``lr_stat / (lr_deff q)`` to ``F(q, G - q)``, ``lr_deff`` the Rao-Scott design effect
+        of the position terms; with ``se="model"`` both use ``chi2(q)`` (``wald_df_resid`` inf, ``lr_deff`` 1).
     components : pandas.DataFrame
         By-keys, ``tool_id``, ``component`` (1-based), ``reference_tool``: which tools are compared.
     not_compared : dict
@@ -106,7 +109,8 @@ class ChoiceModelResult(ReprHTMLMixin):
                              n_components=int(g["components"]["component"].max()) if len(g["components"]) else 0,
                              sigma=g["sigma"], sigma_se=g["sigma_se"], dispersion=d["dispersion"],
                              dispersion_df=d["df"], dispersion_p=d["p_value"], wald_stat=g["wald_stat"],
-                             wald_df=g["wald_df"], wald_p=g["wald_p"], lr_stat=g["lr_stat"], lr_p=g["lr_p"]))
+                             wald_df=g["wald_df"], wald_df_resid=g["wald_df_resid"], wald_p=g["wald_p"],
+                             lr_stat=g["lr_stat"], lr_deff=g["lr_deff"], lr_p=g["lr_p"]))
         not_compared = {(", ".join(f"{k}={v}" for k, v in g["keys"].items()) or "all"): g["not_compared"]
                         for g in out}
         return cls(cat("tool_effects"), cat("position_effects"), cat("feature_effects"), cat("implied_bias"),
@@ -199,8 +203,9 @@ class ChoiceModelResult(ReprHTMLMixin):
                 "implied_bias": _records(g["implied_bias"], list(g["implied_bias"].columns))
                 if len(g["implied_bias"]) else [],
                 "no_position_effect": {"wald_stat": _num(row["wald_stat"]), "df": _num(row["wald_df"]),
+                                       "df_resid": _num(row["wald_df_resid"]),
                                        "wald_p": _num(row["wald_p"]), "lr_stat": _num(row["lr_stat"]),
-                                       "lr_p": _num(row["lr_p"])},
+                                       "lr_design_effect": _num(row["lr_deff"]), "lr_p": _num(row["lr_p"])},
                 "dispersion": {k: _num(v) for k, v in g["dispersion"].items()},
                 "n_used": int(g["n_used"]), "n_excluded": int(g["n_excluded"]),
                 "excluded": {str(k): int(v) for k, v in g["excluded"].items()},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 
 from ._format import fmt_ci, fmt_num, fmt_p
 
@@ -27,7 +28,9 @@ def format_choice_model_text(result) -> str:
             for _, r in pe.iterrows():
                 lines.append(f"  {int(r['position']):>8}  {fmt_num(r['estimate']):>7} "
                              f"{fmt_ci((r['ci_low'], r['ci_high'])):<20} {fmt_num(r['share'])}")
-            lines.append(f"  no position effect: Wald chi2({g['wald_df']}) = {fmt_num(g['wald_stat'], 1)}, "
+            ref = (f"F({g['wald_df']}, {g['wald_df_resid']:.0f}) reference" if math.isfinite(g["wald_df_resid"])
+                   else f"chi2({g['wald_df']}) reference")
+            lines.append(f"  no position effect: Wald W = {fmt_num(g['wald_stat'], 1)}, {ref}, "
                          f"{fmt_p(g['wald_p'])}")
         fe = g["feature_effects"]
         for _, r in fe.iterrows():
