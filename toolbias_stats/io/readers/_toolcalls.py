@@ -42,6 +42,9 @@ CUSTOM_ID_RE = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 #: Lines with more brackets than this are parsed by the standard library alone (its depth limit is the rule).
 _FAST_MAX_BRACKETS = 400
 _GENERIC = _msgspec.json.Decoder() if _msgspec is not None else None
+#: msgspec's decoding of one JSON text (bytes or str) into Python values, or None without msgspec. Callers fall
+#: back to ``json.loads`` whenever it raises, so values and error messages are the standard library's.
+fast_json = _GENERIC.decode if _GENERIC is not None else None
 
 
 @dataclass

@@ -20,7 +20,7 @@ from .._catalog import ToolCatalog
 from .._clusters import catalog_for
 from .._selection_log import SelectionLog
 from ._common import check_meta, utf8_message, utf8_position
-from ._toolcalls import Attempt, api_error, build_log, message_text, read_json_lines, short
+from ._toolcalls import Attempt, api_error, build_log, fast_json, message_text, read_json_lines, short
 from .openai import _tool_name
 
 __all__ = ["read_otel", "offered_otel", "INFERENCE_OPERATIONS", "SEMCONV_VERSION"]
@@ -97,6 +97,39 @@ def _load(path: Path) -> list[tuple[int, dict]]:
     """``[(line, ExportTraceServiceRequest), ...]``: one JSON document, or JSON Lines of them."""
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
+    doc = _fast_document(path)
+    if doc is not None:
+        docs = [(1, doc)]
+    else:
+        docs = _load_text(path)
+    problems = [problem(path, ln, "resourceSpans", "expected an OTLP JSON object with `resourceSpans`")
+                for ln, d in docs if not isinstance(d, dict) or not isinstance(d.get("resourceSpans"), list)]
+    if problems:
+        raise SelectionLogError(problems)
+    return docs
+
+
+def _fast_document(path: Path):
+    """The file as one JSON document decoded by msgspec, or None (no msgspec, not one document, or a document
+    msgspec refuses: the standard library then reads the file and words its errors)."""
+    if fast_json is None:
+        return None
+    data = path.read_bytes()
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return fast_json(data)
+    except Exception:
+        return None
+
+
+def _load_text(path: Path) -> list:
+    """:func:`_load` with the standard library's parser."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
@@ -115,10 +148,6 @@ def _load(path: Path) -> list[tuple[int, dict]]:
                 docs.append((jl.line, jl.value))
         if problems:
             raise SelectionLogError(problems)
-    problems = [problem(path, ln, "resourceSpans", "expected an OTLP JSON object with `resourceSpans`")
-                for ln, d in docs if not isinstance(d, dict) or not isinstance(d.get("resourceSpans"), list)]
-    if problems:
-        raise SelectionLogError(problems)
     return docs
 
 
@@ -200,17 +229,24 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
                                         f"{list(INFERENCE_OPERATIONS)}) carries gen_ai.tool.definitions, {hint}"))
     tools_of = {}
     problems = []
+    cache, names_of = {}, {}
     for s in with_tools:
-        defs, err = _structured(s.attrs["gen_ai.tool.definitions"])
+        raw = s.attrs["gen_ai.tool.definitions"]
+        if isinstance(raw, str) and raw in names_of:     # the same definitions again: the same names
+            tools_of[s.n] = names_of[raw]
+            continue
+        defs, err = _structured(raw, cache)
         if err is None and not isinstance(defs, list):
             err = f"expected a list of tool definitions, got {type(defs).__name__}"
         if err is not None:
             problems.append(problem(path, s.n, "gen_ai.tool.definitions", f"{err} ({s.label()})"))
             continue
         tools_of[s.n] = [_tool_name(d) for d in defs]
+        if isinstance(raw, str):
+            names_of[raw] = tools_of[s.n]
     if problems:
         raise SelectionLogError(problems)
-    attempts = [_attempt(path, s, tools_of[s.n], spans) for s in with_tools] + no_list
+    attempts = [_attempt(path, s, tools_of[s.n], spans, cache) for s in with_tools] + no_list
     attempts.sort(key=lambda a: a.source_row)
     extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
     if no_list:
@@ -218,17 +254,34 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     return attempts, extra
 
 
-def _structured(value):
-    """A structured attribute recorded as a JSON string or as OTLP arrays / kvlists -> (value, error)."""
+def _structured(value, cache=None):
+    """A structured attribute recorded as a JSON string or as OTLP arrays / kvlists -> (value, error).
+
+    ``cache``: a dict of the strings already decoded (spans repeat the same definitions and messages; the
+    values are only read, never changed)."""
     if isinstance(value, str):
-        try:
-            return json.loads(value), None
-        except json.JSONDecodeError as exc:
-            return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
+        if cache is not None:
+            hit = cache.get(value)
+            if hit is None:
+                hit = cache[value] = _decode_attribute(value)
+            return hit
+        return _decode_attribute(value)
     return value, None
 
 
-def _attempt(path, s: _Span, names, spans) -> Attempt:
+def _decode_attribute(value: str):
+    if fast_json is not None and value.count("[") + value.count("{") <= 400:
+        try:
+            return fast_json(value), None
+        except Exception:        # the standard library decides (and words the error)
+            pass
+    try:
+        return json.loads(value), None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
+
+
+def _attempt(path, s: _Span, names, spans, cache=None) -> Attempt:
     att = Attempt(str(path), s.n, [n for n in names if n is not None], "no_call", label=s.label())
     if any(n is None for n in names):
         att.flags += ("unnamed_tools_not_candidates",)
@@ -236,7 +289,7 @@ def _attempt(path, s: _Span, names, spans) -> Attempt:
     att.query_id = None if qid is None else str(qid)
     cl = s.attrs.get("cluster_id")
     att.cluster = None if cl is None else str(cl)
-    msgs, _ = _structured(s.attrs.get("gen_ai.input.messages"))
+    msgs, _ = _structured(s.attrs.get("gen_ai.input.messages"), cache)
     if isinstance(msgs, list):
         for m in reversed(msgs):
             if isinstance(m, dict) and m.get("role") == "user":
@@ -254,7 +307,7 @@ def _attempt(path, s: _Span, names, spans) -> Attempt:
         api_error(att, ": ".join(str(x) for x in (s.attrs.get("error.type"), status.get("message")) if x)
                   or "span status ERROR")
         return att
-    out, err = _structured(s.attrs.get("gen_ai.output.messages"))
+    out, err = _structured(s.attrs.get("gen_ai.output.messages"), cache)
     if err is not None:
         att.status, att.raw = "parse_error", f"gen_ai.output.messages: {err}"
         return att
