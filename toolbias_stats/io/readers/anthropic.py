@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
-                         record_field, short, typed_decoder)
+                         paused_gc, record_field, short, typed_decoder)
 
 __all__ = ["read_anthropic", "offered_anthropic"]
 
@@ -68,8 +68,9 @@ def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, respo
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    return offered_lists(read_attempts(path, responses, parse_request, parse_response, "anthropic",
-                                       request_schema=_REQUEST_LINE))
+    with paused_gc():
+        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "anthropic",
+                                           request_schema=_REQUEST_LINE))
 
 
 # What parse_request reads of a batch request line (decoded with msgspec, the rest of the line is skipped: tool

@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
-                         record_field, short, typed_decoder)
+                         paused_gc, record_field, short, typed_decoder)
 
 __all__ = ["read_openai", "offered_openai"]
 
@@ -75,8 +75,9 @@ def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, response
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    return offered_lists(read_attempts(path, responses, parse_request, parse_response, "openai",
-                                       request_schema=_REQUEST_LINE))
+    with paused_gc():
+        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "openai",
+                                           request_schema=_REQUEST_LINE))
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from .._catalog import ToolCatalog
 from .._clusters import catalog_for
 from .._selection_log import SelectionLog
 from ._common import check_meta, utf8_message, utf8_position
-from ._toolcalls import Attempt, api_error, build_log, fast_json, message_text, read_json_lines, short
+from ._toolcalls import (FAST_ERRORS, Attempt, api_error, build_log, fast_json, message_text, paused_gc,
+                         read_json_lines, short)
 from .openai import _tool_name
 
 __all__ = ["read_otel", "offered_otel", "INFERENCE_OPERATIONS", "SEMCONV_VERSION"]
@@ -76,16 +77,18 @@ def read_otel(path, *, catalog: ToolCatalog | None = None, meta=None, clusters=N
     check_meta(meta, path)
     declared = ((catalog is not None and not str(catalog.source).startswith("<clusters inferred"))
                 or (clusters is not None and not (isinstance(clusters, str) and clusters == "infer")))
-    attempts, extra = read_otel_attempts(path, declared=declared)
-    cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
-    extra.update(cluster_source=str(cs), semconv=SEMCONV_VERSION)
-    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="otel", subsets=subsets,
-                     extra_diagnostics=extra)
+    with paused_gc():
+        attempts, extra = read_otel_attempts(path, declared=declared)
+        cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
+        extra.update(cluster_source=str(cs), semconv=SEMCONV_VERSION)
+        return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="otel", subsets=subsets,
+                         extra_diagnostics=extra)
 
 
 def offered_otel(path, **_) -> list[tuple]:
     """``(tool names offered, file, span)`` of every inference span with tools (for inferring clusters)."""
-    return _lists(read_otel_attempts(Path(path))[0])
+    with paused_gc():
+        return _lists(read_otel_attempts(Path(path))[0])
 
 
 def _lists(attempts):
@@ -124,7 +127,7 @@ def _fast_document(path: Path):
         data = data[3:]
     try:
         return fast_json(data)
-    except Exception:
+    except FAST_ERRORS:
         return None
 
 
@@ -273,7 +276,7 @@ def _decode_attribute(value: str):
     if fast_json is not None and value.count("[") + value.count("{") <= 400:
         try:
             return fast_json(value), None
-        except Exception:        # the standard library decides (and words the error)
+        except FAST_ERRORS:      # the standard library decides (and words the error)
             pass
     try:
         return json.loads(value), None
