@@ -200,3 +200,23 @@ def test_bench_shaped_logs_are_the_same(tmp_path, without_msgspec):
         fast = _outcome(fn)
         assert fast[0] == "ok" and len(fast[1].data) == 300
         _same_log(fast, without_msgspec(lambda: _outcome(fn)))
+
+
+def test_execute_tool_lookup_by_index_is_the_scan():
+    """The choice read from execute_tool spans: looked up by (trace, parent) the same as scanning every span."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        raw = []
+        for i in range(60):
+            op = rng.choice(["chat", "execute_tool", "execute_tool", "invoke_agent"])
+            raw.append({"traceId": f"t{rng.integers(2)}", "spanId": f"s{i}",
+                        "parentSpanId": "" if rng.random() < 0.2 else f"s{rng.integers(max(i, 1))}",
+                        "startTimeUnixNano": str(rng.integers(5)), "name": str(op),
+                        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": str(op)}},
+                                       {"key": "gen_ai.tool.name", "value": {"stringValue": f"tool{i}"}}]})
+        spans = [otel._Span(i + 1, 1, sp) for i, sp in enumerate(raw)]
+        index = []
+        for s in spans:
+            if s.op == "chat":
+                assert [t.n for t in otel._executed(s, spans, index)] == [t.n for t in otel._executed(s, spans)]
+        assert index and index[0] is not None

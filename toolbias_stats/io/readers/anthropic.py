@@ -103,9 +103,10 @@ def parse_request(obj, path, line, record=None) -> Attempt:
     tools = params.get("tools")
     if isinstance(tools, list):
         names = [t.get("name") if isinstance(t, dict) and isinstance(t.get("name"), str) else None for t in tools]
-        if any(n is None for n in names):
+        if None in names:
             att.flags += ("unnamed_tools_not_candidates",)
-        att.tools = [n for n in names if n is not None]
+            names = [n for n in names if n is not None]
+        att.tools = names
     choice = params.get("tool_choice")
     if isinstance(choice, dict):
         if choice.get("type") == "tool" and isinstance(choice.get("name"), str):

@@ -137,8 +137,8 @@ def _plain_tools(line) -> bool:
     """Whether every tool of a typed-decoded line is read the same as in the full line."""
     for obj in (line, line.get("body")):
         for t in (obj or {}).get("tools") or ():
-            kind = t.get("type", "function")
-            if isinstance(kind, str) and kind not in ("function", "custom"):
+            kind = t.get("type")
+            if kind is not None and kind != "function" and kind != "custom" and isinstance(kind, str):
                 return False
     return True
 
@@ -155,9 +155,10 @@ def parse_request(obj, path, line, record=None) -> Attempt:
         tools = [{"type": "function", "function": f} for f in body["functions"]]
     if isinstance(tools, list):
         names = [_tool_name(t) for t in tools]
-        if any(n is None for n in names):
+        if None in names:
             att.flags += ("builtin_tools_not_candidates",)
-        att.tools = [n for n in names if n is not None]
+            names = [n for n in names if n is not None]
+        att.tools = names
     # tool_choice: one named function, or "none", leaves no choice
     choice = body.get("tool_choice", body.get("function_call"))
     if choice == "none":

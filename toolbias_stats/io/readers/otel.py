@@ -216,9 +216,10 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     # Without definitions (the official OpenAI instrumentation does not record them): with declared clusters a
     # span that records a tool call, or names its cluster, is still an attempt (the order shown is unknown).
     no_list = []
+    index = []           # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
     if declared:
         for s in without:
-            a = _attempt(path, s, [], spans)
+            a = _attempt(path, s, [], spans, index=index)
             if a.status == "call" or a.cluster is not None:
                 a.tools, a.no_list = None, True
                 no_list.append(a)
@@ -249,7 +250,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
             names_of[raw] = tools_of[s.n]
     if problems:
         raise SelectionLogError(problems)
-    attempts = [_attempt(path, s, tools_of[s.n], spans, cache) for s in with_tools] + no_list
+    attempts = [_attempt(path, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
     attempts.sort(key=lambda a: a.source_row)
     extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
     if no_list:
@@ -284,7 +285,7 @@ def _decode_attribute(value: str):
         return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
 
 
-def _attempt(path, s: _Span, names, spans, cache=None) -> Attempt:
+def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
     att = Attempt(str(path), s.n, [n for n in names if n is not None], "no_call", label=s.label())
     if any(n is None for n in names):
         att.flags += ("unnamed_tools_not_candidates",)
@@ -332,8 +333,20 @@ def _attempt(path, s: _Span, names, spans, cache=None) -> Attempt:
                              message_text(msg.get("content")))
     # no recorded output: the execute_tool span(s) the inference led to
     att.flags += ("choice_from_execute_tool_spans",)
-    calls = _executed(s, spans)
+    calls = _executed(s, spans, index)
     return _set_call(att, calls, lambda t: t.attrs.get("gen_ai.tool.name"), None)
+
+
+def _by_parent(spans) -> dict | None:
+    """``{(traceId, parentSpanId): [spans in file order]}``; None when an id is not hashable (a malformed
+    file: every lookup then scans all spans, as the definition reads)."""
+    out = {}
+    try:
+        for t in spans:
+            out.setdefault((t.trace, t.parent), []).append(t)
+    except TypeError:
+        return None
+    return out
 
 
 def _set_call(att: Attempt, calls, name_of, text) -> Attempt:
@@ -349,15 +362,27 @@ def _set_call(att: Attempt, calls, name_of, text) -> Attempt:
     return att
 
 
-def _executed(s: _Span, spans) -> list:
+def _executed(s: _Span, spans, index=None) -> list:
     """execute_tool spans of this inference: its children, or (agents record them as siblings) the spans under
-    the same parent that start after it and before the next inference span there; in start order."""
-    kids = [t for t in spans if t.op == "execute_tool" and t.trace == s.trace and t.parent == s.id]
+    the same parent that start after it and before the next inference span there; in start order.
+
+    ``index``: an empty list the spans' index by (trace, parent) is built into on first use (shared by the spans
+    of one file: each lookup is then one group, not every span of the file)."""
+    by_parent = None
+    if index is not None:
+        if not index:
+            index.append(_by_parent(spans))
+        by_parent = index[0]
+
+    def group(parent):
+        return spans if by_parent is None else by_parent.get((s.trace, parent), ())
+
+    kids = [t for t in group(s.id) if t.op == "execute_tool" and t.trace == s.trace and t.parent == s.id]
     if kids:
         return sorted(kids, key=lambda t: (t.start, t.n))
     if s.parent is None:
         return []
-    later = [t for t in spans if t.trace == s.trace and t.parent == s.parent and t is not s
+    later = [t for t in group(s.parent) if t.trace == s.trace and t.parent == s.parent and t is not s
              and (t.start, t.n) > (s.start, s.n)]
     later.sort(key=lambda t: (t.start, t.n))
     out = []
