@@ -41,6 +41,7 @@ __all__ = ["Attempt", "JsonLine", "read_json_lines", "build_log", "query_key", "
 RAW_CHARS = 200
 #: ``"custom_id": "..."`` in a line that is not valid JSON (a truncated batch output line).
 CUSTOM_ID_RE = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_UNSEEN = object()
 #: Lines with more brackets than this are parsed by the standard library alone (its depth limit is the rule).
 _FAST_MAX_BRACKETS = 400
 _GENERIC = _msgspec.json.Decoder() if _msgspec is not None else None
@@ -92,7 +93,7 @@ class Attempt:
     no_list: bool = False
 
 
-def read_json_lines(path: Path, *, what: str = "file", typed=None) -> list[JsonLine]:
+def read_json_lines(path: Path, *, what: str = "file", typed=None, convert=None) -> list[JsonLine]:
     """Parse a JSON Lines file line by line; a malformed line is kept with its error (callers decide).
 
     Blank lines are skipped (but counted, so ``line`` is what an editor shows). A missing or empty file or a
@@ -103,7 +104,8 @@ def read_json_lines(path: Path, *, what: str = "file", typed=None) -> list[JsonL
     it) and every line with more than ``_FAST_MAX_BRACKETS`` brackets (so "nested too deeply" is the same).
     ``typed``: ``(msgspec decoder of a schema, check)``, a decoder that keeps only the keys a reader reads
     (skipping tool schemas and descriptions); a line it refuses, or whose value ``check`` rejects, is decoded in
-    full.
+    full. ``convert(value, line)``: what to keep of each decoded value (a reader's parse of it, so the decoded
+    line need not be held); the line's ``value`` is what it returns.
     """
     path = Path(path)
     if not path.exists():
@@ -111,7 +113,7 @@ def read_json_lines(path: Path, *, what: str = "file", typed=None) -> list[JsonL
     if path.is_dir():
         raise SelectionLogError(problem(path, None, None, f"expected a JSON Lines {what}, got a folder"))
     check_regular_file(path, what)   # a device (/dev/zero), a pipe, a file too large to hold in memory
-    out = _read_lines_fast(path, typed) if _msgspec is not None else _read_lines_text(path)
+    out = _read_lines_fast(path, typed, convert) if _msgspec is not None else _read_lines_text(path, convert)
     if not out:
         raise SelectionLogError(problem(path, None, None, f"the {what} is empty (no JSON lines)"))
     return out
@@ -138,10 +140,11 @@ def typed_decoder(schema, check):
     return None if _msgspec is None else (_msgspec.json.Decoder(schema), check)
 
 
-def _std_line(lineno: int, text: str) -> JsonLine:
+def _std_line(lineno: int, text: str, convert=None) -> JsonLine:
     """One line parsed by the standard library: its value, or its error (what every reader reports)."""
     try:
-        return JsonLine(lineno, json.loads(text), None, text)
+        value = json.loads(text)
+        return JsonLine(lineno, value if convert is None else convert(value, lineno), None, text)
     except json.JSONDecodeError as exc:
         # the parser stopped at the very end (or inside a string that never closes): cut short
         cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
@@ -151,20 +154,20 @@ def _std_line(lineno: int, text: str) -> JsonLine:
         return JsonLine(lineno, None, TOO_DEEP, text)
 
 
-def _read_lines_text(path: Path) -> list[JsonLine]:
+def _read_lines_text(path: Path, convert=None) -> list[JsonLine]:
     """The standard library's reading (no msgspec)."""
     out = []
     try:
         with path.open(encoding="utf-8-sig") as fh:
             for lineno, text in enumerate(fh, start=1):
                 if text.strip():
-                    out.append(_std_line(lineno, text))
+                    out.append(_std_line(lineno, text, convert))
     except UnicodeDecodeError:
         raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
     return out
 
 
-def _read_lines_fast(path: Path, typed=None) -> list[JsonLine]:
+def _read_lines_fast(path: Path, typed=None, convert=None) -> list[JsonLine]:
     """As :func:`_read_lines_text` (the same lines, line numbers, values and errors), decoding with msgspec."""
     data = path.read_bytes()
     if not data.isascii():
@@ -184,24 +187,27 @@ def _read_lines_fast(path: Path, typed=None) -> list[JsonLine]:
     last = len(pieces) - 1
     for i, raw in enumerate(pieces):
         if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+            value = _UNSEEN
             if fast is not None:
                 try:
                     value = fast(raw)
-                    if check(value):
-                        append(JsonLine(i + 1, value))
-                        continue
+                    if not check(value):
+                        value = _UNSEEN
                 except FAST_ERRORS:   # not this schema's shape (or not JSON): decoded in full below
-                    pass
-            try:
-                append(JsonLine(i + 1, generic(raw)))
+                    value = _UNSEEN
+            if value is _UNSEEN:
+                try:
+                    value = generic(raw)
+                except FAST_ERRORS:   # the standard library decides (and words the error)
+                    value = _UNSEEN
+            if value is not _UNSEEN:
+                append(JsonLine(i + 1, value if convert is None else convert(value, i + 1)))
                 continue
-            except FAST_ERRORS:       # the standard library decides (and words the error)
-                pass
         text = raw.decode("utf-8")
         if i < last or not open_end:
             text += "\n"
         if text.strip():
-            append(_std_line(i + 1, text))
+            append(_std_line(i + 1, text, convert))
     return out
 
 
@@ -398,9 +404,6 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
     return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
 
 
-_UNSEEN = object()
-
-
 def _list_info(names: tuple, aliases) -> tuple:
     """What a tool list alone decides: the names offered twice, the catalog tool_id of each name (None: not in
     the catalog), the clusters offered (empty when no name is in the catalog) and the ordering string."""
@@ -541,9 +544,44 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
     result line is a ``parse_error`` row (``raw_choice`` says so); a result without its request, a malformed
     request line, duplicate custom_ids and result lines that cannot be attributed are errors.
     """
-    req_lines = read_json_lines(requests, what="request file", typed=request_schema)
-    res_lines = read_json_lines(responses, what="response file")
+    # Each request is parsed as soon as it is decoded, and each response as soon as its request is known, so
+    # the decoded lines are not all held at once (most of the reading time went into allocating them); a line
+    # keeps only its custom_id. What a line's parse raises is left to the join below, where it surfaced before
+    # (after every problem of both files is known).
+    parsed, done = {}, set()     # request line -> its Attempt; custom_ids whose response is already applied
+
+    def early_request(value, line):
+        if type(value) is dict:
+            cid = value.get("custom_id")
+            if type(cid) is str and cid:
+                try:
+                    parsed[line] = parse_request(value, requests, line)
+                except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                    return value
+                return {"custom_id": cid}
+        return value
+
+    req_lines = read_json_lines(requests, what="request file", typed=request_schema, convert=early_request)
     req_index, problems = index_by_custom_id(req_lines, requests, "request")
+
+    def early_response(value, line):
+        if type(value) is dict:
+            cid = value.get("custom_id")
+            if type(cid) is str and cid and cid not in done:
+                req = req_index.get(cid)
+                att = parsed.get(req.line) if req is not None and req.error is None else None
+                if att is not None and att.status != "parse_error":
+                    saved = att.__dict__.copy()
+                    try:
+                        parse_response(value, att)
+                    except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                        att.__dict__.update(saved)
+                        return value
+                    done.add(cid)
+                    return {"custom_id": cid}
+        return value
+
+    res_lines = read_json_lines(responses, what="response file", convert=early_response)
     for cid, jl in req_index.items():
         if jl.error is not None:
             problems.append(problem(requests, jl.line, None, f"{jl.error} (custom_id {cid!r}); the request's tool "
@@ -558,7 +596,9 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
         raise SelectionLogError(problems)
     attempts = []
     for cid, jl in req_index.items():
-        att = parse_request(jl.value, requests, jl.line)
+        att = parsed.pop(jl.line, None)
+        if att is None:
+            att = parse_request(jl.value, requests, jl.line)
         att.label = f"custom_id {cid!r}"
         res = res_index.get(cid)
         if res is None:
@@ -568,7 +608,7 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
             att.status = "parse_error"
             att.raw = f"{Path(responses).name}:{res.line}: {res.error}"
             att.flags += ("malformed_response",)
-        elif att.status != "parse_error":
+        elif att.status != "parse_error" and cid not in done:
             parse_response(res.value, att)
         attempts.append(att)
     attempts.sort(key=lambda a: a.source_row)
