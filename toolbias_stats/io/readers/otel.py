@@ -286,21 +286,23 @@ def _decode_attribute(value: str):
 
 
 def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
-    att = Attempt(str(path), s.n, [n for n in names if n is not None], "no_call", label=s.label())
-    if any(n is None for n in names):
+    unnamed = None in names
+    att = Attempt(str(path), s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
+                  label=s.label())
+    if unnamed:
         att.flags += ("unnamed_tools_not_candidates",)
     qid = s.attrs.get("query_id")
     att.query_id = None if qid is None else str(qid)
     cl = s.attrs.get("cluster_id")
     att.cluster = None if cl is None else str(cl)
-    msgs, _ = _structured(s.attrs.get("gen_ai.input.messages"), cache)
-    if isinstance(msgs, list):
-        for m in reversed(msgs):
-            if isinstance(m, dict) and m.get("role") == "user":
-                t = message_text(m.get("parts", m.get("content")))
-                if t:
-                    att.query_text = t
-                    break
+    raw_in = s.attrs.get("gen_ai.input.messages")
+    if cache is not None and isinstance(raw_in, str):      # the same messages again: the same query text
+        key = ("query", raw_in)
+        if key not in cache:
+            cache[key] = _query_text(raw_in, cache)
+        att.query_text = cache[key]
+    else:
+        att.query_text = _query_text(raw_in, cache)
     choice = s.attrs.get("gen_ai.request.tool_choice")
     if choice == "none":
         att.forced = "tool_choice 'none' forbids tool calls"
@@ -321,7 +323,7 @@ def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
         parts = out[0].get("parts", out[0].get("content")) if isinstance(out[0], dict) else None
         parts = parts if isinstance(parts, list) else []
         calls = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"]
-        return _set_call(att, calls, lambda p: p.get("name"), message_text(parts))
+        return _set_call(att, calls, lambda p: p.get("name"), None if calls else message_text(parts))
     for ev in s.span.get("events") or []:          # semantic conventions before 1.37: gen_ai.choice events
         if isinstance(ev, dict) and ev.get("name") == "gen_ai.choice":
             msg, err = _structured(_attrs(ev).get("message"))
@@ -347,6 +349,18 @@ def _by_parent(spans) -> dict | None:
     except TypeError:
         return None
     return out
+
+
+def _query_text(raw, cache=None):
+    """Text of the last user message of ``gen_ai.input.messages`` (None without one)."""
+    msgs, _ = _structured(raw, cache)
+    if isinstance(msgs, list):
+        for m in reversed(msgs):
+            if isinstance(m, dict) and m.get("role") == "user":
+                t = message_text(m.get("parts", m.get("content")))
+                if t:
+                    return t
+    return None
 
 
 def _set_call(att: Attempt, calls, name_of, text) -> Attempt:
