@@ -220,3 +220,27 @@ def test_execute_tool_lookup_by_index_is_the_scan():
             if s.op == "chat":
                 assert [t.n for t in otel._executed(s, spans, index)] == [t.n for t in otel._executed(s, spans)]
         assert index and index[0] is not None
+
+
+def test_a_parse_that_raises_waits_for_the_problems_of_both_files(tmp_path):
+    """Requests and responses are parsed while the files are read; a line whose parse raises is parsed again
+    at its old place, so the problems of both files (here a duplicate custom_id) are still reported first."""
+    tools = [{"type": "function", "function": {"name": n}} for n in ("a", "b")]
+    requests = [{"custom_id": "1", "body": {"tools": tools}},
+                {"custom_id": "2", "body": {"tools": [{"type": ["not", "hashable"]}]}},
+                {"custom_id": "3", "body": {"tools": tools}}]
+    call = {"type": ["not", "hashable"]}
+    responses = [{"custom_id": "1", "response": {"status_code": 200, "body": {"choices": [
+                     {"message": {"tool_calls": [call]}}]}}},
+                 {"custom_id": "3", "response": {"status_code": 200, "body": {"choices": [
+                     {"message": {"tool_calls": [{"type": "function", "function": {"name": "a"}}]}}]}}},
+                 {"custom_id": "3", "response": None}]
+    req, res = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    req.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+    res.write_text("".join(json.dumps(r) + "\n" for r in responses), encoding="utf-8")
+    with pytest.raises(SelectionLogError, match=r"out.jsonl:3:custom_id: duplicate custom_id '3'"):
+        read_openai(req, responses=res, meta={"model": "m"})
+    # without the duplicate the parse error surfaces as it always did (a TypeError of the request's tool type)
+    res.write_text("".join(json.dumps(r) + "\n" for r in responses[:2]), encoding="utf-8")
+    with pytest.raises(TypeError):
+        read_openai(req, responses=res, meta={"model": "m"})
