@@ -161,7 +161,12 @@ def main():
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from toolbias_stats.io.readers import _toolcalls, read_anthropic, read_openai, read_otel
+    from toolbias_stats.io.readers import (
+        _toolcalls,
+        read_anthropic,
+        read_openai,
+        read_otel,
+    )
 
     _msgspec = getattr(_toolcalls, "_msgspec", None)      # None: msgspec not installed (or a release before it)
 
@@ -184,10 +189,11 @@ def main():
             paths = [d / f for f in files]
             load0 = os.getloadavg()[0]
             t, c, log = best_of(fn, args.repeat)
-            base = {k: best_of(lambda loads=loads: bare_decode(paths, loads), args.repeat)[:2]
+            base = {k: best_of(lambda loads=loads, paths=paths: bare_decode(paths, loads), args.repeat)[:2]
                     for k, loads in decoders().items()}
             fast = min((k for k in base if k != "json"), key=lambda k: base[k][0], default="json")
-            kept = best_of(lambda: bare_decode(paths, decoders()[fast], keep=True), args.repeat)[:2]
+            kept = best_of(lambda paths=paths, fast=fast: bare_decode(paths, decoders()[fast], keep=True),
+                           args.repeat)[:2]
             bt, bc = base[fast]
             st = log.data["status"].value_counts().to_dict()
             print(f"{name:32s} {args.requests:,} requests, {mb:6.1f} MB: {t:6.2f} s wall, {c:6.2f} s CPU "

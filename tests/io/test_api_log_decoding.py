@@ -15,7 +15,15 @@ import pandas as pd
 import pytest
 
 from toolbias_stats.exceptions import SelectionLogError
-from toolbias_stats.io.readers import _toolcalls, anthropic, openai, otel, read_anthropic, read_openai, read_otel
+from toolbias_stats.io.readers import (
+    _toolcalls,
+    anthropic,
+    openai,
+    otel,
+    read_anthropic,
+    read_openai,
+    read_otel,
+)
 from toolbias_stats.io.readers._toolcalls import read_json_lines
 
 pytest.importorskip("msgspec")
@@ -199,7 +207,7 @@ def test_bench_shaped_logs_are_the_same(tmp_path, without_msgspec):
                lambda: read_otel(tmp_path / "traces.json", meta=meta)):
         fast = _outcome(fn)
         assert fast[0] == "ok" and len(fast[1].data) == 300
-        _same_log(fast, without_msgspec(lambda: _outcome(fn)))
+        _same_log(fast, without_msgspec(lambda fn=fn: _outcome(fn)))
 
 
 def test_execute_tool_lookup_by_index_is_the_scan():
