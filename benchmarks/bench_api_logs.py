@@ -7,11 +7,18 @@ line, 5 tools per request in a shuffled order, answers drawn from a fixed choose
 API errors) to a temporary folder, then times ``read_openai`` (batch input + output, inferred clusters),
 ``read_anthropic`` and ``read_otel`` (best of ``--repeat`` runs; reading, joining, cluster inference and
 SelectionLog validation included; writing the files excluded).
+
+Each reader is put beside a bare baseline measured in the same run: decoding the same files into Python objects
+and nothing else (every line of a JSON Lines file, or the one OTLP document; the garbage collector paused as the
+readers pause it), with orjson and with msgspec when installed (the faster counts), and with the standard
+library's ``json``. The ratio reader / baseline is what to compare across machines: this machine is shared, so
+the load average is printed with the figures, and both wall-clock and CPU seconds are given.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -96,12 +103,57 @@ def write_otel(d: Path, n, rng):
 
 
 def best_of(fn, repeat):
-    times = []
+    """(best wall seconds, best CPU seconds, result) of ``repeat`` runs."""
+    wall, cpu = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return min(wall), min(cpu), out
+
+
+def decoders():
+    """``{name: loads}`` of the JSON decoders installed (json always; orjson, msgspec when present)."""
+    out = {"json": json.loads}
+    try:
+        import orjson
+
+        out["orjson"] = orjson.loads
+    except ImportError:
+        pass
+    try:
+        import msgspec
+
+        out["msgspec"] = msgspec.json.Decoder().decode
+    except ImportError:
+        pass
+    return out
+
+
+def bare_decode(paths, loads, keep=False):
+    """Decode every line of each JSON Lines file (or the whole of a .json file) into Python objects: nothing else.
+
+    ``keep``: hold every decoded value in a list (``[loads(line) for line in file]``, what a reader that decodes
+    first and works after does); otherwise each value is dropped at once (the parser's speed alone)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        out = []
+        for p in paths:
+            data = p.read_bytes()
+            if p.suffix == ".jsonl":
+                if keep:
+                    out.append([loads(line) for line in data.splitlines()])
+                else:
+                    for line in data.splitlines():
+                        loads(line)
+            else:
+                out.append(loads(data))
+        return len(out)
+    finally:
+        if was:
+            gc.enable()
 
 
 def main():
@@ -109,10 +161,18 @@ def main():
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from toolbias_stats.io.readers import read_anthropic, read_openai, read_otel
+    from toolbias_stats.io.readers import (
+        _toolcalls,
+        read_anthropic,
+        read_openai,
+        read_otel,
+    )
+
+    _msgspec = getattr(_toolcalls, "_msgspec", None)      # None: msgspec not installed (or a release before it)
 
     rng = np.random.default_rng(0)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"readers decode with {'msgspec ' + _msgspec.__version__ if _msgspec else 'json (msgspec not installed)'}")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         write_openai(d, args.requests, rng)
@@ -126,10 +186,25 @@ def main():
                 ("otel (one OTLP JSON document)", lambda: read_otel(d / "traces.json", meta=meta), ["traces.json"])]
         for name, fn, files in runs:
             mb = sum((d / f).stat().st_size for f in files) / 1e6
-            t, log = best_of(fn, args.repeat)
+            paths = [d / f for f in files]
+            load0 = os.getloadavg()[0]
+            t, c, log = best_of(fn, args.repeat)
+            base = {k: best_of(lambda loads=loads, paths=paths: bare_decode(paths, loads), args.repeat)[:2]
+                    for k, loads in decoders().items()}
+            fast = min((k for k in base if k != "json"), key=lambda k: base[k][0], default="json")
+            kept = best_of(lambda paths=paths, fast=fast: bare_decode(paths, decoders()[fast], keep=True),
+                           args.repeat)[:2]
+            bt, bc = base[fast]
             st = log.data["status"].value_counts().to_dict()
-            print(f"{name:32s} {args.requests:,} requests, {mb:6.1f} MB: {t:6.2f} s "
-                  f"({args.requests / t:,.0f} requests/s); status {st}")
+            print(f"{name:32s} {args.requests:,} requests, {mb:6.1f} MB: {t:6.2f} s wall, {c:6.2f} s CPU "
+                  f"({args.requests / t:,.0f} requests/s wall, {args.requests / c:,.0f} per CPU second); "
+                  f"status {st}")
+            print(f"{'':32s} bare decode, each value dropped: "
+                  + ", ".join(f"{k} {w:.2f} s wall / {cc:.2f} s CPU" for k, (w, cc) in base.items())
+                  + f"; {fast}, values kept: {kept[0]:.2f} s wall / {kept[1]:.2f} s CPU")
+            print(f"{'':32s} reader / {fast} dropped = {t / bt:.2f} (wall), {c / bc:.2f} (CPU); "
+                  f"reader / {fast} kept = {t / kept[0]:.2f} (wall), {c / kept[1]:.2f} (CPU); "
+                  f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -305,7 +305,7 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     if problems:
         raise SelectionLogError(problems)
 
-    k = df["cluster_id"].map(catalog.n_tools).astype("int64")
+    k = df["cluster_id"].map({c: catalog.n_tools(c) for c in known}).astype("int64")
     df["n_candidates"] = df["n_candidates"].fillna(k)
     # ordering from rotation where missing
     given_ordering = df["ordering"].astype("string").copy()
@@ -338,7 +338,8 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
                 bad_combo[(c, o)] = f"ordering repeats a tool: {o!r}"
             elif not seq:
                 bad_combo[(c, o)] = f"ordering names no tool of cluster {c!r}: {o!r}"
-        keys = list(zip(df.loc[has_ord, "cluster_id"], df.loc[has_ord, "ordering"]))
+        keys = list(zip(df.loc[has_ord, "cluster_id"].to_numpy(object),     # object arrays: Arrow strings are
+                        df.loc[has_ord, "ordering"].to_numpy(object)))      # slow to iterate one by one
         if bad_combo:
             for i, key in zip(np.flatnonzero(has_ord.to_numpy()), keys):
                 if key in bad_combo:
@@ -374,7 +375,8 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
         for o, t in zip(uniq["ordering"], uniq["chosen_tool"]):
             shown = str(o).split("|")
             lookup[(o, t)] = shown.index(t) + 1 if t in shown else pd.NA
-        df.loc[derive, "chosen_position"] = [lookup[ot] for ot in zip(sel["ordering"], sel["chosen_tool"])]
+        df.loc[derive, "chosen_position"] = [lookup[ot] for ot in zip(sel["ordering"].to_numpy(object),
+                                                                      sel["chosen_tool"].to_numpy(object))]
     # chosen_rank: the rank of the chosen tool among its cluster's tools as shown (= chosen_position when the list
     # is the cluster's tools, or when no list is given). Derived whenever the list is known (a given value is then
     # recomputed: a log edited in its chosen_position stays consistent); kept as given only without a list.

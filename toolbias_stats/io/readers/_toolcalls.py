@@ -12,10 +12,12 @@ request) and ``"forced"`` (``tool_choice`` named one function or forbade calls: 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import re
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,12 +30,27 @@ from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._common import TOO_DEEP, add_meta, check_meta, check_regular_file, utf8_message, utf8_position
 
+try:          # optional: a faster JSON decoder giving the same values (the standard library words every error)
+    import msgspec as _msgspec
+except ImportError:   # pragma: no cover - exercised by the tests that hide msgspec
+    _msgspec = None
+
 __all__ = ["Attempt", "JsonLine", "read_json_lines", "build_log", "query_key", "short", "CUSTOM_ID_RE"]
 
 #: How many characters of free text (answers, refusals, error messages) ``raw_choice`` keeps.
 RAW_CHARS = 200
 #: ``"custom_id": "..."`` in a line that is not valid JSON (a truncated batch output line).
 CUSTOM_ID_RE = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_UNSEEN = object()
+#: Lines with more brackets than this are parsed by the standard library alone (its depth limit is the rule).
+_FAST_MAX_BRACKETS = 400
+_GENERIC = _msgspec.json.Decoder() if _msgspec is not None else None
+#: What msgspec raises on a text it does not decode (the standard library then decides).
+FAST_ERRORS = ((_msgspec.DecodeError, UnicodeDecodeError, RecursionError, ValueError) if _msgspec is not None
+               else ())
+#: msgspec's decoding of one JSON text (bytes or str) into Python values, or None without msgspec. Callers fall
+#: back to ``json.loads`` whenever it raises, so values and error messages are the standard library's.
+fast_json = _GENERIC.decode if _GENERIC is not None else None
 
 
 @dataclass
@@ -76,11 +93,19 @@ class Attempt:
     no_list: bool = False
 
 
-def read_json_lines(path: Path, *, what: str = "file") -> list[JsonLine]:
+def read_json_lines(path: Path, *, what: str = "file", typed=None, convert=None) -> list[JsonLine]:
     """Parse a JSON Lines file line by line; a malformed line is kept with its error (callers decide).
 
     Blank lines are skipped (but counted, so ``line`` is what an editor shows). A missing or empty file or a
     file that is not UTF-8 raises :class:`SelectionLogError`.
+
+    With msgspec installed a line is decoded by it (several times faster); the standard library decides every
+    line msgspec refuses (NaN, lone surrogates, syntax errors: the same values and the same messages as without
+    it) and every line with more than ``_FAST_MAX_BRACKETS`` brackets (so "nested too deeply" is the same).
+    ``typed``: ``(msgspec decoder of a schema, check)``, a decoder that keeps only the keys a reader reads
+    (skipping tool schemas and descriptions); a line it refuses, or whose value ``check`` rejects, is decoded in
+    full. ``convert(value, line)``: what to keep of each decoded value (a reader's parse of it, so the decoded
+    line need not be held); the line's ``value`` is what it returns.
     """
     path = Path(path)
     if not path.exists():
@@ -88,25 +113,101 @@ def read_json_lines(path: Path, *, what: str = "file") -> list[JsonLine]:
     if path.is_dir():
         raise SelectionLogError(problem(path, None, None, f"expected a JSON Lines {what}, got a folder"))
     check_regular_file(path, what)   # a device (/dev/zero), a pipe, a file too large to hold in memory
+    out = _read_lines_fast(path, typed, convert) if _msgspec is not None else _read_lines_text(path, convert)
+    if not out:
+        raise SelectionLogError(problem(path, None, None, f"the {what} is empty (no JSON lines)"))
+    return out
+
+
+@contextmanager
+def paused_gc():
+    """Pause Python's cyclic garbage collector while a log is read (restored after, also on error).
+
+    Reading builds millions of small lists and dicts, none of them cyclic; the collector would otherwise walk
+    them again and again while they are built (more than half of the reading time).
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def typed_decoder(schema, check):
+    """``(msgspec decoder of schema, check)`` for :func:`read_json_lines` (None without msgspec)."""
+    return None if _msgspec is None else (_msgspec.json.Decoder(schema), check)
+
+
+def _std_line(lineno: int, text: str, convert=None) -> JsonLine:
+    """One line parsed by the standard library: its value, or its error (what every reader reports)."""
+    try:
+        value = json.loads(text)
+        return JsonLine(lineno, value if convert is None else convert(value, lineno), None, text)
+    except json.JSONDecodeError as exc:
+        # the parser stopped at the very end (or inside a string that never closes): cut short
+        cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+        kind = "truncated JSON" if cut else "malformed JSON"
+        return JsonLine(lineno, None, f"{kind} (col {exc.colno}): {exc.msg}", text)
+    except RecursionError:   # a line nested deeper than the parser goes: kept, as a malformed line
+        return JsonLine(lineno, None, TOO_DEEP, text)
+
+
+def _read_lines_text(path: Path, convert=None) -> list[JsonLine]:
+    """The standard library's reading (no msgspec)."""
     out = []
     try:
         with path.open(encoding="utf-8-sig") as fh:
             for lineno, text in enumerate(fh, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    out.append(JsonLine(lineno, json.loads(text), None, text))
-                except json.JSONDecodeError as exc:
-                    # the parser stopped at the very end (or inside a string that never closes): cut short
-                    cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
-                    kind = "truncated JSON" if cut else "malformed JSON"
-                    out.append(JsonLine(lineno, None, f"{kind} (col {exc.colno}): {exc.msg}", text))
-                except RecursionError:   # a line nested deeper than the parser goes: kept, as a malformed line
-                    out.append(JsonLine(lineno, None, TOO_DEEP, text))
+                if text.strip():
+                    out.append(_std_line(lineno, text, convert))
     except UnicodeDecodeError:
         raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
-    if not out:
-        raise SelectionLogError(problem(path, None, None, f"the {what} is empty (no JSON lines)"))
+    return out
+
+
+def _read_lines_fast(path: Path, typed=None, convert=None) -> list[JsonLine]:
+    """As :func:`_read_lines_text` (the same lines, line numbers, values and errors), decoding with msgspec."""
+    data = path.read_bytes()
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
+    if data.startswith(b"\xef\xbb\xbf"):       # utf-8-sig: a byte-order mark at the start is dropped
+        data = data[3:]
+    pieces = data.splitlines()                # \n, \r\n and \r, as text mode's universal newlines
+    open_end = not data.endswith((b"\n", b"\r"))
+    generic = _GENERIC.decode
+    fast, check = typed if typed is not None else (None, None)
+    fast = fast.decode if fast is not None else None
+    out = []
+    append = out.append
+    last = len(pieces) - 1
+    for i, raw in enumerate(pieces):
+        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+            value = _UNSEEN
+            if fast is not None:
+                try:
+                    value = fast(raw)
+                    if not check(value):
+                        value = _UNSEEN
+                except FAST_ERRORS:   # not this schema's shape (or not JSON): decoded in full below
+                    value = _UNSEEN
+            if value is _UNSEEN:
+                try:
+                    value = generic(raw)
+                except FAST_ERRORS:   # the standard library decides (and words the error)
+                    value = _UNSEEN
+            if value is not _UNSEEN:
+                append(JsonLine(i + 1, value if convert is None else convert(value, i + 1)))
+                continue
+        text = raw.decode("utf-8")
+        if i < last or not open_end:
+            text += "\n"
+        if text.strip():
+            append(_std_line(i + 1, text, convert))
     return out
 
 
@@ -164,42 +265,50 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
     inferred = str(catalog.source).startswith("<clusters inferred")
     rows, problems = [], []
     by_hint, by_choice = [], []          # rows whose cluster came from the record's cluster_id / the chosen tool
+    # What depends on the tool list alone (or on the list and the cluster, or the list and the name called) is
+    # worked out once per distinct list: a study shows the same few lists (permutations of each cluster) again
+    # and again.
+    lists, fits, matches, qkeys = {}, {}, {}, {}
     for a in attempts:
-        where = a.label or f"line {a.source_row}"
         if inferred:
             a.cluster = None
         if a.no_list:
-            row, err = _row_without_list(a, aliases, where)
+            row, err = _row_without_list(a, aliases, a.label or f"line {a.source_row}")
             if err:
                 problems.append(err)
             else:
                 rows.append(row)
             continue
         if not a.tools:
+            where = a.label or f"line {a.source_row}"
             problems.append(problem(a.source_file, a.source_row, "tools",
                                     f"no tools offered ({where}): an attempt needs the request's tool list"))
             continue
-        dup = sorted(n for n, c in Counter(a.tools).items() if c > 1)
+        key = tuple(a.tools)
+        info = lists.get(key)
+        if info is None:
+            info = lists[key] = _list_info(key, aliases)
+        dup, ids, offered_clusters, ordering = info
         if dup:
             problems.append(problem(a.source_file, a.source_row, "tools", f"tool name(s) offered twice: {dup}"))
             continue
-        ids = [aliases.resolve(n) for n in a.tools]
-        if all(i is None for i in ids):
+        if not offered_clusters:
             problems.append(problem(a.source_file, a.source_row, "tools",
                                     f"none of the tools offered {a.tools} is in the {aliases.what} "
                                     f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
                                     "[...]}`) or use `clusters = \"infer\"`"))
             continue
-        offered_clusters = sorted({aliases.cluster_of[i] for i in ids if i is not None})
         # the attempt's cluster: the only cluster offered; else the query's (the record's cluster_id); else the
         # cluster of the chosen tool; else undecidable
         cid, err = None, None
         if len(offered_clusters) == 1:
             cid = offered_clusters[0]
             if a.cluster is not None and str(a.cluster) != cid:
+                where = a.label or f"line {a.source_row}"
                 err = (f"the record's cluster_id {a.cluster!r} is not the cluster of the tools offered "
                        f"({cid!r}; {where})")
         elif a.cluster is not None:
+            where = a.label or f"line {a.source_row}"
             cid = str(a.cluster)
             if cid not in offered_clusters:
                 err = (f"the record's cluster_id {cid!r} is not among the clusters whose tools it offers "
@@ -207,6 +316,7 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
             else:
                 by_hint.append(a.source_row)
         else:
+            where = a.label or f"line {a.source_row}"
             chosen = _match_offered(a.name, a.tools, ids, aliases) if a.status == "call" else None
             if chosen is not None:
                 cid = aliases.cluster_of[chosen]
@@ -221,40 +331,48 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
             problems.append(problem(a.source_file, a.source_row, "cluster_id" if a.cluster is not None else "tools",
                                     err))
             continue
-        members = catalog.tools(cid)
-        in_cluster = [i for i in ids if i is not None and aliases.cluster_of[i] == cid]
-        if not subsets and set(in_cluster) != set(members):
-            missing = [t for t in members if t not in set(in_cluster)]
-            problems.append(problem(a.source_file, a.source_row, "tools",
-                                    f"the tool list changes within cluster {cid!r}: this request offers "
-                                    f"{[n for n, i in zip(a.tools, ids) if i in set(in_cluster)]} of it, "
-                                    f"the cluster has {members} (missing {missing}); give each tool list its own "
-                                    "cluster, or set `subsets = true` if subsets of a cluster were shown on purpose"))
+        fit = fits.get((key, cid))
+        if fit is None:
+            fit = fits[(key, cid)] = _fit(key, ids, cid, catalog, aliases, subsets)
+        in_cluster, err = fit
+        if err is not None:
+            problems.append(problem(a.source_file, a.source_row, "tools", err))
             continue
         tool, raw, status = None, a.raw, a.status
         if a.forced is not None and status in ("call", "no_call"):
             # the request left no choice: kept as a row, excluded from every rate
             did = f"called {a.name!r}" if status == "call" else "no call"
             status, raw = "forced", short(f"{a.forced}; {did}")
-        elif a.status == "call":
-            raw = a.name
-            hit = _match_offered(a.name, a.tools, ids, aliases, offered_only=True)
+        elif status == "call":
+            raw = name = a.name
+            if isinstance(name, str):
+                hit = matches.get((key, name), _UNSEEN)
+                if hit is _UNSEEN:
+                    hit = matches[(key, name)] = _match_offered(name, a.tools, ids, aliases, offered_only=True)
+            else:
+                hit = None
             if hit is None:
                 status = "unknown_tool"
-            elif hit in set(in_cluster):
+            elif hit in in_cluster:
                 tool, status = hit, "ok"
             else:
                 status = "off_cluster"     # an offered tool outside the attempt's cluster
         qid = a.query_id
         if qid is None:
-            qid = query_key(a.query_text) if a.query_text else f"row{a.source_row}"
-        ordering = "|".join(i if i is not None else n for n, i in zip(a.tools, ids))
+            text = a.query_text
+            if text:
+                qid = qkeys.get(text)
+                if qid is None:
+                    qid = qkeys[text] = query_key(text)
+            else:
+                qid = f"row{a.source_row}"
         rows.append((cid, qid, None, ordering, tool, status, raw, a.source_file, a.source_row))
     if problems:
         raise SelectionLogError(problems)
     if not rows:
         raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
-    frame = pd.DataFrame(rows, columns=_COLUMNS)
+    cols = list(zip(*rows))
+    frame = pd.DataFrame({c: list(v) for c, v in zip(_COLUMNS, cols)})
     frame["source_row"] = frame["source_row"].astype(np.int64)
     frame = add_meta(frame, meta)
     repeats = frame.groupby(["cluster_id", "query_id", "ordering"], sort=False, dropna=False).cumcount().to_numpy() + 1
@@ -284,6 +402,29 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
         diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
     diag.update(extra_diagnostics or {})
     return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
+
+
+def _list_info(names: tuple, aliases) -> tuple:
+    """What a tool list alone decides: the names offered twice, the catalog tool_id of each name (None: not in
+    the catalog), the clusters offered (empty when no name is in the catalog) and the ordering string."""
+    dup = [] if len(set(names)) == len(names) else sorted(n for n, c in Counter(names).items() if c > 1)
+    ids = [aliases.resolve(n) for n in names]
+    offered_clusters = sorted({aliases.cluster_of[i] for i in ids if i is not None})
+    ordering = "|".join(i if i is not None else n for n, i in zip(names, ids))
+    return dup, ids, offered_clusters, ordering
+
+
+def _fit(names: tuple, ids, cid, catalog, aliases, subsets) -> tuple:
+    """``(the offered tools of cluster cid, error)``: without ``subsets`` the list must hold the whole cluster."""
+    members = catalog.tools(cid)
+    in_cluster = {i for i in ids if i is not None and aliases.cluster_of[i] == cid}
+    if subsets or in_cluster == set(members):
+        return in_cluster, None
+    missing = [t for t in members if t not in in_cluster]
+    return in_cluster, (f"the tool list changes within cluster {cid!r}: this request offers "
+                        f"{[n for n, i in zip(names, ids) if i in in_cluster]} of it, "
+                        f"the cluster has {members} (missing {missing}); give each tool list its own "
+                        "cluster, or set `subsets = true` if subsets of a cluster were shown on purpose")
 
 
 def _match_offered(name, offered, ids, aliases, offered_only=False):
@@ -394,7 +535,8 @@ def index_by_custom_id(lines: list[JsonLine], path: Path, what: str) -> tuple[di
     return out, problems
 
 
-def join_batch(requests: Path, responses: Path, parse_request, parse_response, fmt: str) -> list[Attempt]:
+def join_batch(requests: Path, responses: Path, parse_request, parse_response, fmt: str,
+               request_schema=None) -> list[Attempt]:
     """Join a batch's request file and its result file by ``custom_id``; one Attempt per request line.
 
     ``parse_request(obj, path, line) -> (Attempt, problem or None)`` gives the tools, query and forcing of a
@@ -402,9 +544,44 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
     result line is a ``parse_error`` row (``raw_choice`` says so); a result without its request, a malformed
     request line, duplicate custom_ids and result lines that cannot be attributed are errors.
     """
-    req_lines = read_json_lines(requests, what="request file")
-    res_lines = read_json_lines(responses, what="response file")
+    # Each request is parsed as soon as it is decoded, and each response as soon as its request is known, so
+    # the decoded lines are not all held at once (most of the reading time went into allocating them); a line
+    # keeps only its custom_id. What a line's parse raises is left to the join below, where it surfaced before
+    # (after every problem of both files is known).
+    parsed, done = {}, set()     # request line -> its Attempt; custom_ids whose response is already applied
+
+    def early_request(value, line):
+        if type(value) is dict:
+            cid = value.get("custom_id")
+            if type(cid) is str and cid:
+                try:
+                    parsed[line] = parse_request(value, requests, line)
+                except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                    return value
+                return {"custom_id": cid}
+        return value
+
+    req_lines = read_json_lines(requests, what="request file", typed=request_schema, convert=early_request)
     req_index, problems = index_by_custom_id(req_lines, requests, "request")
+
+    def early_response(value, line):
+        if type(value) is dict:
+            cid = value.get("custom_id")
+            if type(cid) is str and cid and cid not in done:
+                req = req_index.get(cid)
+                att = parsed.get(req.line) if req is not None and req.error is None else None
+                if att is not None and att.status != "parse_error":
+                    saved = att.__dict__.copy()
+                    try:
+                        parse_response(value, att)
+                    except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                        att.__dict__.update(saved)
+                        return value
+                    done.add(cid)
+                    return {"custom_id": cid}
+        return value
+
+    res_lines = read_json_lines(responses, what="response file", convert=early_response)
     for cid, jl in req_index.items():
         if jl.error is not None:
             problems.append(problem(requests, jl.line, None, f"{jl.error} (custom_id {cid!r}); the request's tool "
@@ -419,7 +596,9 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
         raise SelectionLogError(problems)
     attempts = []
     for cid, jl in req_index.items():
-        att = parse_request(jl.value, requests, jl.line)
+        att = parsed.pop(jl.line, None)
+        if att is None:
+            att = parse_request(jl.value, requests, jl.line)
         att.label = f"custom_id {cid!r}"
         res = res_index.get(cid)
         if res is None:
@@ -429,7 +608,7 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
             att.status = "parse_error"
             att.raw = f"{Path(responses).name}:{res.line}: {res.error}"
             att.flags += ("malformed_response",)
-        elif att.status != "parse_error":
+        elif att.status != "parse_error" and cid not in done:
             parse_response(res.value, att)
         attempts.append(att)
     attempts.sort(key=lambda a: a.source_row)
@@ -469,7 +648,7 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Atte
 
 
 def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, meta, responses, clusters,
-                     subsets) -> SelectionLog:
+                     subsets, request_schema=None) -> SelectionLog:
     """The shared wiring of the request/response readers (``openai``, ``anthropic``): read the attempts
     (:func:`read_attempts`), resolve the clusters from the tool lists offered (a catalog, declared clusters or
     inferred ones) and build the log; the cluster source and the responses file go into the diagnostics."""
@@ -477,19 +656,21 @@ def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, 
 
     path = Path(path)
     check_meta(meta, path)
-    attempts = read_attempts(path, responses, parse_request, parse_response, fmt)
-    cs = catalog_for(offered_lists(attempts), catalog=catalog, clusters=clusters)
-    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
-                     extra_diagnostics={"cluster_source": str(cs),
-                                        "responses": None if responses is None else str(responses)})
+    with paused_gc():
+        attempts = read_attempts(path, responses, parse_request, parse_response, fmt, request_schema=request_schema)
+        cs = catalog_for(offered_lists(attempts), catalog=catalog, clusters=clusters)
+        return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
+                         extra_diagnostics={"cluster_source": str(cs),
+                                            "responses": None if responses is None else str(responses)})
 
 
-def read_attempts(path, responses, parse_request, parse_response, fmt: str) -> list[Attempt]:
+def read_attempts(path, responses, parse_request, parse_response, fmt: str, request_schema=None) -> list[Attempt]:
     """The attempts of a request/response log before cluster resolution: a batch (request file + ``responses``
-    file joined by ``custom_id``) or one JSONL of ``{"request", "response"}`` records."""
+    file joined by ``custom_id``) or one JSONL of ``{"request", "response"}`` records. ``request_schema``: the
+    typed decoder of a batch's request lines (:func:`typed_decoder`)."""
     path = Path(path)
     if responses is not None:
-        return join_batch(path, Path(responses), parse_request, parse_response, fmt)
+        return join_batch(path, Path(responses), parse_request, parse_response, fmt, request_schema)
     return read_pairs(path, parse_request, parse_response, fmt)
 
 

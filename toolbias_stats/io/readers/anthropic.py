@@ -6,10 +6,12 @@ choice is the first ``tool_use`` block of the answer's ``content``. See docs/for
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
-                         record_field, short)
+                         paused_gc, record_field, short, typed_decoder)
 
 __all__ = ["read_anthropic", "offered_anthropic"]
 
@@ -60,12 +62,38 @@ def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, respo
     ``parse_error``.
     """
     return read_request_log(path, fmt="anthropic", parse_request=parse_request, parse_response=parse_response,
-                            catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets)
+                            catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
+                            request_schema=_REQUEST_LINE)
 
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    return offered_lists(read_attempts(path, responses, parse_request, parse_response, "anthropic"))
+    with paused_gc():
+        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "anthropic",
+                                           request_schema=_REQUEST_LINE))
+
+
+# What parse_request reads of a batch request line (decoded with msgspec, the rest of the line is skipped: tool
+# descriptions and input schemas are most of a request). A key read below must be listed here.
+class _Named(TypedDict, total=False):
+    name: Any
+
+
+class _Params(TypedDict, total=False):
+    tools: list[_Named]
+    tool_choice: Any
+    messages: Any
+    query_id: Any
+    metadata: Any
+    cluster_id: Any
+
+
+class _Line(_Params, total=False):
+    custom_id: Any
+    params: _Params
+
+
+_REQUEST_LINE = typed_decoder(_Line, lambda line: True)
 
 
 def parse_request(obj, path, line, record=None) -> Attempt:
@@ -75,9 +103,10 @@ def parse_request(obj, path, line, record=None) -> Attempt:
     tools = params.get("tools")
     if isinstance(tools, list):
         names = [t.get("name") if isinstance(t, dict) and isinstance(t.get("name"), str) else None for t in tools]
-        if any(n is None for n in names):
+        if None in names:
             att.flags += ("unnamed_tools_not_candidates",)
-        att.tools = [n for n in names if n is not None]
+            names = [n for n in names if n is not None]
+        att.tools = names
     choice = params.get("tool_choice")
     if isinstance(choice, dict):
         if choice.get("type") == "tool" and isinstance(choice.get("name"), str):

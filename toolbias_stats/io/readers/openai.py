@@ -8,10 +8,12 @@ request's ``tools``; the choice is the first tool call. See docs/formats.md for 
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
-                         record_field, short)
+                         paused_gc, record_field, short, typed_decoder)
 
 __all__ = ["read_openai", "offered_openai"]
 
@@ -67,12 +69,15 @@ def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, response
     (``raw_choice`` says which). Several calls: the first is the choice; the count is in the diagnostics.
     """
     return read_request_log(path, fmt="openai", parse_request=parse_request, parse_response=parse_response,
-                            catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets)
+                            catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
+                            request_schema=_REQUEST_LINE)
 
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    return offered_lists(read_attempts(path, responses, parse_request, parse_response, "openai"))
+    with paused_gc():
+        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "openai",
+                                           request_schema=_REQUEST_LINE))
 
 
 # ---------------------------------------------------------------------------------------
@@ -97,6 +102,50 @@ def _choice_name(choice):
     return _tool_name(choice)
 
 
+# What parse_request reads of a batch input line (decoded with msgspec, the rest of the line is skipped: tool
+# descriptions and parameter schemas are most of a request). A key read below must be listed here; a tool whose
+# ``type`` is not "function" / "custom" (whose name may sit under that type's key) sends the line to a full decode.
+class _Named(TypedDict, total=False):
+    name: Any
+
+
+class _Tool(TypedDict, total=False):
+    type: Any
+    name: Any
+    function: _Named
+    custom: _Named
+
+
+class _Body(TypedDict, total=False):
+    tools: list[_Tool]
+    functions: Any
+    tool_choice: Any
+    function_call: Any
+    messages: Any
+    input: Any
+    query_id: Any
+    metadata: Any
+    cluster_id: Any
+
+
+class _Line(_Body, total=False):
+    custom_id: Any
+    body: _Body
+
+
+def _plain_tools(line) -> bool:
+    """Whether every tool of a typed-decoded line is read the same as in the full line."""
+    for obj in (line, line.get("body")):
+        for t in (obj or {}).get("tools") or ():
+            kind = t.get("type")
+            if kind is not None and kind != "function" and kind != "custom" and isinstance(kind, str):
+                return False
+    return True
+
+
+_REQUEST_LINE = typed_decoder(_Line, _plain_tools)
+
+
 def parse_request(obj, path, line, record=None) -> Attempt:
     """Tools offered, query and forcing of one request (a body or a batch input line)."""
     body = obj.get("body") if isinstance(obj.get("body"), dict) else obj
@@ -106,9 +155,10 @@ def parse_request(obj, path, line, record=None) -> Attempt:
         tools = [{"type": "function", "function": f} for f in body["functions"]]
     if isinstance(tools, list):
         names = [_tool_name(t) for t in tools]
-        if any(n is None for n in names):
+        if None in names:
             att.flags += ("builtin_tools_not_candidates",)
-        att.tools = [n for n in names if n is not None]
+            names = [n for n in names if n is not None]
+        att.tools = names
     # tool_choice: one named function, or "none", leaves no choice
     choice = body.get("tool_choice", body.get("function_call"))
     if choice == "none":

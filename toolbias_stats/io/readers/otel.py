@@ -20,7 +20,8 @@ from .._catalog import ToolCatalog
 from .._clusters import catalog_for
 from .._selection_log import SelectionLog
 from ._common import check_meta, utf8_message, utf8_position
-from ._toolcalls import Attempt, api_error, build_log, message_text, read_json_lines, short
+from ._toolcalls import (FAST_ERRORS, Attempt, api_error, build_log, fast_json, message_text, paused_gc,
+                         read_json_lines, short)
 from .openai import _tool_name
 
 __all__ = ["read_otel", "offered_otel", "INFERENCE_OPERATIONS", "SEMCONV_VERSION"]
@@ -76,16 +77,18 @@ def read_otel(path, *, catalog: ToolCatalog | None = None, meta=None, clusters=N
     check_meta(meta, path)
     declared = ((catalog is not None and not str(catalog.source).startswith("<clusters inferred"))
                 or (clusters is not None and not (isinstance(clusters, str) and clusters == "infer")))
-    attempts, extra = read_otel_attempts(path, declared=declared)
-    cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
-    extra.update(cluster_source=str(cs), semconv=SEMCONV_VERSION)
-    return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="otel", subsets=subsets,
-                     extra_diagnostics=extra)
+    with paused_gc():
+        attempts, extra = read_otel_attempts(path, declared=declared)
+        cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
+        extra.update(cluster_source=str(cs), semconv=SEMCONV_VERSION)
+        return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="otel", subsets=subsets,
+                         extra_diagnostics=extra)
 
 
 def offered_otel(path, **_) -> list[tuple]:
     """``(tool names offered, file, span)`` of every inference span with tools (for inferring clusters)."""
-    return _lists(read_otel_attempts(Path(path))[0])
+    with paused_gc():
+        return _lists(read_otel_attempts(Path(path))[0])
 
 
 def _lists(attempts):
@@ -97,6 +100,39 @@ def _load(path: Path) -> list[tuple[int, dict]]:
     """``[(line, ExportTraceServiceRequest), ...]``: one JSON document, or JSON Lines of them."""
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
+    doc = _fast_document(path)
+    if doc is not None:
+        docs = [(1, doc)]
+    else:
+        docs = _load_text(path)
+    problems = [problem(path, ln, "resourceSpans", "expected an OTLP JSON object with `resourceSpans`")
+                for ln, d in docs if not isinstance(d, dict) or not isinstance(d.get("resourceSpans"), list)]
+    if problems:
+        raise SelectionLogError(problems)
+    return docs
+
+
+def _fast_document(path: Path):
+    """The file as one JSON document decoded by msgspec, or None (no msgspec, not one document, or a document
+    msgspec refuses: the standard library then reads the file and words its errors)."""
+    if fast_json is None:
+        return None
+    data = path.read_bytes()
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return fast_json(data)
+    except FAST_ERRORS:
+        return None
+
+
+def _load_text(path: Path) -> list:
+    """:func:`_load` with the standard library's parser."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
@@ -115,10 +151,6 @@ def _load(path: Path) -> list[tuple[int, dict]]:
                 docs.append((jl.line, jl.value))
         if problems:
             raise SelectionLogError(problems)
-    problems = [problem(path, ln, "resourceSpans", "expected an OTLP JSON object with `resourceSpans`")
-                for ln, d in docs if not isinstance(d, dict) or not isinstance(d.get("resourceSpans"), list)]
-    if problems:
-        raise SelectionLogError(problems)
     return docs
 
 
@@ -184,9 +216,10 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     # Without definitions (the official OpenAI instrumentation does not record them): with declared clusters a
     # span that records a tool call, or names its cluster, is still an attempt (the order shown is unknown).
     no_list = []
+    index = []           # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
     if declared:
         for s in without:
-            a = _attempt(path, s, [], spans)
+            a = _attempt(path, s, [], spans, index=index)
             if a.status == "call" or a.cluster is not None:
                 a.tools, a.no_list = None, True
                 no_list.append(a)
@@ -200,17 +233,24 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
                                         f"{list(INFERENCE_OPERATIONS)}) carries gen_ai.tool.definitions, {hint}"))
     tools_of = {}
     problems = []
+    cache, names_of = {}, {}
     for s in with_tools:
-        defs, err = _structured(s.attrs["gen_ai.tool.definitions"])
+        raw = s.attrs["gen_ai.tool.definitions"]
+        if isinstance(raw, str) and raw in names_of:     # the same definitions again: the same names
+            tools_of[s.n] = names_of[raw]
+            continue
+        defs, err = _structured(raw, cache)
         if err is None and not isinstance(defs, list):
             err = f"expected a list of tool definitions, got {type(defs).__name__}"
         if err is not None:
             problems.append(problem(path, s.n, "gen_ai.tool.definitions", f"{err} ({s.label()})"))
             continue
         tools_of[s.n] = [_tool_name(d) for d in defs]
+        if isinstance(raw, str):
+            names_of[raw] = tools_of[s.n]
     if problems:
         raise SelectionLogError(problems)
-    attempts = [_attempt(path, s, tools_of[s.n], spans) for s in with_tools] + no_list
+    attempts = [_attempt(path, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
     attempts.sort(key=lambda a: a.source_row)
     extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
     if no_list:
@@ -218,32 +258,51 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     return attempts, extra
 
 
-def _structured(value):
-    """A structured attribute recorded as a JSON string or as OTLP arrays / kvlists -> (value, error)."""
+def _structured(value, cache=None):
+    """A structured attribute recorded as a JSON string or as OTLP arrays / kvlists -> (value, error).
+
+    ``cache``: a dict of the strings already decoded (spans repeat the same definitions and messages; the
+    values are only read, never changed)."""
     if isinstance(value, str):
-        try:
-            return json.loads(value), None
-        except json.JSONDecodeError as exc:
-            return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
+        if cache is not None:
+            hit = cache.get(value)
+            if hit is None:
+                hit = cache[value] = _decode_attribute(value)
+            return hit
+        return _decode_attribute(value)
     return value, None
 
 
-def _attempt(path, s: _Span, names, spans) -> Attempt:
-    att = Attempt(str(path), s.n, [n for n in names if n is not None], "no_call", label=s.label())
-    if any(n is None for n in names):
+def _decode_attribute(value: str):
+    if fast_json is not None and value.count("[") + value.count("{") <= 400:
+        try:
+            return fast_json(value), None
+        except FAST_ERRORS:      # the standard library decides (and words the error)
+            pass
+    try:
+        return json.loads(value), None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
+
+
+def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
+    unnamed = None in names
+    att = Attempt(str(path), s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
+                  label=s.label())
+    if unnamed:
         att.flags += ("unnamed_tools_not_candidates",)
     qid = s.attrs.get("query_id")
     att.query_id = None if qid is None else str(qid)
     cl = s.attrs.get("cluster_id")
     att.cluster = None if cl is None else str(cl)
-    msgs, _ = _structured(s.attrs.get("gen_ai.input.messages"))
-    if isinstance(msgs, list):
-        for m in reversed(msgs):
-            if isinstance(m, dict) and m.get("role") == "user":
-                t = message_text(m.get("parts", m.get("content")))
-                if t:
-                    att.query_text = t
-                    break
+    raw_in = s.attrs.get("gen_ai.input.messages")
+    if cache is not None and isinstance(raw_in, str):      # the same messages again: the same query text
+        key = ("query", raw_in)
+        if key not in cache:
+            cache[key] = _query_text(raw_in, cache)
+        att.query_text = cache[key]
+    else:
+        att.query_text = _query_text(raw_in, cache)
     choice = s.attrs.get("gen_ai.request.tool_choice")
     if choice == "none":
         att.forced = "tool_choice 'none' forbids tool calls"
@@ -254,7 +313,7 @@ def _attempt(path, s: _Span, names, spans) -> Attempt:
         api_error(att, ": ".join(str(x) for x in (s.attrs.get("error.type"), status.get("message")) if x)
                   or "span status ERROR")
         return att
-    out, err = _structured(s.attrs.get("gen_ai.output.messages"))
+    out, err = _structured(s.attrs.get("gen_ai.output.messages"), cache)
     if err is not None:
         att.status, att.raw = "parse_error", f"gen_ai.output.messages: {err}"
         return att
@@ -264,7 +323,7 @@ def _attempt(path, s: _Span, names, spans) -> Attempt:
         parts = out[0].get("parts", out[0].get("content")) if isinstance(out[0], dict) else None
         parts = parts if isinstance(parts, list) else []
         calls = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"]
-        return _set_call(att, calls, lambda p: p.get("name"), message_text(parts))
+        return _set_call(att, calls, lambda p: p.get("name"), None if calls else message_text(parts))
     for ev in s.span.get("events") or []:          # semantic conventions before 1.37: gen_ai.choice events
         if isinstance(ev, dict) and ev.get("name") == "gen_ai.choice":
             msg, err = _structured(_attrs(ev).get("message"))
@@ -276,8 +335,32 @@ def _attempt(path, s: _Span, names, spans) -> Attempt:
                              message_text(msg.get("content")))
     # no recorded output: the execute_tool span(s) the inference led to
     att.flags += ("choice_from_execute_tool_spans",)
-    calls = _executed(s, spans)
+    calls = _executed(s, spans, index)
     return _set_call(att, calls, lambda t: t.attrs.get("gen_ai.tool.name"), None)
+
+
+def _by_parent(spans) -> dict | None:
+    """``{(traceId, parentSpanId): [spans in file order]}``; None when an id is not hashable (a malformed
+    file: every lookup then scans all spans, as the definition reads)."""
+    out = {}
+    try:
+        for t in spans:
+            out.setdefault((t.trace, t.parent), []).append(t)
+    except TypeError:
+        return None
+    return out
+
+
+def _query_text(raw, cache=None):
+    """Text of the last user message of ``gen_ai.input.messages`` (None without one)."""
+    msgs, _ = _structured(raw, cache)
+    if isinstance(msgs, list):
+        for m in reversed(msgs):
+            if isinstance(m, dict) and m.get("role") == "user":
+                t = message_text(m.get("parts", m.get("content")))
+                if t:
+                    return t
+    return None
 
 
 def _set_call(att: Attempt, calls, name_of, text) -> Attempt:
@@ -293,15 +376,27 @@ def _set_call(att: Attempt, calls, name_of, text) -> Attempt:
     return att
 
 
-def _executed(s: _Span, spans) -> list:
+def _executed(s: _Span, spans, index=None) -> list:
     """execute_tool spans of this inference: its children, or (agents record them as siblings) the spans under
-    the same parent that start after it and before the next inference span there; in start order."""
-    kids = [t for t in spans if t.op == "execute_tool" and t.trace == s.trace and t.parent == s.id]
+    the same parent that start after it and before the next inference span there; in start order.
+
+    ``index``: an empty list the spans' index by (trace, parent) is built into on first use (shared by the spans
+    of one file: each lookup is then one group, not every span of the file)."""
+    by_parent = None
+    if index is not None:
+        if not index:
+            index.append(_by_parent(spans))
+        by_parent = index[0]
+
+    def group(parent):
+        return spans if by_parent is None else by_parent.get((s.trace, parent), ())
+
+    kids = [t for t in group(s.id) if t.op == "execute_tool" and t.trace == s.trace and t.parent == s.id]
     if kids:
         return sorted(kids, key=lambda t: (t.start, t.n))
     if s.parent is None:
         return []
-    later = [t for t in spans if t.trace == s.trace and t.parent == s.parent and t is not s
+    later = [t for t in group(s.parent) if t.trace == s.trace and t.parent == s.parent and t is not s
              and (t.start, t.n) > (s.start, s.n)]
     later.sort(key=lambda t: (t.start, t.n))
     out = []

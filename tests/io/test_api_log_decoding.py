@@ -1,0 +1,254 @@
+"""The API-log readers decode JSON with msgspec when it is installed (issue 23): the same lines, values, rows,
+statuses and error messages as the standard library's ``json`` alone.
+
+Each check reads the same input twice, once with msgspec and once with it hidden, and compares everything
+(values by ``repr``, so NaN, -0.0 and big integers count).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.io.readers import (
+    _toolcalls,
+    anthropic,
+    openai,
+    otel,
+    read_anthropic,
+    read_openai,
+    read_otel,
+)
+from toolbias_stats.io.readers._toolcalls import read_json_lines
+
+pytest.importorskip("msgspec")
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs"
+
+
+@pytest.fixture
+def without_msgspec(monkeypatch):
+    """A function that runs ``fn()`` with msgspec hidden from the readers."""
+    def run(fn):
+        with monkeypatch.context() as m:
+            m.setattr(_toolcalls, "_msgspec", None)
+            m.setattr(_toolcalls, "fast_json", None)
+            m.setattr(otel, "fast_json", None)
+            return fn()
+    return run
+
+
+def _outcome(fn):
+    """``("ok", value)`` or ``("error", type, message)`` of ``fn()``."""
+    try:
+        return ("ok", fn())
+    except SelectionLogError as exc:
+        return ("error", type(exc).__name__, str(exc))
+
+
+def _lines(path):
+    return [(jl.line, repr(jl.value), jl.error) for jl in read_json_lines(path)]
+
+
+#: Lines where msgspec and json differ or might (json decides them all), and ordinary ones around them.
+EDGE_LINES = [
+    '{"custom_id": "a", "x": NaN, "y": [Infinity, -Infinity]}',
+    '{"custom_id": "b", "big": 123456789012345678901234567890, "neg": -9223372036854775809}',
+    '{"custom_id": "c", "s": "\\ud800 lone surrogate", "t": "\\udc00\\ud800"}',
+    '{"custom_id": "d", "k": 1, "k": 2}',
+    '{"custom_id": "e", "f": 1e400, "g": -0.0, "h": 0.1, "i": 1.7976931348623157e308, "j": 5e-324}',
+    '{"custom_id": "f", "deep": ' + "[" * 600 + "]" * 600 + "}",
+    '{"custom_id": "g", "deeper": ' + "[" * 5000 + "]" * 5000 + "}",
+    '{"custom_id": "h", "truncated": [1, 2',
+    '{"custom_id": "i", "bad": tru}',
+    '{"custom_id": "j", "trailing": [1,]}',
+    '   ',
+    '\u00a0\u2028',
+    '{"custom_id": "k", "tab": "a\tb"}',
+    '["not", "an", "object"]',
+    '{"custom_id": "l", "unicode": "caf\u00e9 \u2603 \U0001f600", "esc": "\\u00e9\\n\\"\\\\"}',
+    '{"custom_id": "m", "unterminated": "abc',
+    '\ufeff{"custom_id": "n"}',
+    '{"custom_id": "o", "digits": "' + "1" * 30 + '", "n": ' + "9" * 25 + "}",
+]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("final_newline", [True, False])
+@pytest.mark.parametrize("bom", [False, True])
+def test_lines_decode_as_json_does(tmp_path, without_msgspec, newline, final_newline, bom):
+    text = newline.join(EDGE_LINES) + (newline if final_newline else "")
+    p = tmp_path / "edge.jsonl"
+    p.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    fast = _lines(p)
+    assert fast == without_msgspec(lambda: _lines(p))
+    # the lines json refuses are errors (not values msgspec would have made up)
+    errors = {line for line, _, err in fast if err is not None}
+    assert {8, 9, 10, 13, 16} <= errors
+    assert any("nested too deeply" in (err or "") for _, _, err in fast)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n", b"{\"a\": 1}\n\xff\xfe\n", b"\xef\xbb\xbf"])
+def test_file_errors_are_the_same(tmp_path, without_msgspec, content):
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(content)
+    got = _outcome(lambda: _lines(p))
+    assert got[0] == "error"
+    assert got == without_msgspec(lambda: _outcome(lambda: _lines(p)))
+
+
+@pytest.mark.parametrize("name", ["openai/chat_batch_input.jsonl", "openai/chat_batch_output.jsonl",
+                                  "openai/responses_pairs.jsonl", "anthropic/batch_requests.jsonl",
+                                  "anthropic/batch_results.jsonl", "multi/openai_pairs.jsonl",
+                                  "multi/anthropic_pairs.jsonl"])
+def test_fixture_lines(without_msgspec, name):
+    assert _lines(FIX / name) == without_msgspec(lambda: _lines(FIX / name))
+
+
+def _same_log(a, b):
+    assert a[0] == b[0]
+    if a[0] == "ok":
+        pd.testing.assert_frame_equal(a[1].data, b[1].data, check_exact=True)
+        assert repr(a[1].diagnostics) == repr(b[1].diagnostics)
+    else:
+        assert a == b
+
+
+READS = {
+    "openai batch": lambda: read_openai(FIX / "openai/chat_batch_input.jsonl",
+                                        responses=FIX / "openai/chat_batch_output.jsonl", meta={"model": "m"}),
+    "openai pairs": lambda: read_openai(FIX / "openai/responses_pairs.jsonl", meta={"model": "m"}),
+    "anthropic batch": lambda: read_anthropic(FIX / "anthropic/batch_requests.jsonl",
+                                              responses=FIX / "anthropic/batch_results.jsonl", meta={"model": "m"}),
+    "otel": lambda: read_otel(FIX / "otel/traces.json", meta={"model": "m"}),
+    "otel no definitions": lambda: read_otel(FIX / "multi/otel_no_definitions.json", meta={"model": "m"},
+                                             clusters={"weather": [f"weather_{c}" for c in "abcde"],
+                                                       "geocoding": ["geo_a", "geo_b", "geo_c"]}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_fixture_logs_are_the_same(without_msgspec, name):
+    fast = _outcome(READS[name])
+    assert fast[0] == "ok"
+    _same_log(fast, without_msgspec(lambda: _outcome(READS[name])))
+
+
+# ---------------------------------------------------------------------------------------
+# typed request decoding: only the keys parse_request reads are kept; anything else goes to a full decode
+OPENAI_REQUESTS = [
+    {"custom_id": "1", "body": {"messages": [{"role": "user", "content": "q1"}],
+                                "tools": [{"type": "function", "function": {"name": "a", "parameters": {}}},
+                                          {"type": "function", "function": {"name": "b"}}]}},
+    {"custom_id": "2", "body": {"messages": [{"role": "user", "content": [{"type": "text", "text": "q2"}]}],
+                                "tools": [{"type": "custom", "custom": {"name": "a"}}, {"type": "web_search"},
+                                          {"type": "mcp", "mcp": {"name": "zz"}, "name": "b"}],
+                                "tool_choice": {"type": "function", "function": {"name": "a"}}}},
+    {"custom_id": "3", "body": {"input": "q3", "tools": [{"type": "function", "name": "a"}, {"name": "b"}],
+                                "metadata": {"query_id": 7, "cluster_id": "c"}}},
+    {"custom_id": "4", "body": {"tools": "not a list", "messages": []}},
+    {"custom_id": "5", "body": {"tools": [1, "x", None, {"function": "not an object"}]}},
+    {"custom_id": "6", "body": "not an object", "tools": [{"type": "function", "function": {"name": "a"}}]},
+    {"custom_id": "7", "query_id": "q", "tools": [{"type": "function", "function": {"name": "a"}}],
+     "functions": [{"name": "f"}], "tool_choice": "none"},
+    {"custom_id": "8", "body": {"functions": [{"name": "f"}, 3], "function_call": {"name": "f"},
+                                "tools": None}},
+    {"custom_id": "9", "body": {"tools": [{"type": "function", "function": {"name": "a"}}],
+                                "tool_choice": {"type": "allowed_tools",
+                                                "allowed_tools": {"tools": [{"type": "function", "name": "a"}]}}}},
+]
+ANTHROPIC_REQUESTS = [
+    {"custom_id": "1", "params": {"messages": [{"role": "user", "content": "q1"}],
+                                  "tools": [{"name": "a", "input_schema": {"type": "object"}}, {"name": "b"}]}},
+    {"custom_id": "2", "params": {"tools": [{"name": "a"}, {"type": "web_search_20250305"}, "x", {"name": 3}],
+                                  "tool_choice": {"type": "tool", "name": "a"}, "metadata": {"query_id": "m"}}},
+    {"custom_id": "3", "params": {"tools": {"name": "a"}, "messages": "hi"}},
+    {"custom_id": "4", "params": None, "tools": [{"name": "a"}], "query_id": 5, "cluster_id": "c",
+     "messages": [{"role": "user", "content": [{"type": "text", "text": "q"}]}]},
+]
+
+
+def _attempt_fields(att):
+    return {k: repr(v) for k, v in vars(att).items()}
+
+
+@pytest.mark.parametrize("module, requests", [(openai, OPENAI_REQUESTS), (anthropic, ANTHROPIC_REQUESTS)])
+def test_typed_request_lines_parse_as_full_lines(tmp_path, module, requests):
+    p = tmp_path / "requests.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+    typed = read_json_lines(p, typed=module._REQUEST_LINE)
+    full = read_json_lines(p)
+    assert [jl.line for jl in typed] == [jl.line for jl in full]
+    for t, f in zip(typed, full):
+        assert _attempt_fields(module.parse_request(t.value, p, t.line)) == \
+            _attempt_fields(module.parse_request(f.value, p, f.line))
+
+
+def test_bench_shaped_logs_are_the_same(tmp_path, without_msgspec):
+    """A few hundred requests shaped as benchmarks/bench_api_logs.py writes them (all three formats)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_api_logs", Path(__file__).resolve().parents[2] / "benchmarks" / "bench_api_logs.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(1)
+    bench.write_openai(tmp_path, 300, rng)
+    bench.write_anthropic(tmp_path, 300, rng)
+    bench.write_otel(tmp_path, 300, rng)
+    meta = {"model": "m"}
+    for fn in (lambda: read_openai(tmp_path / "in.jsonl", responses=tmp_path / "out.jsonl", meta=meta),
+               lambda: read_anthropic(tmp_path / "areq.jsonl", responses=tmp_path / "ares.jsonl", meta=meta),
+               lambda: read_otel(tmp_path / "traces.json", meta=meta)):
+        fast = _outcome(fn)
+        assert fast[0] == "ok" and len(fast[1].data) == 300
+        _same_log(fast, without_msgspec(lambda fn=fn: _outcome(fn)))
+
+
+def test_execute_tool_lookup_by_index_is_the_scan():
+    """The choice read from execute_tool spans: looked up by (trace, parent) the same as scanning every span."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        raw = []
+        for i in range(60):
+            op = rng.choice(["chat", "execute_tool", "execute_tool", "invoke_agent"])
+            raw.append({"traceId": f"t{rng.integers(2)}", "spanId": f"s{i}",
+                        "parentSpanId": "" if rng.random() < 0.2 else f"s{rng.integers(max(i, 1))}",
+                        "startTimeUnixNano": str(rng.integers(5)), "name": str(op),
+                        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": str(op)}},
+                                       {"key": "gen_ai.tool.name", "value": {"stringValue": f"tool{i}"}}]})
+        spans = [otel._Span(i + 1, 1, sp) for i, sp in enumerate(raw)]
+        index = []
+        for s in spans:
+            if s.op == "chat":
+                assert [t.n for t in otel._executed(s, spans, index)] == [t.n for t in otel._executed(s, spans)]
+        assert index and index[0] is not None
+
+
+def test_a_parse_that_raises_waits_for_the_problems_of_both_files(tmp_path):
+    """Requests and responses are parsed while the files are read; a line whose parse raises is parsed again
+    at its old place, so the problems of both files (here a duplicate custom_id) are still reported first."""
+    tools = [{"type": "function", "function": {"name": n}} for n in ("a", "b")]
+    requests = [{"custom_id": "1", "body": {"tools": tools}},
+                {"custom_id": "2", "body": {"tools": [{"type": ["not", "hashable"]}]}},
+                {"custom_id": "3", "body": {"tools": tools}}]
+    call = {"type": ["not", "hashable"]}
+    responses = [{"custom_id": "1", "response": {"status_code": 200, "body": {"choices": [
+                     {"message": {"tool_calls": [call]}}]}}},
+                 {"custom_id": "3", "response": {"status_code": 200, "body": {"choices": [
+                     {"message": {"tool_calls": [{"type": "function", "function": {"name": "a"}}]}}]}}},
+                 {"custom_id": "3", "response": None}]
+    req, res = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    req.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+    res.write_text("".join(json.dumps(r) + "\n" for r in responses), encoding="utf-8")
+    with pytest.raises(SelectionLogError, match=r"out.jsonl:3:custom_id: duplicate custom_id '3'"):
+        read_openai(req, responses=res, meta={"model": "m"})
+    # without the duplicate the parse error surfaces as it always did (a TypeError of the request's tool type)
+    res.write_text("".join(json.dumps(r) + "\n" for r in responses[:2]), encoding="utf-8")
+    with pytest.raises(TypeError):
+        read_openai(req, responses=res, meta={"model": "m"})
