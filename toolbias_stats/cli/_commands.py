@@ -54,6 +54,26 @@ _GROUPS = (
 )
 
 
+class _Stages:
+    """One plain line per stage on stderr when it is not a terminal (a redirected or piped job shows it is alive;
+    a terminal has the progress bars instead); silent with --json."""
+
+    def __init__(self, args):
+        import time
+
+        self._clock = time.perf_counter
+        self._t0 = self._clock()
+        self._on = not sys.stderr.isatty() and not getattr(args, "json", False)
+        self._prefix = f"toolbias-stats {args.command}"
+
+    def __call__(self, text: str) -> None:
+        if self._on:
+            from .._output import term_safe
+
+            line = f"{self._prefix}: [{self._clock() - self._t0:6.1f} s] {text}"
+            print(term_safe(line), file=sys.stderr, flush=True)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``toolbias-stats`` parser: every sub-command in full, or only ``command`` in full (others listed)."""
     import importlib
@@ -302,10 +322,14 @@ def _report(args) -> int:
     check_output(args.out, inputs, kind="folder" if args.format == "qmd" else "file")
     if args.format == "qmd":
         return _report_qmd(args)
+    stage = _Stages(args)
+    stage(f"reading {args.study}")
     study = _read(args)
+    stage(f"delta estimates ({args.bootstrap} bootstrap replicates)")
     result = _compute(args, study)
     extra = []
     if args.explain:
+        stage("explaining selection (tool features, models)")
         from ..report._explain_html import render_explain_section
         from ._explain import compute_explain
 
@@ -317,12 +341,14 @@ def _report(args) -> int:
     if getattr(args, "choice_model", False):
         from ..report._choicemodel import choice_model_section_for_report
 
+        stage("choice model")
         extra.append(("choice-model", "Choice model", choice_model_section_for_report(
             study, rng=args.seed, confidence_level=args.confidence_level)))
     if args.bayes:
         from ..models import fit_bayes
         from ..report._bayes_html import render_bayes_section
 
+        stage("Bayesian model")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = fit_bayes(study.log, rng=args.seed, progress=_progress_wanted(args))
@@ -334,22 +360,27 @@ def _report(args) -> int:
         from ..report._shadow_html import render_shadow_section
         from ._shadow import shadow_section_for_report
 
+        stage("TOOL-SHADOW")
         extra.append(("shadow", "TOOL-SHADOW", render_shadow_section(shadow_section_for_report(args, study))))
     if getattr(args, "plan", False):
         from ..report._design_html import render_design_section
         from ._plan import plan_section_for_report
 
+        stage("study design (plan)")
         extra.append(("design", "Is this study big enough?", render_design_section(**plan_section_for_report(args, study))))
     from ._experiments import experiments_section_for_report, experiments_wanted
 
     if args.experiments or (args.experiments is None and experiments_wanted(study)):
         from ..report._experiments_html import render_experiments_section
 
+        stage("experiments")
         extra.append(("experiments", "Experiments",
                       render_experiments_section(study=study, **experiments_section_for_report(args, study))))
     from ._output import write_report
 
+    stage("rendering the report")
     write_report(args.out, render_bias_report(study, result, extra_sections=extra), inputs=inputs)
+    stage(f"wrote {args.out}")
     return 0
 
 
