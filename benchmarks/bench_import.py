@@ -23,15 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STUDY = ROOT / "data" / "biasbusters" / "study.toml"
 
 
-def _time(cmd, repeat):
-    """Best and median wall time (s) of ``cmd`` in a fresh process, ``repeat`` times."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times.append(time.perf_counter() - t)
-    times.sort()
-    return times[0], times[len(times) // 2]
+def _once(cmd):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
 
 
 def main(argv=None):
@@ -51,10 +46,15 @@ def main(argv=None):
         rows += [("`bias STUDY --bootstrap 0`", cli + ["bias", str(STUDY), "--bootstrap", "0"], 1.5),
                  ("`bias STUDY` (2,000 replicates)", cli + ["bias", str(STUDY)], 2.5)]
     load = os.getloadavg()
+    times = {label: [] for label, _, _ in rows}
+    for i in range(args.repeat):   # round robin: every command sees the same load over the run
+        for label, cmd, target in rows:
+            if target is None or target < 1 or i < max(1, args.repeat // 2):
+                times[label].append(_once(cmd))
     out = []
-    for label, cmd, target in rows:
-        repeat = args.repeat if target is None or target < 1 else max(1, args.repeat // 2)
-        out.append((label, *_time(cmd, repeat), target))
+    for label, _, target in rows:
+        t = sorted(times[label])
+        out.append((label, t[0], t[len(t) // 2], target))
     base = out[0][1]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after")

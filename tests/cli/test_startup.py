@@ -109,3 +109,19 @@ def test_listed_help_matches_full_parsers():
     assert listed(build_parser("")) == full
     assert listed(build_parser("plan")) == full
     assert build_parser("").format_help() == build_parser().format_help()
+
+
+@pytest.mark.parametrize("tty, json_flag, expected", [(False, False, True), (True, False, False),
+                                                      (False, True, False)])
+def test_stage_lines_when_not_a_terminal(monkeypatch, capsys, tty, json_flag, expected):
+    from toolbias_stats.cli._commands import _Stages
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+    stage = _Stages(argparse.Namespace(command="report", json=json_flag))
+    stage("reading study.toml\x1b[31m")
+    err = capsys.readouterr().err
+    if expected:
+        assert err.startswith("toolbias-stats report: [") and "s] reading study.toml" in err
+        assert "\x1b" not in err   # untrusted text is escaped for the terminal
+    else:
+        assert err == ""
