@@ -7,11 +7,16 @@ Readers (:func:`read_choice_study`, ``io.readers.inspect_ai_log.read_inspect_cho
 :func:`judge_consistency` (swapped-pair consistency). See docs/choice.md.
 """
 
-from ._log import CHOICE_COLUMNS, CHOICE_STATUSES, ChoiceLog, read_choice_table
-from ._stats import (GoldPositionAccuracy, JudgeConsistency, OptionPositionBias, accuracy_by_gold_position,
-                     judge_consistency, option_position_bias)
-from ._study import CHOICE_FORMATS, read_choice_study
+from .._lazy import LazyNames as _LazyNames
+
+_lazy = _LazyNames(__name__)
+_lazy.add('._log', 'CHOICE_COLUMNS', 'CHOICE_STATUSES', 'ChoiceLog', 'read_choice_table')
+_lazy.add('._stats', 'GoldPositionAccuracy', 'JudgeConsistency', 'OptionPositionBias', 'accuracy_by_gold_position',
+           'judge_consistency', 'option_position_bias')
+_lazy.add('._study', 'CHOICE_FORMATS', 'read_choice_study')
 
 __all__ = ["ChoiceLog", "CHOICE_COLUMNS", "CHOICE_STATUSES", "CHOICE_FORMATS", "read_choice_study",
            "read_choice_table", "option_position_bias", "accuracy_by_gold_position", "judge_consistency",
            "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency"]
+
+__getattr__, __dir__ = _lazy.hooks(globals())

@@ -7,9 +7,14 @@ an optional mixed logit with query x tool random effects. ``docs/choice_model.md
 Distinct from :mod:`toolbias_stats.choice`, which audits multiple-choice answer positions.
 """
 
-from ._model import PENALTIES, POSITION_FORMS, SE_METHODS, WORTHS, choice_model, comparison_components
-from ._result import ChoiceModelResult
-from ._simulate import simulate_choice_log
+from .._lazy import LazyNames as _LazyNames
+
+_lazy = _LazyNames(__name__)
+_lazy.add('._model', 'PENALTIES', 'POSITION_FORMS', 'SE_METHODS', 'WORTHS', 'choice_model', 'comparison_components')
+_lazy.add('._result', 'ChoiceModelResult')
+_lazy.add('._simulate', 'simulate_choice_log')
 
 __all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS", "PENALTIES", "SE_METHODS",
            "WORTHS"]
+
+__getattr__, __dir__ = _lazy.hooks(globals())

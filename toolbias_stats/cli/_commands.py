@@ -8,8 +8,6 @@ import os
 import sys
 import warnings
 
-import pandas as pd
-
 __all__ = ["main", "build_parser"]
 
 
@@ -18,14 +16,94 @@ def _progress_wanted(args) -> bool:
     return sys.stderr.isatty() and not getattr(args, "json", False) and not os.environ.get("CI")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ..io._manifest import ENGINES
-    from ._output import seed
-    from ..metrics._bootstrap import BOOTSTRAP_WEIGHTS
+# Every sub-command in --help order with its one-line help, grouped by the module that adds its full parser.
+# The top-level parser lists them all but builds (and imports) only the invoked command's group, so that
+# `toolbias-stats --help` / `--version` import no pandas, scipy or model code (issue 23). A test checks that
+# these lines match the full parsers' help.
+_COMMANDS = {
+    "validate": "read a study manifest and summarise every file (rows by status, ...)",
+    "bias": "delta_API / delta_pos / delta_model per group with CIs",
+    "report": "self-contained HTML report",
+    "features": "tool features (similarity, readability, age, ...) one row per tool",
+    "explain": "correlations, OLS, cross-validated forests/boosting, alignment",
+    "bayes": "hierarchical Bayesian model of API and position effects (PyMC)",
+    "shift": "compare levels of a design column with a base level (shift, change in bias, per-tool shares, trends)",
+    "subsets": "subset-selection quality (precision, recall, exact match; Table 2)",
+    "toolsense": "ToolSense diagnostics: recall, Internalization Score, probes, annotator agreement, offline "
+                 "baselines (docs/toolsense.md)",
+    "shadow": "TOOL-SHADOW v1 Positional Bias Score of a harness (pre-validation; not for deployment gating)",
+    "plan": "is this study big enough? variance components, CI half-widths, MDEs and the cheapest design",
+    "choice": "multiple-choice / judge position bias: delta_pos, accuracy by gold position, bias-corrected "
+              "accuracy, swapped-pair consistency",
+    "design": "counterbalanced design -> provider request files and the study.toml that reads results",
+    "run": "send a design folder's requests to an OpenAI-compatible endpoint (resumable)",
+    "choice-model": "conditional / mixed logit over the lists shown: tool worths, position effects, features",
+}
+# (commands, module in this package or None for this one, function adding their parsers)
+_GROUPS = (
+    (("validate", "bias", "report"), None, "_add_core_parsers"),
+    (("features", "explain"), "_explain", "add_parsers"),
+    (("bayes",), "_bayes", "add_parser"),
+    (("shift", "subsets"), "_experiments", "add_parsers"),
+    (("toolsense",), "_toolsense", "add_parser"),
+    (("shadow",), "_shadow", "add_parser"),
+    (("plan",), "_plan", "add_parser"),
+    (("choice",), "_choice", "add_parser"),
+    (("design", "run"), "_audit", "add_parsers"),
+    (("choice-model",), "_choicemodel", "add_parser"),
+)
+
+
+class _Stages:
+    """One plain line per stage on stderr when it is not a terminal (a redirected or piped job shows it is alive;
+    a terminal has the progress bars instead); silent with --json."""
+
+    def __init__(self, args):
+        import time
+
+        self._clock = time.perf_counter
+        self._t0 = self._clock()
+        self._on = not sys.stderr.isatty() and not getattr(args, "json", False)
+        self._prefix = f"toolbias-stats {args.command}"
+
+    def __call__(self, text: str) -> None:
+        if self._on:
+            from .._output import term_safe
+
+            line = f"{self._prefix}: [{self._clock() - self._t0:6.1f} s] {text}"
+            print(term_safe(line), file=sys.stderr, flush=True)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``toolbias-stats`` parser: every sub-command in full, or only ``command`` in full (others listed)."""
+    import importlib
 
     p = argparse.ArgumentParser(prog="toolbias-stats", description="Audit tool-selection bias in LLM agents.")
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True)
+    for names, module, adder in _GROUPS:
+        if command is None or command in names:
+            owner = sys.modules[__name__] if module is None else importlib.import_module("." + module, __package__)
+            getattr(owner, adder)(sub)
+        else:
+            for name in names:
+                sub.add_parser(name, help=_COMMANDS[name])
+    return p
+
+
+def _command_in(argv) -> str:
+    """The sub-command named on a command line ('' when none is): the first argument that is not an option."""
+    for a in argv:
+        if not a.startswith("-"):
+            return a
+    return ""
+
+
+def _add_core_parsers(sub) -> None:
+    """validate, bias, report."""
+    from ..io._manifest import ENGINES
+    from ..metrics._bootstrap import BOOTSTRAP_WEIGHTS
+    from ._output import seed
 
     def engine_args(sp):
         sp.add_argument("--engine", choices=ENGINES, default="auto",
@@ -35,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="dask scheduler address for --engine dask (default: a LocalCluster of 2 workers)")
 
-    v = sub.add_parser("validate", help="read a study manifest and summarise every file (rows by status, ...)")
+    v = sub.add_parser("validate", help=_COMMANDS["validate"])
     v.add_argument("study", help="study manifest (TOML)")
     v.add_argument("--json", action="store_true", help="machine-readable output")
     engine_args(v)
@@ -59,11 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="query weights of a replicate: multinomial (classical) or poisson (streaming)")
         engine_args(sp)
 
-    b = sub.add_parser("bias", help="delta_API / delta_pos / delta_model per group with CIs")
+    b = sub.add_parser("bias", help=_COMMANDS["bias"])
     stats_args(b)
     b.add_argument("--json", action="store_true", help="documented JSON on stdout (see docs/cli.md)")
 
-    r = sub.add_parser("report", help="self-contained HTML report")
+    r = sub.add_parser("report", help=_COMMANDS["report"])
     stats_args(r)
     r.add_argument("--out", required=True, help="output HTML file (with --format qmd: a folder)")
     r.add_argument("--format", choices=("html", "qmd"), default="html",
@@ -84,33 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shadow", action="store_true",
                    help="add the TOOL-SHADOW Positional Bias Score section (the `shadow` command's defaults)")
 
-    from ._bayes import add_parser as add_bayes_parser
-    from ._explain import add_parsers as add_explain_parsers
-
-    add_explain_parsers(sub)
-    add_bayes_parser(sub)
-    from ._experiments import add_parsers as add_experiments_parsers
-
-    add_experiments_parsers(sub)
-    from ._toolsense import add_parser as add_toolsense_parser
-
-    add_toolsense_parser(sub)
-    from ._shadow import add_parser as add_shadow_parser
-
-    add_shadow_parser(sub)
-    from ._plan import add_parser as add_plan_parser
-
-    add_plan_parser(sub)
-    from ._choice import add_parser as add_choice_parser
-
-    add_choice_parser(sub)
-    from ._audit import add_parsers as add_audit_parsers
-
-    add_audit_parsers(sub)
-    from ._choicemodel import add_parser as add_choicemodel_parser
-
-    add_choicemodel_parser(sub)
-    return p
 
 
 def main(argv=None) -> int:
@@ -137,7 +188,8 @@ def _silence_stdout() -> None:
 
 
 def _main(argv=None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     from ..exceptions import SelectionLogError
 
@@ -181,6 +233,8 @@ def _validate(args) -> int:
 
     study = _read(args)
     counts = study.counts
+    import pandas as pd
+
     if study.has_rows:
         summary = study.log.summary(by=["source_file", "model", "run", "condition"])
     else:  # counted in place: rows by status per file come from the engine
@@ -268,27 +322,33 @@ def _report(args) -> int:
     check_output(args.out, inputs, kind="folder" if args.format == "qmd" else "file")
     if args.format == "qmd":
         return _report_qmd(args)
+    stage = _Stages(args)
+    stage(f"reading {args.study}")
     study = _read(args)
+    stage(f"delta estimates ({args.bootstrap} bootstrap replicates)")
     result = _compute(args, study)
     extra = []
     if args.explain:
+        stage("explaining selection (tool features, models)")
         from ..report._explain_html import render_explain_section
         from ._explain import compute_explain
 
         # the `explain` command's defaults, with this command's seed and confidence level
-        ex_args = build_parser().parse_args(["explain", args.study, "--seed", str(args.seed),
+        ex_args = build_parser("explain").parse_args(["explain", args.study, "--seed", str(args.seed),
                                              "--confidence-level", str(args.confidence_level)])
         explained, _, _ = compute_explain(ex_args, study)
         extra.append(("explain", "Explaining selection", render_explain_section(explained)))
     if getattr(args, "choice_model", False):
         from ..report._choicemodel import choice_model_section_for_report
 
+        stage("choice model")
         extra.append(("choice-model", "Choice model", choice_model_section_for_report(
             study, rng=args.seed, confidence_level=args.confidence_level)))
     if args.bayes:
         from ..models import fit_bayes
         from ..report._bayes_html import render_bayes_section
 
+        stage("Bayesian model")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = fit_bayes(study.log, rng=args.seed, progress=_progress_wanted(args))
@@ -300,22 +360,27 @@ def _report(args) -> int:
         from ..report._shadow_html import render_shadow_section
         from ._shadow import shadow_section_for_report
 
+        stage("TOOL-SHADOW")
         extra.append(("shadow", "TOOL-SHADOW", render_shadow_section(shadow_section_for_report(args, study))))
     if getattr(args, "plan", False):
         from ..report._design_html import render_design_section
         from ._plan import plan_section_for_report
 
+        stage("study design (plan)")
         extra.append(("design", "Is this study big enough?", render_design_section(**plan_section_for_report(args, study))))
     from ._experiments import experiments_section_for_report, experiments_wanted
 
     if args.experiments or (args.experiments is None and experiments_wanted(study)):
         from ..report._experiments_html import render_experiments_section
 
+        stage("experiments")
         extra.append(("experiments", "Experiments",
                       render_experiments_section(study=study, **experiments_section_for_report(args, study))))
     from ._output import write_report
 
+    stage("rendering the report")
     write_report(args.out, render_bias_report(study, result, extra_sections=extra), inputs=inputs)
+    stage(f"wrote {args.out}")
     return 0
 
 

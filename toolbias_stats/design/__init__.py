@@ -7,9 +7,15 @@ the cheapest design reaching a target; :func:`check_plan` checks the planner aga
 package's own estimators. See docs/design.md.
 """
 
-from ._components import COMPONENTS, DESIGN_METRICS, VarianceComponents, pairing_correlation, variance_components
-from ._plan import TARGET_KINDS, StudyPlan, plan_study
-from ._simulate import check_plan, simulate_from_pilot
+from .._lazy import LazyNames as _LazyNames
+
+_lazy = _LazyNames(__name__)
+_lazy.add('._components', 'COMPONENTS', 'DESIGN_METRICS', 'VarianceComponents', 'pairing_correlation',
+           'variance_components')
+_lazy.add('._plan', 'TARGET_KINDS', 'StudyPlan', 'plan_study')
+_lazy.add('._simulate', 'check_plan', 'simulate_from_pilot')
 
 __all__ = ["variance_components", "VarianceComponents", "pairing_correlation", "plan_study", "StudyPlan", "check_plan",
            "simulate_from_pilot", "COMPONENTS", "DESIGN_METRICS", "TARGET_KINDS"]
+
+__getattr__, __dir__ = _lazy.hooks(globals())

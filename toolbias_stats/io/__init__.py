@@ -1,18 +1,24 @@
 """Input: the SelectionLog and ToolCatalog containers, readers and study manifests."""
 
-from ._catalog import ToolCatalog
-from ._counts import COUNT_LEVELS, SelectionCounts, count_table
-from ._load import load_selection_log
-from ._manifest import ENGINES, FORMATS, Study, read_study
-from ._selection_log import SelectionLog
-from .readers import (READERS, read_biasbusters, read_biasbusters_catalog, read_biasbusters_queries,
-                      read_catalog_table, read_table, read_transcripts)
+from .._lazy import LazyNames as _LazyNames
+
+_lazy = _LazyNames(__name__)
+_lazy.submodules('readers')   # were attributes after the eager imports
+_lazy.add('._catalog', 'ToolCatalog')
+_lazy.add('._counts', 'COUNT_LEVELS', 'SelectionCounts', 'count_table')
+_lazy.add('._load', 'load_selection_log')
+_lazy.add('._manifest', 'ENGINES', 'FORMATS', 'Study', 'read_study')
+_lazy.add('._selection_log', 'SelectionLog')
+_lazy.add('.readers', 'READERS', 'read_biasbusters', 'read_biasbusters_catalog', 'read_biasbusters_queries',
+           'read_catalog_table', 'read_table', 'read_transcripts')
 
 __all__ = ["ToolCatalog", "SelectionLog", "SelectionCounts", "count_table", "COUNT_LEVELS", "ENGINES", "Study", "read_study", "load_selection_log", "FORMATS", "READERS",
            "read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries", "read_table",
            "read_catalog_table", "read_transcripts"]
 
 # API logs of other teams (issue 13)
-from .readers import read_anthropic, read_openai, read_otel  # noqa: E402
+_lazy.add('.readers', 'read_anthropic', 'read_openai', 'read_otel')
 
 __all__ += ["read_openai", "read_anthropic", "read_otel"]
+
+__getattr__, __dir__ = _lazy.hooks(globals())

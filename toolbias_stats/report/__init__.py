@@ -4,14 +4,19 @@
 :class:`~toolbias_stats.BiasResult`; the ``fmt_*`` helpers format numbers, intervals and p-values.
 """
 
-from ._format import (MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p,
-                      fmt_range)
-from ._findings import Finding, key_findings
-from ._summary import bias_summary
-from ._quarto import TEMPLATE, export_quarto, qmd_to_notebook, run_notebook
-from ._render_html import file_sha256, render_bias_report
-from ._shadow_html import render_shadow_report, render_shadow_section
+from .._lazy import LazyNames as _LazyNames
+
+_lazy = _LazyNames(__name__)
+_lazy.add('._format', 'MISSING', 'fmt_ci', 'fmt_estimate_ci', 'fmt_int', 'fmt_level', 'fmt_mean_sd', 'fmt_num',
+           'fmt_p', 'fmt_range')
+_lazy.add('._findings', 'Finding', 'key_findings')
+_lazy.add('._summary', 'bias_summary')
+_lazy.add('._quarto', 'TEMPLATE', 'export_quarto', 'qmd_to_notebook', 'run_notebook')
+_lazy.add('._render_html', 'file_sha256', 'render_bias_report')
+_lazy.add('._shadow_html', 'render_shadow_report', 'render_shadow_section')
 
 __all__ = ["render_bias_report", "file_sha256", "render_shadow_section", "render_shadow_report", "key_findings", "Finding", "bias_summary", "export_quarto", "qmd_to_notebook",
            "run_notebook", "TEMPLATE", "MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci",
            "fmt_mean_sd", "fmt_p", "fmt_level", "fmt_range"]
+
+__getattr__, __dir__ = _lazy.hooks(globals())

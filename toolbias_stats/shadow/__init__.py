@@ -10,16 +10,22 @@ Every output carries the paper's banner: **pre-validation; not for deployment ga
 validated with this framework.
 """
 
-from ._adapter import audit_from_selection_log, audit_from_study
-from ._io import ShadowAudit, read_manifest, read_shadow_audit
-from ._score import DomainScore, PBSScore, ShadowGroup, ShadowResult, name_task_similarity, tool_shadow
-from ._simulate import simulate_audit
-from ._validation_protocol import (ABOutcome, CalibrationResult, DiscriminationResult, ab_primary_outcome,
-                                   calibration_in_the_large, discrimination_auc, VALIDATION_STATUS)
-from ._weights import BANNER, DOMAINS, V1_WEIGHTS, W_FLOOR, ShadowWeights, draw_weights, worksheet_weights
+from .._lazy import LazyNames as _LazyNames
+
+_lazy = _LazyNames(__name__)
+_lazy.add('._adapter', 'audit_from_selection_log', 'audit_from_study')
+_lazy.add('._io', 'ShadowAudit', 'read_manifest', 'read_shadow_audit')
+_lazy.add('._score', 'DomainScore', 'PBSScore', 'ShadowGroup', 'ShadowResult', 'name_task_similarity', 'tool_shadow')
+_lazy.add('._simulate', 'simulate_audit')
+_lazy.add('._validation_protocol', 'ABOutcome', 'CalibrationResult', 'DiscriminationResult', 'ab_primary_outcome',
+           'calibration_in_the_large', 'discrimination_auc', 'VALIDATION_STATUS')
+_lazy.add('._weights', 'BANNER', 'DOMAINS', 'V1_WEIGHTS', 'W_FLOOR', 'ShadowWeights', 'draw_weights',
+           'worksheet_weights')
 
 __all__ = ["ShadowAudit", "read_shadow_audit", "read_manifest", "audit_from_study", "audit_from_selection_log",
            "tool_shadow", "ShadowResult", "ShadowGroup", "DomainScore", "PBSScore", "name_task_similarity",
            "worksheet_weights", "ShadowWeights", "draw_weights", "V1_WEIGHTS", "W_FLOOR", "DOMAINS", "BANNER",
            "simulate_audit", "ab_primary_outcome", "calibration_in_the_large", "discrimination_auc", "ABOutcome",
            "CalibrationResult", "DiscriminationResult", "VALIDATION_STATUS"]
+
+__getattr__, __dir__ = _lazy.hooks(globals())
