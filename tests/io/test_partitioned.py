@@ -98,6 +98,16 @@ class TestDatasetEqualsOneFile:
         assert log.data["source_file"].nunique() == 4 and len(log.data) == len(plain)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_count_table_reads_a_folder(plain, one_file, tmp_path, engine):
+    from toolbias_stats.io import count_table
+
+    _parts(plain, tmp_path / "parts")
+    counts = count_table(tmp_path / "parts", catalog=one_file.catalog, engine=engine)
+    assert counts.n_rows == len(plain)
+    assert int(counts.table["n_ok"].sum()) == int(one_file.counts.table["n_ok"].sum())
+
+
 class TestHive:
     @pytest.mark.parametrize("engine", ENGINES)
     def test_partition_folders_become_design_columns(self, plain, one_file, tmp_path, engine):
