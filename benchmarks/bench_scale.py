@@ -1,7 +1,7 @@
 """Benchmark: `toolbias-stats bias` on 1M, 10M and 100M-row Parquet logs (not a test).
 
 Usage:  python benchmarks/bench_scale.py [--rows 1e6 1e7 1e8] [--dir /tmp/toolbias_scale] [--engine duckdb]
-                                         [--bootstrap 0 2000] [--keep]
+                                         [--bootstrap 0 2000] [--keep] [--parts 8 --attempt]
 
 Generates, in chunks (never the whole log in memory), a synthetic log in the table schema: 7 models x 3 runs x
 10 clusters (the bundled BiasBusters catalog, K = 5) x Q queries x 5 cyclic rotations, Q = rows / 1,050; each
@@ -34,8 +34,11 @@ RUNS = 3
 ROTATIONS = 5
 
 
-def generate(path: Path, n_rows: int, seed: int = 1) -> int:
-    """Write a synthetic Parquet log of about ``n_rows`` rows, one (model, run) at a time."""
+def generate(path: Path, n_rows: int, seed: int = 1, parts: int = 0, attempt: bool = False) -> int:
+    """Write a synthetic Parquet log of about ``n_rows`` rows, one (model, run) at a time.
+
+    ``parts`` > 0: ``path`` is a folder of that many Parquet files (every (model, run) block is split over all
+    of them, so queries span files); ``attempt``: a column ``attempt`` with a distinct id per row (issue 27)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -50,8 +53,13 @@ def generate(path: Path, n_rows: int, seed: int = 1) -> int:
     written = 0
     schema = pa.schema([("model", pa.string()), ("run", pa.int64()), ("cluster_id", pa.string()),
                         ("query_id", pa.int64()), ("rotation", pa.int64()), ("chosen_tool", pa.string()),
-                        ("status", pa.string())])
-    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+                        ("status", pa.string())] + ([("attempt", pa.int64())] if attempt else []))
+    if parts:
+        path.mkdir(parents=True, exist_ok=True)
+        writers = [pq.ParquetWriter(path / f"part-{i}.parquet", schema, compression="zstd") for i in range(parts)]
+    else:
+        writers = [pq.ParquetWriter(path, schema, compression="zstd")]
+    try:
         for m in range(MODELS):
             tool_pref = rng.dirichlet(np.full(k, 2.0), size=len(clusters))       # (C, K) by catalog index
             pos_pref = np.exp(-np.arange(k) * rng.uniform(0.05, 0.5))           # (K,) by position
@@ -69,12 +77,20 @@ def generate(path: Path, n_rows: int, seed: int = 1) -> int:
                 v = rng.random(len(rot))
                 status = np.where(v < 0.03, "no_call", np.where(v < 0.035, "unknown_tool", "ok"))
                 chosen = np.where(status == "ok", chosen, None)
-                table = pa.table({"model": pa.array(np.full(len(rot), f"model_{m + 1}")), "run": np.full(len(rot), run),
-                                  "cluster_id": pa.array(np.asarray(clusters)[c_idx]), "query_id": q_idx,
-                                  "rotation": rot, "chosen_tool": pa.array(chosen, type=pa.string()),
-                                  "status": pa.array(status)}, schema=schema)
-                writer.write_table(table, row_group_size=1_000_000)
+                cols = {"model": pa.array(np.full(len(rot), f"model_{m + 1}")), "run": np.full(len(rot), run),
+                        "cluster_id": pa.array(np.asarray(clusters)[c_idx]), "query_id": q_idx,
+                        "rotation": rot, "chosen_tool": pa.array(chosen, type=pa.string()),
+                        "status": pa.array(status)}
+                if attempt:
+                    cols["attempt"] = written + 1 + np.arange(len(rot))
+                table = pa.table(cols, schema=schema)
+                bounds = np.linspace(0, len(rot), len(writers) + 1).astype(int)
+                for wr, a, b in zip(writers, bounds[:-1], bounds[1:]):
+                    wr.write_table(table.slice(a, b - a), row_group_size=1_000_000)
                 written += len(rot)
+    finally:
+        for wr in writers:
+            wr.close()
     return written
 
 
@@ -108,6 +124,20 @@ def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dic
     return wall, peak / 2**20, out
 
 
+def run_duckdb_baseline(log: Path) -> float:
+    """Wall time (s) of DuckDB's bare counting query over the same file(s), in a fresh process (the counts stay
+    in DuckDB: fetching millions of groups into Python would time the transfer, not the count)."""
+    src = f"{log}/*.parquet" if log.is_dir() else str(log)
+    code = ("import duckdb\n"
+            "duckdb.sql('SET enable_progress_bar = false')\n"
+            f"duckdb.sql(\"CREATE TABLE c AS SELECT model, run, cluster_id, query_id, status, chosen_tool, count(*) "
+            f"FROM read_parquet('{src}') GROUP BY ALL\")\n"
+            "duckdb.sql('SELECT count(*) FROM c').fetchall()")
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - t
+
+
 def _max_difference(a, b) -> float:
     """Largest absolute difference between the numbers of two JSON structures (inf if they differ otherwise)."""
     if isinstance(a, dict):
@@ -128,6 +158,9 @@ def main():
                     help="also run ENGINE (e.g. dask) on each log and report the largest difference from --engine")
     ap.add_argument("--dir", default="/tmp/toolbias_scale")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--parts", type=int, default=0,
+                    help="write each log as a folder of this many Parquet files, read as a folder (issue 27)")
+    ap.add_argument("--attempt", action="store_true", help="add a column `attempt` with a distinct id per row")
     ap.add_argument("--skip-bootstrap-above", type=float, default=1e8,
                     help="do not run the bootstrap setting above this many rows (default: run all)")
     args = ap.parse_args()
@@ -138,12 +171,17 @@ def main():
     results = []
     for n in args.rows:
         n = int(n)
-        log = out_dir / f"log_{n}.parquet"
+        tag = (f"_{args.parts}parts" if args.parts else "") + ("_attempt" if args.attempt else "")
+        log = out_dir / (f"log_{n}{tag}" + ("" if args.parts else ".parquet"))
         if not log.exists():
             t = time.perf_counter()
-            rows = generate(log, n)
-            print(f"generated {rows:,} rows in {time.perf_counter() - t:.1f} s ({log.stat().st_size / 2**20:.0f} MiB)")
-        study = manifest(out_dir / f"study_{n}.toml", log)
+            rows = generate(log, n, parts=args.parts, attempt=args.attempt)
+            size = sum(f.stat().st_size for f in log.glob("*")) if log.is_dir() else log.stat().st_size
+            print(f"generated {rows:,} rows in {time.perf_counter() - t:.1f} s ({size / 2**20:.0f} MiB"
+                  f"{f', {args.parts} files' if args.parts else ''})")
+        study = manifest(out_dir / f"study_{n}{tag}.toml", log)
+        base = run_duckdb_baseline(log)
+        print(f"rows {n:>11,}  DuckDB bare counting query: {base:.2f} s", flush=True)
         for b in args.bootstrap:
             if b and n > args.skip_bootstrap_above:
                 continue
@@ -152,6 +190,8 @@ def main():
             d_api = res["groups"][0]["delta_api"]["mean_over_runs"]
             print(f"rows {used:>11,}  bootstrap {b:>4}  wall {wall:7.2f} s  peak RSS {peak:5.2f} GiB  "
                   f"(model_1 delta_API {d_api:.4f})", flush=True)
+            if not b:
+                print(f"    ratio to DuckDB's bare query: {wall / base:.1f}x", flush=True)
             results.append((used, b, wall, peak))
             if args.compare:
                 wall2, peak2, res2 = run_cli(study, b, args.compare)
@@ -159,7 +199,7 @@ def main():
                 print(f"    {args.compare}: wall {wall2:7.2f} s  peak RSS {peak2:5.2f} GiB (client)  "
                       f"largest difference from {args.engine}: {diff:.3g}", flush=True)
         if not args.keep:
-            log.unlink()
+            shutil.rmtree(log) if log.is_dir() else log.unlink()
     for b in args.bootstrap:
         pts = [(r, w) for r, bb, w, _ in results if bb == b]
         if len(pts) >= 2:

@@ -290,7 +290,8 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
     ----------
     path : path-like
         A file in the generic tabular format (see :func:`toolbias_stats.read_table`); with
-        ``engine="dask"`` also a directory or glob of partitioned Parquet on any fsspec path.
+        ``engine="dask"`` also a directory or glob of partitioned Parquet on any fsspec path; every engine
+        also a local folder, glob or list of files of one format (issue 27, read file by file).
     catalog : ToolCatalog
     meta : dict, optional
         Design metadata (``model``, ``run``, ``condition``, extra keys), as for :func:`read_table`.
@@ -330,14 +331,23 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
     if level not in COUNT_LEVELS:
         raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
     entry = {"path": path, "meta": meta, "columns": columns, **options}
+    files = [path]
+    if engine in ("pandas", "duckdb"):   # issue 27: a folder, glob or list of files, read file by file
+        from ._dataset import expand_dataset, is_dataset
+
+        if is_dataset(path):
+            files = expand_dataset(path)
     if engine == "pandas":
+        from ._selection_log import SelectionLog
         from .readers.table import read_table
 
-        return read_table(path, catalog=catalog, meta=meta, columns=columns, **options).counts(level=level)
+        logs = [read_table(f, catalog=catalog, meta=meta, columns=columns, **options) for f in files]
+        log = logs[0] if len(logs) == 1 else SelectionLog.concat(logs, catalog=catalog)
+        return log.counts(level=level)
     if engine == "duckdb":
         from .engines._duckdb import count_tables_duckdb
 
-        return count_tables_duckdb([entry], catalog, level=level, cells=cells)
+        return count_tables_duckdb([{**entry, "path": f} for f in files], catalog, level=level, cells=cells)
     if engine == "dask":
         from .engines._dask import count_tables_dask
 

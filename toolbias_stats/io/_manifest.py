@@ -8,9 +8,10 @@ import re
 import tomllib
 from pathlib import Path
 
-from ..exceptions import ManifestError, problem
+from ..exceptions import ManifestError, SelectionLogError, problem
 from ._catalog import ToolCatalog
 from ._clusters import declares_clusters, study_clusters
+from ._dataset import expand_dataset, hive_values, is_dataset
 from ._selection_log import SelectionLog
 from .readers._common import READER_KEYS as _READER_KEYS
 
@@ -22,16 +23,17 @@ FORMATS = ("biasbusters", "table", "transcripts", "openai", "anthropic", "otel",
 _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta", "cluster_names", "reference_date",
                "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates",
                "clusters", "clusters_file", "responses", "subsets",
-               "design", "positions", "duplicates"}
+               "design", "positions", "duplicates", "hive", "attempt_id"}
 #: Reader options each format takes (other option keys in an entry are an error).
 _OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "transcripts": ("cluster",),
-            "table": ("columns", "design", "positions", "duplicates"),
+            "table": ("columns", "design", "positions", "duplicates", "hive", "attempt_id"),
             "openai": ("responses", "subsets"), "anthropic": ("responses", "subsets"), "otel": ("subsets",),
             "inspect": ("cluster",)}
 #: Entry keys that configure reading: the readers' keys plus ``clusters`` (the clusters a condition was run on;
 #: attempts are expected only for those, issue 8).
 READER_KEYS = _READER_KEYS | {"clusters"} | {"clusters_file", "responses", "subsets"}   # issue 13: API logs
 READER_KEYS = READER_KEYS | {"design", "positions", "duplicates"}   # issue 20: table options
+READER_KEYS = READER_KEYS | {"hive", "attempt_id", "__files", "__root"}   # issue 27: datasets, attempt ids
 _PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "responses")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 #: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
@@ -203,6 +205,23 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         merged.update(entry)
         where = f"logs[{i}]"
         for key in _PATH_KEYS:
+            if key == "path" and merged.get("format") == "table" and "path" in merged and (
+                    isinstance(merged["path"], list) or isinstance(merged["path"], str) and is_dataset(
+                        _resolve(base, merged["path"]))):
+                # issue 27: a folder, a glob or a list of files of one format, read as one log (file by file)
+                if isinstance(merged["path"], list) and not all(isinstance(x, str) for x in merged["path"]):
+                    problems.append(problem(path, where, key, f"expected a path string or a list of path strings, "
+                                                              f"got {merged[key]!r}"))
+                    continue
+                try:
+                    merged["__files"] = expand_dataset(merged["path"], base, origin=f"{path}:{where}:path")
+                except SelectionLogError as exc:
+                    problems.extend(exc.problems if hasattr(exc, "problems") else [str(exc)])
+                    continue
+                merged["__root"] = (_resolve(base, merged["path"]) if isinstance(merged["path"], str)
+                                    and _resolve(base, merged["path"]).is_dir() else None)
+                merged["path"] = merged["__files"][0]
+                continue
             if key in merged:
                 if not isinstance(merged[key], str):
                     problems.append(problem(path, where, key, f"expected a path string, got {merged[key]!r}"))
@@ -229,7 +248,7 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
             problems.append(problem(path, where, "catalog", "no catalog given (study-level or per entry)"))
         if fmt in _OPTIONS:
             for opt in ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets",
-                        "design", "positions", "duplicates"):
+                        "design", "positions", "duplicates", "hive", "attempt_id"):
                 if opt in entry and opt not in _OPTIONS[fmt] and not (opt == "clusters"
                                                                       and not isinstance(entry[opt], list)):
                     problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
@@ -262,6 +281,9 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     ref = doc.get("reference_date")
     if ref is not None and not isinstance(ref, _dt.date):
         problems.append(problem(path, None, "reference_date", f"expected a TOML date (2025-09-01), got {ref!r}"))
+    if problems:
+        raise ManifestError(problems)
+    entries = _split_datasets(path, entries, problems)
     if problems:
         raise ManifestError(problems)
 
@@ -332,6 +354,38 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     return Study(log=log, catalog=catalog, queries=queries, name=str(doc.get("name", path.stem)), path=path,
                  reference_date=ref, settings=resolved, counts=counts, engine=engine,
                  loader=None if log is not None else read_rows, counter=None if engine == "pandas" else count)
+
+
+def _split_datasets(manifest: Path, entries, problems) -> list:
+    """One entry per file of each dataset entry (issue 27): hive partition values (``hive = true``) become the
+    file's design keys; ``attempt_id = "col"`` names the column that identifies attempts."""
+    out = []
+    for i, merged in enumerate(entries, start=1):
+        where = f"logs[{i}]"
+        hive = merged.pop("hive", False)
+        if not isinstance(hive, bool):
+            problems.append(problem(manifest, where, "hive", f"expected true or false, got {hive!r}"))
+        att = merged.pop("attempt_id", None)
+        if att is not None:
+            if not isinstance(att, str) or not att:
+                problems.append(problem(manifest, where, "attempt_id", f"expected a column name, got {att!r}"))
+            else:
+                merged["columns"] = {**(merged.get("columns") or {}), att: "attempt_id"}
+        files = merged.pop("__files", None)
+        root = merged.pop("__root", None)
+        if files is None:
+            out.append(merged)
+            continue
+        for f in files:
+            part = dict(merged, path=f)
+            if hive and root is not None:
+                for k, v in hive_values(f, root).items():
+                    if k in merged and merged[k] != v:
+                        problems.append(problem(manifest, where, k, f"the entry says {merged[k]!r} but the folder "
+                                                                    f"of {f} says {v!r}"))
+                    part[k] = v
+            out.append(part)
+    return out
 
 
 def _resolve(base: Path, value: str) -> Path:

@@ -268,7 +268,8 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         if c not in cols:
             select.append(f"m.{new} AS {_q(c)}")
             types[c] = "VARCHAR"
-    con.execute(f"CREATE TEMP VIEW {f.name}_named AS SELECT {', '.join(select)} FROM {joined} ORDER BY t.__row")
+    # no ORDER BY (a sort of every row at every scan): each query that lists rows orders by __row itself
+    con.execute(f"CREATE TEMP VIEW {f.name}_named AS SELECT {', '.join(select)} FROM {joined}")
     # attempt ids name attempts: two rows with one id are an error; otherwise repeats of a list are counted
     design_cols = [c for c in ("model", "run", "condition") if c in cols or c in f.meta] + kept
     weighted = COUNT_COLUMN in cols
@@ -295,8 +296,17 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
     elif not weighted and opts.get("duplicates", "count") == "count":
         ident = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in cols]
         idsql = ", ".join(col_sql(c) for c in ident)
-        repeats = con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {named})) "
-                              f"FROM {named}").fetchone()[0]
+        # the identity columns pass the clean-up unchanged unless the cluster is derived or an ordering given:
+        # then the file's own rows are counted (no join with the clean-up map)
+        src = t0 if "cluster_id" in cols and "ordering" not in cols else named
+        repeats = con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {src})) "
+                              f"FROM {src}").fetchone()[0]
+    # rows by status, from the distinct combinations (the status passes the clean-up unchanged when given)
+    status_of = combos["status"] if "status" in keys else res["status_new"]
+    f.status_counts = {}
+    for st, n in zip(status_of.astype(object), combos["n"].to_numpy()):
+        key = str(st) if st is not None and not (isinstance(st, float) and np.isnan(st)) else "None"
+        f.status_counts[key] = f.status_counts.get(key, 0) + int(n)
     f.notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
                        catalog=catalog, ignored=ignored, repeats=int(repeats))
     f.file_columns = [c for c in types]
@@ -377,7 +387,7 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
         _check_duplicates(con, files, design, weighted)
     diagnostics = {}
     for f in files:
-        st = dict(con.execute(f"SELECT CAST(status AS VARCHAR), count(*) FROM {f.name}_named GROUP BY ALL").fetchall())
+        st = f.status_counts
         diagnostics[str(f.path)] = {"rows": f.n_rows, "status": {str(k): int(v) for k, v in st.items()},
                                     "provenance": "this file", "engine": "duckdb",
                                     "duplicates": "error" if f.weighted else f.options.get("duplicates", "count")}
