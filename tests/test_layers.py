@@ -30,6 +30,7 @@ LAYERS = (
               "toolbias_stats._output", "toolbias_stats.datasets", "toolbias_stats._lazy")),
     ("selection_log", ("toolbias_stats.io._catalog", "toolbias_stats.io._selection_log")),
     ("readers", ("toolbias_stats.io.readers", "toolbias_stats.io._clusters", "toolbias_stats.io._manifest",
+                 "toolbias_stats.io._dataset",
                  "toolbias_stats.io._load")),
     ("selection_counts", ("toolbias_stats.io._counts", "toolbias_stats.io.engines", "toolbias_stats.io")),
     ("results", ("toolbias_stats._display",)),

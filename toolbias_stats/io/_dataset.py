@@ -19,9 +19,11 @@ __all__ = ["expand_dataset", "hive_values", "is_dataset"]
 _GLOB_CHARS = set("*?[")
 
 
-def _suffixes():
-    from .readers.table import TABLE_SUFFIXES
+#: The table formats a log file may have, by suffix (the readers and engines use this table too).
+TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 
+
+def _suffixes():
     return TABLE_SUFFIXES
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 from ..._schema import COUNT_COLUMN, LOG_COLUMNS
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
+from .._dataset import TABLE_SUFFIXES
 from .._selection_log import SelectionLog
 from ._common import TOO_DEEP, check_meta, check_regular_file, no_duplicate_keys, utf8_problem
 from ._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_options, combo_problems, notes_of,
@@ -25,8 +26,7 @@ from ._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_opt
 
 __all__ = ["read_table", "read_catalog_table"]
 
-#: File extensions of the tabular format, by reader.
-TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+# TABLE_SUFFIXES (file extensions of the tabular format, by reader) lives in io/_dataset.py.
 #: Catalog tables also accept a plain JSON list of records.
 CATALOG_SUFFIXES = {**TABLE_SUFFIXES, ".json": "json"}
 
