@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
+import warnings
 
 import numpy as np
 
-__all__ = ["check_confidence_level", "check_rng", "check_choice", "check_n_resamples", "check_by"]
+__all__ = ["check_confidence_level", "check_rng", "check_choice", "check_n_resamples", "check_by",
+           "renamed_parameter"]
 
 
 def check_confidence_level(confidence_level) -> float:
@@ -56,3 +59,39 @@ def check_by(by, columns) -> list[str]:
             f"available: {sorted(columns)}."
         )
     return by
+
+
+def renamed_parameter(old: str, new: str, *, since: str, removal: str = "the next minor release"):
+    """Keep a renamed keyword argument working for one release, with a :class:`DeprecationWarning`.
+
+    The decorated function has only the new name in its signature; a call with the old name is
+    forwarded to the new one after a warning; a call with both is a :class:`TypeError`.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> @renamed_parameter("hdi_prob", "confidence_level", since="0.9")
+    ... def f(*, confidence_level=0.94):
+    ...     return confidence_level
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     f(hdi_prob=0.9)
+    0.9
+    >>> caught[0].category.__name__, str(caught[0].message)[:48]
+    ('DeprecationWarning', '`hdi_prob` was renamed `confidence_level` in 0.9')
+    """
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{func.__name__}() got both `{old}` (deprecated) and `{new}`; pass only `{new}`.")
+                warnings.warn(f"`{old}` was renamed `{new}` in {since}; `{old}` will be removed in {removal}.",
+                              DeprecationWarning, stacklevel=2)
+                kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        wrapper.__deprecated_parameters__ = {**getattr(func, "__deprecated_parameters__", {}), old: new}
+        return wrapper
+
+    return decorate
