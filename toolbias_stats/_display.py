@@ -113,7 +113,7 @@ class TextReprMixin:
         if hasattr(self, "_headline"):
             title, frame, note = self._headline()
         else:
-            title, frame, note = type(self).__name__, self.to_frame(), None
+            title, frame, note = type(self).__name__, self.to_frame(), None  # type: ignore[attr-defined]
         return frame_text(frame, title=title, note=note)
 
     def __str__(self) -> str:

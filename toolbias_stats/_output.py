@@ -206,7 +206,7 @@ _REASONS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quo
 
 
 def _failed(option, out, exc: OSError) -> OutputError:
-    reason = _REASONS.get(exc.errno) or (exc.strerror or str(exc)).lower()
+    reason = (_REASONS.get(exc.errno) if exc.errno is not None else None) or (exc.strerror or str(exc)).lower()
     return OutputError(f"cannot write {option} {out}: {reason}; nothing was written.")
 
 

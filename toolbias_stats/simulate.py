@@ -84,8 +84,8 @@ def simulate_selection_log(*, n_clusters=10, n_tools=5, n_queries=100, n_runs=1,
     choice_p = w / w.sum(-1, keepdims=True)
     p_pos = choice_p.mean(1)                                                                       # (C, J)
     p_api = np.zeros((n_clusters, k))
-    for r in range(k):
-        np.add.at(p_api, (slice(None), shown[r]), choice_p[:, r] / k)
+    for rot in range(k):
+        np.add.at(p_api, (slice(None), shown[rot]), choice_p[:, rot] / k)  # type: ignore[arg-type]
     # draw every attempt: (runs, C, Q, R)
     u = gen.random((n_runs, n_clusters, n_queries, k))
     cdf = np.cumsum(choice_p, -1)                                                                  # (C, R, J)
@@ -93,7 +93,7 @@ def simulate_selection_log(*, n_clusters=10, n_tools=5, n_queries=100, n_runs=1,
     pos = np.minimum(pos, k - 1)
     no_call = gen.random(pos.shape) < p_no_call
     s, c, q, r = np.meshgrid(np.arange(n_runs), np.arange(n_clusters), np.arange(n_queries), np.arange(k),
-                             indexing="ij")
+                             indexing="ij")  # type: ignore[misc]
     tool = shown[r, pos]
     tools = np.array([catalog.tools(str(ci + 1)) for ci in range(n_clusters)], dtype=object)
     frame = pd.DataFrame({
@@ -103,7 +103,7 @@ def simulate_selection_log(*, n_clusters=10, n_tools=5, n_queries=100, n_runs=1,
         "cluster_id": (c + 1).ravel().astype(str),
         "query_id": (q + 1).ravel().astype(str),
         "rotation": (r + 1).ravel(),
-        "chosen_tool": np.where(no_call, None, tools[c, tool]).ravel(),
+        "chosen_tool": np.asarray(np.where(no_call, None, tools[c, tool])).ravel(),
         "status": np.where(no_call, "no_call", "ok").ravel(),
         "source_file": "<simulated>",
     })

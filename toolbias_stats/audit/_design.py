@@ -452,7 +452,7 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
         shown = 2 if orderings == "pairs" else k
         counts = np.zeros((k, shown), dtype=np.int64)
         index = {t: i for i, t in enumerate(members)}
-        per_query = {}
+        per_query: dict = {}
         for r in rows[len(rows) - runs * q_count * n:]:
             order = r["ordering"].split("|")
             for p, t in enumerate(order):

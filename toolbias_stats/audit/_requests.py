@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 import json
 import os
@@ -79,15 +81,15 @@ def tool_schema(row) -> tuple[str, dict]:
     object.
     """
     get = row.get if isinstance(row, dict) else (lambda k, d=None: getattr(row, k, d))
-    parts = [str(get(k)).strip() for k in ("tool_description", "api_description")
-             if isinstance(get(k), str) and get(k).strip() and get(k).strip() != "None"]
+    texts = [get(k) for k in ("tool_description", "api_description")]
+    parts = [t.strip() for t in texts if isinstance(t, str) and t.strip() and t.strip() != "None"]
     desc = " ".join(dict.fromkeys(parts)) or str(get("tool_name") or get("tool_id"))
     props, required = {}, []
     for kind in ("required_parameters", "optional_parameters"):
         for p in _params(get(kind)):
             if not isinstance(p, dict) or not isinstance(p.get("name"), str) or not p["name"]:
                 continue
-            spec = {"type": _PARAM_TYPES.get(str(p.get("type", "string")).lower(), "string")}
+            spec: dict[str, Any] = {"type": _PARAM_TYPES.get(str(p.get("type", "string")).lower(), "string")}
             if spec["type"] == "array":
                 spec["items"] = {}
             if isinstance(p.get("description"), str) and p["description"].strip():
@@ -203,7 +205,7 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
     names = {t: send_name(t) for t in design.catalog.table["tool_id"]}
     if len(set(names.values())) < len(names):
         raise ValueError("two tools map to the same function name; rename them in the catalog.")
-    files = {"catalog": "catalog.csv", "design": "design.csv", "manifest": "study.toml", "summary": "design.json",
+    files: dict[str, Any] = {"catalog": "catalog.csv", "design": "design.csv", "manifest": "study.toml", "summary": "design.json",
              "queries": "queries.json",
              "requests": {r: f"requests-run{r}.jsonl" for r in runs},
              "responses": {r: f"responses-run{r}.jsonl" for r in runs}}

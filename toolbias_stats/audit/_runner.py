@@ -9,6 +9,8 @@ only to ``base_url``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import os
 import random
@@ -295,7 +297,7 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
     outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
     todo, skipped, repaired = [], 0, []
     for r in sorted(files):
-        reqs = _load_requests(files[r], info.get("format"))
+        reqs = _load_requests(files[r], info.get("format") or "")
         done, cut = done_custom_ids(outs[r])
         if cut:
             repaired.append(str(outs[r]))
@@ -305,7 +307,7 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
     budget = len(todo) if max_requests is None else min(max_requests, len(todo))
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     writers = {r: _Writer(outs[r]) for r in sorted({t[0] for t in todo[:budget]})}
-    counters = {"lock": threading.Lock(), "retries": 0}
+    counters: dict[str, Any] = {"lock": threading.Lock(), "retries": 0}
     outcomes: dict = {}
     stop = threading.Event()
     bar = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -59,7 +61,7 @@ class OptionPositionBias(ReprHTMLMixin):
         perfect model look position-biased: compare ``rate`` with ``gold_rate``).
     """
 
-    bias: object
+    bias: Any
     gold: pd.DataFrame
     by: list
 

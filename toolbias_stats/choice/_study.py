@@ -121,7 +121,7 @@ def choice_manifest_problem(path, doc: dict):
     ``item``) without a catalog, is a choice study: ``toolbias-stats choice`` reads it, and the tool
     commands (``bias``, ``report``, ...) say so instead of listing missing tool-study keys.
     """
-    logs = doc.get("logs") if isinstance(doc.get("logs"), list) else []
+    logs = doc["logs"] if isinstance(doc.get("logs"), list) else []
     tables = [doc] + [e for e in logs if isinstance(e, dict)]
     for i, t in enumerate(tables):
         fmt = t.get("format")

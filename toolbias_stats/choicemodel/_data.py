@@ -62,7 +62,7 @@ class GroupData:
     n_excluded: int
     excluded: dict = field(default_factory=dict)
     queries_known: bool = True
-    design: object = None
+    design: pd.DataFrame | None = None
 
     @property
     def k_max(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import itertools
 import math
 import numbers
@@ -222,8 +224,9 @@ def _feature_table(features, catalog):
 def _interaction_columns(g: GroupData, interactions):
     """(names, values (C, m)) of the interacting design columns: numbers as they are, text as indicators."""
     names, cols = [], []
+    design = cast(pd.DataFrame, g.design)   # interactions are only built for groups with design columns
     for col in interactions:
-        v = g.design[col]
+        v = design[col]
         if pd.api.types.is_numeric_dtype(v) and not pd.api.types.is_bool_dtype(v):
             names.append(col)
             cols.append(v.to_numpy(float))
@@ -354,7 +357,7 @@ def _check_identified(info, terms, label):
 # -- one group -------------------------------------------------------------------------------------------------
 def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     label = f"group {_label(g.keys)}: " if g.keys else ""
-    res = dict(keys=g.keys, n_used=g.n_used, n_excluded=g.n_excluded, excluded=dict(g.excluded), warnings=[],
+    res: dict[str, Any] = dict(keys=g.keys, n_used=g.n_used, n_excluded=g.n_excluded, excluded=dict(g.excluded), warnings=[],
                tools=list(g.tools))
     if g.n_used == 0 or not len(g.tools):
         return _empty_group(res, g)

@@ -230,7 +230,7 @@ def tool_labels(tools, catalog=None, cluster=None) -> list:
             names.append((_str(tab.at[t, "tool_name"]) or str(t), _str(tab.at[t, "api_name"])))
         else:
             names.append((str(t), ""))
-    counts = {}
+    counts: dict[str, int] = {}
     for n, _ in names:
         counts[n] = counts.get(n, 0) + 1
     return [f"{n}: {a}" if counts[n] > 1 and a else n for n, a in names]

@@ -8,6 +8,8 @@ sentences use too, so figure and text show the same numbers.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -48,7 +50,7 @@ def bias_overview_rows(result, *, alpha=None) -> list:
     alpha = 1 - result.confidence_level if alpha is None else float(alpha)
     rows = []
     for g in result.groups:
-        row = {"label": group_label(g.keys), "keys": dict(g.keys)}
+        row: dict[str, Any] = {"label": group_label(g.keys), "keys": dict(g.keys)}
         for m in _MARK:
             r = getattr(g, m)
             if r is None:

@@ -126,7 +126,7 @@ def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None
             problems.extend(exc.problems)
     if problems:
         raise SelectionLogError(problems)
-    seen = {}
+    seen: dict[tuple, object] = {}
     for f, m_meta, _ in plan:
         key = (m_meta["model"], m_meta["task"], m_meta["run"], m_meta["condition"])
         if key in seen:

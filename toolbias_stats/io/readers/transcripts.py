@@ -6,6 +6,8 @@ one SelectionLog row; calls that cannot be resolved stay in the log with a statu
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import re
 from collections import Counter
@@ -251,7 +253,7 @@ def _no_cluster(path, row, status, what) -> str:
 # ---------------------------------------------------------------------------------------
 # JSONL responses
 def _read_jsonl(path: Path, catalog: ToolCatalog, cluster) -> list[tuple]:
-    records = read_jsonl(path)
+    records: list[tuple[int, Any]] = read_jsonl(path)
     problems = [problem(path, ln, None, f"expected a JSON object per line, got {type(r).__name__}")
                 for ln, r in records if not isinstance(r, dict)]
     if problems:
@@ -372,7 +374,7 @@ def _named(call, nested=None) -> tuple[str, str | None]:
     """Name of one tool call (``call[nested]["name"]`` or ``call["name"]``)."""
     if not isinstance(call, dict):
         return "parse_error", _dump(call)
-    inner = call.get(nested) if nested and isinstance(call.get(nested), dict) else call
+    inner: dict = call[nested] if nested and isinstance(call.get(nested), dict) else call
     name = inner.get("name")
     if not isinstance(name, str) or not name.strip():
         return "parse_error", _dump(call)
