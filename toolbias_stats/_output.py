@@ -260,21 +260,19 @@ def atomic_path(out, *, option: str = "--out", inputs=()):
 
 def write_text(out, text: str, *, option: str = "--out", inputs=()) -> Path:
     """Write ``text`` (UTF-8) to ``out`` atomically (see :func:`atomic_path`); returns the path."""
-    with atomic_path(out, option=option, inputs=inputs) as tmp:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+    with atomic_path(out, option=option, inputs=inputs) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     return Path(out)
 
 
 def write_bytes(out, data: bytes, *, option: str = "--out", inputs=()) -> Path:
     """Write ``data`` to ``out`` atomically (see :func:`atomic_path`); returns the path."""
-    with atomic_path(out, option=option, inputs=inputs) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+    with atomic_path(out, option=option, inputs=inputs) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
     return Path(out)
 
 

@@ -23,7 +23,7 @@ def check_confidence_level(confidence_level) -> float:
 
 def check_rng(rng) -> np.random.Generator:
     """Normalise ``rng`` (None, int or Generator) into a :class:`numpy.random.Generator`."""
-    if rng is None or isinstance(rng, (numbers.Integral, np.random.SeedSequence)) and not isinstance(rng, bool):
+    if rng is None or (isinstance(rng, (numbers.Integral, np.random.SeedSequence)) and not isinstance(rng, bool)):
         return np.random.default_rng(rng if rng is None or isinstance(rng, np.random.SeedSequence) else int(rng))
     if isinstance(rng, np.random.Generator):
         return rng

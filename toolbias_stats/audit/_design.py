@@ -263,7 +263,7 @@ class StudyDesign:
     def to_dict(self) -> dict:
         """JSON-ready summary: settings, balance per cluster, number of requests, warnings."""
         bal = json.loads(self.balance.to_json(orient="records"))
-        return {"settings": dict(self.settings), "requests": int(len(self.table)), "balance": bal,
+        return {"settings": dict(self.settings), "requests": len(self.table), "balance": bal,
                 "warnings": list(self.warnings)}
 
     def __len__(self):
@@ -524,5 +524,5 @@ def _sizes_from(plan, what):
         reason = "; ".join(str(r) for r in cheap["reason"] if r)
         raise ValueError(f"no design reaches {what}: {reason}")
     q, s, r = int(cheap["queries"].max()), int(cheap["runs"].max()), int(cheap["rotations"].max())
-    return q, s, r, [f"planned with plan_study: {q} queries per cluster x {s} runs x {r} orderings "
-                     f"({plan.target['kind']} target {plan.target['value']:g})"]
+    return q, s, r, [(f"planned with plan_study: {q} queries per cluster x {s} runs x {r} orderings "
+                      f"({plan.target['kind']} target {plan.target['value']:g})")]

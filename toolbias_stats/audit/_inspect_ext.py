@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from inspect_ai.scorer import Score, SampleScore, metric, score_reducer, scorer
+from inspect_ai.scorer import SampleScore, Score, metric, score_reducer, scorer
 from inspect_ai.solver import solver
 from inspect_ai.tool import ToolDef
 

@@ -15,14 +15,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import hashlib
 import json
 import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -205,8 +204,8 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
     names = {t: send_name(t) for t in design.catalog.table["tool_id"]}
     if len(set(names.values())) < len(names):
         raise ValueError("two tools map to the same function name; rename them in the catalog.")
-    files: dict[str, Any] = {"catalog": "catalog.csv", "design": "design.csv", "manifest": "study.toml", "summary": "design.json",
-             "queries": "queries.json",
+    files: dict[str, Any] = {"catalog": "catalog.csv", "design": "design.csv", "manifest": "study.toml",
+                             "summary": "design.json", "queries": "queries.json",
              "requests": {r: f"requests-run{r}.jsonl" for r in runs},
              "responses": {r: f"responses-run{r}.jsonl" for r in runs}}
     targets = [out / files[k] for k in ("catalog", "design", "manifest", "summary", "queries")]
@@ -243,7 +242,7 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
     fmt = "anthropic" if format == "anthropic-batch" else "openai"
     atomic_write_text(out / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
     summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
-               "model": model, "system": system, "files": {k: v for k, v in files.items()},
+               "model": model, "system": system, "files": dict(files),
                "requests": int(sum(counts.values())), "requests_per_run": counts, **design.to_dict()}
     summary["settings"] = {k: v for k, v in summary["settings"].items() if not k.startswith("_")}
     atomic_write_text(out / files["summary"], json.dumps(summary, indent=2, default=str) + "\n")

@@ -9,8 +9,7 @@ only to ``base_url``.
 
 from __future__ import annotations
 
-from typing import Any
-
+import contextlib
 import json
 import os
 import random
@@ -21,6 +20,7 @@ import urllib.request
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._display import ReprHTMLMixin
 from ._requests import DEFAULT_MODEL, atomic_write_text, read_design
@@ -87,8 +87,8 @@ class RunResult(ReprHTMLMixin):
     def _text(self) -> str:
         """The lines ``toolbias-stats run`` prints on stdout."""
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(self.by_outcome.items())) or "none"
-        lines = [f"sent {self.sent} requests ({outcomes}; {self.retries} retries), {self.skipped} already "
-                 f"answered, {self.remaining} remaining"]
+        lines = [(f"sent {self.sent} requests ({outcomes}; {self.retries} retries), {self.skipped} already "
+                  f"answered, {self.remaining} remaining")]
         lines += [f"note: removed a line cut short at the end of {f} (its request was sent again)"
                   for f in self.repaired]
         if self.remaining:
@@ -202,10 +202,8 @@ def _send(cid, endpoint, body, *, base_url, model, headers, timeout, max_retries
         delay = backoff * (2 ** (attempt - 1)) * (1 + random.random() / 4)
         after = {k.lower(): v for k, v in rheaders.items()}.get("retry-after")
         if after is not None:
-            try:
+            with contextlib.suppress(ValueError):   # a date instead of seconds: keep the backoff
                 delay = max(delay, min(float(after), 60.0))
-            except ValueError:
-                pass
         stop.wait(delay)
     line = {"id": f"batch_req_{cid}", "custom_id": cid}
     if err is not None:

@@ -63,12 +63,12 @@ class ChoiceLog:
     diagnostics: dict = field(default_factory=dict)
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, *, diagnostics=None, source="<frame>") -> "ChoiceLog":
+    def from_frame(cls, frame: pd.DataFrame, *, diagnostics=None, source="<frame>") -> ChoiceLog:
         """Validate ``frame`` (all problems in one :class:`SelectionLogError`, named by file and row)."""
         return cls(_validate(frame, source), dict(diagnostics or {}))
 
     @classmethod
-    def concat(cls, logs) -> "ChoiceLog":
+    def concat(cls, logs) -> ChoiceLog:
         logs = list(logs)
         if not logs:
             raise ValueError("`logs` must contain at least one ChoiceLog; got an empty sequence instead.")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -325,8 +324,8 @@ def accuracy_by_gold_position(log, *, by=("model",), n_resamples=2000, confidenc
                              "accuracy": acc_p[p], "ci_low": ci_p[p].low, "ci_high": ci_p[p].high,
                              "wilson_low": wl[p] if n_p[p] > 0 else np.nan,
                              "wilson_high": wh[p] if n_p[p] > 0 else np.nan})
-        sum_rows.append({**keys, "n_options": k, "n_rows": int(len(sub)), "n_used": int(n_p.sum()),
-                         "n_items": int(len(items)), "accuracy": overall, "accuracy_ci_low": ci_over.low,
+        sum_rows.append({**keys, "n_options": k, "n_rows": len(sub), "n_used": int(n_p.sum()),
+                         "n_items": len(items), "accuracy": overall, "accuracy_ci_low": ci_over.low,
                          "accuracy_ci_high": ci_over.high, "corrected_accuracy": corrected,
                          "corrected_ci_low": ci_corr.low, "corrected_ci_high": ci_corr.high,
                          "gap": overall - corrected, "gap_ci_low": ci_gap.low, "gap_ci_high": ci_gap.high,
@@ -466,7 +465,7 @@ def judge_consistency(log, *, by=("model",), n_resamples=2000, confidence_level=
             ci_first = percentile_ci((w @ fc) / (2 * n_pairs), level)
         else:
             ci_first = percentile_ci([], level)
-        rows.append({**keys, "n_rows": int(len(sub)), "n_pairs": n_pairs, "consistent": int(cons),
+        rows.append({**keys, "n_rows": len(sub), "n_pairs": n_pairs, "consistent": int(cons),
                      "consistency": cons / n_pairs if n_pairs else np.nan, "consistency_ci_low": float(cl),
                      "consistency_ci_high": float(ch), "both_first": int(ff),
                      "both_first_rate": ff / n_pairs if n_pairs else np.nan, "both_first_ci_low": float(fl),

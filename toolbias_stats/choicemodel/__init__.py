@@ -14,7 +14,7 @@ _lazy.add('._model', 'PENALTIES', 'POSITION_FORMS', 'SE_METHODS', 'WORTHS', 'cho
 _lazy.add('._result', 'ChoiceModelResult')
 _lazy.add('._simulate', 'simulate_choice_log')
 
-__all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS", "PENALTIES", "SE_METHODS",
-           "WORTHS"]
+__all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS",
+           "PENALTIES", "SE_METHODS", "WORTHS"]
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -113,7 +113,7 @@ def fit_clogit(X, mask, chosen, w, *, penalty="firth", prior_prec=None, theta0=N
     ll, obj, g, metric, info = _penalised(theta, X, mask, chosen, w, penalty, prior_prec)
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
         try:
             step = np.linalg.solve(metric, g)
         except np.linalg.LinAlgError:
@@ -236,7 +236,7 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
     M = np.zeros((P + 1, P + 1))
     M[:-1, :-1] = info + np.diag(prior_prec)
     M[-1, -1] = max(float(sq[:, -1] @ sq[:, -1]), 1e-8)
-    for it in range(1, max_iter + 1):
+    for _ in range(1, max_iter + 1):
         step = np.linalg.lstsq(M, g, rcond=None)[0]
         if float(g @ step) <= 0:
             B = sq.T @ sq + np.diag(pp)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import itertools
 import math
 import numbers
 import warnings
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -150,7 +149,7 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
     if set(interactions) & set(by):
         raise ValueError(f"`interactions` {sorted(set(interactions) & set(by))} are also in `by`: inside a group they "
                          "are constant.")
-    groups, catalog, design = prepare_groups(log_or_counts, by, mismatch=mismatch, extra=tuple(interactions))
+    groups, catalog, _design = prepare_groups(log_or_counts, by, mismatch=mismatch, extra=tuple(interactions))
     feat = _feature_table(features, catalog)
     worth = check_choice("worth", worth if worth is not None else ("features" if feat is not None else "tool"), WORTHS)
     if worth == "features" and feat is None:
@@ -357,8 +356,8 @@ def _check_identified(info, terms, label):
 # -- one group -------------------------------------------------------------------------------------------------
 def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     label = f"group {_label(g.keys)}: " if g.keys else ""
-    res: dict[str, Any] = dict(keys=g.keys, n_used=g.n_used, n_excluded=g.n_excluded, excluded=dict(g.excluded), warnings=[],
-               tools=list(g.tools))
+    res: dict[str, Any] = dict(keys=g.keys, n_used=g.n_used, n_excluded=g.n_excluded, excluded=dict(g.excluded),
+                               warnings=[], tools=list(g.tools))
     if g.n_used == 0 or not len(g.tools):
         return _empty_group(res, g)
     if not g.queries_known:
@@ -704,7 +703,7 @@ def _position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, lo
         return out
     q = len(pidx)
     G = n_clusters
-    small = G is not None and G > q
+    small = G is not None and q < G
     th = theta[pidx]
     V = cov[np.ix_(pidx, pidx)]
     try:

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import selection_rates
-from .._display import ReprHTMLMixin
 
 __all__ = ["model_alignment", "AlignmentResult"]
 

@@ -141,7 +141,8 @@ def plot_tool_shares(result, *, cluster=None, highlight=None, keys=None, catalog
         hi = [np.nan] + (d["share_base"].iloc[0] + d["ci_high"]).tolist()
         target = str(tool) == str(highlight)
         ax.plot(x, y, marker="o", lw=2.4 if target else 1.0, color="#d62728" if target else "0.55",
-                label=_mpl_text(names.get(tool, tool))[:40] + (" (target)" if target else ""), zorder=3 if target else 2)
+                label=_mpl_text(names.get(tool, tool))[:40] + (" (target)" if target else ""),
+                zorder=3 if target else 2)
         if target:
             ax.fill_between(x, lo, hi, color="#d62728", alpha=0.15)
     ax.set_xticks(x)

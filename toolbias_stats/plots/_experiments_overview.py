@@ -104,7 +104,7 @@ def plot_shift_overview(results, *, alpha=0.05, ax=None):
     shown = set()
     for i, r in enumerate(rows):
         y = n - 1 - i
-        for m, (marker, colour, name) in _MARK.items():
+        for m, (marker, colour, _name) in _MARK.items():
             s = r[m]
             if s is None or not np.isfinite(s.corrected):
                 continue

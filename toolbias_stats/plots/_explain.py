@@ -167,7 +167,8 @@ def plot_importances(result, ax=None):
         sd = np.nan_to_num(tab["sd"].to_numpy(dtype=float))
         ys = y - 0.4 + height * (j + 0.5)
         r2, base = fit.score(scheme, "r2"), fit.score(scheme, "baseline_r2")
-        beats = bool(np.isfinite(r2) and np.isfinite(base) and fit.score(scheme, "rmse") < fit.score(scheme, "baseline_rmse"))
+        beats = bool(np.isfinite(r2) and np.isfinite(base)
+                     and fit.score(scheme, "rmse") < fit.score(scheme, "baseline_rmse"))
         label = (f"{fit.model}: CV R\u00b2 {r2:.2f} vs const. {base:.2f}" if np.isfinite(r2) else f"{fit.model}: no CV")
         ok = np.isfinite(mean)
         ax.errorbar(mean[ok], ys[ok], xerr=sd[ok], fmt="o", color=colours[j], markersize=4, elinewidth=0.8,

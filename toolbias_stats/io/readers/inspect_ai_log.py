@@ -238,7 +238,8 @@ def _tool_rows(f: Path, catalog, meta, cluster):
     frame.insert(len(meta), "epoch", epoch)
     diag = {"format": "inspect", "task": str(log.eval.task), "log_model": str(log.eval.model),
             "inspect_version": (log.eval.packages or {}).get("inspect_ai"),
-            "attempts": len(frame), "status": Counter(frame["status"]), "several_calls": len(several), "multiple_calls_rows": several,
+            "attempts": len(frame), "status": Counter(frame["status"]), "several_calls": len(several),
+            "multiple_calls_rows": several,
             "unresolved": Counter(frame.loc[frame["status"] == "unknown_tool", "raw_choice"])}
     return frame, diag
 

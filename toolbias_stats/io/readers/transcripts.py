@@ -6,12 +6,11 @@ one SelectionLog row; calls that cannot be resolved stay in the log with a statu
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
