@@ -129,7 +129,7 @@ class _Engine:
             self.dir[:, 0] = 1.0
             self.dir -= np.where(self.a > 0, self.u, 0.0) * (self.a > 0)
             self.delta0 = float(np.mean(np.sum(self.a * np.abs(self.dir), -1)))
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):          # padded rates: 0 / 0, not used
             lim = np.where(self.dir < 0, self.u / -self.dir, np.inf)
         self.t_max = float(lim.min())
         # the same standard normal draws, in the same order, as always: xi (N, C, D) for the part shared by the
