@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
@@ -153,7 +153,8 @@ def _satterthwaite(terms, alpha, df_cap=None):
     if df_cap is not None:
         nu = min(nu, df_cap)
     with np.errstate(divide="ignore"):      # a fraction of a degree of freedom: no finite upper bound
-        lo, hi = base * nu / stats.chi2.ppf([1 - alpha / 2, alpha / 2], nu)
+        # chi-square quantiles as scipy.stats.chi2.ppf computes them (without importing scipy.stats)
+        lo, hi = base * nu / (2 * special.gammaincinv(nu / 2, np.array([1 - alpha / 2, alpha / 2])))
     return (float(lo) if est > 0 else 0.0), float(hi)
 
 
@@ -431,6 +432,32 @@ def _aggregate(scalars, fit_clusters):
     return contrib, per_unit
 
 
+def _bootstrap_mean_squares(y, within, n, layout, idx):
+    """:func:`_mean_squares` of the query-bootstrap replicates ``y[idx]`` (``idx``: (B, Q) resampled queries) of
+    the scalar cell means ``y`` (Q, S, R), from per-query means weighted by how often each query is drawn
+    (no (B, Q, S, R) copies). Returns the mean squares as (B, 1, 1) arrays and the replicates' grand means."""
+    b, q = idx.shape
+    s, r = y.shape[1:]
+    w = np.bincount((idx + q * np.arange(b)[:, None]).ravel(), minlength=b * q).reshape(b, q).astype(float)
+    yq, yqs, yqr = y.mean((1, 2)), y.mean(2), y.mean(1)           # query, query x run, query x rotation means
+    g = w @ yq / q                                                # (B,) grand means
+    rn = r * n
+    out = {"Q": (w * (yq[None, :] - g[:, None]) ** 2).sum(1) * s * rn / (q - 1)}
+    if s > 1:
+        dev_s = w @ yqs / q - g[:, None]                          # (B, S) run means - grand mean
+        out["S"] = (dev_s**2).sum(1) * q * rn / (s - 1)
+        inter = (yqs - yq[:, None])[None, :, :] - dev_s[:, None, :]     # (B, Q, S)
+        out["QS"] = (w * (inter**2).sum(2)).sum(1) * rn / ((q - 1) * (s - 1))
+    if layout == "log" and r > 1:
+        out["W"] = w @ ((yqr - yq[:, None]) ** 2).sum(1) * s / (q * (r - 1))
+        if s > 1:
+            resid = y - yqs[:, :, None] - yqr[:, None, :] + yq[:, None, None]
+            out["E"] = w @ (resid**2).sum((1, 2)) / (q * (s - 1) * (r - 1))
+    if within is not None and n > 1:
+        out["0"] = w @ within.sum((1, 2)) / (q * s * r * (n - 1))
+    return {k: v[:, None, None] for k, v in out.items()}, g
+
+
 def _bootstrap(fit_clusters, layout, b, gen):
     """Query-bootstrap replicates of each component's contribution (and the cluster component)."""
     n_c = len(fit_clusters)
@@ -441,16 +468,14 @@ def _bootstrap(fit_clusters, layout, b, gen):
     for i, fc in enumerate(fit_clusters):
         q = fc["Q"]
         idx = gen.integers(0, q, size=(b, q))
-        y = fc["y"][idx][..., None]                                   # (B, Q, S, R, 1)
-        within = None if fc["within_y"] is None else fc["within_y"][idx][..., None, None]
-        ms = _mean_squares(y, within, fc["n"], layout)
+        ms, grand = _bootstrap_mean_squares(fc["y"], fc["within_y"], fc["n"], layout, idx)
         comp, _ = _components_from_ms(ms, q, fc["S"], fc["R"], fc["n"], layout)
         div = _divisors(q, fc["S"], fc["R"], fc["n"], fc["k_rot"])
         for c in _MATRIX:
             v = np.clip(comp[c][..., 0, 0], 0, None) * div[c]
             out[c] += v / n_c**2
             var_within[:, i] += v
-        dev[:, i] = fc["delta"] + y.mean((1, 2, 3, 4)) - fc["y"].mean()
+        dev[:, i] = fc["delta"] + grand - fc["y"].mean()
     out["total"] = sum(out[c] for c in _MATRIX)
     out["cluster"] = (np.clip(np.var(dev, axis=1, ddof=1) - var_within.mean(1), 0, None) if n_c > 1
                       else np.full(b, np.nan))
