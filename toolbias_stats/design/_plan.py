@@ -12,7 +12,7 @@ from scipy import special
 
 from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_rng
-from ._components import _MATRIX, DESIGN_METRICS, VarianceComponents, variance_components
+from ._components import _MATRIX, COMPONENTS, DESIGN_METRICS, VarianceComponents, variance_components
 
 __all__ = ["plan_study", "StudyPlan", "TARGET_KINDS", "DEFAULT_QUERIES", "DEFAULT_RUNS"]
 
@@ -620,7 +620,7 @@ def _assumed_components(dist, metrics):
     if any(m == "delta_model" for m in metrics):
         raise ValueError("assumed distributions describe one target (tools or positions); plan delta_api or "
                          "delta_pos with them, not delta_model")
-    fits, rows = [], []
+    fits, rows, table = [], [], []
     zero = np.zeros((k, k))
     ident = {"query": True, "attempt": True, "rotation": False, "query_x_run": False, "run": True}
     for m in metrics:
@@ -633,8 +633,22 @@ def _assumed_components(dist, metrics):
                                     "attempt": att}, scalar={}, ident=ident, Q=100, S=1, R=1, n=k, k_rot=1,
                                  delta=float(0.5 * np.abs(p[i] - u).sum())))
         fits.append(dict(keys={}, metric=m, layout="assumed", clusters=clusters, ident=ident, rows={}))
-        rows.append({"metric": m, "pooled": float(np.mean([cl["delta"] for cl in clusters]))})
-    return VarianceComponents(table=pd.DataFrame(), summary=pd.DataFrame(rows), layout="assumed", by=[],
+        # the linearised attempt variance w' (diag(p) - pp') w per cluster, w = a * sign(p - u); nothing else varies
+        per_attempt = np.array([(cl["a"] * np.sign(np.round(cl["p"] - cl["u"], 12))) @ cl["M"]["attempt"]
+                                @ (cl["a"] * np.sign(np.round(cl["p"] - cl["u"], 12))) for cl in clusters])
+        total = float(per_attempt.sum() / (100 * k) / c**2)
+        for comp in COMPONENTS:
+            var = float(per_attempt.mean()) if comp == "attempt" else (np.nan if comp == "cluster" else 0.0)
+            con = total if comp == "attempt" else (np.nan if comp == "cluster" else 0.0)
+            table.append({"metric": m, "component": comp, "variance": var,
+                          "divisor": 1 / (100 * k) if comp == "attempt" else np.nan, "contribution": con,
+                          "share": np.nan if comp == "cluster" else (con / total if total > 0 else np.nan),
+                          "ci_low": np.nan, "ci_high": np.nan, "identified": comp != "cluster" and ident[comp],
+                          "note": "assumed distributions: every attempt independent"})
+        rows.append({"metric": m, "pooled": float(np.mean([cl["delta"] for cl in clusters])), "queries": 100,
+                     "runs": 1, "rotations": k, "clusters": c, "calls": 100 * k * c, "se": float(np.sqrt(total)),
+                     "layout": "assumed"})
+    return VarianceComponents(table=pd.DataFrame(table), summary=pd.DataFrame(rows), layout="assumed", by=[],
                               n_resamples=0, confidence_level=0.95, seed=None, fits=fits,
                               warnings=["assumed distributions: every attempt independent (no query, rotation or "
                                         "run heterogeneity); the plan is optimistic if queries differ"])
