@@ -318,3 +318,30 @@ def test_assumed_distributions_match_the_former_engine(monkeypatch):
     monkeypatch.setattr(_plan, "_cheapest", _reference_cheapest)
     old = plan_study(pilot, target=0.03, metrics=["delta_api"], queries=[25, 100], runs=[1], rng=1)
     _assert_same_plan(new, old)
+
+
+# -- the components' query bootstrap ----------------------------------------------------------------------
+def _reference_bootstrap_mean_squares(y, within, n, layout, idx):
+    """The former path: the mean squares of explicit (B, Q, S, R) replicate copies."""
+    from toolbias_stats.design._components import _mean_squares
+
+    rep = y[idx][..., None]
+    ms = _mean_squares(rep, None if within is None else within[idx][..., None, None], n, layout)
+    return {k: v for k, v in ms.items()}, rep.mean((1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("layout, shape, n", [("log", (12, 3, 4), 1), ("log", (9, 1, 5), 1), ("counts", (10, 3, 1), 4),
+                                              ("counts", (7, 1, 1), 3)])
+def test_bootstrap_mean_squares_equal_those_of_the_replicates(layout, shape, n):
+    from toolbias_stats.design._components import _bootstrap_mean_squares
+
+    gen = np.random.default_rng(5)
+    y = gen.normal(size=shape) + gen.normal(size=(shape[0], 1, 1))       # a query effect
+    within = gen.gamma(2.0, size=shape) if n > 1 else None
+    idx = gen.integers(0, shape[0], size=(50, shape[0]))
+    got, grand = _bootstrap_mean_squares(y, within, n, layout, idx)
+    want, want_grand = _reference_bootstrap_mean_squares(y, within, n, layout, idx)
+    assert got.keys() == want.keys() and len(got) >= 2
+    for k in want:
+        assert _close(got[k], want[k]), k
+    assert _close(grand, want_grand)
