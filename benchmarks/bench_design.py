@@ -8,8 +8,9 @@ the exact search for the cheapest design); and the whole CLI ``toolbias-stats pl
 
 Each is timed twice in the same run: with the current code and with the former code paths (``--no-baseline``
 skips them): the plan engine and search kept verbatim in tests/design/test_plan_engine.py, and the components'
-bootstrap on explicit replicate copies. Both must give the same numbers (up to floating-point rounding); the
-benchmark checks it. Wall and CPU seconds (CPU: this process and its BLAS threads) and the load average are printed.
+bootstrap on explicit replicate copies (the grouping of the pilot's arrays and the interval of each component are
+the current ones in both). Both must give the same numbers (up to floating-point rounding); the benchmark checks
+it. Wall and CPU seconds (CPU: this process and its BLAS threads) and the load average are printed.
 
 Usage: ``python benchmarks/bench_design.py [--repeat 3] [--no-baseline]``
 """
@@ -83,11 +84,15 @@ def _cli(path, former):
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), json.loads(res.stdout)
 
 
+# the components' intervals changed on purpose (modified large-sample intervals, docs/design.md): not compared
+CHANGED = {"ci_low", "ci_high"}
+
+
 def _max_rel(a, b, worst=0.0):
     """Largest relative difference of two JSON-like objects (their structure and non-float values must agree)."""
     if isinstance(a, dict):
         assert a.keys() == b.keys()
-        return max([worst] + [_max_rel(a[k], b[k]) for k in a])
+        return max([worst] + [_max_rel(a[k], b[k]) for k in a if k not in CHANGED])
     if isinstance(a, list):
         assert len(a) == len(b)
         return max([worst] + [_max_rel(x, y) for x, y in zip(a, b)])
