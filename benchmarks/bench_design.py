@@ -71,9 +71,10 @@ def _best(fn, repeat):
 
 
 def _cli(path, former):
+    here = str(Path(__file__).resolve())
     code = ("import sys; sys.argv = ['toolbias-stats'] + sys.argv[1:]\n"
-            + ("import runpy; bench = runpy.run_path(%r); cm = bench['former_code'](); cm.__enter__()\n"
-               % str(Path(__file__).resolve()) if former else "")
+            + (f"import runpy; bench = runpy.run_path({here!r}); cm = bench['former_code'](); cm.__enter__()\n"
+               if former else "")
             + "from toolbias_stats.cli._commands import main; sys.exit(main())")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
