@@ -13,6 +13,7 @@ def test_str_of_a_plan_from_assumed_distributions():
     text = str(plan)
     assert "variance from: query 0%, rotation 0%, run 0%, query_x_run 0%, attempt 100%" in text, text
     assert "Cheapest design" in text and plan._repr_html_()
+    assert "attempt" in str(plan.components) and plan.components._repr_html_()
     t = plan.components.to_frame()
     assert list(t["component"]) == list(COMPONENTS) * 2
     # every attempt an independent draw: Var(delta-hat) is the attempt noise, (1/n) w' diag(p) - pp' w / C
