@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
@@ -137,24 +137,46 @@ def _components_from_ms(ms, q, s, r, n, layout):
     return comp, ident
 
 
-def _satterthwaite(terms, alpha, df_cap=None):
-    """Interval of ``sum a_i MS_i`` (MS_i / E ~ chi2(df_i) / df_i, independent): Satterthwaite's degrees of freedom.
+def _component_interval(terms, alpha, df_cap=None):
+    """Interval of ``theta = sum a_i E[MS_i]`` from independent mean squares ``MS_i ~ E[MS_i] chi2(df_i) / df_i``.
 
-    ``terms``: (a_i, MS_i, df_i). A non-positive estimate gets [0, upper] from its positive terms alone.
+    ``terms``: (a_i, MS_i, df_i). The terms with a positive and with a negative coefficient are pooled into
+    ``A - B``, each with Satterthwaite's degrees of freedom (accurate for sums of positive terms; ``df_cap`` caps
+    those of ``A``: a run-level shift shared by the clusters has ``S - 1``). ``A - B`` gets the modified
+    large-sample (MLS) interval of Ting, Burdick, Graybill, Jeyaratnam & Lu (1990; Burdick & Graybill 1992, sec.
+    3.3), which keeps its coverage when the difference is small against its terms, where Satterthwaite's
+    approximation gives it a fraction of a degree of freedom and an astronomical upper bound. Without negative
+    terms it is the chi-square interval. Both bounds are truncated at 0.
     """
-    est = sum(a * m for a, m, _ in terms)
-    pos = [(a, m, d) for a, m, d in terms if a * m > 0 and d > 0]
-    base = est if est > 0 else sum(a * m for a, m, _ in pos)
-    use = terms if est > 0 else pos
-    denom = sum((a * m) ** 2 / d for a, m, d in use if d > 0)
-    if base <= 0 or denom <= 0:
+    def pooled(sign, cap=None):
+        part = [(sign * a * m, d) for a, m, d in terms if sign * a > 0 and d > 0 and m > 0]
+        total = sum(v for v, _ in part)
+        if total <= 0:
+            return 0.0, np.inf
+        nu = total**2 / sum(v**2 / d for v, d in part)
+        return total, (min(nu, cap) if cap is not None else nu)
+
+    big_a, nu_a = pooled(1.0, df_cap)
+    big_b, nu_b = pooled(-1.0)
+    if big_a <= 0:
         return 0.0, 0.0
-    nu = base**2 / denom
-    if df_cap is not None:
-        nu = min(nu, df_cap)
-    with np.errstate(divide="ignore"):      # a fraction of a degree of freedom: no finite upper bound
-        lo, hi = base * nu / stats.chi2.ppf([1 - alpha / 2, alpha / 2], nu)
-    return (float(lo) if est > 0 else 0.0), float(hi)
+    a2 = alpha / 2
+    # chi-square quantiles as scipy.stats.chi2.ppf computes them (without importing scipy.stats)
+    chi_hi_a, chi_lo_a = 2 * special.gammaincinv(nu_a / 2, np.array([1 - a2, a2]))
+    g_a, h_a = 1 - nu_a / chi_hi_a, (nu_a / chi_lo_a - 1 if chi_lo_a > 0 else np.inf)
+    if big_b <= 0:
+        return float(big_a * (1 - g_a)), float(big_a * (1 + h_a))
+    chi_hi_b, chi_lo_b = 2 * special.gammaincinv(nu_b / 2, np.array([1 - a2, a2]))
+    g_b, h_b = 1 - nu_b / chi_hi_b, nu_b / chi_lo_b - 1
+    f_hi, f_lo = special.fdtri(nu_a, nu_b, 1 - a2), special.fdtri(nu_a, nu_b, a2)
+    g_ab = ((f_hi - 1) ** 2 - g_a**2 * f_hi**2 - h_b**2) / f_hi
+    h_ab = ((1 - f_lo) ** 2 - h_a**2 * f_lo**2 - g_b**2) / f_lo if f_lo > 0 else np.inf
+    est = big_a - big_b
+    v_lo = g_a**2 * big_a**2 + h_b**2 * big_b**2 + g_ab * big_a * big_b
+    v_hi = h_a**2 * big_a**2 + g_b**2 * big_b**2 + h_ab * big_a * big_b
+    lo = est - np.sqrt(max(v_lo, 0.0))
+    hi = est + np.sqrt(max(v_hi, 0.0))
+    return float(max(lo, 0.0)), float(max(hi, 0.0))
 
 
 def _divisors(q, s, r, n, k_rot):
@@ -174,7 +196,7 @@ class VarianceComponents(ReprHTMLMixin):
         One row per group, metric and component: ``variance`` (the component, per unit: the variance of one
         query's, run's, ... contribution to the linearised estimator), ``divisor`` (how the study's design divides
         it), ``contribution`` (its part of Var(estimate) at the study's design), ``share`` of the total, the
-        contribution's ``ci_low``/``ci_high`` (Satterthwaite chi-square intervals of the mean squares; the
+        contribution's ``ci_low``/``ci_high`` (modified large-sample intervals of the mean squares; the
         ``cluster`` row: query bootstrap) and ``identified`` (False: the design cannot separate
         it; it is folded into another component, named in ``note``). The ``cluster`` row is what clusters would add
         if they were a sample from a population of clusters; it is not part of the total.
@@ -244,7 +266,7 @@ def variance_components(log_or_counts, *, by=("model",), metrics=("delta_api", "
     n_resamples : int, default 200
         Query-bootstrap replicates (queries resampled within clusters, with all their runs and rotations) for the
         interval of the total standard error (``se_ci_low``, ``se_ci_high``) and of the cluster component; 0 skips
-        them. The other components get Satterthwaite intervals.
+        them. The other components get modified large-sample (MLS) intervals of their mean squares.
     confidence_level : float, default 0.95
     rng : None, int or numpy.random.Generator
 
@@ -381,12 +403,12 @@ def _fit_group(g, metric, layout, n_resamples, level, gen, caught):
             ok, note = bool(ident[c]), ("" if ident[c] else notes.get(c, ""))
             lo = hi = np.nan
             if ident[c] and any(c in fc["coef"] for fc in fit_clusters):
-                # Satterthwaite: the contribution is a linear combination of independent mean squares
+                # MLS: the contribution is a linear combination of independent mean squares
                 terms = [(a * _divisors(fc["Q"], fc["S"], fc["R"], fc["n"], fc["k_rot"])[c] / n_c**2,
                           fc["ms_y"][k], fc["df"][k]) for fc in fit_clusters for k, a in fc["coef"].get(c, {}).items()]
                 s_runs = fit_clusters[0]["S"]
                 # a run-level shift is shared by the clusters: S - 1 degrees of freedom at most
-                lo, hi = _satterthwaite(terms, alpha, df_cap=s_runs - 1 if c == "run" else None)
+                lo, hi = _component_interval(terms, alpha, df_cap=s_runs - 1 if c == "run" else None)
                 if c == "run":
                     note = f"only {s_runs} runs: {s_runs - 1} degrees of freedom"
             div = con / val if val > 0 else np.nan
@@ -431,6 +453,32 @@ def _aggregate(scalars, fit_clusters):
     return contrib, per_unit
 
 
+def _bootstrap_mean_squares(y, within, n, layout, idx):
+    """:func:`_mean_squares` of the query-bootstrap replicates ``y[idx]`` (``idx``: (B, Q) resampled queries) of
+    the scalar cell means ``y`` (Q, S, R), from per-query means weighted by how often each query is drawn
+    (no (B, Q, S, R) copies). Returns the mean squares as (B, 1, 1) arrays and the replicates' grand means."""
+    b, q = idx.shape
+    s, r = y.shape[1:]
+    w = np.bincount((idx + q * np.arange(b)[:, None]).ravel(), minlength=b * q).reshape(b, q).astype(float)
+    yq, yqs, yqr = y.mean((1, 2)), y.mean(2), y.mean(1)           # query, query x run, query x rotation means
+    g = w @ yq / q                                                # (B,) grand means
+    rn = r * n
+    out = {"Q": (w * (yq[None, :] - g[:, None]) ** 2).sum(1) * s * rn / (q - 1)}
+    if s > 1:
+        dev_s = w @ yqs / q - g[:, None]                          # (B, S) run means - grand mean
+        out["S"] = (dev_s**2).sum(1) * q * rn / (s - 1)
+        inter = (yqs - yq[:, None])[None, :, :] - dev_s[:, None, :]     # (B, Q, S)
+        out["QS"] = (w * (inter**2).sum(2)).sum(1) * rn / ((q - 1) * (s - 1))
+    if layout == "log" and r > 1:
+        out["W"] = w @ ((yqr - yq[:, None]) ** 2).sum(1) * s / (q * (r - 1))
+        if s > 1:
+            resid = y - yqs[:, :, None] - yqr[:, None, :] + yq[:, None, None]
+            out["E"] = w @ (resid**2).sum((1, 2)) / (q * (s - 1) * (r - 1))
+    if within is not None and n > 1:
+        out["0"] = w @ within.sum((1, 2)) / (q * s * r * (n - 1))
+    return {k: v[:, None, None] for k, v in out.items()}, g
+
+
 def _bootstrap(fit_clusters, layout, b, gen):
     """Query-bootstrap replicates of each component's contribution (and the cluster component)."""
     n_c = len(fit_clusters)
@@ -441,16 +489,14 @@ def _bootstrap(fit_clusters, layout, b, gen):
     for i, fc in enumerate(fit_clusters):
         q = fc["Q"]
         idx = gen.integers(0, q, size=(b, q))
-        y = fc["y"][idx][..., None]                                   # (B, Q, S, R, 1)
-        within = None if fc["within_y"] is None else fc["within_y"][idx][..., None, None]
-        ms = _mean_squares(y, within, fc["n"], layout)
+        ms, grand = _bootstrap_mean_squares(fc["y"], fc["within_y"], fc["n"], layout, idx)
         comp, _ = _components_from_ms(ms, q, fc["S"], fc["R"], fc["n"], layout)
         div = _divisors(q, fc["S"], fc["R"], fc["n"], fc["k_rot"])
         for c in _MATRIX:
             v = np.clip(comp[c][..., 0, 0], 0, None) * div[c]
             out[c] += v / n_c**2
             var_within[:, i] += v
-        dev[:, i] = fc["delta"] + y.mean((1, 2, 3, 4)) - fc["y"].mean()
+        dev[:, i] = fc["delta"] + grand - fc["y"].mean()
     out["total"] = sum(out[c] for c in _MATRIX)
     out["cluster"] = (np.clip(np.var(dev, axis=1, ddof=1) - var_within.mean(1), 0, None) if n_c > 1
                       else np.full(b, np.nan))

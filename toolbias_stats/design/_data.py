@@ -16,6 +16,7 @@ attempt without a valid choice; :attr:`ClusterData.n_absent` says how many.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ import pandas as pd
 from .._schema import STATUSES
 from .._validation import check_by
 from ..exceptions import SelectionLogError, problem
-from ..io._counts import SelectionCounts, tool_columns, tool_index
+from ..io._counts import SelectionCounts, tool_columns
 
 __all__ = ["ClusterData", "GroupData", "pilot_groups"]
 
@@ -118,7 +119,12 @@ def pilot_groups(obj, by, *, source="pilot") -> tuple[list, str, list]:
         ok_keys = [k for k, sub in grouped if _log_layout_ok(log, sub, by)]
         groups = _groups_from_log(log, by, source, [(k, sub) for k, sub in grouped if k in ok_keys])
         if len(ok_keys) < len(grouped):
-            counts = log.counts(level="query")
+            # count only the rows of the groups without the log layout (their counts are those of the whole log)
+            rest_rows = np.zeros(len(d), bool)
+            for k, sub in grouped:
+                if k not in ok_keys:
+                    rest_rows[d.index.get_indexer(sub.index)] = True
+            counts = dataclasses.replace(log, data=d[rest_rows].reset_index(drop=True)).counts(level="query")
             rest = _groups_from_counts(counts, by, source)
             done = [tuple(g.keys.values()) for g in groups]
             groups += [g for g in rest if tuple(g.keys.values()) not in done]
@@ -159,8 +165,9 @@ def _groups_from_log(log, by, source, grouped):
         keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
         status = sub["status"].value_counts().to_dict()
         clusters = []
-        for c in [c for c in catalog.clusters if c in set(sub["cluster_id"])]:
-            part = sub[sub["cluster_id"] == c]
+        parts = dict(list(sub.groupby("cluster_id", sort=False, observed=True)))
+        for c in [c for c in catalog.clusters if c in parts]:
+            part = parts[c]
             qc, queries = pd.factorize(part["query_id"], sort=True)
             sc, runs = pd.factorize(part["run"], sort=True)
             rc, rots = pd.factorize(part["rotation"], sort=True)
@@ -168,7 +175,7 @@ def _groups_from_log(log, by, source, grouped):
             _check_design(keys, c, n_q, source)
             k = catalog.n_tools(c)
             ok = (part["status"] == "ok").to_numpy()
-            idx = tool_index(catalog, part["cluster_id"].to_numpy(), part["chosen_tool"].to_numpy(object))
+            idx = pd.Index(catalog.tools(c)).get_indexer(part["chosen_tool"]) + 1      # 0: no catalog tool
             x_api = np.zeros((n_q, n_s, n_r, k))
             sel = ok & (idx > 0)
             x_api[qc[sel], sc[sel], rc[sel], idx[sel] - 1] = 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections import namedtuple
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,7 +12,7 @@ from scipy import special
 
 from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_rng
-from ._components import _MATRIX, DESIGN_METRICS, VarianceComponents, variance_components
+from ._components import _MATRIX, COMPONENTS, DESIGN_METRICS, VarianceComponents, variance_components
 
 __all__ = ["plan_study", "StudyPlan", "TARGET_KINDS", "DEFAULT_QUERIES", "DEFAULT_RUNS"]
 
@@ -60,6 +61,19 @@ def _sizes(name, values):
 
 
 # -- Monte-Carlo engine ------------------------------------------------------------------------
+_Errors = namedtuple("_Errors", ["shared", "run", "runs"])
+_Errors.__doc__ = """Rate errors of a design: square roots (C, D, D) of the covariance of the part shared by the runs
+and of the per-run part, and the number of runs."""
+
+
+def _multinomial_cov(rates):
+    """``diag(v) - v v'`` for each row ``v`` of ``rates`` (C, D)."""
+    out = -rates[:, :, None] * rates[:, None, :]
+    idx = np.arange(rates.shape[1])
+    out[:, idx, idx] += rates
+    return out
+
+
 class _Engine:
     """Distribution of the mean-over-runs plug-in delta for a design, by Gaussian draws of the rates.
 
@@ -67,6 +81,12 @@ class _Engine:
     run (queries and their rotations) and ``e_run ~ N(0, B)`` per run (run effect, query x run, attempt noise);
     A and B are the variance components divided by the design's sizes. The TV of each draw keeps the fold at
     ``p_j = 1/K`` that the linearisation misses, and the plug-in bias of the per-run TVs.
+
+    A design's errors are the square roots of its two covariances (:class:`_Errors`); the rates of all draws and
+    runs at a centre are then one BLAS product per cluster with the stacked draws (``z``), followed by the
+    absolute value and a second product for the weighted sum over rates: no per-draw loops or stored error arrays.
+    The numbers are those of the former per-draw products up to floating-point rounding (tests/design/
+    test_plan_engine.py keeps that engine as the reference).
     """
 
     def __init__(self, fit, n_draws, s_max, gen, run_effect=True):
@@ -94,7 +114,7 @@ class _Engine:
         # attempt noise at other rates (the MDE's alternative): the pilot's attempt component plus the change of the
         # multinomial covariance diag(c) - cc', in the component's units (ratio of traces at the pilot's rates);
         # only for one categorical target per attempt (not delta_model's stacked tools and positions)
-        sig_p = np.stack([np.diag(v) - np.outer(v, v) for v in self.p])
+        sig_p = _multinomial_cov(self.p)
         tr = np.trace(sig_p, axis1=1, axis2=2)
         ratio = np.trace(self.M["attempt"], axis1=1, axis2=2) / np.where(tr > 1e-12, tr, 1.0)
         # an unidentified or negative (method-of-moments) attempt component: no adjustment
@@ -109,49 +129,67 @@ class _Engine:
             self.dir[:, 0] = 1.0
             self.dir -= np.where(self.a > 0, self.u, 0.0) * (self.a > 0)
             self.delta0 = float(np.mean(np.sum(self.a * np.abs(self.dir), -1)))
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):          # padded rates: 0 / 0, not used
             lim = np.where(self.dir < 0, self.u / -self.dir, np.inf)
         self.t_max = float(lim.min())
-        # cluster-major draws (C, N, D) and (C, N, S, D): one contiguous BLAS product per cluster
-        self.xi = np.ascontiguousarray(np.moveaxis(gen.standard_normal((n_draws, self.c, d)), 1, 0))
-        self.eta = np.ascontiguousarray(np.moveaxis(gen.standard_normal((n_draws, s_max, self.c, d)), 2, 0))
+        # the same standard normal draws, in the same order, as always: xi (N, C, D) for the part shared by the
+        # runs and eta (N, S, C, D) per run. They are stored rate-major beside each other with a row of ones,
+        # z = [eta_s; xi; 1] of shape (C, 2D + 1, S, N), so that the rates of every draw and run at a centre are
+        # one BLAS product per cluster, [root_run, root_shared, centre - u] @ z (no stored error arrays)
+        self.n = n_draws
+        xi = gen.standard_normal((n_draws, self.c, d)).transpose(1, 2, 0)              # (C, D, N)
+        eta = gen.standard_normal((n_draws, s_max, self.c, d)).transpose(2, 3, 1, 0)   # (C, D, S, N)
+        self.z = np.empty((self.c, 2 * d + 1, s_max, n_draws))
+        self.z[:, :d] = eta
+        self.z[:, d:2 * d] = xi[:, :, None, :]
+        self.z[:, 2 * d] = 1.0
+        self._x = np.empty((self.c, d, s_max * n_draws))
+        self._aw = self.a[:, None, :].copy()                                            # (C, 1, D)
 
     @staticmethod
-    def _root(cov):
-        # the components are unbiased method-of-moments matrices (not each clipped, which would bias them
-        # upward); only their design-specific sum is projected onto the positive semi-definite cone
-        vals, vecs = np.linalg.eigh((cov + np.swapaxes(cov, -1, -2)) / 2)
-        return vecs * np.sqrt(np.clip(vals, 0, None))[:, None, :]
+    def _roots(covs):
+        """Symmetric square roots (V sqrt(L), L clipped at 0) of a stack of matrices, one LAPACK call.
 
-    def _apply(self, roots, z):
-        """``roots[c] @ z[c, ..., :]`` for every cluster (one BLAS product per cluster)."""
-        return np.stack([z[c] @ roots[c].T for c in range(self.c)])
+        The components are unbiased method-of-moments matrices (not each clipped, which would bias them
+        upward); only their design-specific sum is projected onto the positive semi-definite cone."""
+        cov = np.stack(covs)
+        vals, vecs = np.linalg.eigh((cov + np.swapaxes(cov, -1, -2)) / 2)
+        return vecs * np.sqrt(np.clip(vals, 0, None))[..., None, :]
 
     def attempt_at(self, centre):
         """The attempt component at rates ``centre`` (C, D) instead of the pilot's."""
-        sig = np.stack([np.diag(v) - np.outer(v, v) for v in centre])
-        return self.M["attempt"] + self.kappa[:, None, None] * (sig - self._sig_p)
+        return self.M["attempt"] + self.kappa[:, None, None] * (_multinomial_cov(centre) - self._sig_p)
 
     def errors(self, q, s, r, run=True, centre=None):
-        """Rate errors (C, N, S, D) of a design; ``run=None`` returns both (without, with the run effect).
-        ``centre``: the attempt noise at these rates (default: the pilot's)."""
+        """Rate errors of a design with ``s`` runs (:class:`_Errors`: the roots of their covariances); ``run=None``
+        returns both (without, with the run effect). ``centre``: the attempt noise at these rates (default: the
+        pilot's)."""
         att = self.M["attempt"] if centre is None else self.attempt_at(centre)
         shared = self.M["query"] / q + ((1.0 / r - 1.0 / self.k_rot) / q)[:, None, None] * self.M["rotation"]
         per_run = self.M["query_x_run"] / q + att / (q * r)
-        e_sh = self._apply(self._root(shared), self.xi)[:, :, None]
-        eta = self.eta[:, :, :s]
-        if run is None:
-            no_run = e_sh + self._apply(self._root(per_run), eta)
-            if not self.run_effect:
-                return no_run, no_run
-            return no_run, e_sh + self._apply(self._root(per_run + self.M["run"]), eta)
-        return e_sh + self._apply(self._root(per_run + (self.M["run"] if run else 0.0)), eta)
+        both = run is None and self.run_effect
+        covs = [shared, per_run + (self.M["run"] if run else 0.0)]
+        if both:
+            covs.append(per_run + self.M["run"])
+        roots = self._roots(covs)
+        first = _Errors(roots[0], roots[1], s)
+        if run is not None:
+            return first
+        if not both:
+            return first, first
+        return first, _Errors(roots[0], roots[2], s)
 
     def estimates(self, err, t=1.0, centre=None):
+        """The plug-in delta (mean over clusters and runs of the TV) of each draw, at rates ``centre`` (default:
+        the alternative ``u + t * dir``)."""
         centre = self.u + t * self.dir if centre is None else centre
-        shift = (centre - self.u)[:, None, None, :]
-        tv = np.matmul(np.abs(err + shift), self.a[:, None, :, None])[..., 0]    # (C, N, S)
-        return tv.mean((0, 2))
+        s, m = err.runs, err.runs * self.n
+        w = np.concatenate([err.run, err.shared, (centre - self.u)[:, :, None]], axis=2)    # (C, D, 2D + 1)
+        x = self._x[:, :, :m]
+        np.matmul(w, self.z[:, :, :s].reshape(self.c, 2 * self.d + 1, m), out=x)         # rates - u, (C, D, S N)
+        np.abs(x, out=x)
+        tv = np.matmul(self._aw, x)                                                      # (C, 1, S N)
+        return tv.reshape(self.c, s, self.n).mean((0, 1))
 
     def null_critical(self, err, alpha):
         """Critical value of the level-alpha test of "fair chooser" that :func:`~toolbias_stats.selection_bias`
@@ -164,9 +202,9 @@ class _Engine:
     def evaluate(self, q, s, r, z, z_shift, rho, alpha, power, with_mde=True):
         # the query bootstrap's interval does not see a run-level shift: its width comes from the draws without it
         no_run, err = self.errors(q, s, r, run=None)
-        ci_sd = float(np.std(self.estimates(no_run, centre=self.p), ddof=1))
-        est = self.estimates(err, centre=self.p) if err is not no_run else None
-        est = self.estimates(no_run, centre=self.p) if est is None else est
+        est_no_run = self.estimates(no_run, centre=self.p)
+        est = est_no_run if err is no_run else self.estimates(err, centre=self.p)
+        ci_sd = float(np.std(est_no_run, ddof=1))
         sd = float(np.std(est, ddof=1))
         out = {"expected_estimate": float(est.mean()), "sd": sd, "half_width": z * ci_sd, "error_half_width": z * sd,
                "shift_half_width": z * sd * np.sqrt(2 * (1 - rho)),
@@ -518,15 +556,20 @@ def _pilot_estimate(comps, keys, metric):
 
 
 def _meets(e, q, s, r, target, kind, z, z_shift, rho, alpha, power):
+    """Whether design (q, s, r) reaches the target for one metric: the decision of :meth:`_Engine.evaluate`'s
+    numbers (``max(half_width, error_half_width)`` or ``mds``), computing only the estimates it needs."""
     if kind == "mde":
         t = min(target / e.delta0, e.t_max)
         err_t, crit = e.at_alternative((q, s, r), t, alpha)  # noise and the reported test's critical value there
         return e.power_at(err_t, crit, target) >= power
-    res, err = e.evaluate(q, s, r, z, z_shift, rho, alpha, power, with_mde=False)
-    if kind == "width":
-        return max(res["half_width"], res["error_half_width"]) <= target
+    no_run, err = e.errors(q, s, r, run=None)
+    sd = float(np.std(e.estimates(err, centre=e.p), ddof=1))
     if kind == "shift":
-        return res["mds"] <= target
+        return z_shift * sd * np.sqrt(2 * (1 - rho)) <= target
+    if z * sd > target:                        # the error's half-width (run effect included) already misses it
+        return False
+    ci_sd = sd if err is no_run else float(np.std(e.estimates(no_run, centre=e.p), ddof=1))
+    return max(z * ci_sd, z * sd) <= target
 
 
 def _cheapest(keys, engines, metrics, sg, rg, target, kind, max_q, z, z_shift, rho, alpha, power, cost, n_c):
@@ -577,7 +620,7 @@ def _assumed_components(dist, metrics):
     if any(m == "delta_model" for m in metrics):
         raise ValueError("assumed distributions describe one target (tools or positions); plan delta_api or "
                          "delta_pos with them, not delta_model")
-    fits, rows = [], []
+    fits, rows, table = [], [], []
     zero = np.zeros((k, k))
     ident = {"query": True, "attempt": True, "rotation": False, "query_x_run": False, "run": True}
     for m in metrics:
@@ -590,8 +633,22 @@ def _assumed_components(dist, metrics):
                                     "attempt": att}, scalar={}, ident=ident, Q=100, S=1, R=1, n=k, k_rot=1,
                                  delta=float(0.5 * np.abs(p[i] - u).sum())))
         fits.append(dict(keys={}, metric=m, layout="assumed", clusters=clusters, ident=ident, rows={}))
-        rows.append({"metric": m, "pooled": float(np.mean([cl["delta"] for cl in clusters]))})
-    return VarianceComponents(table=pd.DataFrame(), summary=pd.DataFrame(rows), layout="assumed", by=[],
+        # the linearised attempt variance w' (diag(p) - pp') w per cluster, w = a * sign(p - u); nothing else varies
+        per_attempt = np.array([(cl["a"] * np.sign(np.round(cl["p"] - cl["u"], 12))) @ cl["M"]["attempt"]
+                                @ (cl["a"] * np.sign(np.round(cl["p"] - cl["u"], 12))) for cl in clusters])
+        total = float(per_attempt.sum() / (100 * k) / c**2)
+        for comp in COMPONENTS:
+            var = float(per_attempt.mean()) if comp == "attempt" else (np.nan if comp == "cluster" else 0.0)
+            con = total if comp == "attempt" else (np.nan if comp == "cluster" else 0.0)
+            table.append({"metric": m, "component": comp, "variance": var,
+                          "divisor": 1 / (100 * k) if comp == "attempt" else np.nan, "contribution": con,
+                          "share": np.nan if comp == "cluster" else (con / total if total > 0 else np.nan),
+                          "ci_low": np.nan, "ci_high": np.nan, "identified": comp != "cluster" and ident[comp],
+                          "note": "assumed distributions: every attempt independent"})
+        rows.append({"metric": m, "pooled": float(np.mean([cl["delta"] for cl in clusters])), "queries": 100,
+                     "runs": 1, "rotations": k, "clusters": c, "calls": 100 * k * c, "se": float(np.sqrt(total)),
+                     "layout": "assumed"})
+    return VarianceComponents(table=pd.DataFrame(table), summary=pd.DataFrame(rows), layout="assumed", by=[],
                               n_resamples=0, confidence_level=0.95, seed=None, fits=fits,
                               warnings=["assumed distributions: every attempt independent (no query, rotation or "
                                         "run heterogeneity); the plan is optimistic if queries differ"])
