@@ -295,12 +295,10 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
                                      for r, fr, h in zip(rows, firsts, hits)])
     elif not weighted and opts.get("duplicates", "count") == "count":
         ident = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in cols]
-        idsql = ", ".join(col_sql(c) for c in ident)
         # the identity columns pass the clean-up unchanged unless the cluster is derived or an ordering given:
         # then the file's own rows are counted (no join with the clean-up map)
         src = t0 if "cluster_id" in cols and "ordering" not in cols else named
-        repeats = con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {src})) "
-                              f"FROM {src}").fetchone()[0]
+        repeats = _repeats(con, src, [c for c in ident if c in types], types)
     # rows by status, from the distinct combinations (the status passes the clean-up unchanged when given)
     status_of = combos["status"] if "status" in keys else res["status_new"]
     f.status_counts = {}
@@ -311,6 +309,33 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
                        catalog=catalog, ignored=ignored, repeats=int(repeats))
     f.file_columns = [c for c in types]
     f.types = types
+
+
+def _repeats(con, src: str, ident, types) -> int:
+    """Rows of ``src`` whose identity (the columns ``ident``) an earlier row has: rows - distinct identities.
+
+    Columns not in the file (manifest values) are constant within it and left out. Integer and text columns are
+    compared as they are, others as text (as the pandas path's ``astype("string")``). With an integer rotation the
+    count runs per query (rotations 0..63 as a bit set: far fewer groups than rows); a rotation outside 0..63 or
+    missing falls back to the exact distinct count."""
+    def col(c):
+        t = types.get(c, "VARCHAR")
+        return _q(c) if t in _INTEGER_TYPES or t == "VARCHAR" else f"CAST({_q(c)} AS VARCHAR)"
+
+    if not ident:
+        return 0
+    if "rotation" in ident and types.get("rotation") in _INTEGER_TYPES:
+        rest = [col(c) for c in ident if c != "rotation"]
+        n_rep, other = con.execute(
+            f"SELECT sum(__n - __d), sum(__o) FROM (SELECT count_if(rotation BETWEEN 0 AND 63) AS __n, "
+            "bit_count(bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UBIGINT) << CAST(rotation AS "
+            "UBIGINT) END)) AS __d, count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) AS __o "
+            f"FROM {src}{' GROUP BY ' + ', '.join(rest) if rest else ''})").fetchone()
+        if not other:
+            return int(n_rep or 0)
+    idsql = ", ".join(col(c) for c in ident)
+    return int(con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {src})) "
+                           f"FROM {src}").fetchone()[0])
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -374,7 +399,9 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     union = " UNION ALL BY NAME ".join(f"SELECT * FROM {f.name}_valid" for f in files)
     con.execute(f"CREATE TEMP VIEW study AS {union}")
     weighted = any(f.weighted for f in files)
-    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted)
+    strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
+    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted,
+                                          duplicates=check_duplicates and strict)
     # the checks ran inside the scan; name the rows, stage by stage as SelectionLog.from_frame does
     if flags["bad1"] or flags["bad"]:
         for f in files:      # file by file, stage by stage: the first problems the pandas path would raise
@@ -382,7 +409,6 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
                 found = _run_checks(con, f, f"{f.name}_{view}", checks)
                 if found:
                     _raise([found])
-    strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
     if check_duplicates and strict and flags["maybe_duplicates"]:
         _check_duplicates(con, files, design, weighted)
     diagnostics = {}
@@ -736,8 +762,11 @@ def _weighted_sums(k_max) -> list[str]:
             + [f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS rows_{st}" for st in STATUSES])
 
 
-def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weighted=False):
+def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weighted=False, duplicates=True):
     """Count the validated rows: the table, the cells and the flags of the checks run inside the scan.
+
+    ``duplicates``: whether the duplicate check will run (at level "cluster" its pre-check is a scan of its own,
+    skipped when repeats are counted rather than refused).
 
     ``weighted``: an aggregated study (a ``count`` column): every count is a sum of ``__w`` and the table gets
     the ``rows_*`` columns (rows by status)."""
@@ -825,6 +854,8 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
             for j, nm in enumerate(ROW_COLUMNS):
                 table[nm] = grid[:, j]
             flags["maybe_duplicates"] = True
+        elif not duplicates:
+            flags["maybe_duplicates"] = False
         else:
             n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
                                 f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
