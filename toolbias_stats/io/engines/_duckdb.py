@@ -216,28 +216,52 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         f._nested_error(nested or ["ordering"])
     keys = [c for c in COMBO_KEYS if c in cols]
 
-    def key_sql(c):
+    def key_sql(c, p=""):
         if c == "ordering" and f.types[c].startswith("VARCHAR["):
-            return f"CAST(to_json({_q(c)}) AS VARCHAR)"
-        return _q(c)
+            return f"CAST(to_json({p}{_q(c)}) AS VARCHAR)"
+        return p + _q(c)
 
-    if keys:
-        sel = ", ".join(f"{key_sql(c)} AS {_q(c)}" for c in keys)
-        ksel = ", ".join(f"CAST({key_sql(c)} AS VARCHAR) AS __k{i}" for i, c in enumerate(keys))
-        combos = con.execute(f"SELECT {sel}, {ksel}, count(*) AS n FROM {t0} GROUP BY ALL").df()
-    else:
-        combos = pd.DataFrame({"n": [f.n_rows]})
+    # the distinct combinations, kept typed in DuckDB (the rows are joined to them on their own values)
+    sel = "".join(f"{key_sql(c)} AS {_q(c)}, " for c in keys)
+    ksel = "".join(f"CAST({key_sql(c)} AS VARCHAR) AS __k{i}, " for i, c in enumerate(keys))
+    hashed = f"hash({', '.join(_q(c) for c in keys)}) AS __h, " if keys else ""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {f.name}_combos AS SELECT *, {hashed}row_number() OVER () AS __ci "
+                f"FROM (SELECT {sel}{ksel}count(*) AS n FROM {t0}{' GROUP BY ALL' if keys else ''})")
+    combos = con.execute(f"SELECT * FROM {f.name}_combos ORDER BY __ci").df()
     for c in keys:
         combos[c] = combos[c].astype(object).where(combos[c].notna(), None)
     res = prepare_combos(combos[keys + ["n"]], catalog, positions=opts.get("positions", "error"), own_format=own)
-    mapped = pd.concat([combos[[f"__k{i}" for i in range(len(keys))]].astype(object), res], axis=1)
+    mapped = pd.concat([combos[["__ci"]], res], axis=1)
     for c in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "problem_column", "problem"):
         mapped[c] = mapped[c].astype(object).where(mapped[c].notna(), None)
+    # per combination, what every row of it shares: the cluster's size (null: not a cluster of the catalog), the
+    # chosen tool's catalog index and whether the status is one of ours (no per-row join with the catalog)
+    cl = _id_sql("cluster_id", f.types["cluster_id"], "c.") if "cluster_id" in keys else "r.cluster_new"
+    tl = (f"COALESCE(r.tool_new, {_id_sql('chosen_tool', f.types['chosen_tool'], 'c.')})" if "chosen_tool" in keys
+          else "CAST(NULL AS VARCHAR)")
+    stx = "c.status" if "status" in keys else "r.status_new"
+    statuses = ", ".join(_lit(s) for s in STATUSES)
     con.register(f"{f.name}_map_df", mapped)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {f.name}_map AS SELECT * FROM {f.name}_map_df")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {f.name}_map AS
+        SELECT c.*, r.* EXCLUDE (__ci), k.k AS __ksize, a.api_index AS __api,
+               COALESCE({stx} IS NOT NULL AND CAST({stx} AS VARCHAR) NOT IN ({statuses}), FALSE) AS __stbad,
+               {_status_code_sql(f"CAST({stx} AS VARCHAR)")} AS __scode
+        FROM {f.name}_combos c JOIN {f.name}_map_df r USING (__ci)
+        LEFT JOIN __clusters k ON k.cluster_id = {cl}
+        LEFT JOIN __cat a ON a.cluster_id = {cl} AND a.tool_id = {tl}""")
     con.unregister(f"{f.name}_map_df")
-    on = " AND ".join(f"CAST({key_sql(c)} AS VARCHAR) IS NOT DISTINCT FROM m.__k{i}"
-                      for i, c in enumerate(keys)) or "TRUE"
+
+    def join_on(i, c):
+        # typed values are compared as they are (no text per row); floats and lists as text, as they were keyed
+        if f.types[c] in _INTEGER_TYPES or f.types[c] in ("VARCHAR", "BOOLEAN"):
+            return f"t.{_q(c)} IS NOT DISTINCT FROM m.{_q(c)}"
+        return f"CAST({key_sql(c, 't.')} AS VARCHAR) IS NOT DISTINCT FROM m.__k{i}"
+
+    on = " AND ".join(join_on(i, c) for i, c in enumerate(keys)) or "TRUE"
+    if keys and con.execute(f"SELECT count(DISTINCT __h) = count(*) FROM {f.name}_map").fetchone()[0]:
+        # one 64-bit hash of the row's key values instead of comparing them one by one: every row's combination
+        # is in the map, so a row meets exactly its own combination as long as no two combinations share a hash
+        on = f"hash({', '.join(key_sql(c, 't.') for c in keys)}) = m.__h"
     joined = f"{t0} t LEFT JOIN {f.name}_map m ON {on}"
     if res["problem"].notna().any():
         total = con.execute(f"SELECT count(*) FROM {joined} WHERE m.problem IS NOT NULL").fetchone()[0]
@@ -268,6 +292,7 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         if c not in cols:
             select.append(f"m.{new} AS {_q(c)}")
             types[c] = "VARCHAR"
+    select += ["m.__ksize AS __ksize", "m.__api AS __api", "m.__stbad AS __stbad", "m.__scode AS __scode"]
     # no ORDER BY (a sort of every row at every scan): each query that lists rows orders by __row itself
     con.execute(f"CREATE TEMP VIEW {f.name}_named AS SELECT {', '.join(select)} FROM {joined}")
     # attempt ids name attempts: two rows with one id are an error; otherwise repeats of a list are counted
@@ -565,12 +590,11 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                        lambda v: f"expected an integer >= 1, got {v!r}"))
     if f.weighted:
         checks += _count_checks(f.types[COUNT_COLUMN])
-    statuses = ", ".join(_lit(s) for s in STATUSES)
-    checks.append(("status", f"status IS NOT NULL AND CAST(status AS VARCHAR) NOT IN ({statuses})", "status",
-                   lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
+    # the status and the cluster are checked once per distinct combination (``__stbad``, ``__ksize``: _prepare)
+    checks.append(("status", "__stbad", "status", lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
     cid = _id_sql("cluster_id", f.types["cluster_id"])
     known = sorted(catalog.clusters)
-    checks.append(("cluster_id", f"cluster_id IS NOT NULL AND {cid} NOT IN (SELECT cluster_id FROM __clusters)", cid,
+    checks.append(("cluster_id", "cluster_id IS NOT NULL AND __ksize IS NULL", cid,
                    lambda v: f"unknown cluster id {v!r} (catalog {catalog.source} has {known})"))
     # Stage 1 runs inside the aggregation too (as a flag per row); its rows are listed only when one is bad.
     f.stage1 = checks
@@ -612,10 +636,9 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     # ``rot``: the rotation that defines the list when no ordering is given (positions then follow from the
     # catalog index by arithmetic: tool j is shown at ((j - r) mod K) + 1 under rotation r; no strings).
     con.execute(f"""CREATE TEMP VIEW {o}_base AS
-        SELECT t.*, k.k AS k, a.api_index AS api_index,
-               CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND k.k THEN t.rotation END AS rot
-        FROM (SELECT {', '.join(select)} FROM {named}) t LEFT JOIN __clusters k USING (cluster_id)
-        LEFT JOIN __cat a ON a.cluster_id = t.cluster_id AND a.tool_id = t.chosen_tool_in""")
+        SELECT t.* EXCLUDE (__ksize, __api), t.__ksize AS k, t.__api AS api_index,
+               CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND t.__ksize THEN t.rotation END AS rot
+        FROM (SELECT {', '.join(select)}, __ksize, __api, __scode FROM {named}) t""")
     # stage 2: rotations, orderings, tools, positions, provenance
     # An ordering is the whole list shown (issue 20: it may offer tools of other clusters or none): per distinct
     # (cluster, ordering), the cluster's tools shown (n_in), the list length and the rank of each list position
@@ -637,10 +660,14 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                 "n_list BIGINT, rank_at BIGINT[])")
     if info:
         con.executemany(f"INSERT INTO {o}_info VALUES (?, ?, ?, ?, ?)", info)
-    con.execute(f"""CREATE TEMP VIEW {o} AS
-        SELECT b.*, i.n_in AS __n_in, i.n_list AS __n_list, i.rank_at AS __rank_at
-        FROM {o}_base b LEFT JOIN {o}_info i ON i.cluster_id = CAST(b.cluster_id AS VARCHAR)
-        AND i.ordering_in = b.ordering_in""")
+    if info:
+        con.execute(f"""CREATE TEMP VIEW {o} AS
+            SELECT b.*, i.n_in AS __n_in, i.n_list AS __n_list, i.rank_at AS __rank_at
+            FROM {o}_base b LEFT JOIN {o}_info i ON i.cluster_id = CAST(b.cluster_id AS VARCHAR)
+            AND i.ordering_in = b.ordering_in""")
+    else:   # no row gives an ordering: nothing to join
+        con.execute(f"""CREATE TEMP VIEW {o} AS SELECT b.*, CAST(NULL AS BIGINT) AS __n_in,
+            CAST(NULL AS BIGINT) AS __n_list, CAST(NULL AS BIGINT[]) AS __rank_at FROM {o}_base b""")
     ncand = ("CASE WHEN ordering_in IS NOT NULL THEN __n_in WHEN rot IS NOT NULL THEN k "
              "ELSE COALESCE(n_candidates_in, k) END")
     nlist = f"CASE WHEN ordering_in IS NOT NULL THEN __n_list ELSE {ncand} END"
@@ -679,7 +706,7 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                CAST({derived_pos} AS BIGINT) AS chosen_position,
                CAST(CASE WHEN ordering_in IS NULL THEN {derived_pos}
                          ELSE NULLIF(__rank_at[{derived_pos}], 0) END AS BIGINT) AS chosen_rank,
-               status, raw_choice_in,
+               status, __scode, raw_choice_in,
                CASE WHEN __bad1 THEN 0 ELSE {weight} END AS __w
         FROM {o}""")
 
@@ -748,8 +775,8 @@ _DUP_COUNTERS = ("count_if(rotation BETWEEN 0 AND 63) AS __nin, "
                  "AS __nother, count_if(__bad) AS __bad, count_if(__bad1) AS __bad1")
 
 
-def _status_code_sql() -> str:
-    return "CASE status " + " ".join(f"WHEN {_lit(st)} THEN {i}" for i, st in enumerate(STATUSES)) + " END"
+def _status_code_sql(status: str = "status") -> str:
+    return f"CASE {status} " + " ".join(f"WHEN {_lit(st)} THEN {i}" for i, st in enumerate(STATUSES)) + " END"
 
 
 def _weighted_sums(k_max) -> list[str]:
@@ -795,7 +822,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
         packed = (f"CAST(sum(CASE WHEN api_index IS NOT NULL THEN CAST(1 AS BIGINT) << ({bits} * (api_index - 1)) "
                   f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_rank BETWEEN 1 AND {slots} THEN "
                   f"CAST(1 AS BIGINT) << ({bits} * (chosen_rank - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
-                  f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * {_status_code_sql()})) AS BIGINT) AS __status")
+                  f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * __scode)) AS BIGINT) AS __status")
         con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                     f"count(*) AS __n, {packed}, {_DUP_COUNTERS} FROM study GROUP BY ALL")
         bad1, bad, maybe_dup, n_max = con.execute(
@@ -824,7 +851,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
     else:
         # per cluster: one row per (keys, tool, position, status) from the scan, pivoted here (few rows)
         cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_rank, "
-                            f"{_status_code_sql()} AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
+                            f"__scode AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
                             f"count(*) AS __r, count_if(__bad) AS __bad, "
                             f"count_if(__bad1) AS __bad1 FROM study GROUP BY ALL").df()
         flags = {"bad1": bool(cells["__bad1"].any()), "bad": bool(cells["__bad"].any())}
