@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -100,8 +99,13 @@ def manifest(path: Path, log: Path) -> Path:
     return path
 
 
-def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dict]:
-    """Wall time (s) and peak RSS (GiB) of one CLI run in a fresh process."""
+def _cpu_of(stderr: str) -> float:
+    return next(float(line.split()[1]) for line in stderr.splitlines() if line.startswith("CPU_S"))
+
+
+def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dict, float]:
+    """Wall time (s), peak RSS (GiB), the JSON output and the CPU time (s, all threads) of one CLI run in a fresh
+    process."""
     cli_args = ["bias", str(study), "--bootstrap", str(bootstrap), "--json", "--engine", engine]
     code = ("import resource, sys\n"
             "import toolbias_stats.cli.__main__ as m\n"
@@ -109,6 +113,8 @@ def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dic
             "    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             "    c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
             "    print('PEAK_RSS_KB', max(r, c), file=sys.stderr)\n"
+            "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "    print('CPU_S', u.ru_utime + u.ru_stime, file=sys.stderr)\n"
             "sys.exit(rc)")
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *cli_args], capture_output=True, text=True,
@@ -121,10 +127,10 @@ def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dic
         out = json.loads(proc.stdout)
     except json.JSONDecodeError:
         raise RuntimeError("not JSON: " + proc.stdout[:300]) from None
-    return wall, peak / 2**20, out
+    return wall, peak / 2**20, out, _cpu_of(proc.stderr)
 
 
-def run_duckdb_baseline(log: Path) -> float:
+def run_duckdb_baseline(log: Path) -> tuple[float, float]:
     """Wall time (s) of DuckDB's bare counting query over the same file(s), in a fresh process (the counts stay
     in DuckDB: fetching millions of groups into Python would time the transfer, not the count)."""
     src = f"{log}/*.parquet" if log.is_dir() else str(log)
@@ -132,10 +138,13 @@ def run_duckdb_baseline(log: Path) -> float:
             "duckdb.sql('SET enable_progress_bar = false')\n"
             f"duckdb.sql(\"CREATE TABLE c AS SELECT model, run, cluster_id, query_id, status, chosen_tool, count(*) "
             f"FROM read_parquet('{src}') GROUP BY ALL\")\n"
-            "duckdb.sql('SELECT count(*) FROM c').fetchall()")
+            "duckdb.sql('SELECT count(*) FROM c').fetchall()\n"
+            "import resource, sys\n"
+            "u = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "print('CPU_S', u.ru_utime + u.ru_stime, file=sys.stderr)")
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - t
+    proc = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return time.perf_counter() - t, _cpu_of(proc.stderr)
 
 
 def _max_difference(a, b) -> float:
@@ -180,21 +189,23 @@ def main():
             print(f"generated {rows:,} rows in {time.perf_counter() - t:.1f} s ({size / 2**20:.0f} MiB"
                   f"{f', {args.parts} files' if args.parts else ''})")
         study = manifest(out_dir / f"study_{n}{tag}.toml", log)
-        base = run_duckdb_baseline(log)
-        print(f"rows {n:>11,}  DuckDB bare counting query: {base:.2f} s", flush=True)
+        base, base_cpu = run_duckdb_baseline(log)
+        print(f"rows {n:>11,}  DuckDB bare counting query: {base:.2f} s (CPU {base_cpu:.2f} s)  "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
         for b in args.bootstrap:
             if b and n > args.skip_bootstrap_above:
                 continue
-            wall, peak, res = run_cli(study, b, args.engine)
+            wall, peak, res, cpu = run_cli(study, b, args.engine)
             used = sum(g["rows"]["total"] for g in res["groups"])
             d_api = res["groups"][0]["delta_api"]["mean_over_runs"]
-            print(f"rows {used:>11,}  bootstrap {b:>4}  wall {wall:7.2f} s  peak RSS {peak:5.2f} GiB  "
-                  f"(model_1 delta_API {d_api:.4f})", flush=True)
+            print(f"rows {used:>11,}  bootstrap {b:>4}  wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {peak:5.2f} GiB"
+                  f"  load {os.getloadavg()[0]:.2f}  (model_1 delta_API {d_api:.4f})", flush=True)
             if not b:
-                print(f"    ratio to DuckDB's bare query: {wall / base:.1f}x", flush=True)
+                print(f"    ratio to DuckDB's bare query: {wall / base:.1f}x wall, {cpu / base_cpu:.1f}x CPU",
+                      flush=True)
             results.append((used, b, wall, peak))
             if args.compare:
-                wall2, peak2, res2 = run_cli(study, b, args.compare)
+                wall2, peak2, res2, _ = run_cli(study, b, args.compare)
                 diff = _max_difference(res["groups"], res2["groups"])
                 print(f"    {args.compare}: wall {wall2:7.2f} s  peak RSS {peak2:5.2f} GiB (client)  "
                       f"largest difference from {args.engine}: {diff:.3g}", flush=True)

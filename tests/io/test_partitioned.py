@@ -122,10 +122,16 @@ class TestHive:
 class TestAttemptIds:
     @pytest.mark.parametrize("engine", ENGINES)
     def test_attempt_columns_are_not_design_columns(self, plain, tmp_path, engine):
-        plain.to_parquet(tmp_path / "a.parquet")
+        ids = {"attempt", "request_id", "epoch", "custom_id"}
+        plain.assign(epoch=1 + np.arange(len(plain)) % 3,
+                     custom_id=[f"c{i}" for i in range(len(plain))]).to_parquet(tmp_path / "a.parquet")
         counts = tbs.read_study(_manifest(tmp_path, '"a.parquet"'), engine=engine).counts
-        assert not {"attempt", "request_id"} & set(counts.design_columns)
+        assert not ids & set(counts.design_columns)
         assert len(counts.table) == plain.groupby(["model", "run", "cluster_id", "query_id"]).ngroups
+        # the counts equal those of the same log without the id columns
+        plain.drop(columns=["attempt", "request_id"]).to_parquet(tmp_path / "b.parquet")
+        bare = tbs.read_study(_manifest(tmp_path, '"b.parquet"'), engine=engine).counts
+        pd.testing.assert_frame_equal(counts.table, bare.table)
 
     @pytest.mark.parametrize("engine", ["pandas", "duckdb"])
     def test_by_may_still_name_epoch(self, plain, tmp_path, engine):

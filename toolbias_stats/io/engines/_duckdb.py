@@ -216,28 +216,52 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         f._nested_error(nested or ["ordering"])
     keys = [c for c in COMBO_KEYS if c in cols]
 
-    def key_sql(c):
+    def key_sql(c, p=""):
         if c == "ordering" and f.types[c].startswith("VARCHAR["):
-            return f"CAST(to_json({_q(c)}) AS VARCHAR)"
-        return _q(c)
+            return f"CAST(to_json({p}{_q(c)}) AS VARCHAR)"
+        return p + _q(c)
 
-    if keys:
-        sel = ", ".join(f"{key_sql(c)} AS {_q(c)}" for c in keys)
-        ksel = ", ".join(f"CAST({key_sql(c)} AS VARCHAR) AS __k{i}" for i, c in enumerate(keys))
-        combos = con.execute(f"SELECT {sel}, {ksel}, count(*) AS n FROM {t0} GROUP BY ALL").df()
-    else:
-        combos = pd.DataFrame({"n": [f.n_rows]})
+    # the distinct combinations, kept typed in DuckDB (the rows are joined to them on their own values)
+    sel = "".join(f"{key_sql(c)} AS {_q(c)}, " for c in keys)
+    ksel = "".join(f"CAST({key_sql(c)} AS VARCHAR) AS __k{i}, " for i, c in enumerate(keys))
+    hashed = f"hash({', '.join(_q(c) for c in keys)}) AS __h, " if keys else ""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {f.name}_combos AS SELECT *, {hashed}row_number() OVER () AS __ci "
+                f"FROM (SELECT {sel}{ksel}count(*) AS n FROM {t0}{' GROUP BY ALL' if keys else ''})")
+    combos = con.execute(f"SELECT * FROM {f.name}_combos ORDER BY __ci").df()
     for c in keys:
         combos[c] = combos[c].astype(object).where(combos[c].notna(), None)
     res = prepare_combos(combos[keys + ["n"]], catalog, positions=opts.get("positions", "error"), own_format=own)
-    mapped = pd.concat([combos[[f"__k{i}" for i in range(len(keys))]].astype(object), res], axis=1)
+    mapped = pd.concat([combos[["__ci"]], res], axis=1)
     for c in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "problem_column", "problem"):
         mapped[c] = mapped[c].astype(object).where(mapped[c].notna(), None)
+    # per combination, what every row of it shares: the cluster's size (null: not a cluster of the catalog), the
+    # chosen tool's catalog index and whether the status is one of ours (no per-row join with the catalog)
+    cl = _id_sql("cluster_id", f.types["cluster_id"], "c.") if "cluster_id" in keys else "r.cluster_new"
+    tl = (f"COALESCE(r.tool_new, {_id_sql('chosen_tool', f.types['chosen_tool'], 'c.')})" if "chosen_tool" in keys
+          else "CAST(NULL AS VARCHAR)")
+    stx = "c.status" if "status" in keys else "r.status_new"
+    statuses = ", ".join(_lit(s) for s in STATUSES)
     con.register(f"{f.name}_map_df", mapped)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {f.name}_map AS SELECT * FROM {f.name}_map_df")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {f.name}_map AS
+        SELECT c.*, r.* EXCLUDE (__ci), k.k AS __ksize, a.api_index AS __api,
+               COALESCE({stx} IS NOT NULL AND CAST({stx} AS VARCHAR) NOT IN ({statuses}), FALSE) AS __stbad,
+               {_status_code_sql(f"CAST({stx} AS VARCHAR)")} AS __scode
+        FROM {f.name}_combos c JOIN {f.name}_map_df r USING (__ci)
+        LEFT JOIN __clusters k ON k.cluster_id = {cl}
+        LEFT JOIN __cat a ON a.cluster_id = {cl} AND a.tool_id = {tl}""")
     con.unregister(f"{f.name}_map_df")
-    on = " AND ".join(f"CAST({key_sql(c)} AS VARCHAR) IS NOT DISTINCT FROM m.__k{i}"
-                      for i, c in enumerate(keys)) or "TRUE"
+
+    def join_on(i, c):
+        # typed values are compared as they are (no text per row); floats and lists as text, as they were keyed
+        if f.types[c] in _INTEGER_TYPES or f.types[c] in ("VARCHAR", "BOOLEAN"):
+            return f"t.{_q(c)} IS NOT DISTINCT FROM m.{_q(c)}"
+        return f"CAST({key_sql(c, 't.')} AS VARCHAR) IS NOT DISTINCT FROM m.__k{i}"
+
+    on = " AND ".join(join_on(i, c) for i, c in enumerate(keys)) or "TRUE"
+    if keys and con.execute(f"SELECT count(DISTINCT __h) = count(*) FROM {f.name}_map").fetchone()[0]:
+        # one 64-bit hash of the row's key values instead of comparing them one by one: every row's combination
+        # is in the map, so a row meets exactly its own combination as long as no two combinations share a hash
+        on = f"hash({', '.join(key_sql(c, 't.') for c in keys)}) = m.__h"
     joined = f"{t0} t LEFT JOIN {f.name}_map m ON {on}"
     if res["problem"].notna().any():
         total = con.execute(f"SELECT count(*) FROM {joined} WHERE m.problem IS NOT NULL").fetchone()[0]
@@ -268,6 +292,7 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         if c not in cols:
             select.append(f"m.{new} AS {_q(c)}")
             types[c] = "VARCHAR"
+    select += ["m.__ksize AS __ksize", "m.__api AS __api", "m.__stbad AS __stbad", "m.__scode AS __scode"]
     # no ORDER BY (a sort of every row at every scan): each query that lists rows orders by __row itself
     con.execute(f"CREATE TEMP VIEW {f.name}_named AS SELECT {', '.join(select)} FROM {joined}")
     # attempt ids name attempts: two rows with one id are an error; otherwise repeats of a list are counted
@@ -295,12 +320,10 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
                                      for r, fr, h in zip(rows, firsts, hits)])
     elif not weighted and opts.get("duplicates", "count") == "count":
         ident = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in cols]
-        idsql = ", ".join(col_sql(c) for c in ident)
         # the identity columns pass the clean-up unchanged unless the cluster is derived or an ordering given:
         # then the file's own rows are counted (no join with the clean-up map)
         src = t0 if "cluster_id" in cols and "ordering" not in cols else named
-        repeats = con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {src})) "
-                              f"FROM {src}").fetchone()[0]
+        repeats = _repeats(con, src, [c for c in ident if c in types], types)
     # rows by status, from the distinct combinations (the status passes the clean-up unchanged when given)
     status_of = combos["status"] if "status" in keys else res["status_new"]
     f.status_counts = {}
@@ -311,6 +334,33 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
                        catalog=catalog, ignored=ignored, repeats=int(repeats))
     f.file_columns = [c for c in types]
     f.types = types
+
+
+def _repeats(con, src: str, ident, types) -> int:
+    """Rows of ``src`` whose identity (the columns ``ident``) an earlier row has: rows - distinct identities.
+
+    Columns not in the file (manifest values) are constant within it and left out. Integer and text columns are
+    compared as they are, others as text (as the pandas path's ``astype("string")``). With an integer rotation the
+    count runs per query (rotations 0..63 as a bit set: far fewer groups than rows); a rotation outside 0..63 or
+    missing falls back to the exact distinct count."""
+    def col(c):
+        t = types.get(c, "VARCHAR")
+        return _q(c) if t in _INTEGER_TYPES or t == "VARCHAR" else f"CAST({_q(c)} AS VARCHAR)"
+
+    if not ident:
+        return 0
+    if "rotation" in ident and types.get("rotation") in _INTEGER_TYPES:
+        rest = [col(c) for c in ident if c != "rotation"]
+        n_rep, other = con.execute(
+            f"SELECT sum(__n - __d), sum(__o) FROM (SELECT count_if(rotation BETWEEN 0 AND 63) AS __n, "
+            "bit_count(bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UBIGINT) << CAST(rotation AS "
+            "UBIGINT) END)) AS __d, count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) AS __o "
+            f"FROM {src}{' GROUP BY ' + ', '.join(rest) if rest else ''})").fetchone()
+        if not other:
+            return int(n_rep or 0)
+    idsql = ", ".join(col(c) for c in ident)
+    return int(con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {src})) "
+                           f"FROM {src}").fetchone()[0])
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -374,7 +424,9 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     union = " UNION ALL BY NAME ".join(f"SELECT * FROM {f.name}_valid" for f in files)
     con.execute(f"CREATE TEMP VIEW study AS {union}")
     weighted = any(f.weighted for f in files)
-    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted)
+    strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
+    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted,
+                                          duplicates=check_duplicates and strict)
     # the checks ran inside the scan; name the rows, stage by stage as SelectionLog.from_frame does
     if flags["bad1"] or flags["bad"]:
         for f in files:      # file by file, stage by stage: the first problems the pandas path would raise
@@ -382,7 +434,6 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
                 found = _run_checks(con, f, f"{f.name}_{view}", checks)
                 if found:
                     _raise([found])
-    strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
     if check_duplicates and strict and flags["maybe_duplicates"]:
         _check_duplicates(con, files, design, weighted)
     diagnostics = {}
@@ -539,12 +590,11 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                        lambda v: f"expected an integer >= 1, got {v!r}"))
     if f.weighted:
         checks += _count_checks(f.types[COUNT_COLUMN])
-    statuses = ", ".join(_lit(s) for s in STATUSES)
-    checks.append(("status", f"status IS NOT NULL AND CAST(status AS VARCHAR) NOT IN ({statuses})", "status",
-                   lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
+    # the status and the cluster are checked once per distinct combination (``__stbad``, ``__ksize``: _prepare)
+    checks.append(("status", "__stbad", "status", lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
     cid = _id_sql("cluster_id", f.types["cluster_id"])
     known = sorted(catalog.clusters)
-    checks.append(("cluster_id", f"cluster_id IS NOT NULL AND {cid} NOT IN (SELECT cluster_id FROM __clusters)", cid,
+    checks.append(("cluster_id", "cluster_id IS NOT NULL AND __ksize IS NULL", cid,
                    lambda v: f"unknown cluster id {v!r} (catalog {catalog.source} has {known})"))
     # Stage 1 runs inside the aggregation too (as a flag per row); its rows are listed only when one is bad.
     f.stage1 = checks
@@ -586,10 +636,9 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     # ``rot``: the rotation that defines the list when no ordering is given (positions then follow from the
     # catalog index by arithmetic: tool j is shown at ((j - r) mod K) + 1 under rotation r; no strings).
     con.execute(f"""CREATE TEMP VIEW {o}_base AS
-        SELECT t.*, k.k AS k, a.api_index AS api_index,
-               CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND k.k THEN t.rotation END AS rot
-        FROM (SELECT {', '.join(select)} FROM {named}) t LEFT JOIN __clusters k USING (cluster_id)
-        LEFT JOIN __cat a ON a.cluster_id = t.cluster_id AND a.tool_id = t.chosen_tool_in""")
+        SELECT t.* EXCLUDE (__ksize, __api), t.__ksize AS k, t.__api AS api_index,
+               CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND t.__ksize THEN t.rotation END AS rot
+        FROM (SELECT {', '.join(select)}, __ksize, __api, __scode FROM {named}) t""")
     # stage 2: rotations, orderings, tools, positions, provenance
     # An ordering is the whole list shown (issue 20: it may offer tools of other clusters or none): per distinct
     # (cluster, ordering), the cluster's tools shown (n_in), the list length and the rank of each list position
@@ -611,10 +660,14 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                 "n_list BIGINT, rank_at BIGINT[])")
     if info:
         con.executemany(f"INSERT INTO {o}_info VALUES (?, ?, ?, ?, ?)", info)
-    con.execute(f"""CREATE TEMP VIEW {o} AS
-        SELECT b.*, i.n_in AS __n_in, i.n_list AS __n_list, i.rank_at AS __rank_at
-        FROM {o}_base b LEFT JOIN {o}_info i ON i.cluster_id = CAST(b.cluster_id AS VARCHAR)
-        AND i.ordering_in = b.ordering_in""")
+    if info:
+        con.execute(f"""CREATE TEMP VIEW {o} AS
+            SELECT b.*, i.n_in AS __n_in, i.n_list AS __n_list, i.rank_at AS __rank_at
+            FROM {o}_base b LEFT JOIN {o}_info i ON i.cluster_id = CAST(b.cluster_id AS VARCHAR)
+            AND i.ordering_in = b.ordering_in""")
+    else:   # no row gives an ordering: nothing to join
+        con.execute(f"""CREATE TEMP VIEW {o} AS SELECT b.*, CAST(NULL AS BIGINT) AS __n_in,
+            CAST(NULL AS BIGINT) AS __n_list, CAST(NULL AS BIGINT[]) AS __rank_at FROM {o}_base b""")
     ncand = ("CASE WHEN ordering_in IS NOT NULL THEN __n_in WHEN rot IS NOT NULL THEN k "
              "ELSE COALESCE(n_candidates_in, k) END")
     nlist = f"CASE WHEN ordering_in IS NOT NULL THEN __n_list ELSE {ncand} END"
@@ -653,7 +706,7 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                CAST({derived_pos} AS BIGINT) AS chosen_position,
                CAST(CASE WHEN ordering_in IS NULL THEN {derived_pos}
                          ELSE NULLIF(__rank_at[{derived_pos}], 0) END AS BIGINT) AS chosen_rank,
-               status, raw_choice_in,
+               status, __scode, raw_choice_in,
                CASE WHEN __bad1 THEN 0 ELSE {weight} END AS __w
         FROM {o}""")
 
@@ -722,8 +775,8 @@ _DUP_COUNTERS = ("count_if(rotation BETWEEN 0 AND 63) AS __nin, "
                  "AS __nother, count_if(__bad) AS __bad, count_if(__bad1) AS __bad1")
 
 
-def _status_code_sql() -> str:
-    return "CASE status " + " ".join(f"WHEN {_lit(st)} THEN {i}" for i, st in enumerate(STATUSES)) + " END"
+def _status_code_sql(status: str = "status") -> str:
+    return f"CASE {status} " + " ".join(f"WHEN {_lit(st)} THEN {i}" for i, st in enumerate(STATUSES)) + " END"
 
 
 def _weighted_sums(k_max) -> list[str]:
@@ -736,8 +789,11 @@ def _weighted_sums(k_max) -> list[str]:
             + [f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS rows_{st}" for st in STATUSES])
 
 
-def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weighted=False):
+def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weighted=False, duplicates=True):
     """Count the validated rows: the table, the cells and the flags of the checks run inside the scan.
+
+    ``duplicates``: whether the duplicate check will run (at level "cluster" its pre-check is a scan of its own,
+    skipped when repeats are counted rather than refused).
 
     ``weighted``: an aggregated study (a ``count`` column): every count is a sum of ``__w`` and the table gets
     the ``rows_*`` columns (rows by status)."""
@@ -766,7 +822,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
         packed = (f"CAST(sum(CASE WHEN api_index IS NOT NULL THEN CAST(1 AS BIGINT) << ({bits} * (api_index - 1)) "
                   f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_rank BETWEEN 1 AND {slots} THEN "
                   f"CAST(1 AS BIGINT) << ({bits} * (chosen_rank - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
-                  f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * {_status_code_sql()})) AS BIGINT) AS __status")
+                  f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * __scode)) AS BIGINT) AS __status")
         con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                     f"count(*) AS __n, {packed}, {_DUP_COUNTERS} FROM study GROUP BY ALL")
         bad1, bad, maybe_dup, n_max = con.execute(
@@ -795,7 +851,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
     else:
         # per cluster: one row per (keys, tool, position, status) from the scan, pivoted here (few rows)
         cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_rank, "
-                            f"{_status_code_sql()} AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
+                            f"__scode AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
                             f"count(*) AS __r, count_if(__bad) AS __bad, "
                             f"count_if(__bad1) AS __bad1 FROM study GROUP BY ALL").df()
         flags = {"bad1": bool(cells["__bad1"].any()), "bad": bool(cells["__bad"].any())}
@@ -825,6 +881,8 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
             for j, nm in enumerate(ROW_COLUMNS):
                 table[nm] = grid[:, j]
             flags["maybe_duplicates"] = True
+        elif not duplicates:
+            flags["maybe_duplicates"] = False
         else:
             n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
                                 f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
