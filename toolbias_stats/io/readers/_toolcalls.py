@@ -35,7 +35,7 @@ try:          # optional: a faster JSON decoder giving the same values (the stan
 except ImportError:   # pragma: no cover - exercised by the tests that hide msgspec
     _msgspec = None
 
-__all__ = ["Attempt", "JsonLine", "read_json_lines", "build_log", "query_key", "short", "CUSTOM_ID_RE"]
+__all__ = ["Attempt", "AttemptColumns", "BatchShape", "KEEP", "JsonLine", "read_json_lines", "build_log", "query_key", "short", "CUSTOM_ID_RE"]
 
 #: How many characters of free text (answers, refusals, error messages) ``raw_choice`` keeps.
 RAW_CHARS = 200
@@ -760,6 +760,171 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
     return attempts
 
 
+@dataclass(frozen=True)
+class BatchShape:
+    """How a reader reads the *plain* lines of a batch: the shape nearly every line of a real batch has, decoded
+    into msgspec Structs of only the fields read (tool descriptions and schemas are skipped).
+
+    ``request`` / ``response``: msgspec decoders of a request / result line. ``read_request(line)`` gives
+    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing)`` and ``read_response(line)``
+    gives ``(status, name, raw, n_calls, flags added)`` (``KEEP``: the request's value stays), exactly what the
+    reader's ``parse_request`` / ``parse_response`` give for that line; either returns None for a line it does
+    not read the same way (a forcing ``tool_choice`` object, an HTTP error, an empty name ...): that line is then
+    decoded in full and parsed as before.
+    """
+
+    request: object
+    read_request: object
+    response: object
+    read_response: object
+
+
+def batch_shape(line, output, read_request, read_response) -> BatchShape:
+    """The :class:`BatchShape` of a reader: msgspec Struct types of a plain request / result line and the reads."""
+    return BatchShape(_msgspec.json.Decoder(line), read_request, _msgspec.json.Decoder(output), read_response)
+
+
+#: In :class:`BatchShape` results: the field is left as the request set it.
+KEEP = object()
+
+
+def _batch_lines(path: Path, what: str):
+    check_regular_file(path, what)
+    return _file_lines(path)
+
+
+def read_batch_columns(requests: Path, responses: Path, shape, parse_request, parse_response):
+    """The attempts of a batch (requests joined to results by ``custom_id``) as :class:`AttemptColumns`, or None.
+
+    The fast way of :func:`join_batch` for a batch without problems: each line is decoded by ``shape``'s
+    Structs (or in full, when it is not plain) and kept as a few values, results are matched to requests by
+    position, and the attempts are built as columns. Whenever anything is not ordinary -- a line that does not
+    decode, is not an object or has no custom_id, a duplicate custom_id, a result without its request, a parse
+    that raises, an empty or unreadable file, no msgspec -- it returns None and :func:`join_batch` reads the
+    batch (it words every problem). The attempts are exactly those :func:`join_batch` gives.
+    """
+    if _msgspec is None or shape is None:
+        return None
+    try:
+        req_pieces, req_open = _batch_lines(requests, "request file")
+        res_pieces, res_open = _batch_lines(responses, "response file")
+    except SelectionLogError:
+        return None
+    src = str(requests)
+    decode, plain = shape.request.decode, shape.read_request
+    index, reqs = {}, []          # custom_id -> position; per request (custom_id, line, tools, query_id, query
+    # text, cluster, forcing, flags, status, name, raw, n_calls)
+    for i, raw in enumerate(req_pieces):
+        rec = None
+        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+            try:
+                rec = plain(decode(raw))
+            except FAST_ERRORS:
+                rec = None
+        if rec is not None:
+            cid = rec[0]
+            rec = (cid, i + 1, rec[1], rec[2], rec[3], rec[4], rec[5], (), "no_call", None, None, 0)
+        else:
+            jl = _line(req_pieces, i, req_open)
+            if jl is None:
+                continue
+            value = jl.value
+            if jl.error is not None or type(value) is not dict:
+                return None
+            cid = value.get("custom_id")
+            if type(cid) is not str or not cid:
+                return None
+            try:
+                att = parse_request(value, requests, i + 1)
+            except Exception:   # noqa: BLE001 - join_batch raises it at its place
+                return None
+            rec = (cid, att.source_row, att.tools, att.query_id, att.query_text, att.cluster, att.forced, att.flags,
+                   att.status, att.name, att.raw, att.n_calls)
+        if cid in index:
+            return None
+        index[cid] = len(reqs)
+        reqs.append(rec)
+    if not reqs:
+        return None
+    outs = [None] * len(reqs)
+    got = bytearray(len(reqs))
+    decode, plain = shape.response.decode, shape.read_response
+    n_res = 0
+    for i, raw in enumerate(res_pieces):
+        out = None
+        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+            try:
+                line = decode(raw)
+                out = plain(line)
+            except FAST_ERRORS:
+                out = None
+        if out is not None:
+            cid = line.custom_id
+        else:
+            jl = _line(res_pieces, i, res_open)
+            if jl is None:
+                continue
+            value = jl.value
+            if jl.error is not None or type(value) is not dict:
+                return None
+            cid = value.get("custom_id")
+            if type(cid) is not str or not cid:
+                return None
+        n_res += 1
+        pos = index.get(cid)
+        if pos is None or got[pos]:
+            return None
+        got[pos] = 1
+        rec = reqs[pos]
+        if rec[8] == "parse_error":        # the request's own error stands; its result is not read
+            continue
+        if out is None:
+            att = Attempt(src, rec[1], rec[2], rec[8], rec[9], rec[10], rec[11], rec[3], rec[4], "", rec[7],
+                          rec[6], rec[5])
+            try:
+                parse_response(value, att)
+            except Exception:   # noqa: BLE001 - join_batch raises it at its place
+                return None
+            outs[pos] = (att.status, att.name, att.raw, att.n_calls, att.flags)
+        else:
+            status, name, text, n, added = out
+            outs[pos] = (status, rec[9] if name is KEEP else name, rec[10] if text is KEEP else text,
+                         rec[11] if n is KEEP else n, rec[7] + added if added else rec[7])
+    if not n_res:
+        return None
+    where = Path(responses).name
+    cols = {k: [] for k in ("cid", "row", "tools", "qid", "text", "cluster", "forced", "flags", "status", "name",
+                            "raw", "n_calls")}
+    final = []
+    for rec, out, seen in zip(reqs, outs, got):
+        if out is not None:
+            rec = rec[:7] + (out[4], out[0], out[1], out[2], out[3])
+        elif not seen:
+            rec = rec[:7] + (rec[7] + ("missing_response",), "parse_error", rec[9],
+                             f"no response for custom_id {rec[0]!r} in {where}", rec[11])
+        final.append(rec)
+    for k, v in zip(cols, zip(*final)):
+        cols[k] = list(v)
+    n = len(final)
+    return AttemptColumns(source_file=[src] * n, source_row=cols["row"], tools=cols["tools"],
+                          status=cols["status"], name=cols["name"], raw=cols["raw"], n_calls=cols["n_calls"],
+                          query_id=cols["qid"], query_text=cols["text"], label=_CustomIdLabels(cols["cid"]),
+                          flags=cols["flags"], forced=cols["forced"], cluster=cols["cluster"], no_list=[False] * n)
+
+
+class _CustomIdLabels:
+    """``label[i]`` of a batch attempt: ``custom_id '...'`` (worded only when a message needs it)."""
+
+    def __init__(self, cids):
+        self.cids = cids
+
+    def __getitem__(self, i):
+        return f"custom_id {self.cids[i]!r}"
+
+    def __len__(self):
+        return len(self.cids)
+
+
 def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Attempt]:
     """One JSONL of ``{"request": ..., "response": ...}`` objects; a malformed line is an error (its tool list
     cannot be read); ``response`` null or absent is a ``parse_error`` row."""
@@ -793,18 +958,25 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Atte
 
 
 def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, meta, responses, clusters,
-                     subsets, request_schema=None) -> SelectionLog:
+                     subsets, request_schema=None, batch=None) -> SelectionLog:
     """The shared wiring of the request/response readers (``openai``, ``anthropic``): read the attempts
     (:func:`read_attempts`), resolve the clusters from the tool lists offered (a catalog, declared clusters or
-    inferred ones) and build the log; the cluster source and the responses file go into the diagnostics."""
+    inferred ones) and build the log; the cluster source and the responses file go into the diagnostics.
+    ``batch``: the reader's :class:`BatchShape` (a batch is then read column by column, see
+    :func:`read_batch_columns`)."""
     from .._clusters import catalog_for
 
     path = Path(path)
     check_meta(meta, path)
     with paused_gc():
-        attempts = read_attempts(path, responses, parse_request, parse_response, fmt, request_schema=request_schema)
-        cs = catalog_for(offered_lists(attempts), catalog=catalog, clusters=clusters)
-        return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
+        cols = None
+        if responses is not None:
+            cols = read_batch_columns(path, Path(responses), batch, parse_request, parse_response)
+        if cols is None:
+            cols = AttemptColumns.from_attempts(read_attempts(path, responses, parse_request, parse_response, fmt,
+                                                              request_schema=request_schema))
+        cs = catalog_for(cols.offered(), catalog=catalog, clusters=clusters)
+        return build_log(cols, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
                          extra_diagnostics={"cluster_source": str(cs),
                                             "responses": None if responses is None else str(responses)})
 
