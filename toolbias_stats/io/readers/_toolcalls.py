@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -245,6 +246,9 @@ _FIELDS = ("source_file", "source_row", "tools", "status", "name", "raw", "n_cal
            "label", "flags", "forced", "cluster", "no_list")
 
 
+_ATTEMPT_FIELDS = attrgetter(*_FIELDS)
+
+
 class AttemptColumns:
     """Attempts as parallel lists (one entry per attempt, the fields of :class:`Attempt`): what
     :func:`build_log` reads. ``label`` may be any indexable (the batch readers name a row by its custom_id only
@@ -258,8 +262,8 @@ class AttemptColumns:
 
     @classmethod
     def from_attempts(cls, attempts) -> AttemptColumns:
-        attempts = list(attempts)
-        return cls(**{k: [getattr(a, k) for a in attempts] for k in _FIELDS})
+        cols = list(zip(*map(_ATTEMPT_FIELDS, attempts)))
+        return cls(**{k: list(c) for k, c in zip(_FIELDS, cols)}) if cols else cls(**{k: [] for k in _FIELDS})
 
     def __len__(self):
         return len(self.source_row)
@@ -812,8 +816,8 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
         return None
     src = str(requests)
     decode, plain = shape.request.decode, shape.read_request
-    index, reqs = {}, []          # custom_id -> position; per request (custom_id, line, tools, query_id, query
-    # text, cluster, forcing, flags, status, name, raw, n_calls)
+    index, reqs, rows = {}, [], []    # custom_id -> position; (custom_id, tools, query_id, query text, cluster,
+    unusual = {}                      # forcing) and line of each request; position -> its Attempt (not plain)
     for i, raw in enumerate(req_pieces):
         rec = None
         if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
@@ -821,10 +825,7 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
                 rec = plain(decode(raw))
             except FAST_ERRORS:
                 rec = None
-        if rec is not None:
-            cid = rec[0]
-            rec = (cid, i + 1, rec[1], rec[2], rec[3], rec[4], rec[5], (), "no_call", None, None, 0)
-        else:
+        if rec is None:
             jl = _line(req_pieces, i, req_open)
             if jl is None:
                 continue
@@ -838,16 +839,23 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
                 att = parse_request(value, requests, i + 1)
             except Exception:   # noqa: BLE001 - join_batch raises it at its place
                 return None
-            rec = (cid, att.source_row, att.tools, att.query_id, att.query_text, att.cluster, att.forced, att.flags,
-                   att.status, att.name, att.raw, att.n_calls)
+            unusual[len(reqs)] = att
+            rec = (cid, att.tools, att.query_id, att.query_text, att.cluster, att.forced)
+        cid = rec[0]
         if cid in index:
             return None
         index[cid] = len(reqs)
         reqs.append(rec)
-    if not reqs:
+        rows.append(i + 1)
+    n = len(reqs)
+    if not n:
         return None
-    outs = [None] * len(reqs)
-    got = bytearray(len(reqs))
+    # what the model did, as parse_request leaves it, then as the results say
+    status, names, texts, n_calls, flags = ["no_call"] * n, [None] * n, [None] * n, [0] * n, [()] * n
+    for pos, att in unusual.items():
+        status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
+                                                                          att.n_calls, att.flags)
+    got = bytearray(n)
     decode, plain = shape.response.decode, shape.read_response
     n_res = 0
     for i, raw in enumerate(res_pieces):
@@ -875,41 +883,42 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
         if pos is None or got[pos]:
             return None
         got[pos] = 1
-        rec = reqs[pos]
-        if rec[8] == "parse_error":        # the request's own error stands; its result is not read
+        if status[pos] == "parse_error":        # the request's own error stands; its result is not read
             continue
         if out is None:
-            att = Attempt(src, rec[1], rec[2], rec[8], rec[9], rec[10], rec[11], rec[3], rec[4], "", rec[7],
-                          rec[6], rec[5])
+            rec = reqs[pos]
+            att = Attempt(src, rows[pos], rec[1], status[pos], names[pos], texts[pos], n_calls[pos], rec[2], rec[3],
+                          "", flags[pos], rec[5], rec[4])
             try:
                 parse_response(value, att)
             except Exception:   # noqa: BLE001 - join_batch raises it at its place
                 return None
-            outs[pos] = (att.status, att.name, att.raw, att.n_calls, att.flags)
+            status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
+                                                                              att.n_calls, att.flags)
         else:
-            status, name, text, n, added = out
-            outs[pos] = (status, rec[9] if name is KEEP else name, rec[10] if text is KEEP else text,
-                         rec[11] if n is KEEP else n, rec[7] + added if added else rec[7])
+            st, name, text, k, added = out
+            status[pos] = st
+            if name is not KEEP:
+                names[pos] = name
+            if text is not KEEP:
+                texts[pos] = text
+            if k is not KEEP:
+                n_calls[pos] = k
+            if added:
+                flags[pos] += added
     if not n_res:
         return None
-    where = Path(responses).name
-    cols = {k: [] for k in ("cid", "row", "tools", "qid", "text", "cluster", "forced", "flags", "status", "name",
-                            "raw", "n_calls")}
-    final = []
-    for rec, out, seen in zip(reqs, outs, got):
-        if out is not None:
-            rec = rec[:7] + (out[4], out[0], out[1], out[2], out[3])
-        elif not seen:
-            rec = rec[:7] + (rec[7] + ("missing_response",), "parse_error", rec[9],
-                             f"no response for custom_id {rec[0]!r} in {where}", rec[11])
-        final.append(rec)
-    for k, v in zip(cols, zip(*final)):
-        cols[k] = list(v)
-    n = len(final)
-    return AttemptColumns(source_file=[src] * n, source_row=cols["row"], tools=cols["tools"],
-                          status=cols["status"], name=cols["name"], raw=cols["raw"], n_calls=cols["n_calls"],
-                          query_id=cols["qid"], query_text=cols["text"], label=_CustomIdLabels(cols["cid"]),
-                          flags=cols["flags"], forced=cols["forced"], cluster=cols["cluster"], no_list=[False] * n)
+    if n_res < n:
+        where = Path(responses).name
+        for pos in range(n):
+            if not got[pos]:
+                status[pos] = "parse_error"
+                texts[pos] = f"no response for custom_id {reqs[pos][0]!r} in {where}"
+                flags[pos] += ("missing_response",)
+    cids, tools, qids, qtexts, clusters, forced = (list(c) for c in zip(*reqs))
+    return AttemptColumns(source_file=[src] * n, source_row=rows, tools=tools, status=status, name=names, raw=texts,
+                          n_calls=n_calls, query_id=qids, query_text=qtexts, label=_CustomIdLabels(cids),
+                          flags=flags, forced=forced, cluster=clusters, no_list=[False] * n)
 
 
 class _CustomIdLabels:

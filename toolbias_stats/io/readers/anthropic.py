@@ -100,14 +100,14 @@ _REQUEST_LINE = typed_decoder(_Line, lambda line: True)
 # these fields; any other shape does not decode, and the line is then decoded in full and read by parse_request /
 # parse_response.
 if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
-    class _PTool(_msgspec.Struct):
+    class _PTool(_msgspec.Struct, gc=False):
         name: str
 
-    class _PMsg(_msgspec.Struct):
+    class _PMsg(_msgspec.Struct, gc=False):
         role: Any = None
         content: Any = None
 
-    class _PParams(_msgspec.Struct):
+    class _PParams(_msgspec.Struct, gc=False):
         tools: list[_PTool]
         messages: list[_PMsg] | None = None
         tool_choice: Any = None
@@ -115,30 +115,30 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
         metadata: Any = None
         cluster_id: Any = None
 
-    class _PLine(_msgspec.Struct):
+    class _PLine(_msgspec.Struct, gc=False):
         custom_id: str
         params: _PParams
         query_id: Any = _msgspec.UNSET
         metadata: Any = None
         cluster_id: Any = None
 
-    class _PBlock(_msgspec.Struct):
+    class _PBlock(_msgspec.Struct, gc=False):
         type: Any = None
         name: Any = None
         text: Any = _msgspec.UNSET
         content: Any = None
 
-    class _PMessage(_msgspec.Struct):
+    class _PMessage(_msgspec.Struct, gc=False):
         content: list[_PBlock]
         type: Any = None
         stop_reason: Any = None
 
-    class _PResult(_msgspec.Struct):
+    class _PResult(_msgspec.Struct, gc=False):
         type: Any = None
         message: _PMessage | None = None
         error: Any = None
 
-    class _POutput(_msgspec.Struct):
+    class _POutput(_msgspec.Struct, gc=False):
         custom_id: str
         result: _PResult
 

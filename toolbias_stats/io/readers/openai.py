@@ -212,18 +212,18 @@ def _query_id(*objs):
 # only these fields; any other shape (a missing or mistyped field) does not decode, and the line is then decoded
 # in full and read by parse_request / parse_response.
 if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
-    class _PNamed(_msgspec.Struct):
+    class _PNamed(_msgspec.Struct, gc=False):
         name: str
 
-    class _PTool(_msgspec.Struct):
+    class _PTool(_msgspec.Struct, gc=False):
         type: Literal["function"]
         function: _PNamed
 
-    class _PMsg(_msgspec.Struct):
+    class _PMsg(_msgspec.Struct, gc=False):
         role: Any = None
         content: Any = None
 
-    class _PBody(_msgspec.Struct):
+    class _PBody(_msgspec.Struct, gc=False):
         tools: list[_PTool]
         messages: list[_PMsg]
         tool_choice: Any = _msgspec.UNSET
@@ -232,31 +232,31 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
         metadata: Any = None
         cluster_id: Any = None
 
-    class _PLine(_msgspec.Struct):
+    class _PLine(_msgspec.Struct, gc=False):
         custom_id: str
         body: _PBody
         query_id: Any = None
         metadata: Any = None
         cluster_id: Any = None
 
-    class _PMessage(_msgspec.Struct):
+    class _PMessage(_msgspec.Struct, gc=False):
         tool_calls: list[_PTool] | None = None
         content: Any = None
         refusal: Any = None
         function_call: Any = None
 
-    class _PChoice(_msgspec.Struct):
+    class _PChoice(_msgspec.Struct, gc=False):
         message: _PMessage
         finish_reason: Any = None
 
-    class _PChatBody(_msgspec.Struct):
+    class _PChatBody(_msgspec.Struct, gc=False):
         choices: list[_PChoice]
 
-    class _PResponse(_msgspec.Struct):
+    class _PResponse(_msgspec.Struct, gc=False):
         body: _PChatBody
         status_code: Any = None
 
-    class _POutput(_msgspec.Struct):
+    class _POutput(_msgspec.Struct, gc=False):
         custom_id: str
         response: _PResponse
         error: Any = None

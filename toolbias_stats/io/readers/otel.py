@@ -171,7 +171,13 @@ def _any(v):
 
 
 def _attrs(obj) -> dict:
-    return {a.get("key"): _any(a.get("value")) for a in obj.get("attributes") or [] if isinstance(a, dict)}
+    out = {}
+    for a in obj.get("attributes") or []:
+        if isinstance(a, dict):
+            v = a.get("value")
+            # a string value (nearly every gen_ai attribute) read at once, anything else by _any
+            out[a.get("key")] = v["stringValue"] if type(v) is dict and "stringValue" in v else _any(v)
+    return out
 
 
 class _Span:
