@@ -19,7 +19,7 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._clusters import catalog_for
 from .._selection_log import SelectionLog
-from ._common import check_meta, utf8_message, utf8_position
+from ._common import check_meta, check_regular_file, utf8_message, utf8_position
 from ._toolcalls import (FAST_ERRORS, Attempt, api_error, build_log, fast_json, message_text, paused_gc,
                          read_json_lines, short)
 from .openai import _tool_name
@@ -100,6 +100,10 @@ def _load(path: Path) -> list[tuple[int, dict]]:
     """``[(line, ExportTraceServiceRequest), ...]``: one JSON document, or JSON Lines of them."""
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
+    if path.is_dir():
+        raise SelectionLogError(problem(path, None, None, "expected an OTLP JSON trace file, got a folder (read_otel "
+                                                          "reads one file: give the path of each trace file)"))
+    check_regular_file(path, "trace file")    # a device (/dev/zero), a pipe, a file too large to hold in memory
     doc = _fast_document(path)
     if doc is not None:
         docs = [(1, doc)]
