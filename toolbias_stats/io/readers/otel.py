@@ -185,21 +185,18 @@ def _attrs(obj) -> dict:
 
 
 class _Span:
-    __slots__ = ("n", "line", "span", "attrs", "trace", "id", "parent", "start")
+    __slots__ = ("n", "line", "span", "attrs", "trace", "id", "parent", "start", "op")
 
     def __init__(self, n, line, span):
         self.n, self.line, self.span = n, line, span
         self.attrs = _attrs(span)
+        self.op = self.attrs.get("gen_ai.operation.name")
         self.trace, self.id = span.get("traceId"), span.get("spanId")
         self.parent = span.get("parentSpanId") or None
         try:
             self.start = int(span.get("startTimeUnixNano") or 0)
         except (TypeError, ValueError):
             self.start = 0
-
-    @property
-    def op(self):
-        return self.attrs.get("gen_ai.operation.name")
 
     def label(self):
         return f"span {self.n} ({self.span.get('name')!r}, spanId {self.id})"
@@ -229,7 +226,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     index = []           # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
     if declared:
         for s in without:
-            a = _attempt(path, s, [], spans, index=index)
+            a = _attempt(str(path), s, [], spans, index=index)
             if a.status == "call" or a.cluster is not None:
                 a.tools, a.no_list = None, True
                 no_list.append(a)
@@ -260,7 +257,8 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
             names_of[raw] = tools_of[s.n]
     if problems:
         raise SelectionLogError(problems)
-    attempts = [_attempt(path, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
+    src = str(path)
+    attempts = [_attempt(src, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
     attempts.sort(key=lambda a: a.source_row)
     extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
     if no_list:
@@ -295,17 +293,18 @@ def _decode_attribute(value: str):
         return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
 
 
-def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
+def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attempt:
     unnamed = None in names
-    att = Attempt(str(path), s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
+    att = Attempt(path, s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
                   label=s.label())
     if unnamed:
         att.flags += ("unnamed_tools_not_candidates",)
-    qid = s.attrs.get("query_id")
+    attrs = s.attrs
+    qid = attrs.get("query_id")
     att.query_id = None if qid is None else str(qid)
-    cl = s.attrs.get("cluster_id")
+    cl = attrs.get("cluster_id")
     att.cluster = None if cl is None else str(cl)
-    raw_in = s.attrs.get("gen_ai.input.messages")
+    raw_in = attrs.get("gen_ai.input.messages")
     if cache is not None and isinstance(raw_in, str):      # the same messages again: the same query text
         key = ("query", raw_in)
         if key not in cache:
