@@ -36,7 +36,8 @@ try:          # optional: a faster JSON decoder giving the same values (the stan
 except ImportError:   # pragma: no cover - exercised by the tests that hide msgspec
     _msgspec = None
 
-__all__ = ["Attempt", "AttemptColumns", "BatchShape", "KEEP", "JsonLine", "read_json_lines", "build_log", "query_key", "short", "CUSTOM_ID_RE"]
+__all__ = ["Attempt", "AttemptColumns", "BatchShape", "KEEP", "JsonLine", "read_json_lines", "read_batch_columns",
+           "build_log", "query_key", "short", "tool_names", "CUSTOM_ID_RE"]
 
 #: How many characters of free text (answers, refusals, error messages) ``raw_choice`` keeps.
 RAW_CHARS = 200
@@ -770,7 +771,8 @@ class BatchShape:
     into msgspec Structs of only the fields read (tool descriptions and schemas are skipped).
 
     ``request`` / ``response``: msgspec decoders of a request / result line. ``read_request(line)`` gives
-    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing)`` and ``read_response(line)``
+    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing)`` (``read_request(line, lists)``,
+    ``lists`` a dict the reader may keep what it works out per distinct tool list in) and ``read_response(line)``
     gives ``(status, name, raw, n_calls, flags added)`` (``KEEP``: the request's value stays), exactly what the
     reader's ``parse_request`` / ``parse_response`` give for that line; either returns None for a line it does
     not read the same way (a forcing ``tool_choice`` object, an HTTP error, an empty name ...): that line is then
@@ -786,6 +788,22 @@ class BatchShape:
 def batch_shape(line, output, read_request, read_response) -> BatchShape:
     """The :class:`BatchShape` of a reader: msgspec Struct types of a plain request / result line and the reads."""
     return BatchShape(_msgspec.json.Decoder(line), read_request, _msgspec.json.Decoder(output), read_response)
+
+
+#: Most distinct tool-list texts :func:`tool_names` keeps (beyond, each further one is decoded every time).
+_MAX_LISTS = 65_536
+
+
+def tool_names(raw, lists: dict, decoder, names):
+    """``names(decoder.decode(raw))`` of a tool list's JSON text (a ``msgspec.Raw``), worked out once per distinct
+    text (kept in ``lists``). A text the decoder refuses raises (the line is then not plain)."""
+    key = bytes(raw)
+    hit = lists.get(key)
+    if hit is None:
+        hit = names(decoder.decode(raw))
+        if len(lists) < _MAX_LISTS:
+            lists[key] = hit
+    return hit
 
 
 #: In :class:`BatchShape` results: the field is left as the request set it.
@@ -816,13 +834,14 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
         return None
     src = str(requests)
     decode, plain = shape.request.decode, shape.read_request
+    lists = {}                        # tool names by the text of a tool list
     index, reqs, rows = {}, [], []    # custom_id -> position; (custom_id, tools, query_id, query text, cluster,
     unusual = {}                      # forcing) and line of each request; position -> its Attempt (not plain)
     for i, raw in enumerate(req_pieces):
         rec = None
         if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
             try:
-                rec = plain(decode(raw))
+                rec = plain(decode(raw), lists)
             except FAST_ERRORS:
                 rec = None
         if rec is None:

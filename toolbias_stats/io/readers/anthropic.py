@@ -11,7 +11,8 @@ from typing import Any, TypedDict
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._toolcalls import (KEEP, _msgspec, Attempt, _error_text, api_error, batch_shape, message_text, offered_lists,
-                         read_attempts, read_request_log, paused_gc, record_field, short, typed_decoder)
+                         read_attempts, read_request_log, paused_gc, record_field, short, tool_names,
+                         typed_decoder)
 
 __all__ = ["read_anthropic", "offered_anthropic"]
 
@@ -108,7 +109,7 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
         content: Any = None
 
     class _PParams(_msgspec.Struct, gc=False):
-        tools: list[_PTool]
+        tools: _msgspec.Raw          # decoded by _TOOLS once per distinct text (a batch repeats a few lists)
         messages: list[_PMsg] | None = None
         tool_choice: Any = None
         query_id: Any = _msgspec.UNSET
@@ -146,8 +147,8 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
 _TEXT_BLOCKS = ("text", "input_text", "output_text")
 
 
-def _plain_request(ln):
-    """parse_request of a plain batch request line (see BatchShape)."""
+def _plain_request(ln, lists):
+    """parse_request of a plain batch request line (see BatchShape); ``lists``: tool names by tools text."""
     cid = ln.custom_id
     if not cid:
         return None
@@ -176,7 +177,11 @@ def _plain_request(ln):
     if ln.cluster_id is not None or ln.metadata is not None or p.cluster_id is not None or p.metadata is not None:
         cluster = record_field("cluster_id", None, {"cluster_id": ln.cluster_id, "metadata": ln.metadata},
                                {"cluster_id": p.cluster_id, "metadata": p.metadata})
-    return cid, tuple([t.name for t in p.tools]), qid, text, cluster, forced
+    return cid, tool_names(p.tools, lists, _TOOLS, _names), qid, text, cluster, forced
+
+
+def _names(tools):
+    return tuple([t.name for t in tools])
 
 
 def _plain_response(ln):
@@ -216,6 +221,7 @@ def _plain_response(ln):
 
 
 _BATCH = batch_shape(_PLine, _POutput, _plain_request, _plain_response) if _msgspec is not None else None
+_TOOLS = _msgspec.json.Decoder(list[_PTool]) if _msgspec is not None else None
 _UNSET = _msgspec.UNSET if _msgspec is not None else None
 
 

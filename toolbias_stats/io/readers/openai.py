@@ -12,8 +12,9 @@ from typing import Any, Literal, TypedDict
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._toolcalls import (KEEP, _msgspec, Attempt, BatchShape, api_error, batch_shape, message_text, offered_lists,
-                         read_attempts, read_request_log, paused_gc, record_field, short, typed_decoder)
+from ._toolcalls import (KEEP, _msgspec, Attempt, api_error, batch_shape, message_text, offered_lists,
+                         read_attempts, read_request_log, paused_gc, record_field, short, tool_names,
+                         typed_decoder)
 
 __all__ = ["read_openai", "offered_openai"]
 
@@ -224,7 +225,7 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
         content: Any = None
 
     class _PBody(_msgspec.Struct, gc=False):
-        tools: list[_PTool]
+        tools: _msgspec.Raw          # decoded by _TOOLS once per distinct text (a batch repeats a few lists)
         messages: list[_PMsg]
         tool_choice: Any = _msgspec.UNSET
         function_call: Any = _msgspec.UNSET
@@ -262,8 +263,8 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
         error: Any = None
 
 
-def _plain_request(ln):
-    """parse_request of a plain batch input line (see BatchShape)."""
+def _plain_request(ln, lists):
+    """parse_request of a plain batch input line (see BatchShape); ``lists``: tool names by tools text."""
     cid = ln.custom_id
     if not cid:
         return None
@@ -288,7 +289,11 @@ def _plain_request(ln):
         body = {"query_id": b.query_id, "metadata": b.metadata, "cluster_id": b.cluster_id}
         qid = _query_id(None, top, body)
         cluster = record_field("cluster_id", None, top, body)
-    return cid, tuple([t.function.name for t in b.tools]), qid, text, cluster, forced
+    return cid, tool_names(b.tools, lists, _TOOLS, _names), qid, text, cluster, forced
+
+
+def _names(tools):
+    return tuple([t.function.name for t in tools])
 
 
 def _plain_response(ln):
@@ -320,6 +325,7 @@ def _plain_response(ln):
 
 
 _BATCH = batch_shape(_PLine, _POutput, _plain_request, _plain_response) if _msgspec is not None else None
+_TOOLS = _msgspec.json.Decoder(list[_PTool]) if _msgspec is not None else None
 _UNSET = _msgspec.UNSET if _msgspec is not None else None
 
 
