@@ -28,7 +28,7 @@ def test_a_folder_is_a_clear_error(tmp_path):
 def test_a_device_is_a_clear_error():
     if not Path("/dev/null").exists():
         pytest.skip("no /dev/null")
-    with pytest.raises(SelectionLogError, match="expected a regular trace file, got a device, pipe or socket"):
+    with pytest.raises(SelectionLogError, match=r"expected a regular trace file, got a device, pipe or socket"):
         read_otel("/dev/null", meta={"model": "m"})
 
 

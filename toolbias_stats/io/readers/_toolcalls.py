@@ -706,7 +706,7 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
             if type(cid) is str and cid:
                 try:
                     parsed[line] = parse_request(value, requests, line)
-                except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                except Exception:
                     return value
                 return {"custom_id": cid}
         return value
@@ -724,7 +724,7 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
                     saved = att.__dict__.copy()
                     try:
                         parse_response(value, att)
-                    except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                    except Exception:
                         att.__dict__.update(saved)
                         return value
                     done.add(cid)
@@ -856,7 +856,7 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
                 return None
             try:
                 att = parse_request(value, requests, i + 1)
-            except Exception:   # noqa: BLE001 - join_batch raises it at its place
+            except Exception:
                 return None
             unusual[len(reqs)] = att
             rec = (cid, att.tools, att.query_id, att.query_text, att.cluster, att.forced)
@@ -910,7 +910,7 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
                           "", flags[pos], rec[5], rec[4])
             try:
                 parse_response(value, att)
-            except Exception:   # noqa: BLE001 - join_batch raises it at its place
+            except Exception:
                 return None
             status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
                                                                               att.n_calls, att.flags)

@@ -10,9 +10,23 @@ from typing import Any, TypedDict
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._toolcalls import (KEEP, _msgspec, Attempt, _error_text, api_error, batch_shape, message_text, offered_lists,
-                         read_attempts, read_request_log, paused_gc, record_field, short, tool_names,
-                         typed_decoder)
+from ._toolcalls import (
+    KEEP,
+    Attempt,
+    _error_text,
+    _msgspec,
+    api_error,
+    batch_shape,
+    message_text,
+    offered_lists,
+    paused_gc,
+    read_attempts,
+    read_request_log,
+    record_field,
+    short,
+    tool_names,
+    typed_decoder,
+)
 
 __all__ = ["read_anthropic", "offered_anthropic"]
 

@@ -20,8 +20,17 @@ from .._catalog import ToolCatalog
 from .._clusters import catalog_for
 from .._selection_log import SelectionLog
 from ._common import check_meta, check_regular_file, utf8_message, utf8_position
-from ._toolcalls import (FAST_ERRORS, Attempt, api_error, build_log, fast_json, message_text, paused_gc,
-                         read_json_lines, short)
+from ._toolcalls import (
+    FAST_ERRORS,
+    Attempt,
+    api_error,
+    build_log,
+    fast_json,
+    message_text,
+    paused_gc,
+    read_json_lines,
+    short,
+)
 from .openai import _tool_name
 
 __all__ = ["read_otel", "offered_otel", "INFERENCE_OPERATIONS", "SEMCONV_VERSION"]
@@ -185,7 +194,7 @@ def _attrs(obj) -> dict:
 
 
 class _Span:
-    __slots__ = ("n", "line", "span", "attrs", "trace", "id", "parent", "start", "op")
+    __slots__ = ("attrs", "id", "line", "n", "op", "parent", "span", "start", "trace")
 
     def __init__(self, n, line, span):
         self.n, self.line, self.span = n, line, span
