@@ -331,17 +331,21 @@ def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attem
         api_error(att, ": ".join(str(x) for x in (s.attrs.get("error.type"), status.get("message")) if x)
                   or "span status ERROR")
         return att
-    out, err = _structured(s.attrs.get("gen_ai.output.messages"), cache)
-    if err is not None:
-        att.status, att.raw = "parse_error", f"gen_ai.output.messages: {err}"
+    raw_out = attrs.get("gen_ai.output.messages")
+    if cache is not None and isinstance(raw_out, str):
+        # what the same output messages say is the same for every span: read once per distinct text
+        key = ("output", raw_out)
+        hit = cache.get(key)
+        if hit is None:
+            scratch = Attempt(path, s.n, [], "no_call")
+            hit = cache[key] = (_output(scratch, raw_out, cache), scratch.flags, scratch.n_calls, scratch.status,
+                                scratch.name, scratch.raw)
+        if hit[0]:
+            att.flags += hit[1]
+            att.n_calls, att.status, att.name, att.raw = hit[2:]
+            return att
+    elif _output(att, raw_out, cache):
         return att
-    if isinstance(out, list) and out:
-        if len(out) > 1:
-            att.flags += ("extra_choices",)
-        parts = out[0].get("parts", out[0].get("content")) if isinstance(out[0], dict) else None
-        parts = parts if isinstance(parts, list) else []
-        calls = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"]
-        return _set_call(att, calls, lambda p: p.get("name"), None if calls else message_text(parts))
     for ev in s.span.get("events") or []:          # semantic conventions before 1.37: gen_ai.choice events
         if isinstance(ev, dict) and ev.get("name") == "gen_ai.choice":
             msg, err = _structured(_attrs(ev).get("message"))
@@ -355,6 +359,24 @@ def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attem
     att.flags += ("choice_from_execute_tool_spans",)
     calls = _executed(s, spans, index)
     return _set_call(att, calls, lambda t: t.attrs.get("gen_ai.tool.name"), None)
+
+
+def _output(att: Attempt, raw, cache=None) -> bool:
+    """Read the choice from ``gen_ai.output.messages`` into ``att``; False when they do not decide it (absent,
+    empty or not a list: the events and execute_tool spans are read next)."""
+    out, err = _structured(raw, cache)
+    if err is not None:
+        att.status, att.raw = "parse_error", f"gen_ai.output.messages: {err}"
+        return True
+    if isinstance(out, list) and out:
+        if len(out) > 1:
+            att.flags += ("extra_choices",)
+        parts = out[0].get("parts", out[0].get("content")) if isinstance(out[0], dict) else None
+        parts = parts if isinstance(parts, list) else []
+        calls = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"]
+        _set_call(att, calls, lambda p: p.get("name"), None if calls else message_text(parts))
+        return True
+    return False
 
 
 def _by_parent(spans) -> dict | None:
