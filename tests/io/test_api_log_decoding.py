@@ -461,3 +461,15 @@ def test_batch_columns_hold_what_parse_gives(tmp_path):
             got.label = cols.label[i]
             got.tools = None if got.tools is None else list(got.tools)
             assert _attempt_fields(got) == _attempt_fields(att)
+
+
+def test_repeats_count_as_groupby_cumcount():
+    """The attempt number of a repeated request (same cluster, query and list) is pandas' cumulative count."""
+    rng = np.random.default_rng(5)
+    for n in (1, 5, 200):
+        keys = [(f"c{rng.integers(2)}", f"q{rng.integers(4)}", None if rng.random() < 0.3 else f"o{rng.integers(3)}")
+                for _ in range(n)]
+        frame = pd.DataFrame(keys, columns=["c", "q", "o"])
+        ref = frame.groupby(["c", "q", "o"], sort=False, dropna=False).cumcount().to_numpy() + 1
+        np.testing.assert_array_equal(_toolcalls._repeats(keys), ref)
+    assert _toolcalls._repeats([("a", "b", "c"), ("a", "b", "d")]).tolist() == [1, 1]

@@ -321,12 +321,7 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
     cols = attempts if isinstance(attempts, AttemptColumns) else AttemptColumns.from_attempts(attempts)
     res = _Resolver(catalog, subsets)
     problems = []
-    by_hint, by_choice = [], []          # rows whose cluster came from the record's cluster_id / the chosen tool
-    out = {c: [] for c in _COLUMNS}
-    o_cid, o_qid, o_ord, o_tool, o_status, o_raw, o_file, o_row = (
-        out["cluster_id"], out["query_id"], out["ordering"], out["chosen_tool"], out["status"], out["raw_choice"],
-        out["source_file"], out["source_row"])
-    qkeys, repeat_of, repeats = {}, {}, []
+    hits, qids, qkeys = [], [], {}
     # Rows sharing the tool list, the record's cluster, the status, the name called and the forcing resolve the
     # same way (a study shows the same few lists again and again): each such combination is worked out once.
     done = {}
@@ -349,13 +344,8 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
             if err is not None:
                 problems.append(err)
                 continue
-            cid, ordering, tool, st, rw = row_out
-        else:
-            cid, ordering, tool, st, rw, how = hit
-            if rw is _UNSEEN:
-                rw = raw
-        if how is not None:
-            (by_hint if how == "hint" else by_choice).append(row)
+            hit = (*row_out, how)
+        hits.append(hit)
         if qid is None:
             if text:
                 qid = qkeys.get(text)
@@ -363,27 +353,22 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
                     qid = qkeys[text] = query_key(text)
             else:
                 qid = f"row{row}"
-        o_cid.append(cid)
-        o_qid.append(qid)
-        o_ord.append(ordering)
-        o_tool.append(tool)
-        o_status.append(st)
-        o_raw.append(rw)
-        o_file.append(sf)
-        o_row.append(row)
-        k = (cid, qid, ordering)
-        n = repeat_of.get(k, 0) + 1
-        repeat_of[k] = n
-        repeats.append(n)
+        qids.append(qid)
     if problems:
         raise SelectionLogError(problems)
-    if not o_row:
+    if not hits:
         raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
-    out["rotation"] = [None] * len(o_row)
-    frame = pd.DataFrame(out)
+    # every attempt is a row (a problem would have been raised): the columns follow the attempts
+    o_cid, o_ord, o_tool, o_status, o_raw, hows = (list(c) for c in zip(*hits))
+    o_raw = [r if m is _UNSEEN else m for m, r in zip(o_raw, cols.raw)]
+    by_hint = [r for r, h in zip(cols.source_row, hows) if h == "hint"]   # rows whose cluster came from the
+    by_choice = [r for r, h in zip(cols.source_row, hows) if h == "choice"]  # record's cluster_id / the tool
+    frame = pd.DataFrame({"cluster_id": o_cid, "query_id": qids, "rotation": [None] * len(qids), "ordering": o_ord,
+                          "chosen_tool": o_tool, "status": o_status, "raw_choice": o_raw,
+                          "source_file": list(cols.source_file), "source_row": list(cols.source_row)})
     frame["source_row"] = frame["source_row"].astype(np.int64)
     frame = add_meta(frame, meta)
-    repeats = np.asarray(repeats, dtype=np.int64)
+    repeats = _repeats(list(zip(o_cid, qids, o_ord)))
     if repeats.max() > 1 and "attempt" not in frame.columns:
         # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
         frame.insert(len(meta), "attempt", repeats)
@@ -410,6 +395,18 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
         diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
     diag.update(extra_diagnostics or {})
     return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
+
+
+def _repeats(keys: list) -> np.ndarray:
+    """1, 2, 3, ... for the first, second, third ... row with the same key (a cumulative count per key)."""
+    if len(set(keys)) == len(keys):
+        return np.ones(len(keys), dtype=np.int64)
+    seen, out = {}, []
+    for k in keys:
+        n = seen.get(k, 0) + 1
+        seen[k] = n
+        out.append(n)
+    return np.asarray(out, dtype=np.int64)
 
 
 class _Resolver:
