@@ -344,7 +344,7 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
             if err is not None:
                 problems.append(err)
                 continue
-            hit = (*row_out, how)
+            hit = (*row_out, how, _position(row_out[1], row_out[2]))
         hits.append(hit)
         if qid is None:
             if text:
@@ -359,13 +359,14 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
     if not hits:
         raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
     # every attempt is a row (a problem would have been raised): the columns follow the attempts
-    o_cid, o_ord, o_tool, o_status, o_raw, hows = (list(c) for c in zip(*hits))
+    o_cid, o_ord, o_tool, o_status, o_raw, hows, o_pos = (list(c) for c in zip(*hits))
     o_raw = [r if m is _UNSEEN else m for m, r in zip(o_raw, cols.raw)]
     by_hint = [r for r, h in zip(cols.source_row, hows) if h == "hint"]   # rows whose cluster came from the
     by_choice = [r for r, h in zip(cols.source_row, hows) if h == "choice"]  # record's cluster_id / the tool
     frame = pd.DataFrame({"cluster_id": o_cid, "query_id": qids, "rotation": [None] * len(qids), "ordering": o_ord,
                           "chosen_tool": o_tool, "status": o_status, "raw_choice": o_raw,
-                          "source_file": list(cols.source_file), "source_row": list(cols.source_row)})
+                          "source_file": list(cols.source_file), "source_row": list(cols.source_row),
+                          "chosen_position": o_pos})
     frame["source_row"] = frame["source_row"].astype(np.int64)
     frame = add_meta(frame, meta)
     repeats = _repeats(list(zip(o_cid, qids, o_ord)))
@@ -441,7 +442,7 @@ class _Resolver:
 
 
 def _resolve(res, key, hint, status, name, forced):
-    """``(cluster, ordering, tool, status, raw or _UNSEEN (the row's own), how)`` of an attempt with tool list
+    """``(cluster, ordering, tool, status, raw or _UNSEEN (the row's own), how, position)`` of an attempt with tool list
     ``key`` (a tuple) that resolves without a problem, else None (:func:`_resolve_row` words the problem)."""
     dup, ids, offered_clusters, ordering = res.info(key)
     if dup or not offered_clusters:
@@ -479,7 +480,16 @@ def _resolve(res, key, hint, status, name, forced):
             tool, status = hit, "ok"
         else:
             status = "off_cluster"     # an offered tool outside the attempt's cluster
-    return cid, ordering, tool, status, raw, how
+    return cid, ordering, tool, status, raw, how, _position(ordering, tool)
+
+
+def _position(ordering, tool):
+    """The chosen tool's position in the list shown, as SelectionLog derives it from ``ordering`` (worked out here
+    once per combination instead of row by row there); None without a chosen tool or a list."""
+    if tool is None or ordering is None:
+        return None
+    shown = str(ordering).split("|")
+    return shown.index(tool) + 1 if tool in shown else None
 
 
 def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, forced, hint, no_list):
