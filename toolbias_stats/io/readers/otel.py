@@ -211,6 +211,21 @@ class _Span:
         return f"span {self.n} ({self.span.get('name')!r}, spanId {self.id})"
 
 
+class _Label:
+    """The label of a span's attempt (``span 3 ('chat', spanId ab12)``), worded only when a message needs it."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: _Span):
+        self.span = span
+
+    def __str__(self):
+        return self.span.label()
+
+    def __repr__(self):
+        return repr(str(self))
+
+
 def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Attempt], dict]:
     """The attempts of an OTLP JSON trace file (before cluster resolution) and reader diagnostics.
 
@@ -305,7 +320,7 @@ def _decode_attribute(value: str):
 def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attempt:
     unnamed = None in names
     att = Attempt(path, s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
-                  label=s.label())
+                  label=_Label(s))
     if unnamed:
         att.flags += ("unnamed_tools_not_candidates",)
     attrs = s.attrs
