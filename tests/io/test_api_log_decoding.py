@@ -473,3 +473,11 @@ def test_repeats_count_as_groupby_cumcount():
         ref = frame.groupby(["c", "q", "o"], sort=False, dropna=False).cumcount().to_numpy() + 1
         np.testing.assert_array_equal(_toolcalls._repeats(keys), ref)
     assert _toolcalls._repeats([("a", "b", "c"), ("a", "b", "d")]).tolist() == [1, 1]
+
+
+def test_offered_lists_of_a_batch_read_by_columns(tmp_path):
+    """Cluster inference of a study sees the same (names, file, line) whether a batch is read by columns or not."""
+    for mod, offered, (p, q) in ((openai, openai.offered_openai, _openai_batch(tmp_path, OPENAI_BATCH)),
+                                 (anthropic, anthropic.offered_anthropic, _anthropic_batch(tmp_path, ANTHROPIC_BATCH))):
+        ref = _toolcalls.offered_lists(_toolcalls.read_attempts(p, q, mod.parse_request, mod.parse_response, "x"))
+        assert offered(p, q) == ref

@@ -1026,6 +1026,21 @@ def read_attempts(path, responses, parse_request, parse_response, fmt: str, requ
     return read_pairs(path, parse_request, parse_response, fmt)
 
 
+def read_offered(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
+                 batch=None) -> list[tuple]:
+    """``(tool names offered, file, line)`` of every request of a request/response log (for inferring clusters):
+    a batch read column by column (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
+    with paused_gc():
+        cols = None
+        if responses is not None:
+            cols = read_batch_columns(Path(path), Path(responses), batch, parse_request, parse_response)
+        if cols is None:
+            return offered_lists(read_attempts(path, responses, parse_request, parse_response, fmt,
+                                               request_schema=request_schema))
+        return [(None if t is None else list(t), f, r) for t, f, r in zip(cols.tools, cols.source_file,
+                                                                           cols.source_row)]
+
+
 def offered_lists(attempts: list[Attempt]) -> list[tuple]:
     """``(tool names offered, file, line)`` of every attempt (for inferring clusters)."""
     return [(a.tools, a.source_file, a.source_row) for a in attempts]

@@ -18,9 +18,7 @@ from ._toolcalls import (
     api_error,
     batch_shape,
     message_text,
-    offered_lists,
-    paused_gc,
-    read_attempts,
+    read_offered,
     read_request_log,
     record_field,
     short,
@@ -83,9 +81,8 @@ def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, respo
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    with paused_gc():
-        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "anthropic",
-                                           request_schema=_REQUEST_LINE))
+    return read_offered(path, responses, parse_request, parse_response, "anthropic", request_schema=_REQUEST_LINE,
+                        batch=_BATCH)
 
 
 # What parse_request reads of a batch request line (decoded with msgspec, the rest of the line is skipped: tool

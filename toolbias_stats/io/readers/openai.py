@@ -19,9 +19,7 @@ from ._toolcalls import (
     api_error,
     batch_shape,
     message_text,
-    offered_lists,
-    paused_gc,
-    read_attempts,
+    read_offered,
     read_request_log,
     record_field,
     short,
@@ -89,9 +87,8 @@ def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, response
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    with paused_gc():
-        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "openai",
-                                           request_schema=_REQUEST_LINE))
+    return read_offered(path, responses, parse_request, parse_response, "openai", request_schema=_REQUEST_LINE,
+                        batch=_BATCH)
 
 
 # ---------------------------------------------------------------------------------------
