@@ -1,6 +1,6 @@
 """Benchmark: reading API logs (OpenAI Batch pairs, Anthropic batches, OTLP traces) into a SelectionLog (not a test).
 
-Usage:  python benchmarks/bench_api_logs.py [--requests 100000] [--repeat 3]
+Usage:  python benchmarks/bench_api_logs.py [--requests 100000] [--repeat 3] [--formats openai,anthropic,otel]
 
 Writes synthetic but schema-faithful logs (the fixture shapes of tests/io/fixtures/api_logs, one request per
 line, 5 tools per request in a shuffled order, answers drawn from a fixed chooser with 5% text answers and 2%
@@ -12,7 +12,9 @@ Each reader is put beside a bare baseline measured in the same run: decoding the
 and nothing else (every line of a JSON Lines file, or the one OTLP document; the garbage collector paused as the
 readers pause it), with orjson and with msgspec when installed (the faster counts), and with the standard
 library's ``json``. The ratio reader / baseline is what to compare across machines: this machine is shared, so
-the load average is printed with the figures, and both wall-clock and CPU seconds are given.
+the load average is printed with the figures, and both wall-clock and CPU seconds are given. The last line of
+each reader says whether it reads at least ``TARGET`` requests per second (issue 23), by the wall clock and per
+CPU second (what the wall clock would show on an idle core).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 TOOLS = [f"geo_{c}" for c in "abcde"]
+#: Requests per second the importers are to read at least (issue 23).
+TARGET = 50_000
 
 
 def _plan(n, rng):
@@ -160,7 +164,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--formats", default="openai,anthropic,otel", help="comma-separated subset to run")
     args = ap.parse_args()
+    formats = set(args.formats.split(","))
     from toolbias_stats.io.readers import (
         _toolcalls,
         read_anthropic,
@@ -184,6 +190,7 @@ def main():
                 ("anthropic (requests + results)", lambda: read_anthropic(d / "areq.jsonl", responses=d / "ares.jsonl",
                                                                          meta=meta), ["areq.jsonl", "ares.jsonl"]),
                 ("otel (one OTLP JSON document)", lambda: read_otel(d / "traces.json", meta=meta), ["traces.json"])]
+        runs = [r for r in runs if r[0].split()[0] in formats]
         for name, fn, files in runs:
             mb = sum((d / f).stat().st_size for f in files) / 1e6
             paths = [d / f for f in files]
@@ -205,6 +212,9 @@ def main():
             print(f"{'':32s} reader / {fast} dropped = {t / bt:.2f} (wall), {c / bc:.2f} (CPU); "
                   f"reader / {fast} kept = {t / kept[0]:.2f} (wall), {c / kept[1]:.2f} (CPU); "
                   f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            verdict = {k: "MET" if args.requests / v >= TARGET else "NOT MET" for k, v in (("wall", t), ("CPU", c))}
+            print(f"{'':32s} target {TARGET:,} requests/s: {verdict['wall']} by the wall clock, {verdict['CPU']} per "
+                  "CPU second")
 
 
 if __name__ == "__main__":

@@ -252,3 +252,232 @@ def test_a_parse_that_raises_waits_for_the_problems_of_both_files(tmp_path):
     res.write_text("".join(json.dumps(r) + "\n" for r in responses[:2]), encoding="utf-8")
     with pytest.raises(TypeError):
         read_openai(req, responses=res, meta={"model": "m"})
+
+
+# ---------------------------------------------------------------------------------------
+# batches read column by column (read_batch_columns): plain lines from msgspec Structs, every other line decoded in
+# full; the same rows, values, diagnostics and messages as join_batch with the standard library
+def _tool(n):
+    return {"type": "function", "function": {"name": n, "description": "d", "parameters": {"type": "object"}}}
+
+
+def _chat(msg, finish="stop", n=1, code=200):
+    return {"status_code": code, "body": {"choices": [{"index": i, "message": msg, "finish_reason": finish}
+                                                      for i in range(n)]}}
+
+
+def _call(name):
+    return {"id": "c", "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+OPENAI_BATCH = [   # (request body and line extras, result line extras)
+    ({}, {"response": _chat({"role": "assistant", "content": None, "tool_calls": [_call("b")]})}),
+    ({}, {"response": _chat({"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("c")]})}),
+    ({}, {"response": _chat({"role": "assistant", "content": "just text  "})}),
+    ({}, {"response": _chat({"role": "assistant", "content": "x" * 300}, finish="length")}),
+    ({}, {"response": _chat({"role": "assistant", "content": None, "refusal": "no"}, finish="content_filter")}),
+    ({}, {"response": _chat({"role": "assistant", "content": [{"type": "text", "text": "t"}]}, n=2)}),
+    ({}, {"response": _chat({"role": "assistant", "tool_calls": []})}),
+    ({}, {"response": _chat({"role": "assistant", "tool_calls": None, "function_call": {"name": "a"}})}),
+    ({}, {"response": _chat({"role": "assistant", "tool_calls": [_call("  ")]})}),
+    ({}, {"response": _chat({"role": "assistant", "tool_calls": [{"type": "custom", "custom": {"name": "c"}}]})}),
+    ({}, {"response": _chat({"role": "assistant", "tool_calls": [_call("d")]})}),
+    ({}, {"response": _chat({"role": "assistant", "tool_calls": [_call("A ")]})}),
+    ({}, {"response": {"status_code": 500, "body": {"error": {"message": "server", "type": "server_error"}}}}),
+    ({}, {"response": _chat({"role": "assistant", "content": "x"}), "error": {"code": "e", "message": "m"}}),
+    ({}, {"response": None, "error": None}),
+    ({}, {"response": {"status_code": 200, "body": {"choices": []}}}),
+    ({}, {"response": {"status_code": 200, "body": {"object": "response", "output": [
+        {"type": "function_call", "name": "a"}]}}}),
+    ({}, {"response": {"status_code": 200.0, "body": {"choices": [{"message": {"tool_calls": [_call("c")]}}]}}}),
+    ({"tool_choice": "none"}, {"response": _chat({"role": "assistant", "tool_calls": [_call("a")]})}),
+    ({"tool_choice": "auto"}, {"response": _chat({"role": "assistant", "tool_calls": [_call("a")]})}),
+    ({"tool_choice": None, "function_call": "none"}, {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"function_call": "none"}, {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"tool_choice": {"type": "function", "function": {"name": "a"}}},
+     {"response": _chat({"role": "assistant", "tool_calls": [_call("a")]})}),
+    ({"metadata": {"query_id": 12345678901234567890}}, {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"query_id": None, "metadata": {"query_id": "m1", "cluster_id": None}},
+     {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"messages": [{"role": "user", "content": "first"}, {"role": "assistant", "content": "a"},
+                   {"role": "user", "content": ""}]}, {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "caf\u00e9"}, {"type": "image_url"}]}]},
+     {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"messages": []}, {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"messages": None, "input": "from input"}, {"response": _chat({"role": "assistant", "content": "t"})}),
+    ({"tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "b"}, {"type": "function",
+                                                                                      "name": "c"}]},
+     {"response": _chat({"role": "assistant", "tool_calls": [_call("b")]})}),
+    ({"tools": [_tool("a"), _tool("b"), _tool("c"), {"type": "web_search"}]},
+     {"response": _chat({"role": "assistant", "tool_calls": [_call("b")]})}),
+    ({}, None),     # no result line: a parse_error row
+]
+
+
+def _openai_batch(tmp_path, cases, *, top=None, order=None, crlf=False):
+    req, res = [], []
+    for i, (body, result) in enumerate(cases):
+        b = {"model": "m", "messages": [{"role": "user", "content": f"query {i % 5}"}],
+             "tools": [_tool(n) for n in (order or ("abc", "bca", "cab"))[i % 3]]}
+        b.update(body)
+        line = {"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": b}
+        line.update(top or {})
+        req.append(line)
+        if result is not None:
+            res.append({"id": f"b{i}", "custom_id": f"r{i}", "error": None, **result})
+    nl = "\r\n" if crlf else "\n"
+    p, q = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    p.write_text("".join(json.dumps(r) + nl for r in req), encoding="utf-8")
+    q.write_text("".join(json.dumps(r) + nl for r in res[::-1]), encoding="utf-8")
+    return p, q
+
+
+def _same_both_ways(without_msgspec, fn):
+    fast = _outcome(fn)
+    _same_log(fast, without_msgspec(lambda: _outcome(fn)))
+    return fast
+
+
+def test_openai_batch_columns_are_join_batch(tmp_path, without_msgspec):
+    p, q = _openai_batch(tmp_path, OPENAI_BATCH)
+    assert _toolcalls.read_batch_columns(p, q, openai._BATCH, openai.parse_request, openai.parse_response)
+    fast = _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"}))
+    assert fast[0] == "ok" and len(fast[1].data) == len(OPENAI_BATCH)
+    # declared clusters: the same with a catalog-style resolution (names matched case-insensitively)
+    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"},
+                                                         clusters={"k": ["a", "b", "c"], "o": ["d"]}))
+
+
+@pytest.mark.parametrize("top", [{"metadata": {"cluster_id": "k"}}, {"query_id": 3, "metadata": {"query_id": 4}},
+                                 {"cluster_id": "nope"}])
+def test_openai_batch_record_fields(tmp_path, without_msgspec, top):
+    p, q = _openai_batch(tmp_path, OPENAI_BATCH[:4], top=top)
+    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"},
+                                                         clusters={"k": ["a", "b", "c"]}))
+
+
+@pytest.mark.parametrize("change", ["duplicate request", "duplicate result", "result without request",
+                                    "truncated result", "truncated request", "blank lines", "crlf", "empty tools",
+                                    "not an object", "no custom_id", "deep", "mixed lists"])
+def test_openai_batch_problems_are_join_batch(tmp_path, without_msgspec, change):
+    cases = OPENAI_BATCH[:6]
+    p, q = _openai_batch(tmp_path, cases, crlf=change == "crlf",
+                         order=("abc", "ab", "ca") if change == "mixed lists" else None)
+    req, res = p.read_text(encoding="utf-8"), q.read_text(encoding="utf-8")
+    first_req, first_res = req.splitlines()[0], res.splitlines()[0]
+    edits = {"duplicate request": lambda: p.write_text(req + first_req + "\n", encoding="utf-8"),
+             "duplicate result": lambda: q.write_text(res + first_res + "\n", encoding="utf-8"),
+             "result without request": lambda: q.write_text(res + first_res.replace('"r', '"zz') + "\n",
+                                                            encoding="utf-8"),
+             "truncated result": lambda: q.write_text(res + first_res[:40] + "\n", encoding="utf-8"),
+             "truncated request": lambda: p.write_text(req + first_req[:60] + "\n", encoding="utf-8"),
+             "blank lines": lambda: (p.write_text("\n  \n" + req + "\n\n", encoding="utf-8"),
+                                     q.write_text(" \n" + res, encoding="utf-8")),
+             "empty tools": lambda: p.write_text(req.replace('"tools": [', '"tools": [], "x": [', 1),
+                                                 encoding="utf-8"),
+             "not an object": lambda: q.write_text(res + "[1, 2]\n", encoding="utf-8"),
+             "no custom_id": lambda: p.write_text(req + '{"body": {}}\n', encoding="utf-8"),
+             "deep": lambda: p.write_text(req.replace('"model": "m"', '"model": ' + "[" * 450 + "]" * 450, 1),
+                                          encoding="utf-8")}
+    if change in edits:
+        edits[change]()
+    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"}))
+
+
+ANTHROPIC_BATCH = [   # (params and line extras, result)
+    ({}, {"type": "succeeded", "message": {"content": [{"type": "text", "text": "let me"},
+                                                       {"type": "tool_use", "name": "b", "input": {}}]}}),
+    ({}, {"type": "succeeded", "message": {"content": [{"type": "server_tool_use", "name": "a"},
+                                                       {"type": "tool_use", "name": "c"}]}}),
+    ({}, {"type": "succeeded", "message": {"content": [{"type": "text", "text": " plain "}],
+                                           "stop_reason": "max_tokens"}}),
+    ({}, {"type": "succeeded", "message": {"content": [{"type": "text", "text": None, "content": "c"},
+                                                       {"type": "text", "content": "only content"},
+                                                       {"type": "output_text", "text": 3}], "stop_reason": "refusal"}}),
+    ({}, {"type": "succeeded", "message": {"content": [], "stop_reason": "refusal"}}),
+    ({}, {"type": "succeeded", "message": {"content": ["a string block"]}}),
+    ({}, {"type": "succeeded", "message": {"content": [{"type": "tool_use", "name": " "}]}}),
+    ({}, {"type": "succeeded", "message": {"content": [{"type": "tool_use", "name": 5}]}}),
+    ({}, {"type": "succeeded", "message": {"type": "error", "error": {"type": "overloaded"}, "content": []}}),
+    ({}, {"type": "succeeded", "message": {"error": {"type": "x"}, "content": [{"type": "text", "text": "t"}]}}),
+    ({}, {"type": "succeeded", "message": None}),
+    ({}, {"type": "succeeded"}),
+    ({}, {"type": "errored", "error": {"type": "error", "error": {"type": "api_error", "message": "boom"}}}),
+    ({}, {"type": "errored"}),
+    ({}, {"type": "canceled"}),
+    ({}, {"type": "expired"}),
+    ({}, {"type": "weird", "x": 1}),
+    ({"tool_choice": {"type": "tool", "name": "a"}}, {"type": "succeeded", "message": {"content": [
+        {"type": "tool_use", "name": "a"}]}}),
+    ({"tool_choice": {"type": "none"}}, {"type": "succeeded", "message": {"content": []}}),
+    ({"tool_choice": {"type": "any"}}, {"type": "succeeded", "message": {"content": []}}),
+    ({"query_id": None, "metadata": {"query_id": "m"}}, {"type": "canceled"}),
+    ({"metadata": {"query_id": 7}}, {"type": "canceled"}),
+    ({"messages": None}, {"type": "canceled"}),
+    ({"messages": [{"role": "user", "content": ""}]}, {"type": "canceled"}),
+    ({"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": [{"type": "image"}]}]},
+     {"type": "canceled"}),
+    ({"tools": [{"name": "a"}, {"name": "b"}, {"name": "c"}, {"type": "web_search_20250305"}]}, {"type": "canceled"}),
+    ({}, None),
+]
+
+
+def _anthropic_batch(tmp_path, cases, *, top=None):
+    req, res = [], []
+    for i, (params, result) in enumerate(cases):
+        pr = {"model": "claude", "max_tokens": 10, "messages": [{"role": "user", "content": f"query {i % 4}"}],
+              "tools": [{"name": n, "input_schema": {"type": "object"}} for n in ("abc", "cab", "bca")[i % 3]]}
+        pr.update(params)
+        line = {"custom_id": f"r{i}", "params": pr}
+        line.update(top or {})
+        req.append(line)
+        if result is not None:
+            res.append({"custom_id": f"r{i}", "result": result})
+    p, q = tmp_path / "areq.jsonl", tmp_path / "ares.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in req), encoding="utf-8")
+    q.write_text("".join(json.dumps(r) + "\n" for r in res), encoding="utf-8")
+    return p, q
+
+
+@pytest.mark.parametrize("top", [None, {"query_id": None, "metadata": {"query_id": "t", "cluster_id": "k"}},
+                                 {"query_id": "top"}])
+def test_anthropic_batch_columns_are_join_batch(tmp_path, without_msgspec, top):
+    p, q = _anthropic_batch(tmp_path, ANTHROPIC_BATCH, top=top)
+    assert _toolcalls.read_batch_columns(p, q, anthropic._BATCH, anthropic.parse_request, anthropic.parse_response)
+    fast = _same_both_ways(without_msgspec, lambda: read_anthropic(p, responses=q, meta={"model": "m"},
+                                                                   clusters={"k": ["a", "b", "c"]}))
+    assert fast[0] == "ok" and len(fast[1].data) == len(ANTHROPIC_BATCH)
+
+
+def test_batch_columns_hold_what_parse_gives(tmp_path):
+    """Attempt by attempt, the columns are the Attempts join_batch builds (every field, by repr)."""
+    for mod, (p, q) in ((openai, _openai_batch(tmp_path, OPENAI_BATCH)),
+                        (anthropic, _anthropic_batch(tmp_path, ANTHROPIC_BATCH))):
+        cols = _toolcalls.read_batch_columns(p, q, mod._BATCH, mod.parse_request, mod.parse_response)
+        ref = _toolcalls.join_batch(p, q, mod.parse_request, mod.parse_response, "x")
+        assert len(cols) == len(ref)
+        for i, att in enumerate(ref):
+            got = cols.attempt(i)
+            got.label = cols.label[i]
+            got.tools = None if got.tools is None else list(got.tools)
+            assert _attempt_fields(got) == _attempt_fields(att)
+
+
+def test_repeats_count_as_groupby_cumcount():
+    """The attempt number of a repeated request (same cluster, query and list) is pandas' cumulative count."""
+    rng = np.random.default_rng(5)
+    for n in (1, 5, 200):
+        keys = [(f"c{rng.integers(2)}", f"q{rng.integers(4)}", None if rng.random() < 0.3 else f"o{rng.integers(3)}")
+                for _ in range(n)]
+        frame = pd.DataFrame(keys, columns=["c", "q", "o"])
+        ref = frame.groupby(["c", "q", "o"], sort=False, dropna=False).cumcount().to_numpy() + 1
+        np.testing.assert_array_equal(_toolcalls._repeats(keys), ref)
+    assert _toolcalls._repeats([("a", "b", "c"), ("a", "b", "d")]).tolist() == [1, 1]
+
+
+def test_offered_lists_of_a_batch_read_by_columns(tmp_path):
+    """Cluster inference of a study sees the same (names, file, line) whether a batch is read by columns or not."""
+    for mod, offered, (p, q) in ((openai, openai.offered_openai, _openai_batch(tmp_path, OPENAI_BATCH)),
+                                 (anthropic, anthropic.offered_anthropic, _anthropic_batch(tmp_path, ANTHROPIC_BATCH))):
+        ref = _toolcalls.offered_lists(_toolcalls.read_attempts(p, q, mod.parse_request, mod.parse_response, "x"))
+        assert offered(p, q) == ref

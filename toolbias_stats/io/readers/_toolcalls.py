@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,8 @@ try:          # optional: a faster JSON decoder giving the same values (the stan
 except ImportError:   # pragma: no cover - exercised by the tests that hide msgspec
     _msgspec = None
 
-__all__ = ["Attempt", "JsonLine", "read_json_lines", "build_log", "query_key", "short", "CUSTOM_ID_RE"]
+__all__ = ["Attempt", "AttemptColumns", "BatchShape", "KEEP", "JsonLine", "read_json_lines", "read_batch_columns",
+           "build_log", "query_key", "short", "tool_names", "CUSTOM_ID_RE"]
 
 #: How many characters of free text (answers, refusals, error messages) ``raw_choice`` keeps.
 RAW_CHARS = 200
@@ -167,8 +169,9 @@ def _read_lines_text(path: Path, convert=None) -> list[JsonLine]:
     return out
 
 
-def _read_lines_fast(path: Path, typed=None, convert=None) -> list[JsonLine]:
-    """As :func:`_read_lines_text` (the same lines, line numbers, values and errors), decoding with msgspec."""
+def _file_lines(path: Path) -> tuple[list, bool]:
+    """The lines of a file (bytes, UTF-8 checked, a byte-order mark dropped; split at ``\n``, ``\r\n`` and
+    ``\r`` as text mode does) and whether its last line has no line end."""
     data = path.read_bytes()
     if not data.isascii():
         try:
@@ -177,37 +180,44 @@ def _read_lines_fast(path: Path, typed=None, convert=None) -> list[JsonLine]:
             raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
     if data.startswith(b"\xef\xbb\xbf"):       # utf-8-sig: a byte-order mark at the start is dropped
         data = data[3:]
-    pieces = data.splitlines()                # \n, \r\n and \r, as text mode's universal newlines
-    open_end = not data.endswith((b"\n", b"\r"))
-    generic = _GENERIC.decode
+    return data.splitlines(), not data.endswith((b"\n", b"\r"))
+
+
+def _line(pieces, i, open_end, fast=None, check=None, convert=None):
+    """Line ``i`` of ``pieces`` as :func:`read_json_lines` reads it (a JsonLine), or None for a blank line."""
+    raw = pieces[i]
+    if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+        value = _UNSEEN
+        if fast is not None:
+            try:
+                value = fast(raw)
+                if not check(value):
+                    value = _UNSEEN
+            except FAST_ERRORS:   # not this schema's shape (or not JSON): decoded in full below
+                value = _UNSEEN
+        if value is _UNSEEN:
+            try:
+                value = _GENERIC.decode(raw)
+            except FAST_ERRORS:   # the standard library decides (and words the error)
+                value = _UNSEEN
+        if value is not _UNSEEN:
+            return JsonLine(i + 1, value if convert is None else convert(value, i + 1))
+    text = raw.decode("utf-8")
+    if i < len(pieces) - 1 or not open_end:
+        text += "\n"
+    return _std_line(i + 1, text, convert) if text.strip() else None
+
+
+def _read_lines_fast(path: Path, typed=None, convert=None) -> list[JsonLine]:
+    """As :func:`_read_lines_text` (the same lines, line numbers, values and errors), decoding with msgspec."""
+    pieces, open_end = _file_lines(path)
     fast, check = typed if typed is not None else (None, None)
     fast = fast.decode if fast is not None else None
     out = []
-    append = out.append
-    last = len(pieces) - 1
-    for i, raw in enumerate(pieces):
-        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
-            value = _UNSEEN
-            if fast is not None:
-                try:
-                    value = fast(raw)
-                    if not check(value):
-                        value = _UNSEEN
-                except FAST_ERRORS:   # not this schema's shape (or not JSON): decoded in full below
-                    value = _UNSEEN
-            if value is _UNSEEN:
-                try:
-                    value = generic(raw)
-                except FAST_ERRORS:   # the standard library decides (and words the error)
-                    value = _UNSEEN
-            if value is not _UNSEEN:
-                append(JsonLine(i + 1, value if convert is None else convert(value, i + 1)))
-                continue
-        text = raw.decode("utf-8")
-        if i < last or not open_end:
-            text += "\n"
-        if text.strip():
-            append(_std_line(i + 1, text, convert))
+    for i in range(len(pieces)):
+        jl = _line(pieces, i, open_end, fast, check, convert)
+        if jl is not None:
+            out.append(jl)
     return out
 
 
@@ -232,13 +242,61 @@ _COLUMNS = ["cluster_id", "query_id", "rotation", "ordering", "chosen_tool", "st
             "source_file", "source_row"]
 
 
-def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Path, fmt: str,
+#: The fields of an attempt, in the order :class:`AttemptColumns` holds them.
+_FIELDS = ("source_file", "source_row", "tools", "status", "name", "raw", "n_calls", "query_id", "query_text",
+           "label", "flags", "forced", "cluster", "no_list")
+
+
+_ATTEMPT_FIELDS = attrgetter(*_FIELDS)
+
+
+class AttemptColumns:
+    """Attempts as parallel lists (one entry per attempt, the fields of :class:`Attempt`): what
+    :func:`build_log` reads. ``label`` may be any indexable (the batch readers name a row by its custom_id only
+    when a message needs it)."""
+
+    __slots__ = _FIELDS
+
+    def __init__(self, **cols):
+        for k in _FIELDS:
+            setattr(self, k, cols[k])
+
+    @classmethod
+    def from_attempts(cls, attempts) -> AttemptColumns:
+        cols = list(zip(*map(_ATTEMPT_FIELDS, attempts)))
+        return cls(**{k: list(c) for k, c in zip(_FIELDS, cols)}) if cols else cls(**{k: [] for k in _FIELDS})
+
+    def __len__(self):
+        return len(self.source_row)
+
+    def attempt(self, i: int) -> Attempt:
+        """Attempt ``i`` as an :class:`Attempt`."""
+        att = Attempt(self.source_file[i], self.source_row[i], self.tools[i], self.status[i])
+        for k in _FIELDS[4:]:
+            setattr(att, k, getattr(self, k)[i])
+        return att
+
+    def offered(self) -> list[tuple]:
+        """``(tool names offered, file, line)`` of the first attempt showing each distinct list (None for attempts
+        without a list are left out): what cluster inference reads (it only looks at each set's first request)."""
+        seen, out = set(), []
+        for names, f, r in zip(self.tools, self.source_file, self.source_row):
+            if not names:
+                continue
+            key = tuple(names)
+            if key not in seen:
+                seen.add(key)
+                out.append((list(names), f, r))
+        return out
+
+
+def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
               subsets: bool = False, extra_diagnostics=None) -> SelectionLog:
     """Resolve every attempt to a cluster and a chosen tool; one SelectionLog row per attempt.
 
     Parameters
     ----------
-    attempts : list of Attempt
+    attempts : list of Attempt, or AttemptColumns
     catalog : ToolCatalog
         Every offered tool must resolve to a catalog tool (by tool_id, ToolBench function name or standardised
         name) and all tools of one attempt to the same cluster.
@@ -260,134 +318,70 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
         catalog, spans several clusters, or (without ``subsets``) is not the whole cluster.
     """
     meta = check_meta(meta, source)
-    aliases = _Aliases(catalog)
-    # a record's cluster_id names a declared (or catalog) cluster; inferred clusters are named by their tool sets
-    inferred = str(catalog.source).startswith("<clusters inferred")
-    rows, problems = [], []
-    by_hint, by_choice = [], []          # rows whose cluster came from the record's cluster_id / the chosen tool
-    # What depends on the tool list alone (or on the list and the cluster, or the list and the name called) is
-    # worked out once per distinct list: a study shows the same few lists (permutations of each cluster) again
-    # and again.
-    lists, fits, matches, qkeys = {}, {}, {}, {}
-    for a in attempts:
-        if inferred:
-            a.cluster = None
-        if a.no_list:
-            row, err = _row_without_list(a, aliases, a.label or f"line {a.source_row}")
-            if err:
-                problems.append(err)
-            else:
-                rows.append(row)
-            continue
-        if not a.tools:
-            where = a.label or f"line {a.source_row}"
-            problems.append(problem(a.source_file, a.source_row, "tools",
-                                    f"no tools offered ({where}): an attempt needs the request's tool list"))
-            continue
-        key = tuple(a.tools)
-        info = lists.get(key)
-        if info is None:
-            info = lists[key] = _list_info(key, aliases)
-        dup, ids, offered_clusters, ordering = info
-        if dup:
-            problems.append(problem(a.source_file, a.source_row, "tools", f"tool name(s) offered twice: {dup}"))
-            continue
-        if not offered_clusters:
-            problems.append(problem(a.source_file, a.source_row, "tools",
-                                    f"none of the tools offered {a.tools} is in the {aliases.what} "
-                                    f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
-                                    "[...]}`) or use `clusters = \"infer\"`"))
-            continue
-        # the attempt's cluster: the only cluster offered; else the query's (the record's cluster_id); else the
-        # cluster of the chosen tool; else undecidable
-        cid, err = None, None
-        if len(offered_clusters) == 1:
-            cid = offered_clusters[0]
-            if a.cluster is not None and str(a.cluster) != cid:
-                where = a.label or f"line {a.source_row}"
-                err = (f"the record's cluster_id {a.cluster!r} is not the cluster of the tools offered "
-                       f"({cid!r}; {where})")
-        elif a.cluster is not None:
-            where = a.label or f"line {a.source_row}"
-            cid = str(a.cluster)
-            if cid not in offered_clusters:
-                err = (f"the record's cluster_id {cid!r} is not among the clusters whose tools it offers "
-                       f"{offered_clusters} ({where})")
-            else:
-                by_hint.append(a.source_row)
-        else:
-            where = a.label or f"line {a.source_row}"
-            chosen = _match_offered(a.name, a.tools, ids, aliases) if a.status == "call" else None
-            if chosen is not None:
-                cid = aliases.cluster_of[chosen]
-                by_choice.append(a.source_row)
-            else:
-                did = ("no tool was called" if a.status != "call" else
-                       f"the call {a.name!r} is not a tool of any of them")
-                err = (f"the tools offered span several clusters {offered_clusters} and the query's cluster cannot "
-                       f"be decided ({where}: no cluster_id in the record, and {did}); give each request a "
-                       "`cluster_id` (a field or metadata key of the request)")
-        if err is not None:
-            problems.append(problem(a.source_file, a.source_row, "cluster_id" if a.cluster is not None else "tools",
-                                    err))
-            continue
-        fit = fits.get((key, cid))
-        if fit is None:
-            fit = fits[(key, cid)] = _fit(key, ids, cid, catalog, aliases, subsets)
-        in_cluster, err = fit
-        if err is not None:
-            problems.append(problem(a.source_file, a.source_row, "tools", err))
-            continue
-        tool, raw, status = None, a.raw, a.status
-        if a.forced is not None and status in ("call", "no_call"):
-            # the request left no choice: kept as a row, excluded from every rate
-            did = f"called {a.name!r}" if status == "call" else "no call"
-            status, raw = "forced", short(f"{a.forced}; {did}")
-        elif status == "call":
-            raw = name = a.name
-            if isinstance(name, str):
-                hit = matches.get((key, name), _UNSEEN)
-                if hit is _UNSEEN:
-                    hit = matches[(key, name)] = _match_offered(name, a.tools, ids, aliases, offered_only=True)
-            else:
-                hit = None
+    cols = attempts if isinstance(attempts, AttemptColumns) else AttemptColumns.from_attempts(attempts)
+    res = _Resolver(catalog, subsets)
+    problems = []
+    hits, qids, qkeys = [], [], {}
+    # Rows sharing the tool list, the record's cluster, the status, the name called and the forcing resolve the
+    # same way (a study shows the same few lists again and again): each such combination is worked out once.
+    done = {}
+    hints = [None] * len(cols) if res.inferred else cols.cluster
+    label = cols.label
+    for i, (sf, row, tools, status, name, raw, qid, text, forced, hint, no_list) in enumerate(zip(
+            cols.source_file, cols.source_row, cols.tools, cols.status, cols.name, cols.raw, cols.query_id,
+            cols.query_text, cols.forced, hints, cols.no_list)):
+        hit = None
+        if not no_list and tools and (name is None or type(name) is str):
+            key = (tuple(tools), hint, status, name, forced)
+            hit = done.get(key)
             if hit is None:
-                status = "unknown_tool"
-            elif hit in in_cluster:
-                tool, status = hit, "ok"
-            else:
-                status = "off_cluster"     # an offered tool outside the attempt's cluster
-        qid = a.query_id
+                hit = _resolve(res, key[0], hint, status, name, forced)
+                if hit is not None:
+                    done[key] = hit
+        if hit is None:      # an error, a row without a list, an unusual name: resolved (and worded) one by one
+            row_out, err, how = _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label[i] or "",
+                                             forced, hint, no_list)
+            if err is not None:
+                problems.append(err)
+                continue
+            hit = (*row_out, how, _position(row_out[1], row_out[2]))
+        hits.append(hit)
         if qid is None:
-            text = a.query_text
             if text:
                 qid = qkeys.get(text)
                 if qid is None:
                     qid = qkeys[text] = query_key(text)
             else:
-                qid = f"row{a.source_row}"
-        rows.append((cid, qid, None, ordering, tool, status, raw, a.source_file, a.source_row))
+                qid = f"row{row}"
+        qids.append(qid)
     if problems:
         raise SelectionLogError(problems)
-    if not rows:
+    if not hits:
         raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
-    cols = list(zip(*rows))
-    frame = pd.DataFrame({c: list(v) for c, v in zip(_COLUMNS, cols)})
+    # every attempt is a row (a problem would have been raised): the columns follow the attempts
+    o_cid, o_ord, o_tool, o_status, o_raw, hows, o_pos = (list(c) for c in zip(*hits))
+    o_raw = [r if m is _UNSEEN else m for m, r in zip(o_raw, cols.raw)]
+    by_hint = [r for r, h in zip(cols.source_row, hows) if h == "hint"]   # rows whose cluster came from the
+    by_choice = [r for r, h in zip(cols.source_row, hows) if h == "choice"]  # record's cluster_id / the tool
+    frame = pd.DataFrame({"cluster_id": o_cid, "query_id": qids, "rotation": [None] * len(qids), "ordering": o_ord,
+                          "chosen_tool": o_tool, "status": o_status, "raw_choice": o_raw,
+                          "source_file": list(cols.source_file), "source_row": list(cols.source_row),
+                          "chosen_position": o_pos})
     frame["source_row"] = frame["source_row"].astype(np.int64)
     frame = add_meta(frame, meta)
-    repeats = frame.groupby(["cluster_id", "query_id", "ordering"], sort=False, dropna=False).cumcount().to_numpy() + 1
+    repeats = _repeats(list(zip(o_cid, qids, o_ord)))
     if repeats.max() > 1 and "attempt" not in frame.columns:
         # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
-        frame.insert(len(meta), "attempt", repeats.astype(np.int64))
-    flags = Counter(f for a in attempts for f in a.flags)
-    n_calls = Counter(a.n_calls for a in attempts)
-    multiple = [int(a.source_row) for a in attempts if a.n_calls > 1]
-    diag = {"format": fmt, "attempts": len(frame), "status": Counter(frame["status"]),
-            "unresolved": Counter(frame.loc[frame["status"] == "unknown_tool", "raw_choice"]),
+        frame.insert(len(meta), "attempt", repeats)
+    flags = Counter(f for fl in cols.flags for f in fl)
+    n_calls = Counter(cols.n_calls)
+    multiple = [int(r) for r, n in zip(cols.source_row, cols.n_calls) if n > 1]
+    diag = {"format": fmt, "attempts": len(frame), "status": Counter(o_status),
+            "unresolved": Counter(r for s, r in zip(o_status, o_raw) if s == "unknown_tool"),
             "n_tool_calls": dict(sorted(n_calls.items())), "multiple_calls_rows": multiple,
             "notes": dict(sorted(flags.items())), "cluster_source": getattr(catalog, "source", None),
             "repeated_requests": int((repeats > 1).sum()),
-            "off_cluster": Counter(frame.loc[frame["status"] == "off_cluster", "raw_choice"])}
+            "off_cluster": Counter(r for s, r in zip(o_status, o_raw) if s == "off_cluster")}
     if by_hint or by_choice:
         # requests offering tools of several clusters: how each one's cluster was decided
         diag["cluster_of_multi_cluster_requests"] = {
@@ -397,11 +391,174 @@ def build_log(attempts: list[Attempt], *, catalog: ToolCatalog, meta, source: Pa
                      "has none, the cluster of the tool chosen (those rows never count as off_cluster, and their "
                      "rates are conditional on a tool of one of the clusters being chosen)") if by_choice else
                     "the cluster of a request offering several clusters' tools is its cluster_id"}
-    no_list = [int(a.source_row) for a in attempts if a.no_list]
+    no_list = [int(r) for r, nl in zip(cols.source_row, cols.no_list) if nl]
     if no_list:
         diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
     diag.update(extra_diagnostics or {})
     return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
+
+
+def _repeats(keys: list) -> np.ndarray:
+    """1, 2, 3, ... for the first, second, third ... row with the same key (a cumulative count per key)."""
+    if len(set(keys)) == len(keys):
+        return np.ones(len(keys), dtype=np.int64)
+    seen, out = {}, []
+    for k in keys:
+        n = seen.get(k, 0) + 1
+        seen[k] = n
+        out.append(n)
+    return np.asarray(out, dtype=np.int64)
+
+
+class _Resolver:
+    """The catalog and what is worked out once per distinct tool list (and per list and cluster, per list and
+    name called) while resolving attempts."""
+
+    def __init__(self, catalog, subsets):
+        self.catalog = catalog
+        self.subsets = subsets
+        self.aliases = _Aliases(catalog)
+        # a record's cluster_id names a declared (or catalog) cluster; inferred clusters are named by their tool sets
+        self.inferred = str(catalog.source).startswith("<clusters inferred")
+        self.lists, self.fits, self.matches = {}, {}, {}
+
+    def info(self, key):
+        info = self.lists.get(key)
+        if info is None:
+            info = self.lists[key] = _list_info(key, self.aliases)
+        return info
+
+    def fit(self, key, ids, cid):
+        fit = self.fits.get((key, cid))
+        if fit is None:
+            fit = self.fits[(key, cid)] = _fit(key, ids, cid, self.catalog, self.aliases, self.subsets)
+        return fit
+
+    def match(self, key, ids, name):
+        hit = self.matches.get((key, name), _UNSEEN)
+        if hit is _UNSEEN:
+            hit = self.matches[(key, name)] = _match_offered(name, key, ids, self.aliases, offered_only=True)
+        return hit
+
+
+def _resolve(res, key, hint, status, name, forced):
+    """``(cluster, ordering, tool, status, raw or _UNSEEN (the row's own), how, position)`` of an attempt with tool list
+    ``key`` (a tuple) that resolves without a problem, else None (:func:`_resolve_row` words the problem)."""
+    dup, ids, offered_clusters, ordering = res.info(key)
+    if dup or not offered_clusters:
+        return None
+    how = None
+    if len(offered_clusters) == 1:
+        cid = offered_clusters[0]
+        if hint is not None and str(hint) != cid:
+            return None
+    elif hint is not None:
+        cid = str(hint)
+        if cid not in offered_clusters:
+            return None
+        how = "hint"
+    else:
+        chosen = _match_offered(name, key, ids, res.aliases) if status == "call" else None
+        if chosen is None:
+            return None
+        cid = res.aliases.cluster_of[chosen]
+        how = "choice"
+    in_cluster, err = res.fit(key, ids, cid)
+    if err is not None:
+        return None
+    tool, raw = None, _UNSEEN
+    if forced is not None and status in ("call", "no_call"):
+        # the request left no choice: kept as a row, excluded from every rate
+        did = f"called {name!r}" if status == "call" else "no call"
+        status, raw = "forced", short(f"{forced}; {did}")
+    elif status == "call":
+        raw = name
+        hit = res.match(key, ids, name) if isinstance(name, str) else None
+        if hit is None:
+            status = "unknown_tool"
+        elif hit in in_cluster:
+            tool, status = hit, "ok"
+        else:
+            status = "off_cluster"     # an offered tool outside the attempt's cluster
+    return cid, ordering, tool, status, raw, how, _position(ordering, tool)
+
+
+def _position(ordering, tool):
+    """The chosen tool's position in the list shown, as SelectionLog derives it from ``ordering`` (worked out here
+    once per combination instead of row by row there); None without a chosen tool or a list."""
+    if tool is None or ordering is None:
+        return None
+    shown = str(ordering).split("|")
+    return shown.index(tool) + 1 if tool in shown else None
+
+
+def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, forced, hint, no_list):
+    """One attempt resolved on its own: ``((cluster, ordering, tool, status, raw), problem, how)``; the problem
+    (naming the file, row and field) is None when the attempt resolves, and the row is None when it does not."""
+    aliases, catalog = res.aliases, res.catalog
+    where = label or f"line {row}"
+    if no_list:
+        a = Attempt(sf, row, tools, status, name, raw, query_id=qid, query_text=text, label=label, forced=forced,
+                    cluster=hint, no_list=True)
+        out, err = _row_without_list(a, aliases, where)
+        return (None if out is None else (out[0], out[3], out[4], out[5], out[6])), err, None
+    if not tools:
+        return None, problem(sf, row, "tools", f"no tools offered ({where}): an attempt needs the request's tool "
+                                               "list"), None
+    key = tuple(tools)
+    dup, ids, offered_clusters, ordering = res.info(key)
+    if dup:
+        return None, problem(sf, row, "tools", f"tool name(s) offered twice: {dup}"), None
+    if not offered_clusters:
+        return None, problem(sf, row, "tools",
+                             f"none of the tools offered {list(tools)} is in the {aliases.what} "
+                             f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
+                             "[...]}`) or use `clusters = \"infer\"`"), None
+    # the attempt's cluster: the only cluster offered; else the query's (the record's cluster_id); else the
+    # cluster of the chosen tool; else undecidable
+    cid, err, how = None, None, None
+    if len(offered_clusters) == 1:
+        cid = offered_clusters[0]
+        if hint is not None and str(hint) != cid:
+            err = (f"the record's cluster_id {hint!r} is not the cluster of the tools offered "
+                   f"({cid!r}; {where})")
+    elif hint is not None:
+        cid = str(hint)
+        if cid not in offered_clusters:
+            err = (f"the record's cluster_id {cid!r} is not among the clusters whose tools it offers "
+                   f"{offered_clusters} ({where})")
+        else:
+            how = "hint"
+    else:
+        chosen = _match_offered(name, key, ids, aliases) if status == "call" else None
+        if chosen is not None:
+            cid = aliases.cluster_of[chosen]
+            how = "choice"
+        else:
+            did = ("no tool was called" if status != "call" else
+                   f"the call {name!r} is not a tool of any of them")
+            err = (f"the tools offered span several clusters {offered_clusters} and the query's cluster cannot "
+                   f"be decided ({where}: no cluster_id in the record, and {did}); give each request a "
+                   "`cluster_id` (a field or metadata key of the request)")
+    if err is not None:
+        return None, problem(sf, row, "cluster_id" if hint is not None else "tools", err), None
+    in_cluster, err = res.fit(key, ids, cid)
+    if err is not None:
+        return None, problem(sf, row, "tools", err), None
+    tool = None
+    if forced is not None and status in ("call", "no_call"):
+        did = f"called {name!r}" if status == "call" else "no call"
+        status, raw = "forced", short(f"{forced}; {did}")
+    elif status == "call":
+        raw = name
+        hit = res.match(key, ids, name) if isinstance(name, str) else None
+        if hit is None:
+            status = "unknown_tool"
+        elif hit in in_cluster:
+            tool, status = hit, "ok"
+        else:
+            status = "off_cluster"
+    return (cid, ordering, tool, status, raw), None, how
 
 
 def _list_info(names: tuple, aliases) -> tuple:
@@ -556,7 +713,7 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
             if type(cid) is str and cid:
                 try:
                     parsed[line] = parse_request(value, requests, line)
-                except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                except Exception:
                     return value
                 return {"custom_id": cid}
         return value
@@ -574,7 +731,7 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
                     saved = att.__dict__.copy()
                     try:
                         parse_response(value, att)
-                    except Exception:   # noqa: BLE001 - parsed again, at its turn, below
+                    except Exception:
                         att.__dict__.update(saved)
                         return value
                     done.add(cid)
@@ -615,6 +772,194 @@ def join_batch(requests: Path, responses: Path, parse_request, parse_response, f
     return attempts
 
 
+@dataclass(frozen=True)
+class BatchShape:
+    """How a reader reads the *plain* lines of a batch: the shape nearly every line of a real batch has, decoded
+    into msgspec Structs of only the fields read (tool descriptions and schemas are skipped).
+
+    ``request`` / ``response``: msgspec decoders of a request / result line. ``read_request(line)`` gives
+    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing)`` (``read_request(line, lists)``,
+    ``lists`` a dict the reader may keep what it works out per distinct tool list in) and ``read_response(line)``
+    gives ``(status, name, raw, n_calls, flags added)`` (``KEEP``: the request's value stays), exactly what the
+    reader's ``parse_request`` / ``parse_response`` give for that line; either returns None for a line it does
+    not read the same way (a forcing ``tool_choice`` object, an HTTP error, an empty name ...): that line is then
+    decoded in full and parsed as before.
+    """
+
+    request: object
+    read_request: object
+    response: object
+    read_response: object
+
+
+def batch_shape(line, output, read_request, read_response) -> BatchShape:
+    """The :class:`BatchShape` of a reader: msgspec Struct types of a plain request / result line and the reads."""
+    return BatchShape(_msgspec.json.Decoder(line), read_request, _msgspec.json.Decoder(output), read_response)
+
+
+#: Most distinct tool-list texts :func:`tool_names` keeps (beyond, each further one is decoded every time).
+_MAX_LISTS = 65_536
+
+
+def tool_names(raw, lists: dict, decoder, names):
+    """``names(decoder.decode(raw))`` of a tool list's JSON text (a ``msgspec.Raw``), worked out once per distinct
+    text (kept in ``lists``). A text the decoder refuses raises (the line is then not plain)."""
+    key = bytes(raw)
+    hit = lists.get(key)
+    if hit is None:
+        hit = names(decoder.decode(raw))
+        if len(lists) < _MAX_LISTS:
+            lists[key] = hit
+    return hit
+
+
+#: In :class:`BatchShape` results: the field is left as the request set it.
+KEEP = object()
+
+
+def _batch_lines(path: Path, what: str):
+    check_regular_file(path, what)
+    return _file_lines(path)
+
+
+def read_batch_columns(requests: Path, responses: Path, shape, parse_request, parse_response):
+    """The attempts of a batch (requests joined to results by ``custom_id``) as :class:`AttemptColumns`, or None.
+
+    The fast way of :func:`join_batch` for a batch without problems: each line is decoded by ``shape``'s
+    Structs (or in full, when it is not plain) and kept as a few values, results are matched to requests by
+    position, and the attempts are built as columns. Whenever anything is not ordinary -- a line that does not
+    decode, is not an object or has no custom_id, a duplicate custom_id, a result without its request, a parse
+    that raises, an empty or unreadable file, no msgspec -- it returns None and :func:`join_batch` reads the
+    batch (it words every problem). The attempts are exactly those :func:`join_batch` gives.
+    """
+    if _msgspec is None or shape is None:
+        return None
+    try:
+        req_pieces, req_open = _batch_lines(requests, "request file")
+        res_pieces, res_open = _batch_lines(responses, "response file")
+    except SelectionLogError:
+        return None
+    src = str(requests)
+    decode, plain = shape.request.decode, shape.read_request
+    lists = {}                        # tool names by the text of a tool list
+    index, reqs, rows = {}, [], []    # custom_id -> position; (custom_id, tools, query_id, query text, cluster,
+    unusual = {}                      # forcing) and line of each request; position -> its Attempt (not plain)
+    for i, raw in enumerate(req_pieces):
+        rec = None
+        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+            try:
+                rec = plain(decode(raw), lists)
+            except FAST_ERRORS:
+                rec = None
+        if rec is None:
+            jl = _line(req_pieces, i, req_open)
+            if jl is None:
+                continue
+            value = jl.value
+            if jl.error is not None or type(value) is not dict:
+                return None
+            cid = value.get("custom_id")
+            if type(cid) is not str or not cid:
+                return None
+            try:
+                att = parse_request(value, requests, i + 1)
+            except Exception:
+                return None
+            unusual[len(reqs)] = att
+            rec = (cid, att.tools, att.query_id, att.query_text, att.cluster, att.forced)
+        cid = rec[0]
+        if cid in index:
+            return None
+        index[cid] = len(reqs)
+        reqs.append(rec)
+        rows.append(i + 1)
+    n = len(reqs)
+    if not n:
+        return None
+    # what the model did, as parse_request leaves it, then as the results say
+    status, names, texts, n_calls, flags = ["no_call"] * n, [None] * n, [None] * n, [0] * n, [()] * n
+    for pos, att in unusual.items():
+        status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
+                                                                          att.n_calls, att.flags)
+    got = bytearray(n)
+    decode, plain = shape.response.decode, shape.read_response
+    n_res = 0
+    for i, raw in enumerate(res_pieces):
+        out = None
+        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+            try:
+                line = decode(raw)
+                out = plain(line)
+            except FAST_ERRORS:
+                out = None
+        if out is not None:
+            cid = line.custom_id
+        else:
+            jl = _line(res_pieces, i, res_open)
+            if jl is None:
+                continue
+            value = jl.value
+            if jl.error is not None or type(value) is not dict:
+                return None
+            cid = value.get("custom_id")
+            if type(cid) is not str or not cid:
+                return None
+        n_res += 1
+        pos = index.get(cid)
+        if pos is None or got[pos]:
+            return None
+        got[pos] = 1
+        if status[pos] == "parse_error":        # the request's own error stands; its result is not read
+            continue
+        if out is None:
+            rec = reqs[pos]
+            att = Attempt(src, rows[pos], rec[1], status[pos], names[pos], texts[pos], n_calls[pos], rec[2], rec[3],
+                          "", flags[pos], rec[5], rec[4])
+            try:
+                parse_response(value, att)
+            except Exception:
+                return None
+            status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
+                                                                              att.n_calls, att.flags)
+        else:
+            st, name, text, k, added = out
+            status[pos] = st
+            if name is not KEEP:
+                names[pos] = name
+            if text is not KEEP:
+                texts[pos] = text
+            if k is not KEEP:
+                n_calls[pos] = k
+            if added:
+                flags[pos] += added
+    if not n_res:
+        return None
+    if n_res < n:
+        where = Path(responses).name
+        for pos in range(n):
+            if not got[pos]:
+                status[pos] = "parse_error"
+                texts[pos] = f"no response for custom_id {reqs[pos][0]!r} in {where}"
+                flags[pos] += ("missing_response",)
+    cids, tools, qids, qtexts, clusters, forced = (list(c) for c in zip(*reqs))
+    return AttemptColumns(source_file=[src] * n, source_row=rows, tools=tools, status=status, name=names, raw=texts,
+                          n_calls=n_calls, query_id=qids, query_text=qtexts, label=_CustomIdLabels(cids),
+                          flags=flags, forced=forced, cluster=clusters, no_list=[False] * n)
+
+
+class _CustomIdLabels:
+    """``label[i]`` of a batch attempt: ``custom_id '...'`` (worded only when a message needs it)."""
+
+    def __init__(self, cids):
+        self.cids = cids
+
+    def __getitem__(self, i):
+        return f"custom_id {self.cids[i]!r}"
+
+    def __len__(self):
+        return len(self.cids)
+
+
 def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Attempt]:
     """One JSONL of ``{"request": ..., "response": ...}`` objects; a malformed line is an error (its tool list
     cannot be read); ``response`` null or absent is a ``parse_error`` row."""
@@ -648,18 +993,25 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Atte
 
 
 def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, meta, responses, clusters,
-                     subsets, request_schema=None) -> SelectionLog:
+                     subsets, request_schema=None, batch=None) -> SelectionLog:
     """The shared wiring of the request/response readers (``openai``, ``anthropic``): read the attempts
     (:func:`read_attempts`), resolve the clusters from the tool lists offered (a catalog, declared clusters or
-    inferred ones) and build the log; the cluster source and the responses file go into the diagnostics."""
+    inferred ones) and build the log; the cluster source and the responses file go into the diagnostics.
+    ``batch``: the reader's :class:`BatchShape` (a batch is then read column by column, see
+    :func:`read_batch_columns`)."""
     from .._clusters import catalog_for
 
     path = Path(path)
     check_meta(meta, path)
     with paused_gc():
-        attempts = read_attempts(path, responses, parse_request, parse_response, fmt, request_schema=request_schema)
-        cs = catalog_for(offered_lists(attempts), catalog=catalog, clusters=clusters)
-        return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
+        cols = None
+        if responses is not None:
+            cols = read_batch_columns(path, Path(responses), batch, parse_request, parse_response)
+        if cols is None:
+            cols = AttemptColumns.from_attempts(read_attempts(path, responses, parse_request, parse_response, fmt,
+                                                              request_schema=request_schema))
+        cs = catalog_for(cols.offered(), catalog=catalog, clusters=clusters)
+        return build_log(cols, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
                          extra_diagnostics={"cluster_source": str(cs),
                                             "responses": None if responses is None else str(responses)})
 
@@ -672,6 +1024,21 @@ def read_attempts(path, responses, parse_request, parse_response, fmt: str, requ
     if responses is not None:
         return join_batch(path, Path(responses), parse_request, parse_response, fmt, request_schema)
     return read_pairs(path, parse_request, parse_response, fmt)
+
+
+def read_offered(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
+                 batch=None) -> list[tuple]:
+    """``(tool names offered, file, line)`` of every request of a request/response log (for inferring clusters):
+    a batch read column by column (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
+    with paused_gc():
+        cols = None
+        if responses is not None:
+            cols = read_batch_columns(Path(path), Path(responses), batch, parse_request, parse_response)
+        if cols is None:
+            return offered_lists(read_attempts(path, responses, parse_request, parse_response, fmt,
+                                               request_schema=request_schema))
+        return [(None if t is None else list(t), f, r) for t, f, r in zip(cols.tools, cols.source_file,
+                                                                           cols.source_row)]
 
 
 def offered_lists(attempts: list[Attempt]) -> list[tuple]:

@@ -10,8 +10,21 @@ from typing import Any, TypedDict
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
-                         paused_gc, record_field, short, typed_decoder)
+from ._toolcalls import (
+    KEEP,
+    Attempt,
+    _error_text,
+    _msgspec,
+    api_error,
+    batch_shape,
+    message_text,
+    read_offered,
+    read_request_log,
+    record_field,
+    short,
+    tool_names,
+    typed_decoder,
+)
 
 __all__ = ["read_anthropic", "offered_anthropic"]
 
@@ -63,14 +76,13 @@ def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, respo
     """
     return read_request_log(path, fmt="anthropic", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
-                            request_schema=_REQUEST_LINE)
+                            request_schema=_REQUEST_LINE, batch=_BATCH)
 
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    with paused_gc():
-        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "anthropic",
-                                           request_schema=_REQUEST_LINE))
+    return read_offered(path, responses, parse_request, parse_response, "anthropic", request_schema=_REQUEST_LINE,
+                        batch=_BATCH)
 
 
 # What parse_request reads of a batch request line (decoded with msgspec, the rest of the line is skipped: tool
@@ -94,6 +106,134 @@ class _Line(_Params, total=False):
 
 
 _REQUEST_LINE = typed_decoder(_Line, lambda line: True)
+
+
+# Plain batch lines (BatchShape): the shape of nearly every line of a real batch, read from msgspec Structs of only
+# these fields; any other shape does not decode, and the line is then decoded in full and read by parse_request /
+# parse_response.
+if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
+    class _PTool(_msgspec.Struct, gc=False):
+        name: str
+
+    class _PMsg(_msgspec.Struct, gc=False):
+        role: Any = None
+        content: Any = None
+
+    class _PParams(_msgspec.Struct, gc=False):
+        tools: _msgspec.Raw          # decoded by _TOOLS once per distinct text (a batch repeats a few lists)
+        messages: list[_PMsg] | None = None
+        tool_choice: Any = None
+        query_id: Any = _msgspec.UNSET
+        metadata: Any = None
+        cluster_id: Any = None
+
+    class _PLine(_msgspec.Struct, gc=False):
+        custom_id: str
+        params: _PParams
+        query_id: Any = _msgspec.UNSET
+        metadata: Any = None
+        cluster_id: Any = None
+
+    class _PBlock(_msgspec.Struct, gc=False):
+        type: Any = None
+        name: Any = None
+        text: Any = _msgspec.UNSET
+        content: Any = None
+
+    class _PMessage(_msgspec.Struct, gc=False):
+        content: list[_PBlock]
+        type: Any = None
+        stop_reason: Any = None
+
+    class _PResult(_msgspec.Struct, gc=False):
+        type: Any = None
+        message: _PMessage | None = None
+        error: Any = None
+
+    class _POutput(_msgspec.Struct, gc=False):
+        custom_id: str
+        result: _PResult
+
+
+_TEXT_BLOCKS = ("text", "input_text", "output_text")
+
+
+def _plain_request(ln, lists):
+    """parse_request of a plain batch request line (see BatchShape); ``lists``: tool names by tools text."""
+    cid = ln.custom_id
+    if not cid:
+        return None
+    p = ln.params
+    choice = p.tool_choice
+    forced = None
+    if isinstance(choice, dict):
+        if choice.get("type") == "tool" and isinstance(choice.get("name"), str):
+            forced = f"tool_choice forces {choice['name']!r}"
+        elif choice.get("type") == "none":
+            forced = "tool_choice 'none' forbids tool calls"
+    text = None
+    for m in reversed(p.messages or ()):
+        if m.role == "user":
+            text = message_text(m.content)
+            if text:
+                break
+    qid = None
+    for q, md in ((ln.query_id, ln.metadata), (p.query_id, p.metadata)):
+        if q is _UNSET:
+            q = md.get("query_id") if isinstance(md, dict) else None
+        if q is not None:
+            qid = str(q)
+            break
+    cluster = None
+    if ln.cluster_id is not None or ln.metadata is not None or p.cluster_id is not None or p.metadata is not None:
+        cluster = record_field("cluster_id", None, {"cluster_id": ln.cluster_id, "metadata": ln.metadata},
+                               {"cluster_id": p.cluster_id, "metadata": p.metadata})
+    return cid, tool_names(p.tools, lists, _TOOLS, _names), qid, text, cluster, forced
+
+
+def _names(tools):
+    return tuple([t.name for t in tools])
+
+
+def _plain_response(ln):
+    """parse_response of a plain batch result line (see BatchShape)."""
+    res = ln.result
+    kind = res.type
+    if kind == "errored":
+        return "parse_error", KEEP, short(f"api_error: {_error_text(res.error or 'errored')}"), KEEP, ("api_error",)
+    if kind == "canceled" or kind == "expired":
+        return "parse_error", KEEP, f"batch request {kind}", KEEP, (kind,)
+    msg = res.message
+    if kind != "succeeded" or msg is None or msg.type == "error":
+        return None
+    content = msg.content
+    calls = [b for b in content if b.type in _CALL_BLOCKS]
+    if calls:
+        name = calls[0].name
+        if not isinstance(name, str) or not name.strip():
+            return None
+        return "call", name, KEEP, len(calls), ()
+    parts = []
+    for b in content:
+        if b.type in _TEXT_BLOCKS:
+            t = b.content if b.text is _UNSET else b.text
+            if isinstance(t, str):
+                parts.append(t)
+    text = "\n".join(parts) if parts else None
+    flags = ()
+    if msg.stop_reason == "refusal":
+        raw = short(f"refusal: {text}" if text else "refusal")
+        flags = ("refusal",)
+    else:
+        raw = short(text)
+    if msg.stop_reason in ("max_tokens", "model_context_window_exceeded"):
+        flags += (f"stop_{msg.stop_reason}",)
+    return "no_call", KEEP, raw, 0, flags
+
+
+_BATCH = batch_shape(_PLine, _POutput, _plain_request, _plain_response) if _msgspec is not None else None
+_TOOLS = _msgspec.json.Decoder(list[_PTool]) if _msgspec is not None else None
+_UNSET = _msgspec.UNSET if _msgspec is not None else None
 
 
 def parse_request(obj, path, line, record=None) -> Attempt:

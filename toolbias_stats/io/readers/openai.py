@@ -8,12 +8,24 @@ request's ``tools``; the choice is the first tool call. See docs/formats.md for 
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._toolcalls import (Attempt, api_error, message_text, offered_lists, read_attempts, read_request_log,
-                         paused_gc, record_field, short, typed_decoder)
+from ._toolcalls import (
+    KEEP,
+    Attempt,
+    _msgspec,
+    api_error,
+    batch_shape,
+    message_text,
+    read_offered,
+    read_request_log,
+    record_field,
+    short,
+    tool_names,
+    typed_decoder,
+)
 
 __all__ = ["read_openai", "offered_openai"]
 
@@ -70,14 +82,13 @@ def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, response
     """
     return read_request_log(path, fmt="openai", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
-                            request_schema=_REQUEST_LINE)
+                            request_schema=_REQUEST_LINE, batch=_BATCH)
 
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
-    with paused_gc():
-        return offered_lists(read_attempts(path, responses, parse_request, parse_response, "openai",
-                                           request_schema=_REQUEST_LINE))
+    return read_offered(path, responses, parse_request, parse_response, "openai", request_schema=_REQUEST_LINE,
+                        batch=_BATCH)
 
 
 # ---------------------------------------------------------------------------------------
@@ -205,6 +216,127 @@ def _query_id(*objs):
         if isinstance(md, dict) and md.get("query_id") is not None:
             return str(md["query_id"])
     return None
+
+
+# ---------------------------------------------------------------------------------------
+# plain batch lines (BatchShape): the shape of nearly every line of a real batch, read from msgspec Structs of
+# only these fields; any other shape (a missing or mistyped field) does not decode, and the line is then decoded
+# in full and read by parse_request / parse_response.
+if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
+    class _PNamed(_msgspec.Struct, gc=False):
+        name: str
+
+    class _PTool(_msgspec.Struct, gc=False):
+        type: Literal["function"]
+        function: _PNamed
+
+    class _PMsg(_msgspec.Struct, gc=False):
+        role: Any = None
+        content: Any = None
+
+    class _PBody(_msgspec.Struct, gc=False):
+        tools: _msgspec.Raw          # decoded by _TOOLS once per distinct text (a batch repeats a few lists)
+        messages: list[_PMsg]
+        tool_choice: Any = _msgspec.UNSET
+        function_call: Any = _msgspec.UNSET
+        query_id: Any = None
+        metadata: Any = None
+        cluster_id: Any = None
+
+    class _PLine(_msgspec.Struct, gc=False):
+        custom_id: str
+        body: _PBody
+        query_id: Any = None
+        metadata: Any = None
+        cluster_id: Any = None
+
+    class _PMessage(_msgspec.Struct, gc=False):
+        tool_calls: list[_PTool] | None = None
+        content: Any = None
+        refusal: Any = None
+        function_call: Any = None
+
+    class _PChoice(_msgspec.Struct, gc=False):
+        message: _PMessage
+        finish_reason: Any = None
+
+    class _PChatBody(_msgspec.Struct, gc=False):
+        choices: list[_PChoice]
+
+    class _PResponse(_msgspec.Struct, gc=False):
+        body: _PChatBody
+        status_code: Any = None
+
+    class _POutput(_msgspec.Struct, gc=False):
+        custom_id: str
+        response: _PResponse
+        error: Any = None
+
+
+def _plain_request(ln, lists):
+    """parse_request of a plain batch input line (see BatchShape); ``lists``: tool names by tools text."""
+    cid = ln.custom_id
+    if not cid:
+        return None
+    b = ln.body
+    choice = b.tool_choice
+    if choice is _UNSET:
+        choice = None if b.function_call is _UNSET else b.function_call
+    if type(choice) is dict:
+        return None
+    forced = "tool_choice 'none' forbids tool calls" if choice == "none" else None
+    text = None
+    for m in reversed(b.messages):
+        if m.role == "user":
+            t = message_text(m.content)
+            if t:
+                text = t
+                break
+    qid = cluster = None
+    if (ln.query_id is not None or ln.metadata is not None or ln.cluster_id is not None or b.query_id is not None
+            or b.metadata is not None or b.cluster_id is not None):
+        top = {"query_id": ln.query_id, "metadata": ln.metadata, "cluster_id": ln.cluster_id}
+        body = {"query_id": b.query_id, "metadata": b.metadata, "cluster_id": b.cluster_id}
+        qid = _query_id(None, top, body)
+        cluster = record_field("cluster_id", None, top, body)
+    return cid, tool_names(b.tools, lists, _TOOLS, _names), qid, text, cluster, forced
+
+
+def _names(tools):
+    return tuple([t.function.name for t in tools])
+
+
+def _plain_response(ln):
+    """parse_response of a plain batch output line: HTTP 200 with choices (see BatchShape)."""
+    if ln.error or ln.response.status_code != 200:
+        return None
+    choices = ln.response.body.choices
+    if not choices:
+        return None
+    flags = ("extra_choices",) if len(choices) > 1 else ()
+    ch = choices[0]
+    msg = ch.message
+    calls = msg.tool_calls or ()
+    if not calls and isinstance(msg.function_call, dict):
+        return None
+    if calls:
+        name = calls[0].function.name
+        if not name.strip():
+            return None
+        return "call", name, KEEP, len(calls), flags
+    if msg.refusal:
+        raw = short(f"refusal: {msg.refusal}")
+        flags += ("refusal",)
+    else:
+        raw = short(msg.content)
+    if ch.finish_reason in ("length", "content_filter"):
+        flags += (f"finish_{ch.finish_reason}",)
+    return "no_call", KEEP, raw, 0, flags
+
+
+_BATCH = batch_shape(_PLine, _POutput, _plain_request, _plain_response) if _msgspec is not None else None
+_TOOLS = _msgspec.json.Decoder(list[_PTool]) if _msgspec is not None else None
+_UNSET = _msgspec.UNSET if _msgspec is not None else None
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,9 +19,18 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._clusters import catalog_for
 from .._selection_log import SelectionLog
-from ._common import check_meta, utf8_message, utf8_position
-from ._toolcalls import (FAST_ERRORS, Attempt, api_error, build_log, fast_json, message_text, paused_gc,
-                         read_json_lines, short)
+from ._common import check_meta, check_regular_file, utf8_message, utf8_position
+from ._toolcalls import (
+    FAST_ERRORS,
+    Attempt,
+    api_error,
+    build_log,
+    fast_json,
+    message_text,
+    paused_gc,
+    read_json_lines,
+    short,
+)
 from .openai import _tool_name
 
 __all__ = ["read_otel", "offered_otel", "INFERENCE_OPERATIONS", "SEMCONV_VERSION"]
@@ -100,6 +109,10 @@ def _load(path: Path) -> list[tuple[int, dict]]:
     """``[(line, ExportTraceServiceRequest), ...]``: one JSON document, or JSON Lines of them."""
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
+    if path.is_dir():
+        raise SelectionLogError(problem(path, None, None, "expected an OTLP JSON trace file, got a folder (read_otel "
+                                                          "reads one file: give the path of each trace file)"))
+    check_regular_file(path, "trace file")    # a device (/dev/zero), a pipe, a file too large to hold in memory
     doc = _fast_document(path)
     if doc is not None:
         docs = [(1, doc)]
@@ -171,15 +184,22 @@ def _any(v):
 
 
 def _attrs(obj) -> dict:
-    return {a.get("key"): _any(a.get("value")) for a in obj.get("attributes") or [] if isinstance(a, dict)}
+    out = {}
+    for a in obj.get("attributes") or []:
+        if isinstance(a, dict):
+            v = a.get("value")
+            # a string value (nearly every gen_ai attribute) read at once, anything else by _any
+            out[a.get("key")] = v["stringValue"] if type(v) is dict and "stringValue" in v else _any(v)
+    return out
 
 
 class _Span:
-    __slots__ = ("n", "line", "span", "attrs", "trace", "id", "parent", "start")
+    __slots__ = ("attrs", "id", "line", "n", "op", "parent", "span", "start", "trace")
 
     def __init__(self, n, line, span):
         self.n, self.line, self.span = n, line, span
         self.attrs = _attrs(span)
+        self.op = self.attrs.get("gen_ai.operation.name")
         self.trace, self.id = span.get("traceId"), span.get("spanId")
         self.parent = span.get("parentSpanId") or None
         try:
@@ -187,12 +207,23 @@ class _Span:
         except (TypeError, ValueError):
             self.start = 0
 
-    @property
-    def op(self):
-        return self.attrs.get("gen_ai.operation.name")
-
     def label(self):
         return f"span {self.n} ({self.span.get('name')!r}, spanId {self.id})"
+
+
+class _Label:
+    """The label of a span's attempt (``span 3 ('chat', spanId ab12)``), worded only when a message needs it."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: _Span):
+        self.span = span
+
+    def __str__(self):
+        return self.span.label()
+
+    def __repr__(self):
+        return repr(str(self))
 
 
 def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Attempt], dict]:
@@ -219,7 +250,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     index = []           # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
     if declared:
         for s in without:
-            a = _attempt(path, s, [], spans, index=index)
+            a = _attempt(str(path), s, [], spans, index=index)
             if a.status == "call" or a.cluster is not None:
                 a.tools, a.no_list = None, True
                 no_list.append(a)
@@ -250,7 +281,8 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
             names_of[raw] = tools_of[s.n]
     if problems:
         raise SelectionLogError(problems)
-    attempts = [_attempt(path, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
+    src = str(path)
+    attempts = [_attempt(src, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
     attempts.sort(key=lambda a: a.source_row)
     extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
     if no_list:
@@ -285,17 +317,18 @@ def _decode_attribute(value: str):
         return None, f"not valid JSON (col {exc.colno}): {exc.msg}"
 
 
-def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
+def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attempt:
     unnamed = None in names
-    att = Attempt(str(path), s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
-                  label=s.label())
+    att = Attempt(path, s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
+                  label=_Label(s))
     if unnamed:
         att.flags += ("unnamed_tools_not_candidates",)
-    qid = s.attrs.get("query_id")
+    attrs = s.attrs
+    qid = attrs.get("query_id")
     att.query_id = None if qid is None else str(qid)
-    cl = s.attrs.get("cluster_id")
+    cl = attrs.get("cluster_id")
     att.cluster = None if cl is None else str(cl)
-    raw_in = s.attrs.get("gen_ai.input.messages")
+    raw_in = attrs.get("gen_ai.input.messages")
     if cache is not None and isinstance(raw_in, str):      # the same messages again: the same query text
         key = ("query", raw_in)
         if key not in cache:
@@ -313,17 +346,21 @@ def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
         api_error(att, ": ".join(str(x) for x in (s.attrs.get("error.type"), status.get("message")) if x)
                   or "span status ERROR")
         return att
-    out, err = _structured(s.attrs.get("gen_ai.output.messages"), cache)
-    if err is not None:
-        att.status, att.raw = "parse_error", f"gen_ai.output.messages: {err}"
+    raw_out = attrs.get("gen_ai.output.messages")
+    if cache is not None and isinstance(raw_out, str):
+        # what the same output messages say is the same for every span: read once per distinct text
+        key = ("output", raw_out)
+        hit = cache.get(key)
+        if hit is None:
+            scratch = Attempt(path, s.n, [], "no_call")
+            hit = cache[key] = (_output(scratch, raw_out, cache), scratch.flags, scratch.n_calls, scratch.status,
+                                scratch.name, scratch.raw)
+        if hit[0]:
+            att.flags += hit[1]
+            att.n_calls, att.status, att.name, att.raw = hit[2:]
+            return att
+    elif _output(att, raw_out, cache):
         return att
-    if isinstance(out, list) and out:
-        if len(out) > 1:
-            att.flags += ("extra_choices",)
-        parts = out[0].get("parts", out[0].get("content")) if isinstance(out[0], dict) else None
-        parts = parts if isinstance(parts, list) else []
-        calls = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"]
-        return _set_call(att, calls, lambda p: p.get("name"), None if calls else message_text(parts))
     for ev in s.span.get("events") or []:          # semantic conventions before 1.37: gen_ai.choice events
         if isinstance(ev, dict) and ev.get("name") == "gen_ai.choice":
             msg, err = _structured(_attrs(ev).get("message"))
@@ -337,6 +374,24 @@ def _attempt(path, s: _Span, names, spans, cache=None, index=None) -> Attempt:
     att.flags += ("choice_from_execute_tool_spans",)
     calls = _executed(s, spans, index)
     return _set_call(att, calls, lambda t: t.attrs.get("gen_ai.tool.name"), None)
+
+
+def _output(att: Attempt, raw, cache=None) -> bool:
+    """Read the choice from ``gen_ai.output.messages`` into ``att``; False when they do not decide it (absent,
+    empty or not a list: the events and execute_tool spans are read next)."""
+    out, err = _structured(raw, cache)
+    if err is not None:
+        att.status, att.raw = "parse_error", f"gen_ai.output.messages: {err}"
+        return True
+    if isinstance(out, list) and out:
+        if len(out) > 1:
+            att.flags += ("extra_choices",)
+        parts = out[0].get("parts", out[0].get("content")) if isinstance(out[0], dict) else None
+        parts = parts if isinstance(parts, list) else []
+        calls = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"]
+        _set_call(att, calls, lambda p: p.get("name"), None if calls else message_text(parts))
+        return True
+    return False
 
 
 def _by_parent(spans) -> dict | None:
