@@ -25,11 +25,12 @@ FILES = ["api_selection_stats_chatgpt_no_func.json", "api_selection_stats_claude
 
 
 def _both(monkeypatch, fn, *switches):
-    """``fn()`` with the shortcut(s) on, then off: (fast, reference)."""
+    """``fn()`` with the shortcut(s) on, then off (``_RECORDS``: without msgspec): (fast, reference)."""
     out = []
     for fast in (True, False):
         for module, name in switches:
-            monkeypatch.setattr(module, name, fast)
+            on = getattr(module, name) if name == "_RECORDS" else True
+            monkeypatch.setattr(module, name, on if fast else (None if name == "_RECORDS" else False))
         out.append(fn())
     return out
 
@@ -100,6 +101,46 @@ class TestBiasBustersReader:
         raw = [[1, 1, 1, 1], [2**62 - 1, 10, 5, -(2**62) + 1]]
         arr = _int_records(raw)
         assert arr.dtype == np.int64 and arr.tolist() == raw
+
+
+BAD_FILES = [
+    "[[1, 11, 1, 1]]", "[[1, 1, 6, 1]]", "[[1, 1, 1, 9]]", "[[1, 1, 1, 1], [1, 1, 2, 1]]", "[[501, 1, 1, 1]]",
+    '[[1, 1, "a", 1]]', "[[1, 1, 1]]", "[[1000000000000000000000000000000, 1, 1, 1]]", "[[18446744073709551615, 1, 1, 1]]",
+    "[[4611686018427387904, 1, 1, 1]]", "[[1, 1, true, 1]]", "[[1, 1, 1.0, 1]]", "[[1, 1, 1e0, 1]]", "[[1, 1, NaN, 1]]",
+    "[[1, 1, 1, 1],\n [2, 1, 2", "[]", "{}", "[[1, 1, 1, 1]] x", "\ufeff[[1, 1, 1, 1]]", "[[1, 1, 01, 1]]",
+    "[[1, 1, 1, 1],]", "[[7, 2, 1, 1]]", "",
+]
+
+
+class TestJsonDecoding:
+    """msgspec decodes a clean file in one go; anything else goes to the standard library and the checks."""
+
+    @pytest.mark.parametrize("text", BAD_FILES)
+    def test_the_same_error_with_and_without_msgspec(self, monkeypatch, bb_catalog, tmp_path, text):
+        path = tmp_path / "bad.json"
+        path.write_text(text, encoding="utf-8")
+        fast, ref = _both(monkeypatch, lambda: _error(lambda: read_biasbusters(path, catalog=bb_catalog,
+                                                                               meta={"model": "m"})),
+                          (biasbusters, "_RECORDS"))
+        assert fast == ref and str(path) in fast
+
+    def test_clean_files_decode_the_same(self, monkeypatch, bb_catalog, bb_data_dir, tmp_path):
+        assert biasbusters._RECORDS is not None      # msgspec is a dependency
+        texts = ["[[1, 1, 1, 1]]", "[[1, 1, 1, 1], [2, 1, 2, 1]]", " [[507, 2, 3, 2]]\n",
+                 (bb_data_dir / "selection_logs" / FILES[0]).read_text()]
+        for i, text in enumerate(texts):
+            path = tmp_path / f"ok{i}.json"
+            path.write_text(text)
+            fast, ref = _both(monkeypatch, lambda: read_biasbusters(path, catalog=bb_catalog, meta={"model": "m"}),
+                              (biasbusters, "_RECORDS"))
+            _same_log(fast, ref)
+
+    def test_decoder_leaves_unclean_records_to_the_checks(self, tmp_path):
+        for text in BAD_FILES:
+            path = tmp_path / "x.json"
+            path.write_text(text, encoding="utf-8")
+            arr = biasbusters._decode_records(path)
+            assert arr is None or (arr.ndim == 2 and arr.shape[1] == 4)
 
 
 class TestConcat:
