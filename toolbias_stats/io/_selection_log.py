@@ -433,9 +433,20 @@ def _check_stacked(frame: pd.DataFrame, duplicates: str) -> pd.DataFrame:
     for col, dtype in LOG_COLUMNS.items():
         if out[col].dtype != dtype:
             out[col] = out[col].astype(dtype)
+        elif isinstance(out[col].array, pd.arrays.ArrowStringArray):
+            out[col] = _one_chunk(out[col])
     if weighted and out[COUNT_COLUMN].dtype != "int64":
         out[COUNT_COLUMN] = out[COUNT_COLUMN].astype("int64")
     return pd.DataFrame(out)
+
+
+def _one_chunk(col: pd.Series) -> pd.Series:
+    """An Arrow-backed text column in one piece: stacking leaves one chunk per part, and every later take (counting,
+    grouping) on many chunks costs about four times as much as on one."""
+    chunks = col.array.__arrow_array__()
+    if getattr(chunks, "num_chunks", 1) <= 1:
+        return col
+    return pd.Series(pd.arrays.ArrowStringArray(chunks.combine_chunks()), index=col.index, name=col.name)
 
 
 def _check_duplicates(df, extras, given_ordering, files, rows, weighted, duplicates) -> None:
