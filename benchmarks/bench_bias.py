@@ -51,6 +51,7 @@ def _load():
 
 
 def _steps():
+    sys.path.insert(0, str(ROOT))        # this checkout, not an installed copy
     import toolbias_stats as tbs
 
     warnings.simplefilter("ignore")
@@ -93,16 +94,18 @@ def main():
             times[name].append((wall, cpu))
             outputs[name] = out
     load1 = _load()
+    if not args.repeat:
+        commands = []
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"load average {' '.join(load0)} before, {' '.join(load1)} after")
-    base = min(w for w, _ in times[commands[0][0]])
+    base = min(w for w, _ in times[commands[0][0]]) if commands else 1.0
     print("| command (fresh process) | best wall (s) | median wall (s) | best CPU (s) | best wall / `python -c pass` |")
     print("|---|---|---|---|---|")
     for name, _, _ in commands:
         walls = sorted(w for w, _ in times[name])
         cpus = sorted(c for _, c in times[name])
         print(f"| {name} | {walls[0]:.2f} | {walls[len(walls) // 2]:.2f} | {cpus[0]:.2f} | {walls[0] / base:.1f}x |")
-    if args.before is not None:
+    if args.before is not None and commands:
         for name, _, _ in commands[2:4]:
             same = outputs[name] == outputs[f"{name} before"]
             print(f"output of {name}: {'byte-identical' if same else 'DIFFERENT'} before and after")
