@@ -72,6 +72,15 @@ class TestBiasBustersReader:
         _same_log(fast, ref)
         assert set(fast.data["cluster_id"]) == {"2", "8"} and len(fast.data) == 2 * 500
 
+    def test_shared_columns_are_not_changed_through_a_log(self, bb_catalog, bb_data_dir):
+        path = bb_data_dir / "selection_logs" / FILES[0]
+        first = read_biasbusters(path, catalog=bb_catalog, meta={"model": "m"})
+        reference = first.data.copy()
+        first.data.loc[0, ["model", "cluster_id", "query_id", "ordering"]] = ["x", "2", "99", "a|b"]
+        first.data.loc[1, "rotation"] = 4
+        again = read_biasbusters(path, catalog=bb_catalog, meta={"model": "m"})
+        pd.testing.assert_frame_equal(again.data, reference, check_exact=True)
+
     def test_design_keys_named_like_schema_columns_take_the_full_route(self, monkeypatch, bb_catalog, tmp_path):
         path = tmp_path / "one.json"
         path.write_text("[[507, 2, 3, 2]]")

@@ -456,7 +456,7 @@ def _validated_frame(path, meta, clusters, tools, covered, n_queries, hit, cid, 
         "chosen_rank": position.copy(),
         "status": _text(["no_call", "ok"], hit.astype(np.int64)),
         "raw_choice": _text(choices, pair_code),
-        "source_file": _constant(str(path), n).copy(),
+        "source_file": _text([str(path)], np.zeros(n, dtype=np.int64)),
         "source_row": source_row,
     })
     for i, (key, value) in enumerate((kv for kv in meta.items() if kv[0] not in head), start=len(head)):
@@ -469,9 +469,10 @@ def _text(values, codes):
     return pd.array(values, dtype="string").take(codes, allow_fill=True)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _constant(value: str, n: int):
-    """``n`` times ``value`` as a string array (shared and immutable: callers take a ``.copy()``)."""
+    """``n`` times ``value`` (a model or condition name) as a string array (shared and immutable: callers take a
+    ``.copy()``)."""
     return _text([value], np.zeros(n, dtype=np.int64))
 
 
