@@ -114,7 +114,8 @@ class TestBiasBustersReader:
 
 BAD_FILES = [
     "[[1, 11, 1, 1]]", "[[1, 1, 6, 1]]", "[[1, 1, 1, 9]]", "[[1, 1, 1, 1], [1, 1, 2, 1]]", "[[501, 1, 1, 1]]",
-    '[[1, 1, "a", 1]]', "[[1, 1, 1]]", "[[1000000000000000000000000000000, 1, 1, 1]]", "[[18446744073709551615, 1, 1, 1]]",
+    '[[1, 1, "a", 1]]', "[[1, 1, 1]]", "[[1000000000000000000000000000000, 1, 1, 1]]",
+    "[[18446744073709551615, 1, 1, 1]]",
     "[[4611686018427387904, 1, 1, 1]]", "[[1, 1, true, 1]]", "[[1, 1, 1.0, 1]]", "[[1, 1, 1e0, 1]]", "[[1, 1, NaN, 1]]",
     "[[1, 1, 1, 1],\n [2, 1, 2", "[]", "{}", "[[1, 1, 1, 1]] x", "\ufeff[[1, 1, 1, 1]]", "[[1, 1, 01, 1]]",
     "[[1, 1, 1, 1],]", "[[7, 2, 1, 1]]", "",
@@ -140,7 +141,7 @@ class TestJsonDecoding:
         for i, text in enumerate(texts):
             path = tmp_path / f"ok{i}.json"
             path.write_text(text)
-            fast, ref = _both(monkeypatch, lambda: read_biasbusters(path, catalog=bb_catalog, meta={"model": "m"}),
+            fast, ref = _both(monkeypatch, lambda p=path: read_biasbusters(p, catalog=bb_catalog, meta={"model": "m"}),
                               (biasbusters, "_RECORDS"))
             _same_log(fast, ref)
 

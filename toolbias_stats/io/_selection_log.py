@@ -109,7 +109,7 @@ class SelectionLog:
                               for d in diagnostics.values()) else "error"
         if _FAST_CONCAT and all(lg.catalog is catalog for lg in logs):
             # every part is valid against this catalog; validating a valid table again changes nothing, so only
-            # the attempts of different parts can still clash (tests/io/test_biasbusters.py compares the two)
+            # the attempts of different parts can still clash (tests/io/test_fast_paths.py compares the two)
             return cls(_check_stacked(frame, duplicates=mode), catalog, diagnostics)
         return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode)
 
