@@ -107,6 +107,10 @@ class SelectionLog:
         # repeats are allowed when a part allowed them (a table file read with duplicates = "count")
         mode = "count" if any(isinstance(d, dict) and d.get("duplicates") == "count"
                               for d in diagnostics.values()) else "error"
+        if _FAST_CONCAT and all(lg.catalog is catalog for lg in logs):
+            # every part is valid against this catalog; validating a valid table again changes nothing, so only
+            # the attempts of different parts can still clash (tests/io/test_fast_paths.py compares the two)
+            return cls(_check_stacked(frame, duplicates=mode), catalog, diagnostics)
         return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode)
 
     # -- views ------------------------------------------------------------------------
@@ -406,6 +410,48 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     df.loc[~ok, "chosen_tool"] = pd.NA
 
     extras = [c for c in df.columns if c not in LOG_COLUMNS and c != COUNT_COLUMN]
+    _check_duplicates(df, extras, given_ordering, files, rows, weighted, duplicates)
+    for col, dtype in LOG_COLUMNS.items():
+        df[col] = df[col].astype(dtype)
+    return df[list(_DESIGN) + extras + list(_ATTEMPT) + ([COUNT_COLUMN] if weighted else [])]
+
+
+#: Stack valid logs that share a catalog without validating every row again (False: :meth:`SelectionLog.concat`
+#: always goes through :meth:`SelectionLog.from_frame`; tests compare the two).
+_FAST_CONCAT = True
+
+
+def _check_stacked(frame: pd.DataFrame, duplicates: str) -> pd.DataFrame:
+    """What :func:`_validate` does to a stack of validated tables of one catalog: the same columns in the same order
+    and dtypes, and the duplicate check (with the same messages) across the parts."""
+    df = frame.reset_index(drop=True)
+    weighted = COUNT_COLUMN in df.columns
+    extras = [c for c in df.columns if c not in LOG_COLUMNS and c != COUNT_COLUMN]
+    _check_duplicates(df, extras, df["ordering"], df["source_file"].astype(str).to_numpy(),
+                      df["source_row"].to_numpy(), weighted, duplicates)
+    out = {c: df[c] for c in list(_DESIGN) + extras + list(_ATTEMPT) + ([COUNT_COLUMN] if weighted else [])}
+    for col, dtype in LOG_COLUMNS.items():
+        if out[col].dtype != dtype:
+            out[col] = out[col].astype(dtype)
+        elif isinstance(out[col].array, pd.arrays.ArrowStringArray):
+            out[col] = _one_chunk(out[col])
+    if weighted and out[COUNT_COLUMN].dtype != "int64":
+        out[COUNT_COLUMN] = out[COUNT_COLUMN].astype("int64")
+    return pd.DataFrame(out)
+
+
+def _one_chunk(col: pd.Series) -> pd.Series:
+    """An Arrow-backed text column in one piece: stacking leaves one chunk per part, and every later take (counting,
+    grouping) on many chunks costs about four times as much as on one."""
+    chunks = col.array.__arrow_array__()
+    if getattr(chunks, "num_chunks", 1) <= 1:
+        return col
+    return pd.Series(pd.arrays.ArrowStringArray(chunks.combine_chunks()), index=col.index, name=col.name)
+
+
+def _check_duplicates(df, extras, given_ordering, files, rows, weighted, duplicates) -> None:
+    """Raise naming both rows when two attempts (aggregated: two cells) have the same identity."""
+    problems = []
     # An attempt is identified by its design, query and the list it was shown: the rotation and/or the ordering
     # as given (shuffled lists without a rotation id are distinct attempts; an `attempt` or `epoch` column
     # is a design column and separates repeats of the same list).
@@ -430,10 +476,6 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
             problems.append(problem(files[i], rows[i], "query_id", message(
                 values, int(rows[j]), files[j] if files[j] != files[i] else None)))
         raise SelectionLogError(problems)
-
-    for col, dtype in LOG_COLUMNS.items():
-        df[col] = df[col].astype(dtype)
-    return df[list(_DESIGN) + extras + list(_ATTEMPT) + ([COUNT_COLUMN] if weighted else [])]
 
 
 #: Columns that, with the attempt identity, identify a cell of an aggregated log.

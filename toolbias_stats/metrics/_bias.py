@@ -524,7 +524,8 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
                          f"{counts.level!r} instead (count with level='query', or set n_resamples=0).")
     seed = rng if isinstance(rng, (int, type(None))) else "generator"
     gen = check_rng(rng)
-    table = counts.table
+    table = counts.table.reset_index(drop=True)    # group rows are then positions in `columns`
+    columns = _Columns(table)
     caught = []
     totals = counts.status_totals()
     excluded = {s: n for s, n in sorted(totals.items(), key=lambda kv: -kv[1]) if s != "ok" and n}
@@ -547,7 +548,7 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
         keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
         pos_of = None if slots is None else {c: v for (g, c), v in slots.items() if g == tuple(key)[:len(by)]}
         groups.append(_group_bias(sub, counts.catalog, keys, n_resamples, n_null, confidence_level, ci_method, gen,
-                                  caught, cluster_corrected, bootstrap, pos_of, unknown))
+                                  caught, cluster_corrected, bootstrap, pos_of, unknown, columns))
     kinds = {g.interval_method for g in groups}
     resample = ("query" if kinds <= {INTERVAL_QUERY, INTERVAL_NONE}
                 else "multinomial" if kinds == {INTERVAL_MULTINOMIAL} else "mixed")
@@ -566,21 +567,25 @@ class _Target:
 
 
 def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
-                cluster_corrected, bootstrap, pos_of=None, unknown=None) -> GroupBias:
+                cluster_corrected, bootstrap, pos_of=None, unknown=None, columns=None) -> GroupBias:
+    if columns is None:
+        columns, sub = _Columns(sub), sub.reset_index(drop=True)
+    at = sub.index.to_numpy()                          # the group's rows in `columns`
     runs = np.sort(sub["run"].unique())
     rows = _rows(sub, "n")
     if "rows_ok" in sub.columns:   # an aggregated log: n_* are attempts (sums of count); rows_* are table rows
         rows["table_rows"] = _rows(sub, "rows")
-    present = set(sub["cluster_id"].unique())
+    code = columns.cluster_code[at]
+    present = {columns.cluster_ids[i] for i in np.unique(code[code >= 0])}
     clusters = [c for c in catalog.clusters if c in present]
     api_t, pos_t, tools_of, boot_api, boot_pos = {}, {}, {}, {}, {}
-    by_cluster = dict(iter(sub.groupby("cluster_id", sort=False)))
+    code_of = {c: i for i, c in enumerate(columns.cluster_ids)}
     multinomial = set()
     labels, notes = {}, {}
     for c in clusters:
-        api_t[c], pos_t[c], tools_of[c] = _tensors(by_cluster[c], catalog, c, runs, caught, keys)
-        part = by_cluster[c]
-        seen = int(part[[k for k in part.columns if k.startswith("pos_")]].to_numpy().sum()) > 0
+        part = at[code == code_of[c]]                  # table order, as a groupby by cluster keeps it
+        api_t[c], pos_t[c], tools_of[c] = _cluster_tensors(columns, part, catalog, c, runs, caught, keys)
+        seen = int(columns.pos[part].sum()) > 0
         labels[c], notes[c] = _positions(pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
         if labels[c] is None:
             pos_t[c] = None
@@ -679,24 +684,51 @@ def parametric_counts(counts, n_resamples, rng, *, method="multinomial"):
 
 def _tensors(part, catalog, cluster, runs, caught, keys):
     """Per-query count tensors (Q, S, K) for the chosen tool and the chosen position, from count rows."""
+    return _cluster_tensors(_Columns(part), np.arange(len(part)), catalog, cluster, runs, caught, keys, stacklevel=6)
+
+
+class _Columns:
+    """The count table's columns that the bias reads, as numpy arrays converted once (selecting DataFrame columns
+    group by group and cluster by cluster costs more than the arithmetic)."""
+
+    def __init__(self, table: pd.DataFrame):
+        # queries in sorted order (missing: -1): sorting a subset keeps this order, so the codes of a cluster's rows
+        # rank its queries as pd.factorize(part, sort=True) does
+        self.query, _ = pd.factorize(table["query_id"], sort=True)
+        self.cluster_code, ids = pd.factorize(table["cluster_id"])
+        self.cluster_ids = list(ids)
+        self.run = table["run"].to_numpy()
+        self.n_candidates = table["n_candidates"].to_numpy()
+        self._tool_at = {c: i for i, c in enumerate(c for c in table.columns if c.startswith("tool_"))}
+        self.tool = table[list(self._tool_at)].to_numpy(dtype=float)
+        self.pos = table[[c for c in table.columns if c.startswith("pos_")]].to_numpy(dtype=float)
+
+    def tools(self, rows, k):
+        """Counts of ``tool_1 .. tool_k`` in ``rows``."""
+        return self.tool[np.ix_(rows, [self._tool_at[c] for c in tool_columns(k)])]
+
+
+def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, keys, stacklevel=5):
+    """:func:`_tensors` of the table rows ``rows`` (positions in ``columns``)."""
     tools = catalog.tools(cluster)
     k = len(tools)
-    q_codes, _ = pd.factorize(part["query_id"], sort=True)
-    q_codes = np.maximum(q_codes, 0)   # cluster-level counts: no query id, one pseudo-query
-    s_codes = np.searchsorted(runs, part["run"].to_numpy())
+    g = columns.query[rows]
+    q_codes = np.zeros(len(rows), dtype=np.int64)     # cluster-level counts: no query id, one pseudo-query
+    known = g >= 0
+    q_codes[known] = np.searchsorted(np.unique(g[known]), g[known])
+    s_codes = np.searchsorted(runs, columns.run[rows])
     n_q = int(q_codes.max()) + 1
     api = np.zeros((n_q, len(runs), k))
-    np.add.at(api, (q_codes, s_codes), part[tool_columns(k)].to_numpy(dtype=float))
-    pos_cols = [c for c in part.columns if c.startswith("pos_")]
-    pos_n = part[pos_cols].to_numpy(dtype=float)
+    np.add.at(api, (q_codes, s_codes), columns.tools(rows, k))
+    pos_n = columns.pos[rows]
     pos_known = pos_n.sum(1) > 0
     pos = None
     if pos_known.any():
-        n_cand = np.unique(part["n_candidates"].to_numpy()[pos_known])
+        n_cand = np.unique(columns.n_candidates[rows][pos_known])
         if len(n_cand) > 1:
             msg = (f"group {keys}, cluster {cluster}: lists of different lengths {sorted(n_cand.tolist())} were "
                    "shown; the position distribution is undefined and delta_pos is skipped for this cluster")
-            warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=stacklevel)
             caught.append(msg)
         else:
             kp = int(n_cand[0])

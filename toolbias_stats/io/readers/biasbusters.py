@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..._schema import COUNT_COLUMN, DESIGN_COLUMNS, LOG_COLUMNS
 from ..._validation import check_choice
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import add_meta, check_meta, load_json
+from ._common import add_meta, check_meta, check_regular_file, load_json
 
 __all__ = ["read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries", "read_tool_dates"]
 
@@ -244,10 +247,11 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     path = Path(path)
     check_choice("position", position, ("recorded", "rotation"))
     meta = check_meta(meta, path)
-    raw = load_json(path)
-    if not isinstance(raw, list):
+    arr = _decode_records(path)       # None: the standard library reads the file and the checks name what is wrong
+    raw = load_json(path) if arr is None else ()
+    if arr is None and not isinstance(raw, list):
         raise SelectionLogError(problem(path, None, None, "expected a JSON list of [qid, cluster_id, api_index, position]"))
-    if len(raw) == 0:
+    if arr is None and len(raw) == 0:
         raise SelectionLogError(problem(path, None, None, "the selection log is empty (no records)"))
     run_on, clusters = clusters, catalog.clusters
     ks = {catalog.n_tools(c) for c in clusters}
@@ -267,8 +271,9 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     else:
         covered = np.ones(n_c, dtype=bool)
     fields = ("qid", "cluster_id", "api_index", "position")
-    arr = np.zeros((len(raw), 4), dtype=np.int64)
-    for i, rec in enumerate(raw, start=1):
+    arr = _int_records(raw) if arr is None else arr     # None: some record needs the checks one by one (they name it)
+    slow, arr = arr is None, np.zeros((len(raw), 4), dtype=np.int64) if arr is None else arr
+    for i, rec in enumerate(raw if slow else (), start=1):
         if not isinstance(rec, list) or len(rec) != 4:
             problems.append(problem(path, i, "record", f"expected [qid, cluster_id, api_index, position], got {rec!r}"))
             continue
@@ -315,16 +320,23 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     hit = row_of[all_q] >= 0
     idx = row_of[all_q][hit]
     tools = np.array([catalog.tools(c) for c in clusters], dtype=object)  # (C, K)
-    chosen = np.full(len(all_q), None, dtype=object)
-    chosen[hit] = tools[cid[idx] - 1, api[idx] - 1]
     expected_pos = (api[idx] - r_all[hit]) % k + 1
     mismatch = int((expected_pos != pos[idx]).sum())
-    chosen_pos = np.full(len(all_q), np.nan)
-    chosen_pos[hit] = pos[idx] if position == "recorded" else expected_pos
-    raw_choice = np.full(len(all_q), None, dtype=object)
-    raw_choice[hit] = [f"api={a} position={p}" for a, p in zip(api[idx], pos[idx])]
+    kept_pos = pos[idx] if position == "recorded" else expected_pos
     source_row = np.zeros(len(all_q), dtype=np.int64)
     source_row[hit] = idx + 1  # JSON record number; absent attempts point to record 0
+    diagnostics = {str(path): {"records": len(arr), "attempts": len(all_q), "absent_qids": int((~hit).sum()),
+                               "position_mismatch": mismatch, "position": position}}
+    if _FAST and _trusted(tools, meta):
+        frame = _validated_frame(path, meta, clusters, tools, covered, n_queries, hit, cid[idx], api[idx], pos[idx],
+                                 kept_pos, source_row)
+        return SelectionLog(frame, catalog, diagnostics)
+    chosen = np.full(len(all_q), None, dtype=object)
+    chosen[hit] = tools[cid[idx] - 1, api[idx] - 1]
+    chosen_pos = np.full(len(all_q), np.nan)
+    chosen_pos[hit] = kept_pos
+    raw_choice = np.full(len(all_q), None, dtype=object)
+    raw_choice[hit] = [f"api={a} position={p}" for a, p in zip(api[idx], pos[idx])]
     frame = pd.DataFrame({
         "cluster_id": [clusters[c - 1] for c in c_all],
         "query_id": q_all.astype(str),
@@ -337,6 +349,145 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
         "source_row": source_row,
     })
     frame = add_meta(frame, meta)
-    diagnostics = {str(path): {"records": len(arr), "attempts": len(all_q), "absent_qids": int((~hit).sum()),
-                               "position_mismatch": mismatch, "position": position}}
     return SelectionLog.from_frame(frame, catalog, diagnostics=diagnostics, source=str(path))
+
+
+#: Build the validated table directly when the reader's checks already guarantee it (see :func:`_trusted`); False
+#: sends every file through :meth:`SelectionLog.from_frame` (tests compare the two).
+_FAST = True
+
+
+def _decode_records(path: Path):
+    """The records as an ``(n, 4)`` int64 array when msgspec decodes the file as a non-empty JSON list of lists of 4
+    integers that :func:`_int_records` accepts; else None (no msgspec, or anything else: the standard library then
+    reads the file and the reader's checks word the error, so messages do not depend on msgspec)."""
+    check_regular_file(path)
+    if _RECORDS is None:
+        return None
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):      # a BOM: json refuses it (and says so)
+        return None
+    try:
+        records = _RECORDS.decode(data)
+    except (_msgspec.DecodeError, ValueError, RecursionError):
+        return None
+    if not records:
+        return None
+    try:
+        arr = np.array(records, dtype=np.int64)
+    except OverflowError:
+        return None
+    return None if ((arr <= -2**62) | (arr >= 2**62)).any() else arr
+
+
+try:
+    import msgspec as _msgspec
+
+    _RECORDS = _msgspec.json.Decoder(list[tuple[int, int, int, int]])
+except ImportError:   # pragma: no cover - the json path is tested by hiding the decoder
+    _msgspec = _RECORDS = None
+
+
+def _int_records(raw: list):
+    """The records as an ``(n, 4)`` int64 array when every one is a list of 4 plain integers strictly between
+    -2**62 and 2**62, i.e. when the record-by-record checks would find nothing; else None (they run and name it)."""
+    if set(map(type, raw)) != {list} or set(map(len, raw)) != {4}:
+        return None
+    if set(map(type, itertools.chain.from_iterable(raw))) != {int}:
+        return None
+    try:
+        arr = np.array(raw, dtype=np.int64)
+    except OverflowError:
+        return None
+    if ((arr <= -2**62) | (arr >= 2**62)).any():
+        return None
+    return arr
+
+
+def _trusted(tools: np.ndarray, meta: dict) -> bool:
+    """Whether :meth:`SelectionLog.from_frame` could only confirm what this reader built (so it can be skipped).
+
+    The reader has checked every record (cluster, api index and position in range, qid consistent and unique) and
+    ``check_meta`` the design keys; what remains is the catalog (tool ids distinct plain strings without ``|`` in each
+    cluster, so the rotated lists split back into the cluster's tools) and design keys that are not schema columns.
+    """
+    from .._selection_log import MAX_INT
+
+    names = tools.ravel().tolist()
+    if not all(type(t) is str and t and "|" not in t for t in names):
+        return False
+    if any(len(set(row)) != len(row) for row in tools.tolist()):
+        return False
+    if any(k in LOG_COLUMNS or k == COUNT_COLUMN for k in meta if k not in DESIGN_COLUMNS):
+        return False
+    return meta["run"] <= MAX_INT
+
+
+def _validated_frame(path, meta, clusters, tools, covered, n_queries, hit, cid, api, pos, kept_pos, source_row):
+    """The table :meth:`SelectionLog.from_frame` makes of this reader's rows, built column by column.
+
+    Every attempt's list is its cluster's tools under a cyclic rotation, all of them members: ``ordering`` is the
+    rotated list, ``n_candidates`` is K and ``chosen_rank`` equals ``chosen_position``; tools, positions and
+    raw choices exist for hits only.
+    """
+    k = tools.shape[1]
+    design = _design_text(tuple(clusters), tuple(map(tuple, tools.tolist())), tuple(covered.tolist()), n_queries)
+    n = len(hit)
+    chosen_code = np.full(n, -1, dtype=np.int64)
+    chosen_code[hit] = (cid - 1) * k + (api - 1)
+    pair_code = np.full(n, -1, dtype=np.int64)
+    pair_code[hit] = (api - 1) * k + (pos - 1)
+    choices = [f"api={a} position={p}" for a in range(1, k + 1) for p in range(1, k + 1)]
+    position = np.zeros(n, dtype=np.int64)
+    position[hit] = kept_pos
+    position = pd.arrays.IntegerArray(position, ~hit)
+    rotation = (np.arange(n) % k + 1).astype(np.int64)       # qids run rotation fastest (see the docstring above)
+    head = {"model": _constant(meta["model"], n).copy(), "run": np.full(n, meta["run"], dtype=np.int64),
+            "condition": _constant(meta["condition"], n).copy()}
+    frame = pd.DataFrame({
+        **head,
+        "cluster_id": design["cluster_id"].copy(),
+        "query_id": design["query_id"].copy(),
+        "rotation": pd.arrays.IntegerArray(rotation, np.zeros(n, dtype=bool)),
+        "ordering": design["ordering"].copy(),
+        "n_candidates": np.full(n, k, dtype=np.int64),
+        "chosen_tool": _text(tools.ravel().tolist(), chosen_code),
+        "chosen_position": position,
+        "chosen_rank": position.copy(),
+        "status": _text(["no_call", "ok"], hit.astype(np.int64)),
+        "raw_choice": _text(choices, pair_code),
+        "source_file": _text([str(path)], np.zeros(n, dtype=np.int64)),
+        "source_row": source_row,
+    })
+    for i, (key, value) in enumerate((kv for kv in meta.items() if kv[0] not in head), start=len(head)):
+        frame.insert(i, key, value)           # extra design keys: as add_meta puts them
+    return frame
+
+
+def _text(values, codes):
+    """``values[codes]`` as a pandas string array (code -1: missing)."""
+    return pd.array(values, dtype="string").take(codes, allow_fill=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _constant(value: str, n: int):
+    """``n`` times ``value`` (a model or condition name) as a string array (shared and immutable: callers take a
+    ``.copy()``)."""
+    return _text([value], np.zeros(n, dtype=np.int64))
+
+
+@functools.lru_cache(maxsize=8)
+def _design_text(clusters: tuple, tools: tuple, covered: tuple, n_queries: int) -> dict:
+    """``cluster_id``, ``query_id`` and ``ordering`` of every attempt of the design, in qid order (the same for every
+    file of a study; shared and immutable: callers take a ``.copy()``)."""
+    k = len(tools[0])
+    per_cluster = n_queries * k
+    all_q = np.arange(1, len(clusters) * per_cluster + 1)
+    all_q = all_q[np.array(covered)[(all_q - 1) // per_cluster]]
+    c_all = (all_q - 1) // per_cluster + 1
+    q_all = (all_q - 1) % per_cluster // k + 1
+    r_all = (all_q - 1) % k + 1
+    orders = ["|".join(row[r:] + row[:r]) for row in tools for r in range(k)]
+    return {"cluster_id": _text([str(c) for c in clusters], c_all - 1),
+            "query_id": _text([str(q) for q in range(1, int(q_all.max()) + 1)], q_all - 1),
+            "ordering": _text(orders, (c_all - 1) * k + (r_all - 1))}
