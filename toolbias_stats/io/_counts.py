@@ -282,7 +282,7 @@ def load_counts(obj, *, level: str = "query") -> SelectionCounts:
     return load_selection_log(obj).counts(level=level)
 
 
-def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: str = "duckdb",
+def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: str = "auto",
                 level: str = "query", cells: bool = True, scheduler=None, **options) -> SelectionCounts:
     """Validate and count one table file (CSV, JSONL, Parquet) with an engine, without keeping its rows.
 
@@ -297,7 +297,8 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
         Design metadata (``model``, ``run``, ``condition``, extra keys), as for :func:`read_table`.
     columns : dict, optional
         ``{their_name: our_name}`` column mapping.
-    engine : {"duckdb", "pandas", "dask"}, default "duckdb"
+    engine : {"auto", "duckdb", "pandas", "dask"}, default "auto"
+        ``"auto"`` is DuckDB (a dependency of the package and the fastest engine on one machine).
     level : {"query", "cluster"}, default "query"
     cells : bool, default True
         Also count the per-ordering ``cells`` (needed by the Bayesian model only).
@@ -330,6 +331,8 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
     """
     if level not in COUNT_LEVELS:
         raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
+    if engine == "auto":
+        engine = "duckdb"
     entry = {"path": path, "meta": meta, "columns": columns, **options}
     files = [path]
     if engine in ("pandas", "duckdb"):   # issue 27: a folder, glob or list of files, read file by file
@@ -352,4 +355,4 @@ def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: 
         from .engines._dask import count_tables_dask
 
         return count_tables_dask([entry], catalog, level=level, scheduler=scheduler, cells=cells)
-    raise ValueError(f"`engine` must be one of ['duckdb', 'pandas', 'dask']; got {engine!r} instead.")
+    raise ValueError(f"`engine` must be one of ['auto', 'duckdb', 'pandas', 'dask']; got {engine!r} instead.")
