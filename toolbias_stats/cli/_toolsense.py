@@ -123,7 +123,7 @@ def _probe(kind, path, args, bench_file=None):
 def _score(args) -> int:
     from ..report._toolsense_html import format_probe_text, format_retrieval_text
     from ._output import emit
-    from ._commands import _version
+    from ._common import version as _version
 
     if args.benchmark == "rrb":
         from ..toolsense import compare_configurations
@@ -170,7 +170,7 @@ def _annotation_result(path, args, by=None):
 def _agreement(args) -> int:
     from ..report._toolsense_html import format_agreement_text
     from ._output import emit
-    from ._commands import _version
+    from ._common import version as _version
 
     res = _annotation_result(args.annotations, args, args.by)
     if args.json:
@@ -202,7 +202,7 @@ def _baselines(args) -> int:
 
     from ..report._toolsense_html import format_baselines_text
     from ._output import emit
-    from ._commands import _version
+    from ._common import version as _version
 
     t0 = time.perf_counter()
     res = _baseline_result(args, _ks(args.k))

@@ -11,17 +11,9 @@ from __future__ import annotations
 
 from ._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_num
 from ._render_html import _e, _svg, _table, html_page
+from ._summary import _DOMAINS, _NAMES, _label
 
 __all__ = ["render_shadow_section", "render_shadow_report", "format_shadow_text", "format_worksheet_text"]
-
-_DOMAINS = ("L", "D", "S", "R")
-_NAMES = {"L": "position salience", "D": "description-length confound", "S": "semantic overlap",
-          "R": "call-frequency residual"}
-
-
-def _label(keys):
-    return ", ".join(f"{k}={v}" for k, v in keys.items()) or "audit"
-
 
 def _needs_breakdown(g, scale):
     est = g.pbs[scale].estimate

@@ -13,6 +13,15 @@ import pandas as pd
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num
 
+#: TOOL-SHADOW domains and their names (the summary and the shadow section share them).
+_DOMAINS = ("L", "D", "S", "R")
+_NAMES = {"L": "position salience", "D": "description-length confound", "S": "semantic overlap",
+          "R": "call-frequency residual"}
+
+
+def _label(keys):
+    return ", ".join(f"{k}={v}" for k, v in keys.items()) or "audit"
+
 __all__ = ["bias_summary", "shadow_summary", "toolsense_summary", "choice_model_summary"]
 
 _NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
@@ -195,7 +204,6 @@ def shadow_summary(result, *, scale=None) -> list:
     The harness does not score distinguishably above 50 (no positional bias) on the paper scale: its 95% interval
     reaches 50.
     """
-    from ._shadow_html import _DOMAINS, _NAMES, _label
 
     scale = result.scale if scale is None else scale
     groups = list(result.groups)
