@@ -73,7 +73,7 @@ def fmt_int(n) -> str:
     """
     if not _finite(n):
         return MISSING
-    return f"{int(round(float(n))):,}"
+    return f"{round(float(n)):,}"
 
 
 def fmt_ci(ci, digits=DIGITS) -> str:

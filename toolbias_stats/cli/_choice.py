@@ -78,7 +78,7 @@ def _keys(row, by) -> str:
 
 
 def _nan(v) -> bool:
-    return v is None or isinstance(v, float) and math.isnan(v)
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _records(frame):

@@ -169,11 +169,10 @@ def _main(argv=None) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     from ..exceptions import SelectionLogError
-
     from ._bayes import run as run_bayes
     from ._explain import run_explain, run_features
-    from ._toolsense import run as _run_toolsense
     from ._shadow import run as _run_shadow
+    from ._toolsense import run as _run_toolsense
 
     commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
                 "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense,

@@ -20,7 +20,8 @@ def add_parsers(subparsers):
                                           "delta_model and per-tool shares, with paired query-bootstrap CIs, "
                                           "permutation p-values (Holm, BH) and calibrated bias-corrected shifts.")
     s.add_argument("study", help="study manifest (TOML)")
-    s.add_argument("--between", default="condition", help="design column whose levels are compared (default: condition)")
+    s.add_argument("--between", default="condition",
+                   help="design column whose levels are compared (default: condition)")
     s.add_argument("--base", default="base", help="the reference level (default: base; numbers for numeric columns)")
     s.add_argument("--by", default="model", help="comma-separated grouping columns (default: model; '' for none)")
     s.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)")

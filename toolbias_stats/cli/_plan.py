@@ -103,7 +103,8 @@ def compute(args, study, *, progress=False):
 def run(args) -> int:
     from ..io import read_study
     from ..report._design_html import format_plan_text
-    from ._common import progress_wanted as _progress_wanted, version as _version
+    from ._common import progress_wanted as _progress_wanted
+    from ._common import version as _version
     from ._output import emit
 
     with warnings.catch_warnings():

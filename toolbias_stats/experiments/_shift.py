@@ -179,7 +179,8 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
     totals = counts.status_totals()
     excluded = {s: n for s, n in totals.items() if s != "ok" and n}
     if excluded:
-        msg = f"{sum(excluded.values())} of {sum(totals.values())} attempts have no valid selection and are excluded: {excluded}"
+        msg = (f"{sum(excluded.values())} of {sum(totals.values())} attempts have no valid selection and are "
+               f"excluded: {excluded}")
         warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
         caught.append(msg)
     others = [c for c in design if c not in by and c != between]

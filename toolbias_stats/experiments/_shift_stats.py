@@ -51,8 +51,8 @@ def calibrated_mean_shift(diffs, boot_diffs, *, confidence_level=0.95) -> Calibr
     path that keeps it near 0 attributes too much of the plug-in to noise (upper coverage 89-92% without it in the
     "moderate" simulation, 96-97% with it, at about 9% more width). When the observed shift lies below the
     ``alpha/2`` quantile of the no-shift law the belt is empty; the upper bound is then inverted at half the
-    observed lower-tail probability, which gives a short interval ``[0, hi]`` instead of ``[0, 0]``. Coverage is checked by
-    simulation in ``analyses/experiments_shift_coverage.py`` (docs/guide/experiments_overview.md).
+    observed lower-tail probability, which gives a short interval ``[0, hi]`` instead of ``[0, 0]``. Coverage is
+    checked by simulation in ``analyses/experiments_shift_coverage.py`` (docs/guide/experiments_overview.md).
     """
     confidence_level = check_confidence_level(confidence_level)
     xs, es = [], []

@@ -17,7 +17,8 @@ _lazy.add('._render_html', 'file_sha256', 'render_bias_report')
 _lazy.add('._build', 'build_report', 'default_sections')
 _lazy.add('._shadow_html', 'render_shadow_report', 'render_shadow_section')
 
-__all__ = ["build_report", "default_sections", "render_bias_report", "file_sha256", "render_shadow_section", "render_shadow_report", "key_findings", "Finding", "bias_summary", "export_quarto", "qmd_to_notebook",
+__all__ = ["build_report", "default_sections", "render_bias_report", "file_sha256", "render_shadow_section",
+           "render_shadow_report", "key_findings", "Finding", "bias_summary", "export_quarto", "qmd_to_notebook",
            "run_notebook", "TEMPLATE", "MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci",
            "fmt_mean_sd", "fmt_p", "fmt_level", "fmt_range"]
 

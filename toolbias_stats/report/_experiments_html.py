@@ -26,9 +26,10 @@ def format_shift_text(result) -> str:
     lv = fmt_level(result.confidence_level)
     boot = (f"{result.n_resamples} query-bootstrap replicates, " if result.n_resamples   # --bootstrap 0: say so
             else "no query bootstrap (--bootstrap 0): no intervals, ")
-    lines = [f"Shift from {result.between} = {result.base} ({boot}"
-             f"{result.n_permutations} permutations{f', {lv} intervals' if result.n_resamples else ''}; corrected = bias-corrected with calibrated CI; "
-             "null = expected shift without any change)"]
+    lines = [(f"Shift from {result.between} = {result.base} ({boot}"
+             f"{result.n_permutations} permutations{f', {lv} intervals' if result.n_resamples else ''}; "
+             "corrected = bias-corrected with calibrated CI; "
+             "null = expected shift without any change)")]
     n_tools = int(sum(g.tools["p_value"].notna().sum() for g in result.groups if len(g.tools)))
     for g in result.groups:
         lines.append("")
@@ -46,7 +47,8 @@ def format_shift_text(result) -> str:
             if c is None:
                 continue
             lines.append(f"   {_LABEL[m]:<18} {fmt_num(c.base_value)} -> {fmt_num(c.value)}: "
-                         f"{fmt_estimate_ci(c.estimate, c.ci)}  normalised {fmt_estimate_ci(c.normalised_estimate, c.normalised_ci)}"
+                         f"{fmt_estimate_ci(c.estimate, c.ci)}  normalised "
+                         f"{fmt_estimate_ci(c.normalised_estimate, c.normalised_ci)}"
                          f"  {fmt_p(c.p_value)} (Holm {fmt_p(c.p_adjusted, prefix=False)})")
         top = g.tools.reindex(g.tools["difference"].abs().sort_values(ascending=False).index).head(3)
         for r in top.itertuples(index=False):
@@ -72,8 +74,9 @@ def format_subsets_text(result, distribution=None) -> str:
              f"{'':<10}{'n':>6}  {'micro precision':<24}{'micro recall':<24}{'exact set match':<24}"]
 
     def row(label, d):
-        return (f"{label:<10}{fmt_int(d['n']):>6}  " + "".join(f"{fmt_estimate_ci(d[m][0], d[m][1], 4):<24}"
-                                                              for m in ("micro_precision", "micro_recall", "exact_match")))
+        cells = (f"{fmt_estimate_ci(d[m][0], d[m][1], 4):<24}" for m in ("micro_precision", "micro_recall",
+                                                                           "exact_match"))
+        return f"{label:<10}{fmt_int(d['n']):>6}  " + "".join(cells)
 
     lines.append(row("overall", result.overall))
     for g in result.by_group:
@@ -92,8 +95,8 @@ def _subset_diagnostic_lines(result, limit=10) -> list:
     diag = getattr(result, "diagnostics", None) or {}
     src = (getattr(result, "source", None) or {}).get("predictions", "<predictions>")
     out = []
-    for key, what in (("not_candidates", "predicted name(s) not among the candidates of their query: counted as "
-                                         "wrong predictions (false positives)"),
+    for key, what in (("not_candidates", ("predicted name(s) not among the candidates of their query: counted as "
+                                         "wrong predictions (false positives)")),
                       ("repeated", "tool(s) named more than once in one prediction: counted once (a subset is a set)")):
         items = diag.get(key) or []
         if not items:
@@ -181,7 +184,8 @@ def experiments_summary(results) -> list:
             best[m] = max(cand, key=lambda r: r[m].corrected)
     if "shift_api" in best:
         r = best["shift_api"]
-        text = (f"The largest tool shift is {r['label']}: {fmt_estimate_ci(r['shift_api'].corrected, r['shift_api'].corrected_ci)} "
+        text = (f"The largest tool shift is {r['label']}: "
+                f"{fmt_estimate_ci(r['shift_api'].corrected, r['shift_api'].corrected_ci)} "
                 f"(bias-corrected, {lv} calibrated interval; noise alone reads about "
                 f"{fmt_num(r['shift_api'].null_expected)} as a plug-in)")
         if "shift_pos" in best:
@@ -214,7 +218,8 @@ def experiments_summary(results) -> list:
         _, res, b = max(rises, key=lambda t: t[0])
         out.append(f"The largest per-tool rise that survives the adjustment over every tool: {b['tool_id']} "
                    f"(cluster {b['cluster']}) from {fmt_num(b['share_base'])} at {res.between} = {res.base} to "
-                   f"{fmt_num(b['share'])} at {b[res.between]} ({fmt_estimate_ci(b['difference'], (b['ci_low'], b['ci_high']))}).")
+                   f"{fmt_num(b['share'])} at {b[res.between]} "
+                   f"({fmt_estimate_ci(b['difference'], (b['ci_low'], b['ci_high']))}).")
     return out
 
 
@@ -257,9 +262,10 @@ def render_experiments_section(results, *, study=None, mitigation=None, tool_cou
     -------
     str
         First an overview of every compared level of every result (:func:`~toolbias_stats.plots.plot_shift_overview`)
-        with at most four sentences (:func:`experiments_summary`); then per result: a Fig. 5-style shift figure (plug-in bars, sd over clusters, corrected value with its
-        calibrated interval, the null line), the shift table, a Table 5-style before/after table of
-        delta_API / delta_pos / delta_model with the change and its interval; for numeric columns a
+        with at most four sentences (:func:`experiments_summary`); then per result: a Fig. 5-style shift figure
+        (plug-in bars, sd over clusters, corrected value with its calibrated interval, the null line), the shift
+        table, a Table 5-style before/after table of delta_API / delta_pos / delta_model with the change and its
+        interval; for numeric columns a
         Fig. 9-style sweep figure and, when a tool's rise survives Holm across every level x cluster x tool
         (:func:`tool_highlight`), a Fig. 17-style per-tool figure.
     """
@@ -270,15 +276,16 @@ def render_experiments_section(results, *, study=None, mitigation=None, tool_cou
         parts.append('<p class="warning"><strong>SIMULATED data:</strong> every selection in this study is '
                      "simulated; the numbers illustrate the method only.</p>")
     parts += [_overview_block(results),
-             "<p>Each level of a design column is compared with a base level within each model. The shift is the "
+             ("<p>Each level of a design column is compared with a base level within each model. The shift is the "
              "total-variation distance between the two selection distributions (per cluster, then averaged over the "
              "clusters both levels have); its plug-in value is biased upward by sampling noise, so the "
              "<em>null</em> (the shift two samples of the same distribution with these counts show) and a "
              "bias-corrected value with a calibrated interval are given. Intervals come from a query bootstrap that "
              "resamples queries jointly across levels when they share queries (paired); p-values from permuting "
-             "level labels within query, adjusted by Holm across all levels and metrics; per-tool changes in share form "
+             "level labels within query, adjusted by Holm across all levels and metrics; per-tool changes in share "
+             "form "
              "their own family (Holm across every level, cluster and tool), and a tool is highlighted only when its "
-             "rise survives that adjustment.</p>"]
+             "rise survives that adjustment.</p>")]
     for i, res in enumerate(results):
         parts.append(_result_block(res, i, catalog))
     if mitigation is not None:
@@ -330,7 +337,8 @@ def _result_block(res, i, catalog) -> str:
             body.append(f"<tr><td>{_e(_keys(g.keys))}</td><td>{_e(m)}</td><td>{_e(fmt_num(c.base_value))}</td>"
                         f"<td>{_e(fmt_num(c.value))}</td><td>{_e(fmt_estimate_ci(c.estimate, c.ci))}</td>"
                         f"<td>{_e(fmt_estimate_ci(c.normalised_estimate, c.normalised_ci))}</td>"
-                        f"<td>{_e(fmt_p(c.p_value, prefix=False))}</td><td>{_e(fmt_p(c.p_adjusted, prefix=False))}</td></tr>")
+                        f"<td>{_e(fmt_p(c.p_value, prefix=False))}</td>"
+                        f"<td>{_e(fmt_p(c.p_adjusted, prefix=False))}</td></tr>")
     out.append(_table(head, body, caption=f"Bias before ({res.between} = {res.base}) and after (Table 5 style)"))
     if res.numeric and res.trends:
         fig = plot_sweep(res)
@@ -403,8 +411,10 @@ def tool_highlight(res):
 
 def _mitigation_block(m) -> str:
     head = "<tr><th>cluster</th><th>K</th><th>queries</th><th>selecting</th><th>δ_API [CI]</th><th>null</th></tr>"
-    body = [f"<tr><td>{_e(r.cluster)}</td><td>{r.K}</td><td>{fmt_int(r.n_queries)}</td><td>{fmt_int(r.n_selecting)}</td>"
-            f"<td>{_e(fmt_estimate_ci(r.delta_api, (r.ci_low, r.ci_high)))}</td><td>{_e(fmt_num(r.null_expected))}</td></tr>"
+    body = [f"<tr><td>{_e(r.cluster)}</td><td>{r.K}</td><td>{fmt_int(r.n_queries)}</td>"
+            f"<td>{fmt_int(r.n_selecting)}</td>"
+            f"<td>{_e(fmt_estimate_ci(r.delta_api, (r.ci_low, r.ci_high)))}</td>"
+            f"<td>{_e(fmt_num(r.null_expected))}</td></tr>"
             for r in m.clusters.itertuples(index=False)]
     return ("<h3>Counterfactual mitigation: choose uniformly from the predicted subset</h3>"
             f"<p>Implied δ_API (mean over clusters): {_e(fmt_estimate_ci(m.delta_api, m.ci))}; bias-corrected "

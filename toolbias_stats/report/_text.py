@@ -147,8 +147,8 @@ def format_choice_position_text(pos) -> str:
     by = list(pos.by)
     n_boot = getattr(pos.bias, "n_resamples", 0)
     level = getattr(pos.bias, "confidence_level", 0.95)
-    lines = ["Answer-position bias delta_pos = TV(position shares, uniform); "
-             f"{resampling_note(n_boot, level, 'item-bootstrap')}"]
+    lines = [("Answer-position bias delta_pos = TV(position shares, uniform); "
+             f"{resampling_note(n_boot, level, 'item-bootstrap')}")]
     for _, r in pos.to_frame().iterrows():
         corrected = fmt_estimate_ci(r["corrected"], (r["corrected_ci_low"], r["corrected_ci_high"]))
         corrected = "" if corrected == MISSING else f"  bias-corrected {corrected}"
@@ -166,12 +166,13 @@ def format_choice_position_text(pos) -> str:
 def format_choice_accuracy_text(acc) -> str:
     """Accuracy by gold position of a :class:`~toolbias_stats.choice.GoldPositionAccuracy`."""
     by = list(acc.by)
-    lines = [f"Accuracy by gold position (invalid answers: {acc.invalid}; "
-             f"{resampling_note(acc.n_resamples, acc.confidence_level, 'item-bootstrap')})"]
+    lines = [(f"Accuracy by gold position (invalid answers: {acc.invalid}; "
+             f"{resampling_note(acc.n_resamples, acc.confidence_level, 'item-bootstrap')})")]
     for _, r in acc.summary.iterrows():
         lines.append(f"  {_keys(r, by)} K={int(r['n_options'])}: observed "
                      f"{fmt_estimate_ci(r['accuracy'], (r['accuracy_ci_low'], r['accuracy_ci_high']))}; under random "
-                     f"orderings {fmt_estimate_ci(r['corrected_accuracy'], (r['corrected_ci_low'], r['corrected_ci_high']))};"
+                     f"orderings "
+                     f"{fmt_estimate_ci(r['corrected_accuracy'], (r['corrected_ci_low'], r['corrected_ci_high']))};"
                      f" gap {_signed(r['gap'])} {_signed_ci(r['gap_ci_low'], r['gap_ci_high'])}".rstrip())
     for _, r in acc.positions.iterrows():
         lines.append(f"    {_keys(r, by)} K={int(r['n_options'])} gold at {int(r['gold_position'])}: "
@@ -223,8 +224,8 @@ def format_study_plan_text(plan) -> str:
 
 def format_explain_text(result) -> str:
     """Plain-text summary of an ExplainResult, as ``toolbias-stats explain`` prints it (display rounding only)."""
-    lines = [f"Explaining selection ({'cluster-centred' if result.center else 'uncentred'}; "
-             f"targets: {result.targets})", ""]
+    lines = [(f"Explaining selection ({'cluster-centred' if result.center else 'uncentred'}; "
+             f"targets: {result.targets})"), ""]
     c = result.correlations
     lines.append(f"Pearson r (p / Benjamini-Hochberg p across {c.n_tests} tests) per feature and LLM")
     tab = c.to_frame().set_index(["feature", "model"])
@@ -255,13 +256,13 @@ def format_explain_text(result) -> str:
                                                    f"not fitted ({fit.n_clusters} cluster(s) with complete rows)"))
     ch = getattr(result, "choice", None)
     if ch is not None:
-        lines += ["", f"conditional logit over attempts vs OLS over per-tool rates, per 1 within-cluster sd "
-                      f"({ch.n_used} of {ch.n_in} attempts used; excluded {ch.excluded})",
+        lines += ["", (f"conditional logit over attempts vs OLS over per-tool rates, per 1 within-cluster sd "
+                      f"({ch.n_used} of {ch.n_in} attempts used; excluded {ch.excluded})"),
                   f"  {'model':<20} {'feature':<26} {'OLS coef [CI]':>24} {'clogit log-odds [CI]':>26}  verdict"]
         for r in ch.comparison.to_dict(orient="records"):
             lines.append(f"  {str(r['model'])[:20]:<20} {r['feature'][:26]:<26} "
                          f"{fmt_num(r['ols_coef']) + ' ' + fmt_ci((r['ols_ci_low'], r['ols_ci_high'])):>24} "
-                         f"{fmt_num(r['clogit_estimate']) + ' ' + fmt_ci((r['clogit_ci_low'], r['clogit_ci_high'])):>26}"
+                         f"{fmt_num(r['clogit_estimate']) + ' ' + fmt_ci((r['clogit_ci_low'], r['clogit_ci_high'])):>26}"  # noqa: E501
                          f"  {r['verdict']}")
     a = result.alignment
     lines += ["", f"alignment ({a.method}, {int(100 * a.confidence_level)}% CI, {a.resample}s resampled)"]

@@ -62,7 +62,7 @@ class ShadowAudit:
     n_excluded: dict = field(default_factory=dict)
 
     @classmethod
-    def from_frame(cls, rows, *, tasks=None, group_columns=(), source=None, n_excluded=None) -> "ShadowAudit":
+    def from_frame(cls, rows, *, tasks=None, group_columns=(), source=None, n_excluded=None) -> ShadowAudit:
         """Build an audit from a long frame (simulations, adapters); checks the columns and their values.
 
         Parameters

@@ -466,16 +466,16 @@ def _score_group(g, sim, keys, weights, B, n_draws, level, holdout, gen, sim_rea
         held = np.ones(G, bool)
     else:
         held = np.zeros(G, bool)
-        held[gen.permutation(G)[:max(1, int(math.ceil(G * holdout)))]] = True
+        held[gen.permutation(G)[:max(1, math.ceil(G * holdout))]] = True
     notes = []
 
     L = dm.domain_L(unit, pos, ntools, called, rel, stratum, G, n_strata)
     for k, why in ((2, "a median split of description length (the tertiles left no stratum with both quartiles)"),
-                   (1, "no description-length stratification: no length stratum holds tools of both quartiles, "
-                       "so L is not controlled for length here (D and R are)")):
+                   (1, ("no description-length stratification: no length stratum holds tools of both quartiles, "
+                       "so L is not controlled for length here (D and R are)"))):
         if np.isfinite(L["z"]) or n_strata <= k:
             continue
-        strata_map = dm.length_strata(tool_len, k) if k > 1 else {t: 0 for t in tool_len}
+        strata_map = dm.length_strata(tool_len, k) if k > 1 else dict.fromkeys(tool_len, 0)
         n_strata = max(strata_map.values()) + 1
         stratum = np.array([strata_map[t] for t in tool], dtype=np.int64)
         L = dm.domain_L(unit, pos, ntools, called, rel, stratum, G, n_strata)

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._io import TIERS, _as_ks, read_rrb  # noqa: F401  (read_rrb: doctest)
-from .._display import ReprHTMLMixin
 
 __all__ = ["retrieval_recall", "RetrievalResult", "RecallEstimate", "ISEstimate", "compare_configurations",
            "ComparisonResult", "fieller_ratio_ci", "delta_ratio_ci", "internalization_score", "DECODINGS"]
