@@ -152,21 +152,9 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
     base="base", rng=1)``.
     """
     counts = load_counts(log)
-    confidence_level = check_confidence_level(confidence_level)
-    n_resamples = check_n_resamples(n_resamples)
-    if isinstance(n_permutations, bool) or not isinstance(n_permutations, numbers.Integral) or n_permutations < 0:
-        raise ValueError(f"`n_permutations` must be a non-negative integer; got {n_permutations!r} instead.")
-    n_permutations = int(n_permutations)
-    check_choice("pairing", pairing, PAIRINGS)
+    confidence_level, n_resamples, n_permutations, by = _checked(counts, between, by, n_resamples, n_permutations,
+                                                                 confidence_level, pairing)
     design = list(counts.design_columns)
-    if not isinstance(between, str) or between not in design:
-        raise ValueError(ERR_BETWEEN.format(col=between, cols=sorted(design)))
-    by = check_by(by, design)
-    if between in by:
-        raise ValueError(ERR_BETWEEN_IN_BY.format(col=between, by=by))
-    if (n_resamples or n_permutations) and counts.level != "query":
-        raise ValueError("the bootstrap and the permutation test work on queries, so they need query-level counts; "
-                         f"got counts at level {counts.level!r} instead (count with level='query').")
     table = counts.table
     numeric = _is_numeric(table[between])
     all_levels = _levels(table[between])
@@ -197,14 +185,10 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
             continue
         ctx = _GroupData(sub, counts.catalog, between, base_here, levels, others, keys, pairing, n_resamples, gen,
                          caught, numeric)
-        for level in ctx.others:
-            g = ctx.compare(level, n_permutations, confidence_level)
-            if g is not None:
-                groups.append(g)
-        if numeric and len(levels) >= 2 and n_resamples:
-            t = ctx.trend(confidence_level)
-            if t is not None:
-                trends.append(t)
+        found, trend = _compare_levels(ctx, n_permutations, confidence_level,
+                                       numeric and len(levels) >= 2 and n_resamples)
+        groups += found
+        trends += [trend] if trend is not None else []
     for s in skipped:
         warnings.warn(s, DegenerateDataWarning, stacklevel=2)
     caught.extend(skipped)
@@ -212,3 +196,33 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
     return ShiftResult(groups=groups, trends=trends, between=between, base=_py(base_value), by=by, numeric=numeric,
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
                        pairing=pairing, seed=seed, skipped=skipped, warnings=caught)
+
+
+def _checked(counts, between, by, n_resamples, n_permutations, confidence_level, pairing):
+    """The validated ``(confidence_level, n_resamples, n_permutations, by)``; a clear ValueError otherwise."""
+    confidence_level = check_confidence_level(confidence_level)
+    n_resamples = check_n_resamples(n_resamples)
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, numbers.Integral) or n_permutations < 0:
+        raise ValueError(f"`n_permutations` must be a non-negative integer; got {n_permutations!r} instead.")
+    n_permutations = int(n_permutations)
+    check_choice("pairing", pairing, PAIRINGS)
+    design = list(counts.design_columns)
+    if not isinstance(between, str) or between not in design:
+        raise ValueError(ERR_BETWEEN.format(col=between, cols=sorted(design)))
+    by = check_by(by, design)
+    if between in by:
+        raise ValueError(ERR_BETWEEN_IN_BY.format(col=between, by=by))
+    if (n_resamples or n_permutations) and counts.level != "query":
+        raise ValueError("the bootstrap and the permutation test work on queries, so they need query-level counts; "
+                         f"got counts at level {counts.level!r} instead (count with level='query').")
+    return confidence_level, n_resamples, n_permutations, by
+
+
+def _compare_levels(ctx, n_permutations, confidence_level, with_trend):
+    """One group's comparisons of every other level with the base, and its trend (``None`` when not wanted)."""
+    found = []
+    for level in ctx.others:
+        g = ctx.compare(level, n_permutations, confidence_level)
+        if g is not None:
+            found.append(g)
+    return found, ctx.trend(confidence_level) if with_trend else None

@@ -118,7 +118,7 @@ class _GroupData:
         dropped = [c for c in self.clusters if c not in clusters]
         if not clusters:
             msg = f"group {keys}: no cluster has valid choices in both {self.base!r} and {level!r}; skipped"
-            warnings.warn(msg, DegenerateDataWarning, stacklevel=4)
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
             self.caught.append(msg)
             return None
         if dropped:
@@ -127,57 +127,31 @@ class _GroupData:
             self.caught.append(msg)
         pos_clusters = [c for c in clusters if self.pos[c] is not None
                         and self.pos[c][:, rb].sum() > 0 and self.pos[c][:, rl].sum() > 0]
-        r = self.n_resamples
         perms = {c: self._permute(c, rb, rl, b, i, n_perm) for c in clusters} if n_perm else {}
         null_method = next(iter(perms.values()))[2] if perms else "none"
 
-        def target_stats(tensors, boots, cl, kind):
-            """Per-cluster observed / bootstrap / permutation values of the shift and of delta."""
-            out = {"shift": [], "pooled": [], "diff": [], "bdiff": [], "bshift": [], "db": [], "dl": [],
-                   "bdb": [], "bdl": [], "norm": [], "pshift": [], "pdelta_b": [], "pdelta_l": [], "pdiff": [],
-                   "pstat_obs": [], "pdelta_obs": []}
-            for c in cl:
-                t = tensors[c]
-                ob, ol = t[:, rb].sum(0), t[:, rl].sum(0)
-                pb, pl = _mean_rates(ob), _mean_rates(ol)
-                out["diff"].append(pl - pb)
-                out["shift"].append(0.5 * np.abs(pl - pb).sum())
-                out["pooled"].append(0.5 * np.abs(rates_from_counts(ol.sum(0)) - rates_from_counts(ob.sum(0))).sum())
-                out["db"].append(_delta(ob))
-                out["dl"].append(_delta(ol))
-                k = t.shape[-1]
-                out["norm"].append(1 - 1 / k)
-                if r:
-                    bt = boots[c]
-                    bb, bl = bt[:, rb], bt[:, rl]
-                    d = _mean_rates(bl) - _mean_rates(bb)
-                    out["bdiff"].append(d)
-                    out["bshift"].append(0.5 * np.abs(d).sum(-1))
-                    out["bdb"].append(_delta(bb))
-                    out["bdl"].append(_delta(bl))
-                if n_perm:
-                    pb_, pl_, _, ob_, ol_, off = perms[c]
-                    sl = slice(0, k) if kind == "api" else slice(off, off + k)
-                    qb, ql = pb_[..., sl], pl_[..., sl]
-                    d = _mean_rates(ql) - _mean_rates(qb)
-                    out["pshift"].append(0.5 * np.abs(d).sum(-1))
-                    out["pdiff"].append(d)
-                    out["pdelta_b"].append(_delta(qb))
-                    out["pdelta_l"].append(_delta(ql))
-                    o = _mean_rates(ol_[..., sl]) - _mean_rates(ob_[..., sl])
-                    out["pstat_obs"].append(0.5 * np.abs(o).sum())
-                    out["pdelta_obs"].append(_delta(ol_[..., sl]) - _delta(ob_[..., sl]))
-            return out
-
-        api = target_stats(self.api, self.boot_api, clusters, "api")
-        pos = target_stats(self.pos, self.boot_pos, pos_clusters, "pos") if pos_clusters else None
+        api = self._target_stats(self.api, self.boot_api, clusters, "api", rb, rl, perms, n_perm)
+        pos = self._target_stats(self.pos, self.boot_pos, pos_clusters, "pos", rb, rl, perms, n_perm) \
+            if pos_clusters else None
         shift_api = self._shift_estimate("shift_api", api, conf, null_method)
         shift_pos = self._shift_estimate("shift_pos", pos, conf, null_method) if pos else None
         change = {"delta_api": self._change("delta_api", [api], conf),
                   "delta_pos": self._change("delta_pos", [pos], conf) if pos else None,
                   "delta_model": self._change("delta_model", [api, pos], conf) if pos and pos_clusters == clusters
                   else None}
-        # per-cluster table
+        crow = self._cluster_rows(clusters, pos_clusters, api, pos, b, i, conf)
+        trow = self._tool_rows(clusters, api, rb, rl, perms, n_perm, conf)
+        rows = {"base": {"attempts": sum(self.rows[c][b][0] for c in clusters),
+                         "valid": sum(self.rows[c][b][1] for c in clusters)},
+                "level": {"attempts": sum(self.rows[c][i][0] for c in clusters),
+                          "valid": sum(self.rows[c][i][1] for c in clusters)}}
+        return ShiftGroup(keys=keys, base=_py(self.base), pairing=self.pairing, n_clusters=len(clusters),
+                          clusters=crow, shift_api=shift_api, shift_pos=shift_pos, change=change,
+                          tools=pd.DataFrame(trow), rows=rows)
+
+    def _cluster_rows(self, clusters, pos_clusters, api, pos, b, i, conf):
+        """The per-cluster table of one comparison: shifts with intervals, delta at the base and at the level."""
+        r = self.n_resamples
         crow = []
         for j, c in enumerate(clusters):
             row = {"cluster": str(c), "K": int(self.k[c][0]), "n_base": self.rows[c][b][1],
@@ -193,7 +167,11 @@ class _GroupData:
                 row.update({"shift_pos": np.nan, "shift_pos_ci": [np.nan, np.nan], "delta_pos_base": np.nan,
                             "delta_pos": np.nan})
             crow.append(row)
-        # per-tool shares
+        return crow
+
+    def _tool_rows(self, clusters, api, rb, rl, perms, n_perm, conf):
+        """The per-tool shares of one comparison, with intervals and permutation p-values."""
+        r = self.n_resamples
         trow = []
         for j, c in enumerate(clusters):
             tools = self.k[c][2]
@@ -215,13 +193,46 @@ class _GroupData:
                 trow.append({"cluster": str(c), "tool_id": tool, "api_index": t + 1, "share_base": float(pb[t]),
                              "share": float(pl[t]), "difference": float(pl[t] - pb[t]), "ci_low": float(lo[t]),
                              "ci_high": float(hi[t]), "p_value": float(pv[t])})
-        rows = {"base": {"attempts": sum(self.rows[c][b][0] for c in clusters),
-                         "valid": sum(self.rows[c][b][1] for c in clusters)},
-                "level": {"attempts": sum(self.rows[c][i][0] for c in clusters),
-                          "valid": sum(self.rows[c][i][1] for c in clusters)}}
-        return ShiftGroup(keys=keys, base=_py(self.base), pairing=self.pairing, n_clusters=len(clusters),
-                          clusters=crow, shift_api=shift_api, shift_pos=shift_pos, change=change,
-                          tools=pd.DataFrame(trow), rows=rows)
+        return trow
+
+    def _target_stats(self, tensors, boots, cl, kind, rb, rl, perms, n_perm):
+        """Per-cluster observed / bootstrap / permutation values of the shift and of delta."""
+        r = self.n_resamples
+        out = {"shift": [], "pooled": [], "diff": [], "bdiff": [], "bshift": [], "db": [], "dl": [],
+               "bdb": [], "bdl": [], "norm": [], "pshift": [], "pdelta_b": [], "pdelta_l": [], "pdiff": [],
+               "pstat_obs": [], "pdelta_obs": []}
+        for c in cl:
+            t = tensors[c]
+            ob, ol = t[:, rb].sum(0), t[:, rl].sum(0)
+            pb, pl = _mean_rates(ob), _mean_rates(ol)
+            out["diff"].append(pl - pb)
+            out["shift"].append(0.5 * np.abs(pl - pb).sum())
+            out["pooled"].append(0.5 * np.abs(rates_from_counts(ol.sum(0)) - rates_from_counts(ob.sum(0))).sum())
+            out["db"].append(_delta(ob))
+            out["dl"].append(_delta(ol))
+            k = t.shape[-1]
+            out["norm"].append(1 - 1 / k)
+            if r:
+                bt = boots[c]
+                bb, bl = bt[:, rb], bt[:, rl]
+                d = _mean_rates(bl) - _mean_rates(bb)
+                out["bdiff"].append(d)
+                out["bshift"].append(0.5 * np.abs(d).sum(-1))
+                out["bdb"].append(_delta(bb))
+                out["bdl"].append(_delta(bl))
+            if n_perm:
+                pb_, pl_, _, ob_, ol_, off = perms[c]
+                sl = slice(0, k) if kind == "api" else slice(off, off + k)
+                qb, ql = pb_[..., sl], pl_[..., sl]
+                d = _mean_rates(ql) - _mean_rates(qb)
+                out["pshift"].append(0.5 * np.abs(d).sum(-1))
+                out["pdiff"].append(d)
+                out["pdelta_b"].append(_delta(qb))
+                out["pdelta_l"].append(_delta(ql))
+                o = _mean_rates(ol_[..., sl]) - _mean_rates(ob_[..., sl])
+                out["pstat_obs"].append(0.5 * np.abs(o).sum())
+                out["pdelta_obs"].append(_delta(ol_[..., sl]) - _delta(ob_[..., sl]))
+        return out
 
     def _permute(self, c, rb, rl, b, i, n_perm):
         """Permuted (base, level) counts (N, S', K_api + K_pos) of cluster ``c`` under "no change".

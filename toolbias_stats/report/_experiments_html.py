@@ -146,16 +146,24 @@ def experiments_summary(results) -> list:
         return []
     level = results[0].confidence_level
     alpha = 1 - level
-    lv = fmt_level(level)
+    n = len(rows)
+    levels = "compared level" if n == 1 else "compared levels"
+    out = [_first_sentence(rows, alpha, n, levels)]
+    shift = _largest_shift_sentence(rows, fmt_level(level))
+    change = _change_sentence(results, rows, alpha, n, levels)
+    rise = _rise_sentence(results)
+    return out + [t for t in (shift, change, rise) if t is not None]
+
+
+def _first_sentence(rows, alpha, n, levels) -> str:
+    """How many compared levels shift the tool / position distribution distinguishably from noise."""
 
     def sig(s):
         return s is not None and s.p_adjusted == s.p_adjusted and s.p_adjusted <= alpha
 
-    n = len(rows)
     tools = [r["label"] for r in rows if sig(r["shift_api"])]
     has_pos = any(r["shift_pos"] is not None for r in rows)
     pos = [r["label"] for r in rows if sig(r["shift_pos"])]
-    levels = "compared level" if n == 1 else "compared levels"
 
     def which(names):
         """Name the few that do (or the few that do not) when that is short."""
@@ -167,32 +175,39 @@ def experiments_summary(results) -> list:
         return ""
 
     if not tools and not pos:
-        first = (f"None of the {n} {levels} shifts the selections distinguishably from noise "
-                 f"(Holm-adjusted p ≤ {alpha:g}).")
-    else:
-        count = "All" if len(tools) == n else f"{len(tools)} of the"
-        verb = "shifts" if len(tools) == 1 and n > 1 else "shift"
-        first = f"{count} {n} {levels} {verb} the tool distribution{which(tools)}"
-        if has_pos:
-            first += f" and {len(pos) or 'none'} the position distribution{which(pos)}"
-        first += f" distinguishably from noise (Holm-adjusted p ≤ {alpha:g})."
-    out = [first]
+        return (f"None of the {n} {levels} shifts the selections distinguishably from noise "
+                f"(Holm-adjusted p ≤ {alpha:g}).")
+    count = "All" if len(tools) == n else f"{len(tools)} of the"
+    verb = "shifts" if len(tools) == 1 and n > 1 else "shift"
+    first = f"{count} {n} {levels} {verb} the tool distribution{which(tools)}"
+    if has_pos:
+        first += f" and {len(pos) or 'none'} the position distribution{which(pos)}"
+    return first + f" distinguishably from noise (Holm-adjusted p ≤ {alpha:g})."
+
+
+def _largest_shift_sentence(rows, lv):
+    """The largest bias-corrected tool shift (and position shift), or None."""
     best = {}
     for m in ("shift_api", "shift_pos"):
         cand = [r for r in rows if r[m] is not None and r[m].corrected == r[m].corrected]
         if cand:
             best[m] = max(cand, key=lambda r: r[m].corrected)
-    if "shift_api" in best:
-        r = best["shift_api"]
-        text = (f"The largest tool shift is {r['label']}: "
-                f"{fmt_estimate_ci(r['shift_api'].corrected, r['shift_api'].corrected_ci)} "
-                f"(bias-corrected, {lv} calibrated interval; noise alone reads about "
-                f"{fmt_num(r['shift_api'].null_expected)} as a plug-in)")
-        if "shift_pos" in best:
-            rp = best["shift_pos"]
-            text += (f"; the largest position shift is {rp['label']}: "
-                     f"{fmt_estimate_ci(rp['shift_pos'].corrected, rp['shift_pos'].corrected_ci)}")
-        out.append(text + ".")
+    if "shift_api" not in best:
+        return None
+    r = best["shift_api"]
+    text = (f"The largest tool shift is {r['label']}: "
+            f"{fmt_estimate_ci(r['shift_api'].corrected, r['shift_api'].corrected_ci)} "
+            f"(bias-corrected, {lv} calibrated interval; noise alone reads about "
+            f"{fmt_num(r['shift_api'].null_expected)} as a plug-in)")
+    if "shift_pos" in best:
+        rp = best["shift_pos"]
+        text += (f"; the largest position shift is {rp['label']}: "
+                 f"{fmt_estimate_ci(rp['shift_pos'].corrected, rp['shift_pos'].corrected_ci)}")
+    return text + "."
+
+
+def _change_sentence(results, rows, alpha, n, levels):
+    """The largest distinguishable change in bias, or None."""
     changes = []
     for res in results:
         for g in res.groups:
@@ -203,24 +218,29 @@ def experiments_summary(results) -> list:
             if c is not None and c.p_adjusted == c.p_adjusted and c.p_adjusted <= alpha:
                 label = next(r["label"] for r in rows if r["keys"] == g.keys and r["between"] == res.between)
                 changes.append((abs(c.estimate), m, label, c))
-    if changes:
-        _, m, label, c = max(changes, key=lambda t: t[0])
-        name = _LABEL[m].replace("Δ", "")
-        out.append(f"The bias changes most at {label}: {name} {fmt_num(c.base_value)} → {fmt_num(c.value)} "
-                   f"({fmt_estimate_ci(c.estimate, c.ci)}); {len(changes)} of {n} {levels} change the bias "
-                   "distinguishably.")
+    if not changes:
+        return None
+    _, m, label, c = max(changes, key=lambda t: t[0])
+    name = _LABEL[m].replace("Δ", "")
+    return (f"The bias changes most at {label}: {name} {fmt_num(c.base_value)} → {fmt_num(c.value)} "
+            f"({fmt_estimate_ci(c.estimate, c.ci)}); {len(changes)} of {n} {levels} change the bias "
+            "distinguishably.")
+
+
+def _rise_sentence(results):
+    """The largest per-tool rise that survives the per-tool adjustment, or None."""
     rises = []
     for res in results:
         b, _ = tool_highlight(res)
         if b is not None:
             rises.append((b["difference"], res, b))
-    if rises:
-        _, res, b = max(rises, key=lambda t: t[0])
-        out.append(f"The largest per-tool rise that survives the adjustment over every tool: {b['tool_id']} "
-                   f"(cluster {b['cluster']}) from {fmt_num(b['share_base'])} at {res.between} = {res.base} to "
-                   f"{fmt_num(b['share'])} at {b[res.between]} "
-                   f"({fmt_estimate_ci(b['difference'], (b['ci_low'], b['ci_high']))}).")
-    return out
+    if not rises:
+        return None
+    _, res, b = max(rises, key=lambda t: t[0])
+    return (f"The largest per-tool rise that survives the adjustment over every tool: {b['tool_id']} "
+            f"(cluster {b['cluster']}) from {fmt_num(b['share_base'])} at {res.between} = {res.base} to "
+            f"{fmt_num(b['share'])} at {b[res.between]} "
+            f"({fmt_estimate_ci(b['difference'], (b['ci_low'], b['ci_high']))}).")
 
 
 def _overview_block(results) -> str:
