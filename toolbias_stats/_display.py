@@ -22,7 +22,7 @@ MAX_ROWS = 12
 
 
 #: Text formatters of result classes that have a command of their own: class name -> "module:function" (the
-#: function takes the result and returns the text the command prints).
+#: function takes the result and returns the text the command prints, or None to print the headline table).
 TEXT = {
     "BiasResult": "toolbias_stats.report._text:format_bias_table",
     "OptionPositionBias": "toolbias_stats.report._text:format_choice_position_text",
@@ -36,7 +36,7 @@ TEXT = {
     "BaselineResult": "toolbias_stats.report._toolsense_html:format_baselines_text",
     "ProbeResult": "toolbias_stats.report._text:format_probe_result_text",
     "BayesResult": "toolbias_stats.report._bayes_html:format_bayes_text",
-    "ExplainResult": "toolbias_stats.cli._explain:format_explain",
+    "ExplainResult": "toolbias_stats.report._text:format_explain_text",
     "StudyPlan": "toolbias_stats.report._text:format_study_plan_text",
 }
 
@@ -52,7 +52,7 @@ def is_p_column(name) -> bool:
 
 def _shown(frame: pd.DataFrame, max_rows: int, digits: int) -> pd.DataFrame:
     """The first rows, floats rounded to ``digits`` and p-values formatted as everywhere else."""
-    from .report._format import fmt_p
+    from ._format import fmt_p
 
     shown = frame.head(max_rows).copy()
     for c in shown.columns:
@@ -109,7 +109,9 @@ class TextReprMixin:
             import importlib
 
             module, func = spec.split(":")
-            return getattr(importlib.import_module(module), func)(self)
+            text = getattr(importlib.import_module(module), func)(self)
+            if text is not None:   # None: no command text for this instance, the headline table below
+                return text
         if hasattr(self, "_headline"):
             title, frame, note = self._headline()
         else:

@@ -122,15 +122,15 @@ class TestErrors:
 
 def test_report_with_explain_section(capsys, tmp_path, monkeypatch, request):
     """`report --explain` renders the explain section into the page (ensembles and encoder off for speed)."""
-    from toolbias_stats.cli import _explain
+    from toolbias_stats.report import _build
 
-    real = _explain.compute_explain
+    real = _build.explain_study
 
-    def fast(args, study):
-        args.no_ensembles, args.no_similarity, args.bootstrap = True, True, 50
-        return real(args, study)
+    def fast(study, **kw):
+        kw.update(ensembles=False, encoder=False, n_resamples=50)
+        return real(study, **kw)
 
-    monkeypatch.setattr(_explain, "compute_explain", fast)
+    monkeypatch.setattr(_build, "explain_study", fast)
     out = tmp_path / "r.html"
     code, stdout, err = _run(capsys, "report", str(request.config.rootpath / STUDY), "--out", str(out),
                              "--bootstrap", "50", "--null", "50", "--explain")

@@ -117,7 +117,7 @@ def test_listed_help_matches_full_parsers():
 @pytest.mark.parametrize("tty, json_flag, expected", [(False, False, True), (True, False, False),
                                                       (False, True, False)])
 def test_stage_lines_when_not_a_terminal(monkeypatch, capsys, tty, json_flag, expected):
-    from toolbias_stats.cli._commands import _Stages
+    from toolbias_stats.cli._common import Stages as _Stages
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
     stage = _Stages(argparse.Namespace(command="report", json=json_flag))

@@ -121,7 +121,7 @@ def write_planned_design(args, study, plan) -> None:
 
 def run_run(args) -> int:
     from ..audit._runner import run_study
-    from ._commands import _progress_wanted
+    from ._common import progress_wanted as _progress_wanted
 
     try:
         res = run_study(args.study_dir, base_url=args.base_url, model=args.model, concurrency=args.concurrency,

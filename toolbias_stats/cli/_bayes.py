@@ -60,7 +60,8 @@ def _run(args) -> int:
     from ..io import read_study
     from ..models import fit_bayes
     from ..report._bayes_html import format_bayes_text
-    from ._commands import _progress_wanted, _version
+    from ._common import progress_wanted as _progress_wanted
+    from ._common import version as _version
     from ._output import atomic_path, check_output, emit, study_inputs
 
     if args.idata and Path(args.idata).suffix.lower() not in (".nc", ".netcdf", ".nc4"):

@@ -33,7 +33,7 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     from ..choice import accuracy_by_gold_position, judge_consistency, option_position_bias, read_choice_study
-    from ._commands import _version
+    from ._common import version as _version
 
     log = read_choice_study(args.study)
     by = [b.strip() for b in args.by.split(",") if b.strip()]
@@ -78,7 +78,7 @@ def _keys(row, by) -> str:
 
 
 def _nan(v) -> bool:
-    return v is None or isinstance(v, float) and math.isnan(v)
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _records(frame):

@@ -61,7 +61,7 @@ def _run(args) -> int:
 
     from ..choicemodel import choice_model
     from ..io import read_study
-    from ._commands import _version
+    from ._common import version as _version
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

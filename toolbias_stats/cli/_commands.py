@@ -8,12 +8,9 @@ import os
 import sys
 import warnings
 
+from ._common import Stages, progress_wanted, version
+
 __all__ = ["main", "build_parser"]
-
-
-def _progress_wanted(args) -> bool:
-    """Progress bars only on an interactive terminal, never with --json or in CI."""
-    return sys.stderr.isatty() and not getattr(args, "json", False) and not os.environ.get("CI")
 
 
 # Every sub-command in --help order with its one-line help, grouped by the module that adds its full parser.
@@ -54,32 +51,12 @@ _GROUPS = (
 )
 
 
-class _Stages:
-    """One plain line per stage on stderr when it is not a terminal (a redirected or piped job shows it is alive;
-    a terminal has the progress bars instead); silent with --json."""
-
-    def __init__(self, args):
-        import time
-
-        self._clock = time.perf_counter
-        self._t0 = self._clock()
-        self._on = not sys.stderr.isatty() and not getattr(args, "json", False)
-        self._prefix = f"toolbias-stats {args.command}"
-
-    def __call__(self, text: str) -> None:
-        if self._on:
-            from .._output import term_safe
-
-            line = f"{self._prefix}: [{self._clock() - self._t0:6.1f} s] {text}"
-            print(term_safe(line), file=sys.stderr, flush=True)
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``toolbias-stats`` parser: every sub-command in full, or only ``command`` in full (others listed)."""
     import importlib
 
     p = argparse.ArgumentParser(prog="toolbias-stats", description="Audit tool-selection bias in LLM agents.")
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action="version", version=version())
     sub = p.add_subparsers(dest="command", required=True)
     for names, module, adder in _GROUPS:
         if command is None or command in names:
@@ -192,11 +169,10 @@ def _main(argv=None) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     from ..exceptions import SelectionLogError
-
     from ._bayes import run as run_bayes
     from ._explain import run_explain, run_features
-    from ._toolsense import run as _run_toolsense
     from ._shadow import run as _run_shadow
+    from ._toolsense import run as _run_toolsense
 
     commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
                 "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense,
@@ -224,7 +200,7 @@ def _read(args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return read_study(args.study, engine=args.engine, level=level, scheduler=args.scheduler,
-                          cells=args.command != "bias", progress=_progress_wanted(args))
+                          cells=args.command != "bias", progress=progress_wanted(args))
 
 
 def _validate(args) -> int:
@@ -291,7 +267,7 @@ def _compute(args, study):
         return selection_bias(study.counts, by=args.by, n_resamples=args.bootstrap, n_null=args.null,
                               rng=args.seed, confidence_level=args.confidence_level, ci_method=args.ci_method,
                               cluster_corrected=args.cluster_corrected, bootstrap=args.bootstrap_weights,
-                              progress=_progress_wanted(args), position=getattr(args, "position", "cluster_rank"))
+                              progress=progress_wanted(args), position=getattr(args, "position", "cluster_rank"))
 
 
 def _bias(args) -> int:
@@ -301,7 +277,7 @@ def _bias(args) -> int:
     study = _read(args)
     result = _compute(args, study)
     if args.json:
-        out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
+        out = {"study": study.name, "manifest": str(study.path), "version": version(), **result.to_dict()}
         if study.settings.get("cluster_source"):
             out["cluster_source"] = study.settings["cluster_source"]
         print(json.dumps(out, indent=2))
@@ -314,72 +290,39 @@ def _bias(args) -> int:
 
 
 def _report(args) -> int:
-    from ..report import render_bias_report
-    from ._output import check_output, study_inputs
+    from ..exceptions import ConvergenceWarning
+    from ..report import build_report, default_sections
+    from ._output import check_output, study_inputs, write_report
 
     # refused before any work: an output that is an input (or a folder, a read-only file, ...); issue 21
     inputs = study_inputs(args.study)
     check_output(args.out, inputs, kind="folder" if args.format == "qmd" else "file")
     if args.format == "qmd":
         return _report_qmd(args)
-    stage = _Stages(args)
+    stage = Stages(args)
     stage(f"reading {args.study}")
     study = _read(args)
-    stage(f"delta estimates ({args.bootstrap} bootstrap replicates)")
-    result = _compute(args, study)
-    extra = []
-    if args.explain:
-        stage("explaining selection (tool features, models)")
-        from ..report._explain_html import render_explain_section
-        from ._explain import compute_explain
+    flags = {"explain": args.explain, "choice-model": args.choice_model, "bayes": args.bayes,
+             "shadow": args.shadow, "plan": args.plan}
+    sections = [name for name, on in flags.items() if on]
+    if args.experiments or (args.experiments is None and "experiments" in default_sections(study)):
+        sections.append("experiments")
+    shown = warnings.showwarning
 
-        # the `explain` command's defaults, with this command's seed and confidence level
-        ex_args = build_parser("explain").parse_args(["explain", args.study, "--seed", str(args.seed),
-                                             "--confidence-level", str(args.confidence_level)])
-        explained, _, _ = compute_explain(ex_args, study)
-        extra.append(("explain", "Explaining selection", render_explain_section(explained)))
-    if getattr(args, "choice_model", False):
-        from ..report._choicemodel import choice_model_section_for_report
+    def loud(message, category, *rest, **kw):   # a Bayesian fit that did not converge: one plain line
+        if issubclass(category, ConvergenceWarning) and str(message).startswith("Bayesian fit"):
+            print(f"toolbias-stats report: WARNING: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest, **kw)
 
-        stage("choice model")
-        extra.append(("choice-model", "Choice model", choice_model_section_for_report(
-            study, rng=args.seed, confidence_level=args.confidence_level)))
-    if args.bayes:
-        from ..models import fit_bayes
-        from ..report._bayes_html import render_bayes_section
-
-        stage("Bayesian model")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit = fit_bayes(study.log, rng=args.seed, progress=_progress_wanted(args))
-        if not fit.diagnostics.converged:
-            print("toolbias-stats report: WARNING: Bayesian fit NOT CONVERGED: " + "; ".join(fit.diagnostics.flags),
-                  file=sys.stderr)
-        extra.append(("bayes", "Bayesian model", render_bayes_section(fit, catalog=study.catalog)))
-    if args.shadow:
-        from ..report._shadow_html import render_shadow_section
-        from ._shadow import shadow_section_for_report
-
-        stage("TOOL-SHADOW")
-        extra.append(("shadow", "TOOL-SHADOW", render_shadow_section(shadow_section_for_report(args, study))))
-    if getattr(args, "plan", False):
-        from ..report._design_html import render_design_section
-        from ._plan import plan_section_for_report
-
-        stage("study design (plan)")
-        extra.append(("design", "Is this study big enough?", render_design_section(**plan_section_for_report(args, study))))
-    from ._experiments import experiments_section_for_report, experiments_wanted
-
-    if args.experiments or (args.experiments is None and experiments_wanted(study)):
-        from ..report._experiments_html import render_experiments_section
-
-        stage("experiments")
-        extra.append(("experiments", "Experiments",
-                      render_experiments_section(study=study, **experiments_section_for_report(args, study))))
-    from ._output import write_report
-
-    stage("rendering the report")
-    write_report(args.out, render_bias_report(study, result, extra_sections=extra), inputs=inputs)
+    with warnings.catch_warnings():
+        warnings.showwarning = loud
+        warnings.simplefilter("always", ConvergenceWarning)
+        page = build_report(study, sections=sections, by=args.by, n_resamples=args.bootstrap, n_null=args.null,
+                            rng=args.seed, confidence_level=args.confidence_level, ci_method=args.ci_method,
+                            position=args.position, cluster_corrected=args.cluster_corrected,
+                            bootstrap=args.bootstrap_weights, progress=progress_wanted(args), stage=stage)
+    write_report(args.out, page, inputs=inputs)
     stage(f"wrote {args.out}")
     return 0
 
@@ -428,9 +371,3 @@ def _run_experiments(name):
 
 def _natural(x):
     return (0, int(x), "") if str(x).isdigit() else (1, 0, str(x))
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return f"toolbias_stats {__version__}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 
-__all__ = ["add_parsers", "run_shift", "run_subsets", "experiments_wanted", "experiments_section_for_report"]
+__all__ = ["add_parsers", "run_shift", "run_subsets"]
 
 
 def add_parsers(subparsers):
@@ -20,7 +20,8 @@ def add_parsers(subparsers):
                                           "delta_model and per-tool shares, with paired query-bootstrap CIs, "
                                           "permutation p-values (Holm, BH) and calibrated bias-corrected shifts.")
     s.add_argument("study", help="study manifest (TOML)")
-    s.add_argument("--between", default="condition", help="design column whose levels are compared (default: condition)")
+    s.add_argument("--between", default="condition",
+                   help="design column whose levels are compared (default: condition)")
     s.add_argument("--base", default="base", help="the reference level (default: base; numbers for numeric columns)")
     s.add_argument("--by", default="model", help="comma-separated grouping columns (default: model; '' for none)")
     s.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)")
@@ -55,7 +56,7 @@ def run_shift(args) -> int:
     from ..experiments import selection_shift
     from ..io import read_study
     from ..report._experiments_html import format_shift_text
-    from ._commands import _version
+    from ._common import version as _version
     from ._output import emit
 
     with warnings.catch_warnings():
@@ -76,7 +77,7 @@ def run_shift(args) -> int:
 def run_subsets(args) -> int:
     from ..experiments import mitigation_distribution, subset_selection_metrics
     from ..report._experiments_html import format_subsets_text
-    from ._commands import _version
+    from ._common import version as _version
     from ._output import emit
 
     res = subset_selection_metrics(args.predictions, args.truth, by=args.by, n_resamples=args.bootstrap,
@@ -94,54 +95,3 @@ def run_subsets(args) -> int:
     else:
         emit(format_subsets_text(res, dist))
     return 0
-
-
-# -- report -----------------------------------------------------------------------------------------
-def experiments_wanted(study) -> bool:
-    """``report --experiments`` default: more than one ``condition`` level, or a numeric column with several levels."""
-    return bool(_comparisons(study.counts))
-
-
-def _comparisons(counts):
-    """(between, base) pairs worth showing: condition (base "base") and numeric design columns (base = smallest)."""
-    from ..experiments._shift import _is_numeric, _levels
-
-    tab = counts.table
-    out = []
-    if "condition" in tab.columns and len(_levels(tab["condition"])) > 1:
-        levels = _levels(tab["condition"])
-        out.append(("condition", "base" if "base" in [str(v) for v in levels] else levels[0]))
-    for col in counts.design_columns:
-        if col in ("run", "condition", "model") or not _is_numeric(tab[col]):
-            continue
-        by = ["model"] if "model" in tab.columns else []
-        n_levels = tab.groupby(by, observed=True)[col].nunique().max() if by else tab[col].nunique()
-        if n_levels > 1:
-            out.append((col, min(_levels(tab[col]))))
-    return out
-
-
-def experiments_section_for_report(args, study):
-    """What the report's Experiments section shows (the `shift` defaults, this command's seed and level).
-
-    Returns ``{"results": [ShiftResult, ...], "tool_count": ToolCountResult or None}``; the tool-count analysis is
-    added when some attempts were shown fewer tools than their cluster has.
-    """
-    from ..experiments import selection_shift, tool_count_bias
-
-    results = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for between, base in _comparisons(study.counts):
-            by = ["model"] if "model" in study.counts.design_columns else []
-            res = selection_shift(study.counts, between=between, base=base, by=by,
-                                  n_resamples=max(args.bootstrap, 0), n_permutations=args.null,
-                                  confidence_level=args.confidence_level, rng=args.seed)
-            if res.groups:
-                results.append(res)
-        counts = study.counts
-        k_of = {c: counts.catalog.n_tools(c) for c in counts.catalog.clusters}
-        full = counts.table["cluster_id"].astype(str).map(k_of).to_numpy()
-        subsets = (counts.table["n_candidates"].to_numpy() < full).any()
-        tool_count = tool_count_bias(counts, by=["model"]) if subsets and counts.cells is not None else None
-    return {"results": results, "tool_count": tool_count}

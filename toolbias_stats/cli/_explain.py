@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
+
+from ._common import fail, progress_wanted, version
 
 __all__ = ["add_parsers", "run_features", "run_explain"]
 
@@ -59,18 +60,6 @@ def _feature_args(p):
                    help="embedding cache (default: $TOOLBIAS_CACHE_DIR or ~/.cache/toolbias_stats)")
 
 
-def _progress_wanted(args) -> bool:
-    """Progress bars only on an interactive terminal, never with --json or in CI."""
-    return sys.stderr.isatty() and not getattr(args, "json", False) and not os.environ.get("CI")
-
-
-def _fail(command, exc) -> int:
-    from .._output import term_safe
-
-    print(term_safe(f"toolbias-stats {command}: error: {exc}"), file=sys.stderr)
-    return 2
-
-
 def _read_study(path, lazy=False):
     from ..io import read_study
 
@@ -80,14 +69,11 @@ def _read_study(path, lazy=False):
 
 
 def _compute_features(args, study):
-    from ..features import tool_features
+    from ..report._build import study_features
 
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        feats = tool_features(study, encoder=False if args.no_similarity else args.encoder,
-                              reference_date=args.reference_date, cache_dir=args.cache_dir,
-                              text_columns=TEXTS[args.texts], progress=_progress_wanted(args))
-    return feats, [str(w.message) for w in rec]
+    return study_features(study, encoder=False if args.no_similarity else args.encoder,
+                          reference_date=args.reference_date, cache_dir=args.cache_dir,
+                          text_columns=TEXTS[args.texts], progress=progress_wanted(args))
 
 
 def run_features(args) -> int:
@@ -125,7 +111,7 @@ def run_features(args) -> int:
             print(f"note: {m}", file=sys.stderr)
         return 0
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
-        return _fail("features", exc)
+        return fail("features", exc)
 
 
 def _write_table(table, out: Path, kind: str, provenance: dict, inputs=()) -> None:
@@ -159,9 +145,7 @@ def run_explain(args) -> int:
         study = _read_study(args.study)
         result, notes, fpath = compute_explain(args, study)
         if args.json:
-            from .. import __version__
-
-            out = {"study": study.name, "manifest": str(study.path), "version": f"toolbias_stats {__version__}",
+            out = {"study": study.name, "manifest": str(study.path), "version": version(),
                    "feature_source": str(fpath) if fpath else "computed", **result.to_dict()}
             out["warnings"] = list(dict.fromkeys(notes + out["warnings"]))
             print(json.dumps(out, indent=2))
@@ -173,95 +157,27 @@ def run_explain(args) -> int:
                 print(f"note: {m}", file=sys.stderr)
         return 0
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
-        return _fail("explain", exc)
+        return fail("explain", exc)
 
 
 def compute_explain(args, study):
     """Features (``--features``, the manifest's ``features`` key, or computed) -> ExplainResult.
 
-    Returns ``(result, notes, feature_path_or_None)``; shared by ``explain`` and ``report --explain``.
+    Returns ``(result, notes, feature_path_or_None)``; the library's
+    :func:`~toolbias_stats.report._build.explain_study` with the parsed arguments.
     """
-    from ..features import read_feature_table
-    from ..models import explain_selection
+    from ..report._build import explain_study
 
-    notes = []
-    fpath = args.features or (study.settings or {}).get("features")
-    if fpath:
-        with warnings.catch_warnings(record=True) as rec:
-            warnings.simplefilter("always")
-            feats = read_feature_table(fpath, catalog=study.catalog)
-        notes += [str(w.message) for w in rec]
-    else:
-        feats, msgs = _compute_features(args, study)
-        notes += msgs
-    if feats.selection_rates is not None:
-        rates = None
-        targets = f"selection rates carried by the feature table {fpath}"
-    else:
-        from ..metrics import selection_bias
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rates = selection_bias(study.log, by="model", n_resamples=0, n_null=0)
-        targets = "selection rates per model in the study's logs (valid choices, all runs pooled)"
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        result = explain_selection(feats, rates, center=not args.no_center,
-                                   confidence_level=args.confidence_level, ensembles=not args.no_ensembles,
-                                   n_estimators=args.trees, n_repeats=args.repeats,
-                                   n_permutations=args.permutations, n_resamples=args.bootstrap,
-                                   n_jobs=args.jobs, rng=args.seed, targets=targets,
-                                   progress=_progress_wanted(args), log=study.log)
-    return result, notes, fpath
+    return explain_study(study, features=args.features, center=not args.no_center,
+                         confidence_level=args.confidence_level, ensembles=not args.no_ensembles,
+                         n_estimators=args.trees, n_repeats=args.repeats, n_permutations=args.permutations,
+                         n_resamples=args.bootstrap, n_jobs=args.jobs, rng=args.seed,
+                         encoder=False if args.no_similarity else args.encoder, reference_date=args.reference_date,
+                         cache_dir=args.cache_dir, text_columns=TEXTS[args.texts], progress=progress_wanted(args))
 
 
 def format_explain(result) -> str:
-    """Plain-text summary of an ExplainResult (display rounding only)."""
-    from ..report._format import fmt_ci, fmt_num, fmt_p
+    """Plain-text summary of an ExplainResult (what ``explain`` prints; formatted in :mod:`toolbias_stats.report`)."""
+    from ..report._text import format_explain_text
 
-    lines = [f"Explaining selection ({'cluster-centred' if result.center else 'uncentred'}; "
-             f"targets: {result.targets})", ""]
-    c = result.correlations
-    lines.append(f"Pearson r (p / Benjamini-Hochberg p across {c.n_tests} tests) per feature and LLM")
-    tab = c.to_frame().set_index(["feature", "model"])
-    width = max([len(f) for f in c.feature_names] + [8])
-    lines.append(" " * width + "".join(f"  {m[:20]:>20}" for m in c.models))
-    for f in c.feature_names:
-        cells = []
-        for m in c.models:
-            r = tab.loc[(f, m)]
-            val = fmt_num(r["r"])
-            val = val if val.startswith("-") or val == "\u2014" else "+" + val
-            cell = f"{val} ({fmt_p(r['p_value'], prefix=False)}/{fmt_p(r['p_bh'], prefix=False)})"
-            cells.append(f"  {cell:>20}")
-        lines.append(f"{f:<{width}}" + "".join(cells))
-    lines += ["", "OLS (complete cases): n, R^2, adjusted R^2"]
-    for f in result.ols.fits:
-        lines.append(f"  {f.model:<24} n={f.n:<4} R2={fmt_num(f.r2)}  adj={fmt_num(f.adj_r2)}")
-    for name, res in (("random forest", result.random_forest), ("gradient boosting", result.gradient_boosting)):
-        if res is None:
-            continue
-        lines += ["", f"{name}: cross-validated R^2 vs constant baseline (grouped by cluster)"]
-        for fit in res.fits:
-            parts = []
-            for s in fit.scores.to_dict(orient="records"):
-                flag = "" if s["beats_baseline"] else " WORSE"
-                parts.append(f"{s['scheme']} {fmt_num(s['r2'])} vs {fmt_num(s['baseline_r2'])}{flag}")
-            lines.append(f"  {fit.model:<24} " + ("; ".join(parts) if parts else
-                                                   f"not fitted ({fit.n_clusters} cluster(s) with complete rows)"))
-    ch = getattr(result, "choice", None)
-    if ch is not None:
-        lines += ["", f"conditional logit over attempts vs OLS over per-tool rates, per 1 within-cluster sd "
-                      f"({ch.n_used} of {ch.n_in} attempts used; excluded {ch.excluded})",
-                  f"  {'model':<20} {'feature':<26} {'OLS coef [CI]':>24} {'clogit log-odds [CI]':>26}  verdict"]
-        for r in ch.comparison.to_dict(orient="records"):
-            lines.append(f"  {str(r['model'])[:20]:<20} {r['feature'][:26]:<26} "
-                         f"{fmt_num(r['ols_coef']) + ' ' + fmt_ci((r['ols_ci_low'], r['ols_ci_high'])):>24} "
-                         f"{fmt_num(r['clogit_estimate']) + ' ' + fmt_ci((r['clogit_ci_low'], r['clogit_ci_high'])):>26}"
-                         f"  {r['verdict']}")
-    a = result.alignment
-    lines += ["", f"alignment ({a.method}, {int(100 * a.confidence_level)}% CI, {a.resample}s resampled)"]
-    for r in a.to_frame().to_dict(orient="records"):
-        lines.append(f"  {r['model_a'][:22]:<22} ~ {r['model_b'][:22]:<22} {fmt_num(r['r'])} "
-                     f"{fmt_ci((r['ci_low'], r['ci_high']))}")
-    return "\n".join(lines)
+    return format_explain_text(result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 
-__all__ = ["add_parser", "run", "plan_section_for_report"]
+__all__ = ["add_parser", "run"]
 
 
 def _ints(text):
@@ -103,7 +103,8 @@ def compute(args, study, *, progress=False):
 def run(args) -> int:
     from ..io import read_study
     from ..report._design_html import format_plan_text
-    from ._commands import _progress_wanted, _version
+    from ._common import progress_wanted as _progress_wanted
+    from ._common import version as _version
     from ._output import emit
 
     with warnings.catch_warnings():
@@ -121,15 +122,3 @@ def run(args) -> int:
     else:
         emit(format_plan_text(comps, plan))
     return 0
-
-
-def plan_section_for_report(args, study):
-    """What the report's "Is this study big enough?" section shows: the `plan` defaults with this command's seed
-    and level, the pilot's own design only (no target, a small grid)."""
-    from ._commands import build_parser
-
-    p_args = build_parser().parse_args(["plan", str(args.study), "--seed", str(args.seed), "--confidence-level",
-                                        str(args.confidence_level), "--queries", "50,100,200,500,1000",
-                                        "--runs", "1,3", "--bootstrap", "200"])
-    comps, plan = compute(p_args, study)
-    return {"components": comps, "plan": plan}

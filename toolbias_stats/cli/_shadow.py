@@ -113,7 +113,7 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from ..report._shadow_html import format_shadow_text, render_shadow_report
-    from ._commands import _version
+    from ._common import version as _version
     from ._output import check_output, emit, named_inputs, study_inputs, term_safe, write_text
 
     inputs = []
@@ -136,17 +136,3 @@ def _run(args) -> int:
         if args.report:
             print(f"wrote {term_safe(args.report)}")
     return 0
-
-
-def shadow_section_for_report(args, study):
-    """The ``report --shadow`` result: the ``shadow`` command's defaults on ``study``, grouped by ``--by``,
-    with the report's seed and confidence level."""
-    from ..shadow import audit_from_study
-    from ._commands import build_parser
-
-    sh_args = build_parser().parse_args(["shadow", str(args.study), "--seed", str(args.seed),
-                                         "--confidence-level", str(args.confidence_level)])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        audit = audit_from_study(study, by=args.by)
-    return compute_shadow(sh_args, audit)

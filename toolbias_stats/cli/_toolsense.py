@@ -87,7 +87,7 @@ def run(args) -> int:
 
 def _named(specs):
     out = {}
-    for i, spec in enumerate(specs):
+    for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or Path(spec).exists():
             name, path = (Path(spec).stem if len(specs) > 1 else "model"), spec
@@ -122,8 +122,8 @@ def _probe(kind, path, args, bench_file=None):
 
 def _score(args) -> int:
     from ..report._toolsense_html import format_probe_text, format_retrieval_text
+    from ._common import version as _version
     from ._output import emit
-    from ._commands import _version
 
     if args.benchmark == "rrb":
         from ..toolsense import compare_configurations
@@ -169,8 +169,8 @@ def _annotation_result(path, args, by=None):
 
 def _agreement(args) -> int:
     from ..report._toolsense_html import format_agreement_text
+    from ._common import version as _version
     from ._output import emit
-    from ._commands import _version
 
     res = _annotation_result(args.annotations, args, args.by)
     if args.json:
@@ -201,8 +201,8 @@ def _baselines(args) -> int:
     import platform
 
     from ..report._toolsense_html import format_baselines_text
+    from ._common import version as _version
     from ._output import emit
-    from ._commands import _version
 
     t0 = time.perf_counter()
     res = _baseline_result(args, _ks(args.k))

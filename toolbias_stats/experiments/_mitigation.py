@@ -172,8 +172,10 @@ def read_subset_truth(path) -> dict:
                 continue
             ids = []
             for j, a in enumerate(apis, start=1):
-                if not isinstance(a, dict) or not isinstance(a.get("tool"), str) or not isinstance(a.get("api_name"), str):
-                    problems.append(problem(path, i, f"{fld}[{j}]", f"expected {{'tool': str, 'api_name': str}}, got {a!r}"))
+                if not (isinstance(a, dict) and isinstance(a.get("tool"), str)
+                        and isinstance(a.get("api_name"), str)):
+                    problems.append(problem(path, i, f"{fld}[{j}]",
+                                            f"expected {{'tool': str, 'api_name': str}}, got {a!r}"))
                     continue
                 ids.append(function_name(a["api_name"], a["tool"]))
             sets[fld] = frozenset(ids)
@@ -181,7 +183,8 @@ def read_subset_truth(path) -> dict:
             problems.append(problem(path, i, "correct_apis", "empty: every query needs at least one correct API"))
         key = str(int(qid))
         if key in out:
-            problems.append(problem(path, i, "query_id", f"duplicate query_id {qid} (first in record {out[key]['record']})"))
+            problems.append(problem(path, i, "query_id",
+                                    f"duplicate query_id {qid} (first in record {out[key]['record']})"))
             continue
         if len(sets) == 2:
             cid = e.get("cluster_id")
@@ -210,7 +213,7 @@ def read_subset_table(path) -> SubsetData:
     try:
         frame = pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else \
             pd.read_csv(path, dtype=str, keep_default_na=False)
-    except Exception as exc:  # noqa: BLE001 - any parser failure is a located input error
+    except Exception as exc:
         raise SelectionLogError(problem(path, None, None, f"cannot read the table: {exc}")) from None
     problems = [problem(path, None, c, "required column is missing") for c in TABLE_COLUMNS if c not in frame.columns]
     if problems:
@@ -219,14 +222,16 @@ def read_subset_table(path) -> SubsetData:
         vals = pd.to_numeric(frame[col], errors="coerce")
         for r in np.flatnonzero(~vals.isin([0, 1]).to_numpy()):
             v = frame[col].iloc[r]
-            problems.append(problem(path, int(r) + 1, col, f"expected 0 or 1, got {v.item() if hasattr(v, 'item') else v!r}"))
+            shown = v.item() if hasattr(v, "item") else v
+            problems.append(problem(path, int(r) + 1, col, f"expected 0 or 1, got {shown!r}"))
         frame[col] = vals
     frame["query_id"] = frame["query_id"].astype(str)
     frame["tool_id"] = frame["tool_id"].astype(str)
     dup = frame.duplicated(["query_id", "tool_id"], keep="first").to_numpy()
     for r in np.flatnonzero(dup):
         problems.append(problem(path, int(r) + 1, "tool_id",
-                                f"duplicate row for query {frame['query_id'].iloc[r]!r}, tool {frame['tool_id'].iloc[r]!r}"))
+                                f"duplicate row for query {frame['query_id'].iloc[r]!r}, "
+                                f"tool {frame['tool_id'].iloc[r]!r}"))
     if problems:
         raise SelectionLogError(problems)
     rows = []
@@ -433,7 +438,7 @@ def subset_selection_metrics(predictions, truth=None, *, by="k", n_resamples=200
 
     def block(idx):
         x = parts[idx]
-        out = {"n": int(len(x))}
+        out = {"n": len(x)}
         est = _ratios(x.sum(0)[None, :], len(x))[0]
         boot = _ratios(query_weights(len(x), n_resamples, gen) @ x, len(x)) if n_resamples and len(x) else None
         for j, m in enumerate(SUBSET_METRICS):

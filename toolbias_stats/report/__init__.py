@@ -1,6 +1,7 @@
 """Reports: render results as self-contained HTML; all rounding and display formatting lives here.
 
-``render_bias_report(study, result)`` writes tables and inline-SVG figures of a
+``build_report(study, sections=[...])`` computes and renders the whole report (what ``toolbias-stats report``
+writes); ``render_bias_report(study, result)`` writes tables and inline-SVG figures of a
 :class:`~toolbias_stats.BiasResult`; the ``fmt_*`` helpers format numbers, intervals and p-values.
 """
 
@@ -13,9 +14,11 @@ _lazy.add('._findings', 'Finding', 'key_findings')
 _lazy.add('._summary', 'bias_summary')
 _lazy.add('._quarto', 'TEMPLATE', 'export_quarto', 'qmd_to_notebook', 'run_notebook')
 _lazy.add('._render_html', 'file_sha256', 'render_bias_report')
+_lazy.add('._build', 'build_report', 'default_sections')
 _lazy.add('._shadow_html', 'render_shadow_report', 'render_shadow_section')
 
-__all__ = ["render_bias_report", "file_sha256", "render_shadow_section", "render_shadow_report", "key_findings", "Finding", "bias_summary", "export_quarto", "qmd_to_notebook",
+__all__ = ["build_report", "default_sections", "render_bias_report", "file_sha256", "render_shadow_section",
+           "render_shadow_report", "key_findings", "Finding", "bias_summary", "export_quarto", "qmd_to_notebook",
            "run_notebook", "TEMPLATE", "MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci",
            "fmt_mean_sd", "fmt_p", "fmt_level", "fmt_range"]
 

@@ -21,25 +21,27 @@ _SHARED = "(shared)"
 #: The priors as written in the report, with the reason for each (keys of DEFAULT_PRIORS).
 _PRIOR_TEXT = (
     ("mu_sd", "shared API effects", "mu[c, :] ~ ZeroSumNormal({v:g})",
-     "a pairwise log-odds between two tools has sd {v:g}\u00b7\u221a2; at 95% prior mass one tool may be chosen "
-     "about e^(2\u00b7{v:g}\u00b7\u221a2) times as often as another, yet a tool that is never chosen keeps a finite effect"),
+     ("a pairwise log-odds between two tools has sd {v:g}\u00b7\u221a2; at 95% prior mass one tool may be chosen "
+     "about e^(2\u00b7{v:g}\u00b7\u221a2) times as often as another, yet a tool that is never chosen keeps a "
+     "finite effect")),
     ("sigma_alpha_sd", "between-LLM scale of API effects", "sigma_alpha ~ HalfNormal({v:g})",
-     "LLMs may disagree by about two log-odds on a tool (a reversal of preference), while the scale stays finite "
-     "with few LLMs"),
+     ("LLMs may disagree by about two log-odds on a tool (a reversal of preference), while the scale stays finite "
+     "with few LLMs")),
     ("beta_bar_sd", "shared position effects", "beta_bar ~ ZeroSumNormal({v:g})",
-     "audits report odds factors of 2\u201310 between first and last slot; a pairwise sd of {v:g}\u00b7\u221a2 covers them"),
+     ("audits report odds factors of 2\u201310 between first and last slot; a pairwise sd of {v:g}\u00b7\u221a2 "
+      "covers them")),
     ("sigma_beta_sd", "between-LLM scale of position effects", "sigma_beta ~ HalfNormal({v:g})",
      "LLMs differ widely in position bias (BiasBusters: \u03b4_pos from 0.17 to 0.50)"),
-    ("sigma_delta_sd", "per-(LLM, cluster) position deviations", "delta[m, c, :] = sigma_delta \u00b7 "
-     "ZeroSumNormal(1), sigma_delta ~ HalfNormal({v:g})",
-     "nothing says a cluster changes an LLM's position effects less than LLMs differ from each other, so the same "
-     "scale as the between-LLM one; finite, so that a cluster with little data is pulled towards the LLM's effects"),
-    ("sigma_eta_sd", "query effects (per LLM)", "eta[m, c, q, :] = sigma_eta[m] \u00b7 ZeroSumNormal(1), "
-     "sigma_eta[m] ~ HalfNormal({v:g})",
+    ("sigma_delta_sd", "per-(LLM, cluster) position deviations", ("delta[m, c, :] = sigma_delta \u00b7 "
+     "ZeroSumNormal(1), sigma_delta ~ HalfNormal({v:g})"),
+     ("nothing says a cluster changes an LLM's position effects less than LLMs differ from each other, so the same "
+     "scale as the between-LLM one; finite, so that a cluster with little data is pulled towards the LLM's effects")),
+    ("sigma_eta_sd", "query effects (per LLM)", ("eta[m, c, q, :] = sigma_eta[m] \u00b7 ZeroSumNormal(1), "
+     "sigma_eta[m] ~ HalfNormal({v:g})"),
      "a query may need one particular tool (several log-odds) or none; the scale is estimated per LLM"),
     ("rho_a", "intra-prompt correlation", "rho[m] = 1 / (1 + kappa[m]) ~ Beta({v:g}, {b:g})",
-     "repeated attempts of one prompt may be independent (rho = 0: the multinomial) or identical (rho = 1); "
-     "Beta(1, 1) takes no side"),
+     ("repeated attempts of one prompt may be independent (rho = 0: the multinomial) or identical (rho = 1); "
+     "Beta(1, 1) takes no side")),
 )
 
 
@@ -84,8 +86,8 @@ def _diagnostics_block(result) -> str:
             ("max R-hat", f"{d.max_rhat:.4f}" if np.isfinite(d.max_rhat) else MISSING),
             ("min bulk ESS / tail ESS", f"{fmt_int(d.min_ess_bulk)} / {fmt_int(d.min_ess_tail)}"),
             ("divergences", fmt_int(d.divergences)), ("wall time", f"{d.seconds:.1f} s"),
-            ("rows used / excluded", f"{fmt_int(result.rows['used'])} / "
-                                     f"{fmt_int(result.rows['total'] - result.rows['used'])}"),
+            ("rows used / excluded", (f"{fmt_int(result.rows['used'])} / "
+                                     f"{fmt_int(result.rows['total'] - result.rows['used'])}")),
             ("excluded by reason", ", ".join(f"{k}: {fmt_int(v)}" for k, v in result.rows["excluded"].items())
              or "none"),
             ("intervals", f"{level} highest-density intervals (HDI)")]
@@ -371,8 +373,8 @@ def format_bayes_text(result) -> str:
     level = fmt_level(result.hdi_prob)
     lines = []
     if not d.converged:
-        lines += ["!" * 78, "NOT CONVERGED: " + "; ".join(d.flags), "Do not use these numbers; run longer "
-                  "(--draws/--tune) or raise the target acceptance.", "!" * 78, ""]
+        lines += ["!" * 78, "NOT CONVERGED: " + "; ".join(d.flags), ("Do not use these numbers; run longer "
+                  "(--draws/--tune) or raise the target acceptance."), "!" * 78, ""]
     model = getattr(result, "model", "v1")
     lines.append(f"Hierarchical Bayesian model, variant {model}: softmax(alpha[llm, cluster, tool] + "
                  f"beta[llm, position]{_extra_terms(model)}); {level} HDIs.")
@@ -399,7 +401,8 @@ def format_bayes_text(result) -> str:
     lines.append("")
     vs = result.variance_shares
     for r in vs.itertuples():
-        lines.append(f"shared share of {r.effect} effects: {fmt_estimate_ci(r.share_shared, (r.share_low, r.share_high))}"
+        lines.append(f"shared share of {r.effect} effects: "
+                     f"{fmt_estimate_ci(r.share_shared, (r.share_low, r.share_high))}"
                      f" (sd shared {fmt_num(r.sd_shared)}, sd between LLMs {fmt_num(r.sd_between)})")
     sc = getattr(result, "scales", None)
     if sc is not None:

@@ -136,9 +136,9 @@ def components_summary(log_or_counts) -> dict:
     >>> print(format_components_text(s, max_tools=2).splitlines()[1])
       component 1: 8 tool(s), reference t1: t1, t2, ... (+6)
     """
-    from ..choicemodel import comparison_components
-
     import warnings
+
+    from ..choicemodel import comparison_components
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -146,15 +146,15 @@ def components_summary(log_or_counts) -> dict:
     out = []
     for c, g in comp[comp["component"] > 0].groupby("component", sort=True):
         out.append({"component": int(c), "reference_tool": str(g["reference_tool"].iloc[0]),
-                    "n_tools": int(len(g)), "tools": [str(t) for t in g["tool_id"]]})
+                    "n_tools": len(g), "tools": [str(t) for t in g["tool_id"]]})
     return {"components": out, "not_compared": [str(t) for t in comp.loc[comp["component"] == 0, "tool_id"]]}
 
 
 def format_components_text(summary: dict, *, max_tools=6) -> str:
     """One line per connected component of the comparison graph (tool lists shortened)."""
     comps = summary["components"]
-    lines = [f"Comparison graph (choice model): {len(comps)} connected component(s); a tool worth is identified "
-             "only within its component"]
+    lines = [(f"Comparison graph (choice model): {len(comps)} connected component(s); a tool worth is identified "
+             "only within its component")]
     for c in comps:
         tools = c["tools"]
         shown = ", ".join(tools[:max_tools]) + (f", ... (+{len(tools) - max_tools})" if len(tools) > max_tools else "")

@@ -35,9 +35,9 @@ def format_plan_text(components, plan) -> str:
     """Plain-text summary of a plan and its variance components (``toolbias-stats plan``)."""
     lv = fmt_level(plan.settings["confidence_level"])
     by = list(components.by)
-    lines = [f"Is this study big enough? ({lv} CI half-widths; MDE: smallest delta a level-{plan.settings['alpha']:g} "
+    lines = [(f"Is this study big enough? ({lv} CI half-widths; MDE: smallest delta a level-{plan.settings['alpha']:g} "
              f"test against a fair chooser detects with power {plan.settings['power']:g}; MDS: the same for a change "
-             "of delta between two conditions)"]
+             "of delta between two conditions)")]
     s = components.summary
     t = components.table
     for _, a in plan.achieved.iterrows():
@@ -60,7 +60,8 @@ def format_plan_text(components, plan) -> str:
             r = s[ssel].iloc[0]
             if r["runs"] > 1:
                 lines.append(f"   se {fmt_num(r['se'], 4)}; with 1 run {fmt_num(r['se_one_run'], 4)}; the same calls "
-                             f"as 1 run of {int(r['queries'] * r['runs'])} queries {fmt_num(r['se_same_calls_one_run'], 4)}")
+                             f"as 1 run of {int(r['queries'] * r['runs'])} queries "
+                             f"{fmt_num(r['se_same_calls_one_run'], 4)}")
     if len(plan.cheapest):
         tg = plan.target
         lines.append("")
@@ -86,15 +87,16 @@ def render_design_section(components, plan, *, title="Is this study big enough?"
     lv = fmt_level(plan.settings["confidence_level"])
     by = list(components.by)
     out = [f'<section id="design">\n<h2>{_e(title)}</h2>',
-           "<p>The precision this study bought, and what other designs would buy. Half-widths are those of the "
+           ("<p>The precision this study bought, and what other designs would buy. Half-widths are those of the "
            f"package's {lv} query-bootstrap intervals of the mean-over-runs estimate; the error half-width adds a "
-           "shift shared by all queries of a run, which the query bootstrap does not see; the MDE is the smallest true delta that a level-"
+           "shift shared by all queries of a run, which the query bootstrap does not see; the MDE is the smallest "
+           "true delta that a level-"
            f"{plan.settings['alpha']:g} test against a fair chooser (with this study's query, rotation and run "
            f"variation) detects with probability {plan.settings['power']:g}; the MDS is the smallest change of delta "
            "between two conditions of this size that a two-sided test detects (independent query sets). The "
            "variance of each estimate is decomposed into queries, rotations within a query, runs and attempt noise "
            "(method of moments on the linearised TV; see docs/design.md); the planner draws the rates of other "
-           "designs from these components.</p>"]
+           "designs from these components.</p>")]
     head = (f"<tr><th>group</th><th>metric</th><th>calls</th><th>estimate</th><th>{lv} CI half-width</th>"
             "<th>error half-width (run shifts included)</th><th>MDE vs fair</th><th>shift CI half-width</th>"
             "<th>MDS</th></tr>")

@@ -26,9 +26,10 @@ def format_shift_text(result) -> str:
     lv = fmt_level(result.confidence_level)
     boot = (f"{result.n_resamples} query-bootstrap replicates, " if result.n_resamples   # --bootstrap 0: say so
             else "no query bootstrap (--bootstrap 0): no intervals, ")
-    lines = [f"Shift from {result.between} = {result.base} ({boot}"
-             f"{result.n_permutations} permutations{f', {lv} intervals' if result.n_resamples else ''}; corrected = bias-corrected with calibrated CI; "
-             "null = expected shift without any change)"]
+    lines = [(f"Shift from {result.between} = {result.base} ({boot}"
+             f"{result.n_permutations} permutations{f', {lv} intervals' if result.n_resamples else ''}; "
+             "corrected = bias-corrected with calibrated CI; "
+             "null = expected shift without any change)")]
     n_tools = int(sum(g.tools["p_value"].notna().sum() for g in result.groups if len(g.tools)))
     for g in result.groups:
         lines.append("")
@@ -46,7 +47,8 @@ def format_shift_text(result) -> str:
             if c is None:
                 continue
             lines.append(f"   {_LABEL[m]:<18} {fmt_num(c.base_value)} -> {fmt_num(c.value)}: "
-                         f"{fmt_estimate_ci(c.estimate, c.ci)}  normalised {fmt_estimate_ci(c.normalised_estimate, c.normalised_ci)}"
+                         f"{fmt_estimate_ci(c.estimate, c.ci)}  normalised "
+                         f"{fmt_estimate_ci(c.normalised_estimate, c.normalised_ci)}"
                          f"  {fmt_p(c.p_value)} (Holm {fmt_p(c.p_adjusted, prefix=False)})")
         top = g.tools.reindex(g.tools["difference"].abs().sort_values(ascending=False).index).head(3)
         for r in top.itertuples(index=False):
@@ -72,8 +74,9 @@ def format_subsets_text(result, distribution=None) -> str:
              f"{'':<10}{'n':>6}  {'micro precision':<24}{'micro recall':<24}{'exact set match':<24}"]
 
     def row(label, d):
-        return (f"{label:<10}{fmt_int(d['n']):>6}  " + "".join(f"{fmt_estimate_ci(d[m][0], d[m][1], 4):<24}"
-                                                              for m in ("micro_precision", "micro_recall", "exact_match")))
+        cells = (f"{fmt_estimate_ci(d[m][0], d[m][1], 4):<24}" for m in ("micro_precision", "micro_recall",
+                                                                           "exact_match"))
+        return f"{label:<10}{fmt_int(d['n']):>6}  " + "".join(cells)
 
     lines.append(row("overall", result.overall))
     for g in result.by_group:
@@ -92,8 +95,8 @@ def _subset_diagnostic_lines(result, limit=10) -> list:
     diag = getattr(result, "diagnostics", None) or {}
     src = (getattr(result, "source", None) or {}).get("predictions", "<predictions>")
     out = []
-    for key, what in (("not_candidates", "predicted name(s) not among the candidates of their query: counted as "
-                                         "wrong predictions (false positives)"),
+    for key, what in (("not_candidates", ("predicted name(s) not among the candidates of their query: counted as "
+                                         "wrong predictions (false positives)")),
                       ("repeated", "tool(s) named more than once in one prediction: counted once (a subset is a set)")):
         items = diag.get(key) or []
         if not items:
@@ -143,16 +146,24 @@ def experiments_summary(results) -> list:
         return []
     level = results[0].confidence_level
     alpha = 1 - level
-    lv = fmt_level(level)
+    n = len(rows)
+    levels = "compared level" if n == 1 else "compared levels"
+    out = [_first_sentence(rows, alpha, n, levels)]
+    shift = _largest_shift_sentence(rows, fmt_level(level))
+    change = _change_sentence(results, rows, alpha, n, levels)
+    rise = _rise_sentence(results)
+    return out + [t for t in (shift, change, rise) if t is not None]
+
+
+def _first_sentence(rows, alpha, n, levels) -> str:
+    """How many compared levels shift the tool / position distribution distinguishably from noise."""
 
     def sig(s):
         return s is not None and s.p_adjusted == s.p_adjusted and s.p_adjusted <= alpha
 
-    n = len(rows)
     tools = [r["label"] for r in rows if sig(r["shift_api"])]
     has_pos = any(r["shift_pos"] is not None for r in rows)
     pos = [r["label"] for r in rows if sig(r["shift_pos"])]
-    levels = "compared level" if n == 1 else "compared levels"
 
     def which(names):
         """Name the few that do (or the few that do not) when that is short."""
@@ -164,31 +175,39 @@ def experiments_summary(results) -> list:
         return ""
 
     if not tools and not pos:
-        first = (f"None of the {n} {levels} shifts the selections distinguishably from noise "
-                 f"(Holm-adjusted p ≤ {alpha:g}).")
-    else:
-        count = "All" if len(tools) == n else f"{len(tools)} of the"
-        verb = "shifts" if len(tools) == 1 and n > 1 else "shift"
-        first = f"{count} {n} {levels} {verb} the tool distribution{which(tools)}"
-        if has_pos:
-            first += f" and {len(pos) or 'none'} the position distribution{which(pos)}"
-        first += f" distinguishably from noise (Holm-adjusted p ≤ {alpha:g})."
-    out = [first]
+        return (f"None of the {n} {levels} shifts the selections distinguishably from noise "
+                f"(Holm-adjusted p ≤ {alpha:g}).")
+    count = "All" if len(tools) == n else f"{len(tools)} of the"
+    verb = "shifts" if len(tools) == 1 and n > 1 else "shift"
+    first = f"{count} {n} {levels} {verb} the tool distribution{which(tools)}"
+    if has_pos:
+        first += f" and {len(pos) or 'none'} the position distribution{which(pos)}"
+    return first + f" distinguishably from noise (Holm-adjusted p ≤ {alpha:g})."
+
+
+def _largest_shift_sentence(rows, lv):
+    """The largest bias-corrected tool shift (and position shift), or None."""
     best = {}
     for m in ("shift_api", "shift_pos"):
         cand = [r for r in rows if r[m] is not None and r[m].corrected == r[m].corrected]
         if cand:
             best[m] = max(cand, key=lambda r: r[m].corrected)
-    if "shift_api" in best:
-        r = best["shift_api"]
-        text = (f"The largest tool shift is {r['label']}: {fmt_estimate_ci(r['shift_api'].corrected, r['shift_api'].corrected_ci)} "
-                f"(bias-corrected, {lv} calibrated interval; noise alone reads about "
-                f"{fmt_num(r['shift_api'].null_expected)} as a plug-in)")
-        if "shift_pos" in best:
-            rp = best["shift_pos"]
-            text += (f"; the largest position shift is {rp['label']}: "
-                     f"{fmt_estimate_ci(rp['shift_pos'].corrected, rp['shift_pos'].corrected_ci)}")
-        out.append(text + ".")
+    if "shift_api" not in best:
+        return None
+    r = best["shift_api"]
+    text = (f"The largest tool shift is {r['label']}: "
+            f"{fmt_estimate_ci(r['shift_api'].corrected, r['shift_api'].corrected_ci)} "
+            f"(bias-corrected, {lv} calibrated interval; noise alone reads about "
+            f"{fmt_num(r['shift_api'].null_expected)} as a plug-in)")
+    if "shift_pos" in best:
+        rp = best["shift_pos"]
+        text += (f"; the largest position shift is {rp['label']}: "
+                 f"{fmt_estimate_ci(rp['shift_pos'].corrected, rp['shift_pos'].corrected_ci)}")
+    return text + "."
+
+
+def _change_sentence(results, rows, alpha, n, levels):
+    """The largest distinguishable change in bias, or None."""
     changes = []
     for res in results:
         for g in res.groups:
@@ -199,23 +218,29 @@ def experiments_summary(results) -> list:
             if c is not None and c.p_adjusted == c.p_adjusted and c.p_adjusted <= alpha:
                 label = next(r["label"] for r in rows if r["keys"] == g.keys and r["between"] == res.between)
                 changes.append((abs(c.estimate), m, label, c))
-    if changes:
-        _, m, label, c = max(changes, key=lambda t: t[0])
-        name = _LABEL[m].replace("Δ", "")
-        out.append(f"The bias changes most at {label}: {name} {fmt_num(c.base_value)} → {fmt_num(c.value)} "
-                   f"({fmt_estimate_ci(c.estimate, c.ci)}); {len(changes)} of {n} {levels} change the bias "
-                   "distinguishably.")
+    if not changes:
+        return None
+    _, m, label, c = max(changes, key=lambda t: t[0])
+    name = _LABEL[m].replace("Δ", "")
+    return (f"The bias changes most at {label}: {name} {fmt_num(c.base_value)} → {fmt_num(c.value)} "
+            f"({fmt_estimate_ci(c.estimate, c.ci)}); {len(changes)} of {n} {levels} change the bias "
+            "distinguishably.")
+
+
+def _rise_sentence(results):
+    """The largest per-tool rise that survives the per-tool adjustment, or None."""
     rises = []
     for res in results:
         b, _ = tool_highlight(res)
         if b is not None:
             rises.append((b["difference"], res, b))
-    if rises:
-        _, res, b = max(rises, key=lambda t: t[0])
-        out.append(f"The largest per-tool rise that survives the adjustment over every tool: {b['tool_id']} "
-                   f"(cluster {b['cluster']}) from {fmt_num(b['share_base'])} at {res.between} = {res.base} to "
-                   f"{fmt_num(b['share'])} at {b[res.between]} ({fmt_estimate_ci(b['difference'], (b['ci_low'], b['ci_high']))}).")
-    return out
+    if not rises:
+        return None
+    _, res, b = max(rises, key=lambda t: t[0])
+    return (f"The largest per-tool rise that survives the adjustment over every tool: {b['tool_id']} "
+            f"(cluster {b['cluster']}) from {fmt_num(b['share_base'])} at {res.between} = {res.base} to "
+            f"{fmt_num(b['share'])} at {b[res.between]} "
+            f"({fmt_estimate_ci(b['difference'], (b['ci_low'], b['ci_high']))}).")
 
 
 def _overview_block(results) -> str:
@@ -257,9 +282,10 @@ def render_experiments_section(results, *, study=None, mitigation=None, tool_cou
     -------
     str
         First an overview of every compared level of every result (:func:`~toolbias_stats.plots.plot_shift_overview`)
-        with at most four sentences (:func:`experiments_summary`); then per result: a Fig. 5-style shift figure (plug-in bars, sd over clusters, corrected value with its
-        calibrated interval, the null line), the shift table, a Table 5-style before/after table of
-        delta_API / delta_pos / delta_model with the change and its interval; for numeric columns a
+        with at most four sentences (:func:`experiments_summary`); then per result: a Fig. 5-style shift figure
+        (plug-in bars, sd over clusters, corrected value with its calibrated interval, the null line), the shift
+        table, a Table 5-style before/after table of delta_API / delta_pos / delta_model with the change and its
+        interval; for numeric columns a
         Fig. 9-style sweep figure and, when a tool's rise survives Holm across every level x cluster x tool
         (:func:`tool_highlight`), a Fig. 17-style per-tool figure.
     """
@@ -270,15 +296,16 @@ def render_experiments_section(results, *, study=None, mitigation=None, tool_cou
         parts.append('<p class="warning"><strong>SIMULATED data:</strong> every selection in this study is '
                      "simulated; the numbers illustrate the method only.</p>")
     parts += [_overview_block(results),
-             "<p>Each level of a design column is compared with a base level within each model. The shift is the "
+             ("<p>Each level of a design column is compared with a base level within each model. The shift is the "
              "total-variation distance between the two selection distributions (per cluster, then averaged over the "
              "clusters both levels have); its plug-in value is biased upward by sampling noise, so the "
              "<em>null</em> (the shift two samples of the same distribution with these counts show) and a "
              "bias-corrected value with a calibrated interval are given. Intervals come from a query bootstrap that "
              "resamples queries jointly across levels when they share queries (paired); p-values from permuting "
-             "level labels within query, adjusted by Holm across all levels and metrics; per-tool changes in share form "
+             "level labels within query, adjusted by Holm across all levels and metrics; per-tool changes in share "
+             "form "
              "their own family (Holm across every level, cluster and tool), and a tool is highlighted only when its "
-             "rise survives that adjustment.</p>"]
+             "rise survives that adjustment.</p>")]
     for i, res in enumerate(results):
         parts.append(_result_block(res, i, catalog))
     if mitigation is not None:
@@ -330,7 +357,8 @@ def _result_block(res, i, catalog) -> str:
             body.append(f"<tr><td>{_e(_keys(g.keys))}</td><td>{_e(m)}</td><td>{_e(fmt_num(c.base_value))}</td>"
                         f"<td>{_e(fmt_num(c.value))}</td><td>{_e(fmt_estimate_ci(c.estimate, c.ci))}</td>"
                         f"<td>{_e(fmt_estimate_ci(c.normalised_estimate, c.normalised_ci))}</td>"
-                        f"<td>{_e(fmt_p(c.p_value, prefix=False))}</td><td>{_e(fmt_p(c.p_adjusted, prefix=False))}</td></tr>")
+                        f"<td>{_e(fmt_p(c.p_value, prefix=False))}</td>"
+                        f"<td>{_e(fmt_p(c.p_adjusted, prefix=False))}</td></tr>")
     out.append(_table(head, body, caption=f"Bias before ({res.between} = {res.base}) and after (Table 5 style)"))
     if res.numeric and res.trends:
         fig = plot_sweep(res)
@@ -403,8 +431,10 @@ def tool_highlight(res):
 
 def _mitigation_block(m) -> str:
     head = "<tr><th>cluster</th><th>K</th><th>queries</th><th>selecting</th><th>δ_API [CI]</th><th>null</th></tr>"
-    body = [f"<tr><td>{_e(r.cluster)}</td><td>{r.K}</td><td>{fmt_int(r.n_queries)}</td><td>{fmt_int(r.n_selecting)}</td>"
-            f"<td>{_e(fmt_estimate_ci(r.delta_api, (r.ci_low, r.ci_high)))}</td><td>{_e(fmt_num(r.null_expected))}</td></tr>"
+    body = [f"<tr><td>{_e(r.cluster)}</td><td>{r.K}</td><td>{fmt_int(r.n_queries)}</td>"
+            f"<td>{fmt_int(r.n_selecting)}</td>"
+            f"<td>{_e(fmt_estimate_ci(r.delta_api, (r.ci_low, r.ci_high)))}</td>"
+            f"<td>{_e(fmt_num(r.null_expected))}</td></tr>"
             for r in m.clusters.itertuples(index=False)]
     return ("<h3>Counterfactual mitigation: choose uniformly from the predicted subset</h3>"
             f"<p>Implied δ_API (mean over clusters): {_e(fmt_estimate_ci(m.delta_api, m.ci))}; bias-corrected "

@@ -59,8 +59,8 @@ def _intro(res) -> str:
     if src == "computed":
         items.insert(1, ("encoder", enc.get("encoder", "none (no similarity features)") if enc else
                          "none (no similarity features)"))
-        items.insert(2, ("reference date (ages)", f"{prov.get('reference_date', MISSING)} "
-                                                  f"({prov.get('reference_date_source', '')})"))
+        items.insert(2, ("reference date (ages)", (f"{prov.get('reference_date', MISSING)} "
+                                                  f"({prov.get('reference_date_source', '')})")))
         items.insert(3, ("texts", prov.get("combined_text", MISSING)))
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items)
     return (f'<dl class="settings">{dl}</dl>\n<div class="note"><p><strong>How to read this.</strong> One row per '

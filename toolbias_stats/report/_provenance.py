@@ -77,7 +77,7 @@ def _manifest_side_files(path) -> list[tuple[str, Path, None]]:
 
     try:
         doc = load_toml(Path(path))
-    except Exception:  # noqa: BLE001 - the study was read from it; a manifest changed since is not our concern here
+    except Exception:
         return []
     base = Path(path).parent
     tables = [doc] + [e for e in doc.get("logs", []) if isinstance(e, dict)] if isinstance(doc.get("logs"), list) \

@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._format import (MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p,
-                      fmt_range)
+from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p, fmt_range
 
 __all__ = ["render_bias_report", "file_sha256"]
 
@@ -212,11 +211,11 @@ def _section_overview(study, result) -> str:
     fig = _svg(plot_bias_overview(result), title="Bias per group: δ_API and δ_pos, bias-corrected with calibrated "
                                                 "intervals, and the fair-chooser reference, largest first")
     parts = [f'<div class="first-screen"><ul class="summary" id="summary">{summary}</ul>',
-             f'<figure id="overview-figure">{fig}<figcaption>&delta;<sub>API</sub> (circles) and &delta;<sub>pos'
+             (f'<figure id="overview-figure">{fig}<figcaption>&delta;<sub>API</sub> (circles) and &delta;<sub>pos'
              f"</sub> (squares) per group, largest bias at the top: bias-corrected estimate with its {_e(level)} "
              "calibrated interval (the interval to report; the same numbers as the first column of the detailed "
              "bias table); filled when distinguishable from a fair chooser; grey tick: the plug-in &delta; a fair "
-             "chooser shows from noise alone with the same counts.</figcaption></figure></div>"]
+             "chooser shows from noise alone with the same counts.</figcaption></figure></div>")]
     for kind, what in (("tool", "tool (numbered as in the per-cluster figures)"), ("position", "list position")):
         hm = plot_rate_gaps(result, study.catalog, kind=kind)
         if hm is None:
@@ -276,7 +275,7 @@ def _section_provenance(study, result, version) -> str:
 
 
 def _files_table(study) -> str:
-    from ._provenance import input_files   # manifest, logs and every side file (responses, clusters_file, ...)
+    from ._provenance import input_files  # manifest, logs and every side file (responses, clusters_file, ...)
 
     base = _base(study)
     body = []
@@ -428,10 +427,10 @@ def _section_clusters(study, result) -> str:
     level = fmt_level(result.confidence_level)
     keys = list(result.by)
     key_heads = "".join(f"<th>{_e(k)}</th>" for k in keys) or "<th>group</th>"
-    parts = [f'<p class="muted">One figure per cluster: the selection rate of each tool per group, with '
+    parts = [(f'<p class="muted">One figure per cluster: the selection rate of each tool per group, with '
              f"{_e(level)} query-bootstrap intervals (Wilson where no bootstrap was run) and the uniform rate 1/K "
              "(dashed). The tables give the full tool names and the cluster's own bias per group "
-             "(percentile intervals).</p>"]
+             "(percentile intervals).</p>")]
     names = _cluster_names(catalog)
     for cid in order:
         entries = [(g, c) for g in result.groups for c in g.clusters if str(c.cluster) == cid]
@@ -478,7 +477,7 @@ def _section_clusters(study, result) -> str:
         rbody = []
         for i, t in enumerate(tools, start=1):
             cells = [f'<td class="num">{i}</td><td>{_e(full[i - 1])}</td>']
-            for g, c in entries:
+            for _g, c in entries:
                 row = c.rate_table.set_index("tool_id").loc[t] if t in set(c.rate_table["tool_id"]) else None
                 if row is None:
                     cells.append(f"<td>{MISSING}</td>")
@@ -513,11 +512,12 @@ def _section_api_vs_position(result) -> str:
     shown = "; ".join(f"{_group_text(g)}: \u03b4_API {fmt_estimate_ci(g.delta_api.mean_over_runs, g.delta_api.ci)}, "
                       f"\u03b4_pos {fmt_estimate_ci(g.delta_pos.mean_over_runs, g.delta_pos.ci)}"
                       for g in result.groups if g.delta_pos is not None)
-    return f"""<figure>{svg}<figcaption>Left: each group's &delta;<sub>API</sub> (x) against &delta;<sub>pos</sub>
-(y), mean over clusters and runs, with {_e(level)} intervals ({_e(shown)}). Right: the same for every group and cluster (cluster ids
+    return (f"""<figure>{svg}<figcaption>Left: each group's &delta;<sub>API</sub> (x) against &delta;<sub>pos</sub>
+(y), mean over clusters and runs, with {_e(level)} intervals ({_e(shown)}). Right: the same for every group and """
+            """cluster (cluster ids
 next to the points). Grey bands: the value a uniform chooser would show from sampling noise alone. Dotted diagonal:
 equal API and position bias; points above it are driven more by list position than by the tool itself
-(cf. BiasBusters Fig. 4).</figcaption></figure>"""
+(cf. BiasBusters Fig. 4).</figcaption></figure>""")
 
 
 def _section_notes(study, result) -> str:

@@ -8,20 +8,11 @@ is always shown where a PBS exceeds 60 (the paper's rule).
 
 from __future__ import annotations
 
-
 from ._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_num
 from ._render_html import _e, _svg, _table, html_page
+from ._summary import _DOMAINS, _NAMES, _label
 
 __all__ = ["render_shadow_section", "render_shadow_report", "format_shadow_text", "format_worksheet_text"]
-
-_DOMAINS = ("L", "D", "S", "R")
-_NAMES = {"L": "position salience", "D": "description-length confound", "S": "semantic overlap",
-          "R": "call-frequency residual"}
-
-
-def _label(keys):
-    return ", ".join(f"{k}={v}" for k, v in keys.items()) or "audit"
-
 
 def _needs_breakdown(g, scale):
     est = g.pbs[scale].estimate
@@ -31,8 +22,8 @@ def _needs_breakdown(g, scale):
 def format_worksheet_text(weights) -> str:
     """The weight-derivation table as plain text."""
     lines = [f"weights: {weights.rule}",
-             f"{'domain':<7}{'source':<18}{'HR_lower':>9}{'HR_upper':>9}{'SE':>8}{'1/SE^2':>9}{'raw w':>8}"
-             f"{'weight':>8}  precision"]
+             (f"{'domain':<7}{'source':<18}{'HR_lower':>9}{'HR_upper':>9}{'SE':>8}{'1/SE^2':>9}{'raw w':>8}"
+             f"{'weight':>8}  precision")]
     for r in weights.table.itertuples(index=False):
         lines.append(f"{r.domain:<7}{r.source:<18}{fmt_num(r.hr_lower, 3):>9}{fmt_num(r.hr_upper, 3):>9}"
                      f"{fmt_num(r.se, 3):>8}{fmt_num(r.inverse_variance, 1):>9}"
@@ -168,13 +159,13 @@ def render_shadow_section(result, *, scale=None, figures=True) -> str:
     """
     scale = result.scale if scale is None else scale
     parts = ['<section id="shadow">', "<h2>TOOL-SHADOW Positional Bias Score</h2>",
-             f'<div class="note"><p><strong>{_e(result.banner)}</strong>. No harness has been validated with '
+             (f'<div class="note"><p><strong>{_e(result.banner)}</strong>. No harness has been validated with '
              "TOOL-SHADOW v1; the score measures an associational residual, not a mechanism.</p>"
              "<p>PBS = 100 \u00b7 logistic(\u03a3 w<sub>d</sub> z<sub>d</sub>) (paper scale: grows with the number "
              "of turns) and the same on effect sizes (effect scale: does not). Intervals: "
              f"{_e(fmt_level(result.confidence_level))} turn-level bootstrap, {_e(fmt_int(result.n_resamples))} "
              f"replicates; weight sensitivity: {_e(fmt_int(result.n_weight_draws))} weight draws around the weights "
-             "with the low-precision floors kept.</p></div>"]
+             "with the low-precision floors kept.</p></div>")]
     # issue 26: the first screen -- the sentences across harnesses and the PBS figure, before the tables
     from ._summary import shadow_summary
 

@@ -13,6 +13,15 @@ import pandas as pd
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num
 
+#: TOOL-SHADOW domains and their names (the summary and the shadow section share them).
+_DOMAINS = ("L", "D", "S", "R")
+_NAMES = {"L": "position salience", "D": "description-length confound", "S": "semantic overlap",
+          "R": "call-frequency residual"}
+
+
+def _label(keys):
+    return ", ".join(f"{k}={v}" for k, v in keys.items()) or "audit"
+
 __all__ = ["bias_summary", "shadow_summary", "toolsense_summary", "choice_model_summary"]
 
 _NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
@@ -62,18 +71,27 @@ def bias_summary(result, catalog=None) -> list:
     The model is not distinguishable from a fair chooser, in tool choice or in list position (bias-corrected 95%
     interval reaching 0 or p-value above 0.05).
     """
-    from ..plots._overview import bias_overview_rows, rate_gap_table
+    from ..plots._overview import bias_overview_rows
 
     rows = bias_overview_rows(result)
     if not rows:
         return []
-    lv = fmt_level(result.confidence_level)
-    alpha = 1 - result.confidence_level
-    n = len(rows)
-    noun = "model" if list(result.by) == ["model"] else "group"
-    nouns = noun + ("s" if n != 1 else "")
-    out = []
+    ctx = {"lv": fmt_level(result.confidence_level), "alpha": 1 - result.confidence_level, "n": len(rows),
+           "noun": "model" if list(result.by) == ["model"] else "group"}
+    ctx["nouns"] = ctx["noun"] + ("s" if ctx["n"] != 1 else "")
+    out = _distinguishable_sentences(rows, ctx) + _largest_bias_sentences(rows, ctx)
+    out += _favoured_tool_sentences(result, catalog, ctx) + _first_position_sentences(result, catalog, rows, ctx)
+    return out[:5]
 
+
+def _unpack(ctx):
+    return ctx["lv"], ctx["alpha"], ctx["n"], ctx["noun"], ctx["nouns"]
+
+
+def _distinguishable_sentences(rows, ctx) -> list:
+    """1. Which groups are distinguishable from a fair chooser."""
+    lv, alpha, n, noun, nouns = _unpack(ctx)
+    out = []
     # 1. which are distinguishable from a fair chooser
     parts = []
     n_tested = {m: sum(r[m] is not None for r in rows) for m in ("delta_api", "delta_pos")}
@@ -107,7 +125,13 @@ def bias_summary(result, catalog=None) -> list:
         else:
             out.append(f"Distinguishable from a fair chooser, of {scope}: " + "; ".join(p for _, p in parts)
                        + f" (bias-corrected {lv} interval above 0 and p < {alpha:g}).")
+    return out
 
+
+def _largest_bias_sentences(rows, ctx) -> list:
+    """2./3. The largest tool bias and the largest position bias, with intervals."""
+    lv, n = ctx["lv"], ctx["n"]
+    out = []
     # 2./3. largest tool bias and largest position bias, with intervals
     for m, what in (("delta_api", "tool bias \u03b4_API"), ("delta_pos", "position bias \u03b4_pos")):
         cand = [r for r in rows if r[m] is not None and np.isfinite(r[m]["corrected"])]
@@ -119,7 +143,15 @@ def bias_summary(result, catalog=None) -> list:
         est = fmt_estimate_ci(s["corrected"], (s["low"], s["high"]))
         out.append(f"The largest {what} is {est}{where}, bias-corrected with its {lv} calibrated interval; a fair "
                    f"chooser would show about {fmt_num(s['null_expected'])} from noise alone.")
+    return out
 
+
+def _favoured_tool_sentences(result, catalog, ctx) -> list:
+    """4. The most favoured tool overall."""
+    nouns = ctx["nouns"]
+    from ..plots._overview import rate_gap_table
+
+    out = []
     # 4. the most favoured tool overall
     tools = rate_gap_table(result, catalog, kind="tool")
     tools = tools[_finite(tools["gap"])]
@@ -135,7 +167,15 @@ def bias_summary(result, catalog=None) -> list:
             hi = per.loc[per["rate"].idxmax()]
             text += f" (most by {hi['group']}, {_pct(hi['rate'])})"
         out.append(text + ".")
+    return out
 
+
+def _first_position_sentences(result, catalog, rows, ctx) -> list:
+    """5. The first listed position against 1/K."""
+    n, noun, nouns = ctx["n"], ctx["noun"], ctx["nouns"]
+    from ..plots._overview import rate_gap_table
+
+    out = []
     # 5. the first listed position against 1/K
     pos = rate_gap_table(result, catalog, kind="position")
     pos = pos[(pos["index"] == 1) & _finite(pos["gap"])]
@@ -167,7 +207,7 @@ def bias_summary(result, catalog=None) -> list:
                 known = "" if len(per) == n else " with known list positions"
                 out.append(f"{len(above)} of the {len(per)} {nouns}{known}{which} {verb} the first listed tool "
                            f"more often than {ref}, with a distinguishable position bias: {span}.")
-    return out[:5]
+    return out
 
 
 def shadow_summary(result, *, scale=None) -> list:
@@ -195,7 +235,6 @@ def shadow_summary(result, *, scale=None) -> list:
     The harness does not score distinguishably above 50 (no positional bias) on the paper scale: its 95% interval
     reaches 50.
     """
-    from ._shadow_html import _DOMAINS, _NAMES, _label
 
     scale = result.scale if scale is None else scale
     groups = list(result.groups)

@@ -10,7 +10,8 @@ import pandas as pd
 from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_level, fmt_mean_sd, fmt_num, fmt_p
 
 __all__ = ["format_bias_table", "format_validation", "format_choice_position_text", "format_choice_accuracy_text",
-           "format_choice_judge_text", "format_probe_result_text", "format_study_plan_text", "resampling_note"]
+           "format_choice_judge_text", "format_probe_result_text", "format_study_plan_text", "format_explain_text",
+           "resampling_note"]
 
 
 def resampling_note(n_resamples, confidence_level, unit="bootstrap") -> str:
@@ -146,8 +147,8 @@ def format_choice_position_text(pos) -> str:
     by = list(pos.by)
     n_boot = getattr(pos.bias, "n_resamples", 0)
     level = getattr(pos.bias, "confidence_level", 0.95)
-    lines = ["Answer-position bias delta_pos = TV(position shares, uniform); "
-             f"{resampling_note(n_boot, level, 'item-bootstrap')}"]
+    lines = [("Answer-position bias delta_pos = TV(position shares, uniform); "
+             f"{resampling_note(n_boot, level, 'item-bootstrap')}")]
     for _, r in pos.to_frame().iterrows():
         corrected = fmt_estimate_ci(r["corrected"], (r["corrected_ci_low"], r["corrected_ci_high"]))
         corrected = "" if corrected == MISSING else f"  bias-corrected {corrected}"
@@ -165,12 +166,13 @@ def format_choice_position_text(pos) -> str:
 def format_choice_accuracy_text(acc) -> str:
     """Accuracy by gold position of a :class:`~toolbias_stats.choice.GoldPositionAccuracy`."""
     by = list(acc.by)
-    lines = [f"Accuracy by gold position (invalid answers: {acc.invalid}; "
-             f"{resampling_note(acc.n_resamples, acc.confidence_level, 'item-bootstrap')})"]
+    lines = [(f"Accuracy by gold position (invalid answers: {acc.invalid}; "
+             f"{resampling_note(acc.n_resamples, acc.confidence_level, 'item-bootstrap')})")]
     for _, r in acc.summary.iterrows():
         lines.append(f"  {_keys(r, by)} K={int(r['n_options'])}: observed "
                      f"{fmt_estimate_ci(r['accuracy'], (r['accuracy_ci_low'], r['accuracy_ci_high']))}; under random "
-                     f"orderings {fmt_estimate_ci(r['corrected_accuracy'], (r['corrected_ci_low'], r['corrected_ci_high']))};"
+                     f"orderings "
+                     f"{fmt_estimate_ci(r['corrected_accuracy'], (r['corrected_ci_low'], r['corrected_ci_high']))};"
                      f" gap {_signed(r['gap'])} {_signed_ci(r['gap_ci_low'], r['gap_ci_high'])}".rstrip())
     for _, r in acc.positions.iterrows():
         lines.append(f"    {_keys(r, by)} K={int(r['n_options'])} gold at {int(r['gold_position'])}: "
@@ -211,12 +213,60 @@ def format_probe_result_text(result) -> str:
 
 
 def format_study_plan_text(plan) -> str:
-    """A :class:`~toolbias_stats.StudyPlan` as ``toolbias-stats plan`` prints it (with its variance components)."""
+    """A :class:`~toolbias_stats.StudyPlan` as ``toolbias-stats plan`` prints it (with its variance components);
+    ``None`` for a plan without components (``str(plan)`` then prints its headline table)."""
     if plan.components is None:
-        from .._display import frame_text
-
-        title, frame, note = plan._headline()
-        return frame_text(frame, title=title, note=note)
+        return None
     from ._design_html import format_plan_text
 
     return format_plan_text(plan.components, plan)
+
+
+def format_explain_text(result) -> str:
+    """Plain-text summary of an ExplainResult, as ``toolbias-stats explain`` prints it (display rounding only)."""
+    lines = [(f"Explaining selection ({'cluster-centred' if result.center else 'uncentred'}; "
+             f"targets: {result.targets})"), ""]
+    c = result.correlations
+    lines.append(f"Pearson r (p / Benjamini-Hochberg p across {c.n_tests} tests) per feature and LLM")
+    tab = c.to_frame().set_index(["feature", "model"])
+    width = max([len(f) for f in c.feature_names] + [8])
+    lines.append(" " * width + "".join(f"  {m[:20]:>20}" for m in c.models))
+    for f in c.feature_names:
+        cells = []
+        for m in c.models:
+            r = tab.loc[(f, m)]
+            val = fmt_num(r["r"])
+            val = val if val.startswith("-") or val == "\u2014" else "+" + val
+            cell = f"{val} ({fmt_p(r['p_value'], prefix=False)}/{fmt_p(r['p_bh'], prefix=False)})"
+            cells.append(f"  {cell:>20}")
+        lines.append(f"{f:<{width}}" + "".join(cells))
+    lines += ["", "OLS (complete cases): n, R^2, adjusted R^2"]
+    for f in result.ols.fits:
+        lines.append(f"  {f.model:<24} n={f.n:<4} R2={fmt_num(f.r2)}  adj={fmt_num(f.adj_r2)}")
+    for name, res in (("random forest", result.random_forest), ("gradient boosting", result.gradient_boosting)):
+        if res is None:
+            continue
+        lines += ["", f"{name}: cross-validated R^2 vs constant baseline (grouped by cluster)"]
+        for fit in res.fits:
+            parts = []
+            for s in fit.scores.to_dict(orient="records"):
+                flag = "" if s["beats_baseline"] else " WORSE"
+                parts.append(f"{s['scheme']} {fmt_num(s['r2'])} vs {fmt_num(s['baseline_r2'])}{flag}")
+            lines.append(f"  {fit.model:<24} " + ("; ".join(parts) if parts else
+                                                   f"not fitted ({fit.n_clusters} cluster(s) with complete rows)"))
+    ch = getattr(result, "choice", None)
+    if ch is not None:
+        lines += ["", (f"conditional logit over attempts vs OLS over per-tool rates, per 1 within-cluster sd "
+                      f"({ch.n_used} of {ch.n_in} attempts used; excluded {ch.excluded})"),
+                  f"  {'model':<20} {'feature':<26} {'OLS coef [CI]':>24} {'clogit log-odds [CI]':>26}  verdict"]
+        for r in ch.comparison.to_dict(orient="records"):
+            lines.append(f"  {str(r['model'])[:20]:<20} {r['feature'][:26]:<26} "
+                         f"{fmt_num(r['ols_coef']) + ' ' + fmt_ci((r['ols_ci_low'], r['ols_ci_high'])):>24} "
+                         f"{fmt_num(r['clogit_estimate']) + ' ' + fmt_ci((r['clogit_ci_low'], r['clogit_ci_high'])):>26}"  # noqa: E501
+                         f"  {r['verdict']}")
+    a = result.alignment
+    lines += ["", f"alignment ({a.method}, {int(100 * a.confidence_level)}% CI, {a.resample}s resampled)"]
+    for r in a.to_frame().to_dict(orient="records"):
+        lines.append(f"  {r['model_a'][:22]:<22} ~ {r['model_b'][:22]:<22} {fmt_num(r['r'])} "
+                     f"{fmt_ci((r['ci_low'], r['ci_high']))}")
+    return "\n".join(lines)

@@ -6,7 +6,6 @@ is HTML-escaped; figures are inline SVG (deterministic) drawn by :mod:`toolbias_
 
 from __future__ import annotations
 
-
 from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_num, fmt_p
 from ._render_html import _e, _svg, _table, html_page
 
@@ -78,8 +77,8 @@ def format_probe_text(results) -> str:
 
 def format_agreement_text(result) -> str:
     """Plain text of an :class:`AgreementResult`."""
-    lines = [f"{'group':<28}{'items':>6}{'raters':>7}{'agree':>7}{'major':>7}  "
-             f"{'Fleiss kappa':<22}{'Gwet AC1':<22}{'Krippendorff alpha':<22}"]
+    lines = [(f"{'group':<28}{'items':>6}{'raters':>7}{'agree':>7}{'major':>7}  "
+             f"{'Fleiss kappa':<22}{'Gwet AC1':<22}{'Krippendorff alpha':<22}")]
     for g, sub in result.table.groupby("group", sort=False):
         f = sub.iloc[0]
         vals = {r.coefficient: fmt_estimate_ci(r.estimate, (r.ci_low, r.ci_high)) for r in sub.itertuples()}
@@ -88,8 +87,8 @@ def format_agreement_text(result) -> str:
                      f"{vals['krippendorff_alpha']:<22}")
     lines.append((f"({fmt_level(result.confidence_level)} item-bootstrap {result.ci_method} CIs, "
                   f"{result.n_resamples} replicates; " if result.n_resamples else
-                  "(no bootstrap (--bootstrap 0): no CIs; ") + "'agree' = observed pairwise agreement, 'major' = share of "
-                 "the most frequent label)")
+                  "(no bootstrap (--bootstrap 0): no CIs; ")
+                 + "'agree' = observed pairwise agreement, 'major' = share of the most frequent label)")
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)
 
@@ -97,8 +96,8 @@ def format_agreement_text(result) -> str:
 def format_baselines_text(result) -> str:
     """Plain text of a :class:`BaselineResult` (our measurements, not the paper's)."""
     rec = result.recall
-    lines = ["Retrieval baselines on the vendored RRB (OUR measurements, not the paper's): Recall@k "
-             f"[{fmt_level(rec.confidence_level)} {rec.ci_method} query bootstrap]"]
+    lines = [("Retrieval baselines on the vendored RRB (OUR measurements, not the paper's): Recall@k "
+             f"[{fmt_level(rec.confidence_level)} {rec.ci_method} query bootstrap]")]
     head = f"{'method/scope':<16}{'tier':<8}" + "".join(f"{'R@' + str(k):<22}" for k in rec.ks)
     lines.append(head)
     for c in rec.configs:
@@ -126,10 +125,11 @@ def _recall_block(result, comparisons):
     from ..plots._toolsense import plot_internalization, plot_recall_by_tier
 
     parts = ["<h3>Recall by tier and Internalization Score</h3>",
-             f'<p class="muted">Rc@k / Rf@k: share of queries whose top-k list holds a correct tool (paper \u00a73.3); '
+             (f'<p class="muted">Rc@k / Rf@k: share of queries whose top-k list holds a correct tool '
+              '(paper \u00a73.3); '
              f"{_e(fmt_level(result.confidence_level))} {_e(result.ci_method)} query-bootstrap intervals "
              f"({result.n_resamples} replicates, stratified by tier). IS@k = Rf@k / Rc@k (0 when Rc@k = 0): Fieller "
-             "interval (ours), bootstrap percentile, and the paper's delta method for comparison.</p>"]
+             "interval (ours), bootstrap percentile, and the paper's delta method for comparison.</p>")]
     kmax = max(result.ks)
     level = fmt_level(result.confidence_level)
     shown = "; ".join(f"{c}: Rc@{kmax} {_est(result.estimates[(c, 'all', kmax)]['rc'])}, Rf@{kmax} "
@@ -174,8 +174,8 @@ def _probe_block(probes):
     shown = "; ".join(f"{(k if isinstance(k, str) else ' '.join(map(str, k)))}: "
                       f"{fmt_estimate_ci(r.accuracy, r.ci)} (chance {r.chance:g})" for k, r in probes.items())
     return "\n".join(["<h3>Probe accuracy vs chance</h3>",
-                      f"<figure>{_svg(plot_probe_accuracy(probes), title='Probe accuracy')}<figcaption>Exact-match "
-                      f"accuracy with Wilson intervals against the chance level: {_e(shown)}.</figcaption></figure>",
+                      (f"<figure>{_svg(plot_probe_accuracy(probes), title='Probe accuracy')}<figcaption>Exact-match "
+                      f"accuracy with Wilson intervals against the chance level: {_e(shown)}.</figcaption></figure>"),
                       _table(head, body)])
 
 
@@ -216,12 +216,12 @@ def _baseline_block(result):
              "<th class='num'>uniform reference</th><th>p</th><th class='num'>first-listed wins / 1/K</th></tr>")
     return "\n".join([
         "<h3>Offline retrieval baselines (our measurements)</h3>",
-        '<p class="muted">BM25 (bm25s) and all-MiniLM-L6-v2 cosine retrieval computed by this package on the vendored '
+        ('<p class="muted">BM25 (bm25s) and all-MiniLM-L6-v2 cosine retrieval computed by this package on the vendored '
         "RRB, within each query's 14-tool pool and over the union catalog of the file; these are not the paper's "
-        "numbers.</p>", _table(head, body),
+        "numbers.</p>"), _table(head, body),
         "<h3>Tool-selection bias among equally correct tools</h3>",
-        '<p class="muted">Which answer slot a ranker puts first when several tools are correct: TV to uniform '
-        "(\u03b4) per answer-set size, with the exact expectation of a uniform chooser and a Monte-Carlo p-value.</p>",
+        ('<p class="muted">Which answer slot a ranker puts first when several tools are correct: TV to uniform '
+        "(\u03b4) per answer-set size, with the exact expectation of a uniform chooser and a Monte-Carlo p-value.</p>"),
         _table(head2, rows)])
 
 

@@ -52,9 +52,9 @@ def length_strata(tool_len: dict, n_strata: int = 3):
 
     Ties at a cut fall into the lower stratum; with fewer distinct lengths than strata there are fewer strata.
     """
-    vals = np.array(sorted(set(float(v) for v in tool_len.values() if np.isfinite(v))))
+    vals = np.array(sorted({float(v) for v in tool_len.values() if np.isfinite(v)}))
     if vals.size <= 1:
-        return {k: 0 for k in tool_len}
+        return dict.fromkeys(tool_len, 0)
     cuts = np.unique(np.quantile(np.array(list(tool_len.values()), dtype=float), np.arange(1, n_strata) / n_strata))
     return {k: int(np.searchsorted(cuts, float(v), side="left")) for k, v in tool_len.items()}
 
@@ -194,7 +194,7 @@ def domain_logit(y, columns: dict, unit, n_units, *, target: str):
             continue
         names.append(name)
         cols.append(z)
-    out = {"names": names, "dropped": dropped, "n": int(len(y)), "note": None, "beta": np.nan, "se": np.nan,
+    out = {"names": names, "dropped": dropped, "n": len(y), "note": None, "beta": np.nan, "se": np.nan,
            "z": np.nan}
     if target not in names:
         out["note"] = f"`{target}` is constant or missing: the coefficient is not identified"

@@ -62,7 +62,7 @@ class ShadowAudit:
     n_excluded: dict = field(default_factory=dict)
 
     @classmethod
-    def from_frame(cls, rows, *, tasks=None, group_columns=(), source=None, n_excluded=None) -> "ShadowAudit":
+    def from_frame(cls, rows, *, tasks=None, group_columns=(), source=None, n_excluded=None) -> ShadowAudit:
         """Build an audit from a long frame (simulations, adapters); checks the columns and their values.
 
         Parameters
@@ -268,18 +268,32 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
     manifests = {}
     for p in paths:
         manifests[str(p)] = read_manifest(p)
-    names = {}
-    for p in manifests:
-        names.setdefault(Path(p).name, p)
-        names.setdefault(Path(p).stem, p)
-        names.setdefault(str(p), p)
     calls_p, labels_p = Path(calls), Path(labels)
     c = _read_csv(calls_p, ("turn_id", "tool_name", "called"), ("task", "position", "manifest"))
     lab = _read_csv(labels_p, ("turn_id", "tool_name", "relevant"), ("position",))
     probs = []
     c["called_v"] = _binary(c, "called", calls_p, probs)
     lab["relevant_v"] = _binary(lab, "relevant", labels_p, probs)
-    for df, p in ((c, calls_p), (lab, labels_p)):
+    frames = ((c, calls_p), (lab, labels_p))
+    _check_turn_rows(frames, probs)
+    default = next(iter(manifests))
+    turn_manifest = _turn_manifests(c, manifests, default, calls_p, probs)
+    _check_tools(frames, manifests, turn_manifest, default, probs)
+    _check_labelled(c, lab, calls_p, labels_p, probs)
+    pos_map = _explicit_positions(frames, probs)
+    tasks = _tasks(c, turns, probs)
+    if probs:
+        raise SelectionLogError(probs)
+    rows = _long_frame(c, lab, manifests, turn_manifest, default, pos_map, calls_p)
+    src = {"manifest": [str(p) for p in manifests], "calls": str(calls_p), "labels": str(labels_p),
+           "turns": None if turns is None else str(turns)}
+    return ShadowAudit.from_frame(rows, tasks=tasks, source=src)
+
+
+# -- the stages of read_shadow_audit: check every row (problems collected), then build the long frame ----------
+def _check_turn_rows(frames, probs) -> None:
+    """Empty turn ids and duplicate (turn, tool) rows of the call log and the labels."""
+    for df, p in frames:
         for i in np.flatnonzero((df["turn_id"] == "").to_numpy()):
             probs.append(problem(p, i + 1, "turn_id", "empty turn id"))
         dup = df.duplicated(["turn_id", "tool_name"], keep="first").to_numpy()
@@ -291,8 +305,15 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
                                      f"(first at row {first[key]})"))
             else:
                 first.setdefault(key, i + 1)
-    # which manifest each turn saw
-    default = next(iter(manifests))
+
+
+def _turn_manifests(c, manifests, default, calls_p, probs) -> dict:
+    """Which manifest each turn saw (``{turn: manifest path}``; turns of the default manifest may be absent)."""
+    names = {}
+    for p in manifests:
+        names.setdefault(Path(p).name, p)
+        names.setdefault(Path(p).stem, p)
+        names.setdefault(str(p), p)
     turn_manifest = {}
     if "manifest" in c.columns:
         for i, (t, m) in enumerate(zip(c["turn_id"], c["manifest"])):
@@ -309,21 +330,33 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
     elif len(manifests) > 1:
         raise SelectionLogError(problem(calls_p, None, "manifest", "several manifests were given: the call log needs a "
                                                                    "`manifest` column naming the one each turn saw"))
+    return turn_manifest
+
+
+def _check_tools(frames, manifests, turn_manifest, default, probs) -> None:
+    """Every tool named in the call log and the labels is in the manifest its turn saw."""
     tool_sets = {p: set(m["tool_name"]) for p, m in manifests.items()}
-    for df, p in ((c, calls_p), (lab, labels_p)):
+    for df, p in frames:
         for i, (t, name) in enumerate(zip(df["turn_id"], df["tool_name"])):
             mp = turn_manifest.get(t, default)
             if name not in tool_sets[mp]:
                 probs.append(problem(p, i + 1, "tool_name", f"tool {name!r} is not in the manifest {Path(mp).name}"))
+
+
+def _check_labelled(c, lab, calls_p, labels_p, probs) -> None:
+    """Every turn of the call log has relevance labels."""
     labelled = set(lab["turn_id"])
     seen_turn = set()
     for i, t in enumerate(c["turn_id"]):
         if t not in labelled and t not in seen_turn:
             probs.append(problem(calls_p, i + 1, "turn_id", f"turn {t!r} has no relevance labels in {labels_p.name}"))
         seen_turn.add(t)
-    # explicit positions (orders that vary by turn)
+
+
+def _explicit_positions(frames, probs) -> dict:
+    """Explicit positions (orders that vary by turn): ``{(turn, tool): (position, file, row)}``."""
     pos_map = {}
-    for df, p in ((c, calls_p), (lab, labels_p)):
+    for df, p in frames:
         if "position" not in df.columns:
             continue
         for i, (t, name, v) in enumerate(zip(df["turn_id"], df["tool_name"], df["position"])):
@@ -340,6 +373,11 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
             if old[0] != k:
                 probs.append(problem(p, i + 1, "position", f"position {k} disagrees with {old[0]} at "
                                                            f"{Path(old[1]).name}:{old[2]}"))
+    return pos_map
+
+
+def _tasks(c, turns, probs) -> dict:
+    """The text of each turn: the call log's ``task`` column, overridden by the turns file."""
     tasks = {}
     if "task" in c.columns:
         for t, txt in zip(c["turn_id"], c["task"]):
@@ -355,10 +393,11 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
         for i in np.flatnonzero(dup):
             probs.append(problem(turns_p, i + 1, "turn_id", f"duplicate turn {tt['turn_id'].iloc[i]!r}"))
         tasks.update({t: x for t, x in zip(tt["turn_id"], tt["task"]) if x})
-    if probs:
-        raise SelectionLogError(probs)
+    return tasks
 
-    # long frame: every turn x every tool of its manifest
+
+def _long_frame(c, lab, manifests, turn_manifest, default, pos_map, calls_p) -> pd.DataFrame:
+    """Every turn x every tool of its manifest, with ``called``, ``relevant``, ``position`` and ``n_tools``."""
     called = {(t, n): int(v) for t, n, v in zip(c["turn_id"], c["tool_name"], c["called_v"])}
     relevant = {(t, n): int(v) for t, n, v in zip(lab["turn_id"], lab["tool_name"], lab["relevant_v"])}
     order = list(dict.fromkeys(list(c["turn_id"]) + list(lab["turn_id"])))
@@ -391,6 +430,4 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
             raise SelectionLogError(problem(where[1] if where else calls_p, where[2] if where else None, "position",
                                             f"position {int(rows['position'].iloc[i])} is used twice in turn {t!r}"))
     rows["n_tools"] = rows.groupby("turn_id")["tool_name"].transform("size")
-    src = {"manifest": [str(p) for p in manifests], "calls": str(calls_p), "labels": str(labels_p),
-           "turns": None if turns is None else str(turns)}
-    return ShadowAudit.from_frame(rows, tasks=tasks, source=src)
+    return rows

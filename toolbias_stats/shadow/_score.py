@@ -459,28 +459,13 @@ def _score_group(g, sim, keys, weights, B, n_draws, level, holdout, gen, sim_rea
     rel = g["relevant"].to_numpy(np.int64)
     dlen = g["desc_len"].to_numpy(float)
     tool_len = dict(zip(tool, dlen))
-    strata_map = dm.length_strata(tool_len)
-    n_strata = max(strata_map.values()) + 1
-    stratum = np.array([strata_map[t] for t in tool], dtype=np.int64)
     if holdout is None or holdout >= 1:
         held = np.ones(G, bool)
     else:
         held = np.zeros(G, bool)
-        held[gen.permutation(G)[:max(1, int(math.ceil(G * holdout)))]] = True
+        held[gen.permutation(G)[:max(1, math.ceil(G * holdout))]] = True
     notes = []
-
-    L = dm.domain_L(unit, pos, ntools, called, rel, stratum, G, n_strata)
-    for k, why in ((2, "a median split of description length (the tertiles left no stratum with both quartiles)"),
-                   (1, "no description-length stratification: no length stratum holds tools of both quartiles, "
-                       "so L is not controlled for length here (D and R are)")):
-        if np.isfinite(L["z"]) or n_strata <= k:
-            continue
-        strata_map = dm.length_strata(tool_len, k) if k > 1 else {t: 0 for t in tool_len}
-        n_strata = max(strata_map.values()) + 1
-        stratum = np.array([strata_map[t] for t in tool], dtype=np.int64)
-        L = dm.domain_L(unit, pos, ntools, called, rel, stratum, G, n_strata)
-        if np.isfinite(L["z"]):
-            L["note"] = "; ".join(x for x in ("stratified by " + why if k > 1 else why, L["note"]) if x)
+    L = _domain_L_stratified(unit, pos, ntools, called, rel, tool, tool_len, G)
     r1 = rel == 1
     D = dm.domain_logit(called[r1], {"position": pos[r1], "desc_len": dlen[r1]}, unit[r1], G, target="desc_len")
     cols = {"relevant": rel, "desc_len": dlen}
@@ -511,7 +496,47 @@ def _score_group(g, sim, keys, weights, B, n_draws, level, holdout, gen, sim_rea
     base = np.array([weights.weights[d] for d in DOMAINS]) * np.array([available[d] for d in DOMAINS])
     w = base / base.sum() if base.sum() > 0 else base
 
-    # bootstrap: one set of unit weights for every domain
+    stat_b, z_b, eff_b = _bootstrap_domains(L, D, S, R, B, G, gen)
+    domains = {}
+    for i, d in enumerate(DOMAINS):
+        st, z, e = point[d]
+        ci = (lambda a: percentile_ci(a, level)) if B else (lambda a: ConfidenceInterval(np.nan, np.nan))
+        n = {"L": L["n"], "D": D["n"], "S": S["n"], "R": R["n"]}[d]
+        note = src_note[d]
+        domains[d] = DomainScore(d, float(st), ci(stat_b[d]), float(z), ci(z_b[d]), float(e), ci(eff_b[d]), int(n),
+                                 float(w[i]), weights.precision[d], available[d], note, z_b[d], eff_b[d])
+    zs = np.array([domains[d].z if available[d] else 0.0 for d in DOMAINS])
+    es = np.array([domains[d].effect if available[d] else 0.0 for d in DOMAINS])
+    draws = draw_weights(weights, n_draws, gen, available={d for d in DOMAINS if available[d]}) if n_draws else None
+    pbs = _pbs_scores(w, zs, es, z_b, eff_b, available, B, level, draws)
+    n_turns = int(g["turn_id"].nunique())
+    return ShadowGroup(keys=keys, n_turns=n_turns, n_units=G, n_tools=J, n_rows=len(g), domains=domains, pbs=pbs,
+                       weights={d: float(w[i]) for i, d in enumerate(DOMAINS)}, notes=tuple(notes))
+
+
+def _domain_L_stratified(unit, pos, ntools, called, rel, tool, tool_len, G):
+    """Domain L within description-length strata: tertiles, else a median split, else unstratified (noted)."""
+    strata_map = dm.length_strata(tool_len)
+    n_strata = max(strata_map.values()) + 1
+    stratum = np.array([strata_map[t] for t in tool], dtype=np.int64)
+
+    L = dm.domain_L(unit, pos, ntools, called, rel, stratum, G, n_strata)
+    for k, why in ((2, "a median split of description length (the tertiles left no stratum with both quartiles)"),
+                   (1, ("no description-length stratification: no length stratum holds tools of both quartiles, "
+                       "so L is not controlled for length here (D and R are)"))):
+        if np.isfinite(L["z"]) or n_strata <= k:
+            continue
+        strata_map = dm.length_strata(tool_len, k) if k > 1 else dict.fromkeys(tool_len, 0)
+        n_strata = max(strata_map.values()) + 1
+        stratum = np.array([strata_map[t] for t in tool], dtype=np.int64)
+        L = dm.domain_L(unit, pos, ntools, called, rel, stratum, G, n_strata)
+        if np.isfinite(L["z"]):
+            L["note"] = "; ".join(x for x in ("stratified by " + why if k > 1 else why, L["note"]) if x)
+    return L
+
+
+def _bootstrap_domains(L, D, S, R, B, G, gen):
+    """Bootstrap replicates of every domain's statistic, z and effect, with one set of unit weights for all."""
     stat_b = {d: np.full(B, np.nan) for d in DOMAINS}
     z_b = {d: np.full(B, np.nan) for d in DOMAINS}
     eff_b = {d: np.full(B, np.nan) for d in DOMAINS}
@@ -538,18 +563,12 @@ def _score_group(g, sim, keys, weights, B, n_draws, level, holdout, gen, sim_rea
             d = "D" if f is D else "R"
             sign = 1.0 if d == "D" else -1.0
             stat_b[d], z_b[d], eff_b[d] = sign * beta_b, sign * zz, sign * beta_b
-    domains = {}
-    for i, d in enumerate(DOMAINS):
-        st, z, e = point[d]
-        ci = (lambda a: percentile_ci(a, level)) if B else (lambda a: ConfidenceInterval(np.nan, np.nan))
-        n = {"L": L["n"], "D": D["n"], "S": S["n"], "R": R["n"]}[d]
-        note = src_note[d]
-        domains[d] = DomainScore(d, float(st), ci(stat_b[d]), float(z), ci(z_b[d]), float(e), ci(eff_b[d]), int(n),
-                                 float(w[i]), weights.precision[d], available[d], note, z_b[d], eff_b[d])
-    zs = np.array([domains[d].z if available[d] else 0.0 for d in DOMAINS])
-    es = np.array([domains[d].effect if available[d] else 0.0 for d in DOMAINS])
+    return stat_b, z_b, eff_b
+
+
+def _pbs_scores(w, zs, es, z_b, eff_b, available, B, level, draws):
+    """The PBS on both scales with its bootstrap interval and its weight-sensitivity band."""
     pbs = {}
-    draws = draw_weights(weights, n_draws, gen, available={d for d in DOMAINS if available[d]}) if n_draws else None
     alpha = (1 - level) / 2
     for sc, vec, boot in (("paper", zs, z_b), ("effect", es, eff_b)):
         est = float(_logistic(w @ vec)) if w.sum() > 0 else np.nan
@@ -565,6 +584,4 @@ def _score_group(g, sim, keys, weights, B, n_draws, level, holdout, gen, sim_rea
         else:
             sens = ConfidenceInterval(np.nan, np.nan)
         pbs[sc] = PBSScore(sc, est, pci, sens, dist)
-    n_turns = int(g["turn_id"].nunique())
-    return ShadowGroup(keys=keys, n_turns=n_turns, n_units=G, n_tools=J, n_rows=len(g), domains=domains, pbs=pbs,
-                       weights={d: float(w[i]) for i, d in enumerate(DOMAINS)}, notes=tuple(notes))
+    return pbs

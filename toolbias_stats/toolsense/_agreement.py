@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
 from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._retrieval import _ci_json, _num
-from .._display import ReprHTMLMixin
 
 __all__ = ["agreement", "AgreementResult", "agreement_coefficients", "count_table"]
 
@@ -243,7 +243,7 @@ def agreement(annotations, *, by=None, n_resamples=2000, confidence_level=0.95, 
             msg = f"{name}: every rating has the same label; agreement coefficients are undefined"
             warns.append(msg)
             warnings.warn(msg, DegenerateDataWarning, stacklevel=2)
-        cis = {c: (_NAN_CI, _NAN_CI) for c in COEFFICIENTS}
+        cis = dict.fromkeys(COEFFICIENTS, (_NAN_CI, _NAN_CI))
         if n_resamples and len(items) > 1:
             w = query_weights(len(items), n_resamples, gen)
             reps = agreement_coefficients(counts, w)

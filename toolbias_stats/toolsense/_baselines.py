@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_n_resamples, check_rng
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci
 from ..metrics._tv import expected_tv_uniform, tv_to_uniform
 from ._retrieval import RetrievalResult, _ci_json, _num, retrieval_recall
-from .._display import ReprHTMLMixin
 
 __all__ = ["tool_text", "bm25_rankings", "dense_rankings", "retrieval_baselines", "BaselineResult",
            "correct_set_bias", "CorrectSetBiasResult", "SCOPES"]
@@ -344,5 +344,5 @@ def correct_set_bias(benchmark, predictions, *, decoding="constrained", min_answ
                      "first_listed_share": agg["first"], "first_listed_expected": agg["first_exp"]})
     columns = ["k_answers", "n", "delta", "null_expected", "excess", "ci_low", "ci_high", "p_value",
                "first_listed_share", "first_listed_expected"]        # also when no query has enough answers
-    return CorrectSetBiasResult(table=pd.DataFrame(rows, columns=columns), counts=counts_out, n_resamples=n_resamples, n_null=n_null,
-                                confidence_level=level)
+    return CorrectSetBiasResult(table=pd.DataFrame(rows, columns=columns), counts=counts_out,
+                                n_resamples=n_resamples, n_null=n_null, confidence_level=level)

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ..metrics._bootstrap import ConfidenceInterval
 from ._io import _norm, read_probe  # noqa: F401  (read_probe: doctest)
 from ._retrieval import _ci_json, _num
-from .._display import ReprHTMLMixin
 
 __all__ = ["probe_accuracy", "ProbeResult", "probe_recall_correlation", "ProbeCorrelationResult"]
 

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._io import TIERS, _as_ks, read_rrb  # noqa: F401  (read_rrb: doctest)
-from .._display import ReprHTMLMixin
 
 __all__ = ["retrieval_recall", "RetrievalResult", "RecallEstimate", "ISEstimate", "compare_configurations",
            "ComparisonResult", "fieller_ratio_ci", "delta_ratio_ci", "internalization_score", "DECODINGS"]
@@ -347,7 +347,31 @@ def retrieval_recall(benchmark, predictions, *, k=(1, 5, 10, 50), catalog=None, 
     qids = q["sample_id"].to_numpy()
     tiers = q["tier"].astype(str).to_numpy()
     answers = q["answers"].tolist()
-    hits, invalid, warns = {}, {}, []
+    warns = []
+    hits, invalid = _all_hits(preds, qids, answers, ks, valid)
+    tier_index = {t: np.flatnonzero(tiers == t) for t in TIERS}
+    groups = [(t, tier_index[t]) for t in TIERS] + [(ALL, np.arange(len(qids)))]
+    # one set of query weights per tier, shared by every configuration and decoding (paired replicates)
+    weights = {t: query_weights(len(ix), n_resamples, gen) if len(ix) and n_resamples else None
+               for t, ix in tier_index.items()}
+    replicates = {name: _replicates(hits[name], tier_index, weights, n_resamples, ks, len(qids)) for name in preds}
+    estimates, records = _all_estimates(preds, groups, ks, hits, replicates, tiers, n_resamples, confidence_level,
+                                        ci_method)
+    for name in preds:
+        for dec in DECODINGS:
+            inv = invalid[name][dec]
+            if inv and inv["invalid"]:
+                warns.append(f"{name}: {inv['invalid']} of {inv['names']} {dec} names are not tools of the catalog "
+                             "(counted as misses)")
+    return RetrievalResult(table=pd.DataFrame.from_records(records), estimates=estimates, configs=list(preds), ks=ks,
+                           invalid=invalid, hits=hits, query_ids=qids, tiers=tiers, replicates=replicates,
+                           n_resamples=n_resamples, confidence_level=confidence_level, ci_method=ci_method,
+                           warnings=warns)
+
+
+def _all_hits(preds, qids, answers, ks, valid):
+    """Hit matrices and invalid-name counts of every configuration and decoding (None where absent)."""
+    hits, invalid = {}, {}
     for name, df in preds.items():
         if not isinstance(df, pd.DataFrame) or "sample_id" not in df.columns:
             raise ValueError(f"predictions of {name!r} must be a DataFrame with a `sample_id` column.")
@@ -368,30 +392,33 @@ def retrieval_recall(benchmark, predictions, *, k=(1, 5, 10, 50), catalog=None, 
             hits[name][dec], invalid[name][dec] = h, inv
         if all(v is None for v in hits[name].values()):
             raise ValueError(f"predictions of {name!r} have neither a `constrained` nor a `free` list.")
-    tier_index = {t: np.flatnonzero(tiers == t) for t in TIERS}
-    groups = [(t, tier_index[t]) for t in TIERS] + [(ALL, np.arange(len(qids)))]
-    # one set of query weights per tier, shared by every configuration and decoding (paired replicates)
-    weights = {t: query_weights(len(ix), n_resamples, gen) if len(ix) and n_resamples else None
-               for t, ix in tier_index.items()}
-    replicates = {}
-    for name in preds:
-        replicates[name] = {}
-        for dec in DECODINGS:
-            h = hits[name][dec]
-            if h is None:
-                replicates[name][dec] = None
+    return hits, invalid
+
+
+def _replicates(hits, tier_index, weights, n_resamples, ks, n_queries):
+    """Bootstrap recalls of one configuration per decoding: (replicates, 3 tiers + all, k); None where absent."""
+    out = {}
+    for dec in DECODINGS:
+        h = hits[dec]
+        if h is None:
+            out[dec] = None
+            continue
+        rep = np.full((n_resamples, 4, len(ks)), np.nan)
+        total = np.zeros((n_resamples, len(ks)))
+        for j, t in enumerate(TIERS):
+            ix = tier_index[t]
+            if weights[t] is None:
                 continue
-            rep = np.full((n_resamples, 4, len(ks)), np.nan)
-            total = np.zeros((n_resamples, len(ks)))
-            for j, t in enumerate(TIERS):
-                ix = tier_index[t]
-                if weights[t] is None:
-                    continue
-                counts = weights[t] @ h[ix].astype(float)
-                rep[:, j] = counts / len(ix)
-                total += counts
-            rep[:, 3] = total / len(qids)
-            replicates[name][dec] = rep
+            counts = weights[t] @ h[ix].astype(float)
+            rep[:, j] = counts / len(ix)
+            total += counts
+        rep[:, 3] = total / n_queries
+        out[dec] = rep
+    return out
+
+
+def _all_estimates(preds, groups, ks, hits, replicates, tiers, n_resamples, confidence_level, ci_method):
+    """Rc, Rf and IS estimates per configuration, tier and k: (``{(name, tier, k): estimate}``, table records)."""
     estimates, records = {}, []
     for name in preds:
         for gi, (tier, ix) in enumerate(groups):
@@ -416,16 +443,7 @@ def retrieval_recall(benchmark, predictions, *, k=(1, 5, 10, 50), catalog=None, 
                                              confidence_level)
                 estimates[(name, tier, kk)] = est
                 records.append(_record(name, tier, kk, est))
-    for name in preds:
-        for dec in DECODINGS:
-            inv = invalid[name][dec]
-            if inv and inv["invalid"]:
-                warns.append(f"{name}: {inv['invalid']} of {inv['names']} {dec} names are not tools of the catalog "
-                             "(counted as misses)")
-    return RetrievalResult(table=pd.DataFrame.from_records(records), estimates=estimates, configs=list(preds), ks=ks,
-                           invalid=invalid, hits=hits, query_ids=qids, tiers=tiers, replicates=replicates,
-                           n_resamples=n_resamples, confidence_level=confidence_level, ci_method=ci_method,
-                           warnings=warns)
+    return estimates, records
 
 
 def _recall_estimate(x, rep, level, method) -> RecallEstimate:

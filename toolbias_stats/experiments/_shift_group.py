@@ -1,0 +1,384 @@
+"""One ``by`` group of :func:`~toolbias_stats.experiments.selection_shift`: the count tensors of every level, their
+bootstrap replicates and permutations, and the comparisons with the base level."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .._schema import STATUSES
+from ..exceptions import DegenerateDataWarning
+from ..metrics._bias import _tensors
+from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
+from ..metrics._tv import rates_from_counts
+from ._shift_levels import _level_codes, _py, _same
+from ._shift_results import PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
+from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
+
+
+class _GroupData:
+    """Per-cluster count tensors of every level of one ``by`` group, and their bootstrap replicates."""
+
+    def __init__(self, sub, catalog, between, base, levels, others, keys, pairing, n_resamples, gen, caught,
+                 numeric):
+        self.keys, self.between, self.base, self.gen, self.caught = keys, between, base, gen, caught
+        self.n_resamples = n_resamples
+        self.levels = levels
+        self.others = [lv for lv in levels if not _same(lv, base)]
+        self.numeric = numeric
+        sub = sub.copy()
+        # one "run" = one combination of the design columns other than by/between; sorted by level first so
+        # that every level's runs are contiguous on the run axis
+        sub["_level"] = _level_codes(sub[between], levels)
+        run_cols = ["_level"] + others
+        sub["run"] = sub.groupby(run_cols, sort=True, dropna=False, observed=True).ngroup().to_numpy()
+        level_of_run = sub.groupby("run", sort=True)["_level"].first().to_numpy()
+        self.runs_of = {i: np.flatnonzero(level_of_run == i) for i in range(len(levels))}
+        self.n_runs = len(level_of_run)
+        present = set(sub["cluster_id"].unique())
+        self.clusters = [c for c in catalog.clusters if c in present]
+        self.catalog = catalog
+        self.k = {}
+        self.api, self.pos, self.qmask, self.rows = {}, {}, {}, {}
+        by_cluster = dict(iter(sub.groupby("cluster_id", sort=False, observed=True)))
+        for c in self.clusters:
+            part = by_cluster[c]
+            api, pos, tools = _tensors(part, catalog, c, np.arange(self.n_runs), caught, keys)
+            self.k[c] = (api.k, None if pos is None else pos.k, tools)
+            self.api[c] = api.counts
+            self.pos[c] = None if pos is None else pos.counts
+            # which queries each level has attempts for (any status)
+            q_codes, _ = pd.factorize(part["query_id"], sort=True)
+            att = part[[f"n_{s}" for s in STATUSES]].to_numpy().sum(1)
+            mask = np.zeros((api.counts.shape[0], len(levels)), dtype=bool)
+            np.logical_or.at(mask, (q_codes, part["_level"].to_numpy()), att > 0)
+            self.qmask[c] = mask
+            self.rows[c] = {i: (int(att[part["_level"].to_numpy() == i].sum()),
+                                int(part["n_ok"].to_numpy()[part["_level"].to_numpy() == i].sum()))
+                            for i in range(len(levels))}
+        self.pairing = self._pairing(pairing)
+        self.boot_api, self.boot_pos = self._bootstrap()
+
+    # -- design -----------------------------------------------------------------------------
+    def _idx(self, level):
+        return next(i for i, lv in enumerate(self.levels) if _same(lv, level))
+
+    def _pairing(self, pairing):
+        if pairing != "auto":
+            return pairing
+        b = self._idx(self.base)
+        for lv in self.others:
+            i = self._idx(lv)
+            # only clusters both levels were run on (a targeted condition covers some clusters only)
+            both = [m for m in self.qmask.values() if m[:, b].any() and m[:, i].any()]
+            inter = sum(int((m[:, b] & m[:, i]).sum()) for m in both)
+            union = sum(int((m[:, b] | m[:, i]).sum()) for m in both)
+            if union == 0 or inter / union < PAIRED_OVERLAP:
+                return "independent"
+        return "paired"
+
+    def _bootstrap(self):
+        """Replicate counts (R, S, K) per cluster, api and pos, on the full run axis."""
+        r = self.n_resamples
+        boot_api, boot_pos = {}, {}
+        for c in self.clusters:
+            api, pos = self.api[c], self.pos[c]
+            if not r:
+                boot_api[c] = boot_pos[c] = None
+                continue
+            if self.pairing == "paired":
+                reps = resampled_counts([api] + ([] if pos is None else [pos]), r, self.gen)
+                boot_api[c] = reps[0]
+                boot_pos[c] = None if pos is None else reps[1]
+            else:
+                ba = np.zeros((r,) + api.shape[1:])
+                bp = None if pos is None else np.zeros((r,) + pos.shape[1:])
+                for i in range(len(self.levels)):
+                    q = self.qmask[c][:, i]
+                    runs = self.runs_of[i]
+                    if not q.any():
+                        continue
+                    targets = [api[q][:, runs]] + ([] if pos is None else [pos[q][:, runs]])
+                    reps = resampled_counts(targets, r, self.gen)
+                    ba[:, runs] = reps[0]
+                    if pos is not None:
+                        bp[:, runs] = reps[1]
+                boot_api[c], boot_pos[c] = ba, bp
+        return boot_api, boot_pos
+
+    # -- one comparison ---------------------------------------------------------------------
+    def compare(self, level, n_perm, conf) -> ShiftGroup | None:
+        b, i = self._idx(self.base), self._idx(level)
+        rb, rl = self.runs_of[b], self.runs_of[i]
+        keys = {**self.keys, self.between: _py(level)}
+        clusters = [c for c in self.clusters
+                    if self.api[c][:, rb].sum() > 0 and self.api[c][:, rl].sum() > 0]
+        dropped = [c for c in self.clusters if c not in clusters]
+        if not clusters:
+            msg = f"group {keys}: no cluster has valid choices in both {self.base!r} and {level!r}; skipped"
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
+            self.caught.append(msg)
+            return None
+        if dropped:
+            msg = (f"group {keys}: clusters {dropped} lack valid choices in one of the two levels and are left out "
+                   f"of this comparison ({len(clusters)} clusters compared)")
+            self.caught.append(msg)
+        pos_clusters = [c for c in clusters if self.pos[c] is not None
+                        and self.pos[c][:, rb].sum() > 0 and self.pos[c][:, rl].sum() > 0]
+        perms = {c: self._permute(c, rb, rl, b, i, n_perm) for c in clusters} if n_perm else {}
+        null_method = next(iter(perms.values()))[2] if perms else "none"
+
+        api = self._target_stats(self.api, self.boot_api, clusters, "api", rb, rl, perms, n_perm)
+        pos = self._target_stats(self.pos, self.boot_pos, pos_clusters, "pos", rb, rl, perms, n_perm) \
+            if pos_clusters else None
+        shift_api = self._shift_estimate("shift_api", api, conf, null_method)
+        shift_pos = self._shift_estimate("shift_pos", pos, conf, null_method) if pos else None
+        change = {"delta_api": self._change("delta_api", [api], conf),
+                  "delta_pos": self._change("delta_pos", [pos], conf) if pos else None,
+                  "delta_model": self._change("delta_model", [api, pos], conf) if pos and pos_clusters == clusters
+                  else None}
+        crow = self._cluster_rows(clusters, pos_clusters, api, pos, b, i, conf)
+        trow = self._tool_rows(clusters, api, rb, rl, perms, n_perm, conf)
+        rows = {"base": {"attempts": sum(self.rows[c][b][0] for c in clusters),
+                         "valid": sum(self.rows[c][b][1] for c in clusters)},
+                "level": {"attempts": sum(self.rows[c][i][0] for c in clusters),
+                          "valid": sum(self.rows[c][i][1] for c in clusters)}}
+        return ShiftGroup(keys=keys, base=_py(self.base), pairing=self.pairing, n_clusters=len(clusters),
+                          clusters=crow, shift_api=shift_api, shift_pos=shift_pos, change=change,
+                          tools=pd.DataFrame(trow), rows=rows)
+
+    def _cluster_rows(self, clusters, pos_clusters, api, pos, b, i, conf):
+        """The per-cluster table of one comparison: shifts with intervals, delta at the base and at the level."""
+        r = self.n_resamples
+        crow = []
+        for j, c in enumerate(clusters):
+            row = {"cluster": str(c), "K": int(self.k[c][0]), "n_base": self.rows[c][b][1],
+                   "n_level": self.rows[c][i][1], "shift_api": float(api["shift"][j]),
+                   "shift_api_ci": list(percentile_ci(api["bshift"][j], conf)) if r else [np.nan, np.nan],
+                   "delta_api_base": float(api["db"][j]), "delta_api": float(api["dl"][j])}
+            if pos and c in pos_clusters:
+                jj = pos_clusters.index(c)
+                row.update({"shift_pos": float(pos["shift"][jj]),
+                            "shift_pos_ci": list(percentile_ci(pos["bshift"][jj], conf)) if r else [np.nan, np.nan],
+                            "delta_pos_base": float(pos["db"][jj]), "delta_pos": float(pos["dl"][jj])})
+            else:
+                row.update({"shift_pos": np.nan, "shift_pos_ci": [np.nan, np.nan], "delta_pos_base": np.nan,
+                            "delta_pos": np.nan})
+            crow.append(row)
+        return crow
+
+    def _tool_rows(self, clusters, api, rb, rl, perms, n_perm, conf):
+        """The per-tool shares of one comparison, with intervals and permutation p-values."""
+        r = self.n_resamples
+        trow = []
+        for j, c in enumerate(clusters):
+            tools = self.k[c][2]
+            pb = _mean_rates(self.api[c][:, rb].sum(0))
+            pl = _mean_rates(self.api[c][:, rl].sum(0))
+            if r:
+                lo, hi = np.nanquantile(api["bdiff"][j], [(1 - conf) / 2, 1 - (1 - conf) / 2], axis=0)
+            else:
+                lo = hi = np.full(len(tools), np.nan)
+            if n_perm:
+                pd_ = api["pdiff"][j]
+                # the observed difference in the representation the permutations use (runs pooled or not), so
+                # that it and its permutation distribution are the same statistic; with equal runs this is pl - pb
+                obs = _mean_rates(perms[c][4][..., :len(tools)]) - _mean_rates(perms[c][3][..., :len(tools)])
+                pv = (1 + np.sum(np.abs(pd_) >= np.abs(obs)[None, :] - 1e-12, axis=0)) / (1 + len(pd_))
+            else:
+                pv = np.full(len(tools), np.nan)
+            for t, tool in enumerate(tools):
+                trow.append({"cluster": str(c), "tool_id": tool, "api_index": t + 1, "share_base": float(pb[t]),
+                             "share": float(pl[t]), "difference": float(pl[t] - pb[t]), "ci_low": float(lo[t]),
+                             "ci_high": float(hi[t]), "p_value": float(pv[t])})
+        return trow
+
+    def _target_stats(self, tensors, boots, cl, kind, rb, rl, perms, n_perm):
+        """Per-cluster observed / bootstrap / permutation values of the shift and of delta."""
+        r = self.n_resamples
+        out = {"shift": [], "pooled": [], "diff": [], "bdiff": [], "bshift": [], "db": [], "dl": [],
+               "bdb": [], "bdl": [], "norm": [], "pshift": [], "pdelta_b": [], "pdelta_l": [], "pdiff": [],
+               "pstat_obs": [], "pdelta_obs": []}
+        for c in cl:
+            t = tensors[c]
+            ob, ol = t[:, rb].sum(0), t[:, rl].sum(0)
+            pb, pl = _mean_rates(ob), _mean_rates(ol)
+            out["diff"].append(pl - pb)
+            out["shift"].append(0.5 * np.abs(pl - pb).sum())
+            out["pooled"].append(0.5 * np.abs(rates_from_counts(ol.sum(0)) - rates_from_counts(ob.sum(0))).sum())
+            out["db"].append(_delta(ob))
+            out["dl"].append(_delta(ol))
+            k = t.shape[-1]
+            out["norm"].append(1 - 1 / k)
+            if r:
+                bt = boots[c]
+                bb, bl = bt[:, rb], bt[:, rl]
+                d = _mean_rates(bl) - _mean_rates(bb)
+                out["bdiff"].append(d)
+                out["bshift"].append(0.5 * np.abs(d).sum(-1))
+                out["bdb"].append(_delta(bb))
+                out["bdl"].append(_delta(bl))
+            if n_perm:
+                pb_, pl_, _, ob_, ol_, off = perms[c]
+                sl = slice(0, k) if kind == "api" else slice(off, off + k)
+                qb, ql = pb_[..., sl], pl_[..., sl]
+                d = _mean_rates(ql) - _mean_rates(qb)
+                out["pshift"].append(0.5 * np.abs(d).sum(-1))
+                out["pdiff"].append(d)
+                out["pdelta_b"].append(_delta(qb))
+                out["pdelta_l"].append(_delta(ql))
+                o = _mean_rates(ol_[..., sl]) - _mean_rates(ob_[..., sl])
+                out["pstat_obs"].append(0.5 * np.abs(o).sum())
+                out["pdelta_obs"].append(_delta(ol_[..., sl]) - _delta(ob_[..., sl]))
+        return out
+
+    def _permute(self, c, rb, rl, b, i, n_perm):
+        """Permuted (base, level) counts (N, S', K_api + K_pos) of cluster ``c`` under "no change".
+
+        Returns ``(perm_base, perm_level, method, obs_base, obs_level, pos_offset)``; ``obs_*`` are the
+        unpermuted counts in the same representation (runs pooled or not).
+        """
+        api, pos = self.api[c], self.pos[c]
+        joined = api if pos is None else np.concatenate([api, pos], axis=-1)     # (Q, S, K + Kp)
+        off = api.shape[-1]
+        gen = self.gen
+        if self.pairing == "paired" and len(rb) != len(rl):
+            return self._permute_runs(joined, rb, rl, n_perm) + (off,)
+        if self.pairing == "paired":
+            xb, xl = joined[:, rb], joined[:, rl]
+            method = "swap query blocks"
+            q = xb.shape[0]
+            z = (gen.random((n_perm, q)) < 0.5).astype(float)
+            d = (xl - xb).reshape(q, -1)
+            moved = (z @ d).reshape((n_perm,) + xb.shape[1:])
+            sb, sl = xb.sum(0), xl.sum(0)
+            return sb + moved, sl - moved, method, sb, sl, off
+        # independent: re-allocate whole queries (runs pooled) between the levels
+        mb, ml = self.qmask[c][:, b], self.qmask[c][:, i]
+        yb = joined[mb][:, rb].sum(1)
+        yl = joined[ml][:, rl].sum(1)
+        method = "re-allocate queries (runs pooled)"
+        if len(rb) != len(rl):
+            # a query carries the mean of its runs' counts, so that one run by more cannot weigh more where it is
+            # moved (pooled blocks would balance the levels' sample sizes in every permutation: too narrow a law)
+            yb, yl = yb / len(rb), yl / len(rl)
+            method = "re-allocate queries (runs averaged)"
+        y = np.concatenate([yb, yl])                                              # (Qb + Ql, K)
+        nb = len(yb)
+        order = np.argsort(gen.random((n_perm, len(y))), axis=1)
+        m = np.zeros((n_perm, len(y)))
+        np.put_along_axis(m, order[:, :nb], 1.0, axis=1)
+        pb = (m @ y)[:, None, :]
+        pl = y.sum(0)[None, None, :] - pb
+        return pb, pl, method, yb.sum(0)[None], yl.sum(0)[None], off
+
+    def _permute_runs(self, joined, rb, rl, n_perm, chunk_elements=2_000_000):
+        """Paired levels with different numbers of runs: permute each query's run blocks between the levels.
+
+        Under "no change" the ``S_b + S_l`` run blocks of one query (all its rotations in one run) are
+        exchangeable, whatever level they were run under. Each permutation draws, independently per query, which
+        ``S_b`` of them fill the base's run slots and which ``S_l`` the level's; the run axis is kept, so every
+        statistic is recomputed exactly as observed (mean over runs of the per-run rates). Swapping pooled
+        blocks instead would balance the two levels' sample sizes in every permutation, so that the permutation
+        law is narrower than the observed statistic's (size 8-24% at nominal 5%, ``analyses/shift_pvalue_size.py``).
+        """
+        x = joined[:, np.concatenate([rb, rl])]                                   # (Q, S_b + S_l, K')
+        q, s_tot, kk = x.shape
+        nb = len(rb)
+        out = np.empty((n_perm, s_tot, kk))
+        qi = np.arange(q)[None, :]
+        step = max(1, chunk_elements // max(1, q * kk))
+        for start in range(0, n_perm, step):
+            stop = min(n_perm, start + step)
+            order = np.argsort(self.gen.random((stop - start, q, s_tot)), axis=-1)   # slot -> source run, per query
+            for j in range(s_tot):
+                out[start:stop, j] = x[qi, order[:, :, j]].sum(1)
+        obs = x.sum(0)
+        return out[:, :nb], out[:, nb:], "permute runs within query", obs[:nb], obs[nb:]
+
+    def _shift_estimate(self, name, st, conf, null_method) -> ShiftEstimate:
+        shift = np.array(st["shift"])
+        stat = float(shift.mean())
+        kw = {}
+        if self.n_resamples:
+            boot = np.stack(st["bshift"], axis=1).mean(1)
+            cal = calibrated_mean_shift(st["diff"], st["bdiff"], confidence_level=conf)
+            kw.update(ci=percentile_ci(boot, conf), corrected=cal.estimate,
+                      corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
+                      standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
+        if st["pshift"]:
+            perm = np.stack(st["pshift"], axis=1).mean(1)
+            obs = float(np.mean(st["pstat_obs"]))
+            kw.update(null_expected=float(np.mean(perm)), null_method=null_method,
+                      p_value=float((1 + np.sum(perm >= obs - 1e-12)) / (1 + len(perm))))
+        return ShiftEstimate(metric=name, mean_over_clusters=stat, sd_over_clusters=_nansd(shift),
+                             pooled=float(np.mean(st["pooled"])), n_clusters=len(shift), confidence_level=conf, **kw)
+
+    def _change(self, name, parts, conf) -> ChangeEstimate:
+        """Change in delta (level - base); ``parts`` = [api] or [api, pos] (delta_model averages them)."""
+        def avg(key, stack_axis=None):
+            vals = []
+            for p in parts:
+                x = np.asarray(p[key]) if stack_axis is None else np.stack(p[key], axis=stack_axis)
+                vals.append(_nanmean(x, 0 if stack_axis is None else stack_axis))
+            return sum(vals) / len(vals)
+
+        def avg_norm(key_b, key_l, stack_axis=None):
+            vals = []
+            for p in parts:
+                nb = np.asarray(p["norm"])
+                xb = np.asarray(p[key_b]) if stack_axis is None else np.stack(p[key_b], axis=1)
+                xl = np.asarray(p[key_l]) if stack_axis is None else np.stack(p[key_l], axis=1)
+                vals.append(_nanmean((xl - xb) / nb, 0 if stack_axis is None else 1))
+            return sum(vals) / len(vals)
+
+        base_v, val = float(avg("db")), float(avg("dl"))
+        kw = {"normalised_estimate": float(avg_norm("db", "dl"))}
+        if self.n_resamples:
+            boot = avg("bdl", 1) - avg("bdb", 1)
+            kw.update(ci=percentile_ci(boot, conf), normalised_ci=percentile_ci(avg_norm("bdb", "bdl", 1), conf),
+                      standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
+        if parts[0]["pdelta_b"]:
+            perm = avg("pdelta_l", 1) - avg("pdelta_b", 1)
+            obs = float(avg("pdelta_obs"))
+            kw["p_value"] = float((1 + np.sum(np.abs(perm) >= abs(obs) - 1e-12)) / (1 + len(perm)))
+        return ChangeEstimate(metric=name, base_value=base_v, value=val, estimate=val - base_v, **kw)
+
+    # -- trend over a numeric column ----------------------------------------------------------
+    def trend(self, conf) -> TrendResult | None:
+        common = [c for c in self.clusters if all(self.api[c][:, self.runs_of[i]].sum() > 0
+                                                  for i in range(len(self.levels)))]
+        if not common:
+            msg = f"group {self.keys}: no cluster has valid choices at every level; no trend"
+            self.caught.append(msg)
+            return None
+        pos_common = [c for c in common if self.pos[c] is not None
+                      and all(self.pos[c][:, self.runs_of[i]].sum() > 0 for i in range(len(self.levels)))]
+        x = np.array([float(lv) for lv in self.levels])
+        est, boot = {}, {}
+        for m, tensors, boots, cl in (("delta_api", self.api, self.boot_api, common),
+                                      ("delta_pos", self.pos, self.boot_pos, pos_common)):
+            if not cl:
+                continue
+            est[m] = np.array([np.mean([_delta(tensors[c][:, self.runs_of[i]].sum(0)) for c in cl])
+                               for i in range(len(self.levels))])
+            boot[m] = np.stack([_nanmean(np.stack([_delta(boots[c][:, self.runs_of[i]]) for c in cl], 1), 1)
+                                for i in range(len(self.levels))], axis=1)            # (R, L)
+        if "delta_pos" in est and pos_common == common:
+            est["delta_model"] = (est["delta_api"] + est["delta_pos"]) / 2
+            boot["delta_model"] = (boot["delta_api"] + boot["delta_pos"]) / 2
+        xc = x - x.mean()
+        denom = float((xc ** 2).sum())
+        slopes, rows = {}, []
+        for m in est:
+            s = float((xc * (est[m] - est[m].mean())).sum() / denom) if denom > 0 else np.nan
+            bs = ((boot[m] - _nanmean(boot[m], 1)[:, None]) * xc[None]).sum(1) / denom if denom > 0 else \
+                np.full(len(boot[m]), np.nan)
+            slopes[m] = (s, percentile_ci(bs, conf))
+            for i, lv in enumerate(self.levels):
+                ci = percentile_ci(boot[m][:, i], conf)
+                rows.append({"level": _py(lv), "metric": m, "estimate": float(est[m][i]), "ci_low": ci.low,
+                             "ci_high": ci.high, "n_clusters": len(common if m == "delta_api" else pos_common)})
+        return TrendResult(keys=dict(self.keys), levels=pd.DataFrame(rows), slopes=slopes, clusters=list(common))
