@@ -1,6 +1,6 @@
 """Benchmark: the main job (`bash scripts/main.sh`) stage by stage, and the parts of its explain stage.
 
-Usage:  python benchmarks/bench_main.py [--warm] [--no-bayes] [--parts] [--repeat 1]
+Usage:  python benchmarks/bench_main.py [--warm] [--no-bayes] [--parts] [--repeat 1] [--direct]
 
 What is timed (wall clock and CPU seconds; the load average is printed before and after every run, since the
 machine may be shared):
@@ -53,13 +53,17 @@ def _label(text):
     return text
 
 
-def run_main(warm_dir, bayes=True):
+def run_main(warm_dir, bayes=True, direct=False):
     """One main job; returns (wall, cpu, [(stage, seconds)])."""
     out = Path(tempfile.mkdtemp(prefix="bench_main_")) / "report.html"
     env = dict(os.environ)
     env["TOOLBIAS_CACHE_DIR"] = warm_dir or tempfile.mkdtemp(prefix="bench_main_cache_")
     env.pop("CI", None)
-    if bayes:
+    if direct:   # main.sh's command with this interpreter (no venv check): for a checkout without .venv
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        cmd = [sys.executable, "-m", "toolbias_stats.cli", "report", STUDY, "--out", str(out), "--explain",
+               *(["--bayes"] if bayes else [])]
+    elif bayes:
         cmd = ["bash", "scripts/main.sh", "--out", str(out)]
     else:   # the same environment as main.sh, the report without --bayes
         cmd = ["bash", "-c", 'source scripts/_env.sh && toolbias-stats report "$@"', "bench_main",
@@ -121,12 +125,15 @@ def main():
     ap.add_argument("--no-bayes", action="store_true", help="the report without the Bayesian section")
     ap.add_argument("--parts", action="store_true", help="also time the explain stage's parts in-process")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--direct", action="store_true",
+                    help="run main.sh's report command with this interpreter instead of scripts/main.sh (no venv "
+                         "set-up; for a checkout that uses a shared environment)")
     args = ap.parse_args()
     print(f"# {platform.machine()} {platform.python_version()}, {os.cpu_count()} CPUs; load average {load()}")
     warm_dir = tempfile.mkdtemp(prefix="bench_main_cache_") if args.warm else None
     for r in range(args.repeat):
         lb = load()
-        wall, cpu, stages = run_main(warm_dir, bayes=not args.no_bayes)
+        wall, cpu, stages = run_main(warm_dir, bayes=not args.no_bayes, direct=args.direct)
         print(f"\nmain job run {r + 1} ({'warm' if args.warm else 'cold'} embedding cache"
               f"{', no Bayes' if args.no_bayes else ''}): {wall:.1f} s wall, {cpu:.1f} s CPU; "
               f"load average before {lb}, after {load()}")
