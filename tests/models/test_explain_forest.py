@@ -48,3 +48,18 @@ def test_cross_validation_identical_to_the_library_forest(monkeypatch):
     pd.testing.assert_frame_equal(fast.to_frame(), slow.to_frame(), check_exact=True)
     pd.testing.assert_frame_equal(fast.importances_frame(), slow.importances_frame(), check_exact=True)
     pd.testing.assert_frame_equal(fast.summary_frame(), slow.summary_frame(), check_exact=True)
+
+
+def test_gradient_boosting_identical_with_one_openmp_thread(monkeypatch):
+    import contextlib
+
+    import toolbias_stats as tbs
+    from toolbias_stats.features import read_feature_table
+
+    feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    kw = dict(estimator="gradient_boosting", n_estimators=20, n_repeats=1, n_permutations=2, rng=9)
+    limited = _ensembles.ensemble_cv(feats, **kw)
+    monkeypatch.setattr(_ensembles, "_openmp_limit", lambda n_jobs: contextlib.nullcontext())
+    default = _ensembles.ensemble_cv(feats, **kw)
+    pd.testing.assert_frame_equal(limited.to_frame(), default.to_frame(), check_exact=True)
+    pd.testing.assert_frame_equal(limited.importances_frame(), default.importances_frame(), check_exact=True)

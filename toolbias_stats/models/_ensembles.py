@@ -332,10 +332,11 @@ def ensemble_cv(features, rates=None, *, estimator="random_forest", center=True,
         from tqdm.auto import tqdm
 
         models = tqdm(models, desc=estimator.replace("_", " "), unit="LLM", leave=False)
-    for m in models:
-        child = np.random.default_rng(gen.integers(2**63 - 1))
-        fits.append(_fit_one(m, d.frames[m], names, estimator, params, schemes, n_splits, n_repeats, test_size,
-                             n_permutations, importance_scheme, child, caught))
+    with _openmp_limit(n_jobs):
+        for m in models:
+            child = np.random.default_rng(gen.integers(2**63 - 1))
+            fits.append(_fit_one(m, d.frames[m], names, estimator, params, schemes, n_splits, n_repeats,
+                                 test_size, n_permutations, importance_scheme, child, caught))
     notes = list(d.notes) + [
         "complete cases; every split keeps a cluster's tools together (groups = clusters)",
         "r2 / rmse: pooled out-of-fold predictions; baseline: the training fold's mean",
@@ -368,6 +369,24 @@ def _params(estimator, n_estimators, max_depth, learning_rate, n_jobs):
             "subsample": 0.8, "colsample_bytree": 0.8, "tree_method": "hist", "n_jobs": n_jobs}
 
 
+def _openmp_limit(n_jobs):
+    """One OpenMP thread while fitting with ``n_jobs=1``.
+
+    xgboost trains with ``n_jobs`` threads but sets up each fit's data (labels, the booster reset) with OpenMP's
+    default team; with 40-odd rows those threads only wait, and on a busy machine the waiting cost 60 % of the
+    boosting time. The fitted models do not depend on it (the test compares).
+    """
+    from contextlib import nullcontext
+
+    if n_jobs != 1:
+        return nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a scikit-learn dependency
+        return nullcontext()
+    return threadpool_limits(limits=1, user_api="openmp")
+
+
 def _make(estimator, params, seed):
     if estimator == "random_forest":
         if params["n_jobs"] == 1 and _BaggedTrees.available():
@@ -396,8 +415,8 @@ class _BaggedTrees:
     with all features, squared error, ``min_samples_split=2``, ``min_samples_leaf=1``, depth-first
     building (the random states are re-seeded, which equals fresh ones); the prediction is the sum of the
     trees' predictions in order, divided by their number (float32 inputs, float64 sums). The result is
-    bit-for-bit that of ``RandomForestRegressor`` (tests/models/test_explain_forest.py checks predictions on random data and the whole BiasBusters
-    cross-validation); used only with ``n_jobs=1`` and a scikit-learn release it was checked against,
+    bit-for-bit that of ``RandomForestRegressor`` (tests/models/test_explain_forest.py checks predictions on
+    random data and the whole BiasBusters cross-validation); used only with ``n_jobs=1`` and a scikit-learn release it was checked against,
     otherwise ``RandomForestRegressor`` itself is used.
     """
 
