@@ -416,8 +416,8 @@ class _BaggedTrees:
     building (the random states are re-seeded, which equals fresh ones); the prediction is the sum of the
     trees' predictions in order, divided by their number (float32 inputs, float64 sums). The result is
     bit-for-bit that of ``RandomForestRegressor`` (tests/models/test_explain_forest.py checks predictions on
-    random data and the whole BiasBusters cross-validation); used only with ``n_jobs=1`` and a scikit-learn release it was checked against,
-    otherwise ``RandomForestRegressor`` itself is used.
+    random data and the whole BiasBusters cross-validation); used only with ``n_jobs=1`` and a scikit-learn
+    release it was checked against, otherwise ``RandomForestRegressor`` itself is used.
     """
 
     _TESTED = ("1.9.",)
