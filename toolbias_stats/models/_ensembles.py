@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_rng
 from ..exceptions import SmallSampleWarning
 from ._design import design
-from .._display import ReprHTMLMixin
 
 __all__ = ["ensemble_cv", "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult",
            "EnsembleFit", "Split", "ESTIMATORS", "SCHEMES"]
