@@ -88,6 +88,8 @@ def test_store_round_trip_and_identity_mismatch(tmp_path):
     assert read_embedding_store(tmp_path / "absent.npz", identity="m|1") is None
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     assert read_embedding_store(tmp_path / "bad.npz", identity="m|1") is None
+    (tmp_path / "cut.npz").write_bytes(f.read_bytes()[:200])                # a truncated zip
+    assert read_embedding_store(tmp_path / "cut.npz", identity="m|1") is None
     with pytest.raises(ValueError, match="distinct"):
         write_embedding_store(f, ["x", "x"], np.eye(2), identity="m|1")
 

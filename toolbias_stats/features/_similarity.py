@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import threading
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -311,7 +312,7 @@ def read_embedding_store(path, *, identity):
                 return None
             keys = z["keys"]
             vectors = np.asarray(z["vectors"], dtype=np.float32)
-    except (FileNotFoundError, OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     if keys.ndim != 1 or vectors.ndim != 2 or len(keys) != len(vectors):
         return None
