@@ -132,3 +132,12 @@ def test_rng_accepts_an_int_or_a_generator(rng):
     res = tbs.selection_bias(log, n_resamples=50, rng=rng)
     ref = tbs.selection_bias(log, n_resamples=50, rng=np.random.default_rng(7))
     assert res.to_frame().equals(ref.to_frame())
+
+
+def test_export_quarto_accepts_the_old_seed_name(tmp_path):
+    study = tmp_path / "missing.toml"
+    with pytest.warns(DeprecationWarning, match="`seed` was renamed `rng`"):
+        with pytest.raises((OSError, ValueError)):
+            tbs.report.export_quarto(study, tmp_path / "out", seed=3)
+    with pytest.raises(ValueError, match="`rng` must be an int seed"):
+        tbs.report.export_quarto(study, tmp_path / "out", rng=np.random.default_rng(0))

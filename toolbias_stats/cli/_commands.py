@@ -333,7 +333,7 @@ def _report_qmd(args) -> int:
     if args.explain or args.bayes or args.shadow or getattr(args, "plan", False):
         raise ValueError("--format qmd renders the bias sections; --explain, --bayes, --shadow and --plan are "
                          "HTML-only for now")
-    path = export_quarto(args.study, args.out, seed=args.seed, n_resamples=args.bootstrap, by=args.by, option="--out")
+    path = export_quarto(args.study, args.out, rng=args.seed, n_resamples=args.bootstrap, by=args.by, option="--out")
     print(f"wrote {path} (render with `quarto render {path}`; without Quarto, "
           "toolbias_stats.report.qmd_to_notebook + run_notebook execute it)")
     return 0

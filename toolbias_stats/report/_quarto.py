@@ -10,8 +10,11 @@ with nbclient: the same code, the same numbers.
 from __future__ import annotations
 
 import re
+import numbers
 import shutil
 from pathlib import Path
+
+from .._validation import renamed_parameter
 
 __all__ = ["TEMPLATE", "export_quarto", "qmd_to_notebook", "run_notebook", "DEFAULT_SECTIONS"]
 
@@ -27,7 +30,8 @@ _CELL_LINE = re.compile(r"^(?P<key>study|sections|seed|n_resamples|by) = .*$", r
 _FENCE = re.compile(r"^```\{python\}[ \t]*$", re.M)
 
 
-def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n_resamples=2000, by="model",
+@renamed_parameter("seed", "rng", since="0.1.0")
+def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, rng=20251121, n_resamples=2000, by="model",
                   option="out_dir") -> Path:
     """Write a ready-to-render Quarto document for a study.
 
@@ -41,7 +45,10 @@ def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n
         referenced where it is, and the returned document says so in its parameters).
     sections : sequence of str
         Any of :data:`DEFAULT_SECTIONS`.
-    seed, n_resamples : int
+    rng : int, default 20251121
+        The seed the document's cells use (written as its ``seed`` parameter, so only an int: a
+        Generator cannot be written into a file). ``seed=`` is the deprecated name.
+    n_resamples : int
     by : str
         Grouping columns, comma-separated.
     option : str, default "out_dir"
@@ -58,6 +65,7 @@ def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n
         When ``out_dir`` is a file, is or contains an input of the study, or cannot be written (nothing is
         left behind: the folder is built next to it and renamed at the end).
     """
+    seed = _seed_int(rng)
     study = Path(study).resolve()
     if not study.is_file():
         raise FileNotFoundError(f"study manifest not found: {study}")
@@ -78,7 +86,7 @@ def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, seed=20251121, n
                 n for n in names if n == "__pycache__" or n.endswith(".pyc") or n.startswith(".")
                 or (Path(d) / n).resolve() in skip])
             manifest_ref = f"data/{study.name}"
-        values = {"study": manifest_ref, "sections": ",".join(sections), "seed": int(seed),
+        values = {"study": manifest_ref, "sections": ",".join(sections), "seed": seed,
                   "n_resamples": int(n_resamples), "by": str(by)}
         text = fill_parameters(TEMPLATE.read_text(encoding="utf-8"), values)
         (tmp / "report.qmd").write_text(text, encoding="utf-8")
@@ -153,3 +161,9 @@ def _self_contained(study: Path) -> bool:
 
 def _size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def _seed_int(rng) -> int:
+    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral):
+        raise ValueError(f"`rng` must be an int seed (it is written into the document); got {type(rng).__name__}.")
+    return int(rng)
