@@ -476,7 +476,7 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
     if missing:
         raise ValueError(f"the pilot cannot inform {missing} (delta_model needs a log with a rotation per attempt; "
                          "delta_pos needs known positions)")
-    by_groups = {}
+    by_groups: dict = {}
     for f in fits:
         by_groups.setdefault(tuple(f["keys"].items()), []).append(f)
     z = float(special.ndtri(0.5 + confidence_level / 2))

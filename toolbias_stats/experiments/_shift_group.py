@@ -301,7 +301,7 @@ class _GroupData:
     def _shift_estimate(self, name, st, conf, null_method) -> ShiftEstimate:
         shift = np.array(st["shift"])
         stat = float(shift.mean())
-        kw = {}
+        kw: dict = {}
         if self.n_resamples:
             boot = np.stack(st["bshift"], axis=1).mean(1)
             cal = calibrated_mean_shift(st["diff"], st["bdiff"], confidence_level=conf)

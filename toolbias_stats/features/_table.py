@@ -494,7 +494,7 @@ def _load_frame(path: Path, kind: str) -> pd.DataFrame:
 def _identify(frame, path, catalog, problems) -> list:
     """(tool_id, cluster_id, api_index) per row, or None for a row with a problem."""
     cols = frame.columns
-    out = []
+    out: list = []
     by_id = None
     if catalog is not None:
         t = catalog.table

@@ -117,7 +117,7 @@ def hive_values(file: Path, root: Path) -> dict:
     """Partition values of a file from its hive-style folders below ``root`` (``model=gpt-4o/...``).
 
     Values that are whole numbers become integers (``run=2``)."""
-    out = {}
+    out: dict = {}
     try:
         parts = Path(file).relative_to(root).parts[:-1]
     except ValueError:

@@ -758,7 +758,7 @@ def list_slots(counts, by) -> dict:
     if cells is None:
         return {}
     ok = cells[(cells["status"] == "ok") & (cells["count"] > 0)]
-    out = {}
+    out: dict = {}
     members = {c: set(counts.catalog.tools(c)) for c in counts.catalog.clusters}
     keys = list(by) + ["cluster_id"]
     if not len(ok):

@@ -55,7 +55,7 @@ def query_weights(n_units: int, n_resamples: int, rng: np.random.Generator) -> n
     return np.bincount(flat.ravel(), minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
 
 
-_BLAS = []
+_BLAS: list = []
 
 
 def _one_blas_thread():

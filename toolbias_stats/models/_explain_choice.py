@@ -56,7 +56,7 @@ class ChoiceExplanation(ReprHTMLMixin):
 
     def to_dict(self) -> dict:
         """JSON object: counts, the comparison per LLM and feature, and the fit's settings."""
-        per_model = {}
+        per_model: dict = {}
         for rec in self.comparison.to_dict(orient="records"):
             m = per_model.setdefault(str(rec["model"]), {})
             m[rec["feature"]] = {

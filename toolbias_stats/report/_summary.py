@@ -266,7 +266,7 @@ def shadow_summary(result, *, scale=None) -> list:
     over = [label[id(g)] for g in groups if np.isfinite(g.pbs[scale].estimate) and g.pbs[scale].estimate > 60]
     if over:
         out.append(f"Above 60, where the per-domain breakdown is mandatory: {_names(over)}.")
-    totals = {}
+    totals: dict = {}
     for g in groups:
         for d in _DOMAINS:
             s = g.domains[d]

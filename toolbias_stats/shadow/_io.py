@@ -271,7 +271,7 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
     calls_p, labels_p = Path(calls), Path(labels)
     c = _read_csv(calls_p, ("turn_id", "tool_name", "called"), ("task", "position", "manifest"))
     lab = _read_csv(labels_p, ("turn_id", "tool_name", "relevant"), ("position",))
-    probs = []
+    probs: list = []
     c["called_v"] = _binary(c, "called", calls_p, probs)
     lab["relevant_v"] = _binary(lab, "relevant", labels_p, probs)
     frames = ((c, calls_p), (lab, labels_p))
@@ -297,7 +297,7 @@ def _check_turn_rows(frames, probs) -> None:
         for i in np.flatnonzero((df["turn_id"] == "").to_numpy()):
             probs.append(problem(p, i + 1, "turn_id", "empty turn id"))
         dup = df.duplicated(["turn_id", "tool_name"], keep="first").to_numpy()
-        first = {}
+        first: dict = {}
         for i, key in enumerate(zip(df["turn_id"], df["tool_name"])):
             if dup[i]:
                 probs.append(problem(p, i + 1, "turn_id,tool_name",
@@ -309,12 +309,12 @@ def _check_turn_rows(frames, probs) -> None:
 
 def _turn_manifests(c, manifests, default, calls_p, probs) -> dict:
     """Which manifest each turn saw (``{turn: manifest path}``; turns of the default manifest may be absent)."""
-    names = {}
+    names: dict = {}
     for p in manifests:
         names.setdefault(Path(p).name, p)
         names.setdefault(Path(p).stem, p)
         names.setdefault(str(p), p)
-    turn_manifest = {}
+    turn_manifest: dict = {}
     if "manifest" in c.columns:
         for i, (t, m) in enumerate(zip(c["turn_id"], c["manifest"])):
             key = names.get(m) if m else default
@@ -355,7 +355,7 @@ def _check_labelled(c, lab, calls_p, labels_p, probs) -> None:
 
 def _explicit_positions(frames, probs) -> dict:
     """Explicit positions (orders that vary by turn): ``{(turn, tool): (position, file, row)}``."""
-    pos_map = {}
+    pos_map: dict = {}
     for df, p in frames:
         if "position" not in df.columns:
             continue
@@ -378,7 +378,7 @@ def _explicit_positions(frames, probs) -> dict:
 
 def _tasks(c, turns, probs) -> dict:
     """The text of each turn: the call log's ``task`` column, overridden by the turns file."""
-    tasks = {}
+    tasks: dict = {}
     if "task" in c.columns:
         for t, txt in zip(c["turn_id"], c["task"]):
             if txt:

@@ -301,7 +301,7 @@ def correct_set_bias(benchmark, predictions, *, decoding="constrained", min_answ
     gen = check_rng(rng)
     q = benchmark.queries
     pred = predictions.set_index("sample_id")[decoding].reindex(q["sample_id"])
-    slots = {}
+    slots: dict = {}
     for ans, lst in zip(q["answers"], pred):
         if len(ans) < min_answers or lst is None or (isinstance(lst, float) and np.isnan(lst)):
             continue

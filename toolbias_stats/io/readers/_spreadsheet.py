@@ -206,7 +206,7 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error", o
     """
     names = _Names(catalog)
     cols = set(combos.columns)
-    out = {k: [] for k in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "position_new",
+    out: dict = {k: [] for k in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "position_new",
                            "normalised", "list_normalised", "recomputed", "problem_column", "problem")}
     for rec in combos.to_dict(orient="records"):
         res = dict.fromkeys(out)

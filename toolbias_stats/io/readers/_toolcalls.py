@@ -324,7 +324,7 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
     hits, qids, qkeys = [], [], {}
     # Rows sharing the tool list, the record's cluster, the status, the name called and the forcing resolve the
     # same way (a study shows the same few lists again and again): each such combination is worked out once.
-    done = {}
+    done: dict = {}
     hints = [None] * len(cols) if res.inferred else cols.cluster
     label = cols.label
     for i, (sf, row, tools, status, name, raw, qid, text, forced, hint, no_list) in enumerate(zip(
@@ -374,7 +374,7 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
         # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
         frame.insert(len(meta), "attempt", repeats)
     flags = Counter(f for fl in cols.flags for f in fl)
-    n_calls = Counter(cols.n_calls)
+    n_calls: Counter = Counter(cols.n_calls)
     multiple = [int(r) for r, n in zip(cols.source_row, cols.n_calls) if n > 1]
     diag = {"format": fmt, "attempts": len(frame), "status": Counter(o_status),
             "unresolved": Counter(r for s, r in zip(o_status, o_raw) if s == "unknown_tool"),
@@ -841,7 +841,7 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
         return None
     src = str(requests)
     decode, plain = shape.request.decode, shape.read_request
-    lists = {}                        # tool names by the text of a tool list
+    lists: dict = {}                        # tool names by the text of a tool list
     index, reqs, rows = {}, [], []    # custom_id -> position; (custom_id, tools, query_id, query text, cluster,
     unusual = {}                      # forcing) and line of each request; position -> its Attempt (not plain)
     for i, raw in enumerate(req_pieces):

@@ -232,7 +232,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     ``declared``: the clusters are declared (or a catalog is given), so an inference span without
     ``gen_ai.tool.definitions`` that records a tool call (or carries a ``cluster_id`` attribute) is an attempt
     whose cluster is the chosen tool's (or that attribute) and whose list shown is unknown (no delta_pos)."""
-    spans = []
+    spans: list = []
     for line, doc in _load(path):
         for rs in doc["resourceSpans"]:
             for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []:
@@ -247,7 +247,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     # Without definitions (the official OpenAI instrumentation does not record them): with declared clusters a
     # span that records a tool call, or names its cluster, is still an attempt (the order shown is unknown).
     no_list = []
-    index = []           # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
+    index: list = []           # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
     if declared:
         for s in without:
             a = _attempt(str(path), s, [], spans, index=index)
@@ -397,7 +397,7 @@ def _output(att: Attempt, raw, cache=None) -> bool:
 def _by_parent(spans) -> dict | None:
     """``{(traceId, parentSpanId): [spans in file order]}``; None when an id is not hashable (a malformed
     file: every lookup then scans all spans, as the definition reads)."""
-    out = {}
+    out: dict = {}
     try:
         for t in spans:
             out.setdefault((t.trace, t.parent), []).append(t)

@@ -268,7 +268,7 @@ class BayesResult(ReprHTMLMixin):
             pos[llm] = [{"position": int(r.position), **_summary_dict(r)} for r in sub.itertuples()]
         fvl = {r.llm: {"p_first_beats_last": _num(r.p_first_beats_last), **_summary_dict(r)}
                for r in self.first_vs_last.itertuples()}
-        api = {}
+        api: dict = {}
         for (llm, cluster), sub in self.api_effects.groupby(["llm", "cluster"], sort=False):
             api.setdefault(llm, {})[cluster] = [{"tool_id": r.tool_id, "n_used": int(r.n_used), **_summary_dict(r)}
                                                 for r in sub.itertuples()]
@@ -289,7 +289,7 @@ class BayesResult(ReprHTMLMixin):
         if self.scales is not None:
             out["scales"] = _records(self.scales)
         if self.cluster_position_effects is not None:
-            cpe = {}
+            cpe: dict = {}
             for (llm, cluster), sub in self.cluster_position_effects.groupby(["llm", "cluster"], sort=False):
                 cpe.setdefault(llm, {})[cluster] = [{"position": int(r.position), "delta": _num(r.delta_mean),
                                                      **_summary_dict(r)} for r in sub.itertuples()]
