@@ -448,11 +448,17 @@ def _scales_table(D, post, prob):
         sm = _summ(post["sigma_eta"], prob)
         for m, lab in enumerate(D.llms):
             rows.append({"quantity": "sigma_eta", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
+    if "lambda" in post:
+        sm = _summ(post["lambda"], prob)
+        for m, lab in enumerate(D.llms):
+            rows.append({"quantity": "lambda", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
     if "kappa" in post:
         seen = D.cell_counts() > 0
         pairs = [("kappa", post["kappa"]), ("rho", 1.0 / (1.0 + post["kappa"]))]
         if "gamma" in post:
             pairs.append(("gamma", post["gamma"]))
+        if "epsilon" in post:
+            pairs.append(("epsilon", post["epsilon"]))
         for name, arr in pairs:
             sm = _summ(arr, prob)
             for m, lab in enumerate(D.llms):
@@ -594,6 +600,9 @@ def _inference_data(post, raw, spec, yrep, sel, az, xr):
         pv["rho"] = da(1.0 / (1.0 + post["kappa"]), ("llm", "cluster"))
     if "gamma" in post:
         pv["gamma"] = da(post["gamma"], ("llm", "cluster"))
+    if "lambda" in post:
+        pv["lambda"] = da(post["lambda"], ("llm",))
+        pv["epsilon"] = da(post["epsilon"], ("llm", "cluster"))
     if "sigma_eta" in post:
         pv["sigma_eta"] = da(post["sigma_eta"], ("llm",))
     posterior = xr.Dataset(pv, coords={**coords, "tool_id": (("cluster", "tool"), tool_ids.astype(str))})
