@@ -32,6 +32,15 @@ QUERIES = 40
 VARIANT = MODEL_VARIANTS["query-mixture"]
 
 
+def _class_share(a):
+    """Share of the 'needs a tool' classes by tool: softmax(alpha) (tied weights) or uniform."""
+    from toolbias_stats.models.bayes._common import _MIXTURE_TIED
+
+    if _MIXTURE_TIED:
+        return np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+    return np.full(len(a), 1.0 / len(a))
+
+
 def _class_eta(queries=QUERIES, rng=7):
     """Query effects of the mixture: a query needs tool j (lambda[m] on its logit) with probability
     epsilon[m, c] * softmax(alpha[m, c])[j], else none."""
@@ -41,7 +50,7 @@ def _class_eta(queries=QUERIES, rng=7):
     for c in range(C):
         eta = np.zeros((M, queries, K))
         for m in range(M):
-            pi = np.exp(ALPHA[m, c]) / np.exp(ALPHA[m, c]).sum()
+            pi = _class_share(ALPHA[m, c])
             w = np.r_[1 - EPSILON[m, c], EPSILON[m, c] * pi]
             cls = gen.choice(K + 1, size=queries, p=w)
             for q, k in enumerate(cls):
@@ -72,8 +81,7 @@ def _reference_query_loglik(D, d):
     for q in range(pr.Q):
         m, c = pr.query_llm[q], pr.query_cluster[q]
         a = d["alpha"][0, m, c]
-        pi = np.exp(a - a.max())
-        pi /= pi.sum()
+        pi = _class_share(a)
         w = np.r_[1 - d["epsilon"][0, m, c], d["epsilon"][0, m, c] * pi]
         per_class = np.log(w)
         for u in np.flatnonzero(pr.query == q):
@@ -129,7 +137,7 @@ class TestMixtureLikelihood:
         t = D.row_tools[r]
         want = np.zeros(D.P)
         a = d["alpha"][0, m, c]
-        pi = np.exp(a) / np.exp(a).sum()
+        pi = _class_share(a)
         w = np.r_[1 - d["epsilon"][0, m, c], d["epsilon"][0, m, c] * pi]
         for k in range(D.Kmax + 1):
             lg = a[t] + d["beta_cell"][0, m, c] + d["lambda"][0, m] * (t == k - 1)

@@ -127,6 +127,9 @@ MODELS = tuple(MODEL_VARIANTS)
 #: The variant ``fit_bayes`` fits unless told otherwise (chosen by the evidence in docs/bayes.md).
 DEFAULT_MODEL = "v2"
 
+#: The query mixture's class weights: ``epsilon * softmax(alpha)[j]`` (True) or ``epsilon / K`` (False).
+_MIXTURE_TIED = False
+
 _NEG = -1.0e4  # logit of a padded (not shown) position: exp(-1e4) == 0 in float64
 _SHARED = "(shared)"
 

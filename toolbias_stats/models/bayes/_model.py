@@ -546,11 +546,13 @@ class _ModelSpec:
     def _mixture_log_weights(self, pt, alpha_flat, t_eps):
         """log class weights (M * C, Kmax + 1): log(1 - epsilon), log(epsilon) + log softmax(alpha)."""
         D = self.design
+        from ._common import _MIXTURE_TIED
+
         parts = []
         for g in self.groups:
             k, cg = g["k"], g["clusters"]
             a = alpha_flat[g["offset"]:g["offset"] + D.M * len(cg) * k].reshape((D.M * len(cg), k))
-            la = a - pt.logsumexp(a, axis=1, keepdims=True)
+            la = a - pt.logsumexp(a, axis=1, keepdims=True) if _MIXTURE_TIED else pt.zeros_like(a) - np.log(k)
             if k < D.Kmax:
                 la = pt.concatenate([la, pt.full((D.M * len(cg), D.Kmax - k), _NEG)], axis=1)
             parts.append((cg, la))

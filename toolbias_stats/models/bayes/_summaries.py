@@ -46,7 +46,9 @@ def _mixture_weights(post, design, a=None, b=None):
     D = design
     al = post["alpha"][a:b]                                                     # (s, M, C, Kmax), NaN padding
     valid = np.arange(D.Kmax)[None, :] < D.K[:, None]
-    z = np.where(valid[None, None], al, -np.inf)
+    from ._common import _MIXTURE_TIED
+
+    z = np.where(valid[None, None], al if _MIXTURE_TIED else 0.0, -np.inf)
     z = np.exp(z - z.max(-1, keepdims=True))
     pi = z / z.sum(-1, keepdims=True)
     eps = post["epsilon"][a:b]
