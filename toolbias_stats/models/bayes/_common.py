@@ -129,6 +129,8 @@ DEFAULT_MODEL = "v2"
 
 #: The query mixture's class weights: ``epsilon * softmax(alpha)[j]`` (True) or ``epsilon / K`` (False).
 _MIXTURE_TIED = False
+#: The query mixture's epsilon[m, c]: partially pooled on the logit scale (True) or Uniform(0, 1) each.
+_MIXTURE_POOLED = True
 
 _NEG = -1.0e4  # logit of a padded (not shown) position: exp(-1e4) == 0 in float64
 _SHARED = "(shared)"

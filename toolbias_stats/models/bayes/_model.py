@@ -538,9 +538,17 @@ class _ModelSpec:
         pm.Potential("loglik", ll)
 
     def _epsilon(self, pm, pt):
-        """logit epsilon[m, c] (flat) with a Uniform(0, 1) prior on epsilon (Jacobian included)."""
+        """logit epsilon[m, c] (flat), partially pooled: ``logit epsilon ~ Normal(eps_mu, eps_tau)`` with
+        ``eps_mu ~ Normal(0, 2)``, ``eps_tau ~ HalfNormal(1.5)`` (centred; every cell has many queries)."""
+        from ._common import _MIXTURE_POOLED
+
         t = pm.Flat("logit_epsilon", shape=(self.design.M * self.design.C,))
-        pm.Potential("epsilon_prior", (pt.log(pt.sigmoid(t)) + pt.log(pt.sigmoid(-t))).sum())
+        if not _MIXTURE_POOLED:
+            pm.Potential("epsilon_prior", (pt.log(pt.sigmoid(t)) + pt.log(pt.sigmoid(-t))).sum())
+            return t
+        mu = pm.Normal("eps_mu", 0.0, 2.0)
+        tau = pm.HalfNormal("eps_tau", 1.5)
+        pm.Potential("epsilon_prior", (-0.5 * ((t - mu) / tau) ** 2).sum() - t.shape[0] * pt.log(tau))
         return t
 
     def _mixture_log_weights(self, pt, alpha_flat, t_eps):
