@@ -152,7 +152,7 @@ class TestMixtureRecovery:
         per-query dispersion and cluster x position checks pass (they are not biased against the model)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = fit_bayes(mix_log, model="query-mixture", draws=400, tune=400, chains=2, sampler="pymc", rng=11)
+            res = fit_bayes(mix_log, model="query-mixture", draws=300, tune=300, chains=2, sampler="pymc", rng=11)
         lam = res.idata.posterior["lambda"].values.reshape(-1, 2)
         lo, hi = np.quantile(lam, [0.01, 0.99], axis=0)
         assert np.all((lo < LAMBDA) & (LAMBDA < hi)), (lo, hi)
