@@ -22,11 +22,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _loadavg():
+    return Path("/proc/loadavg").read_text().split()[:3]
+
+
 def _fit(log, model, draws, tune, chains, seed):
     from toolbias_stats.models import fit_bayes
 
     t0, c0 = time.perf_counter(), time.process_time()
-    load0 = open("/proc/loadavg").read().split()[:3]
+    load0 = _loadavg()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = fit_bayes(log, model=model, draws=draws, tune=tune, chains=chains, rng=seed)
@@ -37,14 +41,16 @@ def _fit(log, model, draws, tune, chains, seed):
     for v in rh.data_vars:
         x = np.asarray(rh[v].values, dtype=float)
         if x.size and np.nanmax(x) > 1.01:
-            bad[v] = {"max_rhat": float(np.nanmax(x)), "at": [int(i) for i in np.unravel_index(np.nanargmax(x), x.shape)]}
+            at = np.unravel_index(np.nanargmax(x), x.shape)
+            bad[v] = {"max_rhat": float(np.nanmax(x)), "at": [int(i) for i in at]}
     d = res.diagnostics
     ss = res.idata.sample_stats
     out = {"model": model, "draws": draws, "tune": tune, "chains": chains, "seed": seed,
            "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
-           "loadavg_before": load0, "loadavg_after": open("/proc/loadavg").read().split()[:3],
+           "loadavg_before": load0, "loadavg_after": _loadavg(),
            "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk, "min_ess_tail": d.min_ess_tail,
-           "divergences": d.divergences, "mean_leapfrog_steps": float(ss["n_steps"].mean()) if "n_steps" in ss else None,
+           "divergences": d.divergences,
+           "mean_leapfrog_steps": float(ss["n_steps"].mean()) if "n_steps" in ss else None,
            "ppc_cluster_x_position": res.ppc.p_value, "ppc_finest": res.ppc.p_value_rows,
            "ppc_dispersion": res.ppc.p_value_dispersion,
            "dispersion_table": res.ppc.dispersion.to_dict(orient="records"),

@@ -142,7 +142,7 @@ def _urn_query_loglik(post, spec, coef, chunk):
     return out
 
 
-def _mixture_query_loglik(post, spec, F, Bq, coef, I, chunk):
+def _mixture_query_loglik(post, spec, F, Bq, coef, n_runs, chunk):
     """(S, Q) log-likelihood of every query under the query mixture (``model="query-mixture"``):
     ``logsumexp_k(log w[cell, k] + sum over its prompts of log DM(y | n, kappa p_k))``."""
     from scipy.special import logsumexp
@@ -152,7 +152,7 @@ def _mixture_query_loglik(post, spec, F, Bq, coef, I, chunk):
     D = spec.design
     pr = D.prompts
     S = post["alpha"].shape[0]
-    R, P = D.y.shape
+    R = len(D.y)
     Q = pr.Q
     qcell = pr.query_llm * D.C + pr.query_cluster
     out = np.empty((S, Q))
@@ -165,12 +165,12 @@ def _mixture_query_loglik(post, spec, F, Bq, coef, I, chunk):
             x = lk[:, :, None, None] + np.log(pk)
             lw = np.log(_mixture_weights(post, D, a, a + s))[:, qcell]           # (s, Q, K+1)
             kap = post["kappa"][a:a + s][:, pr.query_llm, pr.query_cluster]     # (s, Q)
-            norm = sum(Bq[None, :, i] * np.log(kap + i) for i in range(I))
+            norm = sum(Bq[None, :, i] * np.log(kap + i) for i in range(n_runs))
             per_class = np.empty((s, Q, x.shape[-1]))
             for k in range(x.shape[-1]):
-                terms = np.empty((s, R, P, I))
+                terms = np.empty((s, R, D.P, n_runs))
                 terms[..., 0] = x[..., k]
-                for i in range(1, I):
+                for i in range(1, n_runs):
                     terms[..., i] = np.logaddexp(np.log(i), x[..., k])
                 terms = np.where(np.isfinite(terms), terms, 0.0).reshape(s, -1)
                 per_class[..., k] = (F @ terms.T).T

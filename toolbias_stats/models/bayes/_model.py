@@ -264,7 +264,7 @@ class _ModelSpec:
         """
         D = self.design
         pr = D.prompts
-        P, I = D.P, self.n_rep
+        P, n_runs = D.P, self.n_rep
         y = pr.y.astype(np.int64)
         key = np.concatenate([pr.row[:, None], y], 1)
         pats, pinv = np.unique(key, axis=0, return_inverse=True)
@@ -272,11 +272,11 @@ class _ModelSpec:
         U = len(pats)
         prow, py = pats[:, 0], pats[:, 1:]
         ne = max(int((py > 0).sum(1).max()), 1) if U else 1
-        pad_h = len(D.y) * P * I                                                 # index of the zero slot
+        pad_h = len(D.y) * P * n_runs                                                 # index of the zero slot
         ent = np.full((U, ne), pad_h, dtype=np.int64)
         rank = np.cumsum(py > 0, 1) - 1
         uu, pp = np.nonzero(py > 0)
-        ent[uu, rank[uu, pp]] = (prow[uu] * P + pp) * I + (py[uu, pp] - 1)
+        ent[uu, rank[uu, pp]] = (prow[uu] * P + pp) * n_runs + (py[uu, pp] - 1)
         # queries: their patterns (sorted), unique query signatures with multiplicities
         order = np.lexsort((pinv, pr.query))
         nq = np.bincount(pr.query, minlength=pr.Q)
@@ -299,8 +299,8 @@ class _ModelSpec:
         # classes of tools a cluster does not have are impossible
         self.mix_valid = np.arange(Kmax)[None, :] < D.K[:, None]                 # (C, Kmax)
         self.row_cell = D.row_llm * D.C + D.row_cluster
-        self.mix_nrow = np.zeros((len(D.y), I))
-        np.add.at(self.mix_nrow, pr.row, (pr.n[:, None] > np.arange(I)).astype(float))
+        self.mix_nrow = np.zeros((len(D.y), n_runs))
+        np.add.at(self.mix_nrow, pr.row, (pr.n[:, None] > np.arange(n_runs)).astype(float))
 
     def _dense_setup(self, max_ratio=3.0):
         """A dense (cell, query, ordering, position) layout of the prompts for the query-effects likelihood.
@@ -573,7 +573,7 @@ class _ModelSpec:
     def _build_mixture_loglik(self, pm, pt, alpha_flat, beta_flat):
         """The query mixture, summed out per query (see ``_mixture_setup``)."""
         D = self.design
-        P, I = D.P, self.n_rep
+        n_runs = self.n_rep
         lam = pm.HalfNormal("lambda", self.priors["lambda_sd"], shape=(D.M,))
         t = self._kappa(pm, pt)
         t_eps = self._epsilon(pm, pt)
@@ -586,7 +586,7 @@ class _ModelSpec:
         x = lk[:, None, None] + logp
         ex = pt.exp(x)
         cum = [x]
-        for i in range(1, I):
+        for i in range(1, n_runs):
             cum.append(cum[-1] + pt.log(ex + i))
         H = pt.stack(cum, axis=2).reshape((-1, D.Kmax + 1))                         # (R * P * I, K + 1)
         H = pt.concatenate([H, pt.zeros((1, D.Kmax + 1))], axis=0)
@@ -597,7 +597,7 @@ class _ModelSpec:
         lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", self.mix_qcell)], axis=1)
         kap = pt.exp(lk)
         norm = lk * pm.Data("mix_nrow0", self.mix_nrow[:, 0])
-        for i in range(1, I):
+        for i in range(1, n_runs):
             norm = norm + pt.log(kap + i) * pm.Data(f"mix_nrow{i}", self.mix_nrow[:, i])
         pm.Potential("loglik", (pm.Data("mix_qweight", self.mix_qweight) * lq).sum() - norm.sum())
 
