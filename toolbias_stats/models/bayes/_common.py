@@ -59,8 +59,8 @@ class ModelVariant:
     query_mixture : bool, default False
         Query heterogeneity as a finite mixture summed out analytically: a query of (LLM ``m``, cluster
         ``c``) is indifferent (probability ``1 - epsilon[m, c]``) or needs tool ``j`` (probability
-        ``epsilon[m, c] * pi[m, c, j]``, ``pi = softmax(alpha[m, c, :])``), which adds ``lambda[m]`` to
-        that tool's logit in all its orderings and runs; no latent effect is sampled.
+        ``epsilon[m, c] / K``), which adds ``lambda[m]`` to that tool's logit in all its orderings and
+        runs; ``logit epsilon[m, c]`` is partially pooled; no latent effect is sampled.
     """
 
     name: str
@@ -119,8 +119,8 @@ MODEL_VARIANTS = {
                                  shared_queries=True),
     "query-mixture": ModelVariant("query-mixture", True, True, False,
                                   "v2 + query heterogeneity summed out: a query is indifferent or needs one tool "
-                                  "(probability epsilon[llm, cluster] * softmax(alpha)[tool]), whose logit then gets "
-                                  "+lambda[llm] in all its orderings and runs", query_mixture=True),
+                                  "(probability epsilon[llm, cluster] / K each), whose logit then gets "
+                                  "+lambda[llm] in all its orderings and runs; experimental", query_mixture=True),
 }
 #: Names accepted by ``model=``.
 MODELS = tuple(MODEL_VARIANTS)
