@@ -37,6 +37,8 @@ CONFIGS = {
     "thorough": {"model": "thorough"},
     "thorough/500": {"model": "thorough", "draws": 500, "tune": 500},
     "query-urn": {"model": "query-urn"},                   # experimental (docs/bayes.md, "The query-level urn")
+    "query-mixture": {"model": "query-mixture"},           # experimental (docs/bayes.md, "The query mixture")
+    "query-mixture/500": {"model": "query-mixture", "draws": 500, "tune": 500},
     "v2/pymc": {"sampler": "pymc"},
     "v1/pymc": {"model": "v1", "sampler": "pymc"},
     "v1/pymc-numba": {"model": "v1", "sampler": "pymc-numba"},
@@ -46,7 +48,7 @@ CONFIGS = {
     "v1/nutpie": {"model": "v1", "sampler": "nutpie"},
     "v1/numpyro/non-centred": {"model": "v1", "sampler": "numpyro", "parameterization": "noncentered"},
 }
-SLOW = {"v1/numpyro/non-centred", "thorough", "thorough/500", "query-urn"}
+SLOW = {"v1/numpyro/non-centred", "thorough", "thorough/500", "query-urn", "query-mixture", "query-mixture/500"}
 
 
 def _one(name: str) -> dict:

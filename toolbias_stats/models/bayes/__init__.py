@@ -12,6 +12,7 @@ where it sits in the list (position effect). ``fit_bayes(log, model=...)`` fits 
 * ``"thorough"``: v2 + query effects;
 * ``"query-urn"`` (experimental): v2's mean structure + a Polya urn over all of a query's attempts;
 * ``"query-shared"`` (experimental): v2 + query effects shared by the LLMs, scaled per LLM.
+* ``"query-mixture"`` (experimental): v2 + query classes (indifferent, or needing one tool) summed out per query.
 
 Layout: ``_design`` (counts -> model data), ``_model`` (the PyMC model of every variant),
 ``_sampling`` (NUTS back-ends, convergence diagnostics), ``_summaries`` (implied bias, posterior

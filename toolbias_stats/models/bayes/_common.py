@@ -25,8 +25,9 @@ DEFAULT_PRIORS = {"mu_sd": 1.5, "sigma_alpha_sd": 1.0, "beta_bar_sd": 1.0, "sigm
 #: Priors of the extensions (used only by the variants that have the term):
 #: ``sigma_delta_sd`` the HalfNormal scale of the per-(LLM, cluster) position deviations,
 #: ``sigma_eta_sd`` the HalfNormal scale of the query effects, ``rho_a``/``rho_b`` the Beta prior of
-#: the intra-prompt correlation rho = 1 / (1 + kappa) of the Dirichlet-multinomial.
-EXTENSION_PRIORS = {"sigma_delta_sd": 1.0, "sigma_eta_sd": 1.0, "rho_a": 1.0, "rho_b": 1.0}
+#: the intra-prompt correlation rho = 1 / (1 + kappa) of the Dirichlet-multinomial, ``lambda_sd`` the
+#: HalfNormal scale of the boost ``lambda[m]`` of a query's needed tool (``model="query-mixture"``).
+EXTENSION_PRIORS = {"sigma_delta_sd": 1.0, "sigma_eta_sd": 1.0, "rho_a": 1.0, "rho_b": 1.0, "lambda_sd": 3.0}
 ALL_PRIORS = {**DEFAULT_PRIORS, **EXTENSION_PRIORS}
 
 
@@ -55,6 +56,11 @@ class ModelVariant:
         The query effects are one latent vector per query shared by every LLM that was shown the same
         query (same cluster and ``query_id``), scaled per LLM: ``eta[m, c, q, :] = sigma_eta[m] *
         z[c, q, :]`` (a query that "needs" a tool needs it for every LLM; far fewer latent effects).
+    query_mixture : bool, default False
+        Query heterogeneity as a finite mixture summed out analytically: a query of (LLM ``m``, cluster
+        ``c``) is indifferent (probability ``1 - epsilon[m, c]``) or needs tool ``j`` (probability
+        ``epsilon[m, c] / K``), which adds ``lambda[m]`` to that tool's logit in all its orderings and
+        runs; ``logit epsilon[m, c]`` is partially pooled; no latent effect is sampled.
     """
 
     name: str
@@ -64,6 +70,7 @@ class ModelVariant:
     description: str
     query_urn: bool = False
     shared_queries: bool = False
+    query_mixture: bool = False
 
     @property
     def needs_queries(self) -> bool:
@@ -78,6 +85,8 @@ class ModelVariant:
             keys.append("sigma_eta_sd")
         if self.dirichlet:
             keys += ["rho_a", "rho_b"]
+        if self.query_mixture:
+            keys.append("lambda_sd")
         return tuple(keys)
 
 
@@ -108,11 +117,20 @@ MODEL_VARIANTS = {
                                  "v2 + query effects shared by the LLMs: eta[llm, cluster, query, tool] = sigma_eta[llm] "
                                  "* z[cluster, query, tool], one latent vector per query for all LLMs",
                                  shared_queries=True),
+    "query-mixture": ModelVariant("query-mixture", True, True, False,
+                                  "v2 + query heterogeneity summed out: a query is indifferent or needs one tool "
+                                  "(probability epsilon[llm, cluster] / K each), whose logit then gets "
+                                  "+lambda[llm] in all its orderings and runs; experimental", query_mixture=True),
 }
 #: Names accepted by ``model=``.
 MODELS = tuple(MODEL_VARIANTS)
 #: The variant ``fit_bayes`` fits unless told otherwise (chosen by the evidence in docs/bayes.md).
 DEFAULT_MODEL = "v2"
+
+#: The query mixture's class weights: ``epsilon * softmax(alpha)[j]`` (True) or ``epsilon / K`` (False).
+_MIXTURE_TIED = False
+#: The query mixture's epsilon[m, c]: partially pooled on the logit scale (True) or Uniform(0, 1) each.
+_MIXTURE_POOLED = True
 
 _NEG = -1.0e4  # logit of a padded (not shown) position: exp(-1e4) == 0 in float64
 _SHARED = "(shared)"

@@ -65,6 +65,11 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
                               ``eta[m, c, q, :] = sigma_eta[m] * z[c, q, :]`` (1,000 latent vectors on
                               the bundled study instead of 7,000); still far slower than v2 with NUTS
                               (``docs/bayes.md``, "Query effects on the same footing")
+    ``"query-mixture"``       experimental: v2 + query heterogeneity summed out analytically: a query
+                              is indifferent (probability ``1 - epsilon[m, c]``) or needs one of the
+                              cluster's tools (``epsilon[m, c] / K`` each), whose logit then gets
+                              ``+lambda[m]`` in all its orderings and runs; no latent query effect is
+                              sampled (``docs/bayes.md``, "The query mixture")
     ========================  =======================================================================
 
     Parameters
@@ -72,7 +77,7 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared"}
+    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared", "query-mixture"}
         The variant (default ``"v2"``; see above). ``"v1"`` reproduces the first version's results exactly.
     by : str or list of str, default "model"
         Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
@@ -105,7 +110,7 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     priors : dict, optional
         Override prior scales: the main effects' ``mu_sd``, ``sigma_alpha_sd``, ``beta_bar_sd``,
         ``sigma_beta_sd`` (:data:`DEFAULT_PRIORS`) and, for the variants that have the term,
-        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b`` (:data:`EXTENSION_PRIORS`);
+        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b``, ``lambda_sd`` (:data:`EXTENSION_PRIORS`);
         positive numbers.
     mismatch : {"exclude", "tool", "position"}, default "exclude"
         Rows whose ``chosen_position`` disagrees with the position of ``chosen_tool`` in
@@ -448,11 +453,17 @@ def _scales_table(D, post, prob):
         sm = _summ(post["sigma_eta"], prob)
         for m, lab in enumerate(D.llms):
             rows.append({"quantity": "sigma_eta", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
+    if "lambda" in post:
+        sm = _summ(post["lambda"], prob)
+        for m, lab in enumerate(D.llms):
+            rows.append({"quantity": "lambda", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
     if "kappa" in post:
         seen = D.cell_counts() > 0
         pairs = [("kappa", post["kappa"]), ("rho", 1.0 / (1.0 + post["kappa"]))]
         if "gamma" in post:
             pairs.append(("gamma", post["gamma"]))
+        if "epsilon" in post:
+            pairs.append(("epsilon", post["epsilon"]))
         for name, arr in pairs:
             sm = _summ(arr, prob)
             for m, lab in enumerate(D.llms):
@@ -464,7 +475,8 @@ def _scales_table(D, post, prob):
 
 
 def _has_query_effects(args) -> bool:
-    return MODEL_VARIANTS[args["model"]].query_effects
+    v = MODEL_VARIANTS[args["model"]]
+    return v.query_effects or v.query_mixture
 
 
 def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, seed_repr, gen, caught, t0):
@@ -594,6 +606,9 @@ def _inference_data(post, raw, spec, yrep, sel, az, xr):
         pv["rho"] = da(1.0 / (1.0 + post["kappa"]), ("llm", "cluster"))
     if "gamma" in post:
         pv["gamma"] = da(post["gamma"], ("llm", "cluster"))
+    if "lambda" in post:
+        pv["lambda"] = da(post["lambda"], ("llm",))
+        pv["epsilon"] = da(post["epsilon"], ("llm", "cluster"))
     if "sigma_eta" in post:
         pv["sigma_eta"] = da(post["sigma_eta"], ("llm",))
     posterior = xr.Dataset(pv, coords={**coords, "tool_id": (("cluster", "tool"), tool_ids.astype(str))})

@@ -92,6 +92,8 @@ def pointwise_query_loglik(post, spec, chunk=200):
     for i in range(I):
         Bq[:, i] = np.bincount(pr.query, weights=(n > i).astype(float), minlength=Q)
     row_llm = D.row_llm
+    if getattr(spec, "mix", False):
+        return _mixture_query_loglik(post, spec, F, Bq, coef, I, chunk)
     for a in range(0, S, chunk):
         lp = _row_logp(post, D, a, a + chunk)                                    # (s, R, P)
         s = lp.shape[0]
@@ -137,4 +139,40 @@ def _urn_query_loglik(post, spec, coef, chunk):
         num = np.log(kap[:, cell_m, cell_c] * np.exp(lp[:, row, p]) + cs + gam[:, cell_m, cell_c] * co)
         den = np.log(kap[:, dm_, dc_] + ns + gam[:, dm_, dc_] * no)
         out[a:a + s] = (Fn @ num.T).T - (Fd @ den.T).T + coef[None]
+    return out
+
+
+def _mixture_query_loglik(post, spec, F, Bq, coef, n_runs, chunk):
+    """(S, Q) log-likelihood of every query under the query mixture (``model="query-mixture"``):
+    ``logsumexp_k(log w[cell, k] + sum over its prompts of log DM(y | n, kappa p_k))``."""
+    from scipy.special import logsumexp
+
+    from ._summaries import _mixture_probs, _mixture_weights
+
+    D = spec.design
+    pr = D.prompts
+    S = post["alpha"].shape[0]
+    R = len(D.y)
+    Q = pr.Q
+    qcell = pr.query_llm * D.C + pr.query_cluster
+    out = np.empty((S, Q))
+    chunk = max(1, chunk // 4)
+    with np.errstate(divide="ignore"):
+        for a in range(0, S, chunk):
+            pk, _ = _mixture_probs(post, D, a, a + chunk, np.arange(R))            # (s, R, P, K+1)
+            s = pk.shape[0]
+            lk = np.log(post["kappa"][a:a + s])[:, D.row_llm, D.row_cluster]     # (s, R)
+            x = lk[:, :, None, None] + np.log(pk)
+            lw = np.log(_mixture_weights(post, D, a, a + s))[:, qcell]           # (s, Q, K+1)
+            kap = post["kappa"][a:a + s][:, pr.query_llm, pr.query_cluster]     # (s, Q)
+            norm = sum(Bq[None, :, i] * np.log(kap + i) for i in range(n_runs))
+            per_class = np.empty((s, Q, x.shape[-1]))
+            for k in range(x.shape[-1]):
+                terms = np.empty((s, R, D.P, n_runs))
+                terms[..., 0] = x[..., k]
+                for i in range(1, n_runs):
+                    terms[..., i] = np.logaddexp(np.log(i), x[..., k])
+                terms = np.where(np.isfinite(terms), terms, 0.0).reshape(s, -1)
+                per_class[..., k] = (F @ terms.T).T
+            out[a:a + s] = logsumexp(per_class + lw, axis=-1) - norm + coef[None]
     return out

@@ -129,6 +129,7 @@ class _ModelSpec:
         self.urn = self.variant.query_urn
         self.qe = self.variant.query_effects
         self.shared = self.variant.shared_queries
+        self.mix = self.variant.query_mixture
         self.hier = design.M > 1
         D = design
         tc = D.tool_counts()
@@ -198,6 +199,9 @@ class _ModelSpec:
             cell = D.row_llm * D.C + D.row_cluster
             self.urn_den, self.urn_den_w = _unique_terms(cell[pr.row[ud]], ns, no)
             return
+        if self.mix:
+            self._mixture_setup()
+            return
         if self.dm and not self.qe:
             # the Dirichlet-multinomial depends on a prompt only through 1(y > i): add them up per row
             A, B = _rising_indicators(pr.y, self.n_rep)
@@ -244,6 +248,59 @@ class _ModelSpec:
         self.row_kappa = (D.row_llm * D.C + D.row_cluster)[rows]
         if self.dm:
             self.A, self.Bn = _rising_indicators(pr.y, self.n_rep)
+
+    def _mixture_setup(self):
+        """Index tables of the query mixture's likelihood (``model="query-mixture"``).
+
+        A prompt's Dirichlet-multinomial log-likelihood given the class ``k`` of its query is
+        ``sum_p sum_{i < y_p} log(kappa p_k[p] + i) - sum_{i < n} log(kappa + i)``, where ``p_k`` is
+        its design row's chooser with the class's boost. The first part is a sum of
+        ``H[row, p, y_p - 1, k] = sum_{i < y_p} log(kappa p_k[p] + i)`` (a grid of rows x positions x
+        runs x classes, computed once per gradient); the second does not depend on the class and is
+        summed per row as in v2. Prompts with the same row and counts (a *pattern*) have the same
+        terms, so: ``entries`` (patterns x positions chosen) index the grid, ``qpat`` (queries x
+        orderings) index the patterns, and queries with the same patterns are counted once, with a
+        weight. The query's log-likelihood is ``logsumexp_k(log w[cell, k] + sum of its prompts' terms)``.
+        """
+        D = self.design
+        pr = D.prompts
+        P, n_runs = D.P, self.n_rep
+        y = pr.y.astype(np.int64)
+        key = np.concatenate([pr.row[:, None], y], 1)
+        pats, pinv = np.unique(key, axis=0, return_inverse=True)
+        pinv = pinv.ravel()
+        U = len(pats)
+        prow, py = pats[:, 0], pats[:, 1:]
+        ne = max(int((py > 0).sum(1).max()), 1) if U else 1
+        pad_h = len(D.y) * P * n_runs                                                 # index of the zero slot
+        ent = np.full((U, ne), pad_h, dtype=np.int64)
+        rank = np.cumsum(py > 0, 1) - 1
+        uu, pp = np.nonzero(py > 0)
+        ent[uu, rank[uu, pp]] = (prow[uu] * P + pp) * n_runs + (py[uu, pp] - 1)
+        # queries: their patterns (sorted), unique query signatures with multiplicities
+        order = np.lexsort((pinv, pr.query))
+        nq = np.bincount(pr.query, minlength=pr.Q)
+        start = np.r_[0, np.cumsum(nq)[:-1]]
+        slot = np.arange(len(order)) - start[pr.query[order]]
+        qpat = np.full((pr.Q, max(int(nq.max()), 1)), U, dtype=np.int64)      # U = the zero pattern
+        qpat[pr.query[order], slot] = pinv[order]
+        qcell = pr.query_llm * D.C + pr.query_cluster
+        sig = np.concatenate([qcell[:, None], qpat], 1)
+        usig, sinv, scount = np.unique(sig, axis=0, return_inverse=True, return_counts=True)
+        self.mix_entries = ent
+        self.mix_qpat = usig[:, 1:]
+        self.mix_qcell = usig[:, 0]
+        self.mix_qweight = scount.astype(float)
+        self.mix_query_sig = sinv.ravel()
+        # class k >= 1 boosts tool k - 1 where it is shown: (R, P, Kmax + 1), class 0 = indifferent
+        Kmax = D.Kmax
+        self.mix_onehot = np.concatenate(
+            [np.zeros((len(D.y), P, 1)), (D.row_tools[:, :, None] == np.arange(Kmax)[None, None, :]).astype(float)], 2)
+        # classes of tools a cluster does not have are impossible
+        self.mix_valid = np.arange(Kmax)[None, :] < D.K[:, None]                 # (C, Kmax)
+        self.row_cell = D.row_llm * D.C + D.row_cluster
+        self.mix_nrow = np.zeros((len(D.y), n_runs))
+        np.add.at(self.mix_nrow, pr.row, (pr.n[:, None] > np.arange(n_runs)).astype(float))
 
     def _dense_setup(self, max_ratio=3.0):
         """A dense (cell, query, ordering, position) layout of the prompts for the query-effects likelihood.
@@ -367,6 +424,9 @@ class _ModelSpec:
             if self.urn:
                 self._build_urn_loglik(pm, pt, alpha_flat, beta_flat)
                 return model
+            if self.mix:
+                self._build_mixture_loglik(pm, pt, alpha_flat, beta_flat)
+                return model
             if self.qe and self.shared and self.dense:
                 self._build_shared_dense_loglik(pm, pt, alpha_flat, beta_flat)
                 return model
@@ -476,6 +536,70 @@ class _ModelSpec:
                    * pt.log(pt.exp(lk[dc]) + pm.Data("urn_den_same", den[:, 1].astype(float))
                             + gam[dc] * pm.Data("urn_den_other", den[:, 2].astype(float)))).sum()
         pm.Potential("loglik", ll)
+
+    def _epsilon(self, pm, pt):
+        """logit epsilon[m, c] (flat), partially pooled: ``logit epsilon ~ Normal(eps_mu, eps_tau)`` with
+        ``eps_mu ~ Normal(0, 2)``, ``eps_tau ~ HalfNormal(1.5)`` (centred; every cell has many queries)."""
+        from ._common import _MIXTURE_POOLED
+
+        t = pm.Flat("logit_epsilon", shape=(self.design.M * self.design.C,))
+        if not _MIXTURE_POOLED:
+            pm.Potential("epsilon_prior", (pt.log(pt.sigmoid(t)) + pt.log(pt.sigmoid(-t))).sum())
+            return t
+        mu = pm.Normal("eps_mu", 0.0, 2.0)
+        tau = pm.HalfNormal("eps_tau", 1.5)
+        pm.Potential("epsilon_prior", (-0.5 * ((t - mu) / tau) ** 2).sum() - t.shape[0] * pt.log(tau))
+        return t
+
+    def _mixture_log_weights(self, pt, alpha_flat, t_eps):
+        """log class weights (M * C, Kmax + 1): log(1 - epsilon), log(epsilon) + log softmax(alpha)."""
+        D = self.design
+        from ._common import _MIXTURE_TIED
+
+        parts = []
+        for g in self.groups:
+            k, cg = g["k"], g["clusters"]
+            a = alpha_flat[g["offset"]:g["offset"] + D.M * len(cg) * k].reshape((D.M * len(cg), k))
+            la = a - pt.logsumexp(a, axis=1, keepdims=True) if _MIXTURE_TIED else pt.zeros_like(a) - np.log(k)
+            if k < D.Kmax:
+                la = pt.concatenate([la, pt.full((D.M * len(cg), D.Kmax - k), _NEG)], axis=1)
+            parts.append((cg, la))
+        # back to the flat (m * C + c) order of the cells
+        cells = np.concatenate([(np.arange(D.M)[:, None] * D.C + cg[None, :]).ravel() for cg, _ in parts])
+        la = parts[0][1] if len(parts) == 1 else pt.concatenate([x for _, x in parts], axis=0)
+        la = la[np.argsort(cells)]
+        return pt.concatenate([pt.log(pt.sigmoid(-t_eps))[:, None], pt.log(pt.sigmoid(t_eps))[:, None] + la], axis=1)
+
+    def _build_mixture_loglik(self, pm, pt, alpha_flat, beta_flat):
+        """The query mixture, summed out per query (see ``_mixture_setup``)."""
+        D = self.design
+        n_runs = self.n_rep
+        lam = pm.HalfNormal("lambda", self.priors["lambda_sd"], shape=(D.M,))
+        t = self._kappa(pm, pt)
+        t_eps = self._epsilon(pm, pt)
+        logits = alpha_flat[pm.Data("gather_alpha", self.G)] + beta_flat[pm.Data("gather_beta", self.B)] \
+            + pm.Data("pad", self.neg)                                              # (R, P)
+        boost = lam[pm.Data("row_llm", D.row_llm)][:, None, None] * pm.Data("mix_onehot", self.mix_onehot)
+        lg = logits[:, :, None] + boost                                              # (R, P, K + 1)
+        logp = lg - pt.logsumexp(lg, axis=1, keepdims=True)
+        lk = t[pm.Data("row_cell", self.row_cell)]                                   # (R,)
+        x = lk[:, None, None] + logp
+        ex = pt.exp(x)
+        cum = [x]
+        for i in range(1, n_runs):
+            cum.append(cum[-1] + pt.log(ex + i))
+        H = pt.stack(cum, axis=2).reshape((-1, D.Kmax + 1))                         # (R * P * I, K + 1)
+        H = pt.concatenate([H, pt.zeros((1, D.Kmax + 1))], axis=0)
+        ll_pat = H[pm.Data("mix_entries", self.mix_entries)].sum(1)                # (U, K + 1)
+        ll_pat = pt.concatenate([ll_pat, pt.zeros((1, D.Kmax + 1))], axis=0)
+        L = ll_pat[pm.Data("mix_qpat", self.mix_qpat)].sum(1)                      # (queries, K + 1)
+        lw = self._mixture_log_weights(pt, alpha_flat, t_eps)
+        lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", self.mix_qcell)], axis=1)
+        kap = pt.exp(lk)
+        norm = lk * pm.Data("mix_nrow0", self.mix_nrow[:, 0])
+        for i in range(1, n_runs):
+            norm = norm + pt.log(kap + i) * pm.Data(f"mix_nrow{i}", self.mix_nrow[:, i])
+        pm.Potential("loglik", (pm.Data("mix_qweight", self.mix_qweight) * lq).sum() - norm.sum())
 
     def _build_dense_loglik(self, pm, pt, alpha_flat, beta_flat):
         D = self.design
@@ -642,6 +766,9 @@ class _ModelSpec:
             out["kappa"] = np.exp(get("log_kappa")).reshape(S, M, C)
         if self.urn:
             out["gamma"] = 1.0 / (1.0 + np.exp(-get("logit_gamma"))).reshape(S, M, C)
+        if self.mix:
+            out["lambda"] = get("lambda").reshape(S, M)
+            out["epsilon"] = 1.0 / (1.0 + np.exp(-get("logit_epsilon"))).reshape(S, M, C)
         if self.qe:
             se = get("sigma_eta")
             eta = np.full((S, D.prompts.Q, Kmax), np.nan, dtype=np.float32)

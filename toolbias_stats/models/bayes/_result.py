@@ -27,6 +27,10 @@ _MODEL_TEXT = {
     "query-shared": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, "
                     "cluster, position] + sigma_eta[llm] * z[cluster, query, tool]) with the query effects z shared "
                     "by the LLMs, Dirichlet-multinomial per (llm, cluster, query, ordering)",
+    "query-mixture": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, "
+                     "cluster, position] + lambda[llm] * 1(tool = the tool the query needs)), the query indifferent "
+                     "with probability 1 - epsilon[llm, cluster] (classes summed out), Dirichlet-multinomial per "
+                     "(llm, cluster, query, ordering)",
 }
 
 

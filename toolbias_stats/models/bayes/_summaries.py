@@ -40,6 +40,45 @@ def _beta_index(design, post, rows):
     return "beta", D.row_llm[rows][:, None] * P + np.arange(P)[None, :]
 
 
+def _mixture_weights(post, design, a=None, b=None):
+    """Class weights (s, M * C, Kmax + 1) of the query mixture for draws a:b: ``1 - epsilon`` (indifferent),
+    then ``epsilon * softmax(alpha)[j]`` (needs tool j; 0 for tools a cluster does not have)."""
+    D = design
+    al = post["alpha"][a:b]                                                     # (s, M, C, Kmax), NaN padding
+    valid = np.arange(D.Kmax)[None, :] < D.K[:, None]
+    from ._common import _MIXTURE_TIED
+
+    z = np.where(valid[None, None], al if _MIXTURE_TIED else 0.0, -np.inf)
+    z = np.exp(z - z.max(-1, keepdims=True))
+    pi = z / z.sum(-1, keepdims=True)
+    eps = post["epsilon"][a:b]
+    w = np.concatenate([(1.0 - eps)[..., None], eps[..., None] * pi], -1)
+    return w.reshape(w.shape[0], D.M * D.C, D.Kmax + 1)
+
+
+def _mixture_class_onehot(design, rows):
+    """(U, P, Kmax + 1): 1 where class k >= 1 boosts the tool shown at the position (class 0: nothing)."""
+    D = design
+    t = D.row_tools[rows]
+    return np.concatenate([np.zeros(t.shape + (1,)), (t[:, :, None] == np.arange(D.Kmax)[None, None, :])], -1)
+
+
+def _mixture_probs(post, design, a, b, rows):
+    """Per-class choice probabilities (s, U, P, Kmax + 1) of the given design rows and the class weights
+    (s, U, Kmax + 1) of their cells."""
+    D = design
+    logits, mask = _unit_logits(post, D, a, b, "rows")
+    logits = logits[:, rows]
+    mask = mask[rows]
+    lam = post["lambda"][a:b][:, D.row_llm[rows]]                              # (s, U)
+    lg = logits[..., None] + lam[:, :, None, None] * _mixture_class_onehot(D, rows)[None]
+    z = np.where(mask[None, :, :, None], lg, -np.inf)
+    z = np.exp(z - z.max(2, keepdims=True))
+    p = z / z.sum(2, keepdims=True)
+    w = _mixture_weights(post, D, a, b)[:, D.row_llm[rows] * D.C + D.row_cluster[rows]]
+    return p, w
+
+
 def _unit_logits(post, design, a, b, units="rows", eta=None):
     """Logits (s, U, P) of draws a:b for the design rows or for the prompts (with query effects ``eta``)."""
     D = design
@@ -102,7 +141,12 @@ def _implied_logged(post, design, chunk=256):
         logits = al[:, (cells * Kmax)[:, None] + tools] + be[:, bidx]
         if by_prompt:
             logits = logits + post["eta"][a:a + chunk][:, D.prompts.query[:, None], tools]
-        prob = _softmax_masked(logits, mask[None]) * w[None, :, None]           # (s, U, P)
+        if "lambda" in post:
+            # the query mixture: a new query's chooser is the mixture of the classes' choosers
+            pk, wk = _mixture_probs(post, D, a, a + chunk, rows)
+            prob = (pk * wk[:, :, None, :]).sum(-1) * w[None, :, None]
+        else:
+            prob = _softmax_masked(logits, mask[None]) * w[None, :, None]       # (s, U, P)
         p_pos = np.add.reduceat(prob, starts, axis=1)                           # (s, cells, P)
         by_tool = np.zeros((s, len(rows), Kmax))
         by_tool[:, r_idx, tools[r_idx, p_idx]] = prob[:, r_idx, p_idx]
@@ -145,7 +189,7 @@ def _implied_randomised(post, design, gen, target=2_000_000):
     query its own ``ea``, and a cell's probabilities are the mean over its queries (weighted by their
     valid choices).
     """
-    if "beta_cell" in post or "eta" in post:
+    if "beta_cell" in post or "eta" in post or "lambda" in post:
         return _implied_randomised_units(post, design, gen, target)
     D = design
     S = post["alpha"].shape[0]
@@ -218,14 +262,29 @@ def _implied_randomised_units(post, design, gen, target):
                 be = post["beta_cell"][a:a + chunk][:, um, uc, :k]
             else:
                 be = post["beta"][a:a + chunk][:, um, :k]
-            ea = np.exp(al - al.max(-1, keepdims=True))
             eb = np.exp(be - be.max(-1, keepdims=True))
             ebp = eb[:, :, inv]                                                 # (s, U, n_perm, k)
-            den = np.einsum("suk,supk->sup", ea, ebp)
-            w = 1.0 / den
-            p_tool = ea * np.einsum("sup,supk->suk", w, ebp) / n_perm
-            q = (w @ onehot).reshape(w.shape[:-1] + (k, k))
-            p_pos = eb * (q @ ea[..., None])[..., 0] / n_perm
+            if "lambda" in post:
+                # the query mixture: class 0 as it is, class j + 1 with lambda added to tool j
+                wk = _mixture_weights(post, D, a, a + chunk)[:, cell]           # (s, U, Kmax + 1)
+                lam = post["lambda"][a:a + chunk][:, um]                        # (s, U)
+                classes = [(al, wk[..., 0])] + [(al + lam[..., None] * (np.arange(k) == j), wk[..., j + 1])
+                                                for j in range(k)]
+            else:
+                classes = [(al, None)]
+            p_tool = p_pos = 0.0
+            for alc, wc in classes:
+                ea = np.exp(alc - alc.max(-1, keepdims=True))
+                den = np.einsum("suk,supk->sup", ea, ebp)
+                w = 1.0 / den
+                pt_c = ea * np.einsum("sup,supk->suk", w, ebp) / n_perm
+                q = (w @ onehot).reshape(w.shape[:-1] + (k, k))
+                pp_c = eb * (q @ ea[..., None])[..., 0] / n_perm
+                if wc is None:
+                    p_tool, p_pos = pt_c, pp_c
+                else:
+                    p_tool = p_tool + wc[..., None] * pt_c
+                    p_pos = p_pos + wc[..., None] * pp_c
             s = al.shape[0]
             pt_cell = np.zeros((s, M * C, k))
             pp_cell = np.zeros((s, M * C, k))
@@ -409,11 +468,22 @@ def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batc
     fresh_queries = spec.qe if fresh_queries is None else fresh_queries
     mask = D.row_tools[pr.row] >= 0
     slots = None
+    mix = getattr(spec, "mix", False) and dirichlet
     for a in range(0, len(sel), batch):
         draws = sel[a:a + batch]
         sub = _take(post, draws)
         b = len(draws)
-        if fresh_queries:
+        if mix:
+            # the query mixture: every query draws its class (a new query), its prompts the class's chooser;
+            # E is the population mean (the mixture over the classes), exact
+            pk, wk = _mixture_probs(sub, D, 0, b, np.arange(len(D.y)))          # (b, R, P, K+1), (b, R, K+1)
+            qcell = pr.query_llm * D.C + pr.query_cluster
+            wq = _mixture_weights(sub, D, 0, b)[:, qcell]                       # (b, Q, K+1)
+            cls = (gen.random((b, pr.Q, 1)) > np.cumsum(wq, -1)).sum(-1)
+            cls = np.minimum(cls, D.Kmax)[:, pr.query]                          # (b, Rq)
+            p = np.take_along_axis(pk[:, pr.row], cls[:, :, None, None], 3)[..., 0]
+            E = n[None, :, None] * (pk * wk[:, :, None, :]).sum(-1)[:, pr.row]
+        elif fresh_queries:
             p = np.empty((b, len(n), D.P))
             E = np.empty((b, len(n), D.P))
             for i, s in enumerate(draws):

@@ -1,0 +1,163 @@
+"""Tests of the query-mixture variant ``model="query-mixture"`` (v2 + a finite mixture of query classes summed
+out analytically): its likelihood against scipy's Dirichlet-multinomial, the per-query log-likelihood (the LOO
+unit), the population-mean probabilities of the replications, and a recovery check on simulated data."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import gammaln, logsumexp
+from scipy.stats import dirichlet_multinomial
+
+from toolbias_stats.models import fit_bayes, simulate_choice_log
+from toolbias_stats.models.bayes import MODEL_VARIANTS
+from toolbias_stats.models.bayes._common import ALL_PRIORS
+from toolbias_stats.models.bayes._design import _attach_prompts, _design
+from toolbias_stats.models.bayes._loglik import pointwise_query_loglik
+from toolbias_stats.models.bayes._model import _ModelSpec
+from toolbias_stats.models.bayes._summaries import _mixture_probs, _mixture_weights
+
+from .test_bayes_shared import _point_and_loglik
+
+ALPHA = np.array([[[1.0, 0.0, -1.0], [0.0, 0.6, -0.6]],
+                  [[0.8, 0.2, -1.0], [-0.5, 0.9, -0.4]]])
+BETA_CELL = np.array([[[1.0, 0.0, -1.0], [0.4, 0.1, -0.5]],
+                      [[0.7, 0.1, -0.8], [0.2, 0.2, -0.4]]])
+KAPPA = np.array([1.5, 6.0])
+LAMBDA = np.array([3.0, 1.5])
+EPSILON = np.array([[0.6, 0.4], [0.5, 0.7]])
+QUERIES = 40
+VARIANT = MODEL_VARIANTS["query-mixture"]
+
+
+def _class_share(a):
+    """Share of the 'needs a tool' classes by tool: softmax(alpha) (tied weights) or uniform."""
+    from toolbias_stats.models.bayes._common import _MIXTURE_TIED
+
+    if _MIXTURE_TIED:
+        return np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+    return np.full(len(a), 1.0 / len(a))
+
+
+def _class_eta(queries=QUERIES, rng=7):
+    """Query effects of the mixture: a query needs tool j (lambda[m] on its logit) with probability
+    epsilon[m, c] * softmax(alpha[m, c])[j], else none."""
+    gen = np.random.default_rng(rng)
+    M, C, K = ALPHA.shape
+    out = []
+    for c in range(C):
+        eta = np.zeros((M, queries, K))
+        for m in range(M):
+            pi = _class_share(ALPHA[m, c])
+            w = np.r_[1 - EPSILON[m, c], EPSILON[m, c] * pi]
+            cls = gen.choice(K + 1, size=queries, p=w)
+            for q, k in enumerate(cls):
+                if k > 0:
+                    eta[m, q, k - 1] = LAMBDA[m]
+        out.append(eta)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mix_log():
+    return simulate_choice_log(ALPHA, BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA, eta=_class_eta(), rng=3)
+
+
+def _design_of(log):
+    return _attach_prompts(_design(log.counts(), ["model"], "exclude"), log, ["model"], "exclude")
+
+
+def _priors():
+    return {k: ALL_PRIORS[k] for k in VARIANT.priors()}
+
+
+def _reference_query_loglik(D, d):
+    """Per query: log sum_k w_k prod over its prompts of scipy's DM(y | n, kappa p_k) (with coefficients)."""
+    pr = D.prompts
+    out = np.zeros(pr.Q)
+    K = D.Kmax
+    for q in range(pr.Q):
+        m, c = pr.query_llm[q], pr.query_cluster[q]
+        a = d["alpha"][0, m, c]
+        pi = _class_share(a)
+        w = np.r_[1 - d["epsilon"][0, m, c], d["epsilon"][0, m, c] * pi]
+        per_class = np.log(w)
+        for u in np.flatnonzero(pr.query == q):
+            r = pr.row[u]
+            shown = D.row_tools[r] >= 0
+            t = D.row_tools[r][shown]
+            y = pr.y[u][shown].astype(int)
+            for k in range(K + 1):
+                logits = a[t] + d["beta_cell"][0, m, c][shown] + d["lambda"][0, m] * (t == k - 1)
+                p = np.exp(logits - logits.max())
+                p /= p.sum()
+                per_class[k] += dirichlet_multinomial.logpmf(y, d["kappa"][0, m, c] * p, y.sum())
+        out[q] = logsumexp(per_class)
+    return out
+
+
+class TestMixtureLikelihood:
+    def test_variant_is_registered(self):
+        assert VARIANT.query_mixture and VARIANT.dirichlet and VARIANT.cluster_position
+        assert not VARIANT.query_effects
+        assert "lambda_sd" in VARIANT.priors()
+
+    @pytest.mark.parametrize("param", ["centered", "noncentered"])
+    def test_loglik_is_the_mixture_of_dirichlet_multinomials(self, mix_log, param):
+        """The model's potential equals the per-query mixture of scipy Dirichlet-multinomials (without the
+        multinomial coefficients) at the effects ``derived`` maps a random point to."""
+        D = _design_of(mix_log)
+        spec = _ModelSpec(D, _priors(), param, VARIANT)
+        post, ll, _ = _point_and_loglik(spec, seed=1)
+        d = spec.derived(post, np.random.default_rng(0))
+        pr = D.prompts
+        coef = (gammaln(pr.n + 1) - gammaln(pr.y + 1).sum(1)).sum()
+        want = _reference_query_loglik(D, d).sum() - coef
+        np.testing.assert_allclose(ll, want, rtol=1e-7)
+
+    def test_pointwise_query_loglik_matches_scipy(self, mix_log):
+        D = _design_of(mix_log)
+        spec = _ModelSpec(D, _priors(), "centered", VARIANT)
+        post, _, _ = _point_and_loglik(spec, seed=2)
+        d = spec.derived(post, np.random.default_rng(0))
+        got = pointwise_query_loglik(d, spec)[0]
+        np.testing.assert_allclose(got, _reference_query_loglik(D, d), rtol=1e-9, atol=1e-9)
+
+    def test_population_probabilities_are_the_class_average(self, mix_log):
+        """The replications' expectation: sum_k w_k softmax(alpha + lambda e_k + beta), by hand for one row."""
+        D = _design_of(mix_log)
+        spec = _ModelSpec(D, _priors(), "centered", VARIANT)
+        post, _, _ = _point_and_loglik(spec, seed=3)
+        d = spec.derived(post, np.random.default_rng(0))
+        pk, wk = _mixture_probs(d, D, 0, 1, np.arange(len(D.y)))
+        r = 3
+        m, c = D.row_llm[r], D.row_cluster[r]
+        t = D.row_tools[r]
+        want = np.zeros(D.P)
+        a = d["alpha"][0, m, c]
+        pi = _class_share(a)
+        w = np.r_[1 - d["epsilon"][0, m, c], d["epsilon"][0, m, c] * pi]
+        for k in range(D.Kmax + 1):
+            lg = a[t] + d["beta_cell"][0, m, c] + d["lambda"][0, m] * (t == k - 1)
+            want += w[k] * np.exp(lg) / np.exp(lg).sum()
+        np.testing.assert_allclose((pk[0, r] * wk[0, r][None, :]).sum(-1), want, rtol=1e-12)
+        np.testing.assert_allclose(_mixture_weights(d, D, 0, 1).sum(-1), 1.0)
+
+
+class TestMixtureRecovery:
+    def test_recovers_lambda_and_passes_its_checks(self, mix_log):
+        """Fitted to data simulated from the variant, the boosts and class probabilities are recovered and the
+        per-query dispersion and cluster x position checks pass (they are not biased against the model)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = fit_bayes(mix_log, model="query-mixture", draws=300, tune=300, chains=2, sampler="pymc", rng=11)
+        lam = res.idata.posterior["lambda"].values.reshape(-1, 2)
+        lo, hi = np.quantile(lam, [0.01, 0.99], axis=0)
+        assert np.all((lo < LAMBDA) & (hi > LAMBDA)), (lo, hi)
+        eps = res.idata.posterior["epsilon"].values.reshape(-1, 2, 2)
+        lo, hi = np.quantile(eps, [0.01, 0.99], axis=0)
+        assert np.all((lo < EPSILON) & (hi > EPSILON)), (lo, hi)
+        assert 0.05 <= res.ppc.p_value_dispersion <= 0.95
+        assert 0.05 <= res.ppc.p_value <= 0.95
