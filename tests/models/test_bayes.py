@@ -332,7 +332,7 @@ class TestValidation:
         ({"sampler": "stan"}, "`sampler` must be one of"),
         ({"parameterization": "x"}, "`parameterization` must be one of"),
         ({"mismatch": "drop"}, "`mismatch` must be one of"),
-        ({"hdi_prob": 1.5}, "`hdi_prob` must be a number in"),
+        ({"confidence_level": 1.5}, "`confidence_level` must be a number in"),
         ({"target_accept": 0}, "`target_accept` must be a number in"),
         ({"priors": {"mu_sd": -1}}, r"`priors\['mu_sd'\]` must be a positive number"),
         ({"priors": {"tau": 1}}, "`priors` has unknown key"),

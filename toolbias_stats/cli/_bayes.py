@@ -35,7 +35,8 @@ def add_parser(subparsers):
                         "the extras of the same name)")
     p.add_argument("--parameterization", choices=PARAMETERIZATIONS, default="auto")
     p.add_argument("--target-accept", type=float, default=0.8, metavar="P")
-    p.add_argument("--hdi-prob", type=float, default=0.94, metavar="P", help="HDI mass (default 0.94)")
+    p.add_argument("--confidence-level", "--hdi-prob", dest="confidence_level", type=float, default=0.94, metavar="P",
+                   help="HDI mass (default 0.94; --hdi-prob is the older spelling)")
     p.add_argument("--mismatch", choices=MISMATCH_POLICIES, default="exclude",
                    help="rows whose recorded position disagrees with the ordering (default: exclude and count)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout")
@@ -77,7 +78,7 @@ def _run(args) -> int:
         result = fit_bayes(study.log, model=args.model, by=args.by, draws=args.draws, tune=args.tune,
                            chains=args.chains, cores=args.cores, sampler=args.sampler,
                            parameterization=args.parameterization,
-                           target_accept=args.target_accept, hdi_prob=args.hdi_prob, mismatch=args.mismatch,
+                           target_accept=args.target_accept, confidence_level=args.confidence_level, mismatch=args.mismatch,
                            rng=args.seed, progress=_progress_wanted(args))
     if args.idata:
         with atomic_path(args.idata, option="--idata", inputs=inputs) as tmp:

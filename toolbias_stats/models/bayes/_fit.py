@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..._validation import check_by, check_choice, check_rng
+from ..._validation import check_by, check_choice, check_rng, renamed_parameter
 from ...exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
 from ._common import (ALL_PRIORS, DEFAULT_MODEL, ESS_MIN, MISMATCH_POLICIES, MODEL_VARIANTS, MODELS,
                       PARAMETERIZATIONS, RHAT_MAX, SAMPLERS, _SHARED, _summ)
@@ -35,8 +35,9 @@ _QUERY_IMPLIED_DRAWS = 1000
 
 # ---------------------------------------------------------------------------------------------
 # public entry point
+@renamed_parameter("hdi_prob", "confidence_level", since="0.1.0")
 def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, chains=4, cores=None, sampler="auto",
-              parameterization="auto", target_accept=0.8, hdi_prob=0.94, priors=None, mismatch="exclude",
+              parameterization="auto", target_accept=0.8, confidence_level=0.94, priors=None, mismatch="exclude",
               rng=None, progress=False) -> BayesResult:
     """Fit the hierarchical Bayesian model of API and position effects.
 
@@ -105,8 +106,9 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
         effects are always non-centred (a query has few attempts).
     target_accept : float, default 0.8
         NUTS target acceptance rate (raise it, e.g. to 0.95, if the fit reports divergences).
-    hdi_prob : float, default 0.94
-        Probability mass of the highest-density intervals (ArviZ's default).
+    confidence_level : float, default 0.94
+        Probability mass of the highest-density intervals (ArviZ's default; ``hdi_prob`` is the
+        deprecated name of this argument, and the result keeps it as ``BayesResult.hdi_prob``).
     priors : dict, optional
         Override prior scales: the main effects' ``mu_sd``, ``sigma_alpha_sd``, ``beta_bar_sd``,
         ``sigma_beta_sd`` (:data:`DEFAULT_PRIORS`) and, for the variants that have the term,
@@ -234,7 +236,8 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     t0 = time.perf_counter()
     args = _check_fit_bayes_args(model=model, by=by, draws=draws, tune=tune, chains=chains, cores=cores,
                                  sampler=sampler, parameterization=parameterization, target_accept=target_accept,
-                                 hdi_prob=hdi_prob, priors=priors, mismatch=mismatch, rng=rng, progress=progress)
+                                 hdi_prob=confidence_level, priors=priors, mismatch=mismatch, rng=rng,
+                                 progress=progress)
     variant = MODEL_VARIANTS[args["model"]]
     counts, rows_log = _counts_and_rows(log, variant)
     if counts.cells is None:
@@ -323,7 +326,7 @@ def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, par
         out["sampler"] = "numpyro" if have else "pymc"
     out["parameterization"] = check_choice("parameterization", parameterization, PARAMETERIZATIONS)
     out["mismatch"] = check_choice("mismatch", mismatch, MISMATCH_POLICIES)
-    for name, v in (("target_accept", target_accept), ("hdi_prob", hdi_prob)):
+    for name, v in (("target_accept", target_accept), ("confidence_level", hdi_prob)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < float(v) < 1:
             raise ValueError(f"`{name}` must be a number in (0, 1); got {v!r} instead.")
     out["target_accept"] = float(target_accept)
