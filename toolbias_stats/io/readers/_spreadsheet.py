@@ -26,6 +26,7 @@ import ast
 import json
 import numbers
 import unicodedata
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -180,7 +181,8 @@ def _position(v):
     return None
 
 
-def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error", own_format: bool = False) -> pd.DataFrame:
+def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error",
+                   own_format: bool = False) -> pd.DataFrame:
     """Clean the distinct cell combinations of a table file (see the module notes).
 
     Parameters
@@ -209,7 +211,7 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error", o
     out: dict = {k: [] for k in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "position_new",
                            "normalised", "list_normalised", "recomputed", "problem_column", "problem")}
     for rec in combos.to_dict(orient="records"):
-        res = dict.fromkeys(out)
+        res: dict[str, Any] = dict.fromkeys(out)
         res.update(normalised=False, list_normalised=False, recomputed=False)
         shown = None
         if "ordering" in cols and not _missing(rec.get("ordering")):
@@ -234,7 +236,7 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error", o
                         f"the tools shown ({_short('|'.join(basis))!r}) belong to no single cluster of the catalog"
                         if cands is not None and not cands else
                         f"the tools shown ({_short('|'.join(basis))!r}) are in several clusters "
-                        f"({sorted(cands)})")
+                        f"({sorted(cast(set, cands))})")      # basis is not empty: cands is a set
                 res.update(problem_column="cluster_id",
                            problem=f"no cluster_id column and the cluster cannot be inferred: {what}")
             else:
@@ -319,8 +321,8 @@ def notes_of(combos: pd.DataFrame, result: pd.DataFrame, *, status_derived: bool
     n = combos["n"].to_numpy(dtype=np.int64)
     notes = {}
     for c, tools in confusable_tools(catalog) if catalog is not None else []:
-        notes[f"WARNING: catalog cluster {c!r} has tools that look identical ({', '.join(ascii(t) for t in tools)}: they "
-              "differ only in Unicode form, case, spaces or invisible characters); picks typed by hand go to the "
+        notes[f"WARNING: catalog cluster {c!r} has tools that look identical ({', '.join(ascii(t) for t in tools)}: "
+              "they differ only in Unicode form, case, spaces or invisible characters); picks typed by hand go to the "
               "first"] = len(tools)
     if status_derived:
         by = pd.Series(n).groupby(result["status_new"].fillna("(none)").to_numpy()).sum()

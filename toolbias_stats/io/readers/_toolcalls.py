@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ from ._common import TOO_DEEP, add_meta, check_meta, check_regular_file, utf8_me
 try:          # optional: a faster JSON decoder giving the same values (the standard library words every error)
     import msgspec as _msgspec
 except ImportError:   # pragma: no cover - exercised by the tests that hide msgspec
-    _msgspec = None
+    _msgspec = None   # type: ignore[assignment]  # the module's absence, tested as `_msgspec is None`
 
 __all__ = ["Attempt", "AttemptColumns", "BatchShape", "KEEP", "JsonLine", "read_json_lines", "read_batch_columns",
            "build_log", "query_key", "short", "tool_names", "CUSTOM_ID_RE"]
@@ -82,8 +83,9 @@ class Attempt:
     n_calls: int = 0
     query_id: str | None = None
     query_text: str | None = None
-    #: how a reader names the record in messages (e.g. "custom_id 'q1'")
-    label: str = ""
+    #: how a reader names the record in messages (e.g. "custom_id 'q1'"): a str, or an object whose ``str()`` is
+    #: the label (worded only when a message needs it)
+    label: object = ""
     #: notes kept in the diagnostics: "refusal", "api_error", "extra_choices", "incomplete", ...
     flags: tuple = ()
     #: how ``tool_choice`` took the choice away (e.g. "tool_choice forces 'geo_a'"); None when it did not
@@ -257,6 +259,22 @@ class AttemptColumns:
 
     __slots__ = _FIELDS
 
+    # one entry per attempt (``label``: any indexable), the fields of :class:`Attempt`
+    source_file: list[str]
+    source_row: list[int]
+    tools: list[list | None]
+    status: list[str]
+    name: list[str | None]
+    raw: list[Any]
+    n_calls: list[int]
+    query_id: list[str | None]
+    query_text: list[str | None]
+    label: Any
+    flags: list[tuple]
+    forced: list[str | None]
+    cluster: list[str | None]
+    no_list: list[bool]
+
     def __init__(self, **cols):
         for k in _FIELDS:
             setattr(self, k, cols[k])
@@ -321,7 +339,8 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
     cols = attempts if isinstance(attempts, AttemptColumns) else AttemptColumns.from_attempts(attempts)
     res = _Resolver(catalog, subsets)
     problems = []
-    hits, qids, qkeys = [], [], {}
+    hits, qids = [], []
+    qkeys: dict[str, str] = {}
     # Rows sharing the tool list, the record's cluster, the status, the name called and the forcing resolve the
     # same way (a study shows the same few lists again and again): each such combination is worked out once.
     done: dict = {}
@@ -402,7 +421,8 @@ def _repeats(keys: list) -> np.ndarray:
     """1, 2, 3, ... for the first, second, third ... row with the same key (a cumulative count per key)."""
     if len(set(keys)) == len(keys):
         return np.ones(len(keys), dtype=np.int64)
-    seen, out = {}, []
+    seen: dict = {}
+    out = []
     for k in keys:
         n = seen.get(k, 0) + 1
         seen[k] = n
@@ -664,7 +684,8 @@ def index_by_custom_id(lines: list[JsonLine], path: Path, what: str) -> tuple[di
     A malformed line is attributed by the ``custom_id`` found in its text when there is one (kept with its
     error); otherwise it is a problem naming the line.
     """
-    out, problems = {}, []
+    out: dict = {}
+    problems = []
     for jl in lines:
         cid = None
         if jl.error is None:
@@ -842,8 +863,10 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
     src = str(requests)
     decode, plain = shape.request.decode, shape.read_request
     lists: dict = {}                        # tool names by the text of a tool list
-    index, reqs, rows = {}, [], []    # custom_id -> position; (custom_id, tools, query_id, query text, cluster,
-    unusual = {}                      # forcing) and line of each request; position -> its Attempt (not plain)
+    index: dict[str, int] = {}        # custom_id -> position
+    reqs: list[tuple] = []            # (custom_id, tools, query_id, query text, cluster, forcing) of each request
+    rows: list[int] = []              # and its line
+    unusual: dict[int, Attempt] = {}  # position -> its Attempt (a request that is not plain)
     for i, raw in enumerate(req_pieces):
         rec = None
         if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
@@ -877,7 +900,12 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
     if not n:
         return None
     # what the model did, as parse_request leaves it, then as the results say
-    status, names, texts, n_calls, flags = ["no_call"] * n, [None] * n, [None] * n, [0] * n, [()] * n
+    status: list[str] = ["no_call"] * n
+    names: list[str | None] = [None] * n
+    texts: list[str | None] = [None] * n
+    n_calls: list[int] = [0] * n
+    flags: list[tuple] = [()] * n
+    pos: int | None
     for pos, att in unusual.items():
         status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
                                                                           att.n_calls, att.flags)
@@ -975,7 +1003,7 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Atte
         raise SelectionLogError(problems)
     attempts = []
     for jl in lines:
-        rec = jl.value
+        rec = cast(dict, jl.value)    # every value is an object (checked above)
         att = parse_request(rec["request"], path, jl.line, record=rec)
         att.label = f"line {jl.line}"
         res = rec.get("response")
@@ -1048,7 +1076,9 @@ def offered_lists(attempts: list[Attempt]) -> list[tuple]:
 
 def _error_text(err) -> str:
     if isinstance(err, dict):
-        inner = err.get("error") if isinstance(err.get("error"), dict) else err
+        inner = err.get("error")
+        if not isinstance(inner, dict):
+            inner = err
         parts = [str(inner.get(k)) for k in ("code", "type", "message") if inner.get(k)]
         return ": ".join(parts) if parts else json.dumps(err, ensure_ascii=False)
     return str(err)

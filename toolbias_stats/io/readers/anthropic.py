@@ -263,7 +263,9 @@ def parse_request(obj, path, line, record=None) -> Attempt:
     for o in (record, obj, params):
         if not isinstance(o, dict):
             continue
-        md = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
+        md = o.get("metadata")
+        if not isinstance(md, dict):
+            md = {}
         qid = o.get("query_id", md.get("query_id"))
         if qid is not None:
             att.query_id = str(qid)

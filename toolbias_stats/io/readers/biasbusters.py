@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -71,7 +73,8 @@ def read_biasbusters_catalog(clusters, *, api_meta=None, cluster_names=None, dat
         for j, t in enumerate(tools, start=1):
             where = f"cluster {c} tool {j}"
             if not isinstance(t, dict) or "tool" not in t or "api_name" not in t:
-                problems.append(problem(clusters, where, "tool/api_name", "expected an object with 'tool' and 'api_name'"))
+                problems.append(problem(clusters, where, "tool/api_name",
+                                        "expected an object with 'tool' and 'api_name'"))
                 continue
             req = t.get("required_parameters") or []
             opt = t.get("optional_parameters") or []
@@ -250,13 +253,15 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     arr = _decode_records(path)       # None: the standard library reads the file and the checks name what is wrong
     raw = load_json(path) if arr is None else ()
     if arr is None and not isinstance(raw, list):
-        raise SelectionLogError(problem(path, None, None, "expected a JSON list of [qid, cluster_id, api_index, position]"))
+        raise SelectionLogError(problem(path, None, None,
+                                        "expected a JSON list of [qid, cluster_id, api_index, position]"))
     if arr is None and len(raw) == 0:
         raise SelectionLogError(problem(path, None, None, "the selection log is empty (no records)"))
     run_on, clusters = clusters, catalog.clusters
     ks = {catalog.n_tools(c) for c in clusters}
     if len(ks) != 1:
-        raise SelectionLogError(problem(catalog.source, None, None, "the BiasBusters format needs the same K in every cluster"))
+        raise SelectionLogError(problem(catalog.source, None, None,
+                                        "the BiasBusters format needs the same K in every cluster"))
     k = ks.pop()
     n_c = len(clusters)
     per_cluster = n_queries * k
@@ -342,7 +347,7 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
         "query_id": q_all.astype(str),
         "rotation": r_all,
         "chosen_tool": chosen,
-        "chosen_position": pd.array(np.where(np.isnan(chosen_pos), None, chosen_pos), dtype="Int64"),
+        "chosen_position": pd.array(np.where(np.isnan(chosen_pos), cast(Any, None), chosen_pos), dtype="Int64"),
         "status": np.where(hit, "ok", "no_call"),
         "raw_choice": raw_choice,
         "source_file": str(path),
@@ -380,15 +385,16 @@ def _decode_records(path: Path):
     return None if ((arr <= -2**62) | (arr >= 2**62)).any() else arr
 
 
+_RECORDS: Any = None
 try:
     import msgspec as _msgspec
 
     _RECORDS = _msgspec.json.Decoder(list[tuple[int, int, int, int]])
 except ImportError:   # pragma: no cover - the json path is tested by hiding the decoder
-    _msgspec = _RECORDS = None
+    _msgspec = None   # type: ignore[assignment]  # the module's absence (read only when _RECORDS is set)
 
 
-def _int_records(raw: list):
+def _int_records(raw: Sequence[Any]):
     """The records as an ``(n, 4)`` int64 array when every one is a list of 4 plain integers strictly between
     -2**62 and 2**62, i.e. when the record-by-record checks would find nothing; else None (they run and name it)."""
     if set(map(type, raw)) != {list} or set(map(len, raw)) != {4}:

@@ -175,7 +175,9 @@ def parse_request(obj, path, line, record=None) -> Attempt:
     if choice == "none":
         att.forced = "tool_choice 'none' forbids tool calls"
     elif isinstance(choice, dict) and choice.get("type") == "allowed_tools":
-        spec = choice.get("allowed_tools") if isinstance(choice.get("allowed_tools"), dict) else choice
+        spec = choice.get("allowed_tools")
+        if not isinstance(spec, dict):
+            spec = choice
         allowed = [_tool_name(t) for t in spec.get("tools") or []]
         if len(allowed) == 1:
             att.forced = f"tool_choice allows only {allowed[0]!r}"
@@ -346,7 +348,7 @@ def parse_response(obj, att: Attempt) -> None:
     if not isinstance(obj, dict):
         att.status, att.raw = "parse_error", short(obj)
         return
-    body = obj
+    body: Any = obj
     if "custom_id" in obj and ("response" in obj or "error" in obj):      # a batch output line
         if obj.get("error"):
             return api_error(att, obj["error"])

@@ -163,7 +163,7 @@ def _load_text(path: Path) -> list:
             else:
                 docs.append((jl.line, jl.value))
         if problems:
-            raise SelectionLogError(problems)
+            raise SelectionLogError(problems) from None
     return docs
 
 
@@ -247,7 +247,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     # Without definitions (the official OpenAI instrumentation does not record them): with declared clusters a
     # span that records a tool call, or names its cluster, is still an attempt (the order shown is unknown).
     no_list = []
-    index: list = []           # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
+    index: list = []    # spans by (trace, parent), built when an inference's choice is read from execute_tool spans
     if declared:
         for s in without:
             a = _attempt(str(path), s, [], spans, index=index)
@@ -264,7 +264,8 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
                                         f"{list(INFERENCE_OPERATIONS)}) carries gen_ai.tool.definitions, {hint}"))
     tools_of = {}
     problems = []
-    cache, names_of = {}, {}
+    cache: dict = {}
+    names_of: dict = {}
     for s in with_tools:
         raw = s.attrs["gen_ai.tool.definitions"]
         if isinstance(raw, str) and raw in names_of:     # the same definitions again: the same names
@@ -319,8 +320,8 @@ def _decode_attribute(value: str):
 
 def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attempt:
     unnamed = None in names
-    att = Attempt(path, s.n, [n for n in names if n is not None] if unnamed else list(names), "no_call",
-                  label=_Label(s))
+    offered = [n for n in names if n is not None] if unnamed else list(names)
+    att = Attempt(path, s.n, offered, "no_call", label=_Label(s))
     if unnamed:
         att.flags += ("unnamed_tools_not_candidates",)
     attrs = s.attrs
@@ -339,7 +340,7 @@ def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attem
     choice = s.attrs.get("gen_ai.request.tool_choice")
     if choice == "none":
         att.forced = "tool_choice 'none' forbids tool calls"
-    elif isinstance(choice, str) and choice not in ("auto", "required", "any") and choice in att.tools:
+    elif isinstance(choice, str) and choice not in ("auto", "required", "any") and choice in offered:
         att.forced = f"tool_choice forces {choice!r}"
     status = s.span.get("status") or {}
     if status.get("code") in _ERROR_CODES:

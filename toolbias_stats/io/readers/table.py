@@ -21,8 +21,16 @@ from .._catalog import ToolCatalog
 from .._dataset import TABLE_SUFFIXES
 from .._selection_log import SelectionLog
 from ._common import TOO_DEEP, check_meta, check_regular_file, no_duplicate_keys, utf8_problem
-from ._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_options, combo_problems, notes_of,
-                           prepare_combos, select_columns)
+from ._spreadsheet import (
+    ATTEMPT_ID,
+    COMBO_KEYS,
+    attempt_id_message,
+    check_options,
+    combo_problems,
+    notes_of,
+    prepare_combos,
+    select_columns,
+)
 
 __all__ = ["read_table", "read_catalog_table"]
 
