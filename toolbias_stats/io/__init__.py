@@ -12,7 +12,8 @@ _lazy.add('._selection_log', 'SelectionLog')
 _lazy.add('.readers', 'READERS', 'read_biasbusters', 'read_biasbusters_catalog', 'read_biasbusters_queries',
            'read_catalog_table', 'read_table', 'read_transcripts')
 
-__all__ = ["ToolCatalog", "SelectionLog", "SelectionCounts", "count_table", "COUNT_LEVELS", "ENGINES", "Study", "read_study", "load_selection_log", "FORMATS", "READERS",
+__all__ = ["ToolCatalog", "SelectionLog", "SelectionCounts", "count_table", "COUNT_LEVELS", "ENGINES", "Study",
+           "read_study", "load_selection_log", "FORMATS", "READERS",
            "read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries", "read_table",
            "read_catalog_table", "read_transcripts"]
 

@@ -193,7 +193,8 @@ def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
     if problems:
         raise SelectionLogError(problems)
     extra = [c for c in tab.columns if c not in CATALOG_COLUMNS]
-    return tab[list(CATALOG_COLUMNS) + extra].sort_values(["cluster_id", "api_index"], key=_natural).reset_index(drop=True)
+    return (tab[list(CATALOG_COLUMNS) + extra].sort_values(["cluster_id", "api_index"], key=_natural)
+            .reset_index(drop=True))
 
 
 #: Most tools one cluster may have: counts keep a column per tool and per position, and a uniform reference over

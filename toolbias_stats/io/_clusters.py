@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..exceptions import ManifestError, SelectionLogError, problem
 from ._catalog import ToolCatalog
@@ -69,7 +70,9 @@ def declared_catalog(mapping, *, where=None, path=None) -> ToolCatalog:
     if not isinstance(mapping, dict) or not mapping:
         raise ManifestError(problem(src, where, "clusters", f"expected a table {{cluster = [tool, ...]}}, got "
                                                             f"{mapping!r}"))
-    problems, owner, records = [], {}, []
+    problems: list = []
+    owner: dict = {}          # tool -> cluster id
+    records: list[dict] = []
     for cid, tools in mapping.items():
         if (not isinstance(tools, list) or not tools
                 or not all(isinstance(t, str) and t.strip() for t in tools)):
@@ -140,7 +143,7 @@ def infer_catalog(tool_lists) -> ToolCatalog:
                 if pair in reported:
                     continue
                 reported.add(pair)
-                f0, l0, n0 = first[other]
+                f0, l0, _ = first[other]
                 shared = sorted(key & other)
                 problems.append(problem(file, line, "tools",
                                         f"the tool list changes within one cluster: this request offers "
@@ -157,7 +160,7 @@ def infer_catalog(tool_lists) -> ToolCatalog:
         raise SelectionLogError(problem("<logs>", None, "tools", "no request offers any tool: clusters cannot be "
                                                                  "inferred"))
     records = []
-    for key in sorted(first, key=lambda k: inferred_cluster_id(k)):
+    for key in sorted(first, key=inferred_cluster_id):
         cid = inferred_cluster_id(key)
         for i, t in enumerate(sorted(key), start=1):
             records.append({"tool_id": t, "cluster_id": cid, "api_index": i})
@@ -205,7 +208,7 @@ def catalog_for(tool_lists, *, catalog=None, clusters=None) -> ClusterSource:
 def is_declaration(value) -> bool:
     """Whether a manifest ``clusters`` value declares clusters (a table or ``"infer"``) rather than listing the
     clusters a condition was run on (a list, issue 8)."""
-    return isinstance(value, dict) or isinstance(value, str)
+    return isinstance(value, (dict, str))
 
 
 def declares_clusters(entry: dict) -> bool:
@@ -229,9 +232,10 @@ def study_clusters(manifest: Path, doc: dict, entries: list, *, offered, inferab
         together with a catalog, an unreadable ``clusters_file``, or no catalog for a format that cannot infer.
     """
     base = manifest.parent
-    problems, decls = [], []
+    problems: list = []
+    decls: list[tuple[str, Any, str | None]] = []     # (kind, declaration, where)
     for i, e in enumerate(entries, start=1):
-        where = f"logs[{i}]"
+        where: str | None = f"logs[{i}]"
         cl = e.get("clusters")
         if cl is not None and not isinstance(cl, list):
             e.pop("clusters")

@@ -56,8 +56,8 @@ class SelectionCounts:
         (attempts by status), ``tool_1 .. tool_K`` (valid choices of the tool with catalog index 1..K
         of its cluster; K is the largest cluster) and ``pos_1 .. pos_K`` (valid choices with a known
         position, by ``chosen_rank``: the rank among the cluster's tools as shown, which is the list
-        position when the list is the cluster's tools), all int64. For an aggregated log (a ``count`` column, see :attr:`weighted`) all
-        of these are sums of ``count`` (attempts) and four more columns ``rows_ok``,
+        position when the list is the cluster's tools), all int64. For an aggregated log (a ``count``
+        column, see :attr:`weighted`) all of these are sums of ``count`` (attempts) and four more columns ``rows_ok``,
         ``rows_no_call``, ``rows_unknown_tool``, ``rows_parse_error`` give the table rows by status;
         logs without counts have no ``rows_*`` columns (one row is one attempt).
     cells : pandas.DataFrame or None
@@ -133,7 +133,7 @@ class SelectionCounts:
                 out[c] = out[c].astype("string")
         return out
 
-    def collapse(self, level: str = "cluster") -> "SelectionCounts":
+    def collapse(self, level: str = "cluster") -> SelectionCounts:
         """The same counts at a coarser level (``"cluster"``: summed over queries)."""
         if level not in COUNT_LEVELS:
             raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")

@@ -6,7 +6,9 @@ import datetime as _dt
 import numbers
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from ..exceptions import ManifestError, SelectionLogError, problem
 from ._catalog import ToolCatalog
@@ -98,7 +100,7 @@ class Study:
         """Whether the row-level log is in memory (reading it may be expensive for an engine-counted study)."""
         return self._log is not None
 
-    def replace(self, **changes) -> "Study":
+    def replace(self, **changes) -> Study:
         """A copy with some attributes replaced (``log``, ``catalog``, ``name``, ``path``, ...)."""
         kw = {"log": self._log, "catalog": self.catalog, "queries": self.queries, "name": self.name,
               "path": self.path, "reference_date": self.reference_date, "settings": self.settings,
@@ -206,8 +208,8 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         where = f"logs[{i}]"
         for key in _PATH_KEYS:
             if key == "path" and merged.get("format") == "table" and "path" in merged and (
-                    isinstance(merged["path"], list) or isinstance(merged["path"], str) and is_dataset(
-                        _resolve(base, merged["path"]))):
+                    isinstance(merged["path"], list) or (isinstance(merged["path"], str) and is_dataset(
+                        _resolve(base, merged["path"])))):
                 # issue 27: a folder, a glob or a list of files of one format, read as one log (file by file)
                 if isinstance(merged["path"], list) and not all(isinstance(x, str) for x in merged["path"]):
                     problems.append(problem(path, where, key, f"expected a path string or a list of path strings, "
@@ -255,14 +257,16 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         if "clusters" in entry and not declares_clusters({"clusters": entry["clusters"]}):
             cl = entry["clusters"]
             if (not isinstance(cl, list) or not cl
-                    or not all(isinstance(c, str) or isinstance(c, int) and not isinstance(c, bool) for c in cl)):
-                problems.append(problem(path, where, "clusters", f"expected a non-empty list of cluster ids, got {cl!r} "
-                                                                 "(or, to declare clusters, a table {cluster = [tools]} "
-                                                                 "or \"infer\")"))
+                    or not all(isinstance(c, str) or (isinstance(c, int) and not isinstance(c, bool)) for c in cl)):
+                problems.append(problem(path, where, "clusters",
+                                        f"expected a non-empty list of cluster ids, got {cl!r} "
+                                        "(or, to declare clusters, a table {cluster = [tools]} "
+                                        "or \"infer\")"))
             else:
                 merged["clusters"] = [str(c) for c in cl]
         if "columns" in merged and not isinstance(merged["columns"], dict):
-            problems.append(problem(path, where, "columns", f"expected a table of column names, got {merged['columns']!r}"))
+            problems.append(problem(path, where, "columns",
+                                    f"expected a table of column names, got {merged['columns']!r}"))
         for key, val in entry.items():
             if key in READER_KEYS:
                 continue
@@ -320,7 +324,8 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
         for merged in entries:
             meta = {k: v for k, v in merged.items() if k not in READER_KEYS}
             options = {k: merged[k] for k in _OPTIONS[merged["format"]] if k in merged}
-            parts.append(READERS[merged["format"]](merged["path"], catalog=catalog, meta=meta, **options))
+            reader = cast("Callable[..., SelectionLog]", READERS[merged["format"]])
+            parts.append(reader(merged["path"], catalog=catalog, meta=meta, **options))
         return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=catalog)
 
     def count():
@@ -397,7 +402,7 @@ def _read_catalog(entry: dict) -> ToolCatalog:
     from .readers.table import read_catalog_table
 
     cat = entry["catalog"]
-    if cat.suffix.lower() == ".json" and entry.get("format") == "biasbusters" or _is_cluster_list(cat):
+    if (cat.suffix.lower() == ".json" and entry.get("format") == "biasbusters") or _is_cluster_list(cat):
         return read_biasbusters_catalog(cat, api_meta=entry.get("api_meta"), cluster_names=entry.get("cluster_names"))
     return read_catalog_table(cat)
 

@@ -179,7 +179,7 @@ class SelectionLog:
 
         return counts_from_log(self, level=level)
 
-    def aggregate(self, *, queries: bool = True, lists: bool = True) -> "SelectionLog":
+    def aggregate(self, *, queries: bool = True, lists: bool = True) -> SelectionLog:
         """An aggregated copy: one row per cell with a ``count`` column (see ``docs/schema.md``).
 
         Parameters
@@ -305,7 +305,8 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
 
     known = set(catalog.clusters)
     unknown_cluster = df["cluster_id"].notna() & ~df["cluster_id"].isin(known)
-    where(unknown_cluster, "cluster_id", f"unknown cluster id {{value!r}} (catalog {catalog.source} has {sorted(known)})")
+    where(unknown_cluster, "cluster_id",
+          f"unknown cluster id {{value!r}} (catalog {catalog.source} has {sorted(known)})")
     if problems:
         raise SelectionLogError(problems)
 
@@ -375,12 +376,12 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     if derive.any():
         sel = df.loc[derive, ["ordering", "chosen_tool"]]
         uniq = sel.drop_duplicates()
-        lookup = {}
+        position_of: dict = {}
         for o, t in zip(uniq["ordering"], uniq["chosen_tool"]):
             shown = str(o).split("|")
-            lookup[(o, t)] = shown.index(t) + 1 if t in shown else pd.NA
-        df.loc[derive, "chosen_position"] = [lookup[ot] for ot in zip(sel["ordering"].to_numpy(object),
-                                                                      sel["chosen_tool"].to_numpy(object))]
+            position_of[(o, t)] = shown.index(t) + 1 if t in shown else pd.NA
+        df.loc[derive, "chosen_position"] = [position_of[ot] for ot in zip(sel["ordering"].to_numpy(object),
+                                                                           sel["chosen_tool"].to_numpy(object))]
     # chosen_rank: the rank of the chosen tool among its cluster's tools as shown (= chosen_position when the list
     # is the cluster's tools, or when no list is given). Derived whenever the list is known (a given value is then
     # recomputed: a log edited in its chosen_position stays consistent); kept as given only without a list.

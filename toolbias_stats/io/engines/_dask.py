@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ..._schema import COUNT_COLUMN, STATUSES
+from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
@@ -223,7 +223,7 @@ def _check_duplicates(client, datasets, design):
     if weighted:
         key += list(CELL_OUTCOME)
     parts = []
-    for path, ddf, entry, offsets, lengths in datasets:
+    for _path, ddf, entry, _offsets, lengths in datasets:
         parts += [dask.delayed(_hashes)(p, entry, key) for p, n in zip(ddf.to_delayed(), lengths) if n]
     hashes = dd.from_delayed(parts, meta={"h": "uint64"})["h"]
     counts = client.compute(hashes.value_counts(split_out=max(1, hashes.npartitions // 8))).result()

@@ -11,21 +11,37 @@ from __future__ import annotations
 
 import numbers
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ..._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, STATUSES
+from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
-from .._selection_log import (CELL_OUTCOME, COUNT_MESSAGE, MAX_COUNT, MAX_INT, duplicate_cell_message,
-                              duplicate_message, not_in_cluster_message)
+from .._selection_log import (
+    CELL_OUTCOME,
+    COUNT_MESSAGE,
+    MAX_COUNT,
+    MAX_INT,
+    duplicate_cell_message,
+    duplicate_message,
+    not_in_cluster_message,
+)
 from ..readers._common import utf8_problem
-from ..readers._spreadsheet import (ATTEMPT_ID, COMBO_KEYS, attempt_id_message, check_options, notes_of,
-                                    prepare_combos, select_columns)
+from ..readers._spreadsheet import (
+    ATTEMPT_ID,
+    COMBO_KEYS,
+    attempt_id_message,
+    check_options,
+    notes_of,
+    prepare_combos,
+    select_columns,
+)
 from ..readers.table import TABLE_SUFFIXES, _check_path, _merge_design, _read_frame, _rename
 
 __all__ = ["count_tables_duckdb"]
@@ -35,6 +51,8 @@ _MAX_PER_CHECK = 1000
 _INTEGER_TYPES = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
                   "HUGEINT")
 _INT_COLS = (("run", False), ("rotation", True), ("n_candidates", True), ("chosen_position", True))
+#: A row check: ``(column, predicate_sql, value_sql, message(value) -> str)`` (see :func:`_run_checks`).
+_Check = tuple[str, str, str, Callable[[Any], str]]
 
 
 def _q(name: str) -> str:
@@ -73,6 +91,19 @@ def connect(threads: int | None = None, memory_limit: str | None = None, progres
 
 class _File:
     """One table file registered as a DuckDB view ``v{i}`` with schema columns, ``__row`` and ``__file``."""
+
+    # set by register() / _prepare() / _validate_file() (declared here for the type checker only)
+    line_of: list[int] | None
+    n_rows: int
+    file_columns: list[str]
+    ignored_columns: list[str]
+    types: dict[str, str]
+    status_counts: dict[str, int]
+    notes: dict
+    extras: list[str]
+    weighted: bool
+    stage1: list[_Check]
+    stage2: list[_Check]
 
     def __init__(self, con, index: int, path, catalog: ToolCatalog, meta, columns, frame=None, row_offset=0,
                  options=None):
@@ -306,13 +337,14 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
 
     if ATTEMPT_ID in cols:
         key = design_cols + ["cluster_id"] + (["query_id"] if "query_id" in cols else []) + [ATTEMPT_ID]
-        src = f"(SELECT n.*, CAST(t.{_q(ATTEMPT_ID)} AS VARCHAR) AS {_q(ATTEMPT_ID)} FROM {named} n " \
-              f"JOIN {t0} t USING (__row))"
+        src = (f"(SELECT n.*, CAST(t.{_q(ATTEMPT_ID)} AS VARCHAR) AS {_q(ATTEMPT_ID)} FROM {named} n "
+               f"JOIN {t0} t USING (__row))")
         part = f"PARTITION BY {', '.join(col_sql(c) for c in key)} ORDER BY __row"
         hits = con.execute(f"""SELECT __row, first, {', '.join(f'k{i}' for i in range(len(key)))} FROM (
             SELECT __row, row_number() OVER ({part}) AS r, first_value(__row) OVER ({part}) AS first,
                    {', '.join(f'{col_sql(c)} AS k{i}' for i, c in enumerate(key))} FROM {src})
-            WHERE r > 1 AND {_q('k' + str(len(key) - 1))} IS NOT NULL ORDER BY __row LIMIT {_MAX_PER_CHECK}""").fetchall()
+            WHERE r > 1 AND {_q('k' + str(len(key) - 1))} IS NOT NULL
+            ORDER BY __row LIMIT {_MAX_PER_CHECK}""").fetchall()
         if hits:
             rows = f.row_number([h[0] for h in hits])
             firsts = f.row_number([h[1] for h in hits])
@@ -332,7 +364,7 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         f.status_counts[key] = f.status_counts.get(key, 0) + int(n)
     f.notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
                        catalog=catalog, ignored=ignored, repeats=int(repeats))
-    f.file_columns = [c for c in types]
+    f.file_columns = list(types)
     f.types = types
 
 
@@ -470,7 +502,7 @@ class _Problems(list):
     total = 0
 
 
-def _run_checks(con, f: _File, source: str, checks) -> _Problems:
+def _run_checks(con, f: _File, source: str, checks: list[_Check]) -> _Problems:
     """Evaluate row checks; format the hits check by check, rows ascending (as the pandas path lists them).
 
     ``checks``: ``(column, predicate_sql, value_sql, message(value) -> str)``. One scan counts the rows each
@@ -515,7 +547,8 @@ def _csv_types(con, f: _File, columns) -> dict:
     parts = []
     for c in columns:
         q = _q(c)
-        parts += [f"bool_and(lower({q}) IN ('true', 'false'))", f"bool_and(regexp_full_match(trim({q}), '[+-]?[0-9]+'))",
+        parts += [f"bool_and(lower({q}) IN ('true', 'false'))",
+                  f"bool_and(regexp_full_match(trim({q}), '[+-]?[0-9]+'))",
                   f"bool_and(TRY_CAST({q} AS DOUBLE) IS NOT NULL)", f"count({q})"]
     res = con.execute(f"SELECT {', '.join(parts)} FROM {f.name}_named").fetchone()
     out = {}
@@ -523,6 +556,11 @@ def _csv_types(con, f: _File, columns) -> dict:
         b, integer, num, n = res[4 * i: 4 * i + 4]
         out[c] = "VARCHAR" if not n else "BOOLEAN" if b else "BIGINT" if integer else "DOUBLE" if num else "VARCHAR"
     return out
+
+
+def _meta_message(value: Any) -> Callable[[Any], str]:
+    """The message for a file value ``v`` that disagrees with the manifest's ``value``."""
+    return lambda v: f"the file has {v!r} but the manifest entry (meta) says {value!r}"
 
 
 def _validate_file(con, f: _File, catalog: ToolCatalog):
@@ -537,14 +575,14 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
         raise SelectionLogError(problems)
     named = f"{f.name}_named"
     # stage 0: design values that disagree with the manifest entry
-    checks = []
+    checks: list[_Check] = []
     for key, value in meta.items():
         if key in cols:
             as_text = f"CAST({_q(key)} AS VARCHAR) <> {_lit(str(value))}"
             differs = (as_text if f.types[key] == "VARCHAR" or isinstance(value, str)
                        else f"{_q(key)} <> {_lit(value)} AND {as_text}")
             checks.append((key, f"{_q(key)} IS NOT NULL AND {differs}", _q(key),
-                           lambda v, value=value: f"the file has {v!r} but the manifest entry (meta) says {value!r}"))
+                           _meta_message(value)))
     problems = _run_checks(con, f, named, checks)
     if problems:
         _raise([problems])
@@ -577,8 +615,8 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
             # not integers (issue 21: JSON Infinity / 1e400 rows silently left the position analysis)
             is_nan = f" OR isnan({_q(c)})" if f.types[c] in ("DOUBLE", "FLOAT") else ""
             if f.types[c] not in _INTEGER_TYPES:   # an integer column cannot hold a non-integer
-                checks.append((c, f"{_q(c)} IS NOT NULL AND NOT (FALSE{is_nan}) AND ({num} IS NULL OR isnan({num}) "
-                                  f"OR isinf({num}) OR abs({num}) > {MAX_INT} OR {num} <> round({num}))", _q(c),
+                checks.append((c, (f"{_q(c)} IS NOT NULL AND NOT (FALSE{is_nan}) AND ({num} IS NULL OR isnan({num}) "
+                                   f"OR isinf({num}) OR abs({num}) > {MAX_INT} OR {num} <> round({num}))"), _q(c),
                                lambda v: f"expected an integer, got {_num_repr(v)!r}"))
             elif f.types[c] in ("HUGEINT", "UBIGINT"):
                 checks.append((c, f"abs({num}) > {MAX_INT}", _q(c), lambda v: f"expected an integer, got {v!r}"))
@@ -626,7 +664,8 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     select.append(f"{raw_choice} AS raw_choice_in")
     select += [f"{cid} AS cluster_id", f"{qid} AS query_id",
                f"{int_of['rotation']} AS rotation", f"CAST({expr['ordering']} AS VARCHAR) AS ordering_in",
-               f"{int_of['n_candidates']} AS n_candidates_in", f"CAST({expr['chosen_tool']} AS VARCHAR) AS chosen_tool_in",
+               f"{int_of['n_candidates']} AS n_candidates_in",
+               f"CAST({expr['chosen_tool']} AS VARCHAR) AS chosen_tool_in",
                f"{int_of['chosen_position']} AS chosen_position_in", "CAST(status AS VARCHAR) AS status",
                f"({bad1}) AS __bad1"]
     with_provenance = "source_row" in cols and "source_file" in cols
@@ -682,8 +721,8 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
          lambda v: "status is 'ok' but no tool is given"),
         ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NOT NULL AND api_index IS NULL",
          "[chosen_tool_in, cluster_id]", lambda v: not_in_cluster_message(v[0], v[1])),
-        ("chosen_position", f"chosen_position_in IS NOT NULL AND (chosen_position_in < 1 OR chosen_position_in > "
-                            f"{nlist})", "chosen_position_in",
+        ("chosen_position", (f"chosen_position_in IS NOT NULL AND (chosen_position_in < 1 OR chosen_position_in > "
+                             f"{nlist})"), "chosen_position_in",
          lambda v: f"position {v!r} outside 1..K (K = number of tools shown)"),
     ]
     if with_provenance:
@@ -711,7 +750,7 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
         FROM {o}""")
 
 
-def _count_checks(sql_type: str):
+def _count_checks(sql_type: str) -> list[_Check]:
     """Stage-1 checks of an aggregated file's ``count`` column (the pandas path's ``count_problems``)."""
     col = _q(COUNT_COLUMN)
     if sql_type == "BOOLEAN":
@@ -771,8 +810,9 @@ def _file_order(files) -> str:
 #: or outside 0..63; only then is the exact (expensive) duplicate search run.
 _DUP_COUNTERS = ("count_if(rotation BETWEEN 0 AND 63) AS __nin, "
                  "bit_count(bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UBIGINT) << "
-                 "CAST(rotation AS UBIGINT) END)) AS __din, count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) "
-                 "AS __nother, count_if(__bad) AS __bad, count_if(__bad1) AS __bad1")
+                 "CAST(rotation AS UBIGINT) END)) AS __din, "
+                 "count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) AS __nother, "
+                 "count_if(__bad) AS __bad, count_if(__bad1) AS __bad1")
 
 
 def _status_code_sql(status: str = "status") -> str:
@@ -899,7 +939,8 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
     rot_string = {(c, r): "|".join(catalog.rotation(c, r)) for c in catalog.clusters
                   for r in range(1, catalog.n_tools(c) + 1)}
     from_rot = [None if pd.isna(r) else rot_string[(c, int(r))] for c, r in zip(cells["cluster_id"], cells["rot"])]
-    ordering = cells["ordering_in"].astype(object).where(cells["ordering_in"].notna(), pd.Series(from_rot, dtype=object))
+    ordering = cells["ordering_in"].astype(object).where(cells["ordering_in"].notna(),
+                                                         pd.Series(from_rot, dtype=object))
     cells.insert(cells.columns.get_loc("ordering_in"), "ordering", ordering)
     cells = cells.drop(columns=["ordering_in", "rot"])
     cells = cells.groupby(list(design) + list(CELL_KEYS), sort=False, dropna=False)["count"].sum().reset_index()
