@@ -115,7 +115,7 @@ def main(argv=None):
             t0 = time.perf_counter()
             cal = pct = miss_low = miss_high = 0
             widths = []
-            for s in range(args.studies):
+            for _ in range(args.studies):
                 truth, r = one_study(k, n_clusters, n, probs, rng, Path(tmp), args.resamples, int(rng.integers(2**31)))
                 lo, hi = r.corrected_ci
                 cal += lo <= truth + 1e-12 and truth - 1e-12 <= hi
@@ -134,7 +134,7 @@ def main(argv=None):
             p = [0.4, 0.25, 0.15, 0.12, 0.08]
             t0 = time.perf_counter()
             hits, widths, methods = [0, 0], [[], []], ["", ""]
-            for s in range(args.overdispersed):
+            for _ in range(args.overdispersed):
                 truth, pair = overdispersed_study(5, 5, 30, 10, p, 2.0, rng, Path(tmp), args.resamples,
                                                   int(rng.integers(2**31)))
                 for j, (method, r) in enumerate(pair):

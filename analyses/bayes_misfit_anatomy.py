@@ -64,24 +64,24 @@ def main():
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
     res = []
-    for (m, c), sub in ok.groupby(["model", "cluster_id"]):
+    for (m, _c), sub in ok.groupby(["model", "cluster_id"]):
         tab = pd.crosstab(sub["ordering"], sub["pos"]).reindex(columns=range(5), fill_value=0)
         y = tab.to_numpy(float)
         tools = sorted(set(tab.index[0].split("|")))
         T = np.array([[tools.index(t) for t in o.split("|")] for o in tab.index])
         sat = -(y * np.log(np.where(y > 0, y / y.sum(1, keepdims=True), 1))).sum()
 
-        def additive(th):
+        def additive(th, y=y, T=T):
             a, b = np.r_[0, th[:4]], np.r_[0, th[4:8]]
             return -(y * log_softmax(a[T] + b[None], 1)).sum()
 
-        def scan(th):
+        def scan(th, y=y, T=T):
             z = th[:5][T] + np.r_[0, th[5:9]][None]
             lp = log_expit(z) + np.concatenate([np.zeros((len(y), 1)), np.cumsum(log_expit(-z), 1)[:, :-1]], 1)
             lp = lp - np.logaddexp.reduce(lp, 1, keepdims=True)
             return -(y * lp).sum()
 
-        def mixture(th):
+        def mixture(th, y=y, T=T):
             a, b = np.r_[0, th[:4]], np.r_[0, th[4:8]]
             lam = 1 / (1 + np.exp(-th[12]))
             p = lam * softmax(np.r_[0, th[8:12]])[None] + (1 - lam) * softmax(a[T] + b[None], 1)

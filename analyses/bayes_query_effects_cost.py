@@ -41,7 +41,7 @@ def measure(study_log, name, iters, reps=30):
     logp = get_jaxified_logp(model)
     ip = model.initial_point()
     vals = [np.asarray(ip[x.name]) + 0.01 for x in model.value_vars]
-    grad = jax.jit(jax.value_and_grad(lambda xs: logp(xs)))
+    grad = jax.jit(jax.value_and_grad(logp))
     t = time.perf_counter()
     jax.block_until_ready(grad(vals))
     compile_s = time.perf_counter() - t

@@ -37,9 +37,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bias_audit_sim import simulate_counts, true_delta  # noqa: E402
+from bias_audit_sim import simulate_counts, true_delta
 
-import toolbias_stats as tbs  # noqa: E402
+import toolbias_stats as tbs
 
 STRONG5 = (0.40, 0.25, 0.15, 0.12, 0.08)
 U5 = (0.2,) * 5

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from toolbias_stats import ToolCatalog
-from toolbias_stats.io._counts import SelectionCounts, finalize_table, position_columns, tool_columns
 from toolbias_stats._schema import STATUSES
+from toolbias_stats.io._counts import SelectionCounts, finalize_table, position_columns, tool_columns
 
 __all__ = ["simulate_counts", "true_delta", "catalog_for"]
 

@@ -51,7 +51,7 @@ def main(argv=None):
         first = np.unique(inv, return_index=True)[1]
         args = (g.items[first], g.chosen[first], g.cluster[first], w, X[first], mask[first], terms)
 
-        def implied(theta):
+        def implied(theta, args=args):
             ib = _implied_bias(*args, theta, np.random.default_rng(0))
             return ib.groupby("orderings")["delta_pos"].mean()
 

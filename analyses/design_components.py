@@ -37,15 +37,15 @@ def main(argv=None):
         print(s.round(5).to_string(index=False))
     print(f"\nvariance_components: {elapsed:.1f} s ({args.bootstrap} query-bootstrap replicates)\n")
     # the table of docs/guide/study_design.md: shares of Var(estimate) and standard errors of other allocations of calls
-    lines = ["| LLM | metric | queries | runs | query × run | attempts | se (as run) | se, 1 run | "
-             "se, 300 queries × 1 run | se, 1 rotation per query |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| LLM | metric | queries | runs | query × run | attempts | se (as run) | se, 1 run | "
+              "se, 300 queries × 1 run | se, 1 rotation per query |"), "|---|---|---|---|---|---|---|---|---|---|"]
     for (model, metric), g in t.groupby(["model", "metric"], sort=False):
         sm = s[(s["model"] == model) & (s["metric"] == metric)].iloc[0]
         if sm["runs"] < 2:
             continue
         sh = g.set_index("component")
 
-        def cell(c):
+        def cell(c, sh=sh):
             r = sh.loc[c]
             if not r["identified"]:
                 return "n/a"

@@ -78,7 +78,8 @@ def main():
         emit(f"sim_a_base_run{run}", draw(gen, base_a, pos_a), model="SIMULATED-A", run=run, condition="base", **common)
     emit("sim_a_desc_swap", draw(gen, swap, pos_a, clusters={"6", "8", "9", "10"}), model="SIMULATED-A", run=1,
          condition="desc_swap", clusters=["6", "8", "9", "10"], **common)
-    emit("sim_a_scramble_all", draw(gen, scramble, pos_a), model="SIMULATED-A", run=1, condition="scramble_all", **common)
+    emit("sim_a_scramble_all", draw(gen, scramble, pos_a), model="SIMULATED-A", run=1, condition="scramble_all",
+         **common)
     truth["SIMULATED-A"] = {"position_weights": pos_a.tolist(), "base": base_a.tolist(), "desc_swap": swap.tolist(),
                       "scramble_all": scramble.tolist()}
     # SIM-B: mitigation
@@ -87,7 +88,8 @@ def main():
     mitig[6, 2] = 0.45                       # one weather API stays under-used (as in the paper's Fig. 6)
     emit("sim_b_base", draw(gen, base_b, pos_a), model="SIMULATED-B", run=1, condition="base", **common)
     emit("sim_b_mitigated", draw(gen, mitig, None), model="SIMULATED-B", run=1, condition="mitigated", **common)
-    truth["SIMULATED-B"] = {"position_weights_base": pos_a.tolist(), "base": base_b.tolist(), "mitigated": mitig.tolist()}
+    truth["SIMULATED-B"] = {"position_weights_base": pos_a.tolist(), "base": base_b.tolist(),
+                            "mitigated": mitig.tolist()}
     # SIM-C: temperature sweep (weights ** (1 / (0.5 + T)))
     base_c = gen.dirichlet(np.full(K, 0.7), size=C) + 0.02
     truth["SIMULATED-C"] = {}

@@ -1,7 +1,8 @@
 """Paired vs unpaired bootstrap for the change in bias (SIMULATED studies; acceptance study of issue 8).
 
 Two conditions run on the same queries (base tool weights .40 .25 .15 .12 .08, level .55 .25 .10 .06 .04 in the
-same order of tools; position weights .40 .22 .15 .12 .11 and .50 .20 .12 .10 .08): 10 clusters x K = 5 x 100 queries x 5 cyclic rotations, 1 run each.
+same order of tools; position weights .40 .22 .15 .12 .11 and .50 .20 .12 .10 .08): 10 clusters x K = 5 x 100 queries
+x 5 cyclic rotations, 1 run each.
 Queries differ in difficulty: every query has its own log-preference shift (sd ``--query-effect``) shared by both
 conditions, which is what makes the conditions' estimates correlated. True delta_API / delta_pos of each condition
 are those of the population of queries (Monte Carlo over 200,000 query effects). Each study is analysed twice
@@ -64,7 +65,7 @@ def main(argv=None):
     truth["delta_model"] = (truth["delta_api"] + truth["delta_pos"]) / 2
     rows = []
     start = time.time()
-    for s in range(args.n_studies):
+    for _ in range(args.n_studies):
         log = simulate_conditions({"base": (tb, POS_B), "level": (tl, POS_L)}, n_queries=100,
                                   query_effect=args.query_effect, rng=gen.integers(2**63)).counts()
         seed = int(gen.integers(2**63))

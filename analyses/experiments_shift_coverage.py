@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-
 from toolbias_stats.experiments import choice_probabilities, selection_shift, simulate_conditions
 
 C, K = 10, 5

@@ -23,10 +23,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from inspect_make_example import N_ITEMS, N_PAIRS, P_JUDGE, W_POS, item_difficulty, truth  # noqa: E402
+from inspect_make_example import N_ITEMS, N_PAIRS, P_JUDGE, W_POS, item_difficulty, truth
 
-from toolbias_stats.choice import (ChoiceLog, accuracy_by_gold_position, judge_consistency,  # noqa: E402
-                                   option_position_bias)
+from toolbias_stats.choice import ChoiceLog, accuracy_by_gold_position, judge_consistency, option_position_bias
 
 
 def simulate_mc(rng) -> ChoiceLog:
@@ -63,7 +62,7 @@ def main(reps: int = 300, n_resamples: int = 1000, seed: int = 7) -> dict:
     start = time.time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for r in range(reps):
+        for _ in range(reps):
             mc = simulate_mc(rng)
             acc = accuracy_by_gold_position(mc, n_resamples=n_resamples, rng=rng)
             pos = acc.positions

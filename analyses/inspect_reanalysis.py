@@ -38,8 +38,12 @@ SEED = 20251122
 
 def analyse(data_dir: Path, n_resamples: int = 2000) -> list[dict]:
     import toolbias_stats as tbs
-    from toolbias_stats.choice import (accuracy_by_gold_position, judge_consistency, option_position_bias,
-                                       read_choice_study)
+    from toolbias_stats.choice import (
+        accuracy_by_gold_position,
+        judge_consistency,
+        option_position_bias,
+        read_choice_study,
+    )
 
     t = truth()
     rows = []

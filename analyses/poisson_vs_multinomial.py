@@ -20,10 +20,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
+from calibration_end_to_end import CHOOSERS  # the five calibration choosers (same folder)
 
 import toolbias_stats as tbs
-from calibration_end_to_end import CHOOSERS  # the five calibration choosers (same folder)
 from toolbias_stats.simulate import simulate_selection_log
+
 
 def one_study(args):
     chooser, n_resamples, seed = args
@@ -58,7 +59,8 @@ def main(argv=None):
             d = pd.DataFrame(list(pool.map(one_study, tasks, chunksize=5)))
             row = {"chooser": name, "truth": d["truth"].mean(), "studies": len(d)}
             for m in ("multinomial", "poisson"):
-                row[f"cover_{m[:4]}"] = ((d[f"{m}_lo"] - 1e-9 <= d["truth"]) & (d["truth"] <= d[f"{m}_hi"] + 1e-9)).mean()
+                row[f"cover_{m[:4]}"] = ((d[f"{m}_lo"] - 1e-9 <= d["truth"])
+                                         & (d["truth"] <= d[f"{m}_hi"] + 1e-9)).mean()
                 row[f"bca_{m[:4]}"] = ((d[f"{m}_bca_lo"] <= d["truth"]) & (d["truth"] <= d[f"{m}_bca_hi"])).mean()
                 row[f"width_{m[:4]}"] = (d[f"{m}_hi"] - d[f"{m}_lo"]).mean()
             row["mean |d lo|"] = (d["multinomial_lo"] - d["poisson_lo"]).abs().mean()

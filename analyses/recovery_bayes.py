@@ -83,9 +83,9 @@ def main():
         res = fit_bayes(log, model=args.model, rng=i, sampler=args.sampler, hdi_prob=0.9)
         post = res.idata.posterior
         S = post.sizes["chain"] * post.sizes["draw"]
-        line = [f"dataset {i + 1}: sigma_alpha {sa:.2f}, sigma_beta {sb:.2f}{extra}; {time.perf_counter() - t:.0f} s, "
-                f"max R-hat {res.diagnostics.max_rhat:.4f}, min bulk ESS {res.diagnostics.min_ess_bulk:.0f}, "
-                f"divergences {res.diagnostics.divergences}, {res.diagnostics.parameterization}"]
+        line = [(f"dataset {i + 1}: sigma_alpha {sa:.2f}, sigma_beta {sb:.2f}{extra}; {time.perf_counter() - t:.0f} s, "
+                 f"max R-hat {res.diagnostics.max_rhat:.4f}, min bulk ESS {res.diagnostics.min_ess_bulk:.0f}, "
+                 f"divergences {res.diagnostics.divergences}, {res.diagnostics.parameterization}")]
         for name in names:
             draws = post[name].values.reshape(S, -1)
             t_ = np.ravel(truth[name])

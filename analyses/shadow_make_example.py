@@ -32,13 +32,13 @@ POSITION_EFFECT = 1.5
 TOOLS = [
     ("read_file", "Read a text file from the workspace and return its contents, optionally a line range."),
     ("search_code", "Search the repository for a regular expression and return matching lines with paths."),
-    ("run_shell", "Run a shell command in the workspace sandbox and return its exit status, stdout and stderr; "
-                  "long-running commands are stopped after a timeout."),
+    ("run_shell", ("Run a shell command in the workspace sandbox and return its exit status, stdout and stderr; "
+                   "long-running commands are stopped after a timeout.")),
     ("edit_file", "Replace an exact string in a file with new text."),
     ("write_file", "Create or overwrite a file with the given contents."),
     ("list_directory", "List the files and folders under a path, with sizes."),
-    ("run_tests", "Run the project's test suite, or the tests matching a pattern, and summarise failures with "
-                  "their tracebacks."),
+    ("run_tests", ("Run the project's test suite, or the tests matching a pattern, and summarise failures with "
+                   "their tracebacks.")),
     ("git_status", "Show changed, staged and untracked files."),
     ("web_search", "Search the web and return titles, links and snippets of the top results."),
     ("fetch_url", "Download a web page and return it as plain text."),

@@ -7,7 +7,8 @@ so that E[f] = Rf and the true IS is Rf / Rc. The study is written as ranked pre
 (``retrieval_recall``, 2,000 query-bootstrap replicates), so every interval is the package's own:
 Fieller (``ci``), bootstrap percentile and BCa of the ratio, and the paper's delta method (Appendix G).
 
-Run:  nice -n 10 .venv/bin/python analyses/toolsense_is_coverage.py [--reps 400] [--out reports/toolsense_is_coverage.csv]
+Run:  nice -n 10 .venv/bin/python analyses/toolsense_is_coverage.py [--reps 400]
+      [--out reports/toolsense_is_coverage.csv]
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def synthetic_rrb(n: int) -> RRBBenchmark:
     """n one-answer queries (tier easy), answer ``t<i>``, one shared wrong tool ``wrong``."""
     ids = [f"q{i}" for i in range(n)]
     answers = [(f"t{i}",) for i in range(n)]
-    queries = pd.DataFrame({"sample_id": ids, "query": ids, "tier": pd.Categorical(["easy"] * n,
-                                                                                   categories=["easy", "medium", "hard"]),
+    tier = pd.Categorical(["easy"] * n, categories=["easy", "medium", "hard"])
+    queries = pd.DataFrame({"sample_id": ids, "query": ids, "tier": tier,
                             "tool": [a[0] for a in answers], "answers": answers, "n_answers": 1,
                             "pool": [(a[0], "wrong") for a in answers], "source_line": np.arange(1, n + 1)})
     names = [f"t{i}" for i in range(n)] + ["wrong"]
@@ -81,7 +82,7 @@ def main(argv=None):
         truth = rf / rc
         hits = {m: [] for m in METHODS}
         for _ in range(args.reps):
-            est, rc_est = one_study(bench, rc, rf, leak, rng)
+            est, _rc_est = one_study(bench, rc, rf, leak, rng)
             for m, attr in METHODS.items():
                 lo, hi = getattr(est, attr)
                 ok = np.isfinite(lo) and np.isfinite(hi) if m != "fieller (ours, default)" else np.isfinite(lo)

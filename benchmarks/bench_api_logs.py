@@ -50,7 +50,8 @@ def write_openai(d: Path, n, rng):
             body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"query {i % (n // 10 or 1)}"}],
                     "tools": [{"type": "function", "function": {"name": t, "description": "x",
                                                                 "parameters": {"type": "object"}}} for t in orders[i]]}
-            fi.write(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body}) + "\n")
+            request = {"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body}
+            fi.write(json.dumps(request) + "\n")
             if kind[i] == "error":
                 resp = {"status_code": 500, "body": {"error": {"message": "server error", "type": "server_error"}}}
             else:

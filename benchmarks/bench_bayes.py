@@ -101,7 +101,7 @@ def main():
             for phase in ("cold", "warm") if name not in SLOW else ("cold",):
                 t = time.perf_counter()
                 proc = subprocess.run([sys.executable, __file__, "--one", name], env=env, capture_output=True,
-                                      text=True)
+                                      text=True, check=False)
                 wall = time.perf_counter() - t
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
                 if proc.returncode or not line:

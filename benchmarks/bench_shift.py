@@ -76,9 +76,12 @@ def main(argv=None):
                            stdout=subprocess.DEVNULL)
             t_cli.append(time.perf_counter() - t0)
         print(f"20 files, {len(study.log):,} attempts, {len(res.groups)} comparisons")
-        print(f"read_study + counts:                 best {min(t_read):.2f} s  (all: {', '.join(f'{x:.2f}' for x in t_read)})")
-        print(f"selection_shift, 2000 reps + perms:  best {min(t_shift):.2f} s  (all: {', '.join(f'{x:.2f}' for x in t_shift)})")
-        print(f"CLI shift --json, fresh process:     best {min(t_cli):.2f} s  (all: {', '.join(f'{x:.2f}' for x in t_cli)})")
+        print(f"read_study + counts:                 best {min(t_read):.2f} s  "
+              f"(all: {', '.join(f'{x:.2f}' for x in t_read)})")
+        print(f"selection_shift, 2000 reps + perms:  best {min(t_shift):.2f} s  "
+              f"(all: {', '.join(f'{x:.2f}' for x in t_shift)})")
+        print(f"CLI shift --json, fresh process:     best {min(t_cli):.2f} s  "
+              f"(all: {', '.join(f'{x:.2f}' for x in t_cli)})")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import SupportsFloat, cast
 
 __all__ = ["MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci", "fmt_mean_sd", "fmt_p", "fmt_level",
            "fmt_range"]
@@ -191,7 +192,7 @@ def fmt_range(values, digits=DIGITS) -> str:
     >>> fmt_range([0.0357, 0.0441, 0.0360])
     '0.036\u20130.044'
     """
-    vals = [float(v) for v in values if isinstance(v, numbers.Number) and _finite(v)]
+    vals = [float(cast(SupportsFloat, v)) for v in values if isinstance(v, numbers.Number) and _finite(v)]
     if not vals:
         return MISSING
     lo, hi = fmt_num(min(vals), digits), fmt_num(max(vals), digits)

@@ -78,7 +78,8 @@ def _run(args) -> int:
         result = fit_bayes(study.log, model=args.model, by=args.by, draws=args.draws, tune=args.tune,
                            chains=args.chains, cores=args.cores, sampler=args.sampler,
                            parameterization=args.parameterization,
-                           target_accept=args.target_accept, confidence_level=args.confidence_level, mismatch=args.mismatch,
+                           target_accept=args.target_accept, confidence_level=args.confidence_level,
+                           mismatch=args.mismatch,
                            rng=args.seed, progress=_progress_wanted(args))
     if args.idata:
         with atomic_path(args.idata, option="--idata", inputs=inputs) as tmp:

@@ -6,6 +6,7 @@ import json
 import sys
 import warnings
 from pathlib import Path
+from typing import cast
 
 from ._common import fail, progress_wanted, version
 
@@ -104,7 +105,7 @@ def run_features(args) -> int:
         if args.out is None:
             sys.stdout.write(spreadsheet_safe(table).to_csv(index=False))   # formula cells neutralised
         else:
-            _write_table(table, Path(args.out), kind, feats.provenance, inputs=inputs)
+            _write_table(table, Path(args.out), cast(str, kind), feats.provenance, inputs=inputs)
             print(f"wrote {args.out} ({len(table)} tools, {len(feats.feature_names)} features, reference date "
                   f"{table['reference_date'].iloc[0]})")
         for m in msgs:

@@ -14,6 +14,7 @@ import numbers
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -155,7 +156,8 @@ def read_subset_truth(path) -> dict:
     raw = load_json(path)
     if not isinstance(raw, list):
         raise SelectionLogError(problem(path, None, None, "expected a JSON list of query objects"))
-    problems, out = [], {}
+    problems: list = []
+    out: dict = {}
     for i, e in enumerate(raw, start=1):
         if not isinstance(e, dict):
             problems.append(problem(path, i, None, "expected a JSON object"))
@@ -300,7 +302,7 @@ def load_subsets(predictions, truth=None, *, missing="raise") -> SubsetData:
             preds[str(k)], lists[str(k)] = (i, frozenset(v)), list(v)
     gt = read_subset_truth(truth) if isinstance(truth, (str, Path)) else truth
     problems, rows = [], []
-    diagnostics = {"not_candidates": [], "repeated": []}
+    diagnostics: dict[str, list[dict[str, Any]]] = {"not_candidates": [], "repeated": []}
     for qid, (line, tools) in preds.items():
         if qid not in gt:
             problems.append(problem(ppath, line, "query_id", f"query {qid} is not in the ground truth {tpath}"))

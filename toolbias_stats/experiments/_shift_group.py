@@ -4,6 +4,7 @@ bootstrap replicates and permutations, and the comparisons with the base level."
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -335,7 +336,7 @@ class _GroupData:
             return sum(vals) / len(vals)
 
         base_v, val = float(avg("db")), float(avg("dl"))
-        kw = {"normalised_estimate": float(avg_norm("db", "dl"))}
+        kw: dict[str, Any] = {"normalised_estimate": float(avg_norm("db", "dl"))}
         if self.n_resamples:
             boot = avg("bdl", 1) - avg("bdb", 1)
             kw.update(ci=percentile_ci(boot, conf), normalised_ci=percentile_ci(avg_norm("bdb", "bdl", 1), conf),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,7 @@ def _match_level(base, levels, numeric):
 def _same(a, b, numeric=None) -> bool:
     if isinstance(a, numbers.Number) and not isinstance(a, bool):
         try:
-            return bool(np.isclose(float(a), float(b), rtol=0, atol=1e-12))
+            return bool(np.isclose(float(cast(SupportsFloat, a)), float(b), rtol=0, atol=1e-12))
         except (TypeError, ValueError):
             return False
     return str(a) == str(b)

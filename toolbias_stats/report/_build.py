@@ -8,6 +8,8 @@ full report is available from Python and the command line only parses arguments.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["build_report", "default_sections", "SECTIONS"]
 
@@ -19,7 +21,7 @@ PLAN_QUERIES = (50, 100, 200, 500, 1000)
 PLAN_RUNS = (1, 3)
 PLAN_BOOTSTRAP = 200
 #: The ``plan`` command's defaults used by the section (tests/report/test_build.py checks them against the parser).
-PLAN_DEFAULTS = {"metrics": ("delta_api", "delta_pos"), "by": ("model",), "alpha": 0.05, "power": 0.8,
+PLAN_DEFAULTS: dict[str, Any] = {"metrics": ("delta_api", "delta_pos"), "by": ("model",), "alpha": 0.05, "power": 0.8,
                  "correlation": 0.0, "cost_per_call": None, "max_queries": 100_000, "n_draws": 2000}
 #: The ``shadow`` command's defaults used by the section (checked against the parser likewise).
 SHADOW_DEFAULTS = {"scale": "paper", "n_resamples": 2000, "n_weight_draws": 2000, "holdout": 0.5}
@@ -226,8 +228,9 @@ def _experiments_section(study, *, stage, rng, confidence_level, n_resamples, n_
     return ("experiments", "Experiments", render_experiments_section(study=study, **found))
 
 
-_SECTION_BUILDERS = {"explain": _explain_section, "choice-model": _choice_model_section, "bayes": _bayes_section,
-                     "shadow": _shadow_section, "plan": _plan_section, "experiments": _experiments_section}
+_SECTION_BUILDERS: dict[str, Callable[..., Any]] = {
+    "explain": _explain_section, "choice-model": _choice_model_section, "bayes": _bayes_section,
+    "shadow": _shadow_section, "plan": _plan_section, "experiments": _experiments_section}
 
 
 # -- what the sections compute (shared with the commands of the same name) --------------------------------------

@@ -9,8 +9,8 @@ with nbclient: the same code, the same numbers.
 
 from __future__ import annotations
 
-import re
 import numbers
+import re
 import shutil
 from pathlib import Path
 

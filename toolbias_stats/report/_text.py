@@ -212,7 +212,7 @@ def format_probe_result_text(result) -> str:
     return format_probe_text({"model": result})
 
 
-def format_study_plan_text(plan) -> str:
+def format_study_plan_text(plan) -> str | None:
     """A :class:`~toolbias_stats.StudyPlan` as ``toolbias-stats plan`` prints it (with its variance components);
     ``None`` for a plan without components (``str(plan)`` then prints its headline table)."""
     if plan.components is None:

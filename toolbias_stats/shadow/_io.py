@@ -169,7 +169,8 @@ def read_manifest(path) -> pd.DataFrame:
     if not isinstance(data, list) or not data:
         raise SelectionLogError(problem(path, None, None, "expected a non-empty JSON array of {name, description} "
                                                           f"objects, got {type(data).__name__}"))
-    probs, rows, seen = [], [], {}
+    probs, rows = [], []
+    seen: dict[str, int] = {}
     for i, obj in enumerate(data, start=1):
         if not isinstance(obj, dict):
             probs.append(problem(path, i, None, f"expected an object, got {type(obj).__name__}"))
@@ -294,8 +295,8 @@ def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
 def _check_turn_rows(frames, probs) -> None:
     """Empty turn ids and duplicate (turn, tool) rows of the call log and the labels."""
     for df, p in frames:
-        for i in np.flatnonzero((df["turn_id"] == "").to_numpy()):
-            probs.append(problem(p, i + 1, "turn_id", "empty turn id"))
+        for r in np.flatnonzero((df["turn_id"] == "").to_numpy()):
+            probs.append(problem(p, r + 1, "turn_id", "empty turn id"))
         dup = df.duplicated(["turn_id", "tool_name"], keep="first").to_numpy()
         first: dict = {}
         for i, key in enumerate(zip(df["turn_id"], df["tool_name"])):
@@ -390,8 +391,8 @@ def _tasks(c, turns, probs) -> dict:
             if t == "":
                 probs.append(problem(turns_p, i + 1, "turn_id", "empty turn id"))
         dup = tt.duplicated("turn_id").to_numpy()
-        for i in np.flatnonzero(dup):
-            probs.append(problem(turns_p, i + 1, "turn_id", f"duplicate turn {tt['turn_id'].iloc[i]!r}"))
+        for r in np.flatnonzero(dup):
+            probs.append(problem(turns_p, r + 1, "turn_id", f"duplicate turn {tt['turn_id'].iloc[r]!r}"))
         tasks.update({t: x for t, x in zip(tt["turn_id"], tt["task"]) if x})
     return tasks
 

@@ -78,8 +78,8 @@ class DomainScore:
     precision: str
     available: bool
     note: str | None
-    bootstrap_z: np.ndarray = field(repr=False, default=None)
-    bootstrap_effect: np.ndarray = field(repr=False, default=None)
+    bootstrap_z: np.ndarray | None = field(repr=False, default=None)
+    bootstrap_effect: np.ndarray | None = field(repr=False, default=None)
 
     def contribution(self, scale="paper") -> float:
         """``w_d z_d`` (paper) or ``w_d effect_d`` (effect); 0 when the domain is not available."""
@@ -96,7 +96,7 @@ class PBSScore:
     estimate: float
     ci: ConfidenceInterval
     sensitivity: ConfidenceInterval
-    bootstrap_distribution: np.ndarray = field(repr=False, default=None)
+    bootstrap_distribution: np.ndarray | None = field(repr=False, default=None)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -45,6 +46,9 @@ def _strict(v):
 
 class _OneRow(ReprHTMLMixin):
     """``to_frame``: the result as one row (``ci`` as ``ci_low``/``ci_high``, ``table`` as ``table_*``)."""
+
+    if TYPE_CHECKING:
+        def to_dict(self) -> dict[str, Any]: ...
 
     def to_frame(self) -> pd.DataFrame:
         row = {}

@@ -215,7 +215,7 @@ def agreement(annotations, *, by=None, n_resamples=2000, confidence_level=0.95, 
         if b not in annotations.columns:
             raise ValueError(f"`by` names column {b!r} that the annotations do not have; available: "
                              f"{sorted(annotations.columns)}.")
-    groups = [("all", {}, annotations)]
+    groups: list[tuple[str, dict[str, str], pd.DataFrame]] = [("all", {}, annotations)]
     for depth in range(1, len(by) + 1):
         cols = by[:depth]
         for key, sub in annotations.groupby(cols, sort=True):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -312,8 +313,8 @@ def correct_set_bias(benchmark, predictions, *, decoding="constrained", min_answ
     level = confidence_level
     rows, counts_out = [], {}
     total_n = sum(len(v) for v in slots.values())
-    agg = {"delta": 0.0, "null": 0.0, "boot": np.zeros(n_resamples), "nulls": np.zeros(n_null), "first": 0.0,
-           "first_exp": 0.0}
+    agg: dict[str, Any] = {"delta": 0.0, "null": 0.0, "boot": np.zeros(n_resamples), "nulls": np.zeros(n_null),
+                           "first": 0.0, "first_exp": 0.0}
     for kk in sorted(slots):
         s = np.asarray(slots[kk])
         n = s.size

@@ -183,7 +183,9 @@ def read_rrb(path=None) -> RRBBenchmark:
     """
     path = Path(path) if path is not None else bundled_path("rrb")
     problems: list = []
-    rows, seen, catalog = [], {}, {}
+    rows: list = []
+    seen: dict = {}
+    catalog: dict = {}
     for line, obj in _jsonl(path, problems):
         bad = False
         for f in ("sample_id", "query", "tool", "analyzed_tools", "complexity"):
@@ -268,7 +270,8 @@ def read_probe(kind: str, path=None) -> ProbeBenchmark:
         raise ValueError(f"`kind` must be one of {list(PROBE_KINDS)}; got {kind!r} instead.")
     path = Path(path) if path is not None else bundled_path(kind)
     problems: list = []
-    rows, seen = [], {}
+    rows: list = []
+    seen: dict = {}
     need = ("id", "question", "correct_answer", "wrong_answers", "tool") if kind == "mcq" else \
         ("id", "question", "answer", "tool")
     for line, obj in _jsonl(path, problems):
@@ -354,7 +357,8 @@ def read_rrb_predictions(path, benchmark: RRBBenchmark, *, columns=None, k=None)
     kmax = None if k is None else max(_as_ks(k))
     known = set(benchmark.queries["sample_id"])
     problems: list = []
-    rows, seen = [], {}
+    rows: list = []
+    seen: dict = {}
     for line, obj in _jsonl(path, problems):
         sid = obj.get(cols["sample_id"])
         if sid is None:
@@ -431,7 +435,8 @@ def read_probe_predictions(path, benchmark: ProbeBenchmark, *, columns=None) -> 
     path = Path(path)
     known = set(benchmark.items["id"])
     problems: list = []
-    rows, seen = [], {}
+    rows: list = []
+    seen: dict = {}
     for line, obj in _jsonl(path, problems):
         pid = obj.get(cols["id"])
         if pid is None:
