@@ -95,7 +95,7 @@ def pilot_groups(obj, by, *, source="pilot") -> tuple[list, str, list]:
         counts = obj
     elif isinstance(obj, Study) and obj.log is None:
         counts = obj.counts
-    elif isinstance(obj, (SelectionLog, Study)) or isinstance(obj, (str, bytes)) or hasattr(obj, "__fspath__"):
+    elif isinstance(obj, (SelectionLog, Study, str, bytes)) or hasattr(obj, "__fspath__"):
         log = obj.log if isinstance(obj, Study) else (obj if isinstance(obj, SelectionLog) else load_selection_log(obj))
         counts = None
     else:

@@ -1,4 +1,7 @@
-"""Study planner: expected CI half-widths, minimum detectable effects and the cheapest design. See :func:`plan_study`."""
+"""Study planner: expected CI half-widths, minimum detectable effects and the cheapest design.
+
+See :func:`plan_study`.
+"""
 
 from __future__ import annotations
 
@@ -264,8 +267,9 @@ class StudyPlan(ReprHTMLMixin):
     achieved : pandas.DataFrame
         One row per group and metric at the pilot's own design: ``half_width`` (expected half-width of the
         package's query-bootstrap CI of delta, which does not see a run-level shift), ``error_half_width`` (z times
-        the sd of the estimate's actual error, the run main effect included with ``run_effect=True``), ``mde`` (minimum detectable delta against a fair chooser), ``shift_half_width`` and ``mds``
-        (CI half-width and minimum detectable change of delta between two conditions), ``expected_estimate``
+        the sd of the estimate's actual error, the run main effect included with ``run_effect=True``), ``mde``
+        (minimum detectable delta against a fair chooser), ``shift_half_width`` and ``mds`` (CI half-width and
+        minimum detectable change of delta between two conditions), ``expected_estimate``
         (mean of the plug-in estimate, bias included) and ``null_critical`` (the fair chooser's critical value).
     grid : pandas.DataFrame
         The same per design (``queries`` per cluster, ``runs``, ``rotations`` per query and run) with ``calls``
@@ -330,7 +334,8 @@ class StudyPlan(ReprHTMLMixin):
                     g["cheapest"] = {"feasible": False, "reason": rec[0]["reason"]}
                 if rec and rec[0]["feasible"]:
                     r = rec[0]
-                    g["cheapest"] = {"feasible": True, "queries": r["queries"], "runs": r["runs"], "rotations": r["rotations"],
+                    g["cheapest"] = {"feasible": True, "queries": r["queries"], "runs": r["runs"],
+                                     "rotations": r["rotations"],
                                      "calls": r["calls"], "cost": r["cost"],
                                      "metrics": {m: {c: r.get(f"{m}_{c}") for c in ("half_width", "error_half_width",
                                                                                    "mde", "mds")}
@@ -506,7 +511,7 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
             caught.append(msg)
         sg = runs_grid or sorted(set(DEFAULT_RUNS) | {s0})
         qg = q_grid or sorted(set(DEFAULT_QUERIES) | {q0})
-        engines = {f["metric"]: _Engine(f, n_draws, max(max(sg), s0), np.random.default_rng(gen.integers(2**63)),
+        engines = {f["metric"]: _Engine(f, n_draws, max(*sg, s0), np.random.default_rng(gen.integers(2**63)),
                                         run_effect=run_effect)
                    for f in gfits}
         metrics_g = [m for m in metrics if m in engines]
@@ -576,7 +581,7 @@ def _cheapest(keys, engines, metrics, sg, rg, target, kind, max_q, z, z_shift, r
     best = None
     for s in sg:
         for r in rg:
-            def ok(q):
+            def ok(q, s=s, r=r):
                 return all(_meets(engines[m], q, s, r, target, kind, z, z_shift, rho, alpha, power)
                            for m in metrics)
             if not ok(max_q):
@@ -650,5 +655,5 @@ def _assumed_components(dist, metrics):
                      "layout": "assumed"})
     return VarianceComponents(table=pd.DataFrame(table), summary=pd.DataFrame(rows), layout="assumed", by=[],
                               n_resamples=0, confidence_level=0.95, seed=None, fits=fits,
-                              warnings=["assumed distributions: every attempt independent (no query, rotation or "
-                                        "run heterogeneity); the plan is optimistic if queries differ"])
+                              warnings=[("assumed distributions: every attempt independent (no query, rotation or "
+                                         "run heterogeneity); the plan is optimistic if queries differ")])

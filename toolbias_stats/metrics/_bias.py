@@ -9,15 +9,22 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from .._display import ReprHTMLMixin
 from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
 from ..io._counts import load_counts, tool_columns
-from ._bootstrap import (BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS, ConfidenceInterval, bca_bias_z0, bca_ci,
-                         percentile_ci, resampled_counts)
+from ._bootstrap import (
+    BOOTSTRAP_CI_METHODS,
+    BOOTSTRAP_WEIGHTS,
+    ConfidenceInterval,
+    bca_bias_z0,
+    bca_ci,
+    percentile_ci,
+    resampled_counts,
+)
 from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
-from .._display import ReprHTMLMixin
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
            "INTERVAL_MULTINOMIAL", "POSITIONS"]
@@ -1047,7 +1054,8 @@ class _Metric:
             pooled=(a.pooled + p.pooled) / 2, n_runs=int(finite.size),
             null_expected=(a.null_expected + p.null_expected) / 2,
             null_expected_pooled=(a.null_expected_pooled + p.null_expected_pooled) / 2,
-            normalised=(a.normalised + p.normalised) / 2, normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
+            normalised=(a.normalised + p.normalised) / 2,
+            normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
             confidence_level=level, **kw)
 
 

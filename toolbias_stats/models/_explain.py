@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_rng
 from ._alignment import AlignmentResult, model_alignment
 from ._correlation import CorrelationResult, feature_correlations
 from ._ensembles import EnsembleResult, ensemble_cv
 from ._ols import OLSResult, ols_fit
-from .._display import ReprHTMLMixin
 
 __all__ = ["explain_selection", "ExplainResult"]
 

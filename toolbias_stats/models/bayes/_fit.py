@@ -13,8 +13,19 @@ import pandas as pd
 
 from ..._validation import check_by, check_choice, check_rng, renamed_parameter
 from ...exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
-from ._common import (ALL_PRIORS, DEFAULT_MODEL, ESS_MIN, MISMATCH_POLICIES, MODEL_VARIANTS, MODELS,
-                      PARAMETERIZATIONS, RHAT_MAX, SAMPLERS, _SHARED, _summ)
+from ._common import (
+    _SHARED,
+    ALL_PRIORS,
+    DEFAULT_MODEL,
+    ESS_MIN,
+    MISMATCH_POLICIES,
+    MODEL_VARIANTS,
+    MODELS,
+    PARAMETERIZATIONS,
+    RHAT_MAX,
+    SAMPLERS,
+    _summ,
+)
 from ._design import _attach_prompts, _design
 from ._loglik import pointwise_query_loglik, row_loglik
 from ._model import _ModelSpec
@@ -373,7 +384,7 @@ def _position_tables(D, post, prob):
     sm = _summ(diff, prob)
     first_vs_last = pd.DataFrame({"llm": llm_names, "p_first_beats_last": (diff > 0).mean(0),
                                   "first_position": 1, "last_position": P,
-                                  **{k: v for k, v in sm.items()}})
+                                  **sm})
     cpe = None
     if "beta_cell" in post:
         cc = D.cell_counts()

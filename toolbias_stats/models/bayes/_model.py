@@ -139,7 +139,7 @@ class _ModelSpec:
         self.groups = []
         offset = 0
         for k in sorted(set(D.K.tolist())):
-            cg = np.flatnonzero(D.K == k)
+            cg = np.flatnonzero(k == D.K)
             pooled = tc[:, cg, :k].sum(0)
             ref_c = pooled.argmax(-1)
             cell = tc[:, cg, :k]
