@@ -8,6 +8,7 @@ from __future__ import annotations
 import numbers
 from collections import namedtuple
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,11 @@ def _records(frame: pd.DataFrame) -> list:
             row[k] = v
         out.append(row)
     return out
+
+
+def _is_real(value) -> bool:
+    """``isinstance(value, numbers.Real)`` without narrowing the type (mypy has no arithmetic on ``numbers.Real``)."""
+    return isinstance(value, numbers.Real)
 
 
 def _positive(name, value, *, integer=False, allow_none=True):
@@ -447,11 +453,11 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
     check_choice("target_kind", target_kind, TARGET_KINDS)
     target = _positive("target", target)
     confidence_level = check_confidence_level(confidence_level)
-    if not (isinstance(alpha, numbers.Real) and 0 < alpha < 1):
+    if not (_is_real(alpha) and 0 < alpha < 1):
         raise ValueError(f"`alpha` must be in (0, 1); got {alpha!r} instead.")
-    if not (isinstance(power, numbers.Real) and 0 < power < 1):
+    if not (_is_real(power) and 0 < power < 1):
         raise ValueError(f"`power` must be in (0, 1); got {power!r} instead.")
-    if not (isinstance(correlation, numbers.Real) and -1 <= correlation < 1):
+    if not (_is_real(correlation) and -1 <= correlation < 1):
         raise ValueError(f"`correlation` must be in [-1, 1); got {correlation!r} instead.")
     cost_per_call = None if cost_per_call is None else _positive("cost_per_call", cost_per_call)
     max_queries = _positive("max_queries", max_queries, integer=True, allow_none=False)
@@ -503,7 +509,8 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
         allowed_r = list(range(1, fc0["k_rot"] + 1)) if gfits[0]["ident"]["rotation"] else [r0]
         rg = [r for r in (r_grid or [r0]) if r in allowed_r]
         if len(rg) < len(r_grid or [r0]):
-            msg = (f"group {keys}: rotations {sorted(set(r_grid) - set(rg))} cannot be planned from this pilot "
+            not_plannable = sorted(set(cast(list, r_grid)) - set(rg))
+            msg = (f"group {keys}: rotations {not_plannable} cannot be planned from this pilot "
                    f"(possible: {allowed_r}; other rotations than the pilot's need a log with a rotation per attempt "
                    "and at least 2 runs)")
             if not rg:

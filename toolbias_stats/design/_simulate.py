@@ -212,7 +212,7 @@ def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos")
     for q, s, r in it:
         plan = plan_study(pilot_log, metrics=metrics, by=[], queries=[q], runs=[s], rotations=[r],
                           confidence_level=confidence_level, n_draws=n_draws, run_effect=run_effect, rng=gen)
-        sims = {m: [] for m in metrics}
+        sims: dict[str, list[tuple[float, float, float]]] = {m: [] for m in metrics}
         for _ in range(n_sims):
             counts = world.counts(q, s, r, gen)
             with warnings.catch_warnings():
@@ -224,7 +224,7 @@ def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos")
                 tv = getattr(g, m)
                 sims[m].append((tv.mean_over_runs, (tv.ci_percentile.high - tv.ci_percentile.low) / 2,
                                 (tv.ci.high - tv.ci.low) / 2))
-        extra = {m: [] for m in metrics}
+        extra: dict[str, list[float]] = {m: [] for m in metrics}
         for _ in range(n_sims_sd):
             counts = world.counts(q, s, r, gen)
             with warnings.catch_warnings():

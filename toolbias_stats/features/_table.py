@@ -9,6 +9,7 @@ import numbers
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -549,13 +550,15 @@ def _identify(frame, path, catalog, problems) -> list:
                                                                    f"{catalog.source} has {catalog.clusters})"))
                 out.append(None)
                 continue
-            if not 1 <= idx <= len(tools):
+            # an int here, except for a row without a tool_id in a table without an index column
+            api = cast(int, idx)
+            if not 1 <= api <= len(tools):
                 fld = "api_index" if "api_index" in cols else "api"
-                shown = idx if fld == "api_index" else idx - 1
+                shown = api if fld == "api_index" else api - 1
                 problems.append(problem(path, i + 1, fld, f"index {shown} outside the cluster's {len(tools)} tools"))
                 out.append(None)
                 continue
-            out.append((tools[idx - 1], cid, idx))
+            out.append((tools[api - 1], cid, idx))
         else:
             out.append((f"{cid}/{idx}", cid, idx))
     return out

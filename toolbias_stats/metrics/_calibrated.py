@@ -419,7 +419,8 @@ def calibrated_mean_tv(
     scale = _unit_scale(n_units, n_clusters)
     alpha = 1.0 - confidence_level
 
-    xs, es = [], []
+    xs: list[np.ndarray] = []
+    es: list[np.ndarray] = []
     for x_counts, b_counts in zip(obs, boots):
         k = x_counts.size
         phat = x_counts / x_counts.sum()
