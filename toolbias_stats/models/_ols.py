@@ -223,8 +223,8 @@ def ols_fit(features, rates=None, *, center=True, feature_names=None, confidence
                 "ci_hc3_low": float(ci3.loc[key, 0]), "ci_hc3_high": float(ci3.loc[key, 1]),
                 "p_hc3": float(hc3.pvalues[key]),
                 "se_cluster": float(clus.bse[key]) if clus is not None else np.nan,
-                "ci_cluster_low": float(cic.loc[key, 0]) if clus is not None else np.nan,
-                "ci_cluster_high": float(cic.loc[key, 1]) if clus is not None else np.nan,
+                "ci_cluster_low": float(cic.loc[key, 0]) if cic is not None else np.nan,
+                "ci_cluster_high": float(cic.loc[key, 1]) if cic is not None else np.nan,
                 "p_cluster": float(clus.pvalues[key]) if clus is not None else np.nan,
                 "std_coef": float(classical.params[key]) * sd_x / sd_y if key != "Intercept" and sd_y > 0 else np.nan,
             })

@@ -7,6 +7,7 @@ import numbers
 import os
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -256,7 +257,8 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
                          "needs them: read the study again with cells=True.")
     by = check_by(by, counts.design_columns)
     args["by"] = by
-    seed_repr = rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool) else "generator"
+    seed_repr: object = (rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool)
+                         else "generator")
     if isinstance(seed_repr, numbers.Integral):
         seed_repr = int(seed_repr)
     gen = check_rng(rng)
@@ -323,7 +325,7 @@ def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, par
     if not isinstance(model, str) or model not in MODELS:
         raise ValueError(f"`model` must be one of {', '.join(repr(m) for m in MODELS)}; got {model!r} instead "
                          "(see docs/bayes.md for what each variant fits).")
-    out = {"model": model}
+    out: dict[str, Any] = {"model": model}
     out.update({"draws": count("draws", draws, 10), "tune": count("tune", tune, 0),
                 "chains": count("chains", chains, 1)})
     if cores is None:
