@@ -396,7 +396,8 @@ def _fit_group(g, metric, layout, n_resamples, level, gen, caught):
             lo = hi = np.nan
             if boot is not None and np.isfinite(con):
                 lo, hi = np.nanquantile(boot["cluster"] / n_c, [alpha / 2, 1 - alpha / 2])
-            ok, note, div = n_c > 1, "only if clusters were a sample of a population of clusters; not in the total", 1 / n_c
+            ok, note, div = (n_c > 1, "only if clusters were a sample of a population of clusters; not in the total",
+                             1 / n_c)
         else:
             val, con = per_unit[c], contrib[c]
             share = con / total if total > 0 else np.nan
@@ -442,8 +443,8 @@ def _fit_group(g, metric, layout, n_resamples, level, gen, caught):
 def _aggregate(scalars, fit_clusters):
     """Contribution of each component to Var(mean over clusters) and its per-unit value (mean over clusters)."""
     n_c = len(fit_clusters)
-    contrib = {c: 0.0 for c in _MATRIX}
-    per_unit = {c: 0.0 for c in _MATRIX}
+    contrib = dict.fromkeys(_MATRIX, 0.0)
+    per_unit = dict.fromkeys(_MATRIX, 0.0)
     for sc, fc in zip(scalars, fit_clusters):
         div = _divisors(fc["Q"], fc["S"], fc["R"], fc["n"], fc["k_rot"])
         for c in _MATRIX:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -95,17 +96,17 @@ def pilot_groups(obj, by, *, source="pilot") -> tuple[list, str, list]:
         counts = obj
     elif isinstance(obj, Study) and obj.log is None:
         counts = obj.counts
-    elif isinstance(obj, (SelectionLog, Study)) or isinstance(obj, (str, bytes)) or hasattr(obj, "__fspath__"):
+    elif isinstance(obj, (SelectionLog, Study, str, bytes)) or hasattr(obj, "__fspath__"):
         log = obj.log if isinstance(obj, Study) else (obj if isinstance(obj, SelectionLog) else load_selection_log(obj))
         counts = None
     else:
         raise TypeError(f"`pilot` must be a SelectionLog, SelectionCounts, Study or manifest path; got "
                         f"{type(obj).__name__} instead.")
-    design = tuple(log.design_columns) if log is not None else tuple(counts.design_columns)
+    design = tuple(log.design_columns) if log is not None else tuple(cast(SelectionCounts, counts).design_columns)
     by = check_by(by, design)
     if "run" in by:
         raise ValueError("`by` may not contain 'run': repeated runs are a variance component, not a group.")
-    table = log.data if log is not None else counts.table
+    table = log.data if log is not None else cast(SelectionCounts, counts).table
     others = [c for c in design if c not in by and c != "run"]
     varying = [c for c in others if (table.groupby(by, observed=True)[c].nunique(dropna=False).max() if by
                                      else table[c].nunique(dropna=False)) > 1]
@@ -131,6 +132,7 @@ def pilot_groups(obj, by, *, source="pilot") -> tuple[list, str, list]:
             groups.sort(key=lambda g: tuple(str(v) for v in g.keys.values()))
         layouts = {g.layout for g in groups}
         return groups, (layouts.pop() if len(layouts) == 1 else "mixed"), by
+    counts = cast(SelectionCounts, counts)   # set whenever `log` is None
     if counts.level != "query":
         raise ValueError("the variance decomposition needs query-level counts (queries are a component); got counts "
                          f"at level {counts.level!r} (count the log with level='query').")

@@ -1,10 +1,14 @@
-"""Study planner: expected CI half-widths, minimum detectable effects and the cheapest design. See :func:`plan_study`."""
+"""Study planner: expected CI half-widths, minimum detectable effects and the cheapest design.
+
+See :func:`plan_study`.
+"""
 
 from __future__ import annotations
 
 import numbers
 from collections import namedtuple
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -39,6 +43,11 @@ def _records(frame: pd.DataFrame) -> list:
             row[k] = v
         out.append(row)
     return out
+
+
+def _is_real(value) -> bool:
+    """``isinstance(value, numbers.Real)`` without narrowing the type (mypy has no arithmetic on ``numbers.Real``)."""
+    return isinstance(value, numbers.Real)
 
 
 def _positive(name, value, *, integer=False, allow_none=True):
@@ -264,8 +273,9 @@ class StudyPlan(ReprHTMLMixin):
     achieved : pandas.DataFrame
         One row per group and metric at the pilot's own design: ``half_width`` (expected half-width of the
         package's query-bootstrap CI of delta, which does not see a run-level shift), ``error_half_width`` (z times
-        the sd of the estimate's actual error, the run main effect included with ``run_effect=True``), ``mde`` (minimum detectable delta against a fair chooser), ``shift_half_width`` and ``mds``
-        (CI half-width and minimum detectable change of delta between two conditions), ``expected_estimate``
+        the sd of the estimate's actual error, the run main effect included with ``run_effect=True``), ``mde``
+        (minimum detectable delta against a fair chooser), ``shift_half_width`` and ``mds`` (CI half-width and
+        minimum detectable change of delta between two conditions), ``expected_estimate``
         (mean of the plug-in estimate, bias included) and ``null_critical`` (the fair chooser's critical value).
     grid : pandas.DataFrame
         The same per design (``queries`` per cluster, ``runs``, ``rotations`` per query and run) with ``calls``
@@ -330,7 +340,8 @@ class StudyPlan(ReprHTMLMixin):
                     g["cheapest"] = {"feasible": False, "reason": rec[0]["reason"]}
                 if rec and rec[0]["feasible"]:
                     r = rec[0]
-                    g["cheapest"] = {"feasible": True, "queries": r["queries"], "runs": r["runs"], "rotations": r["rotations"],
+                    g["cheapest"] = {"feasible": True, "queries": r["queries"], "runs": r["runs"],
+                                     "rotations": r["rotations"],
                                      "calls": r["calls"], "cost": r["cost"],
                                      "metrics": {m: {c: r.get(f"{m}_{c}") for c in ("half_width", "error_half_width",
                                                                                    "mde", "mds")}
@@ -442,11 +453,11 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
     check_choice("target_kind", target_kind, TARGET_KINDS)
     target = _positive("target", target)
     confidence_level = check_confidence_level(confidence_level)
-    if not (isinstance(alpha, numbers.Real) and 0 < alpha < 1):
+    if not (_is_real(alpha) and 0 < alpha < 1):
         raise ValueError(f"`alpha` must be in (0, 1); got {alpha!r} instead.")
-    if not (isinstance(power, numbers.Real) and 0 < power < 1):
+    if not (_is_real(power) and 0 < power < 1):
         raise ValueError(f"`power` must be in (0, 1); got {power!r} instead.")
-    if not (isinstance(correlation, numbers.Real) and -1 <= correlation < 1):
+    if not (_is_real(correlation) and -1 <= correlation < 1):
         raise ValueError(f"`correlation` must be in [-1, 1); got {correlation!r} instead.")
     cost_per_call = None if cost_per_call is None else _positive("cost_per_call", cost_per_call)
     max_queries = _positive("max_queries", max_queries, integer=True, allow_none=False)
@@ -498,7 +509,8 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
         allowed_r = list(range(1, fc0["k_rot"] + 1)) if gfits[0]["ident"]["rotation"] else [r0]
         rg = [r for r in (r_grid or [r0]) if r in allowed_r]
         if len(rg) < len(r_grid or [r0]):
-            msg = (f"group {keys}: rotations {sorted(set(r_grid) - set(rg))} cannot be planned from this pilot "
+            not_plannable = sorted(set(cast(list, r_grid)) - set(rg))
+            msg = (f"group {keys}: rotations {not_plannable} cannot be planned from this pilot "
                    f"(possible: {allowed_r}; other rotations than the pilot's need a log with a rotation per attempt "
                    "and at least 2 runs)")
             if not rg:
@@ -506,7 +518,7 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
             caught.append(msg)
         sg = runs_grid or sorted(set(DEFAULT_RUNS) | {s0})
         qg = q_grid or sorted(set(DEFAULT_QUERIES) | {q0})
-        engines = {f["metric"]: _Engine(f, n_draws, max(max(sg), s0), np.random.default_rng(gen.integers(2**63)),
+        engines = {f["metric"]: _Engine(f, n_draws, max(*sg, s0), np.random.default_rng(gen.integers(2**63)),
                                         run_effect=run_effect)
                    for f in gfits}
         metrics_g = [m for m in metrics if m in engines]
@@ -576,7 +588,7 @@ def _cheapest(keys, engines, metrics, sg, rg, target, kind, max_q, z, z_shift, r
     best = None
     for s in sg:
         for r in rg:
-            def ok(q):
+            def ok(q, s=s, r=r):
                 return all(_meets(engines[m], q, s, r, target, kind, z, z_shift, rho, alpha, power)
                            for m in metrics)
             if not ok(max_q):
@@ -650,5 +662,5 @@ def _assumed_components(dist, metrics):
                      "layout": "assumed"})
     return VarianceComponents(table=pd.DataFrame(table), summary=pd.DataFrame(rows), layout="assumed", by=[],
                               n_resamples=0, confidence_level=0.95, seed=None, fits=fits,
-                              warnings=["assumed distributions: every attempt independent (no query, rotation or "
-                                        "run heterogeneity); the plan is optimistic if queries differ"])
+                              warnings=[("assumed distributions: every attempt independent (no query, rotation or "
+                                         "run heterogeneity); the plan is optimistic if queries differ")])

@@ -27,7 +27,7 @@ class PilotWorld:
     """
 
     def __init__(self, pilot, group=None):
-        groups, _, by = pilot_groups(pilot, list(group) if group else [])
+        groups, _, _by = pilot_groups(pilot, list(group) if group else [])
         if group:
             groups = [g for g in groups if all(g.keys[k] == v for k, v in group.items())]
         if len(groups) != 1:
@@ -180,11 +180,12 @@ def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos")
     -------
     pandas.DataFrame
         One row per design and metric: ``predicted_half_width`` (the package's interval) and
-        ``predicted_error_half_width`` (the estimate's error, run effect included); the mean half-widths of the simulated studies'
-        ``percentile`` and ``bca`` intervals (``simulated_percentile_half_width``, ``simulated_bca_half_width``,
-        with Monte-Carlo standard errors); ``simulated_sd_half_width`` (z times the sd of their estimates: the
-        sampling truth); the ratios predicted / simulated (``ratio_sd`` from the predicted error half-width); ``predicted_estimate`` and ``simulated_estimate``
-        (mean plug-in) and the world's true delta.
+        ``predicted_error_half_width`` (the estimate's error, run effect included); the mean half-widths of the
+        simulated studies' ``percentile`` and ``bca`` intervals (``simulated_percentile_half_width``,
+        ``simulated_bca_half_width``, with Monte-Carlo standard errors); ``simulated_sd_half_width`` (z times the sd
+        of their estimates: the sampling truth); the ratios predicted / simulated (``ratio_sd`` from the predicted
+        error half-width); ``predicted_estimate`` and ``simulated_estimate`` (mean plug-in) and the world's true
+        delta.
     """
     from ..metrics import selection_bias
     from ._plan import plan_study
@@ -211,7 +212,7 @@ def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos")
     for q, s, r in it:
         plan = plan_study(pilot_log, metrics=metrics, by=[], queries=[q], runs=[s], rotations=[r],
                           confidence_level=confidence_level, n_draws=n_draws, run_effect=run_effect, rng=gen)
-        sims = {m: [] for m in metrics}
+        sims: dict[str, list[tuple[float, float, float]]] = {m: [] for m in metrics}
         for _ in range(n_sims):
             counts = world.counts(q, s, r, gen)
             with warnings.catch_warnings():
@@ -223,7 +224,7 @@ def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos")
                 tv = getattr(g, m)
                 sims[m].append((tv.mean_over_runs, (tv.ci_percentile.high - tv.ci_percentile.low) / 2,
                                 (tv.ci.high - tv.ci.low) / 2))
-        extra = {m: [] for m in metrics}
+        extra: dict[str, list[float]] = {m: [] for m in metrics}
         for _ in range(n_sims_sd):
             counts = world.counts(q, s, r, gen)
             with warnings.catch_warnings():
@@ -270,7 +271,7 @@ def _world_truth(world):
     """True cluster-averaged delta of the world (its rates are the pilot's rates)."""
     out = {}
     api, pos = [], []
-    for cd, tool, p in world.clusters:
+    for cd, _tool, _p in world.clusters:
         pa = cd.x_api.sum((0, 1, 2)) / max(cd.o_api.sum(), 1)
         api.append(0.5 * np.abs(pa - 1 / cd.k).sum())
         if cd.x_pos is not None:

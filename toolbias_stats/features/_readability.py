@@ -84,7 +84,7 @@ def readability_many(texts, *, cache_dir=None) -> list[dict]:
     version = textstat_version()
     out = []
     for t in texts:
-        key = hashlib.sha256(f"textstat {version}\0{t}".encode("utf-8")).hexdigest()
+        key = hashlib.sha256(f"textstat {version}\0{t}".encode()).hexdigest()
         f = root / key[:2] / f"{key}.json"
         try:
             out.append(json.loads(f.read_text(encoding="utf-8")))

@@ -9,17 +9,18 @@ import numbers
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from ..exceptions import DegenerateDataWarning, SelectionLogError, problem
 from ..io._catalog import _natural
 from ._age import age_days, check_reference_date
 from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, check_lexicon, promotional_words
 from ._readability import readability_many, textstat_version
 from ._similarity import Encoder, mean_cosine_similarity
-from .._display import ReprHTMLMixin
 
 __all__ = ["ToolFeatures", "tool_features", "read_feature_table", "center_by_cluster", "PAPER_FEATURES",
            "EXTRA_FEATURES", "ID_COLUMNS"]
@@ -79,7 +80,7 @@ class ToolFeatures(ReprHTMLMixin):
         """The feature table (a copy): one row per tool, identifier columns first, unrounded."""
         return self.table.copy()
 
-    def center(self) -> "ToolFeatures":
+    def center(self) -> ToolFeatures:
         """A copy with every feature centred on its cluster mean (NaN ignored; see :func:`center_by_cluster`)."""
         if self.centered:
             return self
@@ -475,9 +476,11 @@ def _load_frame(path: Path, kind: str) -> pd.DataFrame:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise SelectionLogError(problem(path, exc.lineno, f"col {exc.colno}", f"malformed JSON: {exc.msg}")) from None
+            raise SelectionLogError(problem(path, exc.lineno, f"col {exc.colno}",
+                                            f"malformed JSON: {exc.msg}")) from None
         if not isinstance(raw, list) or not raw or not all(isinstance(r, dict) for r in raw):
-            raise SelectionLogError(problem(path, None, None, "expected a non-empty JSON list of objects (one per tool)"))
+            raise SelectionLogError(problem(path, None, None,
+                                            "expected a non-empty JSON list of objects (one per tool)"))
         return pd.DataFrame.from_records(raw)
     try:
         if kind == "csv":
@@ -547,13 +550,15 @@ def _identify(frame, path, catalog, problems) -> list:
                                                                    f"{catalog.source} has {catalog.clusters})"))
                 out.append(None)
                 continue
-            if not 1 <= idx <= len(tools):
+            # an int here, except for a row without a tool_id in a table without an index column
+            api = cast(int, idx)
+            if not 1 <= api <= len(tools):
                 fld = "api_index" if "api_index" in cols else "api"
-                shown = idx if fld == "api_index" else idx - 1
+                shown = api if fld == "api_index" else api - 1
                 problems.append(problem(path, i + 1, fld, f"index {shown} outside the cluster's {len(tools)} tools"))
                 out.append(None)
                 continue
-            out.append((tools[idx - 1], cid, idx))
+            out.append((tools[api - 1], cid, idx))
         else:
             out.append((f"{cid}/{idx}", cid, idx))
     return out
@@ -572,7 +577,7 @@ def _number(v):
     """float(v) for a number or numeric text; NaN for missing; None when not a number."""
     if v is None or v is pd.NA:
         return math.nan
-    if isinstance(v, bool) or isinstance(v, np.bool_):
+    if isinstance(v, (bool, np.bool_)):
         return None
     if isinstance(v, numbers.Real):
         return None if math.isinf(float(v)) else float(v)

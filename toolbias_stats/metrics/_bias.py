@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 from scipy import special
 
+from .._display import ReprHTMLMixin
 from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
 from ..io._counts import load_counts, tool_columns
-from ._bootstrap import (BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS, ConfidenceInterval, bca_bias_z0, bca_ci,
-                         percentile_ci, resampled_counts)
+from ._bootstrap import (
+    BOOTSTRAP_CI_METHODS,
+    BOOTSTRAP_WEIGHTS,
+    ConfidenceInterval,
+    bca_bias_z0,
+    bca_ci,
+    percentile_ci,
+    resampled_counts,
+)
 from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
-from .._display import ReprHTMLMixin
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
            "INTERVAL_MULTINOMIAL", "POSITIONS"]
@@ -632,13 +640,14 @@ def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, 
         n_used = int(counts.sum())
         rates = rates_from_counts(counts)
         j = has_pos.index(c) if c in has_pos else None
-        pcounts = None if j is None else obs_pos[c].sum(0)
+        pcounts = None if j is None else cast(np.ndarray, obs_pos[c]).sum(0)
         cluster_results.append(ClusterBias(
             cluster=c, K=api_t[c].k, n_used=n_used,
             n_position_known=0 if pcounts is None else int(pcounts.sum()),
             tools=tools_of[c], counts=counts, rates=dict(zip(tools_of[c], rates)),
             position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
-            delta_api=api.cluster_result(i, level), delta_pos=None if j is None else pos.cluster_result(j, level),
+            delta_api=api.cluster_result(i, level),
+            delta_pos=None if j is None else cast(_Metric, pos).cluster_result(j, level),
             rate_table=_rate_table(c, tools_of[c], counts, boot_api[c].sum(1), level),
             interval_method=(INTERVAL_NONE if not n_resamples else INTERVAL_MULTINOMIAL if c in multinomial
                              else INTERVAL_QUERY),
@@ -722,7 +731,7 @@ def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, ke
     np.add.at(api, (q_codes, s_codes), columns.tools(rows, k))
     pos_n = columns.pos[rows]
     pos_known = pos_n.sum(1) > 0
-    pos = None
+    pos: _Target | None = None
     if pos_known.any():
         n_cand = np.unique(columns.n_candidates[rows][pos_known])
         if len(n_cand) > 1:
@@ -732,9 +741,9 @@ def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, ke
             caught.append(msg)
         else:
             kp = int(n_cand[0])
-            pos = np.zeros((n_q, len(runs), kp))
-            np.add.at(pos, (q_codes[pos_known], s_codes[pos_known]), pos_n[pos_known][:, :kp])
-            pos = _Target(pos, kp)
+            pos_counts = np.zeros((n_q, len(runs), kp))
+            np.add.at(pos_counts, (q_codes[pos_known], s_codes[pos_known]), pos_n[pos_known][:, :kp])
+            pos = _Target(pos_counts, kp)
     return _Target(api, k), pos, tools
 
 
@@ -766,15 +775,14 @@ def list_slots(counts, by) -> dict:
     for key, part in ok.groupby(keys, sort=False, dropna=False, observed=True):
         key = key if isinstance(key, tuple) else (key,)
         c = key[-1]
-        sets = set()
+        sets: set[tuple[int, ...]] = set()
         for o in part["ordering"].dropna().unique():
             shown = str(o).split("|")
             sets.add(tuple(i for i, t in enumerate(shown, start=1) if t in members.get(c, ())))
-        if part["ordering"].isna().any():
-            sets.add(None)
-        if len(sets) == 1 and None not in sets:
+        some_unshown = bool(part["ordering"].isna().any())   # an attempt without the list shown
+        if len(sets) == 1 and not some_unshown:
             out[(tuple(key[:-1]), c)] = (list(next(iter(sets))), None)
-        elif None in sets:
+        elif some_unshown:
             out[(tuple(key[:-1]), c)] = (None, "position='list' needs the list shown; some attempts have none")
         else:
             ex = sorted(sets)[:2]
@@ -946,7 +954,7 @@ class _Metric:
 
     def result(self, level, ci_method) -> TVResult:
         per_run = self.per_run[np.isfinite(self.per_run)]
-        kw = {}
+        kw: dict[str, Any] = {}
         if self.n_resamples:
             pct = percentile_ci(self.boot_stat, level)
             bca, note = _bca_usable(ci_method, not self.n_multinomial, self.boot_stat, self.stat, level)
@@ -973,7 +981,7 @@ class _Metric:
     def cluster_result(self, i, level) -> TVResult:
         per_run = self.per_cluster_obs[i]
         per_run = per_run[np.isfinite(per_run)]
-        kw = {}
+        kw: dict[str, Any] = {}
         if self.n_resamples:
             b = _nanmean(self.boot_cluster_runs[:, i, :], 1)
             cal = self.cal_cluster[i]
@@ -1012,7 +1020,7 @@ class _Metric:
         per_run = (api.per_run + pos.per_run) / 2
         finite = per_run[np.isfinite(per_run)]
         stat = float(finite.mean()) if finite.size else np.nan
-        kw = {}
+        kw: dict[str, Any] = {}
         if api.n_resamples:
             boot = (api.boot_stat + pos.boot_stat) / 2
             pct = percentile_ci(boot, level)
@@ -1047,7 +1055,8 @@ class _Metric:
             pooled=(a.pooled + p.pooled) / 2, n_runs=int(finite.size),
             null_expected=(a.null_expected + p.null_expected) / 2,
             null_expected_pooled=(a.null_expected_pooled + p.null_expected_pooled) / 2,
-            normalised=(a.normalised + p.normalised) / 2, normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
+            normalised=(a.normalised + p.normalised) / 2,
+            normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
             confidence_level=level, **kw)
 
 

@@ -5,8 +5,8 @@ See :func:`calibrated_mean_tv`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -119,8 +119,8 @@ def _path(t, x, v, lam_max):
 
     t in [0, 1]: theta_i = sign(x_i) * sqrt(max(x_i^2 - lam * v_i, 0)) with
     lam = lam_max * (1 - t), i.e. t = 0 is the null (all zero) and t = 1 is the raw
-    deviation x (components with v_i == 0 move linearly, t * x_i).  t > 1: theta = t * x (inflation, needed for upper bounds when
-    the plug-in happens to be low).
+    deviation x (components with v_i == 0 move linearly, t * x_i).  t > 1: theta = t * x (inflation, needed for
+    upper bounds when the plug-in happens to be low).
     """
     if t >= 1.0:
         return t * x
@@ -419,7 +419,8 @@ def calibrated_mean_tv(
     scale = _unit_scale(n_units, n_clusters)
     alpha = 1.0 - confidence_level
 
-    xs, es = [], []
+    xs: list[np.ndarray] = []
+    es: list[np.ndarray] = []
     for x_counts, b_counts in zip(obs, boots):
         k = x_counts.size
         phat = x_counts / x_counts.sum()

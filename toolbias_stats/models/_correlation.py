@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_confidence_level
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import design
-from .._display import ReprHTMLMixin
 
 __all__ = ["feature_correlations", "CorrelationResult"]
 

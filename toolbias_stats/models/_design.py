@@ -132,7 +132,8 @@ def design(features, rates=None, *, center=True, feature_names=None, caught=None
     tab["cluster_id"] = tab["cluster_id"].astype(str)
     if center and not features.centered:
         tab = center_by_cluster(tab, names)
-    dropped, kept = [], []
+    dropped: list[tuple[str, str]] = []
+    kept: list[str] = []
     for f in names:
         col = tab[f].to_numpy(dtype=float)
         fin = col[np.isfinite(col)]

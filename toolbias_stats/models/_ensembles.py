@@ -37,6 +37,11 @@ class Split:
     test: np.ndarray
 
 
+def _is_real(value) -> bool:
+    """``isinstance(value, numbers.Real)`` without narrowing the type (mypy has no arithmetic on ``numbers.Real``)."""
+    return isinstance(value, numbers.Real)
+
+
 def grouped_splits(groups, *, scheme="loco", n_splits=5, n_repeats=1, test_size=0.2, rng=None) -> list:
     """Train/test splits that never put one group's rows on both sides.
 
@@ -93,7 +98,7 @@ def grouped_splits(groups, *, scheme="loco", n_splits=5, n_repeats=1, test_size=
             for k, (tr, te) in enumerate(cv.split(x, groups=groups), start=1):
                 out.append(Split(r, k, tr, te))
     else:
-        if isinstance(test_size, bool) or not isinstance(test_size, numbers.Real) or not 0 < test_size < 1:
+        if isinstance(test_size, bool) or not _is_real(test_size) or not 0 < test_size < 1:
             raise ValueError(f"`test_size` must be a number in (0, 1); got {test_size!r} instead.")
         cv = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=int(gen.integers(2**31 - 1)))
         tr, te = next(cv.split(x, groups=groups))
@@ -484,7 +489,9 @@ def _fit_one(model, frame, names, estimator, params, schemes, n_splits, n_repeat
     y = data["y"].to_numpy(dtype=float)
     groups = data["cluster_id"].astype(str).to_numpy()
     n_clusters = len(np.unique(groups))
-    score_rows, fold_rows, imp_rows = [], [], []
+    score_rows: list[dict] = []
+    fold_rows: list[dict] = []
+    imp_rows: list[dict] = []
     if n_clusters < 3 or not names:
         msg = (f"{model}: {n_clusters} cluster(s) with complete rows: grouped cross-validation needs at least 3; "
                f"{estimator} scores are NaN")

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_rng
 from ._alignment import AlignmentResult, model_alignment
 from ._correlation import CorrelationResult, feature_correlations
 from ._ensembles import EnsembleResult, ensemble_cv
 from ._ols import OLSResult, ols_fit
-from .._display import ReprHTMLMixin
+
+if TYPE_CHECKING:
+    from ._explain_choice import ChoiceExplanation
 
 __all__ = ["explain_selection", "ExplainResult"]
 
@@ -56,7 +60,7 @@ class ExplainResult(ReprHTMLMixin):
     targets: str = ""
     seed: object = None
     warnings: list = field(default_factory=list)
-    choice: object = None
+    choice: ChoiceExplanation | None = None
 
     def to_frame(self) -> pd.DataFrame:
         """One row per LLM: in-sample OLS R^2 next to cross-validated ensemble R^2 and the constant baseline."""

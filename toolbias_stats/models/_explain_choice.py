@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin, frame_html
 from ..choicemodel._result import _num
+
+if TYPE_CHECKING:
+    from ..choicemodel._result import ChoiceModelResult
 
 __all__ = ["ChoiceExplanation", "choice_explanation"]
 
@@ -40,7 +44,7 @@ class ChoiceExplanation(ReprHTMLMixin):
     warnings : list of str
     """
 
-    result: object
+    result: ChoiceModelResult
     comparison: pd.DataFrame
     feature_names: list
     n_in: int

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._display import ReprHTMLMixin
 from .._validation import check_confidence_level
 from ..exceptions import SmallSampleWarning
 from ._design import design
-from .._display import ReprHTMLMixin
 
 __all__ = ["ols_fit", "OLSResult", "OLSFit"]
 
@@ -67,7 +67,8 @@ class OLSFit:
         for row in self.coefficients.itertuples(index=False):
             coefs[row.term] = {
                 "coef": _num(row.coef), "se": _num(row.se), "ci": [_num(row.ci_low), _num(row.ci_high)],
-                "p": _num(row.p_value), "se_hc3": _num(row.se_hc3), "ci_hc3": [_num(row.ci_hc3_low), _num(row.ci_hc3_high)],
+                "p": _num(row.p_value), "se_hc3": _num(row.se_hc3),
+                "ci_hc3": [_num(row.ci_hc3_low), _num(row.ci_hc3_high)],
                 "p_hc3": _num(row.p_hc3), "se_cluster": _num(row.se_cluster),
                 "ci_cluster": [_num(row.ci_cluster_low), _num(row.ci_cluster_high)], "p_cluster": _num(row.p_cluster),
                 "std_coef": _num(row.std_coef)}
@@ -222,8 +223,8 @@ def ols_fit(features, rates=None, *, center=True, feature_names=None, confidence
                 "ci_hc3_low": float(ci3.loc[key, 0]), "ci_hc3_high": float(ci3.loc[key, 1]),
                 "p_hc3": float(hc3.pvalues[key]),
                 "se_cluster": float(clus.bse[key]) if clus is not None else np.nan,
-                "ci_cluster_low": float(cic.loc[key, 0]) if clus is not None else np.nan,
-                "ci_cluster_high": float(cic.loc[key, 1]) if clus is not None else np.nan,
+                "ci_cluster_low": float(cic.loc[key, 0]) if cic is not None else np.nan,
+                "ci_cluster_high": float(cic.loc[key, 1]) if cic is not None else np.nan,
                 "p_cluster": float(clus.pvalues[key]) if clus is not None else np.nan,
                 "std_coef": float(classical.params[key]) * sd_x / sd_y if key != "Intercept" and sd_y > 0 else np.nan,
             })
@@ -252,7 +253,7 @@ def ols_fit(features, rates=None, *, center=True, feature_names=None, confidence
 
 
 def _empty_fit(model, n, n_excluded, p, n_clusters, names, formula) -> OLSFit:
-    rows = [{c: np.nan for c in _COEF_COLUMNS} | {"model": model, "term": t} for t in ["Intercept", *names]]
+    rows = [dict.fromkeys(_COEF_COLUMNS, np.nan) | {"model": model, "term": t} for t in ["Intercept", *names]]
     return OLSFit(model=model, n=n, n_excluded=n_excluded, n_predictors=p, n_clusters=n_clusters, r2=np.nan,
                   adj_r2=np.nan, f_pvalue=np.nan, condition_number=np.nan,
                   coefficients=pd.DataFrame(rows, columns=list(_COEF_COLUMNS)), formula=formula)

@@ -22,8 +22,18 @@ predictive checks), ``_loglik`` and ``_compare`` (pointwise log-likelihoods, PSI
 """
 
 from ...exceptions import ConvergenceWarning, MisfitWarning
-from ._common import (DEFAULT_MODEL, DEFAULT_PRIORS, ESS_MIN, EXTENSION_PRIORS, MISMATCH_POLICIES, MODEL_VARIANTS,
-                      MODELS, PARAMETERIZATIONS, RHAT_MAX, SAMPLERS)
+from ._common import (
+    DEFAULT_MODEL,
+    DEFAULT_PRIORS,
+    ESS_MIN,
+    EXTENSION_PRIORS,
+    MISMATCH_POLICIES,
+    MODEL_VARIANTS,
+    MODELS,
+    PARAMETERIZATIONS,
+    RHAT_MAX,
+    SAMPLERS,
+)
 from ._compare import compare_bayes
 from ._fit import fit_bayes
 from ._result import BayesDiagnostics, BayesResult, PosteriorPredictiveCheck

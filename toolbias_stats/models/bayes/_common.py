@@ -114,8 +114,8 @@ MODEL_VARIANTS = {
                               "of other orderings weighted gamma, or draws from its ordering's chooser); "
                               "experimental", query_urn=True),
     "query-shared": ModelVariant("query-shared", True, True, True,
-                                 "v2 + query effects shared by the LLMs: eta[llm, cluster, query, tool] = sigma_eta[llm] "
-                                 "* z[cluster, query, tool], one latent vector per query for all LLMs",
+                                 "v2 + query effects shared by the LLMs: eta[llm, cluster, query, tool] = "
+                                 "sigma_eta[llm] * z[cluster, query, tool], one latent vector per query for all LLMs",
                                  shared_queries=True),
     "query-mixture": ModelVariant("query-mixture", True, True, False,
                                   "v2 + query heterogeneity summed out: a query is indifferent or needs one tool "

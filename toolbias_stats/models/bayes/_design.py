@@ -57,7 +57,7 @@ class _Design:
     orderings: list           # (R,) the ordering strings
     rows: dict
     rows_by_llm: dict
-    prompts: _Prompts = None  # per-prompt counts (query-level variants only)
+    prompts: _Prompts | None = None  # per-prompt counts (query-level variants only)
 
     @property
     def n(self):

@@ -7,14 +7,26 @@ import numbers
 import os
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..._validation import check_by, check_choice, check_rng, renamed_parameter
 from ...exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
-from ._common import (ALL_PRIORS, DEFAULT_MODEL, ESS_MIN, MISMATCH_POLICIES, MODEL_VARIANTS, MODELS,
-                      PARAMETERIZATIONS, RHAT_MAX, SAMPLERS, _SHARED, _summ)
+from ._common import (
+    _SHARED,
+    ALL_PRIORS,
+    DEFAULT_MODEL,
+    ESS_MIN,
+    MISMATCH_POLICIES,
+    MODEL_VARIANTS,
+    MODELS,
+    PARAMETERIZATIONS,
+    RHAT_MAX,
+    SAMPLERS,
+    _summ,
+)
 from ._design import _attach_prompts, _design
 from ._loglik import pointwise_query_loglik, row_loglik
 from ._model import _ModelSpec
@@ -245,7 +257,8 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
                          "needs them: read the study again with cells=True.")
     by = check_by(by, counts.design_columns)
     args["by"] = by
-    seed_repr = rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool) else "generator"
+    seed_repr: object = (rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool)
+                         else "generator")
     if isinstance(seed_repr, numbers.Integral):
         seed_repr = int(seed_repr)
     gen = check_rng(rng)
@@ -312,7 +325,7 @@ def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, par
     if not isinstance(model, str) or model not in MODELS:
         raise ValueError(f"`model` must be one of {', '.join(repr(m) for m in MODELS)}; got {model!r} instead "
                          "(see docs/bayes.md for what each variant fits).")
-    out = {"model": model}
+    out: dict[str, Any] = {"model": model}
     out.update({"draws": count("draws", draws, 10), "tune": count("tune", tune, 0),
                 "chains": count("chains", chains, 1)})
     if cores is None:
@@ -373,7 +386,7 @@ def _position_tables(D, post, prob):
     sm = _summ(diff, prob)
     first_vs_last = pd.DataFrame({"llm": llm_names, "p_first_beats_last": (diff > 0).mean(0),
                                   "first_position": 1, "last_position": P,
-                                  **{k: v for k, v in sm.items()}})
+                                  **sm})
     cpe = None
     if "beta_cell" in post:
         cc = D.cell_counts()

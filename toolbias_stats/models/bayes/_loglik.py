@@ -122,7 +122,7 @@ def _urn_query_loglik(post, spec, coef, chunk):
     D = spec.design
     pr = D.prompts
     S = post["alpha"].shape[0]
-    R, P = D.y.shape
+    _R, _P = D.y.shape
     Q = pr.Q
     (u, p, cs, co), (ud, ns, no) = _urn_terms(pr, D.row_tools)
     row = pr.row[u]

@@ -9,10 +9,12 @@ per prompt (LLM, cluster, query, ordering) over its repeated attempts.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ._common import _NEG, _basis, _zerosum_extend
-from ._design import _Design
+from ._design import _Design, _Prompts
 
 
 def _embedding(refs, k):
@@ -139,7 +141,7 @@ class _ModelSpec:
         self.groups = []
         offset = 0
         for k in sorted(set(D.K.tolist())):
-            cg = np.flatnonzero(D.K == k)
+            cg = np.flatnonzero(k == D.K)
             pooled = tc[:, cg, :k].sum(0)
             ref_c = pooled.argmax(-1)
             cell = tc[:, cg, :k]
@@ -726,7 +728,8 @@ class _ModelSpec:
                 m_ = _draw_pooled_mean(a_, sa, self.priors["mu_sd"], gen) if self.hier else a_[:, 0]
             else:
                 m_ = _zerosum_extend(get("mu_free" + sfx), np)
-                a_ = (m_[:, None] + sa[:, None, None, None] * _zerosum_extend(get("z_alpha" + sfx), np)
+                a_ = (m_[:, None]
+                      + cast(np.ndarray, sa)[:, None, None, None] * _zerosum_extend(get("z_alpha" + sfx), np)
                       if self.hier else m_[:, None])
             mu[:, cg, :k] = m_ - m_.mean(-1, keepdims=True)
             alpha[:, :, cg, :k] = a_ - a_.mean(-1, keepdims=True)
@@ -771,7 +774,7 @@ class _ModelSpec:
             out["epsilon"] = 1.0 / (1.0 + np.exp(-get("logit_epsilon"))).reshape(S, M, C)
         if self.qe:
             se = get("sigma_eta")
-            eta = np.full((S, D.prompts.Q, Kmax), np.nan, dtype=np.float32)
+            eta = np.full((S, cast(_Prompts, D.prompts).Q, Kmax), np.nan, dtype=np.float32)
             for g in self.qgroups:
                 k = g["k"]
                 z = np.asarray(posterior[f"z_eta_k{k}"].values)

@@ -198,7 +198,7 @@ def _implied_randomised(post, design, gen, target=2_000_000):
     tv_pos = np.full((S, M, C), np.nan)
     methods = {}
     for k in sorted(set(D.K.tolist())):
-        cg = np.flatnonzero(D.K == k)
+        cg = np.flatnonzero(k == D.K)
         if k > D.P:
             methods[k] = "not computed: lists this long were never shown"
             continue
@@ -234,7 +234,7 @@ def _implied_randomised_units(post, design, gen, target):
     by_query = "eta" in post
     cc = D.cell_counts()
     for k in sorted(set(D.K.tolist())):
-        cg = np.flatnonzero(D.K == k)
+        cg = np.flatnonzero(k == D.K)
         if k > D.P:
             methods[k] = "not computed: lists this long were never shown"
             continue
