@@ -22,9 +22,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import pytest
@@ -246,7 +246,7 @@ def _run(case: Case, command: str, engine: str, manifest: Path, capsys):
         return proc.returncode, proc.stdout, proc.stderr
     try:
         code = main(argv)
-    except BaseException as exc:   # noqa: BLE001 - any escape is the failure this module looks for
+    except BaseException as exc:   # any escape is the failure this module looks for
         pytest.fail(f"{case.name}: {type(exc).__name__} escaped the CLI: {exc}"[:2000])
     out = capsys.readouterr()
     return code, out.out, out.err

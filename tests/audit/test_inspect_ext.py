@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-import toolbias_stats as tbs  # noqa: E402
-from toolbias_stats.audit._inspect_ext import design_order  # noqa: E402
+import toolbias_stats as tbs
+from toolbias_stats.audit._inspect_ext import design_order
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("geo_alpha", "geo_beta", "geo_gamma", "geo_delta")
@@ -148,8 +148,9 @@ class TestChoiceEval:
 
 class TestRegistration:
     def test_found_by_name(self):
-        import toolbias_stats.audit._inspect_ext  # noqa: F401  (what the entry point loads)
         from inspect_ai._util.registry import registry_lookup
+
+        import toolbias_stats.audit._inspect_ext  # noqa: F401  (what the entry point loads)
 
         assert registry_lookup("solver", "toolbias_stats/order_tools") is not None
         assert registry_lookup("scorer", "toolbias_stats/tool_position") is not None

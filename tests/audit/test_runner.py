@@ -14,12 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_openai_server import FakeOpenAI
 
 import toolbias_stats as tbs
 from toolbias_stats.audit import design_study, write_requests
 from toolbias_stats.audit._runner import done_custom_ids, run_study
-
-from fake_openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = (0.5, 0.2, 0.1, 0.1, 0.1)

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from reference.table1 import TABLE1
 
 from toolbias_stats.cli._commands import main
-from reference.table1 import TABLE1
 
 STUDY = "data/biasbusters/study.toml"
 

@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from reference.table4 import OLS_R2, TABLE4
+
 from toolbias_stats.cli._explain import add_parsers, run_explain, run_features
 
 STUDY = "data/biasbusters/study.toml"

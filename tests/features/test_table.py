@@ -9,8 +9,7 @@ import pytest
 
 import toolbias_stats as tbs
 from toolbias_stats.exceptions import DegenerateDataWarning, SelectionLogError
-from toolbias_stats.features import (PAPER_FEATURES, ToolFeatures, center_by_cluster, read_feature_table,
-                                     tool_features)
+from toolbias_stats.features import PAPER_FEATURES, ToolFeatures, center_by_cluster, read_feature_table, tool_features
 
 TOOLBENCH = ("toolbench_tool_description", "toolbench_api_description")
 

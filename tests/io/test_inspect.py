@@ -14,13 +14,18 @@ import pytest
 
 pytest.importorskip("inspect_ai")  # CI installs the `inspect` extra; this only guards bare installs
 
-from toolbias_stats import read_study  # noqa: E402
-from toolbias_stats.choice import (ChoiceLog, accuracy_by_gold_position, judge_consistency,  # noqa: E402
-                                   option_position_bias, read_choice_study)
-from toolbias_stats.exceptions import SelectionLogError  # noqa: E402
-from toolbias_stats.io._catalog import ToolCatalog  # noqa: E402
-from toolbias_stats.io.readers.inspect_ai_log import read_inspect, read_inspect_choices  # noqa: E402
-from toolbias_stats.io.readers.table import read_table  # noqa: E402
+from toolbias_stats import read_study
+from toolbias_stats.choice import (
+    ChoiceLog,
+    accuracy_by_gold_position,
+    judge_consistency,
+    option_position_bias,
+    read_choice_study,
+)
+from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.io._catalog import ToolCatalog
+from toolbias_stats.io.readers.inspect_ai_log import read_inspect, read_inspect_choices
+from toolbias_stats.io.readers.table import read_table
 
 TOOLS = ("geo_alpha", "geo_beta", "geo_gamma")
 #: sample id -> (order of the tools offered, what the mock model does)

@@ -12,7 +12,6 @@ position, then delta_API and delta_pos (both position definitions) as TV distanc
 
 from __future__ import annotations
 
-import copy
 import json
 import warnings
 from pathlib import Path

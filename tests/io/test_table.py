@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.io import count_table
 from toolbias_stats.io._catalog import ToolCatalog
 from toolbias_stats.io._selection_log import SelectionLog
 from toolbias_stats.io.readers.biasbusters import read_biasbusters
-from toolbias_stats.io import count_table
 from toolbias_stats.io.readers.table import read_catalog_table, read_table
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "biasbusters"

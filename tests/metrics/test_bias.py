@@ -5,10 +5,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from reference.table1 import TABLE1
 
 import toolbias_stats as tbs
 from toolbias_stats.simulate import simulate_selection_log
-from reference.table1 import TABLE1
 
 
 def _bias(log, **kw):

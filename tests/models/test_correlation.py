@@ -5,9 +5,9 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from reference.table4 import N_ROWS, TABLE4
 from scipy import stats
 
-from reference.table4 import N_ROWS, TABLE4
 from toolbias_stats.exceptions import DegenerateDataWarning, SmallSampleWarning
 from toolbias_stats.models import feature_correlations
 

@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from reference.table4 import OLS_R2
+
 from toolbias_stats.exceptions import SmallSampleWarning
 from toolbias_stats.models import ols_fit
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiny_study import MODEL_A, MODEL_B
+from tiny_study import tiny_catalog as _tiny_catalog
+from tiny_study import tiny_log as _tiny_log
 
 import toolbias_stats as tbs
 from toolbias_stats.plots import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
@@ -11,8 +14,6 @@ from toolbias_stats.plots import group_label, plot_api_vs_position, plot_selecti
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-
-from tiny_study import MALICIOUS_TOOL, MODEL_A, MODEL_B, tiny_catalog as _tiny_catalog, tiny_log as _tiny_log  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from toolbias_stats.toolsense import (ToolSenseError, bundled_path, read_annotations, read_probe, read_rrb,
-                                      read_rrb_predictions)
+from toolbias_stats.toolsense import (
+    ToolSenseError,
+    bundled_path,
+    read_annotations,
+    read_probe,
+    read_rrb,
+    read_rrb_predictions,
+)
 
 from .conftest import write_jsonl
 

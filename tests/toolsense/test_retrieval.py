@@ -10,8 +10,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from toolbias_stats.toolsense import (compare_configurations, delta_ratio_ci, fieller_ratio_ci,
-                                      internalization_score, read_rrb, read_rrb_predictions, retrieval_recall)
+from toolbias_stats.toolsense import (
+    compare_configurations,
+    delta_ratio_ci,
+    fieller_ratio_ci,
+    internalization_score,
+    read_rrb,
+    read_rrb_predictions,
+    retrieval_recall,
+)
 
 
 @pytest.fixture
