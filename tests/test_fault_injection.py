@@ -31,7 +31,8 @@ import pytest
 
 from toolbias_stats.cli._commands import main
 
-CATALOG = "tool_id,cluster_id\n" + "".join(f"t{i},c1\n" for i in range(1, 5)) + "".join(f"u{i},c2\n" for i in range(1, 4))
+CATALOG = ("tool_id,cluster_id\n" + "".join(f"t{i},c1\n" for i in range(1, 5))
+           + "".join(f"u{i},c2\n" for i in range(1, 4)))
 ENGINES = ("pandas", "duckdb")
 
 
@@ -97,7 +98,8 @@ def manifest_latin1(d):
 
 
 def deep_jsonl(d):
-    return _study(d, "l.jsonl", _jsonl('{"cluster_id": "c1", "query_id": "q1", "x": ' + "[" * 50000 + "]" * 50000 + "}"))
+    deep = '{"cluster_id": "c1", "query_id": "q1", "x": ' + "[" * 50000 + "]" * 50000 + "}"
+    return _study(d, "l.jsonl", _jsonl(deep))
 
 
 def rotation_infinity(d):

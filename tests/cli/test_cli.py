@@ -214,7 +214,8 @@ class TestIssue14Catalog:
         data = bb_study.log.data
         SelectionLog(data[data["model"] == "Qwen3 235B"].reset_index(drop=True), bb_study.catalog).write(
             tmp_path / "log.parquet")
-        (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\n[[logs]]\npath = "log.parquet"\n')
+        (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\n'
+                                             '[[logs]]\npath = "log.parquet"\n')
         code, out, err = _run(capsys, "validate", str(tmp_path / "study.toml"), "--json")
         assert code == 0, err
         doc = json.loads(out)

@@ -47,7 +47,8 @@ def tiny_study(tmp_path):
     (tmp_path / "queries.json").write_text(json.dumps(queries))
     for c in ("1", "2", "3"):
         for q in range(12):
-            log.append({"cluster_id": c, "query_id": str(q), "status": "ok", "chosen_tool": f"run_for_t{c}{q % 3 if q < 9 else 2}"})
+            log.append({"cluster_id": c, "query_id": str(q), "status": "ok",
+                        "chosen_tool": f"run_for_t{c}{q % 3 if q < 9 else 2}"})
     pd.DataFrame(log).to_csv(tmp_path / "log.csv", index=False)
     (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\nqueries = "queries.json"\n'
                                          'reference_date = 2025-01-01\n[[logs]]\npath = "log.csv"\nmodel = "m1"\n')
@@ -189,4 +190,5 @@ class TestExplainCommand:
         bad.write_text("tool_id,x\nnope_for_nothing,1\n")
         code, stdout, err = _run(capsys, "explain", root / STUDY, "--features", bad, "--json")
         assert code == 2 and stdout == ""
-        assert "toolbias-stats explain: error:" in err and "bad.csv:1:tool_id: unknown tool_id 'nope_for_nothing'" in err
+        assert "toolbias-stats explain: error:" in err
+        assert "bad.csv:1:tool_id: unknown tool_id 'nope_for_nothing'" in err

@@ -177,7 +177,7 @@ class TestReproducibilityAndOutput:
 class TestErrors:
     def test_one_query_per_cluster(self):
         sim = simulate_selection_log(n_clusters=2, n_queries=1, n_runs=2, rng=0)
-        with pytest.raises(SelectionLogError, match="query_id.*1 query"):
+        with pytest.raises(SelectionLogError, match=r"query_id.*1 query"):
             _quiet(variance_components, sim.log)
 
     def test_unknown_columns_and_bad_arguments(self):

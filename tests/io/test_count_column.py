@@ -10,6 +10,7 @@ times, original 59 times" per model and pair of descriptions) runs end to end th
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -338,7 +339,7 @@ class TestBadCounts:
     @pytest.mark.parametrize("engine", ["pandas", "duckdb"])
     def test_query_id_still_required_without_counts(self, base, sim, tmp_path, engine):
         path = _write(base.drop(columns=["count"]), tmp_path / "noq.csv")
-        with pytest.raises(SelectionLogError, match="noq.csv:query_id: required column is missing"):
+        with pytest.raises(SelectionLogError, match=re.escape("noq.csv:query_id: required column is missing")):
             count_table(path, catalog=sim.catalog, engine=engine)
 
     def test_meta_cannot_set_count(self, base, sim, tmp_path):

@@ -6,6 +6,7 @@ One eval per session (four small tasks, two epochs) produces the logs; every tes
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -213,7 +214,7 @@ def test_truncated_and_foreign_files_are_clear_errors(inspect_logs, catalog, tmp
     raw = open(inspect_logs["tools"], "rb").read()
     bad = tmp_path / "truncated.eval"
     bad.write_bytes(raw[:600])
-    with pytest.raises(SelectionLogError, match="truncated.eval"):
+    with pytest.raises(SelectionLogError, match=re.escape("truncated.eval")):
         read_inspect(bad, catalog=catalog, meta={"model": "m"})
     from inspect_ai.log import read_eval_log, write_eval_log
 

@@ -304,8 +304,8 @@ def test_toolsense_summary(tmp_path):
     s = toolsense_summary(res)
     assert 1 <= len(s) <= 4, s
     rc = res.estimates[("m", "all", 1)]["rc"]
-    assert s[0] == f"The constrained recall Rc@1 over all tiers is {fmt_estimate_ci(rc.estimate, rc.ci)}, with 95% " \
-                   "query-bootstrap interval."
+    assert s[0] == (f"The constrained recall Rc@1 over all tiers is {fmt_estimate_ci(rc.estimate, rc.ci)}, with 95% "
+                    "query-bootstrap interval.")
     assert s[-1].startswith("The hard tier is the hardest to retrieve"), s
     assert s[1].startswith("Free recall Rf@1 falls below constrained recall: "), s
     page = render_toolsense_section(retrieval=res)

@@ -107,8 +107,9 @@ class TestRenderBiasReport:
         summary = study.log.summary(by=["model", "run"])
         for s in tbs.STATUSES:
             assert f'<th class="num">{s}</th>' in page
-        assert '<tr class="total"><td>all</td><td></td><td class="num">144</td><td class="num">140</td>' \
-               '<td class="num">4</td><td class="num">0</td><td class="num">0</td><td class="num">0</td><td class="num">0</td></tr>' in page
+        assert ('<tr class="total"><td>all</td><td></td><td class="num">144</td><td class="num">140</td>'
+                '<td class="num">4</td><td class="num">0</td><td class="num">0</td><td class="num">0</td>'
+                '<td class="num">0</td></tr>') in page
         assert int(summary["total"].sum()) == 144
 
     def test_bias_numbers_as_formatted(self, page, result):
