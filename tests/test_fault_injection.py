@@ -242,7 +242,7 @@ def _run(case: Case, command: str, engine: str, manifest: Path, capsys):
         env = dict(os.environ, PYTHONPATH=str(Path(toolbias_stats.__file__).resolve().parents[1]))
         try:
             proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", *argv], capture_output=True, text=True,
-                                  timeout=case.timeout, env=env)
+                                  timeout=case.timeout, env=env, check=False)
         except subprocess.TimeoutExpired:
             pytest.fail(f"{case.name}: no answer within {case.timeout} s")
         return proc.returncode, proc.stdout, proc.stderr

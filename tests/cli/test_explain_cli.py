@@ -109,7 +109,7 @@ class TestFeaturesCommand:
             extra = extra + ["--out", str(tmp_path / "never.csv")]
         else:
             extra = ["--out", str(tmp_path / extra[1])]
-        code, stdout, err = _run(capsys, "features", tiny_study, "--cache-dir", tmp_path / "c", *extra)
+        code, _, err = _run(capsys, "features", tiny_study, "--cache-dir", tmp_path / "c", *extra)
         assert code == 2 and err.startswith("toolbias-stats features: error:") and msg in err
         assert not list(tmp_path.glob("never*")) and not list(tmp_path.glob("f.txt*"))
 
@@ -172,7 +172,7 @@ class TestExplainCommand:
         feats = tmp_path / "own.csv"
         assert _run(capsys, "features", tiny_study, "--no-similarity", "--out", feats)[0] == 0
         code, stdout, err = _run(capsys, "explain", tiny_study, "--features", feats, "--json", *FAST)
-        assert code == 0
+        assert code == 0, err
         j = json.loads(stdout)
         assert list(j["models"]) == ["m1"] and j["targets"].startswith("selection rates per model in the study")
         assert j["models"]["m1"]["pearson"]["num_params"]["n"] == 9

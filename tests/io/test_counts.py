@@ -85,7 +85,7 @@ class TestSufficiency:
         for g in res.groups:
             rows = ok[ok["model"] == g.keys["model"]]
             per_run = []
-            for run, rr in rows.groupby("run"):
+            for _, rr in rows.groupby("run"):
                 tvs = []
                 for c, cc in rr.groupby("cluster_id"):
                     tools = log.catalog.tools(c)

@@ -281,7 +281,7 @@ class TestOtelWithoutDefinitions:
         assert "gen_ai.tool.definitions" in diag["order_unknown"]["reason"]
         exp = pd.DataFrame({"cluster": [OWNER[n] for n in called], "status": "ok", "tool": called})
         d_api = _pandas_delta(exp, "tool", CLUSTERS)
-        for engine, counts in _engines(log, tmp_path).items():
+        for counts in _engines(log, tmp_path).values():
             for position in ("cluster_rank", "list"):
                 res = _bias(counts, position)
                 g = res.groups[0]
@@ -376,7 +376,7 @@ model = "gpt-4o-mini"
         assert D.rows["used"] == int((exp["status"] == "ok").sum())
         assert D.rows["used"] + sum(D.rows["excluded"].values()) == D.rows["total"] == 50
         # the orderings the model sees are the cluster's tools as shown (ranks), not the whole list
-        assert all(set(o.split("|")) <= set(OWNER) and len(set(OWNER[t] for t in o.split("|"))) == 1
+        assert all(set(o.split("|")) <= set(OWNER) and len({OWNER[t] for t in o.split("|")}) == 1
                    for o in D.orderings)
 
 

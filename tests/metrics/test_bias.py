@@ -79,7 +79,7 @@ class TestBootstrapAgainstLoop:
         stat = []
         for _ in range(1500):
             tv = np.zeros((2, len(rows)))
-            for j, (c, per_q) in enumerate(rows.items()):
+            for j, per_q in enumerate(rows.values()):
                 pick = rng.choice(list(per_q), size=len(per_q), replace=True)
                 run = np.concatenate([per_q[q][0] for q in pick])
                 tool = np.concatenate([per_q[q][1] for q in pick])

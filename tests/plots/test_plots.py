@@ -78,7 +78,7 @@ class TestPlotSelectionRates:
                     .axes[0].get_xticklabels()]
         assert with_cat == ["1. Sunny", "2. Rainy", "3. Windy"]
         without = [t.get_text() for t in plot_selection_rates(result, cluster="2").axes[0].get_xticklabels()]
-        assert [s.replace("\n", "") for s in without][0].startswith("1.")
+        assert without[0].replace("\n", "").startswith("1.")
         assert tool_labels(catalog.tools("2")) == catalog.tools("2")
 
     def test_long_names_are_wrapped_and_cut(self, result, catalog):
