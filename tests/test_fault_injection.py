@@ -22,16 +22,17 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import pytest
 
 from toolbias_stats.cli._commands import main
 
-CATALOG = "tool_id,cluster_id\n" + "".join(f"t{i},c1\n" for i in range(1, 5)) + "".join(f"u{i},c2\n" for i in range(1, 4))
+CATALOG = ("tool_id,cluster_id\n" + "".join(f"t{i},c1\n" for i in range(1, 5))
+           + "".join(f"u{i},c2\n" for i in range(1, 4)))
 ENGINES = ("pandas", "duckdb")
 
 
@@ -97,7 +98,8 @@ def manifest_latin1(d):
 
 
 def deep_jsonl(d):
-    return _study(d, "l.jsonl", _jsonl('{"cluster_id": "c1", "query_id": "q1", "x": ' + "[" * 50000 + "]" * 50000 + "}"))
+    deep = '{"cluster_id": "c1", "query_id": "q1", "x": ' + "[" * 50000 + "]" * 50000 + "}"
+    return _study(d, "l.jsonl", _jsonl(deep))
 
 
 def rotation_infinity(d):
@@ -240,13 +242,13 @@ def _run(case: Case, command: str, engine: str, manifest: Path, capsys):
         env = dict(os.environ, PYTHONPATH=str(Path(toolbias_stats.__file__).resolve().parents[1]))
         try:
             proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", *argv], capture_output=True, text=True,
-                                  timeout=case.timeout, env=env)
+                                  timeout=case.timeout, env=env, check=False)
         except subprocess.TimeoutExpired:
             pytest.fail(f"{case.name}: no answer within {case.timeout} s")
         return proc.returncode, proc.stdout, proc.stderr
     try:
         code = main(argv)
-    except BaseException as exc:   # noqa: BLE001 - any escape is the failure this module looks for
+    except BaseException as exc:   # any escape is the failure this module looks for
         pytest.fail(f"{case.name}: {type(exc).__name__} escaped the CLI: {exc}"[:2000])
     out = capsys.readouterr()
     return code, out.out, out.err

@@ -108,9 +108,8 @@ def test_deprecated_name_still_works_with_a_warning():
 
 
 def test_fit_bayes_accepts_the_old_interval_name():
-    with pytest.warns(DeprecationWarning, match="`hdi_prob` was renamed"):
-        with pytest.raises((TypeError, ValueError)):
-            tbs.fit_bayes("not a log", hdi_prob=0.9)
+    with pytest.warns(DeprecationWarning, match="`hdi_prob` was renamed"), pytest.raises((TypeError, ValueError)):
+        tbs.fit_bayes("not a log", hdi_prob=0.9)
 
 
 def test_count_table_engine_auto_equals_duckdb(tmp_path):
@@ -136,8 +135,7 @@ def test_rng_accepts_an_int_or_a_generator(rng):
 
 def test_export_quarto_accepts_the_old_seed_name(tmp_path):
     study = tmp_path / "missing.toml"
-    with pytest.warns(DeprecationWarning, match="`seed` was renamed `rng`"):
-        with pytest.raises((OSError, ValueError)):
-            tbs.report.export_quarto(study, tmp_path / "out", seed=3)
+    with pytest.warns(DeprecationWarning, match="`seed` was renamed `rng`"), pytest.raises((OSError, ValueError)):
+        tbs.report.export_quarto(study, tmp_path / "out", seed=3)
     with pytest.raises(ValueError, match="`rng` must be an int seed"):
         tbs.report.export_quarto(study, tmp_path / "out", rng=np.random.default_rng(0))

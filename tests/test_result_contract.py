@@ -530,8 +530,10 @@ def test_summary_method_is_counts_by_status(name):
     """On input containers ``summary(by)`` is one row per group: ``total`` and one column per status."""
     from toolbias_stats import choice
 
-    obj = {"SelectionLog": lambda: _tiny().log, "SelectionCounts": lambda: _tiny().log.counts(),
-           "ChoiceLog": _choice_log}[name]()
+    def counts():
+        return _tiny().log.counts()
+
+    obj = {"SelectionLog": lambda: _tiny().log, "SelectionCounts": counts, "ChoiceLog": _choice_log}[name]()
     by = ["model"]
     table = obj.summary(by=by)
     statuses = choice.CHOICE_STATUSES if name == "ChoiceLog" else tbs.STATUSES

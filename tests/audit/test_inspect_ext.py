@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-import toolbias_stats as tbs  # noqa: E402
-from toolbias_stats.audit._inspect_ext import design_order  # noqa: E402
+import toolbias_stats as tbs
+from toolbias_stats.audit._inspect_ext import design_order
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("geo_alpha", "geo_beta", "geo_gamma", "geo_delta")
@@ -148,8 +148,9 @@ class TestChoiceEval:
 
 class TestRegistration:
     def test_found_by_name(self):
-        import toolbias_stats.audit._inspect_ext  # noqa: F401  (what the entry point loads)
         from inspect_ai._util.registry import registry_lookup
+
+        import toolbias_stats.audit._inspect_ext  # noqa: F401  (what the entry point loads)
 
         assert registry_lookup("solver", "toolbias_stats/order_tools") is not None
         assert registry_lookup("scorer", "toolbias_stats/tool_position") is not None
@@ -189,6 +190,6 @@ assert registry_lookup("score_reducer", "toolbias_stats/all_epochs") is not None
 solver_create("toolbias_stats/order_tools", orderings="balanced")
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

@@ -27,7 +27,7 @@ def _keys(td) -> set:
     return set(typing.get_type_hints(td, include_extras=False)) if hasattr(td, "__annotations__") else set()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adapter(td):
     return pydantic.TypeAdapter(td)
 

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_openai_server import FakeOpenAI
 
 import toolbias_stats as tbs
 from toolbias_stats.audit import design_study, write_requests
 from toolbias_stats.audit._runner import done_custom_ids, run_study
-
-from fake_openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = (0.5, 0.2, 0.1, 0.1, 0.1)
@@ -104,7 +103,7 @@ class TestStatuses:
         assert "HTTP 429" in log.loc[log["source_row"] == 1, "raw_choice"].iloc[0]
 
     def test_unreachable_endpoint_stops_without_marking_requests_done(self, tmp_path, bb_catalog, bb_data_dir):
-        d, out = _design_dir(tmp_path, "s", bb_catalog, bb_data_dir, n_queries=1, clusters=["1"])
+        _, out = _design_dir(tmp_path, "s", bb_catalog, bb_data_dir, n_queries=1, clusters=["1"])
         with FakeOpenAI(WEIGHTS) as srv:
             url = srv.base_url
         res = run_study(out, base_url=url, model="m", max_retries=1, backoff=0.01, timeout=2)
@@ -216,7 +215,7 @@ class TestPlanWritesDesign:
     def test_pilot_to_planned_design(self, tmp_path, bb_catalog, bb_data_dir, capsys):
         from toolbias_stats.cli._commands import main
 
-        d, pilot = _design_dir(tmp_path, "pilot", bb_catalog, bb_data_dir, n_queries=6, runs=2,
+        _, pilot = _design_dir(tmp_path, "pilot", bb_catalog, bb_data_dir, n_queries=6, runs=2,
                                clusters=["1", "2", "3"])
         with FakeOpenAI(WEIGHTS, seed=2) as srv:
             run_study(pilot, base_url=srv.base_url, model="fake", backoff=0.01)

@@ -11,8 +11,13 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from toolbias_stats import selection_bias
-from toolbias_stats.choice import (ChoiceLog, accuracy_by_gold_position, judge_consistency, option_position_bias,
-                                   read_choice_study)
+from toolbias_stats.choice import (
+    ChoiceLog,
+    accuracy_by_gold_position,
+    judge_consistency,
+    option_position_bias,
+    read_choice_study,
+)
 from toolbias_stats.exceptions import DegenerateDataWarning, ManifestError, SelectionLogError
 
 

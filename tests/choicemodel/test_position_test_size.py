@@ -99,7 +99,7 @@ def test_mixed_logit_score_is_the_gradient_of_the_simulated_loglik():
     z = rng.standard_normal((20, n_q * K))
     d = _MixedData(X, mask, chosen, w, query, n_q, pair, np.concatenate([z, -z]))
     beta, sigma, prior = np.array([0.3, -0.5]), 0.8, np.zeros(P)
-    _, ll, state = _mixed_ll(beta, sigma, d, prior)
+    _, _, state = _mixed_ll(beta, sigma, d, prior)
     sq, info = _mixed_grad(state, d, want_info=True)
     assert sq.shape == (n_q, P + 1) and info.shape == (P, P)
     theta, h, num = np.r_[beta, sigma], 1e-3, []

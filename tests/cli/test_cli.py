@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from reference.table1 import TABLE1
 
 from toolbias_stats.cli._commands import main
-from reference.table1 import TABLE1
 
 STUDY = "data/biasbusters/study.toml"
 
@@ -93,7 +93,7 @@ class TestValidate:
         assert "unresolved names" in out
 
     def test_json(self, capsys, request):
-        code, out, _ = _run(capsys, "validate", str(request.config.rootpath / STUDY), "--json")
+        _, out, _ = _run(capsys, "validate", str(request.config.rootpath / STUDY), "--json")
         doc = json.loads(out)
         assert doc["rows"] == 105500 and len(doc["files"]) == 22 and doc["clusters"][-1] == "10"
         assert sum(doc["by_status"].values()) == 105500
@@ -132,8 +132,8 @@ def test_report_with_explain_section(capsys, tmp_path, monkeypatch, request):
 
     monkeypatch.setattr(_build, "explain_study", fast)
     out = tmp_path / "r.html"
-    code, stdout, err = _run(capsys, "report", str(request.config.rootpath / STUDY), "--out", str(out),
-                             "--bootstrap", "50", "--null", "50", "--explain")
+    code, _, err = _run(capsys, "report", str(request.config.rootpath / STUDY), "--out", str(out),
+                        "--bootstrap", "50", "--null", "50", "--explain")
     assert code == 0, err
     page = out.read_text()
     assert '<section id="explain">' in page and '<a href="#explain">Explaining selection</a>' in page
@@ -214,7 +214,8 @@ class TestIssue14Catalog:
         data = bb_study.log.data
         SelectionLog(data[data["model"] == "Qwen3 235B"].reset_index(drop=True), bb_study.catalog).write(
             tmp_path / "log.parquet")
-        (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\n[[logs]]\npath = "log.parquet"\n')
+        (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\n'
+                                             '[[logs]]\npath = "log.parquet"\n')
         code, out, err = _run(capsys, "validate", str(tmp_path / "study.toml"), "--json")
         assert code == 0, err
         doc = json.loads(out)

@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from reference.table4 import OLS_R2, TABLE4
+
 from toolbias_stats.cli._explain import add_parsers, run_explain, run_features
 
 STUDY = "data/biasbusters/study.toml"
@@ -47,7 +47,8 @@ def tiny_study(tmp_path):
     (tmp_path / "queries.json").write_text(json.dumps(queries))
     for c in ("1", "2", "3"):
         for q in range(12):
-            log.append({"cluster_id": c, "query_id": str(q), "status": "ok", "chosen_tool": f"run_for_t{c}{q % 3 if q < 9 else 2}"})
+            log.append({"cluster_id": c, "query_id": str(q), "status": "ok",
+                        "chosen_tool": f"run_for_t{c}{q % 3 if q < 9 else 2}"})
     pd.DataFrame(log).to_csv(tmp_path / "log.csv", index=False)
     (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\nqueries = "queries.json"\n'
                                          'reference_date = 2025-01-01\n[[logs]]\npath = "log.csv"\nmodel = "m1"\n')
@@ -108,7 +109,7 @@ class TestFeaturesCommand:
             extra = extra + ["--out", str(tmp_path / "never.csv")]
         else:
             extra = ["--out", str(tmp_path / extra[1])]
-        code, stdout, err = _run(capsys, "features", tiny_study, "--cache-dir", tmp_path / "c", *extra)
+        code, _, err = _run(capsys, "features", tiny_study, "--cache-dir", tmp_path / "c", *extra)
         assert code == 2 and err.startswith("toolbias-stats features: error:") and msg in err
         assert not list(tmp_path.glob("never*")) and not list(tmp_path.glob("f.txt*"))
 
@@ -171,7 +172,7 @@ class TestExplainCommand:
         feats = tmp_path / "own.csv"
         assert _run(capsys, "features", tiny_study, "--no-similarity", "--out", feats)[0] == 0
         code, stdout, err = _run(capsys, "explain", tiny_study, "--features", feats, "--json", *FAST)
-        assert code == 0
+        assert code == 0, err
         j = json.loads(stdout)
         assert list(j["models"]) == ["m1"] and j["targets"].startswith("selection rates per model in the study")
         assert j["models"]["m1"]["pearson"]["num_params"]["n"] == 9
@@ -189,4 +190,5 @@ class TestExplainCommand:
         bad.write_text("tool_id,x\nnope_for_nothing,1\n")
         code, stdout, err = _run(capsys, "explain", root / STUDY, "--features", bad, "--json")
         assert code == 2 and stdout == ""
-        assert "toolbias-stats explain: error:" in err and "bad.csv:1:tool_id: unknown tool_id 'nope_for_nothing'" in err
+        assert "toolbias-stats explain: error:" in err
+        assert "bad.csv:1:tool_id: unknown tool_id 'nope_for_nothing'" in err

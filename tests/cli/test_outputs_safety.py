@@ -21,8 +21,16 @@ import pandas as pd
 import pytest
 
 import toolbias_stats._output as out_mod
-from toolbias_stats._output import (OutputError, atomic_path, check_output, safe_cell, spreadsheet_safe,
-                                    study_inputs, term_safe, write_text)
+from toolbias_stats._output import (
+    OutputError,
+    atomic_path,
+    check_output,
+    safe_cell,
+    spreadsheet_safe,
+    study_inputs,
+    term_safe,
+    write_text,
+)
 from toolbias_stats.cli._commands import main
 from toolbias_stats.simulate import simulate_selection_log
 
@@ -484,8 +492,8 @@ class TestPrintResult:
         import warnings
 
         import toolbias_stats as tbs
-        from toolbias_stats.shadow import audit_from_study
         from toolbias_stats.report._text import format_choice_position_text
+        from toolbias_stats.shadow import audit_from_study
 
         s = tbs.read_study(study / "study.toml", engine="pandas")
         with warnings.catch_warnings():

@@ -1,6 +1,7 @@
 """Variance components: the ANOVA algebra on data with known components, degenerate choosers, layouts, errors."""
 
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,8 @@ def _row(vc, metric, component):
 class TestMomentsRecoverKnownComponents:
     """y = a_q + b_s + h_qs + w_qr + e on a crossed Q x S x R design, Gaussian, known variances."""
 
-    truth = {"query": 0.04, "run": 0.01, "query_x_run": 0.02, "rotation": 0.09, "attempt": 0.25}
+    truth: ClassVar[dict[str, float]] = {"query": 0.04, "run": 0.01, "query_x_run": 0.02, "rotation": 0.09,
+                                         "attempt": 0.25}
 
     def _draw(self, gen, b, q, s, r):
         t = self.truth
@@ -177,7 +179,7 @@ class TestReproducibilityAndOutput:
 class TestErrors:
     def test_one_query_per_cluster(self):
         sim = simulate_selection_log(n_clusters=2, n_queries=1, n_runs=2, rng=0)
-        with pytest.raises(SelectionLogError, match="query_id.*1 query"):
+        with pytest.raises(SelectionLogError, match=r"query_id.*1 query"):
             _quiet(variance_components, sim.log)
 
     def test_unknown_columns_and_bad_arguments(self):

@@ -189,7 +189,7 @@ def _reference_meets(e, q, s, r, target, kind, z, z_shift, rho, alpha, power):
         t = min(target / e.delta0, e.t_max)
         err_t, crit = e.at_alternative((q, s, r), t, alpha)  # noise and the reported test's critical value there
         return e.power_at(err_t, crit, target) >= power
-    res, err = e.evaluate(q, s, r, z, z_shift, rho, alpha, power, with_mde=False)
+    res, _ = e.evaluate(q, s, r, z, z_shift, rho, alpha, power, with_mde=False)
     if kind == "width":
         return max(res["half_width"], res["error_half_width"]) <= target
     if kind == "shift":
@@ -200,7 +200,7 @@ def _reference_cheapest(keys, engines, metrics, sg, rg, target, kind, max_q, z, 
     best = None
     for s in sg:
         for r in rg:
-            def ok(q):
+            def ok(q, s=s, r=r):
                 return all(_reference_meets(engines[m], q, s, r, target, kind, z, z_shift, rho, alpha, power)
                            for m in metrics)
             if not ok(max_q):
@@ -327,7 +327,7 @@ def _reference_bootstrap_mean_squares(y, within, n, layout, idx):
 
     rep = y[idx][..., None]
     ms = _mean_squares(rep, None if within is None else within[idx][..., None, None], n, layout)
-    return {k: v for k, v in ms.items()}, rep.mean((1, 2, 3, 4))
+    return dict(ms), rep.mean((1, 2, 3, 4))
 
 
 @pytest.mark.parametrize("layout, shape, n", [("log", (12, 3, 4), 1), ("log", (9, 1, 5), 1), ("counts", (10, 3, 1), 4),

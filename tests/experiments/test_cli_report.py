@@ -51,7 +51,7 @@ class TestShiftCommand:
         out = _strict(capsys.readouterr().out)
         assert out["numeric"] and {g["keys"]["epoch"] for g in out["groups"]} == {0.33, 0.67, 1.0}
         assert set(out["groups"][0]["trend"]) == {"delta_api", "delta_pos", "delta_model"}
-        target = [t for t in out["groups"][0]["tools"] if t["tool_id"].startswith("v1_textlanguage")][0]
+        target = next(t for t in out["groups"][0]["tools"] if t["tool_id"].startswith("v1_textlanguage"))
         assert target["share_base"] < 0.03 and target["ci"][0] > 0          # the exposed endpoint's share rose
 
     def test_text(self, capsys):

@@ -33,7 +33,8 @@ def studies():
 
 def test_sentences_all_fair(studies):
     s = experiments_summary([studies["none"]])
-    assert s[0] == "None of the 3 compared levels shifts the selections distinguishably from noise (Holm-adjusted p ≤ 0.05)."
+    assert s[0] == ("None of the 3 compared levels shifts the selections distinguishably from noise "
+                    "(Holm-adjusted p ≤ 0.05).")
     assert not any("per-tool rise" in x for x in s)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import toolbias_stats as tbs
-from toolbias_stats.experiments import (mitigation_distribution, read_subset_table, subset_selection_metrics)
+from toolbias_stats.experiments import mitigation_distribution, read_subset_table, subset_selection_metrics
 
 # Hand-made 6-query example. Tools are given by name in the truth; their ids follow docs/schema.md:
 # standardise(api_name) + "_for_" + standardise(tool).

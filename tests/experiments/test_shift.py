@@ -9,8 +9,7 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 import toolbias_stats as tbs
-from toolbias_stats.experiments import (calibrated_mean_shift, choice_probabilities, selection_shift,
-                                        simulate_conditions)
+from toolbias_stats.experiments import calibrated_mean_shift, choice_probabilities, selection_shift, simulate_conditions
 from toolbias_stats.experiments._shift import ERR_BASE, ERR_BETWEEN, ERR_BETWEEN_IN_BY
 
 C, K = 3, 5

@@ -2,8 +2,8 @@
 
 Regression for issue 21: with unequal runs the permutation used to swap (paired) or re-allocate (independent) each
 query's runs pooled into one block, so every permuted pair of levels had about equal sample sizes while the observed
-pair did not; the permutation law was too narrow (per-tool size 8.4-8.8%, shift 21-24% at nominal 5%). A small version of
-``analyses/shift_pvalue_size.py`` (SIMULATED studies, no true change).
+pair did not; the permutation law was too narrow (per-tool size 8.4-8.8%, shift 21-24% at nominal 5%). A small version
+of ``analyses/shift_pvalue_size.py`` (SIMULATED studies, no true change).
 """
 
 import warnings

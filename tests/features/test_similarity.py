@@ -1,5 +1,7 @@
 """Similarity features: offline encoder, cosine means, the on-disk cache (keyed by encoder and text)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -84,7 +86,7 @@ class TestEncoder:
             Encoder(f)
 
     def test_bad_batch_size(self):
-        with pytest.raises(ValueError, match="`batch_size` must be a positive integer; got 0 instead."):
+        with pytest.raises(ValueError, match=re.escape("`batch_size` must be a positive integer; got 0 instead.")):
             Encoder(cache_dir=False, batch_size=0)
 
 

@@ -70,7 +70,8 @@ class TestBatch:
         _check(log, EXPECTED)
 
     def test_every_status_is_reachable(self, log):
-        assert set(log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}  # off_cluster: tests/io/test_multi_cluster.py
+        # off_cluster: tests/io/test_multi_cluster.py
+        assert set(log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}
 
     def test_repeated_request_gets_an_attempt_column(self, log):
         # r12 repeats r01 (same query, same tool order): a second attempt, not a duplicate
@@ -103,7 +104,8 @@ class TestBatch:
             "type": "rate_limit_error", "message": "Number of requests has exceeded your rate limit"}}}))
         log = read_anthropic(_write(tmp_path / "messages.jsonl", lines), meta=META)
         assert log.data["status"].tolist() == ["ok", "no_call", "ok", "parse_error"]
-        assert log.data["raw_choice"].iloc[3] == "api_error: rate_limit_error: Number of requests has exceeded your rate limit"
+        assert log.data["raw_choice"].iloc[3] == ("api_error: rate_limit_error: "
+                                                  "Number of requests has exceeded your rate limit")
 
 
 class TestBadInput:

@@ -108,10 +108,9 @@ class TestManifest:
         with pytest.raises(ManifestError, match=r"logs\[1\]:catalog: give either a catalog or cluster declarations"):
             tbs.read_study(_study(tmp_path, text))
 
-    @pytest.mark.parametrize("value, msg", [('"guess"', "expected a non-empty list of cluster ids, got 'guess' \\(or, to "
-                                                        "declare clusters, a table"),
-                                            ("5", "expected a non-empty list of cluster ids, got 5 \\(or, to declare "
-                                                  "clusters, a table")])
+    @pytest.mark.parametrize("value, msg", [
+        ('"guess"', "expected a non-empty list of cluster ids, got 'guess' \\(or, to declare clusters, a table"),
+        ("5", "expected a non-empty list of cluster ids, got 5 \\(or, to declare clusters, a table")])
     def test_bad_clusters_value(self, tmp_path, value, msg):
         with pytest.raises(ManifestError, match=rf"logs\[1\]:clusters: {msg}"):
             tbs.read_study(_study(tmp_path, 'format = "openai"\n' + ENTRY + f"clusters = {value}\n"))

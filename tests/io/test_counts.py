@@ -57,8 +57,8 @@ def bb_tables(bb_study, tmp_path_factory):
     """The vendored study written as table files (Parquet, CSV, JSONL in turn) with a table manifest."""
     d = tmp_path_factory.mktemp("bb_tables")
     log = bb_study.log
-    lines = [f'name = "bb as tables"\nformat = "table"\ncatalog = "{DATA / "clusters.json"}"\n'
-             f'api_meta = "{DATA / "api_meta.json"}"\n']
+    lines = [(f'name = "bb as tables"\nformat = "table"\ncatalog = "{DATA / "clusters.json"}"\n'
+              f'api_meta = "{DATA / "api_meta.json"}"\n')]
     for i, (_, part) in enumerate(log.data.groupby("source_file", sort=False)):
         path = d / f"part{i}{('.csv', '.jsonl', '.parquet')[min(i, 2)]}"        # one CSV, one JSONL, Parquet
         tbs.SelectionLog(part.reset_index(drop=True), log.catalog).write(path)
@@ -85,7 +85,7 @@ class TestSufficiency:
         for g in res.groups:
             rows = ok[ok["model"] == g.keys["model"]]
             per_run = []
-            for run, rr in rows.groupby("run"):
+            for _, rr in rows.groupby("run"):
                 tvs = []
                 for c, cc in rr.groupby("cluster_id"):
                     tools = log.catalog.tools(c)

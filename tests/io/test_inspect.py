@@ -6,6 +6,7 @@ One eval per session (four small tasks, two epochs) produces the logs; every tes
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -14,13 +15,18 @@ import pytest
 
 pytest.importorskip("inspect_ai")  # CI installs the `inspect` extra; this only guards bare installs
 
-from toolbias_stats import read_study  # noqa: E402
-from toolbias_stats.choice import (ChoiceLog, accuracy_by_gold_position, judge_consistency,  # noqa: E402
-                                   option_position_bias, read_choice_study)
-from toolbias_stats.exceptions import SelectionLogError  # noqa: E402
-from toolbias_stats.io._catalog import ToolCatalog  # noqa: E402
-from toolbias_stats.io.readers.inspect_ai_log import read_inspect, read_inspect_choices  # noqa: E402
-from toolbias_stats.io.readers.table import read_table  # noqa: E402
+from toolbias_stats import read_study
+from toolbias_stats.choice import (
+    ChoiceLog,
+    accuracy_by_gold_position,
+    judge_consistency,
+    option_position_bias,
+    read_choice_study,
+)
+from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.io._catalog import ToolCatalog
+from toolbias_stats.io.readers.inspect_ai_log import read_inspect, read_inspect_choices
+from toolbias_stats.io.readers.table import read_table
 
 TOOLS = ("geo_alpha", "geo_beta", "geo_gamma")
 #: sample id -> (order of the tools offered, what the mock model does)
@@ -150,7 +156,7 @@ def test_tool_rows_statuses_and_orderings(inspect_logs, catalog):
     expect = {"first": ("ok", 1), "last": ("ok", 3), "several": ("ok", 2), "text": ("no_call", None),
               "unknown": ("unknown_tool", None), "badargs": ("parse_error", None), "error": ("parse_error", None),
               "forced": ("forced", None)}
-    for sid, (order, how) in TOOL_SAMPLES.items():
+    for sid, (_, how) in TOOL_SAMPLES.items():
         status, pos = expect[how]
         assert by_id.at[sid, "status"] == status, sid
         if pos is not None:
@@ -205,10 +211,11 @@ def test_tools_not_in_the_catalog_are_an_error_naming_file_and_sample(inspect_lo
 
 
 def test_truncated_and_foreign_files_are_clear_errors(inspect_logs, catalog, tmp_path):
-    raw = open(inspect_logs["tools"], "rb").read()
+    with open(inspect_logs["tools"], "rb") as fh:
+        raw = fh.read()
     bad = tmp_path / "truncated.eval"
     bad.write_bytes(raw[:600])
-    with pytest.raises(SelectionLogError, match="truncated.eval"):
+    with pytest.raises(SelectionLogError, match=re.escape("truncated.eval")):
         read_inspect(bad, catalog=catalog, meta={"model": "m"})
     from inspect_ai.log import read_eval_log, write_eval_log
 
@@ -240,7 +247,7 @@ def test_dataset_shuffled_choices_positions_and_gold(inspect_logs):
     assert isinstance(log, ChoiceLog) and len(log) == _n_samples(path) == 2 * len(MC_ITEMS)
     f = log.to_frame()
     e1 = f[f["epoch"] == 1].set_index("item_id")
-    for item, (choices, target, answer) in MC_ITEMS.items():
+    for item, (choices, target, _) in MC_ITEMS.items():
         shown = json.loads(e1.at[item, "options"])
         assert sorted(shown) == sorted(choices)                       # all options, in the shown order
         gold_text = choices["ABCD".index(target)]

@@ -12,7 +12,6 @@ position, then delta_API and delta_pos (both position definitions) as TV distanc
 
 from __future__ import annotations
 
-import copy
 import json
 import warnings
 from pathlib import Path
@@ -62,7 +61,8 @@ def _openai_records():
         r = json.loads(line)
         tools = [t["function"]["name"] for t in r["request"]["tools"]]
         calls = r["response"]["choices"][0]["message"].get("tool_calls") or []
-        recs.append((tools, r["request"]["metadata"].get("cluster_id"), calls[0]["function"]["name"] if calls else None))
+        chosen = calls[0]["function"]["name"] if calls else None
+        recs.append((tools, r["request"]["metadata"].get("cluster_id"), chosen))
     return recs
 
 
@@ -239,8 +239,8 @@ class TestRequestLogs:
         with pytest.raises(SelectionLogError) as err:
             read_openai(path, meta=META, clusters=CLUSTERS)
         msg = str(err.value)
-        assert f"{path}:3:tools: the tools offered span several clusters ['geocoding', 'weather'] and the query's " \
-               "cluster cannot be decided (line 3: no cluster_id in the record, and no tool was called)" in msg
+        assert (f"{path}:3:tools: the tools offered span several clusters ['geocoding', 'weather'] and the query's "
+                "cluster cannot be decided (line 3: no cluster_id in the record, and no tool was called)") in msg
         assert len(err.value.problems) == 1
 
     def test_cluster_id_must_be_offered(self, tmp_path):
@@ -281,7 +281,7 @@ class TestOtelWithoutDefinitions:
         assert "gen_ai.tool.definitions" in diag["order_unknown"]["reason"]
         exp = pd.DataFrame({"cluster": [OWNER[n] for n in called], "status": "ok", "tool": called})
         d_api = _pandas_delta(exp, "tool", CLUSTERS)
-        for engine, counts in _engines(log, tmp_path).items():
+        for counts in _engines(log, tmp_path).values():
             for position in ("cluster_rank", "list"):
                 res = _bias(counts, position)
                 g = res.groups[0]
@@ -318,9 +318,9 @@ class TestOtelWithoutDefinitions:
         path.write_text(json.dumps(doc), encoding="utf-8")
         with pytest.raises(SelectionLogError) as err:
             read_otel(path, meta=META, clusters=CLUSTERS)
-        assert f"{path}:4:gen_ai.tool.definitions: no tool definitions recorded and the cluster cannot be decided " \
-               f"(span 4 ('chat gpt-4o-mini', spanId {sp['spanId']}): the call 'send_email' is not a declared tool" \
-               in str(err.value)
+        assert (f"{path}:4:gen_ai.tool.definitions: no tool definitions recorded and the cluster cannot be decided "
+                f"(span 4 ('chat gpt-4o-mini', spanId {sp['spanId']}): the call 'send_email' is not a declared tool"
+                ) in str(err.value)
 
     def test_cluster_id_attribute_keeps_text_answers(self, tmp_path):
         doc = json.loads(OTEL.read_text(encoding="utf-8"))
@@ -376,7 +376,7 @@ model = "gpt-4o-mini"
         assert D.rows["used"] == int((exp["status"] == "ok").sum())
         assert D.rows["used"] + sum(D.rows["excluded"].values()) == D.rows["total"] == 50
         # the orderings the model sees are the cluster's tools as shown (ranks), not the whole list
-        assert all(set(o.split("|")) <= set(OWNER) and len(set(OWNER[t] for t in o.split("|"))) == 1
+        assert all(set(o.split("|")) <= set(OWNER) and len({OWNER[t] for t in o.split("|")}) == 1
                    for o in D.orderings)
 
 

@@ -18,7 +18,8 @@ from toolbias_stats.io.readers import READERS, read_openai, read_table
 from toolbias_stats.io.readers._toolcalls import query_key
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs" / "openai"
-BATCH_IN, BATCH_OUT, PAIRS = FIX / "chat_batch_input.jsonl", FIX / "chat_batch_output.jsonl", FIX / "responses_pairs.jsonl"
+BATCH_IN, BATCH_OUT = FIX / "chat_batch_input.jsonl", FIX / "chat_batch_output.jsonl"
+PAIRS = FIX / "responses_pairs.jsonl"
 META = {"model": "gpt-4o-mini", "run": 1, "temperature": 0.0}
 GEO, WX = "geo_a+geo_b+geo_c", "wx_a+wx_b"
 
@@ -85,7 +86,8 @@ class TestChatBatch:
         _check(chat_log, CHAT_EXPECTED)
 
     def test_every_status_is_reachable(self, chat_log):
-        assert set(chat_log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}  # off_cluster: tests/io/test_multi_cluster.py
+        # off_cluster: tests/io/test_multi_cluster.py
+        assert set(chat_log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}
 
     def test_ordering_and_clusters_come_from_the_request_tools(self, chat_log):
         d = chat_log.data
@@ -199,11 +201,13 @@ class TestBadInput:
         line = next(i for i, x in enumerate(out, 1) if json.loads(x)["custom_id"] == "r03")
         with pytest.raises(SelectionLogError) as err:
             read_openai(_write(tmp_path / "in.jsonl", req), responses=BATCH_OUT, meta=META)
-        assert f"chat_batch_output.jsonl:{line}:custom_id: response for custom_id 'r03' has no request" in str(err.value)
+        want = f"chat_batch_output.jsonl:{line}:custom_id: response for custom_id 'r03' has no request"
+        assert want in str(err.value)
 
     def test_duplicate_custom_id(self, tmp_path):
         req = _lines(BATCH_IN)
-        with pytest.raises(SelectionLogError, match=r"in.jsonl:12:custom_id: duplicate custom_id 'r01' \(first at line 1\)"):
+        msg = r"in.jsonl:12:custom_id: duplicate custom_id 'r01' \(first at line 1\)"
+        with pytest.raises(SelectionLogError, match=msg):
             read_openai(_write(tmp_path / "in.jsonl", req + [req[0]]), responses=BATCH_OUT, meta=META)
 
     def test_tool_list_changes_within_a_declared_cluster(self, tmp_path):

@@ -82,7 +82,8 @@ class TestTraces:
         assert d["source_row"].tolist() == [1, 3, 4, 5, 6, 7, 9, 10, 13, 14]
 
     def test_every_status_is_reachable(self, log):
-        assert set(log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}  # off_cluster: tests/io/test_multi_cluster.py
+        # off_cluster: tests/io/test_multi_cluster.py
+        assert set(log.data["status"]) == set(tbs.STATUSES) - {"off_cluster"}
 
     def test_query_ids_hash_the_last_user_message(self, log):
         assert log.data["query_id"].iloc[0] == query_key("Where is the Eiffel Tower?")
@@ -127,7 +128,8 @@ class TestBadInput:
         text = json.dumps(_doc())
         p = tmp_path / "t.jsonl"
         p.write_text(text + "\n" + text[: len(text) // 3] + "\n", encoding="utf-8")
-        with pytest.raises(SelectionLogError, match=r"t.jsonl:2: truncated JSON .*the spans of this line cannot be read"):
+        msg = r"t.jsonl:2: truncated JSON .*the spans of this line cannot be read"
+        with pytest.raises(SelectionLogError, match=msg):
             read_otel(p, meta=META)
 
     def test_no_tool_definitions_at_all(self, tmp_path):

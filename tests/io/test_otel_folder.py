@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -33,5 +34,5 @@ def test_a_device_is_a_clear_error():
 
 
 def test_a_missing_file_is_named(tmp_path):
-    with pytest.raises(SelectionLogError, match="nope.json: file not found"):
+    with pytest.raises(SelectionLogError, match=re.escape("nope.json: file not found")):
         read_otel(tmp_path / "nope.json", meta={"model": "m"})

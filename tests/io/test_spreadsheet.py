@@ -81,7 +81,7 @@ def make_sheet(tmp_path, n_queries=30, seed=0):
                               "status": status, "chosen_tool": tool, "chosen_position": pos, "k": len(tools)})
                 sheet.append({"Model": "gpt-x", "Query": f"Q{q}", "temperature": temp, "Tools shown": cell,
                               "Pick": pick, "Position": "" if pos is None else pos,
-                              "date": "2025-03-0%d" % (1 + q % 9), "notes": "looks fine, =1+1" if q % 7 == 0 else ""})
+                              "date": f"2025-03-0{1 + q % 9}", "notes": "looks fine, =1+1" if q % 7 == 0 else ""})
     path = tmp_path / "sheet.csv"
     with path.open("w", encoding="utf-8-sig", newline="") as fh:     # Excel's "CSV UTF-8": BOM + CRLF
         writer = csv.DictWriter(fh, fieldnames=list(sheet[0]), dialect="excel")

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.io import count_table
 from toolbias_stats.io._catalog import ToolCatalog
 from toolbias_stats.io._selection_log import SelectionLog
 from toolbias_stats.io.readers.biasbusters import read_biasbusters
-from toolbias_stats.io import count_table
 from toolbias_stats.io.readers.table import read_catalog_table, read_table
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "biasbusters"
@@ -258,8 +258,8 @@ class TestReadTableBadInput:
         path = _write_csv(tmp_path / "bad.csv", "model,cluster_id,query_id,status\nm,1,1,no_call\nm,1,2,timeout\n")
         with pytest.raises(SelectionLogError) as err:
             read(path, catalog=catalog)
-        assert "bad.csv:2:status: expected one of ['ok', 'no_call', 'unknown_tool', 'parse_error', 'forced', 'off_cluster'], got 'timeout'" \
-            in str(err.value)
+        assert ("bad.csv:2:status: expected one of ['ok', 'no_call', 'unknown_tool', 'parse_error', 'forced', "
+                "'off_cluster'], got 'timeout'") in str(err.value)
 
     def test_unknown_cluster(self, read, catalog, tmp_path):
         rows = _ok_rows(catalog, 2)

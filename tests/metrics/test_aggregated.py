@@ -156,9 +156,9 @@ def test_cluster_without_valid_choice_is_left_out_of_the_calibrated_interval():
         warnings.simplefilter("ignore")
         res = tbs.selection_bias(log, n_resamples=200, rng=1)
     per_cluster = res.clusters_frame().set_index(["cluster", "metric"])
-    empty = [c for c in per_cluster.index.get_level_values(0).unique() if c.startswith("wx")][0]
+    empty = next(c for c in per_cluster.index.get_level_values(0).unique() if c.startswith("wx"))
     assert np.isnan(per_cluster.loc[(empty, "delta_api"), "mean_over_runs"])
-    geo = [c for c in per_cluster.index.get_level_values(0).unique() if c.startswith("geo")][0]
+    geo = next(c for c in per_cluster.index.get_level_values(0).unique() if c.startswith("geo"))
     frame = res.to_frame().set_index("metric")
     # the group's delta_API is the one cluster that has valid choices (2 of 3 tools never chosen: TV = 1/3)
     assert frame.loc["delta_api", "mean_over_runs"] == pytest.approx(per_cluster.loc[(geo, "delta_api"),

@@ -107,7 +107,7 @@ def test_interval_shown_first_is_the_calibrated_one_and_covers():
         lo, hi = d[first]
         hits.append(lo - 1e-12 <= truth <= hi + 1e-12)
         if i == 0:
-            assert first == "corrected_ci" and list(d)[0] == "corrected"
+            assert first == "corrected_ci" and next(iter(d)) == "corrected"
             assert "true delta" in d["corrected_label"] and "E[plug-in]" in d["ci_label"]
             cols = list(res.to_frame().columns)
             assert cols.index("corrected_ci_low") < cols.index("ci_low")
@@ -153,7 +153,7 @@ def test_no_zero_zero_interval_when_the_truth_is_small_but_positive():
     rng = np.random.default_rng(7)
     zero = 0
     for _ in range(400):
-        counts, boots, truth = _study([0.21, 0.20, 0.20, 0.20, 0.19], rng, 5, 40, 5, n_resamples=200)
+        counts, boots, _ = _study([0.21, 0.20, 0.20, 0.20, 0.19], rng, 5, 40, 5, n_resamples=200)
         r = calibrated_mean_tv(counts, boots, n_units=[40] * 5)
         zero += r.ci_high <= 0
         assert r.ci_low <= r.estimate <= r.ci_high

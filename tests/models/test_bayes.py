@@ -244,7 +244,7 @@ class TestSingleLLMRaggedClusters:
         assert post["alpha"].shape[2:] == (1, 2, 4) and "sigma_alpha" not in post
         assert np.isnan(post["alpha"].values[..., 0, 3]).all()          # cluster 1 has 3 tools
         np.testing.assert_allclose(np.nansum(post["alpha"].values, -1), 0, atol=1e-9)
-        assert res.tools == {"1": [t for t in log.catalog.tools("1")], "2": [t for t in log.catalog.tools("2")]}
+        assert res.tools == {"1": list(log.catalog.tools("1")), "2": list(log.catalog.tools("2"))}
         assert res.n_positions == 4
         assert res.variance_shares["share_shared"].isna().all()          # undefined with one LLM
         assert res.implied["mean"].notna().all()
@@ -349,10 +349,10 @@ class TestValidation:
         d["status"] = "no_call"
         d[["chosen_tool", "chosen_position"]] = None
         log = SelectionLog.from_frame(d, sim_log.catalog)
-        with pytest.raises(ValueError, match="no row has a valid choice and a known ordering"):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fit_bayes(log)
+        with (pytest.raises(ValueError, match="no row has a valid choice and a known ordering"),
+              warnings.catch_warnings()):
+            warnings.simplefilter("ignore")
+            fit_bayes(log)
 
     def test_missing_extra_names_the_pip_extra(self, monkeypatch):
         monkeypatch.setitem(B._EXTRAS, "nutpie", ("toolbias_no_such_module", "nutpie"))

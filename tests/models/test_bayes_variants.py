@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from toolbias_stats.models import compare_bayes, fit_bayes, query_dispersion, simulate_choice_log
-from toolbias_stats.models.bayes import MODELS, MODEL_VARIANTS
+from toolbias_stats.models.bayes import MODEL_VARIANTS, MODELS
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 
 ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
@@ -158,7 +158,7 @@ class TestV2:
         np.testing.assert_allclose(post["delta"].values.sum(-1), 0, atol=1e-9)
         assert set(res.idata.log_likelihood.data_vars) == {"y_query"}
         assert res.idata.log_likelihood["y_query"].shape == (2, 300, 2 * 2 * 60)
-        assert 0.01 < res.ppc.p_value and 0.01 < res.ppc.p_value_dispersion < 0.99
+        assert res.ppc.p_value > 0.01 and 0.01 < res.ppc.p_value_dispersion < 0.99
         out = res.to_dict()
         json.dumps(out)
         assert out["variant"] == "v2" and "ppc_p_dispersion" in out and "scales" in out
@@ -222,7 +222,7 @@ class TestQueryEffects:
         hi, lo = sc.loc[("sigma_eta", "llm1")], sc.loc[("sigma_eta", "llm2")]
         assert hi["mean"] > lo["mean"]
         assert hi["hdi_low"] <= 1.2 <= hi["hdi_high"]
-        assert res.ppc.dispersion is not None and 0.01 < res.ppc.p_value_dispersion
+        assert res.ppc.dispersion is not None and res.ppc.p_value_dispersion > 0.01
         assert "eta" not in res.idata.posterior and res.idata.posterior["sigma_eta"].shape[-1] == 2
         assert not hasattr(res.idata, "log_likelihood")       # the marginal one is computed by compare_bayes
 

@@ -5,9 +5,9 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from reference.table4 import N_ROWS, TABLE4
 from scipy import stats
 
-from reference.table4 import N_ROWS, TABLE4
 from toolbias_stats.exceptions import DegenerateDataWarning, SmallSampleWarning
 from toolbias_stats.models import feature_correlations
 
@@ -48,7 +48,8 @@ class TestFeatureCorrelations:
         row = corr.to_frame().query("model == 'Qwen' and feature == 'avg_similarity_api_desc'").iloc[0]
         z, se = np.arctanh(row["r"]), 1 / np.sqrt(row["n"] - 3)
         q = stats.norm.ppf(0.975)
-        assert row["ci_low"] == pytest.approx(np.tanh(z - q * se)) and row["ci_high"] == pytest.approx(np.tanh(z + q * se))
+        assert row["ci_low"] == pytest.approx(np.tanh(z - q * se))
+        assert row["ci_high"] == pytest.approx(np.tanh(z + q * se))
 
     def test_holm_and_bh_across_all_tests(self, corr):
         from statsmodels.stats.multitest import multipletests
@@ -101,7 +102,8 @@ class TestFeatureCorrelations:
 
     def test_bad_rates_frame(self, toy):
         feats, _ = toy
-        with pytest.raises(ValueError, match=r"`rates` must have the columns model, tool_id and rate; missing \['rate'\]"):
+        msg = r"`rates` must have the columns model, tool_id and rate; missing \['rate'\]"
+        with pytest.raises(ValueError, match=msg):
             feature_correlations(feats, pd.DataFrame({"model": ["m"], "tool_id": ["c1t0"]}))
 
     def test_bad_feature_names(self, authors):

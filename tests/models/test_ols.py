@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from reference.table4 import OLS_R2
+
 from toolbias_stats.exceptions import SmallSampleWarning
 from toolbias_stats.models import ols_fit
 
@@ -68,7 +68,7 @@ class TestOLSFit:
         assert any("cluster-robust standard errors rest on fewer than 20 clusters" in m for m in msgs)
 
     def test_recovers_a_known_slope(self, toy):
-        feats, rates = toy
+        feats, _ = toy
         x = feats.table["signal"]
         y = 0.3 * (x - feats.table.groupby("cluster_id")["signal"].transform("mean"))
         r = pd.DataFrame({"model": "lin", "tool_id": feats.table["tool_id"], "rate": 0.25 + y})

@@ -1,5 +1,6 @@
 """Explanation figures: each takes a computed result and returns a Figure (nothing recomputed)."""
 
+import re
 import warnings
 
 import pytest
@@ -42,7 +43,7 @@ def test_into_given_axes(result):
 def test_bad_options(result):
     from toolbias_stats.plots import plot_ols_coefficients
 
-    with pytest.raises(ValueError, match="`kind` must be one of 'std_coef', 'coef'; got 'x' instead."):
+    with pytest.raises(ValueError, match=re.escape("`kind` must be one of 'std_coef', 'coef'; got 'x' instead.")):
         plot_ols_coefficients(result.ols, kind="x")
     with pytest.raises(ValueError, match="`interval` must be one of"):
         plot_ols_coefficients(result.ols, interval="x")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiny_study import MODEL_A, MODEL_B
+from tiny_study import tiny_catalog as _tiny_catalog
+from tiny_study import tiny_log as _tiny_log
 
 import toolbias_stats as tbs
 from toolbias_stats.plots import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
@@ -11,8 +14,6 @@ from toolbias_stats.plots import group_label, plot_api_vs_position, plot_selecti
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-
-from tiny_study import MALICIOUS_TOOL, MODEL_A, MODEL_B, tiny_catalog as _tiny_catalog, tiny_log as _tiny_log  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ class TestPlotSelectionRates:
                     .axes[0].get_xticklabels()]
         assert with_cat == ["1. Sunny", "2. Rainy", "3. Windy"]
         without = [t.get_text() for t in plot_selection_rates(result, cluster="2").axes[0].get_xticklabels()]
-        assert [s.replace("\n", "") for s in without][0].startswith("1.")
+        assert without[0].replace("\n", "").startswith("1.")
         assert tool_labels(catalog.tools("2")) == catalog.tools("2")
 
     def test_long_names_are_wrapped_and_cut(self, result, catalog):

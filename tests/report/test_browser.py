@@ -43,7 +43,7 @@ def chromium():
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         for cmd in (["apt-get", "install", "-y", "-q", "chromium"], ["apt-get", "update", "-q"],
                     ["apt-get", "install", "-y", "-q", "chromium"]):
-            subprocess.run(cmd, env=env, capture_output=True, timeout=900)
+            subprocess.run(cmd, env=env, capture_output=True, timeout=900, check=False)
             path = _find_chromium()
             if path:
                 break
@@ -59,9 +59,9 @@ def _browse(chromium, page: Path, screenshot: Path):
     """DOM after load (no script may run) and the browser's console messages; a 1,000 px screenshot."""
     args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
             "--enable-logging=stderr", "--v=0", "--window-size=1000,1400", "--virtual-time-budget=3000"]
-    dom = subprocess.run(args + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180)
+    dom = subprocess.run(args + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180, check=False)
     ARTIFACTS.mkdir(exist_ok=True)
-    subprocess.run(args + [f"--screenshot={screenshot}", page.as_uri()], capture_output=True, timeout=180)
+    subprocess.run(args + [f"--screenshot={screenshot}", page.as_uri()], capture_output=True, timeout=180, check=False)
     console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     return dom.stdout, console
 

@@ -13,6 +13,7 @@ from toolbias_stats.cli._commands import build_parser, main
 from toolbias_stats.report import build_report, default_sections
 from toolbias_stats.report._build import PLAN_DEFAULTS, SECTIONS, SHADOW_DEFAULTS, explain_study
 
+
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
     """The tiny table study (tests/tiny_study.py) with two conditions, so that the Experiments section is on by
@@ -65,13 +66,14 @@ def test_stages_are_reported_in_order_and_no_section_is_added(study):
 def test_sections_use_the_defaults_of_their_commands():
     """The library's section settings are the parsers' defaults: a changed CLI default shows up here."""
     plan = build_parser("plan").parse_args(["plan", "s.toml"])
-    assert PLAN_DEFAULTS == {"metrics": tuple(plan.metrics.split(",")), "by": tuple(plan.by.split(",")),
-                             "alpha": plan.alpha, "power": plan.power, "correlation": plan.correlation,
-                             "cost_per_call": plan.cost_per_call, "max_queries": plan.max_queries,
-                             "n_draws": plan.draws}
+    from_parser = {"metrics": tuple(plan.metrics.split(",")), "by": tuple(plan.by.split(",")),
+                   "alpha": plan.alpha, "power": plan.power, "correlation": plan.correlation,
+                   "cost_per_call": plan.cost_per_call, "max_queries": plan.max_queries, "n_draws": plan.draws}
+    assert from_parser == PLAN_DEFAULTS
     shadow = build_parser("shadow").parse_args(["shadow", "s.toml"])
-    assert SHADOW_DEFAULTS == {"scale": shadow.scale, "n_resamples": shadow.bootstrap,
-                               "n_weight_draws": shadow.weight_draws, "holdout": shadow.holdout}
+    from_parser = {"scale": shadow.scale, "n_resamples": shadow.bootstrap,
+                   "n_weight_draws": shadow.weight_draws, "holdout": shadow.holdout}
+    assert from_parser == SHADOW_DEFAULTS
     assert shadow.ci == [] and not shadow.no_similarity          # cis=None, encoder=None in the section
     ex = build_parser("explain").parse_args(["explain", "s.toml"])
     got = {k: v.default for k, v in inspect.signature(explain_study).parameters.items()

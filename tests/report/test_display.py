@@ -6,13 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
+from tiny_study import tiny_study
 
 import toolbias_stats as tbs
 from toolbias_stats._display import MAX_ROWS, frame_html
 from toolbias_stats.report._findings import key_findings
 from toolbias_stats.simulate import simulate_selection_log
-
-from tiny_study import tiny_study
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def results():
 def test_overview_rows_sorted_and_equal_result(results):
     res, _ = results["one_biased"]
     rows = bias_overview_rows(res)
-    assert [r["label"] for r in rows][0] == "m2"                          # the biased model first
+    assert rows[0]["label"] == "m2"                          # the biased model first
     tops = [max(r[m]["corrected"] for m in ("delta_api", "delta_pos")) for r in rows]
     assert tops == sorted(tops, reverse=True)
     for r in rows:
@@ -206,10 +206,11 @@ def test_first_screen_in_browser(bundled, tmp_path):
                      .replace("</body>", _PROBE + "</body>"), encoding="utf-8")
     args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
             "--hide-scrollbars", "--window-size=1280,900", "--virtual-time-budget=5000"]
-    dom = subprocess.run(args + ["--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180).stdout
+    dom = subprocess.run(args + ["--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180,
+                         check=False).stdout
     ARTIFACTS.mkdir(exist_ok=True)
     png = ARTIFACTS / "first_screen.png"
-    subprocess.run(args + [f"--screenshot={png}", shot.as_uri()], capture_output=True, timeout=180)
+    subprocess.run(args + [f"--screenshot={png}", shot.as_uri()], capture_output=True, timeout=180, check=False)
     m = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     assert m, "the layout probe did not run"
     pos = json.loads(html.unescape(m.group(1)))
@@ -304,8 +305,8 @@ def test_toolsense_summary(tmp_path):
     s = toolsense_summary(res)
     assert 1 <= len(s) <= 4, s
     rc = res.estimates[("m", "all", 1)]["rc"]
-    assert s[0] == f"The constrained recall Rc@1 over all tiers is {fmt_estimate_ci(rc.estimate, rc.ci)}, with 95% " \
-                   "query-bootstrap interval."
+    assert s[0] == (f"The constrained recall Rc@1 over all tiers is {fmt_estimate_ci(rc.estimate, rc.ci)}, with 95% "
+                    "query-bootstrap interval.")
     assert s[-1].startswith("The hard tier is the hardest to retrieve"), s
     assert s[1].startswith("Free recall Rf@1 falls below constrained recall: "), s
     page = render_toolsense_section(retrieval=res)

@@ -7,11 +7,11 @@ import re
 import shutil
 from pathlib import Path
 
+from tiny_study import tiny_study as _tiny_study  # tests/ is on sys.path (conftest.py)
+
 import toolbias_stats as tbs
 from toolbias_stats.cli._commands import main
 from toolbias_stats.report._provenance import SIDE_FILE_KEYS, input_files
-
-from tiny_study import tiny_study as _tiny_study  # tests/ is on sys.path (conftest.py)
 
 API = Path(__file__).resolve().parents[1] / "io" / "fixtures" / "api_logs" / "openai"
 

@@ -10,15 +10,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_study import MALICIOUS_API, MALICIOUS_TOOL, MODEL_A, UNRESOLVED
+from tiny_study import tiny_study as _tiny_study
 
 import toolbias_stats as tbs
-from toolbias_stats.report import (MISSING, file_sha256, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd,
-                                   fmt_num, fmt_p, fmt_range, render_bias_report)
+from toolbias_stats.report import (
+    MISSING,
+    file_sha256,
+    fmt_ci,
+    fmt_estimate_ci,
+    fmt_int,
+    fmt_level,
+    fmt_mean_sd,
+    fmt_num,
+    fmt_p,
+    fmt_range,
+    render_bias_report,
+)
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny_report.html"
-
-from tiny_study import (MALICIOUS_API, MALICIOUS_TOOL, MODEL_A, MODEL_B, UNRESOLVED,  # noqa: F401
-                        tiny_study as _tiny_study)
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +107,9 @@ class TestRenderBiasReport:
         summary = study.log.summary(by=["model", "run"])
         for s in tbs.STATUSES:
             assert f'<th class="num">{s}</th>' in page
-        assert '<tr class="total"><td>all</td><td></td><td class="num">144</td><td class="num">140</td>' \
-               '<td class="num">4</td><td class="num">0</td><td class="num">0</td><td class="num">0</td><td class="num">0</td></tr>' in page
+        assert ('<tr class="total"><td>all</td><td></td><td class="num">144</td><td class="num">140</td>'
+                '<td class="num">4</td><td class="num">0</td><td class="num">0</td><td class="num">0</td>'
+                '<td class="num">0</td></tr>') in page
         assert int(summary["total"].sum()) == 144
 
     def test_bias_numbers_as_formatted(self, page, result):

@@ -7,11 +7,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from tiny_study import MODEL_A, tiny_study
 
 from toolbias_stats import ExcludedRowsWarning
 from toolbias_stats.shadow import audit_from_study, tool_shadow
-
-from tiny_study import MODEL_A, tiny_study
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,8 @@ def test_json_shape(shadow_data, capsys):
 
 
 def test_effect_scale_and_turns(shadow_data, capsys, monkeypatch):
-    from tests.shadow.conftest import FakeEncoder
     import toolbias_stats.features as feats
+    from tests.shadow.conftest import FakeEncoder
 
     monkeypatch.setattr(feats, "Encoder", lambda *a, **k: FakeEncoder())  # no model load in tests
     rc = main(["shadow", *_files(shadow_data), "--turns", str(shadow_data / "turns.csv"), "--scale", "effect",

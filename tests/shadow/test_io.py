@@ -34,7 +34,8 @@ class TestReadShadowAudit:
         assert set(rows["position"]) == set(range(1, 13))
         assert len(example_audit.tasks) == 600
         # the manifest's order is the position; lengths are the descriptions' characters
-        man = json.loads((example_audit.source["manifest"][0] and open(example_audit.source["manifest"][0])).read())
+        with open(example_audit.source["manifest"][0]) as fh:
+            man = json.load(fh)
         first = rows[rows["turn_id"] == "t0001"].sort_values("position")
         assert list(first["tool_name"]) == [m["name"] for m in man]
         assert list(first["desc_len"]) == [len(m["description"]) for m in man]

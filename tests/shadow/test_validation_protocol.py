@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from toolbias_stats.shadow import (VALIDATION_STATUS, ab_primary_outcome, calibration_in_the_large,
-                                   discrimination_auc)
+from toolbias_stats.shadow import VALIDATION_STATUS, ab_primary_outcome, calibration_in_the_large, discrimination_auc
 
 
 class TestABPrimaryOutcome:

@@ -14,7 +14,7 @@ class TestWorksheet:
         assert w.weights == {"L": 0.30, "D": 0.175, "S": 0.175, "R": 0.35}
         assert w.precision == {"L": "medium", "D": "low", "S": "low", "R": "medium"}
         assert sum(w.weights.values()) == pytest.approx(1.0)
-        assert W_FLOOR == pytest.approx((1 - 0.30 - 0.35) / 2)
+        assert pytest.approx((1 - 0.30 - 0.35) / 2) == W_FLOOR
 
     def test_hand_computed_two_cis(self):
         # Hand computation:

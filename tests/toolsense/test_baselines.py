@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolbias_stats.toolsense import (bm25_rankings, correct_set_bias, dense_rankings, read_rrb,
-                                      read_rrb_predictions, retrieval_baselines, tool_text)
+from toolbias_stats.toolsense import (
+    bm25_rankings,
+    correct_set_bias,
+    dense_rankings,
+    read_rrb,
+    read_rrb_predictions,
+    retrieval_baselines,
+    tool_text,
+)
 
 
 class LetterEncoder:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
 
-from toolbias_stats.toolsense import (ToolSenseError, bundled_path, read_annotations, read_probe, read_rrb,
-                                      read_rrb_predictions)
+from toolbias_stats.toolsense import (
+    ToolSenseError,
+    bundled_path,
+    read_annotations,
+    read_probe,
+    read_rrb,
+    read_rrb_predictions,
+)
 
 from .conftest import write_jsonl
 
@@ -107,7 +114,7 @@ class TestAnnotations:
     def test_missing_column_and_groups(self, tmp_path):
         p = tmp_path / "ann.csv"
         p.write_text("item_id,annotator,label\nq1,a,1\n")
-        with pytest.raises(ToolSenseError, match="ann.csv:1:rater: required column is missing"):
+        with pytest.raises(ToolSenseError, match=re.escape("ann.csv:1:rater: required column is missing")):
             read_annotations(p)
         df = read_annotations(p, columns={"rater": "annotator"})
         assert df[["item_id", "rater", "label", "source_line"]].values.tolist() == [["q1", "a", "1", 2]]
@@ -116,5 +123,5 @@ class TestAnnotations:
         text = qa_file.read_text().splitlines()
         bad = tmp_path / "qa.jsonl"
         bad.write_text("\n".join(text + [text[0]]) + "\n")
-        with pytest.raises(ToolSenseError, match="qa.jsonl:11:id: duplicate id 'a0'"):
+        with pytest.raises(ToolSenseError, match=re.escape("qa.jsonl:11:id: duplicate id 'a0'")):
             read_probe("qa", bad)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -11,8 +10,7 @@ import pytest
 from scipy import stats
 
 from toolbias_stats.exceptions import SmallSampleWarning
-from toolbias_stats.toolsense import (probe_accuracy, probe_recall_correlation, read_probe,
-                                      read_probe_predictions)
+from toolbias_stats.toolsense import probe_accuracy, probe_recall_correlation, read_probe, read_probe_predictions
 
 from .conftest import write_jsonl
 
