@@ -43,6 +43,18 @@ def utf8_problem(path: Path, *, data_rows: bool = False) -> str:
     return problem(path, row, None, utf8_message(pos))
 
 
+def utf8_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, checked to be UTF-8 (the error names the first bad line and byte), with a leading
+    byte-order mark dropped (``utf-8-sig``, as text mode reads it)."""
+    data = Path(path).read_bytes()
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
+    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+
+
 #: Largest input file read into memory (a log, a manifest, a catalog): 16 GiB. Larger files (or endless ones such
 #: as /dev/zero behind a symlink) are refused by name instead of being read until memory runs out.
 MAX_FILE_BYTES = 16 * 2**30

@@ -30,7 +30,7 @@ from ..._schema import standardise_name
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import TOO_DEEP, add_meta, check_meta, check_regular_file, utf8_message, utf8_position
+from ._common import TOO_DEEP, add_meta, check_meta, check_regular_file, utf8_bytes, utf8_message, utf8_position
 
 try:          # optional: a faster JSON decoder giving the same values (the standard library words every error)
     import msgspec as _msgspec
@@ -174,14 +174,7 @@ def _read_lines_text(path: Path, convert=None) -> list[JsonLine]:
 def _file_lines(path: Path) -> tuple[list, bool]:
     """The lines of a file (bytes, UTF-8 checked, a byte-order mark dropped; split at ``\n``, ``\r\n`` and
     ``\r`` as text mode does) and whether its last line has no line end."""
-    data = path.read_bytes()
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
-    if data.startswith(b"\xef\xbb\xbf"):       # utf-8-sig: a byte-order mark at the start is dropped
-        data = data[3:]
+    data = utf8_bytes(path)
     return data.splitlines(), not data.endswith((b"\n", b"\r"))
 
 
@@ -486,7 +479,14 @@ def _resolve(res, key, hint, status, name, forced):
     in_cluster, err = res.fit(key, ids, cid)
     if err is not None:
         return None
-    tool, raw = None, _UNSEEN
+    tool, status, raw = _classify(res, key, ids, in_cluster, status, name, forced, _UNSEEN)
+    return cid, ordering, tool, status, raw, how, _position(ordering, tool)
+
+
+def _classify(res, key, ids, in_cluster, status, name, forced, raw):
+    """``(tool, status, raw)`` of an attempt whose cluster is decided: a forced request, a call matched to a tool of
+    the cluster (``ok``), to an offered tool outside it (``off_cluster``) or to none (``unknown_tool``)."""
+    tool = None
     if forced is not None and status in ("call", "no_call"):
         # the request left no choice: kept as a row, excluded from every rate
         did = f"called {name!r}" if status == "call" else "no call"
@@ -500,7 +500,7 @@ def _resolve(res, key, hint, status, name, forced):
             tool, status = hit, "ok"
         else:
             status = "off_cluster"     # an offered tool outside the attempt's cluster
-    return cid, ordering, tool, status, raw, how, _position(ordering, tool)
+    return tool, status, raw
 
 
 def _position(ordering, tool):
@@ -565,19 +565,7 @@ def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, force
     in_cluster, err = res.fit(key, ids, cid)
     if err is not None:
         return None, problem(sf, row, "tools", err), None
-    tool = None
-    if forced is not None and status in ("call", "no_call"):
-        did = f"called {name!r}" if status == "call" else "no call"
-        status, raw = "forced", short(f"{forced}; {did}")
-    elif status == "call":
-        raw = name
-        hit = res.match(key, ids, name) if isinstance(name, str) else None
-        if hit is None:
-            status = "unknown_tool"
-        elif hit in in_cluster:
-            tool, status = hit, "ok"
-        else:
-            status = "off_cluster"
+    tool, status, raw = _classify(res, key, ids, in_cluster, status, name, forced, raw)
     return (cid, ordering, tool, status, raw), None, how
 
 

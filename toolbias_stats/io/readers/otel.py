@@ -19,7 +19,7 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._clusters import catalog_for
 from .._selection_log import SelectionLog
-from ._common import check_meta, check_regular_file, utf8_message, utf8_position
+from ._common import check_meta, check_regular_file, utf8_bytes, utf8_message, utf8_position
 from ._toolcalls import (
     FAST_ERRORS,
     Attempt,
@@ -130,14 +130,7 @@ def _fast_document(path: Path):
     msgspec refuses: the standard library then reads the file and words its errors)."""
     if fast_json is None:
         return None
-    data = path.read_bytes()
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SelectionLogError(problem(path, None, None, utf8_message(utf8_position(path)))) from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    data = utf8_bytes(path)
     try:
         return fast_json(data)
     except FAST_ERRORS:
