@@ -140,7 +140,15 @@ def imports_of(module: str, is_package: bool, source: str, modules) -> dict:
         if target is not None and target != module:
             found.setdefault(target, line)
 
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    # imports under ``if TYPE_CHECKING:`` exist for annotations only (no run-time edge): not part of the graph
+    typing_only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            typing_only |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 add(alias.name, node.lineno)
@@ -159,6 +167,12 @@ def imports_of(module: str, is_package: bool, source: str, modules) -> dict:
             if m:
                 add(m.group(1), node.lineno)
     return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` as an ``if`` condition."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def import_graph(package_dir: Path = PACKAGE_DIR) -> dict:
@@ -345,3 +359,12 @@ def test_relative_imports_resolve():
                         "toolbias_stats.io", "toolbias_stats"}
     pkg = imports_of("toolbias_stats.io", True, "from ._catalog import ToolCatalog\n", modules)
     assert set(pkg) == {"toolbias_stats.io._catalog"}
+
+
+def test_type_checking_imports_are_not_edges():
+    modules = {"toolbias_stats.a": None, "toolbias_stats.b": None, "toolbias_stats.c": None}
+    src = ("from typing import TYPE_CHECKING\nimport typing\nif TYPE_CHECKING:\n    from . import b\n"
+           "if typing.TYPE_CHECKING:\n    import toolbias_stats.c\nelse:\n    pass\n")
+    assert imports_of("toolbias_stats.a", False, src, modules) == {}
+    src2 = "if TYPE_CHECKING:\n    pass\nelse:\n    from . import b\n"
+    assert imports_of("toolbias_stats.a", False, src2, modules) == {"toolbias_stats.b": 4}
