@@ -26,12 +26,15 @@ import ast
 import json
 import numbers
 import unicodedata
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
 
 from ..._schema import COUNT_COLUMN, LOG_COLUMNS
+
+if TYPE_CHECKING:
+    from .._catalog import ToolCatalog
 
 __all__ = ["normalise_name", "prepare_combos", "select_columns", "POSITIONS", "DUPLICATES", "ATTEMPT_ID",
            "COMBO_KEYS", "attempt_id_message"]
@@ -181,7 +184,11 @@ def _position(v):
     return None
 
 
-def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error",
+_NEW_COLUMNS = ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "position_new",
+                "normalised", "list_normalised", "recomputed", "problem_column", "problem")
+
+
+def prepare_combos(combos: pd.DataFrame, catalog: ToolCatalog, *, positions: str = "error",
                    own_format: bool = False) -> pd.DataFrame:
     """Clean the distinct cell combinations of a table file (see the module notes).
 
@@ -205,95 +212,21 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error",
         ``status_new`` (when the file has no ``status``), ``raw_new`` (the raw pick when it was not a tool id
         as written), ``position_new`` (a recomputed position), ``normalised`` (the pick matched only after
         normalisation), ``list_normalised``, ``recomputed``, and ``problem_column`` / ``problem`` (the message).
+
+    Examples
+    --------
+    >>> from toolbias_stats import ToolCatalog
+    >>> catalog = ToolCatalog.from_records([{"cluster_id": "1", "tool_id": t} for t in ("a_api", "b_api")])
+    >>> combos = pd.DataFrame({"ordering": ["A_API | b_api"], "chosen_tool": [" b_api"], "n": [3]})
+    >>> prepare_combos(combos, catalog)[["cluster_new", "tool_new", "status_new", "normalised"]]
+      cluster_new tool_new status_new  normalised
+    0           1    b_api         ok        True
     """
     names = _Names(catalog)
     cols = set(combos.columns)
-    out: dict = {k: [] for k in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "position_new",
-                           "normalised", "list_normalised", "recomputed", "problem_column", "problem")}
+    out: dict[str, list] = {k: [] for k in _NEW_COLUMNS}
     for rec in combos.to_dict(orient="records"):
-        res: dict[str, Any] = dict.fromkeys(out)
-        res.update(normalised=False, list_normalised=False, recomputed=False)
-        shown = None
-        if "ordering" in cols and not _missing(rec.get("ordering")):
-            shown, msg = parse_ordering(rec["ordering"])
-            if msg:
-                res.update(problem_column="ordering", problem=msg)
-        # the cluster: the file's, or the one that holds every tool shown (the pick when no list is given)
-        if "cluster_id" in cols:
-            cluster = None if _missing(rec.get("cluster_id")) else _id_str(rec["cluster_id"])
-            if cluster not in names.by_cluster:
-                cluster = None   # the validator names a missing or unknown cluster
-        elif res["problem"] is None:
-            pick = rec.get("chosen_tool")
-            basis = shown if shown is not None else ([] if _missing(pick) else [str(pick)])
-            cands = None
-            for name in basis:
-                cl = names.clusters_of.get(normalise_name(name), set())
-                cands = set(cl) if cands is None else cands & cl
-            cluster = next(iter(cands)) if cands is not None and len(cands) == 1 else None
-            if cluster is None:
-                what = ("no list shown and no tool chosen" if not basis else
-                        f"the tools shown ({_short('|'.join(basis))!r}) belong to no single cluster of the catalog"
-                        if cands is not None and not cands else
-                        f"the tools shown ({_short('|'.join(basis))!r}) are in several clusters "
-                        f"({sorted(cast(set, cands))})")      # basis is not empty: cands is a set
-                res.update(problem_column="cluster_id",
-                           problem=f"no cluster_id column and the cluster cannot be inferred: {what}")
-            else:
-                res["cluster_new"] = cluster
-        else:
-            cluster = None
-        if shown is not None and cluster is not None:
-            ids = []
-            for name in shown:
-                tool, exact = names.match(cluster, name)
-                ids.append(tool if tool is not None else name)
-                res["list_normalised"] |= tool is not None and not exact
-            res["ordering_new"] = "|".join(ids)
-        elif shown is not None:
-            res["ordering_new"] = "|".join(shown)
-        # the pick
-        pick = rec.get("chosen_tool")
-        tool = None
-        if not _missing(pick) and cluster is not None:
-            tool, exact = names.match(cluster, _id_str(pick))
-            if tool is not None:
-                res["tool_new"] = tool
-                res["normalised"] = not exact
-        if not _missing(pick) and (tool is None or tool != _id_str(pick)):
-            res["raw_new"] = _id_str(pick)
-        offered = shown is None or (res["ordering_new"] is not None and tool in res["ordering_new"].split("|"))
-        if "status" not in cols:
-            if _missing(pick):
-                res["status_new"] = "no_call"
-            elif tool is not None and offered:
-                res["status_new"] = "ok"
-            elif cluster is not None:
-                res["status_new"] = "unknown_tool"
-            # else: no cluster (reported above or by the validator)
-        status = res["status_new"] if "status" not in cols else rec.get("status")
-        if status == "no_call" and not _missing(pick) and res["problem"] is None:
-            res.update(problem_column="chosen_tool",
-                       problem=f"status is 'no_call' but a tool is given ({_id_str(pick)!r}); a row without a call "
-                               "has an empty chosen_tool (use 'unknown_tool' for a name that is no tool)")
-        # a recorded position that contradicts the list shown and the pick
-        pos = _position(rec.get("chosen_position")) if "chosen_position" in cols else None
-        if status == "ok" and tool is not None and pos is not None and res["problem"] is None and not own_format:
-            listed = None
-            if res["ordering_new"] is not None:
-                listed = res["ordering_new"].split("|")
-            elif "rotation" in cols and _position(rec.get("rotation")) is not None:
-                r = _position(rec["rotation"])
-                if 1 <= r <= catalog.n_tools(cluster):
-                    listed = catalog.rotation(cluster, r)
-            if listed is not None and tool in listed and listed.index(tool) + 1 != pos:
-                at = listed.index(tool) + 1
-                if positions == "recompute":
-                    res.update(position_new=at, recomputed=True)
-                else:
-                    res.update(problem_column="chosen_position",
-                               problem=(f"position {pos} contradicts the list shown: {tool!r} is at position {at} "
-                                        "(fix the cell, or set positions = \"recompute\" in the manifest entry)"))
+        res = _prepare_one(rec, cols, names, catalog, positions=positions, own_format=own_format)
         for k in out:
             out[k].append(res[k])
     frame = pd.DataFrame(out, index=combos.index)
@@ -301,6 +234,117 @@ def prepare_combos(combos: pd.DataFrame, catalog, *, positions: str = "error",
     for c in ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_new", "problem_column", "problem"):
         frame[c] = frame[c].astype("string")
     return frame
+
+
+def _prepare_one(rec: dict, cols: set, names: _Names, catalog, *, positions: str, own_format: bool) -> dict:
+    """One combination: parse the list shown -> find the cluster -> match the names -> derive the status ->
+    check the recorded position. Returns the values of :data:`_NEW_COLUMNS`."""
+    res: dict[str, Any] = dict.fromkeys(_NEW_COLUMNS)
+    res.update(normalised=False, list_normalised=False, recomputed=False)
+    shown = None
+    if "ordering" in cols and not _missing(rec.get("ordering")):
+        shown, msg = parse_ordering(rec["ordering"])
+        if msg:
+            res.update(problem_column="ordering", problem=msg)
+    cluster = _cluster_of(rec, cols, names, shown, res)
+    _match_shown(shown, cluster, names, res)
+    pick = rec.get("chosen_tool")
+    tool = _match_pick(pick, cluster, names, res)
+    offered = shown is None or (res["ordering_new"] is not None and tool in res["ordering_new"].split("|"))
+    if "status" not in cols:
+        res["status_new"] = _derived_status(pick, tool, offered, cluster)
+    status = res["status_new"] if "status" not in cols else rec.get("status")
+    if status == "no_call" and not _missing(pick) and res["problem"] is None:
+        res.update(problem_column="chosen_tool",
+                   problem=f"status is 'no_call' but a tool is given ({_id_str(pick)!r}); a row without a call "
+                           "has an empty chosen_tool (use 'unknown_tool' for a name that is no tool)")
+    pos = _position(rec.get("chosen_position")) if "chosen_position" in cols else None
+    if status == "ok" and tool is not None and pos is not None and res["problem"] is None and not own_format:
+        _check_position(rec, cols, catalog, cluster, tool, pos, res, positions=positions)
+    return res
+
+
+def _cluster_of(rec: dict, cols: set, names: _Names, shown, res: dict):
+    """The cluster: the file's, or the one that holds every tool shown (the pick when no list is given)."""
+    if "cluster_id" in cols:
+        cluster = None if _missing(rec.get("cluster_id")) else _id_str(rec["cluster_id"])
+        return cluster if cluster in names.by_cluster else None   # the validator names a missing or unknown one
+    if res["problem"] is not None:
+        return None
+    pick = rec.get("chosen_tool")
+    basis = shown if shown is not None else ([] if _missing(pick) else [str(pick)])
+    cands = None
+    for name in basis:
+        cl = names.clusters_of.get(normalise_name(name), set())
+        cands = set(cl) if cands is None else cands & cl
+    cluster = next(iter(cands)) if cands is not None and len(cands) == 1 else None
+    if cluster is None:
+        what = ("no list shown and no tool chosen" if not basis else
+                f"the tools shown ({_short('|'.join(basis))!r}) belong to no single cluster of the catalog"
+                if cands is not None and not cands else
+                f"the tools shown ({_short('|'.join(basis))!r}) are in several clusters "
+                f"({sorted(cast(set, cands))})")      # basis is not empty: cands is a set
+        res.update(problem_column="cluster_id",
+                   problem=f"no cluster_id column and the cluster cannot be inferred: {what}")
+    else:
+        res["cluster_new"] = cluster
+    return cluster
+
+
+def _match_shown(shown, cluster, names: _Names, res: dict) -> None:
+    """``ordering_new``: the list shown as tool ids of the cluster (names kept when no cluster is known)."""
+    if shown is not None and cluster is not None:
+        ids = []
+        for name in shown:
+            tool, exact = names.match(cluster, name)
+            ids.append(tool if tool is not None else name)
+            res["list_normalised"] |= tool is not None and not exact
+        res["ordering_new"] = "|".join(ids)
+    elif shown is not None:
+        res["ordering_new"] = "|".join(shown)
+
+
+def _match_pick(pick, cluster, names: _Names, res: dict):
+    """The tool id the pick names (or None); sets ``tool_new``, ``normalised`` and ``raw_new``."""
+    tool = None
+    if not _missing(pick) and cluster is not None:
+        tool, exact = names.match(cluster, _id_str(pick))
+        if tool is not None:
+            res["tool_new"] = tool
+            res["normalised"] = not exact
+    if not _missing(pick) and (tool is None or tool != _id_str(pick)):
+        res["raw_new"] = _id_str(pick)
+    return tool
+
+
+def _derived_status(pick, tool, offered: bool, cluster):
+    """The status of a file without a ``status`` column (None: no cluster, reported elsewhere)."""
+    if _missing(pick):
+        return "no_call"
+    if tool is not None and offered:
+        return "ok"
+    if cluster is not None:
+        return "unknown_tool"
+    return None
+
+
+def _check_position(rec: dict, cols: set, catalog, cluster, tool, pos: int, res: dict, *, positions: str) -> None:
+    """A recorded position that contradicts the list shown and the pick: recomputed, or a problem."""
+    listed = None
+    if res["ordering_new"] is not None:
+        listed = res["ordering_new"].split("|")
+    elif "rotation" in cols and _position(rec.get("rotation")) is not None:
+        r = cast(int, _position(rec["rotation"]))
+        if 1 <= r <= catalog.n_tools(cluster):
+            listed = catalog.rotation(cluster, r)
+    if listed is not None and tool in listed and listed.index(tool) + 1 != pos:
+        at = listed.index(tool) + 1
+        if positions == "recompute":
+            res.update(position_new=at, recomputed=True)
+        else:
+            res.update(problem_column="chosen_position",
+                       problem=(f"position {pos} contradicts the list shown: {tool!r} is at position {at} "
+                                "(fix the cell, or set positions = \"recompute\" in the manifest entry)"))
 
 
 def confusable_tools(catalog) -> list:

@@ -330,7 +330,30 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
     """
     meta = check_meta(meta, source)
     cols = attempts if isinstance(attempts, AttemptColumns) else AttemptColumns.from_attempts(attempts)
-    res = _Resolver(catalog, subsets)
+    hits, qids = _resolve_attempts(cols, _Resolver(catalog, subsets))
+    if not hits:
+        raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
+    # every attempt is a row (a problem would have been raised): the columns follow the attempts
+    o_cid, o_ord, o_tool, o_status, o_raw, hows, o_pos = (list(c) for c in zip(*hits))
+    o_raw = [r if m is _UNSEEN else m for m, r in zip(o_raw, cols.raw)]
+    frame = pd.DataFrame({"cluster_id": o_cid, "query_id": qids, "rotation": [None] * len(qids), "ordering": o_ord,
+                          "chosen_tool": o_tool, "status": o_status, "raw_choice": o_raw,
+                          "source_file": list(cols.source_file), "source_row": list(cols.source_row),
+                          "chosen_position": o_pos})
+    frame["source_row"] = frame["source_row"].astype(np.int64)
+    frame = add_meta(frame, meta)
+    repeats = _repeats(list(zip(o_cid, qids, o_ord)))
+    if repeats.max() > 1 and "attempt" not in frame.columns:
+        # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
+        frame.insert(len(meta), "attempt", repeats)
+    diag = _log_diagnostics(cols, o_status, o_raw, hows, repeats, fmt=fmt, catalog=catalog)
+    diag.update(extra_diagnostics or {})
+    return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
+
+
+def _resolve_attempts(cols: AttemptColumns, res: _Resolver) -> tuple[list, list]:
+    """``(hits, query ids)``: each attempt resolved (``(cluster, ordering, tool, status, raw or _UNSEEN, how,
+    position)``) and its query id; every attempt that does not resolve is a problem (all raised together)."""
     problems = []
     hits, qids = [], []
     qkeys: dict[str, str] = {}
@@ -368,27 +391,18 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
         qids.append(qid)
     if problems:
         raise SelectionLogError(problems)
-    if not hits:
-        raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
-    # every attempt is a row (a problem would have been raised): the columns follow the attempts
-    o_cid, o_ord, o_tool, o_status, o_raw, hows, o_pos = (list(c) for c in zip(*hits))
-    o_raw = [r if m is _UNSEEN else m for m, r in zip(o_raw, cols.raw)]
+    return hits, qids
+
+
+def _log_diagnostics(cols: AttemptColumns, o_status: list, o_raw: list, hows: list, repeats: np.ndarray, *,
+                     fmt: str, catalog) -> dict:
+    """The diagnostics of an API log: statuses, calls per answer, notes, repeats and how clusters were decided."""
     by_hint = [r for r, h in zip(cols.source_row, hows) if h == "hint"]   # rows whose cluster came from the
     by_choice = [r for r, h in zip(cols.source_row, hows) if h == "choice"]  # record's cluster_id / the tool
-    frame = pd.DataFrame({"cluster_id": o_cid, "query_id": qids, "rotation": [None] * len(qids), "ordering": o_ord,
-                          "chosen_tool": o_tool, "status": o_status, "raw_choice": o_raw,
-                          "source_file": list(cols.source_file), "source_row": list(cols.source_row),
-                          "chosen_position": o_pos})
-    frame["source_row"] = frame["source_row"].astype(np.int64)
-    frame = add_meta(frame, meta)
-    repeats = _repeats(list(zip(o_cid, qids, o_ord)))
-    if repeats.max() > 1 and "attempt" not in frame.columns:
-        # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
-        frame.insert(len(meta), "attempt", repeats)
     flags = Counter(f for fl in cols.flags for f in fl)
     n_calls: Counter = Counter(cols.n_calls)
     multiple = [int(r) for r, n in zip(cols.source_row, cols.n_calls) if n > 1]
-    diag = {"format": fmt, "attempts": len(frame), "status": Counter(o_status),
+    diag = {"format": fmt, "attempts": len(o_status), "status": Counter(o_status),
             "unresolved": Counter(r for s, r in zip(o_status, o_raw) if s == "unknown_tool"),
             "n_tool_calls": dict(sorted(n_calls.items())), "multiple_calls_rows": multiple,
             "notes": dict(sorted(flags.items())), "cluster_source": getattr(catalog, "source", None),
@@ -406,8 +420,7 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
     no_list = [int(r) for r, nl in zip(cols.source_row, cols.no_list) if nl]
     if no_list:
         diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
-    diag.update(extra_diagnostics or {})
-    return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
+    return diag
 
 
 def _repeats(keys: list) -> np.ndarray:
@@ -849,13 +862,43 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
     except SelectionLogError:
         return None
     src = str(requests)
+    read = _batch_requests(req_pieces, req_open, shape, parse_request, requests)
+    if read is None:
+        return None
+    index, reqs, rows, unusual = read
+    n = len(reqs)
+    # what the model did, as parse_request leaves it, then as the results say
+    outcome = _Outcome(n, unusual)
+    got = _batch_results(res_pieces, res_open, shape, parse_response, index, reqs, rows, outcome, src)
+    if got is None:
+        return None
+    status, texts, flags = outcome.status, outcome.texts, outcome.flags
+    if got.count(1) < n:
+        where = Path(responses).name
+        for pos in range(n):
+            if not got[pos]:
+                status[pos] = "parse_error"
+                texts[pos] = f"no response for custom_id {reqs[pos][0]!r} in {where}"
+                flags[pos] += ("missing_response",)
+    cids, tools, qids, qtexts, clusters, forced = (list(c) for c in zip(*reqs))
+    return AttemptColumns(source_file=[src] * n, source_row=rows, tools=tools, status=status, name=outcome.names,
+                          raw=texts, n_calls=outcome.n_calls, query_id=qids, query_text=qtexts,
+                          label=_CustomIdLabels(cids), flags=flags, forced=forced, cluster=clusters,
+                          no_list=[False] * n)
+
+
+def _batch_requests(pieces: list, open_end: bool, shape, parse_request, requests: Path):
+    """``(index, reqs, rows, unusual)`` of a batch's request lines, or None when one is not ordinary.
+
+    ``index``: custom_id -> position; ``reqs``: ``(custom_id, tools, query_id, query text, cluster, forcing)`` of
+    each request; ``rows``: its line; ``unusual``: position -> the Attempt of a request that is not plain."""
     decode, plain = shape.request.decode, shape.read_request
     lists: dict = {}                        # tool names by the text of a tool list
-    index: dict[str, int] = {}        # custom_id -> position
-    reqs: list[tuple] = []            # (custom_id, tools, query_id, query text, cluster, forcing) of each request
-    rows: list[int] = []              # and its line
-    unusual: dict[int, Attempt] = {}  # position -> its Attempt (a request that is not plain)
-    for i, raw in enumerate(req_pieces):
+    index: dict[str, int] = {}
+    reqs: list[tuple] = []
+    rows: list[int] = []
+    unusual: dict[int, Attempt] = {}
+    for i, raw in enumerate(pieces):
         rec = None
         if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
             try:
@@ -863,44 +906,68 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
             except FAST_ERRORS:
                 rec = None
         if rec is None:
-            jl = _line(req_pieces, i, req_open)
+            jl = _line(pieces, i, open_end)
             if jl is None:
                 continue
-            value = jl.value
-            if jl.error is not None or type(value) is not dict:
-                return None
-            cid = value.get("custom_id")
-            if type(cid) is not str or not cid:
-                return None
-            try:
-                att = parse_request(value, requests, i + 1)
-            except Exception:
+            att = _unusual_request(jl, parse_request, requests)
+            if att is None:
                 return None
             unusual[len(reqs)] = att
-            rec = (cid, att.tools, att.query_id, att.query_text, att.cluster, att.forced)
+            rec = (cast(dict, jl.value)["custom_id"], att.tools, att.query_id, att.query_text, att.cluster,
+                   att.forced)
         cid = rec[0]
         if cid in index:
             return None
         index[cid] = len(reqs)
         reqs.append(rec)
         rows.append(i + 1)
-    n = len(reqs)
-    if not n:
+    return (index, reqs, rows, unusual) if reqs else None
+
+
+def _unusual_request(jl: JsonLine, parse_request, requests: Path) -> Attempt | None:
+    """The Attempt of a request line decoded in full, or None when it is not an object with a custom_id or its
+    parse raises (:func:`join_batch` then words it)."""
+    value = jl.value
+    if jl.error is not None or type(value) is not dict:
         return None
-    # what the model did, as parse_request leaves it, then as the results say
-    status: list[str] = ["no_call"] * n
-    names: list[str | None] = [None] * n
-    texts: list[str | None] = [None] * n
-    n_calls: list[int] = [0] * n
-    flags: list[tuple] = [()] * n
-    pos: int | None
-    for pos, att in unusual.items():
-        status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
-                                                                          att.n_calls, att.flags)
-    got = bytearray(n)
+    cid = value.get("custom_id")
+    if type(cid) is not str or not cid:
+        return None
+    try:
+        return parse_request(value, requests, jl.line)
+    except Exception:
+        return None
+
+
+class _Outcome:
+    """What the model did in each request of a batch, as parallel lists (as ``parse_request`` leaves it, then as
+    the results say)."""
+
+    __slots__ = ("flags", "n_calls", "names", "status", "texts")
+
+    def __init__(self, n: int, unusual: dict):
+        self.status: list[str] = ["no_call"] * n
+        self.names: list[str | None] = [None] * n
+        self.texts: list[str | None] = [None] * n
+        self.n_calls: list[int] = [0] * n
+        self.flags: list[tuple] = [()] * n
+        for pos, att in unusual.items():
+            self.set(pos, att)
+
+    def set(self, pos: int, att: Attempt) -> None:
+        self.status[pos], self.names[pos], self.texts[pos], self.n_calls[pos], self.flags[pos] = (
+            att.status, att.name, att.raw, att.n_calls, att.flags)
+
+
+def _batch_results(pieces: list, open_end: bool, shape, parse_response, index: dict, reqs: list, rows: list,
+                   outcome: _Outcome, src: str):
+    """Apply a batch's result lines to ``outcome``; the ``bytearray`` of requests that got a result, or None when a
+    line is not ordinary (not an object with a custom_id, no request, twice, a parse that raises, no result)."""
+    status, names, texts, n_calls, flags = outcome.status, outcome.names, outcome.texts, outcome.n_calls, outcome.flags
+    got = bytearray(len(reqs))
     decode, plain = shape.response.decode, shape.read_response
     n_res = 0
-    for i, raw in enumerate(res_pieces):
+    for i, raw in enumerate(pieces):
         out = None
         if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
             try:
@@ -911,13 +978,11 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
         if out is not None:
             cid = line.custom_id
         else:
-            jl = _line(res_pieces, i, res_open)
+            jl = _line(pieces, i, open_end)
             if jl is None:
                 continue
             value = jl.value
-            if jl.error is not None or type(value) is not dict:
-                return None
-            cid = value.get("custom_id")
+            cid = value.get("custom_id") if jl.error is None and type(value) is dict else None
             if type(cid) is not str or not cid:
                 return None
         n_res += 1
@@ -935,8 +1000,7 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
                 parse_response(value, att)
             except Exception:
                 return None
-            status[pos], names[pos], texts[pos], n_calls[pos], flags[pos] = (att.status, att.name, att.raw,
-                                                                              att.n_calls, att.flags)
+            outcome.set(pos, att)
         else:
             st, name, text, k, added = out
             status[pos] = st
@@ -948,19 +1012,7 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
                 n_calls[pos] = k
             if added:
                 flags[pos] += added
-    if not n_res:
-        return None
-    if n_res < n:
-        where = Path(responses).name
-        for pos in range(n):
-            if not got[pos]:
-                status[pos] = "parse_error"
-                texts[pos] = f"no response for custom_id {reqs[pos][0]!r} in {where}"
-                flags[pos] += ("missing_response",)
-    cids, tools, qids, qtexts, clusters, forced = (list(c) for c in zip(*reqs))
-    return AttemptColumns(source_file=[src] * n, source_row=rows, tools=tools, status=status, name=names, raw=texts,
-                          n_calls=n_calls, query_id=qids, query_text=qtexts, label=_CustomIdLabels(cids),
-                          flags=flags, forced=forced, cluster=clusters, no_list=[False] * n)
+    return got if n_res else None
 
 
 class _CustomIdLabels:

@@ -250,6 +250,46 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     path = Path(path)
     check_choice("position", position, ("recorded", "rotation"))
     meta = check_meta(meta, path)
+    arr, raw = _load_records(path)
+    run_on, clusters = clusters, catalog.clusters
+    k = _same_k(catalog)
+    n_c = len(clusters)
+    per_cluster = n_queries * k
+    covered = _covered(path, run_on, clusters)
+    arr = _record_array(path, raw) if arr is None else arr
+    _check_records(path, arr, n_c=n_c, k=k, per_cluster=per_cluster, covered=covered)
+    # one row per attempt of the design
+    qid, cid, api, pos = arr.T
+    all_q = np.arange(1, n_c * per_cluster + 1)
+    all_q = all_q[covered[(all_q - 1) // per_cluster]]       # attempts only in the clusters the entry covers
+    row_of = np.full(n_c * per_cluster + 1, -1)
+    row_of[qid] = np.arange(len(qid))
+    hit = row_of[all_q] >= 0
+    idx = row_of[all_q][hit]
+    r_all = (all_q - 1) % k + 1
+    tools = np.array([catalog.tools(c) for c in clusters], dtype=object)  # (C, K)
+    expected_pos = (api[idx] - r_all[hit]) % k + 1
+    mismatch = int((expected_pos != pos[idx]).sum())
+    kept_pos = pos[idx] if position == "recorded" else expected_pos
+    source_row = np.zeros(len(all_q), dtype=np.int64)
+    source_row[hit] = idx + 1  # JSON record number; absent attempts point to record 0
+    diagnostics = {str(path): {"records": len(arr), "attempts": len(all_q), "absent_qids": int((~hit).sum()),
+                               "position_mismatch": mismatch, "position": position}}
+    if _FAST and _trusted(tools, meta):
+        frame = _validated_frame(path, meta, clusters, tools, covered, n_queries, hit, cid[idx], api[idx], pos[idx],
+                                 kept_pos, source_row)
+        return SelectionLog(frame, catalog, diagnostics)
+    frame = _plain_frame(path, meta, clusters, tools, all_q, k=k, per_cluster=per_cluster, hit=hit,
+                         picks=(cid[idx], api[idx], pos[idx]), kept_pos=kept_pos, source_row=source_row)
+    return SelectionLog.from_frame(frame, catalog, diagnostics=diagnostics, source=str(path))
+
+
+_FIELDS = ("qid", "cluster_id", "api_index", "position")
+
+
+def _load_records(path: Path):
+    """``(array, raw)``: the records as an ``(n, 4)`` array when the fast decoder reads them (``raw`` is then
+    ``()``), else ``(None, the parsed JSON list)``; a file that is no list or an empty one is an error."""
     arr = _decode_records(path)       # None: the standard library reads the file and the checks name what is wrong
     raw = load_json(path) if arr is None else ()
     if arr is None and not isinstance(raw, list):
@@ -257,32 +297,42 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
                                         "expected a JSON list of [qid, cluster_id, api_index, position]"))
     if arr is None and len(raw) == 0:
         raise SelectionLogError(problem(path, None, None, "the selection log is empty (no records)"))
-    run_on, clusters = clusters, catalog.clusters
-    ks = {catalog.n_tools(c) for c in clusters}
+    return arr, raw
+
+
+def _same_k(catalog: ToolCatalog) -> int:
+    """The number of tools K, which the qid encoding needs to be the same in every cluster."""
+    ks = {catalog.n_tools(c) for c in catalog.clusters}
     if len(ks) != 1:
         raise SelectionLogError(problem(catalog.source, None, None,
                                         "the BiasBusters format needs the same K in every cluster"))
-    k = ks.pop()
-    n_c = len(clusters)
-    per_cluster = n_queries * k
+    return ks.pop()
+
+
+def _covered(path: Path, run_on, clusters) -> np.ndarray:
+    """Which catalog clusters the entry was run on (manifest key ``clusters``; default all), as a mask."""
+    if run_on is None:
+        return np.ones(len(clusters), dtype=bool)
+    clusters_run = [str(c) for c in run_on]
+    unknown = [c for c in clusters_run if c not in clusters]
+    if unknown or not clusters_run:
+        raise SelectionLogError(problem(path, None, "clusters", f"unknown cluster id(s) {unknown} (catalog has "
+                                                               f"{list(clusters)})" if unknown else "empty list"))
+    return np.array([c in set(clusters_run) for c in clusters])
+
+
+def _record_array(path: Path, raw: Sequence[Any]) -> np.ndarray:
+    """The parsed records as an ``(n, 4)`` int64 array; every record that is not 4 integers is an error."""
+    arr = _int_records(raw)     # None: some record needs the checks one by one (they name it)
+    if arr is not None:
+        return arr
+    arr = np.zeros((len(raw), 4), dtype=np.int64)
     problems = []
-    if run_on is not None:
-        clusters_run = [str(c) for c in run_on]
-        unknown = [c for c in clusters_run if c not in clusters]
-        if unknown or not clusters_run:
-            raise SelectionLogError(problem(path, None, "clusters", f"unknown cluster id(s) {unknown} (catalog has "
-                                                                   f"{list(clusters)})" if unknown else "empty list"))
-        covered = np.array([c in set(clusters_run) for c in clusters])
-    else:
-        covered = np.ones(n_c, dtype=bool)
-    fields = ("qid", "cluster_id", "api_index", "position")
-    arr = _int_records(raw) if arr is None else arr     # None: some record needs the checks one by one (they name it)
-    slow, arr = arr is None, np.zeros((len(raw), 4), dtype=np.int64) if arr is None else arr
-    for i, rec in enumerate(raw if slow else (), start=1):
+    for i, rec in enumerate(raw, start=1):
         if not isinstance(rec, list) or len(rec) != 4:
             problems.append(problem(path, i, "record", f"expected [qid, cluster_id, api_index, position], got {rec!r}"))
             continue
-        for f, (name, v) in enumerate(zip(fields, rec)):
+        for f, (name, v) in enumerate(zip(_FIELDS, rec)):
             if isinstance(v, bool) or not isinstance(v, int):
                 problems.append(problem(path, i, name, f"expected an integer, got {v!r}"))
             elif not -2**62 < v < 2**62:   # would overflow the int64 table (a qid of 10**30)
@@ -291,12 +341,19 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
                 arr[i - 1, f] = v
     if problems:
         raise SelectionLogError(problems)
+    return arr
+
+
+def _check_records(path: Path, arr: np.ndarray, *, n_c: int, k: int, per_cluster: int, covered: np.ndarray) -> None:
+    """Every record in the design: cluster, api index and position in range, qid consistent with its cluster,
+    in a covered cluster and unique."""
     qid, cid, api, pos = arr.T
     rec_no = np.arange(1, len(arr) + 1)
+    problems: list = []
 
     def flag(mask, name, msg):
         for i in np.flatnonzero(mask):
-            problems.append(problem(path, rec_no[i], name, msg.format(v=arr[i, fields.index(name)])))
+            problems.append(problem(path, rec_no[i], name, msg.format(v=arr[i, _FIELDS.index(name)])))
 
     flag((cid < 1) | (cid > n_c), "cluster_id", f"unknown cluster id {{v}} (catalog has clusters 1..{n_c})")
     flag((api < 1) | (api > k), "api_index", f"api index {{v}} outside 1..{k}")
@@ -314,34 +371,19 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
     if problems:
         raise SelectionLogError(problems)
 
-    # one row per attempt of the design
-    all_q = np.arange(1, n_c * per_cluster + 1)
-    all_q = all_q[covered[(all_q - 1) // per_cluster]]       # attempts only in the clusters the entry covers
+
+def _plain_frame(path, meta, clusters, tools, all_q, *, k, per_cluster, hit, picks, kept_pos, source_row):
+    """The attempts as a plain frame for :meth:`SelectionLog.from_frame` (when :func:`_trusted` says no)."""
+    cid, api, pos = picks
     c_all = (all_q - 1) // per_cluster + 1
     q_all = (all_q - 1) % per_cluster // k + 1
     r_all = (all_q - 1) % k + 1
-    row_of = np.full(n_c * per_cluster + 1, -1)
-    row_of[qid] = np.arange(len(qid))
-    hit = row_of[all_q] >= 0
-    idx = row_of[all_q][hit]
-    tools = np.array([catalog.tools(c) for c in clusters], dtype=object)  # (C, K)
-    expected_pos = (api[idx] - r_all[hit]) % k + 1
-    mismatch = int((expected_pos != pos[idx]).sum())
-    kept_pos = pos[idx] if position == "recorded" else expected_pos
-    source_row = np.zeros(len(all_q), dtype=np.int64)
-    source_row[hit] = idx + 1  # JSON record number; absent attempts point to record 0
-    diagnostics = {str(path): {"records": len(arr), "attempts": len(all_q), "absent_qids": int((~hit).sum()),
-                               "position_mismatch": mismatch, "position": position}}
-    if _FAST and _trusted(tools, meta):
-        frame = _validated_frame(path, meta, clusters, tools, covered, n_queries, hit, cid[idx], api[idx], pos[idx],
-                                 kept_pos, source_row)
-        return SelectionLog(frame, catalog, diagnostics)
     chosen = np.full(len(all_q), None, dtype=object)
-    chosen[hit] = tools[cid[idx] - 1, api[idx] - 1]
+    chosen[hit] = tools[cid - 1, api - 1]
     chosen_pos = np.full(len(all_q), np.nan)
     chosen_pos[hit] = kept_pos
     raw_choice = np.full(len(all_q), None, dtype=object)
-    raw_choice[hit] = [f"api={a} position={p}" for a, p in zip(api[idx], pos[idx])]
+    raw_choice[hit] = [f"api={a} position={p}" for a, p in zip(api, pos)]
     frame = pd.DataFrame({
         "cluster_id": [clusters[c - 1] for c in c_all],
         "query_id": q_all.astype(str),
@@ -353,8 +395,7 @@ def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, po
         "source_file": str(path),
         "source_row": source_row,
     })
-    frame = add_meta(frame, meta)
-    return SelectionLog.from_frame(frame, catalog, diagnostics=diagnostics, source=str(path))
+    return add_meta(frame, meta)
 
 
 #: Build the validated table directly when the reader's checks already guarantee it (see :func:`_trusted`); False

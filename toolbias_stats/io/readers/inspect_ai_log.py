@@ -392,51 +392,20 @@ def _letter(i: int) -> str:
 
 
 def _choice_row(f, i, s, scorer_name):
+    """One multiple-choice sample as a ChoiceLog row: the options as shown, the answer and the gold positions."""
     where = f"sample {s.id!r} epoch {s.epoch}"
     choices = list(s.choices or [])
     if not choices:
         raise SelectionLogError(problem(f, i, "choices", f"{where} has no choices (not a multiple-choice sample; read "
                                                          "tool-calling samples with format 'inspect' in a study)"))
     k = len(choices)
-    score = None
-    if s.scores:
-        name = scorer_name or ("choice" if "choice" in s.scores else None)
-        if name is not None:
-            if name not in s.scores:
-                raise SelectionLogError(problem(f, i, "scores", f"{where} has no score {name!r} "
-                                                                f"(has {sorted(s.scores)})"))
-            score = s.scores[name]
-    explanation = str(getattr(score, "explanation", "") or "")
-    shuffled = explanation.startswith(_SHUFFLED)
-    if shuffled:
-        order = _parse_listing(explanation[len(_SHUFFLED):].split("\nShuffled answer:")[0], choices)
-        if order is None:
-            raise SelectionLogError(problem(f, i, "choices", f"{where}: the shuffled listing in the choice scorer's "
-                                                             "explanation does not match the sample's choices "
-                                                             "(changed choice list?)"))
-        shown = [choices[j] for j in order]
-        ids = [_letter(j) for j in order]
-        answer_text = explanation.split("Shuffled answer:", 1)[1] if "Shuffled answer:" in explanation else ""
-        letters = _answer_letters(answer_text)
-        raw = answer_text.strip()
-    else:
-        shown, ids, order = choices, None, list(range(k))
-        raw = str(score.answer) if score is not None and score.answer is not None else ""
-        letters = [t.strip() for t in raw.replace(",", " ").split()]
+    score = _sample_score(f, i, s, scorer_name, where)
+    shown, ids, order, letters, raw, shuffled = _shown_and_answer(f, i, choices, score, where)
     completion = s.output.completion if s.output is not None else ""
     if not letters:  # nothing marked: classify the model's own text (empty -> no answer)
         raw = completion
         letters = _answer_letters(completion)
-    # gold: target letters refer to sample.choices (shown order for dataset shuffling, original for solver)
-    target = s.target if isinstance(s.target, list) else [s.target]
-    gold_orig = []
-    for t in target:
-        for tok in str(t).replace(",", " ").split():
-            if len(tok) != 1 or not tok.isalpha() or ord(tok.upper()) - 65 >= k:
-                raise SelectionLogError(problem(f, i, "target", f"{where}: target {tok!r} is not a letter of the "
-                                                                f"{k} choices"))
-            gold_orig.append(ord(tok.upper()) - 65)
-    gold_pos = [order.index(g) + 1 for g in gold_orig]
+    gold_pos = [order.index(g) + 1 for g in _gold(f, i, s, k, where)]
     status, chosen = _status(letters, k, raw, s)
     return {
         "item_id": str((s.metadata or {}).get("item_id", s.id)), "epoch": int(s.epoch), "n_options": k,
@@ -449,6 +418,52 @@ def _choice_row(f, i, s, scorer_name):
         "question": _input_text(s)[:2000], "source_file": str(f), "source_row": i,
         "shuffled_by_solver": shuffled,
     }
+
+
+def _sample_score(f, i, s, scorer_name, where):
+    """The sample's choice score (``scorer_name``, else a score called "choice"), or None."""
+    if not s.scores:
+        return None
+    name = scorer_name or ("choice" if "choice" in s.scores else None)
+    if name is None:
+        return None
+    if name not in s.scores:
+        raise SelectionLogError(problem(f, i, "scores", f"{where} has no score {name!r} (has {sorted(s.scores)})"))
+    return s.scores[name]
+
+
+def _shown_and_answer(f, i, choices, score, where):
+    """``(shown, ids, order, letters, raw, shuffled)``: the options in the order shown (a solver's shuffle is read
+    back from the choice scorer's explanation), their letters when shuffled, each shown option's original index,
+    the answer letters and the raw answer."""
+    explanation = str(getattr(score, "explanation", "") or "")
+    shuffled = explanation.startswith(_SHUFFLED)
+    if not shuffled:
+        raw = str(score.answer) if score is not None and score.answer is not None else ""
+        letters = [t.strip() for t in raw.replace(",", " ").split()]
+        return choices, None, list(range(len(choices))), letters, raw, False
+    order = _parse_listing(explanation[len(_SHUFFLED):].split("\nShuffled answer:")[0], choices)
+    if order is None:
+        raise SelectionLogError(problem(f, i, "choices", f"{where}: the shuffled listing in the choice scorer's "
+                                                         "explanation does not match the sample's choices "
+                                                         "(changed choice list?)"))
+    answer_text = explanation.split("Shuffled answer:", 1)[1] if "Shuffled answer:" in explanation else ""
+    return ([choices[j] for j in order], [_letter(j) for j in order], order, _answer_letters(answer_text),
+            answer_text.strip(), True)
+
+
+def _gold(f, i, s, k, where) -> list[int]:
+    """Original indices of the target letters (they refer to sample.choices: the shown order for dataset
+    shuffling, the original for a solver's)."""
+    target = s.target if isinstance(s.target, list) else [s.target]
+    gold_orig = []
+    for t in target:
+        for tok in str(t).replace(",", " ").split():
+            if len(tok) != 1 or not tok.isalpha() or ord(tok.upper()) - 65 >= k:
+                raise SelectionLogError(problem(f, i, "target", f"{where}: target {tok!r} is not a letter of the "
+                                                                f"{k} choices"))
+            gold_orig.append(ord(tok.upper()) - 65)
+    return gold_orig
 
 
 def _status(letters, k, raw, s):

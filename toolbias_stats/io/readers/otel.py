@@ -225,15 +225,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
     ``declared``: the clusters are declared (or a catalog is given), so an inference span without
     ``gen_ai.tool.definitions`` that records a tool call (or carries a ``cluster_id`` attribute) is an attempt
     whose cluster is the chosen tool's (or that attribute) and whose list shown is unknown (no delta_pos)."""
-    spans: list = []
-    for line, doc in _load(path):
-        for rs in doc["resourceSpans"]:
-            for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []:
-                for sp in (ss or {}).get("spans") or []:
-                    if isinstance(sp, dict):
-                        spans.append(_Span(len(spans) + 1, line, sp))
-    if not spans:
-        raise SelectionLogError(problem(path, None, "spans", "no spans in this trace file"))
+    spans = _spans(path)
     inference = [s for s in spans if s.op in INFERENCE_OPERATIONS]
     with_tools = [s for s in inference if s.attrs.get("gen_ai.tool.definitions") is not None]
     without = [s for s in inference if s.attrs.get("gen_ai.tool.definitions") is None]
@@ -255,9 +247,36 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
         raise SelectionLogError(problem(path, None, "gen_ai.tool.definitions",
                                         f"none of the {len(inference)} inference span(s) (gen_ai.operation.name in "
                                         f"{list(INFERENCE_OPERATIONS)}) carries gen_ai.tool.definitions, {hint}"))
+    cache: dict = {}
+    tools_of = _tool_lists(path, with_tools, cache)
+    src = str(path)
+    attempts = [_attempt(src, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
+    attempts.sort(key=lambda a: a.source_row)
+    extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
+    if no_list:
+        extra["inference_spans_without_definitions_read"] = len(no_list)
+    return attempts, extra
+
+
+def _spans(path: Path) -> list[_Span]:
+    """Every span of the file, numbered in file order; a file without spans is an error."""
+    spans: list = []
+    for line, doc in _load(path):
+        for rs in doc["resourceSpans"]:
+            for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []:
+                for sp in (ss or {}).get("spans") or []:
+                    if isinstance(sp, dict):
+                        spans.append(_Span(len(spans) + 1, line, sp))
+    if not spans:
+        raise SelectionLogError(problem(path, None, "spans", "no spans in this trace file"))
+    return spans
+
+
+def _tool_lists(path: Path, with_tools: list[_Span], cache: dict) -> dict:
+    """``{span number: tool names offered}`` from each span's ``gen_ai.tool.definitions``; a definition list that
+    does not decode or is not a list is an error naming the span (all raised together)."""
     tools_of = {}
     problems = []
-    cache: dict = {}
     names_of: dict = {}
     for s in with_tools:
         raw = s.attrs["gen_ai.tool.definitions"]
@@ -275,13 +294,7 @@ def read_otel_attempts(path: Path, *, declared: bool = False) -> tuple[list[Atte
             names_of[raw] = tools_of[s.n]
     if problems:
         raise SelectionLogError(problems)
-    src = str(path)
-    attempts = [_attempt(src, s, tools_of[s.n], spans, cache, index) for s in with_tools] + no_list
-    attempts.sort(key=lambda a: a.source_row)
-    extra = {"spans": len(spans), "inference_spans_without_tools": len(without) - len(no_list)}
-    if no_list:
-        extra["inference_spans_without_definitions_read"] = len(no_list)
-    return attempts, extra
+    return tools_of
 
 
 def _structured(value, cache=None):
@@ -312,6 +325,41 @@ def _decode_attribute(value: str):
 
 
 def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attempt:
+    """The attempt of inference span ``s`` offering ``names``: its query, cluster and forcing, then the choice from
+    the span's status, ``gen_ai.output.messages``, ``gen_ai.choice`` events or the execute_tool spans it led to."""
+    att = _new_attempt(path, s, names, cache)
+    status = s.span.get("status") or {}
+    if status.get("code") in _ERROR_CODES:
+        api_error(att, ": ".join(str(x) for x in (s.attrs.get("error.type"), status.get("message")) if x)
+                  or "span status ERROR")
+        return att
+    raw_out = s.attrs.get("gen_ai.output.messages")
+    if cache is not None and isinstance(raw_out, str):
+        # what the same output messages say is the same for every span: read once per distinct text
+        key = ("output", raw_out)
+        hit = cache.get(key)
+        if hit is None:
+            scratch = Attempt(path, s.n, [], "no_call")
+            hit = cache[key] = (_output(scratch, raw_out, cache), scratch.flags, scratch.n_calls, scratch.status,
+                                scratch.name, scratch.raw)
+        if hit[0]:
+            att.flags += hit[1]
+            att.n_calls, att.status, att.name, att.raw = hit[2:]
+            return att
+    elif _output(att, raw_out, cache):
+        return att
+    for ev in s.span.get("events") or []:          # semantic conventions before 1.37: gen_ai.choice events
+        if isinstance(ev, dict) and ev.get("name") == "gen_ai.choice":
+            return _choice_event(att, ev)
+    # no recorded output: the execute_tool span(s) the inference led to
+    att.flags += ("choice_from_execute_tool_spans",)
+    calls = _executed(s, spans, index)
+    return _set_call(att, calls, lambda t: t.attrs.get("gen_ai.tool.name"), None)
+
+
+def _new_attempt(path: str, s: _Span, names, cache=None) -> Attempt:
+    """The attempt of span ``s`` before its choice is read: tools offered (unnamed ones left out, flagged),
+    query id and text, cluster and forcing ``tool_choice``."""
     unnamed = None in names
     offered = [n for n in names if n is not None] if unnamed else list(names)
     att = Attempt(path, s.n, offered, "no_call", label=_Label(s))
@@ -330,44 +378,22 @@ def _attempt(path: str, s: _Span, names, spans, cache=None, index=None) -> Attem
         att.query_text = cache[key]
     else:
         att.query_text = _query_text(raw_in, cache)
-    choice = s.attrs.get("gen_ai.request.tool_choice")
+    choice = attrs.get("gen_ai.request.tool_choice")
     if choice == "none":
         att.forced = "tool_choice 'none' forbids tool calls"
     elif isinstance(choice, str) and choice not in ("auto", "required", "any") and choice in offered:
         att.forced = f"tool_choice forces {choice!r}"
-    status = s.span.get("status") or {}
-    if status.get("code") in _ERROR_CODES:
-        api_error(att, ": ".join(str(x) for x in (s.attrs.get("error.type"), status.get("message")) if x)
-                  or "span status ERROR")
+    return att
+
+
+def _choice_event(att: Attempt, ev: dict) -> Attempt:
+    """The choice recorded in a ``gen_ai.choice`` event (semantic conventions before 1.37)."""
+    msg, err = _structured(_attrs(ev).get("message"))
+    if err is not None or not isinstance(msg, dict):
+        att.status, att.raw = "parse_error", short(f"gen_ai.choice event: {err or msg!r}")
         return att
-    raw_out = attrs.get("gen_ai.output.messages")
-    if cache is not None and isinstance(raw_out, str):
-        # what the same output messages say is the same for every span: read once per distinct text
-        key = ("output", raw_out)
-        hit = cache.get(key)
-        if hit is None:
-            scratch = Attempt(path, s.n, [], "no_call")
-            hit = cache[key] = (_output(scratch, raw_out, cache), scratch.flags, scratch.n_calls, scratch.status,
-                                scratch.name, scratch.raw)
-        if hit[0]:
-            att.flags += hit[1]
-            att.n_calls, att.status, att.name, att.raw = hit[2:]
-            return att
-    elif _output(att, raw_out, cache):
-        return att
-    for ev in s.span.get("events") or []:          # semantic conventions before 1.37: gen_ai.choice events
-        if isinstance(ev, dict) and ev.get("name") == "gen_ai.choice":
-            msg, err = _structured(_attrs(ev).get("message"))
-            if err is not None or not isinstance(msg, dict):
-                att.status, att.raw = "parse_error", short(f"gen_ai.choice event: {err or msg!r}")
-                return att
-            calls = msg.get("tool_calls") or []
-            return _set_call(att, calls if isinstance(calls, list) else [], _tool_name,
-                             message_text(msg.get("content")))
-    # no recorded output: the execute_tool span(s) the inference led to
-    att.flags += ("choice_from_execute_tool_spans",)
-    calls = _executed(s, spans, index)
-    return _set_call(att, calls, lambda t: t.attrs.get("gen_ai.tool.name"), None)
+    calls = msg.get("tool_calls") or []
+    return _set_call(att, calls if isinstance(calls, list) else [], _tool_name, message_text(msg.get("content")))
 
 
 def _output(att: Attempt, raw, cache=None) -> bool:

@@ -368,7 +368,25 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
     if problems:
         raise SelectionLogError(problems)
     frame = frame.drop(columns=ignored)
-    # list cells: only `ordering` may hold a list of names (JSON lines / Parquet)
+    _check_list_cells(frame, path, rows)
+    keys, codes, uniq, combos = _distinct_combos(frame)
+    res = prepare_combos(combos, catalog, positions=positions, own_format=own)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], uniq)
+    ends = np.append(bounds[1:], len(codes))
+    problems = combo_problems(path, res, lambda i: rows[order[bounds[i]:ends[i]]])
+    if problems:
+        raise SelectionLogError(problems)
+    frame = _apply_combos(frame, res.iloc[codes].reset_index(drop=True))
+    weighted = COUNT_COLUMN in frame.columns
+    frame, repeats = _attempts(frame, path, rows, kept=kept, weighted=weighted, duplicates=duplicates)
+    notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
+                     catalog=catalog, ignored=ignored, repeats=repeats)
+    return frame, notes, weighted
+
+
+def _check_list_cells(frame: pd.DataFrame, path: Path, rows) -> None:
+    """List cells: only ``ordering`` may hold a list of names (JSON lines / Parquet)."""
     problems = []
     for col in frame.columns:
         if frame[col].dtype != object or col == "ordering":
@@ -378,6 +396,11 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
                      for i in np.flatnonzero(is_list)]
     if problems:
         raise SelectionLogError(problems)
+
+
+def _distinct_combos(frame: pd.DataFrame):
+    """``(keys, codes, uniq, combos)``: the :data:`COMBO_KEYS` present, each row's combination code, the codes
+    in use and one row per distinct combination (with ``n``, its number of rows)."""
     keys = [c for c in COMBO_KEYS if c in frame.columns]
     work = frame[keys].copy()
     if "ordering" in work.columns and work["ordering"].dtype == object:
@@ -390,14 +413,11 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
     uniq, first = np.unique(codes, return_index=True)
     combos = work.iloc[first].reset_index(drop=True)
     combos["n"] = np.bincount(codes)[uniq]
-    res = prepare_combos(combos, catalog, positions=positions, own_format=own)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], uniq)
-    ends = np.append(bounds[1:], len(codes))
-    problems = combo_problems(path, res, lambda i: rows[order[bounds[i]:ends[i]]])
-    if problems:
-        raise SelectionLogError(problems)
-    per_row = res.iloc[codes].reset_index(drop=True)
+    return keys, codes, uniq, combos
+
+
+def _apply_combos(frame: pd.DataFrame, per_row: pd.DataFrame) -> pd.DataFrame:
+    """Write the cleaned values of each row's combination (``per_row``, aligned with ``frame``) into the frame."""
     frame = frame.reset_index(drop=True).copy()
     if "cluster_id" not in frame.columns:
         frame.insert(_insert_at(frame, "cluster_id"), "cluster_id", per_row["cluster_new"].to_numpy(object))
@@ -423,16 +443,19 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
         if new.notna().any():
             frame["chosen_position"] = frame["chosen_position"].astype(object).where(
                 new.isna().to_numpy(), new.astype(object).to_numpy())
-    weighted = COUNT_COLUMN in frame.columns
+    return frame
+
+
+def _attempts(frame: pd.DataFrame, path: Path, rows, *, kept, weighted: bool, duplicates: str):
+    """``(frame, repeats)``: two rows with one ``attempt_id`` are an error (the column is then dropped); without
+    that column, the number of repeated attempts (the same query shown the same list again) is counted."""
     design_cols = [c for c in ("model", "run", "condition") if c in frame.columns] + kept
-    ident_cols = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in frame.columns]
-    repeats = 0
     if ATTEMPT_ID in frame.columns:
         key = design_cols + ["cluster_id"] + (["query_id"] if "query_id" in frame.columns else []) + [ATTEMPT_ID]
         ident = frame[key].astype("string").fillna("\x00<NA>")
         dup = ident.duplicated(keep="first").to_numpy()
         if dup.any() and frame[ATTEMPT_ID].notna().any():
-            first_row = {}
+            first_row: dict = {}
             for i, k in enumerate(map(tuple, ident.to_numpy())):
                 first_row.setdefault(k, rows[i])
             problems = []
@@ -442,12 +465,12 @@ def _spreadsheet(frame, catalog, path, rows, *, meta_keys, design, positions, du
                                         attempt_id_message(values, first_row[tuple(ident.iloc[i])])))
             if problems:
                 raise SelectionLogError(problems)
-        frame = frame.drop(columns=ATTEMPT_ID)
-    elif not weighted and duplicates == "count":
-        repeats = int(frame[ident_cols].astype("string").fillna("\x00<NA>").duplicated().sum())
-    notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
-                     catalog=catalog, ignored=ignored, repeats=repeats)
-    return frame, notes, weighted
+        return frame.drop(columns=ATTEMPT_ID), 0
+    if not weighted and duplicates == "count":
+        ident_cols = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering")
+                                                     if c in frame.columns]
+        return frame, int(frame[ident_cols].astype("string").fillna("\x00<NA>").duplicated().sum())
+    return frame, 0
 
 
 def _plain_value(v):
