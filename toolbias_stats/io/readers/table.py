@@ -456,8 +456,8 @@ def _attempts(frame: pd.DataFrame, path: Path, rows, *, kept, weighted: bool, du
         dup = ident.duplicated(keep="first").to_numpy()
         if dup.any() and frame[ATTEMPT_ID].notna().any():
             first_row: dict = {}
-            for i, k in enumerate(map(tuple, ident.to_numpy())):
-                first_row.setdefault(k, rows[i])
+            for j, k in enumerate(map(tuple, ident.to_numpy())):
+                first_row.setdefault(k, rows[j])
             problems = []
             for i in np.flatnonzero(dup & frame[ATTEMPT_ID].notna().to_numpy()):
                 values = {c: (None if _is_missing(v) else _id_str(v)) for c, v in zip(key, frame[key].iloc[i])}
