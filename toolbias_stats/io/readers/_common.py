@@ -5,10 +5,23 @@ from __future__ import annotations
 import json
 import numbers
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ...exceptions import SelectionLogError, problem
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Mapping, Sequence
+    from typing import Any, TypeAlias
+
+    #: A file or folder path the readers accept.
+    PathLike: TypeAlias = "str | os.PathLike[str]"
+    #: Design metadata of a manifest entry (``model``, ``run``, ``condition``, extra scalar keys).
+    Meta: TypeAlias = "Mapping[str, Any] | None"
+    #: Clusters of an API log without a catalog: ``{cluster: [tool names]}``, a CSV path or ``"infer"``.
+    Clusters: TypeAlias = "Mapping[str, Sequence[str]] | str | os.PathLike[str] | None"
 
 #: Keys of a manifest entry that configure reading rather than describe the study design.
 READER_KEYS = frozenset({"path", "format", "catalog", "queries", "cluster", "columns", "cluster_names",
@@ -92,7 +105,7 @@ def no_duplicate_keys(path: Path, line=None):
     return hook
 
 
-def load_json(path: Path):
+def load_json(path: PathLike):
     """Parse a JSON file; a syntax error names file, line and column."""
     path = Path(path)
     check_regular_file(path)
@@ -107,7 +120,7 @@ def load_json(path: Path):
         raise SelectionLogError(problem(path, None, None, TOO_DEEP)) from None
 
 
-def check_meta(meta: dict | None, source) -> dict:
+def check_meta(meta: Meta, source) -> dict:
     """Validate design metadata (model, run, condition, extra scalar keys) for one log file."""
     meta = dict(meta or {})
     meta.setdefault("run", 1)

@@ -6,7 +6,7 @@ choice is the first ``tool_use`` block of the answer's ``content``. See docs/for
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
@@ -26,13 +26,17 @@ from ._toolcalls import (
     typed_decoder,
 )
 
+if TYPE_CHECKING:
+    from ._common import Clusters, Meta, PathLike
+
 __all__ = ["read_anthropic", "offered_anthropic"]
 
 #: Content blocks that are tool calls (client tools, server tools such as web search, MCP tools).
 _CALL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
 
 
-def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, responses=None, clusters=None,
+def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta = None,
+                   responses: PathLike | None = None, clusters: Clusters = None,
                    subsets: bool = False) -> SelectionLog:
     """Read Anthropic Messages logs into a SelectionLog, one row per request.
 
@@ -73,6 +77,30 @@ def read_anthropic(path, *, catalog: ToolCatalog | None = None, meta=None, respo
     ``{"type": "none"}`` -> ``forced``; ``errored`` (``raw_choice`` = ``api_error: type: message``),
     ``canceled`` and ``expired`` results, an error response and a request without its result ->
     ``parse_error``.
+
+    Examples
+    --------
+    A Message Batch of two requests (request file and results file, joined by ``custom_id``); the second
+    request failed:
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> tmp = Path(tempfile.mkdtemp())
+    >>> tools = [{"name": n, "input_schema": {"type": "object"}} for n in ("geo_a", "geo_b")]
+    >>> requests = [{"custom_id": f"q{i}", "params": {"model": "claude", "max_tokens": 50, "tools": tools,
+    ...              "messages": [{"role": "user", "content": q}]}} for i, q in enumerate(["Paris", "Rome"])]
+    >>> results = [{"custom_id": "q0", "result": {"type": "succeeded", "message": {"content": [
+    ...                {"type": "tool_use", "id": "t", "name": "geo_b", "input": {}}]}}},
+    ...            {"custom_id": "q1", "result": {"type": "errored", "error": {"type": "api_error"}}}]
+    >>> for name, recs in (("requests.jsonl", requests), ("results.jsonl", results)):
+    ...     _ = (tmp / name).write_text("\\n".join(json.dumps(r) for r in recs))
+    >>> log = read_anthropic(tmp / "requests.jsonl", responses=tmp / "results.jsonl", meta={"model": "claude"})
+    >>> log
+    SelectionLog(2 rows, status={'ok': 1, 'parse_error': 1}, clusters=1)
+    >>> log.data[["chosen_tool", "chosen_position", "status", "raw_choice"]]
+      chosen_tool  chosen_position       status            raw_choice
+    0       geo_b                2           ok                 geo_b
+    1        <NA>             <NA>  parse_error  api_error: api_error
     """
     return read_request_log(path, fmt="anthropic", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,

@@ -7,7 +7,7 @@ import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -19,10 +19,14 @@ from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._common import add_meta, check_meta, check_regular_file, load_json
 
+if TYPE_CHECKING:
+    from ._common import Meta, PathLike
+
 __all__ = ["read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries", "read_tool_dates"]
 
 
-def read_biasbusters_catalog(clusters, *, api_meta=None, cluster_names=None, dates=None) -> ToolCatalog:
+def read_biasbusters_catalog(clusters: PathLike, *, api_meta: PathLike | None = None,
+                             cluster_names: PathLike | None = None, dates: PathLike | None = None) -> ToolCatalog:
     """Read a BiasBusters ``clusters.json`` (list of clusters, each a list of tools) into a ToolCatalog.
 
     Parameters
@@ -108,7 +112,7 @@ def read_biasbusters_catalog(clusters, *, api_meta=None, cluster_names=None, dat
     return catalog
 
 
-def read_tool_dates(path, *, catalog: ToolCatalog) -> ToolCatalog:
+def read_tool_dates(path: PathLike, *, catalog: ToolCatalog) -> ToolCatalog:
     """Fill a catalog's ``created`` column from a CSV of tool creation dates.
 
     Parameters
@@ -133,10 +137,15 @@ def read_tool_dates(path, *, catalog: ToolCatalog) -> ToolCatalog:
 
     Examples
     --------
+    The bundled BiasBusters catalog (ToolBench ids from ``api_meta.json``) and the creation dates of its tools:
+
     >>> import toolbias_stats as tbs
     >>> from toolbias_stats.io.readers.biasbusters import read_tool_dates
-    >>> cat = tbs.read_study(tbs.datasets.path("biasbusters/study.toml")).catalog   # doctest: +SKIP
-    >>> read_tool_dates(tbs.datasets.path("biasbusters/tool_dates.csv"), catalog=cat)  # doctest: +SKIP
+    >>> p = tbs.datasets.path
+    >>> cat = read_biasbusters_catalog(p("biasbusters/clusters.json"), api_meta=p("biasbusters/api_meta.json"))
+    >>> dated = read_tool_dates(p("biasbusters/tool_dates.csv"), catalog=cat)
+    >>> int(dated.table["created"].notna().sum()), str(dated.table["created"].min().date())
+    (43, '2012-12-19')
     """
     path = Path(path)
     if not path.exists():
@@ -181,8 +190,31 @@ def _dt_date(value: str):
     return _dt.date.fromisoformat(value)
 
 
-def read_biasbusters_queries(path) -> dict[str, list[str]]:
-    """Read ``queries.json`` into ``{cluster_id: [query text, ...]}`` (query q is list entry q-1)."""
+def read_biasbusters_queries(path: PathLike) -> dict[str, list[str]]:
+    """Read ``queries.json`` into ``{cluster_id: [query text, ...]}`` (query q is list entry q-1).
+
+    Parameters
+    ----------
+    path : path-like
+        A JSON list of ``{"cluster_id": ..., "queries": [query text, ...]}`` objects.
+
+    Returns
+    -------
+    dict of str to list of str
+        The query texts of each cluster, in file order (query ``q`` of the qid encoding is entry ``q - 1``).
+
+    Raises
+    ------
+    SelectionLogError
+        Malformed JSON, a file that is not a list, or an entry without ``cluster_id`` and a ``queries`` list.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> queries = read_biasbusters_queries(tbs.datasets.path("biasbusters/queries.json"))
+    >>> len(queries), len(queries["1"])
+    (10, 100)
+    """
     path = Path(path)
     raw = load_json(path)
     out = {}
@@ -195,8 +227,9 @@ def read_biasbusters_queries(path) -> dict[str, list[str]]:
     return out
 
 
-def read_biasbusters(path, *, catalog: ToolCatalog, meta=None, n_queries=100, position="recorded",
-                     clusters=None) -> SelectionLog:
+def read_biasbusters(path: PathLike, *, catalog: ToolCatalog, meta: Meta = None, n_queries: int = 100,
+                     position: Literal["recorded", "rotation"] = "recorded",
+                     clusters: Sequence[str] | None = None) -> SelectionLog:
     """Read one BiasBusters selection-stats file into a SelectionLog of every attempt.
 
     Each record is ``[qid, cluster_id, api_index, position]`` (all 1-based) with

@@ -20,6 +20,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,10 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._common import add_meta, check_meta
+
+if TYPE_CHECKING:
+    from ...choice._log import ChoiceLog
+    from ._common import Meta, PathLike
 
 __all__ = ["read_inspect", "read_inspect_choices", "offered_inspect", "inspect_log_files", "INSPECT_SUFFIXES"]
 
@@ -96,7 +101,8 @@ def _design(meta, log, path):
 
 # ---------------------------------------------------------------------------------------
 # tool calls
-def read_inspect(path, *, catalog: ToolCatalog, meta=None, cluster=None) -> SelectionLog:
+def read_inspect(path: PathLike, *, catalog: ToolCatalog, meta: Meta = None,
+                 cluster: str | None = None) -> SelectionLog:
     """Read Inspect AI eval logs of tool-calling samples into a SelectionLog, one row per sample and epoch.
 
     Parameters
@@ -152,6 +158,18 @@ def read_inspect(path, *, catalog: ToolCatalog, meta=None, cluster=None) -> Sele
       with the error message as ``raw_choice``;
     - a log without model events (events not logged): the first assistant message with tool calls
       gives the choice and the ordering is unknown (null).
+
+    Examples
+    --------
+    The bundled Inspect AI eval log (a mock model choosing among 5 geocoding tools shown in 5 rotations; reading
+    it needs the ``inspect`` extra):
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.io.readers import read_catalog_table
+    >>> p = tbs.datasets.path
+    >>> catalog = read_catalog_table(p("choice/tools_catalog.csv"))
+    >>> read_inspect(p("choice/logs/geocoding_tools.eval"), catalog=catalog, cluster="geocoding")
+    SelectionLog(200 rows, status={'ok': 192, 'no_call': 8}, clusters=1)
     """
     files = inspect_log_files(path)
     parts, diagnostics, problems = [], {}, []
@@ -307,7 +325,7 @@ def _call_error(call):
 
 # ---------------------------------------------------------------------------------------
 # multiple choice
-def read_inspect_choices(path, *, meta=None, scorer: str | None = None):
+def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | None = None) -> ChoiceLog:
     """Read the multiple-choice samples of Inspect AI eval logs into a ChoiceLog (one row per sample and epoch).
 
     Parameters
@@ -354,6 +372,15 @@ def read_inspect_choices(path, *, meta=None, scorer: str | None = None):
     letter inside the choices -> ``ok``; none -> ``no_answer``; a letter beyond the choices or
     unparseable text -> ``invalid_answer``; several letters -> ``multiple_answers``; a sample
     error -> ``error``.
+
+    Examples
+    --------
+    The bundled Inspect AI eval log of a multiple-choice task whose options were rotated (needs the ``inspect``
+    extra):
+
+    >>> import toolbias_stats as tbs
+    >>> read_inspect_choices(tbs.datasets.path("choice/logs/mc_rotated.eval"))
+    ChoiceLog(320 rows, status={'ok': 320}, items=80)
     """
     from ...choice._log import ChoiceLog
 

@@ -30,12 +30,17 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 
 from ...exceptions import SelectionLogError, problem
 from ._common import add_meta, check_meta, utf8_message, utf8_position
+
+if TYPE_CHECKING:
+    from ...choice._log import ChoiceLog
+    from ._common import Meta, PathLike
 
 __all__ = ["read_lm_eval", "samples_files", "LM_EVAL_SCHEMA"]
 
@@ -45,7 +50,8 @@ _NAME = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.]+)\
 _SCORES = ("acc", "acc_norm")
 
 
-def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None, task_prefix=None):
+def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "acc_norm"] = "acc",
+                 item: str | None = None, task_prefix: bool | None = None) -> ChoiceLog:
     """Read lm-eval ``samples_<task>_<date>.jsonl`` files of multiple-choice tasks into a ChoiceLog.
 
     Parameters
@@ -95,8 +101,26 @@ def read_lm_eval(path, *, meta=None, score: str = "acc", item: str | None = None
 
     Examples
     --------
+    A samples file of two lines: one question shown in two option orders (``doc.item`` ties them together):
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
     >>> from toolbias_stats.io.readers.lm_eval import read_lm_eval
-    >>> log = read_lm_eval("out/", item="doc.item")            # doctest: +SKIP
+    >>> def sample(doc_id, options, logliks, target):
+    ...     args = {f"gen_args_{i}": {"arg_0": "Which tool geocodes?\\nAnswer:", "arg_1": " " + o}
+    ...             for i, o in enumerate(options)}
+    ...     return {"doc_id": doc_id, "doc": {"item": "q0"}, "target": str(target), "arguments": args,
+    ...             "filtered_resps": [[str(x), "False"] for x in logliks]}
+    >>> path = Path(tempfile.mkdtemp()) / "samples_tool_mcq_2025-01-01T00-00-00.jsonl"
+    >>> lines = [sample(0, ["geo_a", "geo_b"], [-1.2, -0.7], 0), sample(1, ["geo_b", "geo_a"], [-0.9, -1.1], 1)]
+    >>> _ = path.write_text("\\n".join(json.dumps(x) for x in lines))
+    >>> log = read_lm_eval(path, meta={"model": "org/model"}, item="doc.item")
+    >>> log
+    ChoiceLog(2 rows, status={'ok': 2}, items=1)
+    >>> log.data[["item_id", "options", "chosen_position", "gold_position"]]
+      item_id             options  chosen_position  gold_position
+    0      q0  ["geo_a", "geo_b"]                2              1
+    1      q0  ["geo_b", "geo_a"]                1              2
     """
     from ...choice._log import ChoiceLog
 

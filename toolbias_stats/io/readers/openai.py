@@ -8,7 +8,7 @@ request's ``tools``; the choice is the first tool call. See docs/formats.md for 
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
@@ -27,11 +27,14 @@ from ._toolcalls import (
     typed_decoder,
 )
 
+if TYPE_CHECKING:
+    from ._common import Clusters, Meta, PathLike
+
 __all__ = ["read_openai", "offered_openai"]
 
 
-def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, responses=None, clusters=None,
-                subsets: bool = False) -> SelectionLog:
+def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta = None,
+                responses: PathLike | None = None, clusters: Clusters = None, subsets: bool = False) -> SelectionLog:
     """Read OpenAI request/response logs into a SelectionLog, one row per request.
 
     Parameters
@@ -79,6 +82,31 @@ def read_openai(path, *, catalog: ToolCatalog | None = None, meta=None, response
     ``"none"`` -> ``forced`` (excluded from rates); an HTTP status other than 200, an ``error`` object, a
     failed response, a request without its result or a result line that does not parse -> ``parse_error``
     (``raw_choice`` says which). Several calls: the first is the choice; the count is in the diagnostics.
+
+    Examples
+    --------
+    Three requests offering the same three tools (clusters inferred: the set of tools offered), as a JSONL of
+    ``{"request", "response"}`` records:
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> tools = [{"type": "function", "function": {"name": n}} for n in ("geo_a", "geo_b", "geo_c")]
+    >>> def record(query, pick):
+    ...     call = {"type": "function", "function": {"name": pick, "arguments": "{}"}}
+    ...     return {"request": {"model": "gpt-4o-mini", "tools": tools,
+    ...                         "messages": [{"role": "user", "content": query}]},
+    ...             "response": {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]}}
+    >>> path = Path(tempfile.mkdtemp()) / "log.jsonl"
+    >>> lines = [record("Paris", "geo_b"), record("Rome", "geo_a"), record("Oslo", "geo_b")]
+    >>> _ = path.write_text("\\n".join(json.dumps(r) for r in lines))
+    >>> log = read_openai(path, meta={"model": "gpt-4o-mini"})
+    >>> log
+    SelectionLog(3 rows, status={'ok': 3}, clusters=1)
+    >>> log.data[["cluster_id", "chosen_tool", "chosen_position", "status"]]
+              cluster_id chosen_tool  chosen_position status
+    0  geo_a+geo_b+geo_c       geo_b                2     ok
+    1  geo_a+geo_b+geo_c       geo_a                1     ok
+    2  geo_a+geo_b+geo_c       geo_b                2     ok
     """
     return read_request_log(path, fmt="openai", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,

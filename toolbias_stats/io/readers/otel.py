@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
@@ -33,6 +34,9 @@ from ._toolcalls import (
 )
 from .openai import _tool_name
 
+if TYPE_CHECKING:
+    from ._common import Clusters, Meta, PathLike
+
 __all__ = ["read_otel", "offered_otel", "INFERENCE_OPERATIONS", "SEMCONV_VERSION"]
 
 #: The semantic-conventions release whose gen_ai attribute names this reader follows.
@@ -42,7 +46,7 @@ INFERENCE_OPERATIONS = ("chat", "generate_content", "text_completion")
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR")
 
 
-def read_otel(path, *, catalog: ToolCatalog | None = None, meta=None, clusters=None,
+def read_otel(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta = None, clusters: Clusters = None,
               subsets: bool = False) -> SelectionLog:
     """Read OTLP JSON traces of GenAI spans into a SelectionLog, one row per inference span with tools.
 
@@ -81,6 +85,30 @@ def read_otel(path, *, catalog: ToolCatalog | None = None, meta=None, clusters=N
     ``api_error: error.type: message``). The conventions have no attribute for ``tool_choice``; the
     non-standard ``gen_ai.request.tool_choice`` is honoured when present (a tool name or ``"none"`` ->
     ``forced``).
+
+    Examples
+    --------
+    Two chat spans of one trace file, each offering two tools and calling the second:
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> def span(i, pick):
+    ...     tools = [{"type": "function", "name": n} for n in ("geo_a", "geo_b")]
+    ...     attrs = {"gen_ai.operation.name": "chat", "gen_ai.tool.definitions": json.dumps(tools),
+    ...              "gen_ai.output.messages": json.dumps([{"role": "assistant",
+    ...                                                     "parts": [{"type": "tool_call", "name": pick}]}])}
+    ...     return {"traceId": f"{i:032x}", "spanId": f"{i:016x}", "name": "chat",
+    ...             "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+    >>> doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span(1, "geo_b"), span(2, "geo_b")]}]}]}
+    >>> path = Path(tempfile.mkdtemp()) / "traces.json"
+    >>> _ = path.write_text(json.dumps(doc))
+    >>> log = read_otel(path, meta={"model": "gpt-4o"})
+    >>> log
+    SelectionLog(2 rows, status={'ok': 2}, clusters=1)
+    >>> log.data[["cluster_id", "chosen_tool", "chosen_position"]]
+        cluster_id chosen_tool  chosen_position
+    0  geo_a+geo_b       geo_b                2
+    1  geo_a+geo_b       geo_b                2
     """
     path = Path(path)
     check_meta(meta, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,11 @@ from ._spreadsheet import (
     select_columns,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ._common import Meta, PathLike
+
 __all__ = ["read_table", "read_catalog_table"]
 
 # TABLE_SUFFIXES (file extensions of the tabular format, by reader) lives in io/_dataset.py.
@@ -43,8 +49,9 @@ _PROVENANCE = ("source_file", "source_row")
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
-def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None, design=None, positions="error",
-               duplicates="count") -> SelectionLog:
+def read_table(path: PathLike, *, catalog: ToolCatalog, meta: Meta = None, columns: Mapping[str, str] | None = None,
+               design: Sequence[str] | None = None, positions: Literal["error", "recompute"] = "error",
+               duplicates: Literal["count", "error"] = "count") -> SelectionLog:
     """Read a selection log in the generic tabular format (CSV, JSONL or Parquet).
 
     Parameters
@@ -191,7 +198,7 @@ def read_table(path, *, catalog: ToolCatalog, meta=None, columns=None, design=No
     return SelectionLog(data, catalog, diagnostics)
 
 
-def read_catalog_table(path) -> ToolCatalog:
+def read_catalog_table(path: PathLike) -> ToolCatalog:
     """Read a ToolCatalog from a CSV, JSONL, Parquet or JSON (list of records) file.
 
     Parameters
@@ -216,6 +223,13 @@ def read_catalog_table(path) -> ToolCatalog:
     In CSV files every cell is read as text and an empty cell is missing; the catalog then
     casts each column to its schema dtype. Numeric cluster ids in JSON / Parquet become strings,
     integral floats without their ``.0`` (``1.0`` -> ``"1"``).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> catalog = read_catalog_table(tbs.datasets.path("choice/tools_catalog.csv"))
+    >>> catalog.clusters, catalog.n_tools("geocoding")
+    (['geocoding'], 5)
     """
     path = Path(path)
     kind = _check_path(path, CATALOG_SUFFIXES)

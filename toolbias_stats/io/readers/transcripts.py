@@ -10,7 +10,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,9 @@ from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
 from ._common import add_meta, check_meta, utf8_message, utf8_position
 from .table import read_jsonl
+
+if TYPE_CHECKING:
+    from ._common import Meta, PathLike
 
 __all__ = ["read_transcripts"]
 
@@ -41,7 +44,8 @@ _NAME_STRIP = " \t:*`'\"“”‘’"
 _RESPONSE_KEYS = ("choices", "message", "tool_calls", "function_call", "content", "output")
 
 
-def read_transcripts(path, *, catalog: ToolCatalog, meta=None, cluster=None) -> SelectionLog:
+def read_transcripts(path: PathLike, *, catalog: ToolCatalog, meta: Meta = None,
+                     cluster: str | None = None) -> SelectionLog:
     """Read raw transcripts into a SelectionLog, one row per attempt.
 
     Parameters
