@@ -9,6 +9,7 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -147,27 +148,49 @@ def load_queries(queries) -> dict:
             raise SelectionLogError(problem(path, None, "queries", "the manifest names no queries file"))
         return study.queries
     if suffix == ".json":
-        with path.open(encoding="utf-8") as fh:
-            head = fh.read(200).lstrip()
-        if head.startswith("[") and head[1:].lstrip().startswith("{"):
-            try:
-                from ..io.readers.biasbusters import read_biasbusters_queries
+        found = _biasbusters_queries(path)
+        if found is not None:
+            return found
+    return _query_map(path, _query_table(path, suffix))
 
-                return read_biasbusters_queries(path)
-            except SelectionLogError:
-                pass
+
+def _biasbusters_queries(path: Path) -> dict | None:
+    """A ``.json`` file that starts as a list of objects read as a BiasBusters ``queries.json`` (None if not)."""
+    from ..exceptions import SelectionLogError
+
+    with path.open(encoding="utf-8") as fh:
+        head = fh.read(200).lstrip()
+    if head.startswith("[") and head[1:].lstrip().startswith("{"):
+        try:
+            from ..io.readers.biasbusters import read_biasbusters_queries
+
+            return read_biasbusters_queries(path)
+        except SelectionLogError:
+            pass
+    return None
+
+
+def _query_table(path: Path, suffix: str) -> pd.DataFrame:
+    """The rows of a queries table (CSV, JSONL, Parquet, JSON records)."""
+    from ..exceptions import SelectionLogError, problem
+
     if suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    elif suffix in (".jsonl", ".ndjson"):
-        frame = pd.read_json(path, lines=True, dtype=False)
-    elif suffix == ".parquet":
-        frame = pd.read_parquet(path)
-    elif suffix == ".json":
-        frame = pd.read_json(path, dtype=False)
-    else:
-        raise SelectionLogError(problem(path, None, None, f"unknown queries file type {suffix!r} (expected a "
-                                                          "BiasBusters queries.json, CSV, JSONL, Parquet or a "
-                                                          "study manifest)"))
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    if suffix in (".jsonl", ".ndjson"):
+        return pd.read_json(path, lines=True, dtype=False)
+    if suffix == ".parquet":
+        return pd.read_parquet(path)
+    if suffix == ".json":
+        return pd.read_json(path, dtype=False)
+    raise SelectionLogError(problem(path, None, None, f"unknown queries file type {suffix!r} (expected a "
+                                                      "BiasBusters queries.json, CSV, JSONL, Parquet or a "
+                                                      "study manifest)"))
+
+
+def _query_map(path: Path, frame: pd.DataFrame) -> dict:
+    """``{cluster_id: [query text, ...]}`` of a queries table, every bad row reported."""
+    from ..exceptions import SelectionLogError, problem
+
     text_col = "query" if "query" in frame.columns else "query_text" if "query_text" in frame.columns else None
     missing = [c for c, ok in (("cluster_id", "cluster_id" in frame.columns), ("query", text_col)) if not ok]
     if missing:
@@ -365,107 +388,18 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
     seed = rng if isinstance(rng, (int, type(None))) else "generator"
     gen = check_rng(rng)
     warnings_: list = []
-    choice = _is_choice_items(catalog)
-    if choice:
-        items = _choice_items(catalog)
-        if not items:
-            raise ValueError("no multiple-choice items given.")
-        tools = {k: [f"{k}::{i + 1}" for i in range(len(v))] for k, v in items.items()}
-        option_text = {f"{k}::{i + 1}": o for k, v in items.items() for i, o in enumerate(v)}
-        qmap = {k: [k] for k in items}
-        cat = None
-    else:
-        cat = load_catalog(catalog)
-        if queries is None:
-            raise ValueError("`queries` is required with a tool catalog: {cluster_id: [query text, ...]} or a "
-                             "queries file.")
-        qmap = load_queries(queries)
-        tools = {c: cat.tools(c) for c in cat.clusters}
-        option_text = {}
-    wanted = [str(c) for c in clusters] if clusters is not None else [c for c in tools if c in qmap]
-    unknown = [c for c in wanted if c not in tools]
-    if unknown:
-        raise ValueError(f"`clusters` names unknown cluster(s) {unknown}; the catalog has {list(tools)}.")
-    empty = [c for c in wanted if not qmap.get(c)]
-    if empty or not wanted:
-        raise ValueError(f"no queries for cluster(s) {empty or list(tools)}; the queries cover {sorted(qmap)}.")
-    small = [c for c in wanted if len(tools[c]) < 2]
-    if small:
-        raise ValueError(f"cluster(s) {small} have fewer than 2 tools: there is no order to balance.")
-    if orderings == "all" and max(len(tools[c]) for c in wanted) > MAX_ALL_K:
-        raise ValueError(f"`orderings='all'` enumerates K! permutations; K <= {MAX_ALL_K} only (use 'balanced' or "
-                         "'cyclic').")
-    if plan is not None:
-        if target_width is not None or pilot is not None or n_queries is not None or n_orderings is not None \
-                or runs != 1:
-            raise ValueError("`plan` gives the sizes; do not also give `target_width`, `pilot`, `n_queries`, "
-                             "`n_orderings` or `runs`.")
-        n_queries, runs, n_orderings, msgs = _sizes_from(plan, "the plan's target")
-        warnings_ += msgs
-    elif target_width is not None or pilot is not None:
-        if target_width is None or pilot is None:
-            raise ValueError("planning needs both `target_width` and `pilot`.")
-        if n_queries is not None or n_orderings is not None or runs != 1:
-            raise ValueError("with `target_width` the planner chooses queries, runs and orderings; do not also "
-                             "give `n_queries`, `n_orderings` or `runs`.")
-        n_queries, runs, n_orderings, plan, msgs = _from_plan(pilot, target_width, plan_options, gen)
-        warnings_ += msgs
-    runs = _count("runs", runs)
-    n_queries = None if n_queries is None else _count("n_queries", n_queries)
-
-    rows, balance = [], []
+    choice, cat, tools, qmap, option_text = _design_inputs(catalog, queries)
+    wanted = _wanted_clusters(clusters, tools, qmap, orderings)
+    n_queries, runs, n_orderings, plan = _design_sizes(plan, target_width, pilot, plan_options, n_queries, runs,
+                                                       n_orderings, gen, warnings_)
+    rows: list = []
+    balance = []
     keys = _safe_keys(wanted)
     for cid in wanted:
-        members = tools[cid]
-        k = len(members)
-        square = latin_rows(k, orderings) if orderings != "random" else None
-        n_rows = len(square) if square is not None else k
-        n = n_rows if n_orderings is None else _count("n_orderings", n_orderings)
-        if square is not None and n > n_rows:
-            if plan is not None:
-                warnings_.append(f"cluster {cid!r}: the plan asks for {n} orderings per query; the {orderings} "
-                                 f"design has {n_rows} (using {n_rows})")
-                n = n_rows
-            else:
-                raise ValueError(f"`n_orderings` = {n} exceeds the {n_rows} orderings of the {orderings!r} design for "
-                                 f"cluster {cid!r} (K = {k}); use more queries or runs instead.")
-        texts = qmap[cid]
-        q_count = len(texts) if n_queries is None else min(n_queries, len(texts))
-        if n_queries is not None and n_queries > len(texts):
-            warnings_.append(f"cluster {cid!r}: {n_queries} queries asked for, the queries file has {len(texts)} "
-                             f"(using {len(texts)})")
-        width = max(4, len(str(q_count)))
-        for run in range(1, runs + 1):
-            for qi in range(q_count):
-                qid = f"q{qi + 1:0{width}d}"
-                for j in range(n):
-                    g = ((run - 1) * q_count + qi) * n + j
-                    if square is None:
-                        perm, r_idx = tuple(int(x) for x in gen.permutation(k)), -1
-                    else:
-                        r_idx = g % n_rows
-                        perm = square[r_idx]
-                    rows.append({"cluster_id": cid, "query_id": qid, "query": texts[qi], "run": run,
-                                 "ordering_index": j + 1, "row": r_idx,
-                                 "ordering": "|".join(members[x] for x in perm),
-                                 "custom_id": custom_id(keys[cid], qid, j + 1, run)})
-        shown = 2 if orderings == "pairs" else k
-        counts = np.zeros((k, shown), dtype=np.int64)
-        index = {t: i for i, t in enumerate(members)}
-        per_query: dict = {}
-        for r in rows[len(rows) - runs * q_count * n:]:
-            order = r["ordering"].split("|")
-            for p, t in enumerate(order):
-                counts[index[t], p] += 1
-            per_query.setdefault((r["query_id"], r["run"]), set()).update((t, p) for p, t in enumerate(order))
-        complete = all(len(s) == k * shown for s in per_query.values()) and orderings != "pairs"
-        spread = int(counts.max() - counts.min())
-        kind = ("random" if square is None else "tournament (ordered pairs)" if orderings == "pairs" else
-                "latin square" if n == n_rows and orderings in ("cyclic", "balanced") and complete else
-                "all permutations" if orderings == "all" and n == n_rows else "balanced incomplete")
-        balance.append({"cluster_id": cid, "k": k, "queries": q_count, "orderings_per_query": n,
-                        "min_count": int(counts.min()), "max_count": int(counts.max()), "spread": spread,
-                        "balanced": spread <= 1, "complete": complete, "design": kind})
+        cluster_rows, bal_row = _cluster_design(cid, tools[cid], qmap[cid], keys[cid], orderings, n_orderings, runs,
+                                                n_queries, plan, gen, warnings_)
+        rows += cluster_rows
+        balance.append(bal_row)
     table = pd.DataFrame(rows, columns=["cluster_id", "query_id", "query", "run", "ordering_index", "row",
                                         "ordering", "custom_id"])
     table["run"] = table["run"].astype(np.int64)
@@ -486,6 +420,128 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
         settings["plan"] = {"target": dict(plan.target), "queries": n_queries, "runs": runs,
                             "orderings": n_orderings}
     return StudyDesign(table=table, catalog=cat, balance=bal, settings=settings, plan=plan, warnings=warnings_)
+
+
+# -- design_study's stages: inputs -> clusters -> sizes -> one cluster's rows and balance ---------
+def _design_inputs(catalog: Any, queries: Any) -> tuple[bool, Any, dict, dict, dict]:
+    """``(choice, catalog, tools, queries, option_text)``: the clusters' members and query texts."""
+    if _is_choice_items(catalog):
+        items = _choice_items(catalog)
+        if not items:
+            raise ValueError("no multiple-choice items given.")
+        tools = {k: [f"{k}::{i + 1}" for i in range(len(v))] for k, v in items.items()}
+        option_text = {f"{k}::{i + 1}": o for k, v in items.items() for i, o in enumerate(v)}
+        return True, None, tools, {k: [k] for k in items}, option_text
+    cat = load_catalog(catalog)
+    if queries is None:
+        raise ValueError("`queries` is required with a tool catalog: {cluster_id: [query text, ...]} or a "
+                         "queries file.")
+    qmap = load_queries(queries)
+    return False, cat, {c: cat.tools(c) for c in cat.clusters}, qmap, {}
+
+
+def _wanted_clusters(clusters: Any, tools: dict, qmap: dict, orderings: str) -> list:
+    """The clusters to design, checked: known, with queries, with at least 2 tools (at most 7 for ``all``)."""
+    wanted = [str(c) for c in clusters] if clusters is not None else [c for c in tools if c in qmap]
+    unknown = [c for c in wanted if c not in tools]
+    if unknown:
+        raise ValueError(f"`clusters` names unknown cluster(s) {unknown}; the catalog has {list(tools)}.")
+    empty = [c for c in wanted if not qmap.get(c)]
+    if empty or not wanted:
+        raise ValueError(f"no queries for cluster(s) {empty or list(tools)}; the queries cover {sorted(qmap)}.")
+    small = [c for c in wanted if len(tools[c]) < 2]
+    if small:
+        raise ValueError(f"cluster(s) {small} have fewer than 2 tools: there is no order to balance.")
+    if orderings == "all" and max(len(tools[c]) for c in wanted) > MAX_ALL_K:
+        raise ValueError(f"`orderings='all'` enumerates K! permutations; K <= {MAX_ALL_K} only (use 'balanced' or "
+                         "'cyclic').")
+    return wanted
+
+
+def _design_sizes(plan: Any, target_width: Any, pilot: Any, plan_options: Any, n_queries: Any, runs: Any,
+                  n_orderings: Any, gen: np.random.Generator, warnings_: list) -> tuple[Any, int, Any, Any]:
+    """``(n_queries, runs, n_orderings, plan)``: as given, from a plan, or planned from a pilot."""
+    if plan is not None:
+        if target_width is not None or pilot is not None or n_queries is not None or n_orderings is not None \
+                or runs != 1:
+            raise ValueError("`plan` gives the sizes; do not also give `target_width`, `pilot`, `n_queries`, "
+                             "`n_orderings` or `runs`.")
+        n_queries, runs, n_orderings, msgs = _sizes_from(plan, "the plan's target")
+        warnings_ += msgs
+    elif target_width is not None or pilot is not None:
+        if target_width is None or pilot is None:
+            raise ValueError("planning needs both `target_width` and `pilot`.")
+        if n_queries is not None or n_orderings is not None or runs != 1:
+            raise ValueError("with `target_width` the planner chooses queries, runs and orderings; do not also "
+                             "give `n_queries`, `n_orderings` or `runs`.")
+        n_queries, runs, n_orderings, plan, msgs = _from_plan(pilot, target_width, plan_options, gen)
+        warnings_ += msgs
+    runs = _count("runs", runs)
+    n_queries = None if n_queries is None else _count("n_queries", n_queries)
+    return n_queries, runs, n_orderings, plan
+
+
+def _cluster_design(cid: str, members: list, texts: list, key: str, orderings: str, n_orderings: Any, runs: int,
+                    n_queries: int | None, plan: Any, gen: np.random.Generator,
+                    warnings_: list) -> tuple[list, dict]:
+    """One cluster's request rows and its balance row."""
+    k = len(members)
+    square = latin_rows(k, orderings) if orderings != "random" else None
+    n_rows = len(square) if square is not None else k
+    n = n_rows if n_orderings is None else _count("n_orderings", n_orderings)
+    if square is not None and n > n_rows:
+        if plan is not None:
+            warnings_.append(f"cluster {cid!r}: the plan asks for {n} orderings per query; the {orderings} "
+                             f"design has {n_rows} (using {n_rows})")
+            n = n_rows
+        else:
+            raise ValueError(f"`n_orderings` = {n} exceeds the {n_rows} orderings of the {orderings!r} design for "
+                             f"cluster {cid!r} (K = {k}); use more queries or runs instead.")
+    q_count = len(texts) if n_queries is None else min(n_queries, len(texts))
+    if n_queries is not None and n_queries > len(texts):
+        warnings_.append(f"cluster {cid!r}: {n_queries} queries asked for, the queries file has {len(texts)} "
+                         f"(using {len(texts)})")
+    width = max(4, len(str(q_count)))
+    rows = []
+    for run in range(1, runs + 1):
+        for qi in range(q_count):
+            qid = f"q{qi + 1:0{width}d}"
+            for j in range(n):
+                g = ((run - 1) * q_count + qi) * n + j
+                if square is None:
+                    perm, r_idx = tuple(int(x) for x in gen.permutation(k)), -1
+                else:
+                    r_idx = g % n_rows
+                    perm = square[r_idx]
+                rows.append({"cluster_id": cid, "query_id": qid, "query": texts[qi], "run": run,
+                             "ordering_index": j + 1, "row": r_idx,
+                             "ordering": "|".join(members[x] for x in perm),
+                             "custom_id": custom_id(key, qid, j + 1, run)})
+    kind_of = ("random" if square is None else "tournament (ordered pairs)" if orderings == "pairs" else None)
+    return rows, _balance_row(cid, members, rows, orderings, q_count, n, n_rows, kind_of)
+
+
+def _balance_row(cid: str, members: list, rows: list, orderings: str, q_count: int, n: int, n_rows: int,
+                 kind: str | None) -> dict:
+    """How evenly one cluster's rows put each tool at each position (a row of :attr:`StudyDesign.balance`)."""
+    k = len(members)
+    shown = 2 if orderings == "pairs" else k
+    counts = np.zeros((k, shown), dtype=np.int64)
+    index = {t: i for i, t in enumerate(members)}
+    per_query: dict = {}
+    for r in rows:
+        order = r["ordering"].split("|")
+        for p, t in enumerate(order):
+            counts[index[t], p] += 1
+        per_query.setdefault((r["query_id"], r["run"]), set()).update((t, p) for p, t in enumerate(order))
+    complete = all(len(s) == k * shown for s in per_query.values()) and orderings != "pairs"
+    spread = int(counts.max() - counts.min())
+    if kind is None:
+        kind = ("latin square" if n == n_rows and orderings in ("cyclic", "balanced") and complete else
+                "all permutations" if orderings == "all" and n == n_rows else "balanced incomplete")
+    return {"cluster_id": cid, "k": k, "queries": q_count, "orderings_per_query": n,
+            "min_count": int(counts.min()), "max_count": int(counts.max()), "spread": spread,
+            "balanced": spread <= 1, "complete": complete, "design": kind}
 
 
 def _count(name, value):

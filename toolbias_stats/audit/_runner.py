@@ -10,6 +10,7 @@ only to ``base_url``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -274,6 +275,28 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
     body: the importer reads both as ``parse_error`` rows (nothing is lost). A request that gets no answer at all
     after the retries stops the run without a line (the endpoint is down: recording it would mark it done).
     """
+    _check_run_args(concurrency, max_requests, base_url, model)
+    study_dir = Path(study_dir)
+    info = _read_run_design(study_dir, model)
+    outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
+    todo, skipped, repaired = _pending(study_dir, info, outs)
+    _name_model(study_dir, model)
+    budget = len(todo) if max_requests is None else min(max_requests, len(todo))
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    counters: dict[str, Any] = {"lock": threading.Lock(), "retries": 0}
+    outcomes: dict = {}
+    unreachable: list = []
+    send = functools.partial(_send, base_url=base_url, model=model, headers=headers, timeout=timeout,
+                             max_retries=max_retries, backoff=backoff, counters=counters)
+    sent = _send_all(todo[:budget], outs, send, concurrency, progress, outcomes, unreachable)
+    return RunResult(sent=sent, skipped=skipped, remaining=len(todo) - sent, by_outcome=outcomes,
+                     retries=counters["retries"], files=outs, repaired=repaired,
+                     stopped=f"endpoint unreachable after {max_retries} retries: {unreachable[0]}" if unreachable
+                     else None)
+
+
+# -- run_study's stages: check the arguments -> read the design -> what is left -> send ----------
+def _check_run_args(concurrency: Any, max_requests: Any, base_url: Any, model: Any) -> None:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError(f"`concurrency` must be a positive integer; got {concurrency!r} instead.")
     if max_requests is not None and (not isinstance(max_requests, int) or max_requests < 0):
@@ -282,7 +305,10 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
         raise ValueError(f"`base_url` must be an http(s) URL; got {base_url!r} instead.")
     if not model:
         raise ValueError("`model` is required.")
-    study_dir = Path(study_dir)
+
+
+def _read_run_design(study_dir: Path, model: str) -> dict:
+    """The folder's ``design.json``, refused when it is an Anthropic batch or names another model."""
     info = read_design(study_dir)
     if info.get("format") == "anthropic-batch":
         raise ValueError(f"{study_dir} holds Anthropic Message Batches requests; send them with the Message "
@@ -291,9 +317,14 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
         # the manifest labels every answer with the design's model: another model's answers would be mislabelled
         raise ValueError(f"the design in {study_dir} names model {info['model']!r}; run it with --model "
                          f"{info['model']!r} (or write a new design for {model!r}).")
+    return info
+
+
+def _pending(study_dir: Path, info: dict, outs: dict) -> tuple[list, int, list]:
+    """``(todo, skipped, repaired)``: the requests without a line, how many have one, the files repaired."""
     files = {int(r): study_dir / f for r, f in info["files"]["requests"].items()}
-    outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
-    todo, skipped, repaired = [], 0, []
+    todo: list = []
+    skipped, repaired = 0, []
     for r in sorted(files):
         reqs = _load_requests(files[r], info.get("format") or "")
         done, cut = done_custom_ids(outs[r])
@@ -301,30 +332,27 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
             repaired.append(str(outs[r]))
         skipped += sum(1 for cid, _, _ in reqs if cid in done)
         todo += [(r, cid, ep, body) for cid, ep, body in reqs if cid not in done]
-    _name_model(study_dir, model)
-    budget = len(todo) if max_requests is None else min(max_requests, len(todo))
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    writers = {r: _Writer(outs[r]) for r in sorted({t[0] for t in todo[:budget]})}
-    counters: dict[str, Any] = {"lock": threading.Lock(), "retries": 0}
-    outcomes: dict = {}
+    return todo, skipped, repaired
+
+
+def _send_all(items: list, outs: dict, send: Any, concurrency: int, progress: bool, outcomes: dict,
+              unreachable: list) -> int:
+    """Send ``items`` with ``concurrency`` threads, writing each answer as it arrives; the number written."""
+    writers = {r: _Writer(outs[r]) for r in sorted({t[0] for t in items})}
     stop = threading.Event()
     bar = None
-    if progress and budget:
+    if progress and items:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=budget, desc="requests", unit="req", leave=True)
+        bar = tqdm(total=len(items), desc="requests", unit="req", leave=True)
     sent = 0
-    unreachable: list = []
-    queue = iter(todo[:budget])
     pool = ThreadPoolExecutor(max_workers=concurrency)
-    running = {}
+    running: dict = {}
     try:
-        for item in queue:
+        for item in iter(items):
             if stop.is_set():
                 break
-            running[pool.submit(_send, item[1], item[2], item[3], base_url=base_url, model=model,
-                                headers=headers, timeout=timeout, max_retries=max_retries, backoff=backoff,
-                                stop=stop, counters=counters)] = item
+            running[pool.submit(send, item[1], item[2], item[3], stop=stop)] = item
             if len(running) >= concurrency:
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -344,10 +372,7 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
             w.close()
         if bar is not None:
             bar.close()
-    return RunResult(sent=sent, skipped=skipped, remaining=len(todo) - sent, by_outcome=outcomes,
-                     retries=counters["retries"], files=outs, repaired=repaired,
-                     stopped=f"endpoint unreachable after {max_retries} retries: {unreachable[0]}" if unreachable
-                     else None)
+    return sent
 
 
 def _record(fut, item, writers, outcomes, bar, stop, unreachable) -> int:
