@@ -9,12 +9,25 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
 
 from .._validation import check_choice, check_rng
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Mapping, Sequence
+
+    from ..design._plan import StudyPlan
+    from ..io._catalog import ToolCatalog
+
+    #: What :func:`design_study` takes as its catalog: tools (a catalog or a file) or multiple-choice items.
+    CatalogLike: TypeAlias = ("ToolCatalog | str | os.PathLike[str] | Mapping[str, Sequence[str]] | pd.DataFrame | "
+                              "Sequence[Mapping[str, Any]]")
+    #: What :func:`load_queries` takes: ``{cluster_id: [query text, ...]}`` or a queries file.
+    QueriesLike: TypeAlias = "Mapping[str, Sequence[str]] | str | os.PathLike[str]"
 
 __all__ = ["design_study", "StudyDesign", "ORDERINGS", "load_catalog", "load_queries", "latin_rows",
            "custom_id", "parse_custom_id"]
@@ -90,7 +103,7 @@ def custom_id(cluster: str, query_id: str, ordering: int, run: int) -> str:
     return f"{cluster}-{query_id}-o{int(ordering)}-r{int(run)}"
 
 
-def parse_custom_id(text: str) -> dict:
+def parse_custom_id(text: str) -> dict[str, Any]:
     """``{"cluster", "query", "ordering", "run"}`` of a :func:`custom_id`; ValueError for another string."""
     m = _CUSTOM_ID.match(str(text))
     if m is None:
@@ -99,7 +112,7 @@ def parse_custom_id(text: str) -> dict:
 
 
 # -- inputs --------------------------------------------------------------------------------------
-def load_catalog(catalog):
+def load_catalog(catalog: ToolCatalog | str | os.PathLike[str]) -> ToolCatalog:
     """A :class:`~toolbias_stats.ToolCatalog` from a catalog object, a manifest, or any catalog file the package reads.
 
     A BiasBusters ``clusters.json`` (a list of lists) is read with its ``api_meta.json`` and ``cluster_names.json``
@@ -113,7 +126,7 @@ def load_catalog(catalog):
 
     if isinstance(catalog, ToolCatalog):
         return catalog
-    path = Path(catalog)
+    path = Path(cast("str | os.PathLike[str]", catalog))
     if path.suffix.lower() == ".toml":
         from ..io import read_study
 
@@ -126,7 +139,7 @@ def load_catalog(catalog):
     return read_catalog_table(path)
 
 
-def load_queries(queries) -> dict:
+def load_queries(queries: QueriesLike) -> dict[str, list[str]]:
     """``{cluster_id: [query text, ...]}`` from a dict, a manifest, a BiasBusters ``queries.json`` or a table.
 
     A table (CSV, JSONL, Parquet) needs the columns ``cluster_id`` and ``query`` (or ``query_text``); rows keep
@@ -136,7 +149,7 @@ def load_queries(queries) -> dict:
 
     if isinstance(queries, dict):
         return {str(c): [str(q) for q in qs] for c, qs in queries.items()}
-    path = Path(queries)
+    path = Path(cast("str | os.PathLike[str]", queries))
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "queries file not found"))
     suffix = path.suffix.lower()
@@ -260,10 +273,10 @@ class StudyDesign:
     """
 
     table: pd.DataFrame
-    catalog: object
+    catalog: ToolCatalog | None
     balance: pd.DataFrame
     settings: dict
-    plan: object = field(default=None, repr=False)
+    plan: StudyPlan | None = field(default=None, repr=False)
     warnings: list = field(default_factory=list)
 
     def to_frame(self) -> pd.DataFrame:
@@ -309,9 +322,12 @@ def _n_shown(sub):
 
 
 # -- main function -------------------------------------------------------------------------------
-def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None, runs=1, n_queries=None,
-                 clusters=None, target_width=None, pilot=None, plan_options=None, plan=None,
-                 rng=None) -> StudyDesign:
+def design_study(catalog: CatalogLike, queries: QueriesLike | None = None, *,
+                 orderings: Literal["cyclic", "balanced", "all", "random", "pairs"] = "cyclic",
+                 n_orderings: int | None = None, runs: int = 1, n_queries: int | None = None,
+                 clusters: Sequence[str] | None = None, target_width: float | None = None, pilot: Any = None,
+                 plan_options: Mapping[str, Any] | None = None, plan: StudyPlan | None = None,
+                 rng: np.random.Generator | int | None = None) -> StudyDesign:
     """A counterbalanced design: which tools (or options) each request shows, in which order.
 
     Parameters

@@ -20,15 +20,16 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
 from .._validation import check_choice
 
 if TYPE_CHECKING:
+    from ..io._catalog import ToolCatalog
     from ._design import StudyDesign
 
 __all__ = ["write_requests", "FORMATS", "ENDPOINTS", "tool_schema", "send_name", "atomic_write_text",
@@ -75,7 +76,7 @@ def _params(raw) -> list:
     return raw if isinstance(raw, list) else []
 
 
-def tool_schema(row) -> tuple[str, dict]:
+def tool_schema(row: Mapping[str, Any] | Any) -> tuple[str, dict[str, Any]]:
     """``(description, JSON-schema parameters)`` of one catalog row.
 
     The description joins the tool's and the API's descriptions; parameters come from ``required_parameters``
@@ -128,8 +129,11 @@ def _toml_str(text: str) -> str:
     return json.dumps(str(text), ensure_ascii=False)      # a JSON string is a valid TOML basic string
 
 
-def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=None, system=None,
-                   max_tokens=1024, inputs=()) -> dict:
+def write_requests(design: StudyDesign, out: str | os.PathLike[str], *,
+                   format: Literal["openai-batch", "anthropic-batch", "chat-jsonl"] = "chat-jsonl",
+                   endpoint: Literal["chat", "responses"] = "chat", model: str | None = None,
+                   system: str | None = None, max_tokens: int = 1024,
+                   inputs: Iterable[str | os.PathLike[str] | None] = ()) -> dict[str, Any]:
     """Write a design's requests, its catalog and a ``study.toml`` that reads the results back.
 
     Parameters
@@ -190,16 +194,16 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
     """
     check_choice("format", format, FORMATS)
     check_choice("endpoint", endpoint, ENDPOINTS)
-    _check_request_args(design, format, endpoint, model)
+    catalog = _check_request_args(design, format, endpoint, model)
     out = _output_folder(out)
     runs = sorted(int(r) for r in design.table["run"].unique())
-    names = {t: send_name(t) for t in design.catalog.table["tool_id"]}
+    names = {t: send_name(t) for t in catalog.table["tool_id"]}
     if len(set(names.values())) < len(names):
         raise ValueError("two tools map to the same function name; rename them in the catalog.")
     files = _output_files(out, runs, inputs)
     shape = {"openai-batch": "openai-" + endpoint, "anthropic-batch": "anthropic", "chat-jsonl": "chat"}[format]
-    counts = _write_request_lines(design, out, files, runs, names, shape, model, system, max_tokens)
-    _write_inputs(design, out, files, names)
+    counts = _write_request_lines(design, catalog, out, files, runs, names, shape, model, system, max_tokens)
+    _write_inputs(design, catalog, out, files, names)
     fmt = "anthropic" if format == "anthropic-batch" else "openai"
     atomic_write_text(out / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
     summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
@@ -211,7 +215,8 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
 
 
 # -- write_requests's stages: check -> the folder and its files -> the request lines -> the inputs ---
-def _check_request_args(design: StudyDesign, format: str, endpoint: str, model: str | None) -> None:
+def _check_request_args(design: StudyDesign, format: str, endpoint: str, model: str | None) -> ToolCatalog:
+    """The design's catalog, after checking that requests can be written for it in this format."""
     if design.catalog is None:
         raise ValueError("request files are written for tool catalogs; a multiple-choice design is run through "
                          "the Inspect solver (toolbias_stats/order_choices).")
@@ -219,6 +224,7 @@ def _check_request_args(design: StudyDesign, format: str, endpoint: str, model: 
         raise ValueError(f"`model` is required for {format!r}: the batch API needs it in every request.")
     if endpoint == "responses" and format != "openai-batch":
         raise ValueError("`endpoint='responses'` applies to format 'openai-batch' only.")
+    return design.catalog
 
 
 def _output_folder(out: str | os.PathLike) -> Path:
@@ -248,11 +254,11 @@ def _output_files(out: Path, runs: list, inputs: Iterable) -> dict[str, Any]:
     return files
 
 
-def _write_request_lines(design: StudyDesign, out: Path, files: dict, runs: list, names: dict, shape: str,
-                         model: str | None, system: str | None, max_tokens: int) -> dict:
+def _write_request_lines(design: StudyDesign, catalog: ToolCatalog, out: Path, files: dict, runs: list,
+                         names: dict, shape: str, model: str | None, system: str | None, max_tokens: int) -> dict:
     """Write one requests file per run; ``{run: lines written}``."""
     tools = {}
-    for row in design.catalog.table.itertuples(index=False):
+    for row in catalog.table.itertuples(index=False):
         desc, schema = tool_schema(row)
         tools[row.tool_id] = (names[row.tool_id], desc, schema)
     counts = {}
@@ -267,9 +273,9 @@ def _write_request_lines(design: StudyDesign, out: Path, files: dict, runs: list
     return counts
 
 
-def _write_inputs(design: StudyDesign, out: Path, files: dict, names: dict) -> None:
+def _write_inputs(design: StudyDesign, catalog: ToolCatalog, out: Path, files: dict, names: dict) -> None:
     """Write the catalog (under the names sent), the design table and the queries."""
-    cat = design.catalog.to_frame()
+    cat = catalog.to_frame()
     if "source_tool_id" not in cat.columns:       # a catalog written by an earlier design keeps its sources
         cat.insert(1, "source_tool_id", cat["tool_id"])
     cat["tool_id"] = cat["tool_id"].map(names)

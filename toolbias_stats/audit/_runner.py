@@ -21,10 +21,13 @@ import urllib.request
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._display import ReprHTMLMixin
 from ._requests import DEFAULT_MODEL, atomic_write_text, read_design
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["run_study", "RunResult", "RETRY_STATUSES", "done_custom_ids"]
 
@@ -76,7 +79,7 @@ class RunResult(ReprHTMLMixin):
                 "files": {str(k): str(v) for k, v in self.files.items()}, "repaired": list(self.repaired),
                 "stopped": self.stopped}
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """One row: requests sent, skipped and remaining, retries, lines per outcome (``n_<outcome>``), stopped."""
         import pandas as pd
 
@@ -226,8 +229,9 @@ def _send(cid, endpoint, body, *, base_url, model, headers, timeout, max_retries
     return line, "ok" if status == 200 else "http_error"
 
 
-def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, api_key=None, timeout=120.0,
-              max_retries=5, backoff=1.0, progress=False) -> RunResult:
+def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, concurrency: int = 4,
+              max_requests: int | None = None, api_key: str | None = None, timeout: float = 120.0,
+              max_retries: int = 5, backoff: float = 1.0, progress: bool = False) -> RunResult:
     """Send the requests of a design folder to an OpenAI-compatible endpoint; resumable.
 
     Parameters

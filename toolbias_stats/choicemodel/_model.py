@@ -6,7 +6,8 @@ import itertools
 import math
 import numbers
 import warnings
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,12 @@ from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRows
 from ._data import GroupData, prepare_groups
 from ._fit import aggregate_cells, cell_scores, clogit_parts, fit_clogit, fit_mixed
 from ._result import ChoiceModelResult
+
+if TYPE_CHECKING:
+    from ..features._table import ToolFeatures
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["choice_model", "comparison_components", "POSITION_FORMS", "PENALTIES", "SE_METHODS", "WORTHS"]
 
@@ -35,9 +42,16 @@ SEPARATION_MESSAGE = ("tool {tool!r} is {what} in every attempt that shows it ({
                       "estimate with an honest interval.")
 
 
-def choice_model(log_or_counts, *, by=("model",), position="free", features=None, worth=None, interactions=(),
-                 penalty="firth", prior_scale=2.5, se="sandwich", mixed=False, n_draws=100, n_resamples=200,
-                 confidence_level=0.95, reference=None, mismatch="exclude", rng=None):
+def choice_model(log_or_counts: SelectionLog | SelectionCounts | Study, *, by: str | Sequence[str] | None = ("model",),
+                 position: Literal["free", "first_last", "decay", "none"] = "free",
+                 features: str | Sequence[str] | pd.DataFrame | ToolFeatures | None = None,
+                 worth: Literal["tool", "features"] | None = None, interactions: str | Sequence[str] = (),
+                 penalty: Literal["firth", "prior", "none"] | None = "firth", prior_scale: float = 2.5,
+                 se: Literal["sandwich", "bootstrap", "model"] = "sandwich", mixed: bool = False,
+                 n_draws: int = 100, n_resamples: int = 200, confidence_level: float = 0.95,
+                 reference: str | Sequence[str] | None = None,
+                 mismatch: Literal["exclude", "tool", "position"] = "exclude",
+                 rng: np.random.Generator | int | None = None) -> ChoiceModelResult:
     """Fit a conditional logit (or mixed logit) of which tool is chosen from the list shown.
 
     The utility of tool ``t`` shown at position ``p`` of a list of ``K`` tools is
@@ -128,18 +142,18 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
     >>> bool(res.converged)
     True
     """
-    position, penalty, se, mismatch, confidence_level, n_resamples = _check_options(
+    position_form, penalty_form, se_method, on_mismatch, confidence_level, n_resamples = _check_options(
         position, penalty, se, mismatch, confidence_level, n_resamples, n_draws, prior_scale, mixed)
     rng = check_rng(rng)
     by, interactions = _by_and_interactions(by, interactions)
-    groups, catalog, _design = prepare_groups(log_or_counts, by, mismatch=mismatch, extra=tuple(interactions))
+    groups, catalog, _design = prepare_groups(log_or_counts, by, mismatch=on_mismatch, extra=tuple(interactions))
     feat = _feature_table(features, catalog)
-    worth = _check_worth(worth, feat, interactions)
-    settings = dict(by=tuple(by), position=position, worth=worth,
+    worth_form = _check_worth(worth, feat, interactions)
+    settings = dict(by=tuple(by), position=position_form, worth=worth_form,
                     features=None if feat is None else tuple(feat.columns),
-                    interactions=tuple(interactions), penalty=penalty, prior_scale=float(prior_scale), se=se,
-                    mixed=bool(mixed), n_draws=int(n_draws), n_resamples=int(n_resamples),
-                    confidence_level=confidence_level, mismatch=mismatch)
+                    interactions=tuple(interactions), penalty=penalty_form, prior_scale=float(prior_scale),
+                    se=se_method, mixed=bool(mixed), n_draws=int(n_draws), n_resamples=int(n_resamples),
+                    confidence_level=confidence_level, mismatch=on_mismatch)
     z = stats.norm.ppf(0.5 + confidence_level / 2)
     # the matrices are small (P x P, a few hundred merged cells): one BLAS thread is fastest and avoids
     # thread oversubscription (measured 50x slower with 2 busy threads on a shared machine)
@@ -150,7 +164,7 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
     if not any(g.get("fitted", True) for g in out):
         raise ValueError("no attempt can be used by the choice model in any group (excluded by reason: "
                          + "; ".join(f"{_label(g['keys']) or 'all'}: {g['excluded']}" for g in out) + ").")
-    warn_list = []
+    warn_list: list[str] = []
     for g in out:
         warn_list.extend(f"{_label(g['keys'])}: {m}" if g["keys"] else m for m in g["warnings"])
     n_ex = sum(g["n_excluded"] for g in out)
@@ -175,7 +189,7 @@ def _check_options(position: Any, penalty: Any, se: Any, mismatch: Any, confiden
     n_resamples = check_n_resamples(n_resamples)
     if isinstance(n_draws, bool) or not isinstance(n_draws, numbers.Integral) or n_draws < 2:
         raise ValueError(f"`n_draws` must be an integer >= 2; got {n_draws!r} instead.")
-    if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) or not prior_scale > 0:
+    if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) or not float(prior_scale) > 0:
         raise ValueError(f"`prior_scale` must be a positive number; got {prior_scale!r} instead.")
     if se == "bootstrap" and mixed:
         raise ValueError("se='bootstrap' is not available with mixed=True (each replicate would be a full simulated "
@@ -798,7 +812,9 @@ def _bootstrap(g, Xa, ma, ca, inv, theta0, pen, prior_prec, n_resamples, rng):
     return out
 
 
-def comparison_components(log_or_counts, *, by=None, reference=None) -> pd.DataFrame:
+def comparison_components(log_or_counts: SelectionLog | SelectionCounts | Study, *,
+                          by: str | Sequence[str] | None = None,
+                          reference: str | Sequence[str] | None = None) -> pd.DataFrame:
     """Which tools are compared with which: the connected components of the comparison graph (no fit).
 
     Two tools are connected when some usable attempt showed them in the same list (directly or through other

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -94,7 +96,8 @@ class ChoiceModelResult(ReprHTMLMixin):
     _raw: list = field(default_factory=list, repr=False)
 
     @classmethod
-    def from_groups(cls, out, settings, warns):
+    def from_groups(cls, out: list[dict[str, Any]], settings: Mapping[str, Any],
+                    warns: Sequence[str]) -> ChoiceModelResult:
         def cat(name):
             frames = [_with_keys(g[name], g["keys"]) for g in out if len(g[name])]
             frames = [f for f in frames if len(f)]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -10,7 +12,7 @@ import pandas as pd
 __all__ = ["age_days", "check_reference_date"]
 
 
-def check_reference_date(reference_date) -> _dt.date:
+def check_reference_date(reference_date: _dt.date | str | None) -> _dt.date:
     """Normalise a reference date (``datetime.date``, ``datetime``, ``pandas.Timestamp`` or ISO string).
 
     ``None`` means today (local date). A bad value raises ``ValueError`` naming the parameter.
@@ -38,7 +40,7 @@ def check_reference_date(reference_date) -> _dt.date:
     raise ValueError(f"`reference_date` must be a date (YYYY-MM-DD); got {reference_date!r} instead.")
 
 
-def age_days(created, *, reference_date) -> np.ndarray:
+def age_days(created: Iterable[Any], *, reference_date: _dt.date | str | None) -> np.ndarray:
     """Days from each creation date to ``reference_date``.
 
     Parameters

@@ -13,8 +13,10 @@ import json
 import os
 import threading
 import zipfile
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal, cast
 
 import numpy as np
 
@@ -99,7 +101,9 @@ class Encoder:
     (1, 384)
     """
 
-    def __init__(self, model=None, *, cache_dir=None, device="cpu", batch_size=64):
+    def __init__(self, model: str | os.PathLike[str] | None = None, *,
+                 cache_dir: str | os.PathLike[str] | Literal[False] | None = None, device: str = "cpu",
+                 batch_size: int = 64) -> None:
         self.name, self.path = _resolve_model(model)
         self.device = str(device)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -120,7 +124,7 @@ class Encoder:
         return f"Encoder({self.name!r}, cache={cache})"
 
     # -- public ---------------------------------------------------------------------------
-    def encode(self, texts) -> np.ndarray:
+    def encode(self, texts: Iterable[str]) -> np.ndarray:
         """Embeddings of ``texts`` (list of str) as a ``(n, dim)`` float32 array of unit vectors.
 
         Texts found in the cache are read from it, then texts found in the embeddings shipped with the
@@ -185,7 +189,7 @@ class Encoder:
 
     def _file(self, text: str) -> Path:
         k = self.key(text)
-        return self.cache_dir / k[:2] / f"{k}.npy"
+        return cast(Path, self.cache_dir) / k[:2] / f"{k}.npy"    # only called with the cache on
 
     def _read(self, text: str):
         f = self._file(text)

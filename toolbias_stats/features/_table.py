@@ -7,10 +7,10 @@ import json
 import math
 import numbers
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,10 @@ from ._readability import readability_many, textstat_version
 from ._similarity import Encoder, mean_cosine_similarity
 
 if TYPE_CHECKING:
+    import os
+
     from ..io._catalog import ToolCatalog
+    from ..io._manifest import Study
 
 __all__ = ["ToolFeatures", "tool_features", "read_feature_table", "center_by_cluster", "PAPER_FEATURES",
            "EXTRA_FEATURES", "ID_COLUMNS"]
@@ -103,7 +106,7 @@ class ToolFeatures(ReprHTMLMixin):
                 f"{', centred' if self.centered else ''}{rates}, source={self.source!r})")
 
 
-def center_by_cluster(frame: pd.DataFrame, columns, *, by="cluster_id") -> pd.DataFrame:
+def center_by_cluster(frame: pd.DataFrame, columns: Iterable[str], *, by: str = "cluster_id") -> pd.DataFrame:
     """Subtract each cluster's mean from the given columns (a copy; NaN stays NaN and is ignored in the mean).
 
     Parameters
@@ -137,9 +140,12 @@ def center_by_cluster(frame: pd.DataFrame, columns, *, by="cluster_id") -> pd.Da
 
 
 # -- computed features -----------------------------------------------------------------------------
-def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, lexicon=None, cache_dir=None,
-                  text_columns=("tool_description", "api_description"), name_column="tool_id",
-                  progress=False) -> ToolFeatures:
+def tool_features(catalog: ToolCatalog | Study, queries: Mapping[str, Sequence[str]] | None = None, *,
+                  encoder: str | os.PathLike[str] | Encoder | Literal[False] | None = None,
+                  reference_date: _dt.date | str | None = None, lexicon: Iterable[str] | None = None,
+                  cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
+                  text_columns: Sequence[str] = ("tool_description", "api_description"),
+                  name_column: str = "tool_id", progress: bool = False) -> ToolFeatures:
     """Compute the BiasBusters features (Table 3) and a few more for every tool of a catalog.
 
     Parameters
@@ -355,7 +361,7 @@ def _missing(tab: pd.DataFrame, names) -> dict:
 _SUFFIXES = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
 
-def read_feature_table(path, *, catalog=None) -> ToolFeatures:
+def read_feature_table(path: str | os.PathLike[str], *, catalog: ToolCatalog | None = None) -> ToolFeatures:
     """Read a feature table (CSV, JSON or Parquet), e.g. the BiasBusters authors' ``authors_features.json``.
 
     Parameters
