@@ -93,6 +93,21 @@ def custom_id(cluster: str, query_id: str, ordering: int, run: int) -> str:
     Only letters, digits, ``_`` and ``-`` (what the Anthropic and OpenAI batch APIs accept); 64 characters at
     most. ``cluster`` is the cluster's safe key (its id, or ``c{index}`` when the id has other characters).
 
+    Parameters
+    ----------
+    cluster : str
+        The cluster's safe key.
+    query_id : str
+        The query's id in the design (``q0001`` ...).
+    ordering : int
+        1-based index of the ordering among those this query is shown in this run.
+    run : int
+        The run (1-based).
+
+    Returns
+    -------
+    str
+
     Examples
     --------
     >>> custom_id("3", "q0012", 2, 1)
@@ -104,7 +119,32 @@ def custom_id(cluster: str, query_id: str, ordering: int, run: int) -> str:
 
 
 def parse_custom_id(text: str) -> dict[str, Any]:
-    """``{"cluster", "query", "ordering", "run"}`` of a :func:`custom_id`; ValueError for another string."""
+    """``{"cluster", "query", "ordering", "run"}`` of a :func:`custom_id`; ValueError for another string.
+
+    Parameters
+    ----------
+    text : str
+        A ``custom_id`` written by :func:`custom_id` (e.g. read back from a provider's results file).
+
+    Returns
+    -------
+    dict
+        ``cluster`` and ``query`` (str), ``ordering`` and ``run`` (int).
+
+    Raises
+    ------
+    ValueError
+        A string that is not ``{cluster}-q{n}-o{n}-r{n}``, named in the message.
+
+    Examples
+    --------
+    >>> parse_custom_id("c2-q0003-o4-r2")
+    {'cluster': 'c2', 'query': 'q0003', 'ordering': 4, 'run': 2}
+    >>> parse_custom_id("req-17")
+    Traceback (most recent call last):
+    ...
+    ValueError: not a design custom_id ({cluster}-q{n}-o{n}-r{n}): 'req-17'
+    """
     m = _CUSTOM_ID.match(str(text))
     if m is None:
         raise ValueError(f"not a design custom_id ({{cluster}}-q{{n}}-o{{n}}-r{{n}}): {text!r}")
@@ -118,6 +158,23 @@ def load_catalog(catalog: ToolCatalog | str | os.PathLike[str]) -> ToolCatalog:
     A BiasBusters ``clusters.json`` (a list of lists) is read with its ``api_meta.json`` and ``cluster_names.json``
     when they lie beside it; other files (CSV, JSONL, Parquet, JSON records) as a catalog table; a ``.toml``
     study manifest gives its catalog.
+
+    Parameters
+    ----------
+    catalog : ToolCatalog or path-like
+        A catalog (returned as it is) or a file: BiasBusters ``clusters.json``, a catalog table, or a study
+        manifest.
+
+    Returns
+    -------
+    ToolCatalog
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> cat = load_catalog(tbs.datasets.path("biasbusters/clusters.json"))
+    >>> len(cat.clusters), len(cat.tools("1"))
+    (10, 5)
     """
     from ..io import ToolCatalog
     from ..io._manifest import _is_cluster_list
@@ -144,6 +201,33 @@ def load_queries(queries: QueriesLike) -> dict[str, list[str]]:
 
     A table (CSV, JSONL, Parquet) needs the columns ``cluster_id`` and ``query`` (or ``query_text``); rows keep
     their file order within each cluster.
+
+    Parameters
+    ----------
+    queries : dict or path-like
+        ``{cluster_id: [query text, ...]}`` (returned with str keys and texts), a study manifest (its queries),
+        a BiasBusters ``queries.json``, or a table (``.csv``, ``.jsonl``/``.ndjson``, ``.parquet``, ``.json``
+        records).
+
+    Returns
+    -------
+    dict
+        ``{cluster_id: [query text, ...]}``.
+
+    Raises
+    ------
+    SelectionLogError
+        A missing file, an unknown file type, a missing column, a row without cluster or query text: each
+        named by file, row and field (every bad row at once).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> qs = load_queries(tbs.datasets.path("biasbusters/queries.json"))
+    >>> sorted(qs, key=int)[:3], len(qs["1"])
+    (['1', '2', '3'], 100)
+    >>> load_queries({1: ["find x"]})
+    {'1': ['find x']}
     """
     from ..exceptions import SelectionLogError, problem
 
@@ -270,6 +354,18 @@ class StudyDesign:
         "pairs") and, when planned, the plan's target and choice.
     plan : StudyPlan or None
     warnings : list of str
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> cat = tbs.ToolCatalog.from_records([{"cluster_id": "1", "tool_id": t} for t in "abcd"])
+    >>> d = tbs.design_study(cat, {"1": ["find x", "find y"]}, orderings="balanced", n_orderings=2)
+    >>> d
+    StudyDesign(4 requests, 1 clusters, orderings='balanced', runs=1, balanced)
+    >>> d.balance[["k", "orderings_per_query", "spread", "complete", "design"]].to_dict("records")
+    [{'k': 4, 'orderings_per_query': 2, 'spread': 0, 'complete': False, 'design': 'balanced incomplete'}]
+    >>> d.position_counts().query("tool_id == 'a'")["count"].tolist()    # 'a' once at each position
+    [1, 1, 1, 1]
     """
 
     table: pd.DataFrame

@@ -52,6 +52,16 @@ def send_name(tool_id: str) -> str:
     64 characters), else the id with other characters replaced by ``_``, cut to 55 characters and suffixed with
     8 hex digits of its SHA-256 (stable and unique).
 
+    Parameters
+    ----------
+    tool_id : str
+        The catalog's tool id.
+
+    Returns
+    -------
+    str
+        A function name of at most 64 characters from ``[A-Za-z0-9_-]``.
+
     Examples
     --------
     >>> send_name("geocode_for_maps")
@@ -83,6 +93,30 @@ def tool_schema(row: Mapping[str, Any] | Any) -> tuple[str, dict[str, Any]]:
     and ``optional_parameters`` (ToolBench lists of ``{name, type, description, default}``; ToolBench types such
     as ``STRING`` map to JSON-schema types, unknown ones to ``string``). A tool without parameters takes an empty
     object.
+
+    Parameters
+    ----------
+    row : mapping or row object
+        One catalog row: a dict, or a row of ``DataFrame.itertuples()`` (attributes). Reads ``tool_description``,
+        ``api_description``, ``tool_name`` / ``tool_id`` (the description when there is none) and
+        ``required_parameters`` / ``optional_parameters`` (lists, or their JSON text).
+
+    Returns
+    -------
+    tuple of (str, dict)
+        The description sent with the tool and its JSON-schema ``parameters`` object.
+
+    Examples
+    --------
+    >>> desc, schema = tool_schema({"tool_id": "geo", "tool_description": "Geocoding.",
+    ...                             "api_description": "Forward geocoding.",
+    ...                             "required_parameters": [{"name": "address", "type": "STRING"}],
+    ...                             "optional_parameters": '[{"name": "limit", "type": "NUMBER"}]'})
+    >>> desc
+    'Geocoding. Forward geocoding.'
+    >>> schema  # doctest: +NORMALIZE_WHITESPACE
+    {'type': 'object', 'properties': {'address': {'type': 'string'}, 'limit': {'type': 'number'}},
+     'required': ['address']}
     """
     get = row.get if isinstance(row, dict) else (lambda k, d=None: getattr(row, k, d))
     texts = [get(k) for k in ("tool_description", "api_description")]

@@ -62,6 +62,15 @@ class RunResult(ReprHTMLMixin):
     stopped : str or None
         Why the run stopped early: the endpoint did not answer at all (connection refused, timeouts) after the
         retries. Such a request gets no line (it may never have arrived) and is sent by the next call.
+
+    Examples
+    --------
+    >>> res = RunResult(sent=5, skipped=1, remaining=0, by_outcome={"ok": 4, "http_error": 1}, retries=2,
+    ...                 files={1: "responses-run1.jsonl"})
+    >>> res.to_frame().to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+    [{'sent': 5, 'skipped': 1, 'remaining': 0, 'retries': 2, 'n_http_error': 1, 'n_ok': 4, 'stopped': None}]
+    >>> print(res)
+    sent 5 requests (http_error 1, ok 4; 2 retries), 1 already answered, 0 remaining
     """
 
     sent: int
@@ -278,6 +287,25 @@ def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, c
     A body that is not JSON becomes ``error = {"code": "malformed_response"}`` and an HTTP error its status and
     body: the importer reads both as ``parse_error`` rows (nothing is lost). A request that gets no answer at all
     after the retries stops the run without a line (the endpoint is down: recording it would mark it done).
+
+    Examples
+    --------
+    A design folder, and a call that sends none of its requests yet (``max_requests=0``; no network is used):
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.audit import design_study, write_requests
+    >>> cat = tbs.ToolCatalog.from_records([{"cluster_id": "1", "tool_id": t} for t in "abc"])
+    >>> out = Path(tempfile.mkdtemp()) / "study"
+    >>> _ = write_requests(design_study(cat, {"1": ["find x", "find y"]}), out)
+    >>> res = run_study(out, base_url="http://127.0.0.1:8000/v1", model="my-model", max_requests=0)
+    >>> res.sent, res.skipped, res.remaining
+    (0, 0, 6)
+
+    With a server listening at ``base_url`` the same call without ``max_requests`` sends the 6 requests and
+    appends each answer to ``responses-run1.jsonl``; calling it again sends only what is still missing, and
+    ``tbs.selection_bias(out / "study.toml")`` reads the answers.
     """
     _check_run_args(concurrency, max_requests, base_url, model)
     study_dir = Path(study_dir)
