@@ -17,10 +17,23 @@ def check_reference_date(reference_date: _dt.date | str | None) -> _dt.date:
 
     ``None`` means today (local date). A bad value raises ``ValueError`` naming the parameter.
 
+    Parameters
+    ----------
+    reference_date : datetime.date, datetime.datetime, pandas.Timestamp, str or None
+        The date (a datetime gives its date; a string is ``YYYY-MM-DD``).
+
+    Returns
+    -------
+    datetime.date
+
     Examples
     --------
     >>> check_reference_date("2025-09-01")
     datetime.date(2025, 9, 1)
+    >>> check_reference_date("1 Sept 2025")
+    Traceback (most recent call last):
+    ...
+    ValueError: `reference_date` must be a date (YYYY-MM-DD); got '1 Sept 2025' instead.
     """
     if reference_date is None:
         return _dt.date.today()

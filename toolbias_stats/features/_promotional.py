@@ -23,6 +23,15 @@ _TOKEN = re.compile(TOKEN_PATTERN)
 def tokenize(text: str | float | None) -> list[str]:
     """Lower-cased word tokens of ``text`` (``re.findall(r"\\w+", text.lower())``).
 
+    Parameters
+    ----------
+    text : str or None
+        The text; None or NaN (a missing description) has no tokens.
+
+    Returns
+    -------
+    list of str
+
     Examples
     --------
     >>> tokenize("A fast, highly-reliable API!")

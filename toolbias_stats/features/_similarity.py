@@ -38,6 +38,11 @@ def default_cache_dir() -> Path:
     """The embedding cache folder: ``$TOOLBIAS_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolbias_stats``, else
     ``~/.cache/toolbias_stats``.
 
+    Returns
+    -------
+    pathlib.Path
+        The folder (not created here).
+
     Examples
     --------
     >>> default_cache_dir().name in {"toolbias_stats"} or bool(os.environ.get("TOOLBIAS_CACHE_DIR"))
@@ -96,9 +101,20 @@ class Encoder:
 
     Examples
     --------
-    >>> enc = Encoder(cache_dir=False)                       # doctest: +SKIP
-    >>> enc.encode(["Find the weather in Paris."]).shape     # doctest: +SKIP
-    (1, 384)
+    The bundled study's texts ship with their embeddings (``data/embeddings``), so encoding them reads vectors
+    and loads no model (any other text is encoded by the model, offline, and cached):
+
+    >>> import tempfile
+    >>> import toolbias_stats as tbs
+    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"), lazy=True)
+    >>> query = study.queries["1"][0]
+    >>> description = study.catalog.table["tool_description"].iloc[0].strip()
+    >>> enc = Encoder(cache_dir=tempfile.mkdtemp())
+    >>> vecs = enc.encode([query, description])
+    >>> vecs.shape, vecs.dtype.name, enc.n_encoded, enc.n_cached
+    ((2, 384), 'float32', 0, 2)
+    >>> round(float(mean_cosine_similarity(vecs[:1], vecs[1:])[0]), 2)
+    0.25
     """
 
     def __init__(self, model: str | os.PathLike[str] | None = None, *,

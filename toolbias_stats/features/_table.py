@@ -71,6 +71,18 @@ class ToolFeatures(ReprHTMLMixin):
     warnings : tuple of str
         Messages of the warnings raised while building the table.
     source : str
+
+    Examples
+    --------
+    Usually made by :func:`tool_features` or :func:`read_feature_table`; a small table by hand:
+
+    >>> tab = pd.DataFrame({"tool_id": ["a", "b", "c"], "cluster_id": ["1", "1", "2"], "api_index": [1, 2, 1],
+    ...                     "age_days": [365.0, 184.0, 30.0], "num_params": [1.0, np.nan, 2.0]})
+    >>> feats = ToolFeatures(tab, feature_names=("age_days", "num_params"), missing={"num_params": ["b"]})
+    >>> feats
+    ToolFeatures(3 tools, 2 features, source='<computed>')
+    >>> feats.center().to_frame()[["tool_id", "age_days", "num_params"]].to_dict("list")
+    {'tool_id': ['a', 'b', 'c'], 'age_days': [90.5, -90.5, 0.0], 'num_params': [0.0, nan, 0.0]}
     """
 
     table: pd.DataFrame
