@@ -45,6 +45,14 @@ def simulate_choice_log(*, n_tools: int = 8, set_size: int = 4, n_queries: int =
     SelectionLog
         One cluster ``"all"`` in a catalog of ``t1 .. tN`` (tools shared by every list); the true values are
         in ``log.diagnostics["truth"]``.
+
+    Examples
+    --------
+    >>> log = simulate_choice_log(n_tools=4, set_size=3, n_queries=5, rng=0)
+    >>> len(log.data), log.data["ordering"].iloc[0]          # 5 queries x 4 lists, 3 of the 4 tools each
+    (20, 't3|t2|t4')
+    >>> log.diagnostics["truth"]["positions"].tolist()        # the true position log-odds (position 1: 0)
+    [0.0, -0.4, -0.6]
     """
     from ..io import SelectionLog, ToolCatalog
 
