@@ -176,6 +176,24 @@ class TestReadFeatureTable:
         assert f"{p}:3:selection_rate.m: expected a selection rate in [0, 1], got 1.5" in msg
         assert f"{p}:4:tool_id: tool 'forward_geocode_for_geocode_forward_and_reverse' also in row 1" in msg
 
+    @pytest.mark.parametrize("with_catalog", [False, True])
+    @pytest.mark.parametrize("suffix", [".csv", ".json"])
+    def test_empty_tool_id_without_an_index_column_names_file_row_and_field(self, tmp_path, bb_study, suffix,
+                                                                             with_catalog):
+        # a table identified by tool_id (cluster_id present, no api_index / api): a row without a tool_id cannot be
+        # identified; it used to end in a raw TypeError (None compared with an int / put in an int64 column)
+        tool = bb_study.catalog.table["tool_id"].iloc[0]
+        p = tmp_path / f"feats{suffix}"
+        if suffix == ".csv":
+            p.write_text(f"tool_id,cluster_id,x\n{tool},1,1.0\n,1,2.0\n")
+        else:
+            p.write_text(json.dumps([{"tool_id": tool, "cluster_id": 1, "x": 1.0},
+                                     {"tool_id": None, "cluster_id": 1, "x": 2.0}]))
+        with pytest.raises(SelectionLogError) as err:
+            read_feature_table(p, catalog=bb_study.catalog if with_catalog else None)
+        assert str(err.value) == (f"{p}:2:tool_id: missing tool_id (the table has no `api_index` or `api` column "
+                                  "to identify the row by its cluster instead)")
+
     @pytest.mark.parametrize("name,content,msg", [
         ("f.txt", "x", "expected a file ending in .csv, .json, .parquet, .pq"),
         ("f.json", "{", "malformed JSON"),

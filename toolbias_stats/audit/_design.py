@@ -9,11 +9,25 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
 
 from .._validation import check_choice, check_rng
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Mapping, Sequence
+
+    from ..design._plan import StudyPlan
+    from ..io._catalog import ToolCatalog
+
+    #: What :func:`design_study` takes as its catalog: tools (a catalog or a file) or multiple-choice items.
+    CatalogLike: TypeAlias = ("ToolCatalog | str | os.PathLike[str] | Mapping[str, Sequence[str]] | pd.DataFrame | "
+                              "Sequence[Mapping[str, Any]]")
+    #: What :func:`load_queries` takes: ``{cluster_id: [query text, ...]}`` or a queries file.
+    QueriesLike: TypeAlias = "Mapping[str, Sequence[str]] | str | os.PathLike[str]"
 
 __all__ = ["design_study", "StudyDesign", "ORDERINGS", "load_catalog", "load_queries", "latin_rows",
            "custom_id", "parse_custom_id"]
@@ -79,6 +93,21 @@ def custom_id(cluster: str, query_id: str, ordering: int, run: int) -> str:
     Only letters, digits, ``_`` and ``-`` (what the Anthropic and OpenAI batch APIs accept); 64 characters at
     most. ``cluster`` is the cluster's safe key (its id, or ``c{index}`` when the id has other characters).
 
+    Parameters
+    ----------
+    cluster : str
+        The cluster's safe key.
+    query_id : str
+        The query's id in the design (``q0001`` ...).
+    ordering : int
+        1-based index of the ordering among those this query is shown in this run.
+    run : int
+        The run (1-based).
+
+    Returns
+    -------
+    str
+
     Examples
     --------
     >>> custom_id("3", "q0012", 2, 1)
@@ -89,8 +118,33 @@ def custom_id(cluster: str, query_id: str, ordering: int, run: int) -> str:
     return f"{cluster}-{query_id}-o{int(ordering)}-r{int(run)}"
 
 
-def parse_custom_id(text: str) -> dict:
-    """``{"cluster", "query", "ordering", "run"}`` of a :func:`custom_id`; ValueError for another string."""
+def parse_custom_id(text: str) -> dict[str, Any]:
+    """``{"cluster", "query", "ordering", "run"}`` of a :func:`custom_id`; ValueError for another string.
+
+    Parameters
+    ----------
+    text : str
+        A ``custom_id`` written by :func:`custom_id` (e.g. read back from a provider's results file).
+
+    Returns
+    -------
+    dict
+        ``cluster`` and ``query`` (str), ``ordering`` and ``run`` (int).
+
+    Raises
+    ------
+    ValueError
+        A string that is not ``{cluster}-q{n}-o{n}-r{n}``, named in the message.
+
+    Examples
+    --------
+    >>> parse_custom_id("c2-q0003-o4-r2")
+    {'cluster': 'c2', 'query': 'q0003', 'ordering': 4, 'run': 2}
+    >>> parse_custom_id("req-17")
+    Traceback (most recent call last):
+    ...
+    ValueError: not a design custom_id ({cluster}-q{n}-o{n}-r{n}): 'req-17'
+    """
     m = _CUSTOM_ID.match(str(text))
     if m is None:
         raise ValueError(f"not a design custom_id ({{cluster}}-q{{n}}-o{{n}}-r{{n}}): {text!r}")
@@ -98,12 +152,29 @@ def parse_custom_id(text: str) -> dict:
 
 
 # -- inputs --------------------------------------------------------------------------------------
-def load_catalog(catalog):
+def load_catalog(catalog: ToolCatalog | str | os.PathLike[str]) -> ToolCatalog:
     """A :class:`~toolbias_stats.ToolCatalog` from a catalog object, a manifest, or any catalog file the package reads.
 
     A BiasBusters ``clusters.json`` (a list of lists) is read with its ``api_meta.json`` and ``cluster_names.json``
     when they lie beside it; other files (CSV, JSONL, Parquet, JSON records) as a catalog table; a ``.toml``
     study manifest gives its catalog.
+
+    Parameters
+    ----------
+    catalog : ToolCatalog or path-like
+        A catalog (returned as it is) or a file: BiasBusters ``clusters.json``, a catalog table, or a study
+        manifest.
+
+    Returns
+    -------
+    ToolCatalog
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> cat = load_catalog(tbs.datasets.path("biasbusters/clusters.json"))
+    >>> len(cat.clusters), len(cat.tools("1"))
+    (10, 5)
     """
     from ..io import ToolCatalog
     from ..io._manifest import _is_cluster_list
@@ -112,7 +183,7 @@ def load_catalog(catalog):
 
     if isinstance(catalog, ToolCatalog):
         return catalog
-    path = Path(catalog)
+    path = Path(cast("str | os.PathLike[str]", catalog))
     if path.suffix.lower() == ".toml":
         from ..io import read_study
 
@@ -125,17 +196,44 @@ def load_catalog(catalog):
     return read_catalog_table(path)
 
 
-def load_queries(queries) -> dict:
+def load_queries(queries: QueriesLike) -> dict[str, list[str]]:
     """``{cluster_id: [query text, ...]}`` from a dict, a manifest, a BiasBusters ``queries.json`` or a table.
 
     A table (CSV, JSONL, Parquet) needs the columns ``cluster_id`` and ``query`` (or ``query_text``); rows keep
     their file order within each cluster.
+
+    Parameters
+    ----------
+    queries : dict or path-like
+        ``{cluster_id: [query text, ...]}`` (returned with str keys and texts), a study manifest (its queries),
+        a BiasBusters ``queries.json``, or a table (``.csv``, ``.jsonl``/``.ndjson``, ``.parquet``, ``.json``
+        records).
+
+    Returns
+    -------
+    dict
+        ``{cluster_id: [query text, ...]}``.
+
+    Raises
+    ------
+    SelectionLogError
+        A missing file, an unknown file type, a missing column, a row without cluster or query text: each
+        named by file, row and field (every bad row at once).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> qs = load_queries(tbs.datasets.path("biasbusters/queries.json"))
+    >>> sorted(qs, key=int)[:3], len(qs["1"])
+    (['1', '2', '3'], 100)
+    >>> load_queries({1: ["find x"]})
+    {'1': ['find x']}
     """
     from ..exceptions import SelectionLogError, problem
 
     if isinstance(queries, dict):
         return {str(c): [str(q) for q in qs] for c, qs in queries.items()}
-    path = Path(queries)
+    path = Path(cast("str | os.PathLike[str]", queries))
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "queries file not found"))
     suffix = path.suffix.lower()
@@ -147,27 +245,49 @@ def load_queries(queries) -> dict:
             raise SelectionLogError(problem(path, None, "queries", "the manifest names no queries file"))
         return study.queries
     if suffix == ".json":
-        with path.open(encoding="utf-8") as fh:
-            head = fh.read(200).lstrip()
-        if head.startswith("[") and head[1:].lstrip().startswith("{"):
-            try:
-                from ..io.readers.biasbusters import read_biasbusters_queries
+        found = _biasbusters_queries(path)
+        if found is not None:
+            return found
+    return _query_map(path, _query_table(path, suffix))
 
-                return read_biasbusters_queries(path)
-            except SelectionLogError:
-                pass
+
+def _biasbusters_queries(path: Path) -> dict | None:
+    """A ``.json`` file that starts as a list of objects read as a BiasBusters ``queries.json`` (None if not)."""
+    from ..exceptions import SelectionLogError
+
+    with path.open(encoding="utf-8") as fh:
+        head = fh.read(200).lstrip()
+    if head.startswith("[") and head[1:].lstrip().startswith("{"):
+        try:
+            from ..io.readers.biasbusters import read_biasbusters_queries
+
+            return read_biasbusters_queries(path)
+        except SelectionLogError:
+            pass
+    return None
+
+
+def _query_table(path: Path, suffix: str) -> pd.DataFrame:
+    """The rows of a queries table (CSV, JSONL, Parquet, JSON records)."""
+    from ..exceptions import SelectionLogError, problem
+
     if suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    elif suffix in (".jsonl", ".ndjson"):
-        frame = pd.read_json(path, lines=True, dtype=False)
-    elif suffix == ".parquet":
-        frame = pd.read_parquet(path)
-    elif suffix == ".json":
-        frame = pd.read_json(path, dtype=False)
-    else:
-        raise SelectionLogError(problem(path, None, None, f"unknown queries file type {suffix!r} (expected a "
-                                                          "BiasBusters queries.json, CSV, JSONL, Parquet or a "
-                                                          "study manifest)"))
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    if suffix in (".jsonl", ".ndjson"):
+        return pd.read_json(path, lines=True, dtype=False)
+    if suffix == ".parquet":
+        return pd.read_parquet(path)
+    if suffix == ".json":
+        return pd.read_json(path, dtype=False)
+    raise SelectionLogError(problem(path, None, None, f"unknown queries file type {suffix!r} (expected a "
+                                                      "BiasBusters queries.json, CSV, JSONL, Parquet or a "
+                                                      "study manifest)"))
+
+
+def _query_map(path: Path, frame: pd.DataFrame) -> dict:
+    """``{cluster_id: [query text, ...]}`` of a queries table, every bad row reported."""
+    from ..exceptions import SelectionLogError, problem
+
     text_col = "query" if "query" in frame.columns else "query_text" if "query_text" in frame.columns else None
     missing = [c for c, ok in (("cluster_id", "cluster_id" in frame.columns), ("query", text_col)) if not ok]
     if missing:
@@ -234,13 +354,25 @@ class StudyDesign:
         "pairs") and, when planned, the plan's target and choice.
     plan : StudyPlan or None
     warnings : list of str
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> cat = tbs.ToolCatalog.from_records([{"cluster_id": "1", "tool_id": t} for t in "abcd"])
+    >>> d = tbs.design_study(cat, {"1": ["find x", "find y"]}, orderings="balanced", n_orderings=2)
+    >>> d
+    StudyDesign(4 requests, 1 clusters, orderings='balanced', runs=1, balanced)
+    >>> d.balance[["k", "orderings_per_query", "spread", "complete", "design"]].to_dict("records")
+    [{'k': 4, 'orderings_per_query': 2, 'spread': 0, 'complete': False, 'design': 'balanced incomplete'}]
+    >>> d.position_counts().query("tool_id == 'a'")["count"].tolist()    # 'a' once at each position
+    [1, 1, 1, 1]
     """
 
     table: pd.DataFrame
-    catalog: object
+    catalog: ToolCatalog | None
     balance: pd.DataFrame
     settings: dict
-    plan: object = field(default=None, repr=False)
+    plan: StudyPlan | None = field(default=None, repr=False)
     warnings: list = field(default_factory=list)
 
     def to_frame(self) -> pd.DataFrame:
@@ -286,9 +418,12 @@ def _n_shown(sub):
 
 
 # -- main function -------------------------------------------------------------------------------
-def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None, runs=1, n_queries=None,
-                 clusters=None, target_width=None, pilot=None, plan_options=None, plan=None,
-                 rng=None) -> StudyDesign:
+def design_study(catalog: CatalogLike, queries: QueriesLike | None = None, *,
+                 orderings: Literal["cyclic", "balanced", "all", "random", "pairs"] = "cyclic",
+                 n_orderings: int | None = None, runs: int = 1, n_queries: int | None = None,
+                 clusters: Sequence[str] | None = None, target_width: float | None = None, pilot: Any = None,
+                 plan_options: Mapping[str, Any] | None = None, plan: StudyPlan | None = None,
+                 rng: np.random.Generator | int | None = None) -> StudyDesign:
     """A counterbalanced design: which tools (or options) each request shows, in which order.
 
     Parameters
@@ -365,107 +500,18 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
     seed = rng if isinstance(rng, (int, type(None))) else "generator"
     gen = check_rng(rng)
     warnings_: list = []
-    choice = _is_choice_items(catalog)
-    if choice:
-        items = _choice_items(catalog)
-        if not items:
-            raise ValueError("no multiple-choice items given.")
-        tools = {k: [f"{k}::{i + 1}" for i in range(len(v))] for k, v in items.items()}
-        option_text = {f"{k}::{i + 1}": o for k, v in items.items() for i, o in enumerate(v)}
-        qmap = {k: [k] for k in items}
-        cat = None
-    else:
-        cat = load_catalog(catalog)
-        if queries is None:
-            raise ValueError("`queries` is required with a tool catalog: {cluster_id: [query text, ...]} or a "
-                             "queries file.")
-        qmap = load_queries(queries)
-        tools = {c: cat.tools(c) for c in cat.clusters}
-        option_text = {}
-    wanted = [str(c) for c in clusters] if clusters is not None else [c for c in tools if c in qmap]
-    unknown = [c for c in wanted if c not in tools]
-    if unknown:
-        raise ValueError(f"`clusters` names unknown cluster(s) {unknown}; the catalog has {list(tools)}.")
-    empty = [c for c in wanted if not qmap.get(c)]
-    if empty or not wanted:
-        raise ValueError(f"no queries for cluster(s) {empty or list(tools)}; the queries cover {sorted(qmap)}.")
-    small = [c for c in wanted if len(tools[c]) < 2]
-    if small:
-        raise ValueError(f"cluster(s) {small} have fewer than 2 tools: there is no order to balance.")
-    if orderings == "all" and max(len(tools[c]) for c in wanted) > MAX_ALL_K:
-        raise ValueError(f"`orderings='all'` enumerates K! permutations; K <= {MAX_ALL_K} only (use 'balanced' or "
-                         "'cyclic').")
-    if plan is not None:
-        if target_width is not None or pilot is not None or n_queries is not None or n_orderings is not None \
-                or runs != 1:
-            raise ValueError("`plan` gives the sizes; do not also give `target_width`, `pilot`, `n_queries`, "
-                             "`n_orderings` or `runs`.")
-        n_queries, runs, n_orderings, msgs = _sizes_from(plan, "the plan's target")
-        warnings_ += msgs
-    elif target_width is not None or pilot is not None:
-        if target_width is None or pilot is None:
-            raise ValueError("planning needs both `target_width` and `pilot`.")
-        if n_queries is not None or n_orderings is not None or runs != 1:
-            raise ValueError("with `target_width` the planner chooses queries, runs and orderings; do not also "
-                             "give `n_queries`, `n_orderings` or `runs`.")
-        n_queries, runs, n_orderings, plan, msgs = _from_plan(pilot, target_width, plan_options, gen)
-        warnings_ += msgs
-    runs = _count("runs", runs)
-    n_queries = None if n_queries is None else _count("n_queries", n_queries)
-
-    rows, balance = [], []
+    choice, cat, tools, qmap, option_text = _design_inputs(catalog, queries)
+    wanted = _wanted_clusters(clusters, tools, qmap, orderings)
+    n_queries, runs, n_orderings, plan = _design_sizes(plan, target_width, pilot, plan_options, n_queries, runs,
+                                                       n_orderings, gen, warnings_)
+    rows: list = []
+    balance = []
     keys = _safe_keys(wanted)
     for cid in wanted:
-        members = tools[cid]
-        k = len(members)
-        square = latin_rows(k, orderings) if orderings != "random" else None
-        n_rows = len(square) if square is not None else k
-        n = n_rows if n_orderings is None else _count("n_orderings", n_orderings)
-        if square is not None and n > n_rows:
-            if plan is not None:
-                warnings_.append(f"cluster {cid!r}: the plan asks for {n} orderings per query; the {orderings} "
-                                 f"design has {n_rows} (using {n_rows})")
-                n = n_rows
-            else:
-                raise ValueError(f"`n_orderings` = {n} exceeds the {n_rows} orderings of the {orderings!r} design for "
-                                 f"cluster {cid!r} (K = {k}); use more queries or runs instead.")
-        texts = qmap[cid]
-        q_count = len(texts) if n_queries is None else min(n_queries, len(texts))
-        if n_queries is not None and n_queries > len(texts):
-            warnings_.append(f"cluster {cid!r}: {n_queries} queries asked for, the queries file has {len(texts)} "
-                             f"(using {len(texts)})")
-        width = max(4, len(str(q_count)))
-        for run in range(1, runs + 1):
-            for qi in range(q_count):
-                qid = f"q{qi + 1:0{width}d}"
-                for j in range(n):
-                    g = ((run - 1) * q_count + qi) * n + j
-                    if square is None:
-                        perm, r_idx = tuple(int(x) for x in gen.permutation(k)), -1
-                    else:
-                        r_idx = g % n_rows
-                        perm = square[r_idx]
-                    rows.append({"cluster_id": cid, "query_id": qid, "query": texts[qi], "run": run,
-                                 "ordering_index": j + 1, "row": r_idx,
-                                 "ordering": "|".join(members[x] for x in perm),
-                                 "custom_id": custom_id(keys[cid], qid, j + 1, run)})
-        shown = 2 if orderings == "pairs" else k
-        counts = np.zeros((k, shown), dtype=np.int64)
-        index = {t: i for i, t in enumerate(members)}
-        per_query: dict = {}
-        for r in rows[len(rows) - runs * q_count * n:]:
-            order = r["ordering"].split("|")
-            for p, t in enumerate(order):
-                counts[index[t], p] += 1
-            per_query.setdefault((r["query_id"], r["run"]), set()).update((t, p) for p, t in enumerate(order))
-        complete = all(len(s) == k * shown for s in per_query.values()) and orderings != "pairs"
-        spread = int(counts.max() - counts.min())
-        kind = ("random" if square is None else "tournament (ordered pairs)" if orderings == "pairs" else
-                "latin square" if n == n_rows and orderings in ("cyclic", "balanced") and complete else
-                "all permutations" if orderings == "all" and n == n_rows else "balanced incomplete")
-        balance.append({"cluster_id": cid, "k": k, "queries": q_count, "orderings_per_query": n,
-                        "min_count": int(counts.min()), "max_count": int(counts.max()), "spread": spread,
-                        "balanced": spread <= 1, "complete": complete, "design": kind})
+        cluster_rows, bal_row = _cluster_design(cid, tools[cid], qmap[cid], keys[cid], orderings, n_orderings, runs,
+                                                n_queries, plan, gen, warnings_)
+        rows += cluster_rows
+        balance.append(bal_row)
     table = pd.DataFrame(rows, columns=["cluster_id", "query_id", "query", "run", "ordering_index", "row",
                                         "ordering", "custom_id"])
     table["run"] = table["run"].astype(np.int64)
@@ -486,6 +532,128 @@ def design_study(catalog, queries=None, *, orderings="cyclic", n_orderings=None,
         settings["plan"] = {"target": dict(plan.target), "queries": n_queries, "runs": runs,
                             "orderings": n_orderings}
     return StudyDesign(table=table, catalog=cat, balance=bal, settings=settings, plan=plan, warnings=warnings_)
+
+
+# -- design_study's stages: inputs -> clusters -> sizes -> one cluster's rows and balance ---------
+def _design_inputs(catalog: Any, queries: Any) -> tuple[bool, Any, dict, dict, dict]:
+    """``(choice, catalog, tools, queries, option_text)``: the clusters' members and query texts."""
+    if _is_choice_items(catalog):
+        items = _choice_items(catalog)
+        if not items:
+            raise ValueError("no multiple-choice items given.")
+        tools = {k: [f"{k}::{i + 1}" for i in range(len(v))] for k, v in items.items()}
+        option_text = {f"{k}::{i + 1}": o for k, v in items.items() for i, o in enumerate(v)}
+        return True, None, tools, {k: [k] for k in items}, option_text
+    cat = load_catalog(catalog)
+    if queries is None:
+        raise ValueError("`queries` is required with a tool catalog: {cluster_id: [query text, ...]} or a "
+                         "queries file.")
+    qmap = load_queries(queries)
+    return False, cat, {c: cat.tools(c) for c in cat.clusters}, qmap, {}
+
+
+def _wanted_clusters(clusters: Any, tools: dict, qmap: dict, orderings: str) -> list:
+    """The clusters to design, checked: known, with queries, with at least 2 tools (at most 7 for ``all``)."""
+    wanted = [str(c) for c in clusters] if clusters is not None else [c for c in tools if c in qmap]
+    unknown = [c for c in wanted if c not in tools]
+    if unknown:
+        raise ValueError(f"`clusters` names unknown cluster(s) {unknown}; the catalog has {list(tools)}.")
+    empty = [c for c in wanted if not qmap.get(c)]
+    if empty or not wanted:
+        raise ValueError(f"no queries for cluster(s) {empty or list(tools)}; the queries cover {sorted(qmap)}.")
+    small = [c for c in wanted if len(tools[c]) < 2]
+    if small:
+        raise ValueError(f"cluster(s) {small} have fewer than 2 tools: there is no order to balance.")
+    if orderings == "all" and max(len(tools[c]) for c in wanted) > MAX_ALL_K:
+        raise ValueError(f"`orderings='all'` enumerates K! permutations; K <= {MAX_ALL_K} only (use 'balanced' or "
+                         "'cyclic').")
+    return wanted
+
+
+def _design_sizes(plan: Any, target_width: Any, pilot: Any, plan_options: Any, n_queries: Any, runs: Any,
+                  n_orderings: Any, gen: np.random.Generator, warnings_: list) -> tuple[Any, int, Any, Any]:
+    """``(n_queries, runs, n_orderings, plan)``: as given, from a plan, or planned from a pilot."""
+    if plan is not None:
+        if target_width is not None or pilot is not None or n_queries is not None or n_orderings is not None \
+                or runs != 1:
+            raise ValueError("`plan` gives the sizes; do not also give `target_width`, `pilot`, `n_queries`, "
+                             "`n_orderings` or `runs`.")
+        n_queries, runs, n_orderings, msgs = _sizes_from(plan, "the plan's target")
+        warnings_ += msgs
+    elif target_width is not None or pilot is not None:
+        if target_width is None or pilot is None:
+            raise ValueError("planning needs both `target_width` and `pilot`.")
+        if n_queries is not None or n_orderings is not None or runs != 1:
+            raise ValueError("with `target_width` the planner chooses queries, runs and orderings; do not also "
+                             "give `n_queries`, `n_orderings` or `runs`.")
+        n_queries, runs, n_orderings, plan, msgs = _from_plan(pilot, target_width, plan_options, gen)
+        warnings_ += msgs
+    runs = _count("runs", runs)
+    n_queries = None if n_queries is None else _count("n_queries", n_queries)
+    return n_queries, runs, n_orderings, plan
+
+
+def _cluster_design(cid: str, members: list, texts: list, key: str, orderings: str, n_orderings: Any, runs: int,
+                    n_queries: int | None, plan: Any, gen: np.random.Generator,
+                    warnings_: list) -> tuple[list, dict]:
+    """One cluster's request rows and its balance row."""
+    k = len(members)
+    square = latin_rows(k, orderings) if orderings != "random" else None
+    n_rows = len(square) if square is not None else k
+    n = n_rows if n_orderings is None else _count("n_orderings", n_orderings)
+    if square is not None and n > n_rows:
+        if plan is not None:
+            warnings_.append(f"cluster {cid!r}: the plan asks for {n} orderings per query; the {orderings} "
+                             f"design has {n_rows} (using {n_rows})")
+            n = n_rows
+        else:
+            raise ValueError(f"`n_orderings` = {n} exceeds the {n_rows} orderings of the {orderings!r} design for "
+                             f"cluster {cid!r} (K = {k}); use more queries or runs instead.")
+    q_count = len(texts) if n_queries is None else min(n_queries, len(texts))
+    if n_queries is not None and n_queries > len(texts):
+        warnings_.append(f"cluster {cid!r}: {n_queries} queries asked for, the queries file has {len(texts)} "
+                         f"(using {len(texts)})")
+    width = max(4, len(str(q_count)))
+    rows = []
+    for run in range(1, runs + 1):
+        for qi in range(q_count):
+            qid = f"q{qi + 1:0{width}d}"
+            for j in range(n):
+                g = ((run - 1) * q_count + qi) * n + j
+                if square is None:
+                    perm, r_idx = tuple(int(x) for x in gen.permutation(k)), -1
+                else:
+                    r_idx = g % n_rows
+                    perm = square[r_idx]
+                rows.append({"cluster_id": cid, "query_id": qid, "query": texts[qi], "run": run,
+                             "ordering_index": j + 1, "row": r_idx,
+                             "ordering": "|".join(members[x] for x in perm),
+                             "custom_id": custom_id(key, qid, j + 1, run)})
+    kind_of = ("random" if square is None else "tournament (ordered pairs)" if orderings == "pairs" else None)
+    return rows, _balance_row(cid, members, rows, orderings, q_count, n, n_rows, kind_of)
+
+
+def _balance_row(cid: str, members: list, rows: list, orderings: str, q_count: int, n: int, n_rows: int,
+                 kind: str | None) -> dict:
+    """How evenly one cluster's rows put each tool at each position (a row of :attr:`StudyDesign.balance`)."""
+    k = len(members)
+    shown = 2 if orderings == "pairs" else k
+    counts = np.zeros((k, shown), dtype=np.int64)
+    index = {t: i for i, t in enumerate(members)}
+    per_query: dict = {}
+    for r in rows:
+        order = r["ordering"].split("|")
+        for p, t in enumerate(order):
+            counts[index[t], p] += 1
+        per_query.setdefault((r["query_id"], r["run"]), set()).update((t, p) for p, t in enumerate(order))
+    complete = all(len(s) == k * shown for s in per_query.values()) and orderings != "pairs"
+    spread = int(counts.max() - counts.min())
+    if kind is None:
+        kind = ("latin square" if n == n_rows and orderings in ("cyclic", "balanced") and complete else
+                "all permutations" if orderings == "all" and n == n_rows else "balanced incomplete")
+    return {"cluster_id": cid, "k": k, "queries": q_count, "orderings_per_query": n,
+            "min_count": int(counts.min()), "max_count": int(counts.max()), "spread": spread,
+            "balanced": spread <= 1, "complete": complete, "design": kind}
 
 
 def _count(name, value):

@@ -20,12 +20,17 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
 from .._validation import check_choice
+
+if TYPE_CHECKING:
+    from ..io._catalog import ToolCatalog
+    from ._design import StudyDesign
 
 __all__ = ["write_requests", "FORMATS", "ENDPOINTS", "tool_schema", "send_name", "atomic_write_text",
            "DEFAULT_MODEL", "read_design"]
@@ -46,6 +51,16 @@ def send_name(tool_id: str) -> str:
     """The function name a tool is sent under: its id when the providers accept it (``[A-Za-z0-9_-]``, at most
     64 characters), else the id with other characters replaced by ``_``, cut to 55 characters and suffixed with
     8 hex digits of its SHA-256 (stable and unique).
+
+    Parameters
+    ----------
+    tool_id : str
+        The catalog's tool id.
+
+    Returns
+    -------
+    str
+        A function name of at most 64 characters from ``[A-Za-z0-9_-]``.
 
     Examples
     --------
@@ -71,13 +86,37 @@ def _params(raw) -> list:
     return raw if isinstance(raw, list) else []
 
 
-def tool_schema(row) -> tuple[str, dict]:
+def tool_schema(row: Mapping[str, Any] | Any) -> tuple[str, dict[str, Any]]:
     """``(description, JSON-schema parameters)`` of one catalog row.
 
     The description joins the tool's and the API's descriptions; parameters come from ``required_parameters``
     and ``optional_parameters`` (ToolBench lists of ``{name, type, description, default}``; ToolBench types such
     as ``STRING`` map to JSON-schema types, unknown ones to ``string``). A tool without parameters takes an empty
     object.
+
+    Parameters
+    ----------
+    row : mapping or row object
+        One catalog row: a dict, or a row of ``DataFrame.itertuples()`` (attributes). Reads ``tool_description``,
+        ``api_description``, ``tool_name`` / ``tool_id`` (the description when there is none) and
+        ``required_parameters`` / ``optional_parameters`` (lists, or their JSON text).
+
+    Returns
+    -------
+    tuple of (str, dict)
+        The description sent with the tool and its JSON-schema ``parameters`` object.
+
+    Examples
+    --------
+    >>> desc, schema = tool_schema({"tool_id": "geo", "tool_description": "Geocoding.",
+    ...                             "api_description": "Forward geocoding.",
+    ...                             "required_parameters": [{"name": "address", "type": "STRING"}],
+    ...                             "optional_parameters": '[{"name": "limit", "type": "NUMBER"}]'})
+    >>> desc
+    'Geocoding. Forward geocoding.'
+    >>> schema  # doctest: +NORMALIZE_WHITESPACE
+    {'type': 'object', 'properties': {'address': {'type': 'string'}, 'limit': {'type': 'number'}},
+     'required': ['address']}
     """
     get = row.get if isinstance(row, dict) else (lambda k, d=None: getattr(row, k, d))
     texts = [get(k) for k in ("tool_description", "api_description")]
@@ -124,8 +163,11 @@ def _toml_str(text: str) -> str:
     return json.dumps(str(text), ensure_ascii=False)      # a JSON string is a valid TOML basic string
 
 
-def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=None, system=None,
-                   max_tokens=1024, inputs=()) -> dict:
+def write_requests(design: StudyDesign, out: str | os.PathLike[str], *,
+                   format: Literal["openai-batch", "anthropic-batch", "chat-jsonl"] = "chat-jsonl",
+                   endpoint: Literal["chat", "responses"] = "chat", model: str | None = None,
+                   system: str | None = None, max_tokens: int = 1024,
+                   inputs: Iterable[str | os.PathLike[str] | None] = ()) -> dict[str, Any]:
     """Write a design's requests, its catalog and a ``study.toml`` that reads the results back.
 
     Parameters
@@ -186,6 +228,29 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
     """
     check_choice("format", format, FORMATS)
     check_choice("endpoint", endpoint, ENDPOINTS)
+    catalog = _check_request_args(design, format, endpoint, model)
+    out = _output_folder(out)
+    runs = sorted(int(r) for r in design.table["run"].unique())
+    names = {t: send_name(t) for t in catalog.table["tool_id"]}
+    if len(set(names.values())) < len(names):
+        raise ValueError("two tools map to the same function name; rename them in the catalog.")
+    files = _output_files(out, runs, inputs)
+    shape = {"openai-batch": "openai-" + endpoint, "anthropic-batch": "anthropic", "chat-jsonl": "chat"}[format]
+    counts = _write_request_lines(design, catalog, out, files, runs, names, shape, model, system, max_tokens)
+    _write_inputs(design, catalog, out, files, names)
+    fmt = "anthropic" if format == "anthropic-batch" else "openai"
+    atomic_write_text(out / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
+    summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
+               "model": model, "system": system, "files": dict(files),
+               "requests": int(sum(counts.values())), "requests_per_run": counts, **design.to_dict()}
+    summary["settings"] = {k: v for k, v in summary["settings"].items() if not k.startswith("_")}
+    atomic_write_text(out / files["summary"], json.dumps(summary, indent=2, default=str) + "\n")
+    return {"out": str(out), "files": files, "requests": int(sum(counts.values())), "format": format}
+
+
+# -- write_requests's stages: check -> the folder and its files -> the request lines -> the inputs ---
+def _check_request_args(design: StudyDesign, format: str, endpoint: str, model: str | None) -> ToolCatalog:
+    """The design's catalog, after checking that requests can be written for it in this format."""
     if design.catalog is None:
         raise ValueError("request files are written for tool catalogs; a multiple-choice design is run through "
                          "the Inspect solver (toolbias_stats/order_choices).")
@@ -193,6 +258,11 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
         raise ValueError(f"`model` is required for {format!r}: the batch API needs it in every request.")
     if endpoint == "responses" and format != "openai-batch":
         raise ValueError("`endpoint='responses'` applies to format 'openai-batch' only.")
+    return design.catalog
+
+
+def _output_folder(out: str | os.PathLike) -> Path:
+    """The output folder, refused when it is a file or already holds a design."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder.")
@@ -200,26 +270,31 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
         raise ValueError(f"{out} already holds a design (design.json); choose a new folder (a design is never "
                          "overwritten: its results may already be arriving).")
     out.mkdir(parents=True, exist_ok=True)
-    runs = sorted(int(r) for r in design.table["run"].unique())
-    names = {t: send_name(t) for t in design.catalog.table["tool_id"]}
-    if len(set(names.values())) < len(names):
-        raise ValueError("two tools map to the same function name; rename them in the catalog.")
+    return out
+
+
+def _output_files(out: Path, runs: list, inputs: Iterable) -> dict[str, Any]:
+    """The names of the files to write, refused when one of them is an input."""
     files: dict[str, Any] = {"catalog": "catalog.csv", "design": "design.csv", "manifest": "study.toml",
                              "summary": "design.json", "queries": "queries.json",
-             "requests": {r: f"requests-run{r}.jsonl" for r in runs},
-             "responses": {r: f"responses-run{r}.jsonl" for r in runs}}
+                             "requests": {r: f"requests-run{r}.jsonl" for r in runs},
+                             "responses": {r: f"responses-run{r}.jsonl" for r in runs}}
     targets = [out / files[k] for k in ("catalog", "design", "manifest", "summary", "queries")]
     targets += [out / f for f in files["requests"].values()]
     ins = {Path(p).resolve() for p in inputs if p is not None}
     clash = [str(t) for t in targets if t.resolve() in ins]
     if clash:
         raise ValueError(f"output file(s) {clash} would overwrite an input; choose another --out folder.")
+    return files
 
+
+def _write_request_lines(design: StudyDesign, catalog: ToolCatalog, out: Path, files: dict, runs: list,
+                         names: dict, shape: str, model: str | None, system: str | None, max_tokens: int) -> dict:
+    """Write one requests file per run; ``{run: lines written}``."""
     tools = {}
-    for row in design.catalog.table.itertuples(index=False):
+    for row in catalog.table.itertuples(index=False):
         desc, schema = tool_schema(row)
         tools[row.tool_id] = (names[row.tool_id], desc, schema)
-    shape = {"openai-batch": "openai-" + endpoint, "anthropic-batch": "anthropic", "chat-jsonl": "chat"}[format]
     counts = {}
     for r in runs:
         lines = []
@@ -229,7 +304,12 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
                                     ensure_ascii=False))
         atomic_write_text(out / files["requests"][r], "\n".join(lines) + "\n")
         counts[r] = len(lines)
-    cat = design.catalog.to_frame()
+    return counts
+
+
+def _write_inputs(design: StudyDesign, catalog: ToolCatalog, out: Path, files: dict, names: dict) -> None:
+    """Write the catalog (under the names sent), the design table and the queries."""
+    cat = catalog.to_frame()
     if "source_tool_id" not in cat.columns:       # a catalog written by an earlier design keeps its sources
         cat.insert(1, "source_tool_id", cat["tool_id"])
     cat["tool_id"] = cat["tool_id"].map(names)
@@ -239,14 +319,6 @@ def write_requests(design, out, *, format="chat-jsonl", endpoint="chat", model=N
                                                   for c, sub in design.table.groupby("cluster_id", sort=False)}
     atomic_write_text(out / files["queries"], json.dumps([{"cluster_id": c, "queries": q} for c, q in queries.items()],
                                                          ensure_ascii=False, indent=1) + "\n")
-    fmt = "anthropic" if format == "anthropic-batch" else "openai"
-    atomic_write_text(out / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
-    summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
-               "model": model, "system": system, "files": dict(files),
-               "requests": int(sum(counts.values())), "requests_per_run": counts, **design.to_dict()}
-    summary["settings"] = {k: v for k, v in summary["settings"].items() if not k.startswith("_")}
-    atomic_write_text(out / files["summary"], json.dumps(summary, indent=2, default=str) + "\n")
-    return {"out": str(out), "files": files, "requests": int(sum(counts.values())), "format": format}
 
 
 def _request(shape, rec, tools, model, system, max_tokens) -> dict:

@@ -10,6 +10,7 @@ only to ``base_url``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -20,10 +21,13 @@ import urllib.request
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._display import ReprHTMLMixin
 from ._requests import DEFAULT_MODEL, atomic_write_text, read_design
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["run_study", "RunResult", "RETRY_STATUSES", "done_custom_ids"]
 
@@ -58,6 +62,15 @@ class RunResult(ReprHTMLMixin):
     stopped : str or None
         Why the run stopped early: the endpoint did not answer at all (connection refused, timeouts) after the
         retries. Such a request gets no line (it may never have arrived) and is sent by the next call.
+
+    Examples
+    --------
+    >>> res = RunResult(sent=5, skipped=1, remaining=0, by_outcome={"ok": 4, "http_error": 1}, retries=2,
+    ...                 files={1: "responses-run1.jsonl"})
+    >>> res.to_frame().to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+    [{'sent': 5, 'skipped': 1, 'remaining': 0, 'retries': 2, 'n_http_error': 1, 'n_ok': 4, 'stopped': None}]
+    >>> print(res)
+    sent 5 requests (http_error 1, ok 4; 2 retries), 1 already answered, 0 remaining
     """
 
     sent: int
@@ -75,7 +88,7 @@ class RunResult(ReprHTMLMixin):
                 "files": {str(k): str(v) for k, v in self.files.items()}, "repaired": list(self.repaired),
                 "stopped": self.stopped}
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """One row: requests sent, skipped and remaining, retries, lines per outcome (``n_<outcome>``), stopped."""
         import pandas as pd
 
@@ -225,8 +238,9 @@ def _send(cid, endpoint, body, *, base_url, model, headers, timeout, max_retries
     return line, "ok" if status == 200 else "http_error"
 
 
-def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, api_key=None, timeout=120.0,
-              max_retries=5, backoff=1.0, progress=False) -> RunResult:
+def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, concurrency: int = 4,
+              max_requests: int | None = None, api_key: str | None = None, timeout: float = 120.0,
+              max_retries: int = 5, backoff: float = 1.0, progress: bool = False) -> RunResult:
     """Send the requests of a design folder to an OpenAI-compatible endpoint; resumable.
 
     Parameters
@@ -273,7 +287,48 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
     A body that is not JSON becomes ``error = {"code": "malformed_response"}`` and an HTTP error its status and
     body: the importer reads both as ``parse_error`` rows (nothing is lost). A request that gets no answer at all
     after the retries stops the run without a line (the endpoint is down: recording it would mark it done).
+
+    Examples
+    --------
+    A design folder, and a call that sends none of its requests yet (``max_requests=0``; no network is used):
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.audit import design_study, write_requests
+    >>> cat = tbs.ToolCatalog.from_records([{"cluster_id": "1", "tool_id": t} for t in "abc"])
+    >>> out = Path(tempfile.mkdtemp()) / "study"
+    >>> _ = write_requests(design_study(cat, {"1": ["find x", "find y"]}), out)
+    >>> res = run_study(out, base_url="http://127.0.0.1:8000/v1", model="my-model", max_requests=0)
+    >>> res.sent, res.skipped, res.remaining
+    (0, 0, 6)
+
+    With a server listening at ``base_url`` the same call without ``max_requests`` sends the 6 requests and
+    appends each answer to ``responses-run1.jsonl``; calling it again sends only what is still missing, and
+    ``tbs.selection_bias(out / "study.toml")`` reads the answers.
     """
+    _check_run_args(concurrency, max_requests, base_url, model)
+    study_dir = Path(study_dir)
+    info = _read_run_design(study_dir, model)
+    outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
+    todo, skipped, repaired = _pending(study_dir, info, outs)
+    _name_model(study_dir, model)
+    budget = len(todo) if max_requests is None else min(max_requests, len(todo))
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    counters: dict[str, Any] = {"lock": threading.Lock(), "retries": 0}
+    outcomes: dict = {}
+    unreachable: list = []
+    send = functools.partial(_send, base_url=base_url, model=model, headers=headers, timeout=timeout,
+                             max_retries=max_retries, backoff=backoff, counters=counters)
+    sent = _send_all(todo[:budget], outs, send, concurrency, progress, outcomes, unreachable)
+    return RunResult(sent=sent, skipped=skipped, remaining=len(todo) - sent, by_outcome=outcomes,
+                     retries=counters["retries"], files=outs, repaired=repaired,
+                     stopped=f"endpoint unreachable after {max_retries} retries: {unreachable[0]}" if unreachable
+                     else None)
+
+
+# -- run_study's stages: check the arguments -> read the design -> what is left -> send ----------
+def _check_run_args(concurrency: Any, max_requests: Any, base_url: Any, model: Any) -> None:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError(f"`concurrency` must be a positive integer; got {concurrency!r} instead.")
     if max_requests is not None and (not isinstance(max_requests, int) or max_requests < 0):
@@ -282,7 +337,10 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
         raise ValueError(f"`base_url` must be an http(s) URL; got {base_url!r} instead.")
     if not model:
         raise ValueError("`model` is required.")
-    study_dir = Path(study_dir)
+
+
+def _read_run_design(study_dir: Path, model: str) -> dict:
+    """The folder's ``design.json``, refused when it is an Anthropic batch or names another model."""
     info = read_design(study_dir)
     if info.get("format") == "anthropic-batch":
         raise ValueError(f"{study_dir} holds Anthropic Message Batches requests; send them with the Message "
@@ -291,9 +349,14 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
         # the manifest labels every answer with the design's model: another model's answers would be mislabelled
         raise ValueError(f"the design in {study_dir} names model {info['model']!r}; run it with --model "
                          f"{info['model']!r} (or write a new design for {model!r}).")
+    return info
+
+
+def _pending(study_dir: Path, info: dict, outs: dict) -> tuple[list, int, list]:
+    """``(todo, skipped, repaired)``: the requests without a line, how many have one, the files repaired."""
     files = {int(r): study_dir / f for r, f in info["files"]["requests"].items()}
-    outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
-    todo, skipped, repaired = [], 0, []
+    todo: list = []
+    skipped, repaired = 0, []
     for r in sorted(files):
         reqs = _load_requests(files[r], info.get("format") or "")
         done, cut = done_custom_ids(outs[r])
@@ -301,30 +364,27 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
             repaired.append(str(outs[r]))
         skipped += sum(1 for cid, _, _ in reqs if cid in done)
         todo += [(r, cid, ep, body) for cid, ep, body in reqs if cid not in done]
-    _name_model(study_dir, model)
-    budget = len(todo) if max_requests is None else min(max_requests, len(todo))
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    writers = {r: _Writer(outs[r]) for r in sorted({t[0] for t in todo[:budget]})}
-    counters: dict[str, Any] = {"lock": threading.Lock(), "retries": 0}
-    outcomes: dict = {}
+    return todo, skipped, repaired
+
+
+def _send_all(items: list, outs: dict, send: Any, concurrency: int, progress: bool, outcomes: dict,
+              unreachable: list) -> int:
+    """Send ``items`` with ``concurrency`` threads, writing each answer as it arrives; the number written."""
+    writers = {r: _Writer(outs[r]) for r in sorted({t[0] for t in items})}
     stop = threading.Event()
     bar = None
-    if progress and budget:
+    if progress and items:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=budget, desc="requests", unit="req", leave=True)
+        bar = tqdm(total=len(items), desc="requests", unit="req", leave=True)
     sent = 0
-    unreachable: list = []
-    queue = iter(todo[:budget])
     pool = ThreadPoolExecutor(max_workers=concurrency)
-    running = {}
+    running: dict = {}
     try:
-        for item in queue:
+        for item in iter(items):
             if stop.is_set():
                 break
-            running[pool.submit(_send, item[1], item[2], item[3], base_url=base_url, model=model,
-                                headers=headers, timeout=timeout, max_retries=max_retries, backoff=backoff,
-                                stop=stop, counters=counters)] = item
+            running[pool.submit(send, item[1], item[2], item[3], stop=stop)] = item
             if len(running) >= concurrency:
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -344,10 +404,7 @@ def run_study(study_dir, *, base_url, model, concurrency=4, max_requests=None, a
             w.close()
         if bar is not None:
             bar.close()
-    return RunResult(sent=sent, skipped=skipped, remaining=len(todo) - sent, by_outcome=outcomes,
-                     retries=counters["retries"], files=outs, repaired=repaired,
-                     stopped=f"endpoint unreachable after {max_retries} retries: {unreachable[0]}" if unreachable
-                     else None)
+    return sent
 
 
 def _record(fut, item, writers, outcomes, bar, stop, unreachable) -> int:

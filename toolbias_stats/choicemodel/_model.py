@@ -6,7 +6,8 @@ import itertools
 import math
 import numbers
 import warnings
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,12 @@ from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRows
 from ._data import GroupData, prepare_groups
 from ._fit import aggregate_cells, cell_scores, clogit_parts, fit_clogit, fit_mixed
 from ._result import ChoiceModelResult
+
+if TYPE_CHECKING:
+    from ..features._table import ToolFeatures
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["choice_model", "comparison_components", "POSITION_FORMS", "PENALTIES", "SE_METHODS", "WORTHS"]
 
@@ -35,9 +42,16 @@ SEPARATION_MESSAGE = ("tool {tool!r} is {what} in every attempt that shows it ({
                       "estimate with an honest interval.")
 
 
-def choice_model(log_or_counts, *, by=("model",), position="free", features=None, worth=None, interactions=(),
-                 penalty="firth", prior_scale=2.5, se="sandwich", mixed=False, n_draws=100, n_resamples=200,
-                 confidence_level=0.95, reference=None, mismatch="exclude", rng=None):
+def choice_model(log_or_counts: SelectionLog | SelectionCounts | Study, *, by: str | Sequence[str] | None = ("model",),
+                 position: Literal["free", "first_last", "decay", "none"] = "free",
+                 features: str | Sequence[str] | pd.DataFrame | ToolFeatures | None = None,
+                 worth: Literal["tool", "features"] | None = None, interactions: str | Sequence[str] = (),
+                 penalty: Literal["firth", "prior", "none"] | None = "firth", prior_scale: float = 2.5,
+                 se: Literal["sandwich", "bootstrap", "model"] = "sandwich", mixed: bool = False,
+                 n_draws: int = 100, n_resamples: int = 200, confidence_level: float = 0.95,
+                 reference: str | Sequence[str] | None = None,
+                 mismatch: Literal["exclude", "tool", "position"] = "exclude",
+                 rng: np.random.Generator | int | None = None) -> ChoiceModelResult:
     """Fit a conditional logit (or mixed logit) of which tool is chosen from the list shown.
 
     The utility of tool ``t`` shown at position ``p`` of a list of ``K`` tools is
@@ -128,41 +142,18 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
     >>> bool(res.converged)
     True
     """
-    position = check_choice("position", position, POSITION_FORMS)
-    penalty = check_choice("penalty", "none" if penalty is None else penalty, PENALTIES)
-    se = check_choice("se", se, SE_METHODS)
-    mismatch = check_choice("mismatch", mismatch, ("exclude", "tool", "position"))
-    confidence_level = check_confidence_level(confidence_level)
-    n_resamples = check_n_resamples(n_resamples)
-    if isinstance(n_draws, bool) or not isinstance(n_draws, numbers.Integral) or n_draws < 2:
-        raise ValueError(f"`n_draws` must be an integer >= 2; got {n_draws!r} instead.")
-    if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) or not prior_scale > 0:
-        raise ValueError(f"`prior_scale` must be a positive number; got {prior_scale!r} instead.")
-    if se == "bootstrap" and mixed:
-        raise ValueError("se='bootstrap' is not available with mixed=True (each replicate would be a full simulated "
-                         "fit); the mixed logit's intervals use the per-query score outer product.")
-    if se == "bootstrap" and n_resamples < 2:
-        raise ValueError("se='bootstrap' needs `n_resamples` >= 2.")
+    position_form, penalty_form, se_method, on_mismatch, confidence_level, n_resamples = _check_options(
+        position, penalty, se, mismatch, confidence_level, n_resamples, n_draws, prior_scale, mixed)
     rng = check_rng(rng)
-    by = [b.strip() for b in by.split(",") if b.strip()] if isinstance(by, str) else list(by or [])
-    interactions = [interactions] if isinstance(interactions, str) else list(interactions or [])
-    if set(interactions) & set(by):
-        raise ValueError(f"`interactions` {sorted(set(interactions) & set(by))} are also in `by`: inside a group they "
-                         "are constant.")
-    groups, catalog, _design = prepare_groups(log_or_counts, by, mismatch=mismatch, extra=tuple(interactions))
+    by, interactions = _by_and_interactions(by, interactions)
+    groups, catalog, _design = prepare_groups(log_or_counts, by, mismatch=on_mismatch, extra=tuple(interactions))
     feat = _feature_table(features, catalog)
-    worth = check_choice("worth", worth if worth is not None else ("features" if feat is not None else "tool"), WORTHS)
-    if worth == "features" and feat is None:
-        raise ValueError("worth='features' needs `features`.")
-    if worth == "tool" and feat is not None and not interactions:
-        raise ValueError("tool features are constant per tool, so a free worth per tool absorbs them: use "
-                         "worth='features' (the default with features), or give `interactions` so that the "
-                         "features' effects vary with a design column.")
-    settings = dict(by=tuple(by), position=position, worth=worth,
+    worth_form = _check_worth(worth, feat, interactions)
+    settings = dict(by=tuple(by), position=position_form, worth=worth_form,
                     features=None if feat is None else tuple(feat.columns),
-                    interactions=tuple(interactions), penalty=penalty, prior_scale=float(prior_scale), se=se,
-                    mixed=bool(mixed), n_draws=int(n_draws), n_resamples=int(n_resamples),
-                    confidence_level=confidence_level, mismatch=mismatch)
+                    interactions=tuple(interactions), penalty=penalty_form, prior_scale=float(prior_scale),
+                    se=se_method, mixed=bool(mixed), n_draws=int(n_draws), n_resamples=int(n_resamples),
+                    confidence_level=confidence_level, mismatch=on_mismatch)
     z = stats.norm.ppf(0.5 + confidence_level / 2)
     # the matrices are small (P x P, a few hundred merged cells): one BLAS thread is fastest and avoids
     # thread oversubscription (measured 50x slower with 2 busy threads on a shared machine)
@@ -173,7 +164,7 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
     if not any(g.get("fitted", True) for g in out):
         raise ValueError("no attempt can be used by the choice model in any group (excluded by reason: "
                          + "; ".join(f"{_label(g['keys']) or 'all'}: {g['excluded']}" for g in out) + ").")
-    warn_list = []
+    warn_list: list[str] = []
     for g in out:
         warn_list.extend(f"{_label(g['keys'])}: {m}" if g["keys"] else m for m in g["warnings"])
     n_ex = sum(g["n_excluded"] for g in out)
@@ -184,6 +175,50 @@ def choice_model(log_or_counts, *, by=("model",), position="free", features=None
         cls = ConvergenceWarning if "converge" in m or "diverg" in m else DegenerateDataWarning
         warnings.warn(m, cls, stacklevel=2)
     return ChoiceModelResult.from_groups(out, settings, tuple(warn_list))
+
+
+# -- choice_model's stages: check the options -> prepare the groups -> fit each group -> collect -----------------
+def _check_options(position: Any, penalty: Any, se: Any, mismatch: Any, confidence_level: Any, n_resamples: Any,
+                   n_draws: Any, prior_scale: Any, mixed: Any) -> tuple[str, str, str, str, float, int]:
+    """The checked options ``(position, penalty, se, mismatch, confidence_level, n_resamples)``."""
+    position = check_choice("position", position, POSITION_FORMS)
+    penalty = check_choice("penalty", "none" if penalty is None else penalty, PENALTIES)
+    se = check_choice("se", se, SE_METHODS)
+    mismatch = check_choice("mismatch", mismatch, ("exclude", "tool", "position"))
+    confidence_level = check_confidence_level(confidence_level)
+    n_resamples = check_n_resamples(n_resamples)
+    if isinstance(n_draws, bool) or not isinstance(n_draws, numbers.Integral) or n_draws < 2:
+        raise ValueError(f"`n_draws` must be an integer >= 2; got {n_draws!r} instead.")
+    if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) or not float(prior_scale) > 0:
+        raise ValueError(f"`prior_scale` must be a positive number; got {prior_scale!r} instead.")
+    if se == "bootstrap" and mixed:
+        raise ValueError("se='bootstrap' is not available with mixed=True (each replicate would be a full simulated "
+                         "fit); the mixed logit's intervals use the per-query score outer product.")
+    if se == "bootstrap" and n_resamples < 2:
+        raise ValueError("se='bootstrap' needs `n_resamples` >= 2.")
+    return position, penalty, se, mismatch, confidence_level, n_resamples
+
+
+def _by_and_interactions(by: Any, interactions: Any) -> tuple[list, list]:
+    """``by`` and ``interactions`` as lists of column names (no column in both)."""
+    by = [b.strip() for b in by.split(",") if b.strip()] if isinstance(by, str) else list(by or [])
+    interactions = [interactions] if isinstance(interactions, str) else list(interactions or [])
+    if set(interactions) & set(by):
+        raise ValueError(f"`interactions` {sorted(set(interactions) & set(by))} are also in `by`: inside a group they "
+                         "are constant.")
+    return by, interactions
+
+
+def _check_worth(worth: Any, feat: pd.DataFrame | None, interactions: list) -> str:
+    """The worth form: given, or ``features`` with features and ``tool`` without; checked against the features."""
+    worth = check_choice("worth", worth if worth is not None else ("features" if feat is not None else "tool"), WORTHS)
+    if worth == "features" and feat is None:
+        raise ValueError("worth='features' needs `features`.")
+    if worth == "tool" and feat is not None and not interactions:
+        raise ValueError("tool features are constant per tool, so a free worth per tool absorbs them: use "
+                         "worth='features' (the default with features), or give `interactions` so that the "
+                         "features' effects vary with a design column.")
+    return worth
 
 
 def _label(keys):
@@ -360,32 +395,10 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
                                warnings=[], tools=list(g.tools))
     if g.n_used == 0 or not len(g.tools):
         return _empty_group(res, g)
-    if not g.queries_known:
-        res["warnings"].append("the input has no query ids (counts): standard errors treat attempts as independent")
-    if st["worth"] == "features":
-        res["warnings"].append("worth = features @ beta: the feature intervals assume the features explain the tools' "
-                               "worths; residual tool differences are not covered (docs/choice_model.md, Limits)")
-    comp = _components(g)
-    refs_by_comp = _references(g, comp, reference) if st["worth"] == "tool" else {}
-    ref_idx = set(refs_by_comp.values())
-    n_comp = int(comp.max()) + 1
-    # components that are the catalog's clusters (BiasBusters) are the design, not a problem worth a warning
-    if n_comp > max(1, len(set(g.cluster.tolist()))) and st["worth"] == "tool":
-        res["warnings"].append(f"the comparison graph has {n_comp} connected components: worths are comparable "
-                               "only within a component (one reference tool each; see `result.components`)")
-    never_shown = [t for t in catalog.table["tool_id"].astype(str) if t not in set(g.tools)]
-    res["components"] = pd.DataFrame({"tool_id": g.tools, "component": comp + 1,
-                                      "reference_tool": [g.tools[refs_by_comp[c]] if refs_by_comp else None
-                                                         for c in comp]})
-    res["not_compared"] = never_shown
-    X, mask, terms = _design(g, feat, st["position"], st["worth"], ref_idx, st["interactions"])
+    comp, refs_by_comp = _group_components(g, catalog, reference, st, res)
+    X, mask, terms = _design(g, feat, st["position"], st["worth"], set(refs_by_comp.values()), st["interactions"])
     P = X.shape[2]
-    # scale regressors for a well-conditioned Newton (estimates are transformed back below)
-    scale = np.ones(P)
-    for j in range(P):
-        if terms[j][0] not in ("tool",):
-            s = np.sqrt(np.average(X[:, :, j][mask] ** 2))
-            scale[j] = s if s > 0 else 1.0
+    scale = _regressor_scale(X, mask, terms)
     Xs = X / scale
     key = g.items if g.design is None else np.column_stack(
         [g.items] + [pd.factorize(g.design[c])[0] for c in g.design.columns])
@@ -403,51 +416,17 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     pen = st["penalty"]
     fit = fit_clogit(Xa, ma, ca, wa, penalty=None if pen == "none" else pen, prior_prec=prior_prec)
     res["converged"] = bool(fit.converged)
-    sigma = sigma_se = None
-    cov_model = None                      # model-based covariance (original scale), for the LR's design effect
     if st["mixed"]:
-        qp = g.query[:, None] * len(g.tools) + np.maximum(g.items, 0)
-        uniq, pair = np.unique(qp[mask], return_inverse=True)
-        pair_full = np.zeros(mask.shape, dtype=np.int64)
-        pair_full[mask] = pair.ravel()
-        mfit = fit_mixed(Xs, mask, g.chosen, g.weight, g.query, len(g.query_labels), pair_full, len(uniq),
-                         rng=rng, n_draws=st["n_draws"],
-                         prior_prec=None if pen == "none" else prior_prec, beta0=fit.theta)
-        theta_s = mfit.theta
-        if mfit.sigma > 1e-3:
-            cov_full = _safe_inv(mfit.bhhh)
-            cov_s = cov_full[:-1, :-1]
-            sigma, sigma_se = mfit.sigma, float(np.sqrt(max(cov_full[-1, -1], 0.0)))
-        else:   # at the boundary sigma = 0 the score of sigma vanishes: no Wald interval for it
-            cov_s = _safe_inv(mfit.bhhh[:-1, :-1])
-            sigma, sigma_se = mfit.sigma, float("nan")
-            res["warnings"].append("the random-effect sd is estimated at its boundary 0 (no query heterogeneity "
-                                   "detected); the mixed logit reduces to the conditional logit")
-        res["converged"] = bool(mfit.converged)
-        loglik = mfit.loglik
+        theta_s, cov_s, loglik, sigma, sigma_se = _mixed_fit(g, Xs, mask, fit, st, prior_prec, rng, res)
+        cov_model = None                  # model-based covariance (original scale), for the LR's design effect
     else:
-        theta_s = fit.theta
-        loglik = fit.loglik
-        bread = _safe_inv(fit.info)
-        cov_model = bread / np.outer(scale, scale)
-        if st["se"] == "model":
-            cov_s = bread
-        else:
-            sc = cell_scores(theta_s, Xs, mask, g.chosen) * g.weight[:, None]
-            if g.queries_known:
-                G = len(g.query_labels)
-                sq = np.zeros((G, P))
-                np.add.at(sq, g.query, sc)
-                meat = sq.T @ sq * (G / max(G - 1, 1))
-            else:
-                s1 = sc / g.weight[:, None]
-                meat = (s1 * g.weight[:, None]).T @ s1
-            cov_s = bread @ meat @ bread
+        sigma = sigma_se = None
+        theta_s, loglik = fit.theta, fit.loglik
+        cov_s, cov_model = _clogit_cov(g, fit, Xs, mask, scale, st["se"])
     theta = theta_s / scale
     cov = cov_s / np.outer(scale, scale)
     se = np.sqrt(np.clip(np.diag(cov), 0, None))
     lo, hi = theta - z * se, theta + z * se
-    boot = None
     if st["se"] == "bootstrap" and not st["mixed"]:
         boot = _bootstrap(g, Xa, ma, ca, inv, fit.theta, pen, prior_prec, st["n_resamples"], rng) / scale
         a = (1 - st["confidence_level"]) / 2
@@ -458,12 +437,7 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
         res["warnings"].append("the fit did not converge (or an estimate diverges): estimates are unreliable")
     res.update(terms=terms, theta=theta, cov=cov, se=se, lo=lo, hi=hi, loglik=loglik, n_params=P, sigma=sigma,
                sigma_se=sigma_se, n_queries=len(g.query_labels) if g.queries_known else None, z=z)
-    res["tool_effects"] = _tool_table(g, terms, theta, se, lo, hi, comp, refs_by_comp)
-    res["position_effects"] = _position_table(g, terms, theta, cov, se, lo, hi, st["position"], z)
-    res["feature_effects"] = pd.DataFrame(
-        [dict(feature=t, estimate=theta[i], se=se[i], ci_low=lo[i], ci_high=hi[i], kind=k)
-         for i, (k, t) in enumerate(terms) if k in ("feature", "feature_x", "position_x")],
-        columns=["feature", "estimate", "se", "ci_low", "ci_high", "kind"])
+    _effect_tables(res, g, terms, theta, cov, se, lo, hi, comp, refs_by_comp, st["position"], z)
     # fitted probabilities with the logged lists (random effects integrated out for the mixed logit: the
     # conditional-logit fit is the population-averaged description used for the fit tables)
     p_fit, _ = _probs_np(Xs, mask, theta_s if not st["mixed"] else fit.theta)
@@ -475,6 +449,99 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     res.update(_position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, loglik, st, pen,
                                prior_prec))
     return res
+
+
+# -- _fit_group's stages: components -> design -> fit (conditional or mixed) -> covariance -> tables --------------
+def _group_components(g: GroupData, catalog: Any, reference: Any, st: dict, res: dict) -> tuple[np.ndarray, dict]:
+    """``(component per tool, {component: reference tool index})``; the group's notes and components in ``res``."""
+    if not g.queries_known:
+        res["warnings"].append("the input has no query ids (counts): standard errors treat attempts as independent")
+    if st["worth"] == "features":
+        res["warnings"].append("worth = features @ beta: the feature intervals assume the features explain the tools' "
+                               "worths; residual tool differences are not covered (docs/choice_model.md, Limits)")
+    comp = _components(g)
+    refs_by_comp = _references(g, comp, reference) if st["worth"] == "tool" else {}
+    n_comp = int(comp.max()) + 1
+    # components that are the catalog's clusters (BiasBusters) are the design, not a problem worth a warning
+    if n_comp > max(1, len(set(g.cluster.tolist()))) and st["worth"] == "tool":
+        res["warnings"].append(f"the comparison graph has {n_comp} connected components: worths are comparable "
+                               "only within a component (one reference tool each; see `result.components`)")
+    never_shown = [t for t in catalog.table["tool_id"].astype(str) if t not in set(g.tools)]
+    res["components"] = pd.DataFrame({"tool_id": g.tools, "component": comp + 1,
+                                      "reference_tool": [g.tools[refs_by_comp[c]] if refs_by_comp else None
+                                                         for c in comp]})
+    res["not_compared"] = never_shown
+    return comp, refs_by_comp
+
+
+def _regressor_scale(X: np.ndarray, mask: np.ndarray, terms: list) -> np.ndarray:
+    """Root mean square of each non-tool regressor over the shown items (1 for tools and constant columns): the
+    Newton iterations run on ``X / scale`` (well conditioned); estimates are transformed back."""
+    P = X.shape[2]
+    scale = np.ones(P)
+    for j in range(P):
+        if terms[j][0] not in ("tool",):
+            s = np.sqrt(np.average(X[:, :, j][mask] ** 2))
+            scale[j] = s if s > 0 else 1.0
+    return scale
+
+
+def _mixed_fit(g: GroupData, Xs: np.ndarray, mask: np.ndarray, fit: Any, st: dict, prior_prec: np.ndarray,
+               rng: np.random.Generator, res: dict) -> tuple:
+    """``(theta, covariance, loglik, sigma, sigma_se)`` of the mixed logit (scaled regressors), started at the
+    conditional-logit fit."""
+    pen = st["penalty"]
+    qp = g.query[:, None] * len(g.tools) + np.maximum(g.items, 0)
+    uniq, pair = np.unique(qp[mask], return_inverse=True)
+    pair_full = np.zeros(mask.shape, dtype=np.int64)
+    pair_full[mask] = pair.ravel()
+    mfit = fit_mixed(Xs, mask, g.chosen, g.weight, g.query, len(g.query_labels), pair_full, len(uniq),
+                     rng=rng, n_draws=st["n_draws"],
+                     prior_prec=None if pen == "none" else prior_prec, beta0=fit.theta)
+    if mfit.sigma > 1e-3:
+        cov_full = _safe_inv(mfit.bhhh)
+        cov_s = cov_full[:-1, :-1]
+        sigma, sigma_se = mfit.sigma, float(np.sqrt(max(cov_full[-1, -1], 0.0)))
+    else:   # at the boundary sigma = 0 the score of sigma vanishes: no Wald interval for it
+        cov_s = _safe_inv(mfit.bhhh[:-1, :-1])
+        sigma, sigma_se = mfit.sigma, float("nan")
+        res["warnings"].append("the random-effect sd is estimated at its boundary 0 (no query heterogeneity "
+                               "detected); the mixed logit reduces to the conditional logit")
+    res["converged"] = bool(mfit.converged)
+    return mfit.theta, cov_s, mfit.loglik, sigma, sigma_se
+
+
+def _clogit_cov(g: GroupData, fit: Any, Xs: np.ndarray, mask: np.ndarray, scale: np.ndarray,
+                se: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(covariance on the scaled regressors, model-based covariance on the original scale)`` of the conditional
+    logit: inverse information, or the query-clustered sandwich ``I^-1 (sum_q s_q s_q') I^-1 G/(G-1)``."""
+    P = Xs.shape[2]
+    bread = _safe_inv(fit.info)
+    cov_model = bread / np.outer(scale, scale)
+    if se == "model":
+        return bread, cov_model
+    sc = cell_scores(fit.theta, Xs, mask, g.chosen) * g.weight[:, None]
+    if g.queries_known:
+        G = len(g.query_labels)
+        sq = np.zeros((G, P))
+        np.add.at(sq, g.query, sc)
+        meat = sq.T @ sq * (G / max(G - 1, 1))
+    else:
+        s1 = sc / g.weight[:, None]
+        meat = (s1 * g.weight[:, None]).T @ s1
+    return bread @ meat @ bread, cov_model
+
+
+def _effect_tables(res: dict, g: GroupData, terms: list, theta: np.ndarray, cov: np.ndarray, se: np.ndarray,
+                   lo: np.ndarray, hi: np.ndarray, comp: np.ndarray, refs_by_comp: dict, position: str,
+                   z: float) -> None:
+    """The tool, position and feature effect tables of one group (in ``res``)."""
+    res["tool_effects"] = _tool_table(g, terms, theta, se, lo, hi, comp, refs_by_comp)
+    res["position_effects"] = _position_table(g, terms, theta, cov, se, lo, hi, position, z)
+    res["feature_effects"] = pd.DataFrame(
+        [dict(feature=t, estimate=theta[i], se=se[i], ci_low=lo[i], ci_high=hi[i], kind=k)
+         for i, (k, t) in enumerate(terms) if k in ("feature", "feature_x", "position_x")],
+        columns=["feature", "estimate", "se", "ci_low", "ci_high", "kind"])
 
 
 def _empty_group(res, g):
@@ -745,7 +812,9 @@ def _bootstrap(g, Xa, ma, ca, inv, theta0, pen, prior_prec, n_resamples, rng):
     return out
 
 
-def comparison_components(log_or_counts, *, by=None, reference=None) -> pd.DataFrame:
+def comparison_components(log_or_counts: SelectionLog | SelectionCounts | Study, *,
+                          by: str | Sequence[str] | None = None,
+                          reference: str | Sequence[str] | None = None) -> pd.DataFrame:
     """Which tools are compared with which: the connected components of the comparison graph (no fit).
 
     Two tools are connected when some usable attempt showed them in the same list (directly or through other

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -79,6 +81,22 @@ class ChoiceModelResult(ReprHTMLMixin):
     settings : dict
         The call parameters (provenance).
     warnings : tuple of str
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.choicemodel import simulate_choice_log
+    >>> res = tbs.choice_model(simulate_choice_log(n_tools=4, set_size=3, n_queries=40, rng=2), by=None)
+    >>> res.method
+    'conditional logit; Firth-penalised; query-clustered sandwich intervals'
+    >>> res.position_effects["estimate"].round(1).tolist()     # true values 0, -0.4, -0.6
+    [0.0, -0.4, -0.8]
+    >>> res.tool_effects[["tool_id", "estimate"]].round(1).to_dict("list")
+    {'tool_id': ['t1', 't2', 't3', 't4'], 'estimate': [0.0, 0.3, 0.5, 1.7]}
+    >>> res.groups[["n_used", "n_excluded", "converged", "n_queries"]].to_dict("records")
+    [{'n_used': 160, 'n_excluded': 0, 'converged': True, 'n_queries': 40}]
+    >>> res.to_frame().columns.tolist()
+    ['term_type', 'term', 'estimate', 'se', 'ci_low', 'ci_high']
     """
 
     tool_effects: pd.DataFrame
@@ -94,7 +112,8 @@ class ChoiceModelResult(ReprHTMLMixin):
     _raw: list = field(default_factory=list, repr=False)
 
     @classmethod
-    def from_groups(cls, out, settings, warns):
+    def from_groups(cls, out: list[dict[str, Any]], settings: Mapping[str, Any],
+                    warns: Sequence[str]) -> ChoiceModelResult:
         def cat(name):
             frames = [_with_keys(g[name], g["keys"]) for g in out if len(g[name])]
             frames = [f for f in frames if len(f)]

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pandas as pd
 
 from .._validation import check_rng
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from ..io._selection_log import SelectionLog
+
 __all__ = ["simulate_choice_log"]
 
 
-def simulate_choice_log(*, n_tools=8, set_size=4, n_queries=200, n_lists=4, n_runs=1, worths=None,
-                        positions=None, features=None, beta=None, query_sd=0.0, model="sim", rng=None):
+def simulate_choice_log(*, n_tools: int = 8, set_size: int = 4, n_queries: int = 200, n_lists: int = 4,
+                        n_runs: int = 1, worths: ArrayLike | None = None, positions: ArrayLike | None = None,
+                        features: ArrayLike | None = None, beta: ArrayLike | None = None, query_sd: float = 0.0,
+                        model: str = "sim", rng: np.random.Generator | int | None = None) -> SelectionLog:
     """A SelectionLog drawn from the conditional / mixed logit.
 
     Each query shows a random subset of ``set_size`` of the ``n_tools`` tools (so tools are shared across
@@ -36,6 +45,14 @@ def simulate_choice_log(*, n_tools=8, set_size=4, n_queries=200, n_lists=4, n_ru
     SelectionLog
         One cluster ``"all"`` in a catalog of ``t1 .. tN`` (tools shared by every list); the true values are
         in ``log.diagnostics["truth"]``.
+
+    Examples
+    --------
+    >>> log = simulate_choice_log(n_tools=4, set_size=3, n_queries=5, rng=0)
+    >>> len(log.data), log.data["ordering"].iloc[0]          # 5 queries x 4 lists, 3 of the 4 tools each
+    (20, 't3|t2|t4')
+    >>> log.diagnostics["truth"]["positions"].tolist()        # the true position log-odds (position 1: 0)
+    [0.0, -0.4, -0.6]
     """
     from ..io import SelectionLog, ToolCatalog
 
@@ -51,7 +68,7 @@ def simulate_choice_log(*, n_tools=8, set_size=4, n_queries=200, n_lists=4, n_ru
     total = worths.copy()
     if features is not None:
         total = total + np.asarray(features, float) @ np.asarray(beta, float)
-    recs = []
+    recs: list[dict[str, Any]] = []
     for q in range(n_queries):
         shown = rng.choice(n_tools, size=set_size, replace=False)
         u_q = rng.normal(0.0, query_sd, n_tools) if query_sd > 0 else np.zeros(n_tools)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -10,15 +12,28 @@ import pandas as pd
 __all__ = ["age_days", "check_reference_date"]
 
 
-def check_reference_date(reference_date) -> _dt.date:
+def check_reference_date(reference_date: _dt.date | str | None) -> _dt.date:
     """Normalise a reference date (``datetime.date``, ``datetime``, ``pandas.Timestamp`` or ISO string).
 
     ``None`` means today (local date). A bad value raises ``ValueError`` naming the parameter.
+
+    Parameters
+    ----------
+    reference_date : datetime.date, datetime.datetime, pandas.Timestamp, str or None
+        The date (a datetime gives its date; a string is ``YYYY-MM-DD``).
+
+    Returns
+    -------
+    datetime.date
 
     Examples
     --------
     >>> check_reference_date("2025-09-01")
     datetime.date(2025, 9, 1)
+    >>> check_reference_date("1 Sept 2025")
+    Traceback (most recent call last):
+    ...
+    ValueError: `reference_date` must be a date (YYYY-MM-DD); got '1 Sept 2025' instead.
     """
     if reference_date is None:
         return _dt.date.today()
@@ -38,7 +53,7 @@ def check_reference_date(reference_date) -> _dt.date:
     raise ValueError(f"`reference_date` must be a date (YYYY-MM-DD); got {reference_date!r} instead.")
 
 
-def age_days(created, *, reference_date) -> np.ndarray:
+def age_days(created: Iterable[Any], *, reference_date: _dt.date | str | None) -> np.ndarray:
     """Days from each creation date to ``reference_date``.
 
     Parameters

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["DEFAULT_PROMOTIONAL_WORDS", "TOKEN_PATTERN", "promotional_words", "tokenize", "check_lexicon"]
 
@@ -18,8 +20,17 @@ TOKEN_PATTERN = r"\w+"
 _TOKEN = re.compile(TOKEN_PATTERN)
 
 
-def tokenize(text) -> list[str]:
+def tokenize(text: str | float | None) -> list[str]:
     """Lower-cased word tokens of ``text`` (``re.findall(r"\\w+", text.lower())``).
+
+    Parameters
+    ----------
+    text : str or None
+        The text; None or NaN (a missing description) has no tokens.
+
+    Returns
+    -------
+    list of str
 
     Examples
     --------
@@ -56,7 +67,7 @@ def check_lexicon(lexicon) -> tuple[str, ...]:
     return tuple(dict.fromkeys(words))
 
 
-def promotional_words(text, *, lexicon=None) -> dict:
+def promotional_words(text: str | float | None, *, lexicon: Iterable[str] | None = None) -> dict[str, Any]:
     """Count promotional words in a text.
 
     Parameters

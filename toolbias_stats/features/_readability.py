@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 __all__ = ["readability", "readability_many", "READABILITY_FEATURES", "textstat_version"]
 
@@ -20,7 +21,7 @@ def textstat_version() -> str:
     return version("textstat")
 
 
-def readability(text) -> dict:
+def readability(text: str | float | None) -> dict[str, Any]:
     """Flesch reading ease, Flesch-Kincaid grade and word count of one text, with textstat.
 
     Parameters

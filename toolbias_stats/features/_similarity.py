@@ -13,8 +13,10 @@ import json
 import os
 import threading
 import zipfile
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal, cast
 
 import numpy as np
 
@@ -35,6 +37,11 @@ _LOAD_LOCK = threading.Lock()
 def default_cache_dir() -> Path:
     """The embedding cache folder: ``$TOOLBIAS_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolbias_stats``, else
     ``~/.cache/toolbias_stats``.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder (not created here).
 
     Examples
     --------
@@ -94,12 +101,25 @@ class Encoder:
 
     Examples
     --------
-    >>> enc = Encoder(cache_dir=False)                       # doctest: +SKIP
-    >>> enc.encode(["Find the weather in Paris."]).shape     # doctest: +SKIP
-    (1, 384)
+    The bundled study's texts ship with their embeddings (``data/embeddings``), so encoding them reads vectors
+    and loads no model (any other text is encoded by the model, offline, and cached):
+
+    >>> import tempfile
+    >>> import toolbias_stats as tbs
+    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"), lazy=True)
+    >>> query = study.queries["1"][0]
+    >>> description = study.catalog.table["tool_description"].iloc[0].strip()
+    >>> enc = Encoder(cache_dir=tempfile.mkdtemp())
+    >>> vecs = enc.encode([query, description])
+    >>> vecs.shape, vecs.dtype.name, enc.n_encoded, enc.n_cached
+    ((2, 384), 'float32', 0, 2)
+    >>> round(float(mean_cosine_similarity(vecs[:1], vecs[1:])[0]), 2)
+    0.25
     """
 
-    def __init__(self, model=None, *, cache_dir=None, device="cpu", batch_size=64):
+    def __init__(self, model: str | os.PathLike[str] | None = None, *,
+                 cache_dir: str | os.PathLike[str] | Literal[False] | None = None, device: str = "cpu",
+                 batch_size: int = 64) -> None:
         self.name, self.path = _resolve_model(model)
         self.device = str(device)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -120,7 +140,7 @@ class Encoder:
         return f"Encoder({self.name!r}, cache={cache})"
 
     # -- public ---------------------------------------------------------------------------
-    def encode(self, texts) -> np.ndarray:
+    def encode(self, texts: Iterable[str]) -> np.ndarray:
         """Embeddings of ``texts`` (list of str) as a ``(n, dim)`` float32 array of unit vectors.
 
         Texts found in the cache are read from it, then texts found in the embeddings shipped with the
@@ -185,7 +205,7 @@ class Encoder:
 
     def _file(self, text: str) -> Path:
         k = self.key(text)
-        return self.cache_dir / k[:2] / f"{k}.npy"
+        return cast(Path, self.cache_dir) / k[:2] / f"{k}.npy"    # only called with the cache on
 
     def _read(self, text: str):
         f = self._file(text)

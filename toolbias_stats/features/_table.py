@@ -7,9 +7,10 @@ import json
 import math
 import numbers
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,12 @@ from ._age import age_days, check_reference_date
 from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, check_lexicon, promotional_words
 from ._readability import readability_many, textstat_version
 from ._similarity import Encoder, mean_cosine_similarity
+
+if TYPE_CHECKING:
+    import os
+
+    from ..io._catalog import ToolCatalog
+    from ..io._manifest import Study
 
 __all__ = ["ToolFeatures", "tool_features", "read_feature_table", "center_by_cluster", "PAPER_FEATURES",
            "EXTRA_FEATURES", "ID_COLUMNS"]
@@ -64,6 +71,18 @@ class ToolFeatures(ReprHTMLMixin):
     warnings : tuple of str
         Messages of the warnings raised while building the table.
     source : str
+
+    Examples
+    --------
+    Usually made by :func:`tool_features` or :func:`read_feature_table`; a small table by hand:
+
+    >>> tab = pd.DataFrame({"tool_id": ["a", "b", "c"], "cluster_id": ["1", "1", "2"], "api_index": [1, 2, 1],
+    ...                     "age_days": [365.0, 184.0, 30.0], "num_params": [1.0, np.nan, 2.0]})
+    >>> feats = ToolFeatures(tab, feature_names=("age_days", "num_params"), missing={"num_params": ["b"]})
+    >>> feats
+    ToolFeatures(3 tools, 2 features, source='<computed>')
+    >>> feats.center().to_frame()[["tool_id", "age_days", "num_params"]].to_dict("list")
+    {'tool_id': ['a', 'b', 'c'], 'age_days': [90.5, -90.5, 0.0], 'num_params': [0.0, nan, 0.0]}
     """
 
     table: pd.DataFrame
@@ -99,7 +118,7 @@ class ToolFeatures(ReprHTMLMixin):
                 f"{', centred' if self.centered else ''}{rates}, source={self.source!r})")
 
 
-def center_by_cluster(frame: pd.DataFrame, columns, *, by="cluster_id") -> pd.DataFrame:
+def center_by_cluster(frame: pd.DataFrame, columns: Iterable[str], *, by: str = "cluster_id") -> pd.DataFrame:
     """Subtract each cluster's mean from the given columns (a copy; NaN stays NaN and is ignored in the mean).
 
     Parameters
@@ -133,9 +152,12 @@ def center_by_cluster(frame: pd.DataFrame, columns, *, by="cluster_id") -> pd.Da
 
 
 # -- computed features -----------------------------------------------------------------------------
-def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, lexicon=None, cache_dir=None,
-                  text_columns=("tool_description", "api_description"), name_column="tool_id",
-                  progress=False) -> ToolFeatures:
+def tool_features(catalog: ToolCatalog | Study, queries: Mapping[str, Sequence[str]] | None = None, *,
+                  encoder: str | os.PathLike[str] | Encoder | Literal[False] | None = None,
+                  reference_date: _dt.date | str | None = None, lexicon: Iterable[str] | None = None,
+                  cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
+                  text_columns: Sequence[str] = ("tool_description", "api_description"),
+                  name_column: str = "tool_id", progress: bool = False) -> ToolFeatures:
     """Compute the BiasBusters features (Table 3) and a few more for every tool of a catalog.
 
     Parameters
@@ -206,36 +228,15 @@ def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, l
     With a study, ``tool_features(study)`` also has its queries (query-description similarities) and its
     ``reference_date``.
     """
-    from ..io._catalog import ToolCatalog
-
-    ref_source = "argument"
-    if not isinstance(catalog, ToolCatalog) and hasattr(catalog, "catalog"):  # a Study
-        study = catalog
-        catalog = study.catalog
-        if queries is None:
-            queries = study.queries
-        if reference_date is None and getattr(study, "reference_date", None) is not None:
-            reference_date, ref_source = study.reference_date, f"study manifest ({study.path})"
-    if not isinstance(catalog, ToolCatalog):
-        raise ValueError(f"`catalog` must be a ToolCatalog or a Study; got {type(catalog).__name__} instead.")
-    if reference_date is None:
-        ref_source = "today (no reference date given)"
+    catalog, queries, reference_date, ref_source = _study_parts(catalog, queries, reference_date)
     ref = check_reference_date(reference_date)
     words = check_lexicon(lexicon)
-    text_columns = tuple(text_columns)
-    if len(text_columns) != 2:
-        raise ValueError(f"`text_columns` must name two columns (tool, API description); got {text_columns!r} "
-                         "instead.")
-    tab = catalog.table
-    for col in (*text_columns, name_column):
-        if col not in tab.columns:
-            raise ValueError(f"`text_columns`/`name_column` name column {col!r} that the catalog "
-                             f"({catalog.source}) does not have; available: {list(tab.columns)}.")
+    text_columns = _check_text_columns(catalog, text_columns, name_column)
     queries = {str(k): [str(q) for q in v] for k, v in (queries or {}).items()}
 
+    tab = catalog.table
     tool_text = [_text(v) for v in tab[text_columns[0]]]
     api_text = [_text(v) for v in tab[text_columns[1]]]
-    combined = [" ".join(t for t in (a, b) if t) for a, b in zip(tool_text, api_text)]
     out = pd.DataFrame({"tool_id": tab["tool_id"].astype(str).to_numpy(),
                         "cluster_id": tab["cluster_id"].astype(str).to_numpy(),
                         "api_index": tab["api_index"].astype("int64").to_numpy()})
@@ -246,17 +247,7 @@ def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, l
         sim_tool, sim_api = _similarities(enc, out["cluster_id"].tolist(), tool_text, api_text, queries, progress)
         out["avg_similarity_tool_desc"] = sim_tool
         out["avg_similarity_api_desc"] = sim_api
-    out["age_days"] = age_days(tab["created"], reference_date=ref)
-    out["desc_name_length_sum"] = [float(len(_text(n)) + len(a) + len(b))
-                                   for n, a, b in zip(tab[name_column], tool_text, api_text)]
-    out["num_params"] = tab["num_parameters"].astype(float).to_numpy()
-    read = readability_many(combined, cache_dir=cache_dir)
-    promo = [promotional_words(t, lexicon=words) for t in combined]
-    out["flesch_reading_ease"] = [r["flesch_reading_ease"] for r in read]
-    out["positive_word_count"] = [float(p["positive_word_count"]) for p in promo]
-    out["flesch_kincaid_grade"] = [r["flesch_kincaid_grade"] for r in read]
-    out["word_count"] = [float(r["word_count"]) for r in read]
-    out["positive_word_rate"] = [p["positive_word_rate"] for p in promo]
+    _text_features(out, tab, tool_text, api_text, name_column, ref, words, cache_dir)
     names = tuple(c for c in out.columns if c not in ID_COLUMNS)
     missing = _missing(out, names)
     if missing:
@@ -283,6 +274,57 @@ def tool_features(catalog, queries=None, *, encoder=None, reference_date=None, l
     }
     return ToolFeatures(table=out, feature_names=names, centered=False, reference_date=ref, missing=missing,
                         provenance=prov, warnings=tuple(caught), source="<computed>")
+
+
+# -- tool_features's stages: the study's parts -> checked text columns -> the features --------------
+def _study_parts(catalog: Any, queries: Any, reference_date: Any) -> tuple[ToolCatalog, Any, Any, str]:
+    """``(catalog, queries, reference_date, where the date came from)``: a Study supplies what is not given."""
+    from ..io._catalog import ToolCatalog
+
+    ref_source = "argument"
+    if not isinstance(catalog, ToolCatalog) and hasattr(catalog, "catalog"):  # a Study
+        study = catalog
+        catalog = study.catalog
+        if queries is None:
+            queries = study.queries
+        if reference_date is None and getattr(study, "reference_date", None) is not None:
+            reference_date, ref_source = study.reference_date, f"study manifest ({study.path})"
+    if not isinstance(catalog, ToolCatalog):
+        raise ValueError(f"`catalog` must be a ToolCatalog or a Study; got {type(catalog).__name__} instead.")
+    if reference_date is None:
+        ref_source = "today (no reference date given)"
+    return catalog, queries, reference_date, ref_source
+
+
+def _check_text_columns(catalog: ToolCatalog, text_columns: Sequence[str], name_column: str) -> tuple:
+    """``text_columns`` as a tuple, checked: two columns that the catalog has (and ``name_column`` too)."""
+    text_columns = tuple(text_columns)
+    if len(text_columns) != 2:
+        raise ValueError(f"`text_columns` must name two columns (tool, API description); got {text_columns!r} "
+                         "instead.")
+    tab = catalog.table
+    for col in (*text_columns, name_column):
+        if col not in tab.columns:
+            raise ValueError(f"`text_columns`/`name_column` name column {col!r} that the catalog "
+                             f"({catalog.source}) does not have; available: {list(tab.columns)}.")
+    return text_columns
+
+
+def _text_features(out: pd.DataFrame, tab: pd.DataFrame, tool_text: list, api_text: list, name_column: str,
+                   ref: _dt.date, words: Any, cache_dir: Any) -> None:
+    """Add age, lengths, parameters, readability and promotional words to ``out`` (in place)."""
+    combined = [" ".join(t for t in (a, b) if t) for a, b in zip(tool_text, api_text)]
+    out["age_days"] = age_days(tab["created"], reference_date=ref)
+    out["desc_name_length_sum"] = [float(len(_text(n)) + len(a) + len(b))
+                                   for n, a, b in zip(tab[name_column], tool_text, api_text)]
+    out["num_params"] = tab["num_parameters"].astype(float).to_numpy()
+    read = readability_many(combined, cache_dir=cache_dir)
+    promo = [promotional_words(t, lexicon=words) for t in combined]
+    out["flesch_reading_ease"] = [r["flesch_reading_ease"] for r in read]
+    out["positive_word_count"] = [float(p["positive_word_count"]) for p in promo]
+    out["flesch_kincaid_grade"] = [r["flesch_kincaid_grade"] for r in read]
+    out["word_count"] = [float(r["word_count"]) for r in read]
+    out["positive_word_rate"] = [p["positive_word_rate"] for p in promo]
 
 
 def _similarities(enc, clusters, tool_text, api_text, queries, progress):
@@ -331,7 +373,7 @@ def _missing(tab: pd.DataFrame, names) -> dict:
 _SUFFIXES = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
 
-def read_feature_table(path, *, catalog=None) -> ToolFeatures:
+def read_feature_table(path: str | os.PathLike[str], *, catalog: ToolCatalog | None = None) -> ToolFeatures:
     """Read a feature table (CSV, JSON or Parquet), e.g. the BiasBusters authors' ``authors_features.json``.
 
     Parameters
@@ -377,59 +419,16 @@ def read_feature_table(path, *, catalog=None) -> ToolFeatures:
     ['ChatGPT 3.5', 'ChatGPT 4.1']
     """
     path = Path(path)
-    if not path.exists():
-        raise SelectionLogError(problem(path, None, None, "file not found"))
-    kind = _SUFFIXES.get(path.suffix.lower())
-    if kind is None:
-        raise SelectionLogError(problem(path, None, None, f"expected a file ending in {', '.join(_SUFFIXES)}; "
-                                                          f"got {path.name!r} instead"))
-    frame = _load_frame(path, kind)
+    kind, frame = _open_feature_file(path)
     problems: list = []
     cols = list(frame.columns)
-    # selection rates: nested dict (JSON) or flat "selection_rate.<LLM>" columns
-    rate_cols = [c for c in cols if str(c).startswith(_RATE_PREFIX + ".")]
-    rates_long = []
-    if _RATE_PREFIX in cols:
-        for i, v in enumerate(frame[_RATE_PREFIX], start=1):
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                continue
-            if not isinstance(v, dict):
-                problems.append(problem(path, i, _RATE_PREFIX, f"expected an object {{LLM: rate}}, got {v!r}"))
-                continue
-            for model, r in v.items():
-                rates_long.append((i, str(model), r, f"{_RATE_PREFIX}.{model}"))
-    for c in rate_cols:
-        model = str(c)[len(_RATE_PREFIX) + 1:]
-        for i, r in enumerate(frame[c], start=1):
-            rates_long.append((i, model, r, str(c)))
+    rate_cols, rates_long = _rate_cells(frame, path, problems)
     ids = _identify(frame, path, catalog, problems)
     feature_cols = [c for c in cols if c not in ID_COLUMNS and c not in ("api", _RATE_PREFIX) and c not in rate_cols
                     and c not in META_COLUMNS]
-    values = {}
-    for c in feature_cols:
-        col = np.full(len(frame), np.nan)
-        for i, v in enumerate(frame[c]):
-            num = _number(v)
-            if num is None:
-                problems.append(problem(path, i + 1, c, f"expected a number (or empty), got {v!r}"))
-            else:
-                col[i] = num
-        values[str(c)] = col
-    rate_rows = []
-    for i, model, r, fieldname in rates_long:
-        num = _number(r)
-        if num is None or (not math.isnan(num) and not 0 <= num <= 1):
-            problems.append(problem(path, i, fieldname, f"expected a selection rate in [0, 1], got {r!r}"))
-        elif not math.isnan(num) and ids[i - 1] is not None:
-            rate_rows.append({"model": model, "cluster_id": ids[i - 1][1], "tool_id": ids[i - 1][0], "rate": num})
-    seen: dict = {}
-    for i, key in enumerate(ids, start=1):
-        if key is None:
-            continue
-        if key[0] in seen:
-            problems.append(problem(path, i, "tool_id", f"tool {key[0]!r} also in row {seen[key[0]]}"))
-        else:
-            seen[key[0]] = i
+    values = _feature_values(frame, path, feature_cols, problems)
+    rate_rows = _rate_rows(rates_long, ids, path, problems)
+    _duplicate_tools(ids, path, problems)
     if not feature_cols:
         problems.append(problem(path, None, None, "no feature columns (every column is an identifier or a rate)"))
     if problems:
@@ -452,23 +451,103 @@ def read_feature_table(path, *, catalog=None) -> ToolFeatures:
         msg = f"{path.name}: missing feature values stay NaN ({'; '.join(parts)}); see ToolFeatures.missing"
         warnings.warn(msg, DegenerateDataWarning, stacklevel=2)
         caught.append(msg)
-    prov = {"source": str(path), "format": kind, "catalog": None if catalog is None else catalog.source,
-            "identified_by": "tool_id" if "tool_id" in cols else ("cluster_id + api (0-based)" if "api" in cols
-                                                                  else "cluster_id + api_index (1-based)"),
-            "rates_from_file": rates is not None,
-            "ignored_columns": [c for c in cols if c in META_COLUMNS],
-            "models": [] if rates is None else list(dict.fromkeys(rates["model"]))}
-    ref = None
-    if "reference_date" in cols:
-        found = {str(v).strip() for v in frame["reference_date"] if _id(v) is not None}
-        if len(found) == 1:
-            try:
-                ref = check_reference_date(found.pop()[:10])
-                prov["reference_date"] = ref.isoformat()
-            except ValueError:
-                ref = None
+    prov: dict[str, Any] = {
+        "source": str(path), "format": kind, "catalog": None if catalog is None else catalog.source,
+        "identified_by": "tool_id" if "tool_id" in cols else ("cluster_id + api (0-based)" if "api" in cols
+                                                              else "cluster_id + api_index (1-based)"),
+        "rates_from_file": rates is not None,
+        "ignored_columns": [c for c in cols if c in META_COLUMNS],
+        "models": [] if rates is None else list(dict.fromkeys(rates["model"]))}
+    ref = _file_reference_date(frame, prov)
     return ToolFeatures(table=out, feature_names=names, centered=False, reference_date=ref, selection_rates=rates,
                         missing=missing, provenance=prov, warnings=tuple(caught), source=str(path))
+
+
+# -- read_feature_table's stages: open -> parse rates, ids, features -> validate -> build ----------------
+def _open_feature_file(path: Path) -> tuple[str, pd.DataFrame]:
+    """``(kind, rows)`` of a feature file; an error for a missing file or an unknown extension."""
+    if not path.exists():
+        raise SelectionLogError(problem(path, None, None, "file not found"))
+    kind = _SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise SelectionLogError(problem(path, None, None, f"expected a file ending in {', '.join(_SUFFIXES)}; "
+                                                          f"got {path.name!r} instead"))
+    return kind, _load_frame(path, kind)
+
+
+def _rate_cells(frame: pd.DataFrame, path: Path, problems: list) -> tuple[list, list]:
+    """``(flat rate columns, [(row, model, raw rate, field), ...])``: a nested dict (JSON) or flat
+    ``selection_rate.<LLM>`` columns."""
+    cols = list(frame.columns)
+    rate_cols = [c for c in cols if str(c).startswith(_RATE_PREFIX + ".")]
+    rates_long = []
+    if _RATE_PREFIX in cols:
+        for i, v in enumerate(frame[_RATE_PREFIX], start=1):
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                continue
+            if not isinstance(v, dict):
+                problems.append(problem(path, i, _RATE_PREFIX, f"expected an object {{LLM: rate}}, got {v!r}"))
+                continue
+            for model, r in v.items():
+                rates_long.append((i, str(model), r, f"{_RATE_PREFIX}.{model}"))
+    for c in rate_cols:
+        model = str(c)[len(_RATE_PREFIX) + 1:]
+        for i, r in enumerate(frame[c], start=1):
+            rates_long.append((i, model, r, str(c)))
+    return rate_cols, rates_long
+
+
+def _feature_values(frame: pd.DataFrame, path: Path, feature_cols: list, problems: list) -> dict:
+    """``{feature: float array}`` (NaN for empty); every non-numeric value a problem."""
+    values = {}
+    for c in feature_cols:
+        col = np.full(len(frame), np.nan)
+        for i, v in enumerate(frame[c]):
+            num = _number(v)
+            if num is None:
+                problems.append(problem(path, i + 1, c, f"expected a number (or empty), got {v!r}"))
+            else:
+                col[i] = num
+        values[str(c)] = col
+    return values
+
+
+def _rate_rows(rates_long: list, ids: list, path: Path, problems: list) -> list:
+    """The selection rates of identified rows as records; a rate outside [0, 1] a problem."""
+    rate_rows = []
+    for i, model, r, fieldname in rates_long:
+        num = _number(r)
+        if num is None or (not math.isnan(num) and not 0 <= num <= 1):
+            problems.append(problem(path, i, fieldname, f"expected a selection rate in [0, 1], got {r!r}"))
+        elif not math.isnan(num) and ids[i - 1] is not None:
+            rate_rows.append({"model": model, "cluster_id": ids[i - 1][1], "tool_id": ids[i - 1][0], "rate": num})
+    return rate_rows
+
+
+def _duplicate_tools(ids: list, path: Path, problems: list) -> None:
+    seen: dict = {}
+    for i, key in enumerate(ids, start=1):
+        if key is None:
+            continue
+        if key[0] in seen:
+            problems.append(problem(path, i, "tool_id", f"tool {key[0]!r} also in row {seen[key[0]]}"))
+        else:
+            seen[key[0]] = i
+
+
+def _file_reference_date(frame: pd.DataFrame, prov: dict) -> _dt.date | None:
+    """The file's ``reference_date`` when every row that has one gives the same valid date (else None)."""
+    if "reference_date" not in frame.columns:
+        return None
+    found = {str(v).strip() for v in frame["reference_date"] if _id(v) is not None}
+    if len(found) != 1:
+        return None
+    try:
+        ref = check_reference_date(found.pop()[:10])
+    except ValueError:
+        return None
+    prov["reference_date"] = ref.isoformat()
+    return ref
 
 
 def _load_frame(path: Path, kind: str) -> pd.DataFrame:
@@ -494,10 +573,9 @@ def _load_frame(path: Path, kind: str) -> pd.DataFrame:
     return frame
 
 
-def _identify(frame, path, catalog, problems) -> list:
+def _identify(frame: pd.DataFrame, path: Path, catalog: ToolCatalog | None, problems: list) -> list:
     """(tool_id, cluster_id, api_index) per row, or None for a row with a problem."""
     cols = frame.columns
-    out: list = []
     by_id = None
     if catalog is not None:
         t = catalog.table
@@ -507,61 +585,65 @@ def _identify(frame, path, catalog, problems) -> list:
         problems.append(problem(path, None, "tool_id", "identify tools by a `tool_id` column, or by `cluster_id` "
                                                        "with `api_index` (1-based) or `api` (0-based)"))
         return [None] * len(frame)
-    for i in range(len(frame)):
-        row = frame.iloc[i]
-        tid = _id(row.get("tool_id")) if "tool_id" in cols else None
-        cid = _id(row.get("cluster_id")) if "cluster_id" in cols else None
-        idx = None
-        if "api_index" in cols or "api" in cols:
-            raw = row.get("api_index") if "api_index" in cols else row.get("api")
-            num = _number(raw)
-            if num is None or math.isnan(num) or num != int(num):
-                if tid is None:
-                    problems.append(problem(path, i + 1, "api_index" if "api_index" in cols else "api",
-                                            f"expected an integer, got {raw!r}"))
-                    out.append(None)
-                    continue
-            else:
-                idx = int(num) + (1 if "api_index" not in cols else 0)
-        if tid is not None:
-            if by_id is not None:
-                if tid not in by_id:
-                    problems.append(problem(path, i + 1, "tool_id", f"unknown tool_id {tid!r} (not in catalog "
-                                                                    f"{catalog.source})"))
-                    out.append(None)
-                    continue
-                cid, idx = by_id[tid]
-            if cid is None:
-                problems.append(problem(path, i + 1, "cluster_id", "missing cluster_id (needed for cluster centring; "
-                                                                   "or pass the catalog)"))
-                out.append(None)
-                continue
-            out.append((tid, cid, idx if idx is not None else i + 1))
-            continue
-        if cid is None:
-            problems.append(problem(path, i + 1, "cluster_id", "missing cluster_id"))
-            out.append(None)
-            continue
-        if catalog is not None:
-            try:
-                tools = catalog.tools(cid)
-            except KeyError:
-                problems.append(problem(path, i + 1, "cluster_id", f"unknown cluster {cid!r} (catalog "
-                                                                   f"{catalog.source} has {catalog.clusters})"))
-                out.append(None)
-                continue
-            # an int here, except for a row without a tool_id in a table without an index column
-            api = cast(int, idx)
-            if not 1 <= api <= len(tools):
-                fld = "api_index" if "api_index" in cols else "api"
-                shown = api if fld == "api_index" else api - 1
-                problems.append(problem(path, i + 1, fld, f"index {shown} outside the cluster's {len(tools)} tools"))
-                out.append(None)
-                continue
-            out.append((tools[api - 1], cid, idx))
+    return [_row_key(frame.iloc[i], i + 1, cols, path, catalog, by_id, problems) for i in range(len(frame))]
+
+
+def _row_key(row: pd.Series, line: int, cols: pd.Index, path: Path, catalog: ToolCatalog | None,
+             by_id: dict | None, problems: list) -> tuple | None:
+    """(tool_id, cluster_id, api_index) of one row (``line`` 1-based), or None after adding its problem."""
+    tid = _id(row.get("tool_id")) if "tool_id" in cols else None
+    cid = _id(row.get("cluster_id")) if "cluster_id" in cols else None
+    idx = None
+    if "api_index" in cols or "api" in cols:
+        raw = row.get("api_index") if "api_index" in cols else row.get("api")
+        num = _number(raw)
+        if num is None or math.isnan(num) or num != int(num):
+            if tid is None:
+                problems.append(problem(path, line, "api_index" if "api_index" in cols else "api",
+                                        f"expected an integer, got {raw!r}"))
+                return None
         else:
-            out.append((f"{cid}/{idx}", cid, idx))
-    return out
+            idx = int(num) + (1 if "api_index" not in cols else 0)
+    if tid is not None:
+        return _key_by_tool_id(tid, cid, idx, line, path, catalog, by_id, problems)
+    if cid is None:
+        problems.append(problem(path, line, "cluster_id", "missing cluster_id"))
+        return None
+    if idx is None:               # a table identified by tool_id alone (no index column), this row without one
+        problems.append(problem(path, line, "tool_id", "missing tool_id (the table has no `api_index` or `api` "
+                                                       "column to identify the row by its cluster instead)"))
+        return None
+    if catalog is None:
+        return (f"{cid}/{idx}", cid, idx)
+    try:
+        tools = catalog.tools(cid)
+    except KeyError:
+        problems.append(problem(path, line, "cluster_id", f"unknown cluster {cid!r} (catalog "
+                                                          f"{catalog.source} has {catalog.clusters})"))
+        return None
+    api = idx
+    if not 1 <= api <= len(tools):
+        fld = "api_index" if "api_index" in cols else "api"
+        shown = api if fld == "api_index" else api - 1
+        problems.append(problem(path, line, fld, f"index {shown} outside the cluster's {len(tools)} tools"))
+        return None
+    return (tools[api - 1], cid, idx)
+
+
+def _key_by_tool_id(tid: str, cid: str | None, idx: int | None, line: int, path: Path, catalog: ToolCatalog | None,
+                    by_id: dict | None, problems: list) -> tuple | None:
+    """The key of a row with a ``tool_id``: cluster and index from the catalog when one is given."""
+    if by_id is not None:
+        if tid not in by_id:
+            problems.append(problem(path, line, "tool_id", f"unknown tool_id {tid!r} (not in catalog "
+                                                           f"{cast('ToolCatalog', catalog).source})"))
+            return None
+        cid, idx = by_id[tid]
+    if cid is None:
+        problems.append(problem(path, line, "cluster_id", "missing cluster_id (needed for cluster centring; "
+                                                          "or pass the catalog)"))
+        return None
+    return (tid, cid, idx if idx is not None else line)
 
 
 def _id(v):
