@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable, Sequence
 from typing import SupportsFloat, cast
 
 __all__ = ["MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci", "fmt_mean_sd", "fmt_p", "fmt_level",
@@ -28,17 +29,20 @@ MISSING = "\u2014"
 #: Default number of decimals for TV distances and rates (TV lies in [0, 1]; three decimals = 0.1 point).
 DIGITS = 3
 
+#: A value that may be shown as a number: anything ``float()`` accepts, or None for missing.
+Number = SupportsFloat | None
 
-def _finite(x) -> bool:
+
+def _finite(x: object) -> bool:
     if x is None or isinstance(x, bool):
         return False
     try:
-        return math.isfinite(float(x))
+        return math.isfinite(float(cast(SupportsFloat, x)))
     except (TypeError, ValueError):
         return False
 
 
-def fmt_num(x, digits=DIGITS) -> str:
+def fmt_num(x: Number, digits: int = DIGITS) -> str:
     """A number with a fixed number of decimals.
 
     Parameters
@@ -60,12 +64,22 @@ def fmt_num(x, digits=DIGITS) -> str:
     """
     if not _finite(x):
         return MISSING
-    out = f"{float(x):.{digits}f}"
+    out = f"{float(cast(SupportsFloat, x)):.{digits}f}"
     return out[1:] if out.startswith("-") and float(out) == 0 else out
 
 
-def fmt_int(n) -> str:
+def fmt_int(n: Number) -> str:
     """A count with thousands separators: ``14997 -> "14,997"``; :data:`MISSING` when missing.
+
+    Parameters
+    ----------
+    n : int, float or None
+        The count; a float is rounded to the nearest integer.
+
+    Returns
+    -------
+    str
+        ``"14,997"``; :data:`MISSING` for None or a non-finite value.
 
     Examples
     --------
@@ -74,10 +88,10 @@ def fmt_int(n) -> str:
     """
     if not _finite(n):
         return MISSING
-    return f"{round(float(n)):,}"
+    return f"{round(float(cast(SupportsFloat, n))):,}"
 
 
-def fmt_ci(ci, digits=DIGITS) -> str:
+def fmt_ci(ci: Sequence[Number] | None, digits: int = DIGITS) -> str:
     """A confidence interval as ``"[low, high]"``.
 
     Parameters
@@ -103,11 +117,20 @@ def fmt_ci(ci, digits=DIGITS) -> str:
     return f"[{fmt_num(low, digits)}, {fmt_num(high, digits)}]"
 
 
-def fmt_estimate_ci(estimate, ci, digits=DIGITS) -> str:
+def fmt_estimate_ci(estimate: Number, ci: Sequence[Number] | None, digits: int = DIGITS) -> str:
     """An estimate followed by its interval: ``"0.370 [0.356, 0.378]"``.
 
-    When the interval is missing only the estimate is shown; when the estimate is missing,
-    :data:`MISSING`.
+    Parameters
+    ----------
+    estimate : float or None
+    ci : ConfidenceInterval or (low, high) or None
+    digits : int, default 3
+
+    Returns
+    -------
+    str
+        ``"estimate [low, high]"``; only the estimate when the interval is missing; :data:`MISSING` when
+        the estimate is missing.
 
     Examples
     --------
@@ -121,8 +144,19 @@ def fmt_estimate_ci(estimate, ci, digits=DIGITS) -> str:
     return est if interval == MISSING else f"{est} {interval}"
 
 
-def fmt_mean_sd(mean, sd, digits=DIGITS) -> str:
+def fmt_mean_sd(mean: Number, sd: Number, digits: int = DIGITS) -> str:
     """``"mean ± sd"`` (the paper's Table 1 style); only the mean when ``sd`` is missing.
+
+    Parameters
+    ----------
+    mean : float or None
+    sd : float or None
+    digits : int, default 3
+
+    Returns
+    -------
+    str
+        ``"0.370 ± 0.005"``; :data:`MISSING` when the mean is missing.
 
     Examples
     --------
@@ -136,7 +170,7 @@ def fmt_mean_sd(mean, sd, digits=DIGITS) -> str:
     return m if s == MISSING else f"{m} \u00b1 {s}"
 
 
-def fmt_p(p, *, prefix=True, threshold=0.001) -> str:
+def fmt_p(p: Number, *, prefix: bool = True, threshold: float = 0.001) -> str:
     """A p-value: three decimals, or ``< 0.001`` below the threshold.
 
     Parameters
@@ -161,16 +195,26 @@ def fmt_p(p, *, prefix=True, threshold=0.001) -> str:
     """
     if not _finite(p):
         return MISSING
-    p = float(p)
-    if p < threshold:
+    value = float(cast(SupportsFloat, p))
+    if value < threshold:
         body = f"< {threshold:g}"
         return f"p {body}" if prefix else body
-    body = f"{p:.3f}"
+    body = f"{value:.3f}"
     return f"p = {body}" if prefix else body
 
 
-def fmt_level(level) -> str:
+def fmt_level(level: Number) -> str:
     """A confidence level as a percentage: ``0.95 -> "95%"``, ``0.975 -> "97.5%"``.
+
+    Parameters
+    ----------
+    level : float or None
+        A level in (0, 1).
+
+    Returns
+    -------
+    str
+        The percentage without trailing zeros; :data:`MISSING` when missing.
 
     Examples
     --------
@@ -179,13 +223,22 @@ def fmt_level(level) -> str:
     """
     if not _finite(level):
         return MISSING
-    return f"{100 * float(level):.10g}%"
+    return f"{100 * float(cast(SupportsFloat, level)):.10g}%"
 
 
-def fmt_range(values, digits=DIGITS) -> str:
+def fmt_range(values: Iterable[object], digits: int = DIGITS) -> str:
     """The range of some numbers: ``"0.036"`` when they agree at display precision, else ``"0.036\u20130.044"``.
 
-    Non-finite values are ignored; :data:`MISSING` when none is left.
+    Parameters
+    ----------
+    values : iterable of numbers
+        Non-numbers and non-finite values are ignored.
+    digits : int, default 3
+
+    Returns
+    -------
+    str
+        One number, or ``"low\u2013high"``; :data:`MISSING` when no finite number is left.
 
     Examples
     --------

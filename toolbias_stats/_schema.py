@@ -75,6 +75,16 @@ def standardise_name(name: str) -> str:
     Lower-case, replace every run of characters outside ``[A-Za-z0-9_]`` by one ``_``, strip
     leading/trailing ``_`` and prefix ``get_`` when the result starts with a digit.
 
+    Parameters
+    ----------
+    name : str
+        A tool or API name as written in the catalog.
+
+    Returns
+    -------
+    str
+        The standardised name (``[a-z0-9_]`` only).
+
     Examples
     --------
     >>> standardise_name("Text Language by API-Ninjas")
@@ -93,6 +103,18 @@ def standardise_name(name: str) -> str:
 
 def function_name(api_name: str, tool_name: str) -> str:
     """ToolBench function name ``{api}_for_{tool}`` of an endpoint.
+
+    Parameters
+    ----------
+    api_name : str
+        The endpoint's API name.
+    tool_name : str
+        The name of the tool the endpoint belongs to.
+
+    Returns
+    -------
+    str
+        Both names standardised with :func:`standardise_name`, joined by ``_for_``.
 
     Examples
     --------

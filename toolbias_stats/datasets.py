@@ -10,6 +10,11 @@ __all__ = ["data_dir", "path"]
 def data_dir() -> Path:
     """The bundled ``data/`` folder (next to the package in the repository checkout).
 
+    Returns
+    -------
+    pathlib.Path
+        The folder; each dataset is a subfolder with a ``PROVENANCE.md``.
+
     Examples
     --------
     >>> sorted(p.name for p in data_dir().iterdir() if (p / "PROVENANCE.md").exists())[:2]
@@ -20,6 +25,16 @@ def data_dir() -> Path:
 
 def path(name: str) -> Path:
     """Path of a bundled file, e.g. ``path("biasbusters/study.toml")``.
+
+    Parameters
+    ----------
+    name : str
+        The file's path relative to :func:`data_dir`, with ``/`` separators.
+
+    Returns
+    -------
+    pathlib.Path
+        The absolute path of the file (it exists).
 
     Raises
     ------

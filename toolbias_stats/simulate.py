@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ._validation import check_rng
@@ -28,6 +29,16 @@ class SimulatedStudy:
         True expected selection rate of each position.
     delta_api, delta_pos : float
         True cluster-averaged TV to uniform of ``p_api`` / ``p_pos``.
+
+    Examples
+    --------
+    A chooser that always takes the first position of the list: no API bias, all position bias.
+
+    >>> sim = simulate_selection_log(n_clusters=2, n_tools=4, n_queries=5, position_probs=[1, 0, 0, 0], rng=1)
+    >>> sim.p_pos[0].round(2).tolist(), round(sim.delta_pos, 2), round(sim.delta_api, 2)
+    ([1.0, 0.0, 0.0, 0.0], 0.75, 0.0)
+    >>> len(sim.log.data)  # 2 clusters x 5 queries x 4 rotations
+    40
     """
 
     log: SelectionLog
@@ -37,9 +48,10 @@ class SimulatedStudy:
     delta_pos: float
 
 
-def simulate_selection_log(*, n_clusters=10, n_tools=5, n_queries=100, n_runs=1, tool_probs=None,
-                           position_probs=None, permute_tools=True, p_no_call=0.0, model="simulated",
-                           rng=None) -> SimulatedStudy:
+def simulate_selection_log(*, n_clusters: int = 10, n_tools: int = 5, n_queries: int = 100, n_runs: int = 1,
+                           tool_probs: npt.ArrayLike | None = None, position_probs: npt.ArrayLike | None = None,
+                           permute_tools: bool = True, p_no_call: float = 0.0, model: str = "simulated",
+                           rng: np.random.Generator | int | None = None) -> SimulatedStudy:
     """Simulate a BiasBusters-style study: every query shown in all K cyclic rotations, in every run.
 
     Each attempt chooses the tool at position ``j`` of the list with probability proportional to

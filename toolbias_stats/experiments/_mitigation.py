@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import numbers
+import os
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -27,6 +29,9 @@ from ..metrics._bias import _json_num
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, query_weights
 from ..metrics._calibrated import calibrated_mean_tv
 from ..metrics._tv import expected_tv_uniform
+
+if TYPE_CHECKING:
+    from ..io import ToolCatalog
 
 __all__ = ["SubsetData", "read_subset_predictions", "read_subset_truth", "read_subset_table", "load_subsets",
            "subset_selection_metrics", "SubsetMetricsResult", "mitigation_distribution", "MitigationResult",
@@ -57,6 +62,17 @@ class SubsetData:
         ``"not_candidates"`` (predicted names that are not candidates of their query, e.g. a truncated or misspelt
         tool name from the LLM; kept in ``predicted``, so they count as false positives) and ``"repeated"``
         (a tool named more than once in one prediction; a subset is a set, so it counts once).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> preds = tbs.datasets.path("experiments/mitigation/predictions.jsonl")
+    >>> truth = tbs.datasets.path("experiments/mitigation/truth.json")
+    >>> data = load_subsets(preds, truth)
+    >>> data.table.columns.tolist()
+    ['query_id', 'cluster_id', 'predicted', 'correct', 'candidates', 'k']
+    >>> len(data.table), sorted(data.diagnostics)
+    (200, ['not_candidates', 'repeated'])
     """
 
     table: pd.DataFrame
@@ -66,12 +82,17 @@ class SubsetData:
 
 # ------------------------------------------------------------------------------------------------
 # readers
-def read_subset_predictions(path) -> dict:
+def read_subset_predictions(path: str | os.PathLike[str]) -> dict[str, tuple[int, frozenset[str]]]:
     """Read subset predictions: JSONL, one object ``{"query_id": int, "selected_tools": [tool_id, ...]}`` a line.
 
     The predictions are LLM output: a tool named twice in one line counts once (a subset is a set; listed by
     :func:`load_subsets` in ``SubsetData.diagnostics["repeated"]``), and a name that is not a candidate of its query
     is a wrong prediction, checked against the truth by :func:`load_subsets`.
+
+    Parameters
+    ----------
+    path : path-like
+        The JSONL file (UTF-8).
 
     Returns
     -------
@@ -83,6 +104,14 @@ def read_subset_predictions(path) -> dict:
     SelectionLogError
         Malformed JSON, a missing or non-integer ``query_id``, ``selected_tools`` not a list of strings, a
         duplicate query id; every problem as ``file:line:field: message``.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> preds = read_subset_predictions(tbs.datasets.path("experiments/mitigation/predictions.jsonl"))
+    >>> line, tools = preds["4"]
+    >>> line, sorted(tools)
+    (4, ['ip_geolocation_for_ip_address_geolocation'])
     """
     return _read_predictions(path)
 
@@ -132,12 +161,17 @@ def _read_predictions(path, with_lists=False):
     return (out, lists) if with_lists else out
 
 
-def read_subset_truth(path) -> dict:
+def read_subset_truth(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """Read the BiasBusters mitigation ground truth (JSON list of queries).
 
     Each entry is ``{"query_id", "cluster_id", "query", "correct_apis": [{"tool", "api_name"}, ...],
     "distractor_apis": [...]}``; tools are identified by the ToolBench function name
     ``standardise(api_name) + "_for_" + standardise(tool)`` (docs/schema.md, *Standardised names*).
+
+    Parameters
+    ----------
+    path : path-like
+        The ground-truth JSON file.
 
     Returns
     -------
@@ -149,6 +183,14 @@ def read_subset_truth(path) -> dict:
     SelectionLogError
         Malformed JSON, missing fields, an API without ``tool`` / ``api_name``, an empty ``correct_apis``, a
         duplicate query id (``file:record:field: message``).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> truth = read_subset_truth(tbs.datasets.path("experiments/mitigation/truth.json"))
+    >>> q = truth["4"]
+    >>> sorted(q), q["cluster_id"], len(q["correct"]) <= len(q["candidates"])
+    (['candidates', 'cluster_id', 'correct', 'record'], '4', True)
     """
     from ..io.readers._common import load_json
 
@@ -197,17 +239,40 @@ def read_subset_truth(path) -> dict:
     return out
 
 
-def read_subset_table(path) -> SubsetData:
+def read_subset_table(path: str | os.PathLike[str]) -> SubsetData:
     """Read the generic subset table (CSV or Parquet): one row per (query, candidate tool).
 
     Columns ``query_id``, ``tool_id``, ``selected`` (0/1: in the predicted subset), ``correct`` (0/1: can solve the
     query), optional ``cluster_id``. A query whose rows are all ``selected = 0`` is an empty prediction.
+
+    Parameters
+    ----------
+    path : path-like
+        A ``.csv`` file, or ``.parquet`` / ``.pq``.
+
+    Returns
+    -------
+    SubsetData
+        One entry per query; ``source`` names the table for both the predictions and the truth.
 
     Raises
     ------
     SelectionLogError
         A missing column, a value of ``selected``/``correct`` other than 0/1, a duplicate (query_id, tool_id), a
         query without a correct tool (``file:row:column: message``; rows are 1-based data rows).
+
+    Examples
+    --------
+    Query 1 predicts the correct tool and a distractor; query 2 predicts nothing:
+
+    >>> import pathlib, tempfile
+    >>> csv = "query_id,tool_id,selected,correct\\n1,a,1,1\\n1,b,1,0\\n2,a,0,1\\n2,c,0,0\\n"
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = pathlib.Path(d, "subsets.csv")
+    ...     _ = f.write_text(csv)
+    ...     data = read_subset_table(f)
+    >>> [(q, sorted(p), sorted(c)) for q, p, c in data.table[["query_id", "predicted", "correct"]].values]
+    [('1', ['a', 'b'], ['a']), ('2', [], ['a'])]
     """
     path = Path(path)
     if not path.exists():
@@ -251,7 +316,9 @@ def read_subset_table(path) -> SubsetData:
     return SubsetData(pd.DataFrame(rows), {"predictions": str(path), "truth": str(path)})
 
 
-def load_subsets(predictions, truth=None, *, missing="raise") -> SubsetData:
+def load_subsets(predictions: SubsetData | str | Path | Mapping[str, Sequence[str]],
+                 truth: str | Path | Mapping[str, Mapping[str, Any]] | None = None, *,
+                 missing: Literal["raise", "empty"] = "raise") -> SubsetData:
     """Join predictions with the ground truth into :class:`SubsetData`, checking every query and tool.
 
     Parameters
@@ -281,6 +348,15 @@ def load_subsets(predictions, truth=None, *, missing="raise") -> SubsetData:
     misspelt tool name) is a wrong prediction, not an input error: it stays in the predicted set, so it is a
     false positive (precision's denominator counts it, the exact match fails), as in BiasBusters' Table 2. A tool
     named twice in one prediction counts once (the paper's subsets are sets). Both are listed in ``diagnostics``.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> preds = tbs.datasets.path("experiments/mitigation/predictions.jsonl")
+    >>> truth = tbs.datasets.path("experiments/mitigation/truth.json")
+    >>> data = load_subsets(preds, truth)
+    >>> len(data.table), data.table["k"].value_counts().sort_index().to_dict()
+    (200, {2: 50, 3: 50, 4: 50, 5: 50})
     """
     if isinstance(predictions, SubsetData):
         return predictions
@@ -346,6 +422,20 @@ class SubsetMetricsResult(ReprHTMLMixin):
         prediction (counted once).
     diagnostics : dict
         ``SubsetData.diagnostics``: each not-candidate name and repeated tool with its line and query.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> preds = tbs.datasets.path("experiments/mitigation/predictions.jsonl")
+    >>> truth = tbs.datasets.path("experiments/mitigation/truth.json")
+    >>> res = subset_selection_metrics(preds, truth, n_resamples=100, rng=0)
+    >>> res.to_frame().query("group == 'overall'")[["metric", "estimate", "ci_low", "ci_high", "n"]].round(3)
+                metric  estimate  ci_low  ci_high    n
+    0  micro_precision     0.994   0.989    0.998  200
+    1     micro_recall     0.886   0.865    0.910  200
+    2      exact_match     0.650   0.572    0.715  200
+    >>> res.counts["queries"], res.counts["empty_predictions"]
+    (200, 1)
     """
 
     overall: dict
@@ -382,8 +472,11 @@ class SubsetMetricsResult(ReprHTMLMixin):
                 "diagnostics": {k: [dict(d) for d in v] for k, v in self.diagnostics.items()}}
 
 
-def subset_selection_metrics(predictions, truth=None, *, by="k", n_resamples=2000, confidence_level=0.95,
-                             missing="raise", rng=None) -> SubsetMetricsResult:
+def subset_selection_metrics(predictions: SubsetData | str | Path | Mapping[str, Sequence[str]],
+                             truth: str | Path | Mapping[str, Mapping[str, Any]] | None = None, *,
+                             by: Literal["k", "cluster_id"] | None = "k", n_resamples: int = 2000,
+                             confidence_level: float = 0.95, missing: Literal["raise", "empty"] = "raise",
+                             rng: np.random.Generator | int | None = None) -> SubsetMetricsResult:
     """Subset-selection quality: micro precision, micro recall and exact-set match (BiasBusters Table 2).
 
     Parameters
@@ -493,6 +586,20 @@ class MitigationResult(ReprHTMLMixin):
         Bias-corrected value and calibrated interval (:func:`~toolbias_stats.calibrated_mean_tv`).
     n_resamples : int
     confidence_level : float
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> preds = tbs.datasets.path("experiments/mitigation/predictions.jsonl")
+    >>> truth = tbs.datasets.path("experiments/mitigation/truth.json")
+    >>> res = mitigation_distribution(preds, truth, n_resamples=100, rng=0)
+    >>> res.to_frame()[["cluster", "K", "n_queries", "n_selecting"]].head(3)   # one query of cluster 3 selects none
+      cluster  K  n_queries  n_selecting
+    0       1  5         24           24
+    1       2  5         26           26
+    2       3  5         26           25
+    >>> res.shares.groupby("cluster")["share"].sum().round(6).unique().tolist()   # a distribution per cluster
+    [1.0]
     """
 
     shares: pd.DataFrame
@@ -514,8 +621,11 @@ class MitigationResult(ReprHTMLMixin):
                 "clusters": [{k: _json_num(v) for k, v in r.items()} for r in self.clusters.to_dict("records")]}
 
 
-def mitigation_distribution(predictions, truth=None, *, catalog=None, n_resamples=2000, confidence_level=0.95,
-                            missing="raise", rng=None) -> MitigationResult:
+def mitigation_distribution(predictions: SubsetData | str | Path | Mapping[str, Sequence[str]],
+                            truth: str | Path | Mapping[str, Mapping[str, Any]] | None = None, *,
+                            catalog: ToolCatalog | None = None, n_resamples: int = 2000,
+                            confidence_level: float = 0.95, missing: Literal["raise", "empty"] = "raise",
+                            rng: np.random.Generator | int | None = None) -> MitigationResult:
     """Per-cluster selection distribution implied by "choose uniformly from the predicted subset", and its delta_API.
 
     Parameters
@@ -540,6 +650,21 @@ def mitigation_distribution(predictions, truth=None, *, catalog=None, n_resample
     prediction makes no selection and is counted. ``delta_API = mean_c TV(P_c, U_K)``, with a query-bootstrap
     interval and the bias-corrected value of :func:`~toolbias_stats.calibrated_mean_tv` (expected-choice weights
     are fractional counts; their bootstrap law is what the calibration uses).
+
+    Examples
+    --------
+    Two queries of one cluster of three tools: ``{a}`` and ``{a, b}`` give a the share (1 + 1/2) / 2:
+
+    >>> truth = {"1": {"record": 1, "cluster_id": "1", "correct": frozenset("ab"), "candidates": frozenset("abc")},
+    ...          "2": {"record": 2, "cluster_id": "1", "correct": frozenset("abc"), "candidates": frozenset("abc")}}
+    >>> res = mitigation_distribution({"1": ["a"], "2": ["a", "b"]}, truth, n_resamples=0)
+    >>> res.shares[["tool_id", "share", "uniform"]].round(3)
+      tool_id  share  uniform
+    0       a   0.75    0.333
+    1       b   0.25    0.333
+    2       c   0.00    0.333
+    >>> round(res.delta_api, 4)   # TV to uniform: (0.75 - 1/3)
+    0.4167
     """
     data = load_subsets(predictions, truth, missing=missing)
     confidence_level = check_confidence_level(confidence_level)

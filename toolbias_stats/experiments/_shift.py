@@ -15,7 +15,12 @@ multiplicity adjustment) and :mod:`._shift_levels` (levels of a design column).
 from __future__ import annotations
 
 import numbers
+import os
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
 
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
@@ -37,13 +42,19 @@ from ._shift_results import (
 )
 from ._shift_stats import _adjust, _adjust_tools, calibrated_mean_shift
 
+if TYPE_CHECKING:
+    from ..io import SelectionCounts, SelectionLog, Study
+
 __all__ = ["selection_shift", "ShiftResult", "ShiftGroup", "ShiftEstimate", "ChangeEstimate", "TrendResult",
            "calibrated_mean_shift", "PAIRINGS", "SHIFT_METRICS", "CHANGE_METRICS"]
 
 
 # ------------------------------------------------------------------------------------------------
-def selection_shift(log, *, between="condition", base="base", by=("model",), n_resamples=2000,
-                    n_permutations=2000, confidence_level=0.95, pairing="auto", rng=None) -> ShiftResult:
+def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathLike[str], *, between: str = "condition",
+                    base: object = "base", by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
+                    n_permutations: int = 2000, confidence_level: float = 0.95,
+                    pairing: Literal["auto", "paired", "independent"] = "auto",
+                    rng: np.random.Generator | int | None = None) -> ShiftResult:
     """Compare every level of a design column with a base level: distribution shift and change in bias.
 
     Parameters
@@ -152,8 +163,8 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
     base="base", rng=1)``.
     """
     counts = load_counts(log)
-    confidence_level, n_resamples, n_permutations, by = _checked(counts, between, by, n_resamples, n_permutations,
-                                                                 confidence_level, pairing)
+    confidence_level, n_resamples, n_permutations, by_cols = _checked(counts, between, by, n_resamples,
+                                                                      n_permutations, confidence_level, pairing)
     design = list(counts.design_columns)
     table = counts.table
     numeric = _is_numeric(table[between])
@@ -171,12 +182,12 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
                f"excluded: {excluded}")
         warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
         caught.append(msg)
-    others = [c for c in design if c not in by and c != between]
+    others = [c for c in design if c not in by_cols and c != between]
     groups, trends = [], []
-    grouped = list(table.groupby(by, sort=True, dropna=False, observed=True)) if by else [((), table)]
+    grouped = list(table.groupby(by_cols, sort=True, dropna=False, observed=True)) if by_cols else [((), table)]
     for key, sub in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        keys = {b: _py(k) for b, k in zip(by, key)}
+        keys = {b: _py(k) for b, k in zip(by_cols, key)}
         levels = _levels(sub[between])
         base_here = _match_level(base_value, levels, numeric)
         if base_here is None or len(levels) < 2:
@@ -193,7 +204,7 @@ def selection_shift(log, *, between="condition", base="base", by=("model",), n_r
         warnings.warn(s, DegenerateDataWarning, stacklevel=2)
     caught.extend(skipped)
     groups = _adjust_tools(_adjust(groups), 1.0 - confidence_level)
-    return ShiftResult(groups=groups, trends=trends, between=between, base=_py(base_value), by=by, numeric=numeric,
+    return ShiftResult(groups=groups, trends=trends, between=between, base=_py(base_value), by=by_cols, numeric=numeric,
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
                        pairing=pairing, seed=seed, skipped=skipped, warnings=caught)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
+
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from .._validation import check_rng
@@ -12,7 +15,8 @@ from ..io._selection_log import SelectionLog
 __all__ = ["simulate_conditions", "choice_probabilities"]
 
 
-def choice_probabilities(tool_pref, position_pref=None):
+def choice_probabilities(tool_pref: npt.ArrayLike, position_pref: npt.ArrayLike | None = None
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """True tool and position selection rates of a multinomial-logit chooser under the K cyclic rotations.
 
     Parameters
@@ -46,12 +50,14 @@ def choice_probabilities(tool_pref, position_pref=None):
     p_pos = choice_p.mean(1)
     p_api = np.zeros((c, k))
     for r in range(k):
-        np.add.at(p_api, (slice(None), shown[r]), choice_p[:, r] / k)
+        np.add.at(p_api, (slice(None), shown[r]), choice_p[:, r] / k)  # type: ignore[arg-type]
     return p_api, p_pos, choice_p
 
 
-def simulate_conditions(conditions, *, n_queries=100, n_runs=1, column="condition", query_effect=0.0,
-                        model="SIMULATED", catalog=None, rng=None) -> SelectionLog:
+def simulate_conditions(conditions: Mapping[Hashable, tuple[npt.ArrayLike, npt.ArrayLike | None]], *,
+                        n_queries: int = 100, n_runs: int = 1, column: str = "condition", query_effect: float = 0.0,
+                        model: str = "SIMULATED", catalog: ToolCatalog | None = None,
+                        rng: np.random.Generator | int | None = None) -> SelectionLog:
     """Simulate a study in which the same queries are run under several conditions (SIMULATED data).
 
     Parameters

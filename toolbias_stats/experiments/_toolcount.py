@@ -6,7 +6,10 @@ The unit of a bias metric becomes (cluster, tool set shown), with K the size of 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -16,6 +19,9 @@ from .._validation import check_by
 from ..io._counts import load_counts
 from ..metrics._bias import _json_num
 from ..metrics._tv import expected_tv_uniform
+
+if TYPE_CHECKING:
+    from ..io import SelectionCounts, SelectionLog, Study
 
 __all__ = ["tool_count_bias", "ToolCountResult"]
 
@@ -31,6 +37,21 @@ class ToolCountResult(ReprHTMLMixin):
         ``n_used``, ``delta_api``, ``delta_pos``, their normalised values and ``null_expected`` (exact expectation
         of a uniform chooser with the same counts).
     by : list
+
+    Examples
+    --------
+    The bundled SIMULATED tool-count study (subsets of 2 to 5 tools of each cluster shown):
+
+    >>> import toolbias_stats as tbs
+    >>> res = tool_count_bias(tbs.datasets.path("experiments/toolcount.toml"))
+    >>> res.to_frame()[["K", "delta_api", "null_expected", "n_units", "n_used"]].round(3)
+       K  delta_api  null_expected  n_units  n_used
+    0  2      0.267          0.072       10     300
+    1  3      0.350          0.102       10     300
+    2  4      0.358          0.127       10     300
+    3  5      0.387          0.144       10     300
+    >>> res.units.columns.tolist()[:5]
+    ['model', 'cluster', 'tool_set', 'K', 'n_used']
     """
 
     units: pd.DataFrame
@@ -55,7 +76,8 @@ class ToolCountResult(ReprHTMLMixin):
                                              for r in self.to_frame().to_dict("records")]}
 
 
-def tool_count_bias(log, *, by=("model",)) -> ToolCountResult:
+def tool_count_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLike[str], *,
+                    by: str | Sequence[str] = ("model",)) -> ToolCountResult:
     """delta_API and delta_pos per (cluster, tool set shown), for studies that show subsets of a cluster's tools.
 
     Parameters
@@ -76,6 +98,19 @@ def tool_count_bias(log, *, by=("model",)) -> ToolCountResult:
     ``delta = TV(P, U_K)`` and ``normalised = delta / (1 - 1/K)``. Point estimates and the uniform-chooser
     expectation only: the per-ordering cells carry no query ids, so no query bootstrap is possible here (use
     :func:`selection_shift` with a ``k`` design column for intervals).
+
+    Examples
+    --------
+    Every attempt sees the full set of 4 tools here, so each cluster is one unit with K = 4:
+
+    >>> import numpy as np
+    >>> from toolbias_stats.experiments import simulate_conditions
+    >>> log = simulate_conditions({"base": (np.ones((2, 4)), [4, 1, 1, 1])}, n_queries=25, rng=0)
+    >>> res = tool_count_bias(log)
+    >>> res.units[["cluster", "K", "n_used"]].values.tolist()
+    [['1', 4, 100], ['2', 4, 100]]
+    >>> bool((res.units["delta_pos"] > res.units["null_expected"]).all())   # the first position wins 4/7
+    True
     """
     counts = load_counts(log)
     by = check_by(by, counts.design_columns)

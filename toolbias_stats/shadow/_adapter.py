@@ -15,6 +15,8 @@ without a recorded ordering (raw transcripts) cannot be placed in a manifest and
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -22,6 +24,9 @@ import pandas as pd
 from .._validation import check_by, check_choice
 from ..exceptions import ExcludedRowsWarning
 from ._io import ShadowAudit
+
+if TYPE_CHECKING:
+    from ..io import SelectionLog, Study, ToolCatalog
 
 __all__ = ["audit_from_study", "audit_from_selection_log", "INVALID_POLICIES", "UNITS"]
 
@@ -48,13 +53,15 @@ def _tool_names(catalog) -> dict:
     return dict(zip(tab["tool_id"].astype(str), name.str.strip()))
 
 
-def audit_from_selection_log(log, catalog, *, queries=None, by="model", invalid="exclude", unit="turn",
-                             name_text="catalog") -> ShadowAudit:
+def audit_from_selection_log(log: SelectionLog | pd.DataFrame, catalog: ToolCatalog, *,
+                             queries: Mapping[str, Sequence[str]] | None = None, by: str | Sequence[str] = "model",
+                             invalid: Literal["exclude", "keep"] = "exclude", unit: Literal["turn", "query"] = "turn",
+                             name_text: Literal["catalog", "id"] = "catalog") -> ShadowAudit:
     """A :class:`ShadowAudit` from a SelectionLog and its ToolCatalog.
 
     Parameters
     ----------
-    log : SelectionLog
+    log : SelectionLog or pandas.DataFrame
         Needs ``ordering`` (tool ids joined by ``|``, shown in that order), ``chosen_tool``, ``status``.
     catalog : ToolCatalog
         Description length = characters of ``tool_description`` + ``" "`` + ``api_description``.
@@ -146,16 +153,46 @@ def audit_from_selection_log(log, catalog, *, queries=None, by="model", invalid=
     return audit
 
 
-def audit_from_study(study, *, by="model", invalid="exclude", unit="turn", name_text="catalog") -> ShadowAudit:
+def audit_from_study(study: Study, *, by: str | Sequence[str] = "model",
+                     invalid: Literal["exclude", "keep"] = "exclude", unit: Literal["turn", "query"] = "turn",
+                     name_text: Literal["catalog", "id"] = "catalog") -> ShadowAudit:
     """A :class:`ShadowAudit` from a study (:func:`toolbias_stats.read_study`): its log, catalog and queries.
 
-    See :func:`audit_from_selection_log` for the parameters and for how attempts without a valid call enter.
+    See :func:`audit_from_selection_log` for how attempts without a valid call enter.
+
+    Parameters
+    ----------
+    study : Study
+        Its ``log``, ``catalog`` and ``queries`` (the turn's task text for domain S) are used.
+    by : str or list of str, default "model"
+        Columns kept as groups (one harness per LLM).
+    invalid : {"exclude", "keep"}, default "exclude"
+        Attempts whose status is not ``ok``: left out and counted, or kept with no tool called.
+    unit : {"turn", "query"}, default "turn"
+        Bootstrap and clustering unit (see :func:`audit_from_selection_log`).
+    name_text : {"catalog", "id"}, default "catalog"
+        The tool-name text embedded for S.
+
+    Returns
+    -------
+    ShadowAudit
+        One turn per attempt with a recorded ordering; ``tasks`` holds the text of each turn's query.
 
     Examples
     --------
+    A study built in memory from a simulated log and two queries per cluster (``tbs.read_study`` gives the
+    same for a manifest on disk):
+
     >>> import toolbias_stats as tbs
-    >>> study = tbs.read_study("data/biasbusters/study.toml")          # doctest: +SKIP
-    >>> audit = tbs.shadow.audit_from_study(study, by="model")         # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=2, rng=0).log
+    >>> study = tbs.Study(log=log, queries={"1": ["weather in Paris", "forecast for Rome"],
+    ...                                     "2": ["convert 5 USD to EUR", "exchange rate of the yen"]})
+    >>> audit = tbs.shadow.audit_from_study(study, by="model")
+    >>> audit
+    ShadowAudit(20 turns, 10 tools, 100 rows, groups=['model'])
+    >>> audit.tasks["0"]
+    'weather in Paris'
     """
     return audit_from_selection_log(study.log, study.catalog, queries=getattr(study, "queries", None), by=by,
                                     invalid=invalid, unit=unit, name_text=name_text)

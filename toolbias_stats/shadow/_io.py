@@ -13,8 +13,11 @@ them as ``file:row:column: message``, with CSV rows counted as 1-based data reco
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,6 +56,20 @@ class ShadowAudit:
         Provenance: the files read (or ``{"adapter": ...}``).
     n_excluded : dict
         Rows (attempts) left out, by reason (the adapter's attempts without a valid call, ...).
+
+    Examples
+    --------
+    Two turns of a three-tool manifest shown in one order (:meth:`from_frame` checks every value):
+
+    >>> import pandas as pd
+    >>> rows = pd.DataFrame({"turn_id": ["t1"] * 3 + ["t2"] * 3, "tool_name": ["search", "fetch", "math"] * 2,
+    ...                      "position": [1, 2, 3] * 2, "called": [1, 0, 0, 0, 1, 0], "relevant": [1, 1, 0, 1, 1, 0],
+    ...                      "desc_len": [120.0, 80.0, 60.0] * 2})
+    >>> audit = ShadowAudit.from_frame(rows, tasks={"t1": "find the paper", "t2": "download it"})
+    >>> audit
+    ShadowAudit(2 turns, 3 tools, 6 rows, groups=[])
+    >>> audit.rows.columns.tolist()
+    ['turn_id', 'tool_name', 'position', 'n_tools', 'called', 'relevant', 'desc_len', 'unit']
     """
 
     rows: pd.DataFrame
@@ -62,7 +79,9 @@ class ShadowAudit:
     n_excluded: dict = field(default_factory=dict)
 
     @classmethod
-    def from_frame(cls, rows, *, tasks=None, group_columns=(), source=None, n_excluded=None) -> ShadowAudit:
+    def from_frame(cls, rows: pd.DataFrame, *, tasks: Mapping[str, str] | pd.Series | None = None,
+                   group_columns: Sequence[str] = (), source: Mapping[str, Any] | None = None,
+                   n_excluded: Mapping[str, int] | None = None) -> ShadowAudit:
         """Build an audit from a long frame (simulations, adapters); checks the columns and their values.
 
         Parameters
@@ -74,6 +93,11 @@ class ShadowAudit:
             ``{turn_id: text}``.
         group_columns : sequence of str, default ()
         source, n_excluded : dict, optional
+
+        Returns
+        -------
+        ShadowAudit
+            Columns in :data:`ROW_COLUMNS` order plus the group columns (and ``similarity`` when given).
 
         Raises
         ------
@@ -136,8 +160,13 @@ class ShadowAudit:
 
 
 # -- files ------------------------------------------------------------------------------------------------------
-def read_manifest(path) -> pd.DataFrame:
+def read_manifest(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read a manifest JSON (array of ``{name, description}`` in presentation order).
+
+    Parameters
+    ----------
+    path : path-like
+        The manifest JSON file (UTF-8).
 
     Returns
     -------
@@ -222,7 +251,9 @@ def _binary(df, col, path, probs):
     return vals
 
 
-def read_shadow_audit(manifest, calls, labels, *, turns=None) -> ShadowAudit:
+def read_shadow_audit(manifest: str | Path | Sequence[str | os.PathLike[str]],
+                      calls: str | os.PathLike[str], labels: str | os.PathLike[str], *,
+                      turns: str | os.PathLike[str] | None = None) -> ShadowAudit:
     """Read a harness audit in the TOOL-SHADOW format and check every row.
 
     Parameters

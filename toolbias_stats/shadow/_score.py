@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -34,6 +36,15 @@ STATISTICS = {
          "description length and name-task similarity",
 }
 #: The effect-size scale of each domain (log odds ratio units).
+
+
+class TextEncoder(Protocol):
+    """What :func:`name_task_similarity` needs of an encoder: ``encode(list of str) -> (n, dim) array``."""
+
+    def encode(self, texts: list[str], /) -> Any:
+        ...
+
+
 EFFECTS = {"L": "log OR (top vs bottom quartile)", "D": "log OR per 2 SD of description length",
            "S": "Pearson r across tools (an ecological correlation: no conversion to a log OR applies)",
            "R": "log OR per 2 SD earlier in the list"}
@@ -64,6 +75,19 @@ class DomainScore:
         Why the domain is missing, or what was adjusted (dropped covariates, zero cells).
     bootstrap_z, bootstrap_effect : numpy.ndarray
         Replicates (NaN where a replicate could not be computed).
+
+    Examples
+    --------
+    A simulated audit whose first positions are favoured (log OR 1.5 between the first and the last place):
+
+    >>> import toolbias_stats as tbs
+    >>> audit = tbs.shadow.simulate_audit(200, 8, position_effect=1.5, rng=0)
+    >>> res = tbs.tool_shadow(audit, n_resamples=50, n_weight_draws=50, rng=0)
+    >>> L = res.groups[0].domains["L"]
+    >>> L.name, L.available, round(L.weight, 3), round(L.effect, 2)
+    ('L', True, 0.3, 1.78)
+    >>> round(L.contribution("effect"), 3) == round(L.weight * L.effect, 3)
+    True
     """
 
     name: str
@@ -81,8 +105,17 @@ class DomainScore:
     bootstrap_z: np.ndarray | None = field(repr=False, default=None)
     bootstrap_effect: np.ndarray | None = field(repr=False, default=None)
 
-    def contribution(self, scale="paper") -> float:
-        """``w_d z_d`` (paper) or ``w_d effect_d`` (effect); 0 when the domain is not available."""
+    def contribution(self, scale: Literal["paper", "effect"] = "paper") -> float:
+        """``w_d z_d`` (paper) or ``w_d effect_d`` (effect); 0 when the domain is not available.
+
+        Parameters
+        ----------
+        scale : {"paper", "effect"}, default "paper"
+
+        Returns
+        -------
+        float
+        """
         if not self.available:
             return 0.0
         return self.weight * (self.z if scale == "paper" else self.effect)
@@ -90,7 +123,17 @@ class DomainScore:
 
 @dataclass(frozen=True)
 class PBSScore:
-    """A Positional Bias Score on one scale: estimate, bootstrap CI and weight-sensitivity band (0-100)."""
+    """A Positional Bias Score on one scale: estimate, bootstrap CI and weight-sensitivity band (0-100).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> audit = tbs.shadow.simulate_audit(200, 8, position_effect=1.5, rng=0)
+    >>> res = tbs.tool_shadow(audit, n_resamples=50, n_weight_draws=50, rng=0)
+    >>> p = res.groups[0].pbs["effect"]
+    >>> p.scale, round(p.estimate, 1), p.ci.low <= p.estimate <= p.ci.high
+    ('effect', 67.7, True)
+    """
 
     scale: str
     estimate: float
@@ -101,7 +144,33 @@ class PBSScore:
 
 @dataclass(frozen=True)
 class ShadowGroup:
-    """TOOL-SHADOW of one harness (one group of the audit)."""
+    """TOOL-SHADOW of one harness (one group of the audit).
+
+    Attributes
+    ----------
+    keys : dict
+        The group's values of the ``by`` columns (empty without groups).
+    n_turns, n_units, n_tools, n_rows : int
+    domains : dict
+        ``{L, D, S, R: DomainScore}``.
+    pbs : dict
+        ``{"paper": PBSScore, "effect": PBSScore}``.
+    weights : dict
+        The weights used (renormalised over the available domains).
+    notes : tuple of str
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> audit = tbs.shadow.simulate_audit(200, 8, position_effect=1.5, rng=0)
+    >>> res = tbs.tool_shadow(audit, n_resamples=50, n_weight_draws=50, rng=0)
+    >>> g = res.groups[0]
+    >>> g.n_turns, g.n_tools, sorted(g.domains), round(g.pbs["paper"].estimate, 1)
+    (200, 8, ['D', 'L', 'R', 'S'], 96.1)
+    >>> print(g.notice())  # doctest: +NORMALIZE_WHITESPACE
+    pre-validation; not for deployment gating; PBS > 60: the per-domain breakdown is mandatory
+    (paper, calibration targets)
+    """
 
     keys: dict
     n_turns: int
@@ -113,8 +182,18 @@ class ShadowGroup:
     weights: dict
     notes: tuple = ()
 
-    def notice(self, scale="paper") -> str:
-        """The banner, plus the paper's rule when PBS > 60."""
+    def notice(self, scale: Literal["paper", "effect"] = "paper") -> str:
+        """The banner, plus the paper's rule when PBS > 60.
+
+        Parameters
+        ----------
+        scale : {"paper", "effect"}, default "paper"
+            The PBS whose value decides the rule.
+
+        Returns
+        -------
+        str
+        """
         text = BANNER
         est = self.pbs[scale].estimate
         if np.isfinite(est) and est > 60:
@@ -144,6 +223,24 @@ class ShadowResult(ReprHTMLMixin):
         ``"pre-validation; not for deployment gating"``.
     seed : object
         The ``rng`` argument (provenance).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> audit = tbs.shadow.simulate_audit(200, 8, position_effect=1.5, rng=0)
+    >>> res = tbs.tool_shadow(audit, n_resamples=50, n_weight_draws=50, rng=0)
+    >>> res.pbs_frame()[["scale", "pbs", "n_turns", "n_tools"]].round(1)
+        scale   pbs  n_turns  n_tools
+    0   paper  96.1      200        8
+    1  effect  67.7      200        8
+    >>> res.to_frame()[["domain", "effect", "weight"]].round(2)
+      domain  effect  weight
+    0      L    1.78    0.30
+    1      D   -0.36    0.18
+    2      S   -0.14    0.18
+    3      R    0.83    0.35
+    >>> res.to_dict()["banner"]
+    'pre-validation; not for deployment gating'
     """
 
     groups: tuple
@@ -189,25 +286,35 @@ class ShadowResult(ReprHTMLMixin):
                              "n_turns": g.n_turns, "n_tools": g.n_tools})
         return pd.DataFrame(rows)
 
-    def to_dict(self, scale=None) -> dict:
-        """The documented JSON (docs/tool_shadow.md): strict JSON, missing values are None."""
-        scale = self.scale if scale is None else check_choice("scale", scale, SCALES)
-        other = "effect" if scale == "paper" else "paper"
+    def to_dict(self, scale: Literal["paper", "effect"] | None = None) -> dict[str, Any]:
+        """The documented JSON (docs/tool_shadow.md): strict JSON, missing values are None.
+
+        Parameters
+        ----------
+        scale : {"paper", "effect"}, optional
+            The scale shown first; default :attr:`scale`.
+
+        Returns
+        -------
+        dict
+        """
+        shown: str = self.scale if scale is None else check_choice("scale", scale, SCALES)
+        other = "effect" if shown == "paper" else "paper"
         groups = []
         for g in self.groups:
-            p, o = g.pbs[scale], g.pbs[other]
+            p, o = g.pbs[shown], g.pbs[other]
             groups.append({
                 "keys": {k: _plain(v) for k, v in g.keys.items()}, "n_turns": g.n_turns, "n_units": g.n_units,
-                "n_tools": g.n_tools, "scale": scale,
+                "n_tools": g.n_tools, "scale": shown,
                 "pbs": {"estimate": _num(p.estimate), "ci": _ci(p.ci), "sensitivity": _ci(p.sensitivity)},
                 "pbs_other_scale": {"scale": other, "estimate": _num(o.estimate), "ci": _ci(o.ci),
                                     "sensitivity": _ci(o.sensitivity)},
                 "weights": {d: _num(g.weights[d]) for d in DOMAINS},
-                "domains": {d: _domain_dict(g.domains[d], scale) for d in DOMAINS},
+                "domains": {d: _domain_dict(g.domains[d], shown) for d in DOMAINS},
                 "notes": list(g.notes),
-                "notice": g.notice(scale),
+                "notice": g.notice(shown),
             })
-        return {"banner": self.banner, "scale": scale, "confidence_level": self.confidence_level,
+        return {"banner": self.banner, "scale": shown, "confidence_level": self.confidence_level,
                 "n_resamples": self.n_resamples, "n_weight_draws": self.n_weight_draws,
                 "holdout": self.holdout, "by": list(self.by), "seed": _plain(self.seed),
                 "weights": self.weights.to_dict(), "similarity": self.similarity,
@@ -245,7 +352,8 @@ def _domain_dict(s: DomainScore, scale):
 
 
 # -- similarity ---------------------------------------------------------------------------------------------------
-def name_task_similarity(audit: ShadowAudit, encoder=None):
+def name_task_similarity(audit: ShadowAudit, encoder: TextEncoder | str | None = None
+                         ) -> tuple[np.ndarray, dict[str, Any]]:
     """Cosine similarity between each turn's task text and each tool name, per row of ``audit.rows``.
 
     Parameters
@@ -259,18 +367,36 @@ def name_task_similarity(audit: ShadowAudit, encoder=None):
     -------
     (numpy.ndarray, dict)
         Similarity per row (NaN for turns without text) and provenance.
+
+    Examples
+    --------
+    A toy encoder (letter counts) stands in for the sentence encoder:
+
+    >>> import numpy as np, pandas as pd
+    >>> class Letters:
+    ...     def encode(self, texts):
+    ...         return np.array([[t.count(c) for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts], float)
+    >>> rows = pd.DataFrame({"turn_id": ["t1", "t1"], "tool_name": ["weather", "stocks"], "position": [1, 2],
+    ...                      "called": [1, 0], "relevant": [1, 1], "desc_len": [50.0, 40.0]})
+    >>> audit = ShadowAudit.from_frame(rows, tasks={"t1": "weather"})
+    >>> sim, info = name_task_similarity(audit, encoder=Letters())
+    >>> sim.round(3).tolist(), info["encoder"]   # 1 / (3 sqrt(8)) for "stocks"
+    ([1.0, 0.118], 'Letters')
     """
     rows = audit.rows
     if not audit.tasks:
         return np.full(len(rows), np.nan), {"available": False, "reason": "no task text for any turn"}
+    enc: TextEncoder
     if encoder is None or isinstance(encoder, str):
         from ..features import Encoder
 
-        encoder = Encoder(encoder)
+        enc = Encoder(encoder)
+    else:
+        enc = encoder
     tasks = list(dict.fromkeys(audit.tasks[t] for t in rows["turn_id"].unique() if t in audit.tasks))
     name_col = rows["tool_text"] if "tool_text" in rows.columns else rows["tool_name"]
     names = list(dict.fromkeys(name_col))
-    vecs = np.asarray(encoder.encode(tasks + names), dtype=float)
+    vecs = np.asarray(enc.encode(tasks + names), dtype=float)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs = vecs / np.where(norms > 0, norms, 1)
     tv, nv = vecs[:len(tasks)], vecs[len(tasks):]
@@ -284,10 +410,10 @@ def name_task_similarity(audit: ShadowAudit, encoder=None):
     if "tool_text" in rows.columns:
         texts += " [catalog tool_name + api_name]"
     info = {"available": True, "texts": texts, "n_tasks": len(tasks), "n_names": len(names)}
-    if hasattr(encoder, "describe"):
-        info.update(encoder.describe())
+    if hasattr(enc, "describe"):
+        info.update(enc.describe())
     else:
-        info["encoder"] = type(encoder).__name__
+        info["encoder"] = type(enc).__name__
     return out, info
 
 
@@ -331,8 +457,13 @@ def _check_tool_shadow_args(audit, by, scale, weights, cis, n_resamples, n_weigh
     return list(by), scale, weights, n_resamples, n_weight_draws, confidence_level, check_rng(rng)
 
 
-def tool_shadow(audit, *, by=None, scale="paper", weights=None, cis=None, n_resamples=2000, n_weight_draws=2000,
-                confidence_level=0.95, holdout=0.5, encoder=None, rng=None) -> ShadowResult:
+def tool_shadow(audit: ShadowAudit, *, by: str | Sequence[str] | None = None,
+                scale: Literal["paper", "effect"] = "paper",
+                weights: Mapping[str, float] | ShadowWeights | None = None,
+                cis: Mapping[str, Sequence[float]] | None = None, n_resamples: int = 2000,
+                n_weight_draws: int = 2000, confidence_level: float = 0.95, holdout: float | None = 0.5,
+                encoder: TextEncoder | str | Literal[False] | None = None,
+                rng: np.random.Generator | int | None = None) -> ShadowResult:
     """TOOL-SHADOW v1 Positional Bias Score of a harness audit, per harness, with honest uncertainty.
 
     Parameters
@@ -419,7 +550,7 @@ def tool_shadow(audit, *, by=None, scale="paper", weights=None, cis=None, n_resa
     0   paper  92.1    81.8     96.7      600       12
     1  effect  62.4    56.6     68.3      600       12
     """
-    by, scale, weights, B, n_draws, level, gen = _check_tool_shadow_args(
+    by_cols, scale_name, shadow_weights, B, n_draws, level, gen = _check_tool_shadow_args(
         audit, by, scale, weights, cis, n_resamples, n_weight_draws, confidence_level, holdout, rng)
     rows = audit.rows
     if "similarity" in rows.columns:
@@ -431,18 +562,18 @@ def tool_shadow(audit, *, by=None, scale="paper", weights=None, cis=None, n_resa
     else:
         sim_all, sim_info = name_task_similarity(audit, encoder)
     groups = []
-    grouped = [((), rows.index.to_numpy())] if not by else \
+    grouped = [((), rows.index.to_numpy())] if not by_cols else \
         [(k if isinstance(k, tuple) else (k,), idx)
-         for k, idx in rows.groupby(by, sort=True, observed=True).indices.items()]
+         for k, idx in rows.groupby(by_cols, sort=True, observed=True).indices.items()]
     for key, idx in grouped:
-        keys = dict(zip(by, key))
+        keys = dict(zip(by_cols, key))
         g = rows.iloc[idx]
-        groups.append(_score_group(g, sim_all[idx], keys, weights, B, n_draws, level, holdout, gen,
+        groups.append(_score_group(g, sim_all[idx], keys, shadow_weights, B, n_draws, level, holdout, gen,
                                    sim_reason=None if sim_info.get("available") else sim_info.get("reason")))
-    return ShadowResult(groups=tuple(groups), scale=scale, weights=weights, by=tuple(by), confidence_level=level,
-                        n_resamples=B, n_weight_draws=n_draws, holdout=holdout, similarity=sim_info,
-                        n_excluded=dict(audit.n_excluded), seed=rng if not isinstance(rng, np.random.Generator) else
-                        "Generator")
+    return ShadowResult(groups=tuple(groups), scale=scale_name, weights=shadow_weights, by=tuple(by_cols),
+                        confidence_level=level, n_resamples=B, n_weight_draws=n_draws, holdout=holdout,
+                        similarity=sim_info, n_excluded=dict(audit.n_excluded),
+                        seed=rng if not isinstance(rng, np.random.Generator) else "Generator")
 
 
 def _logistic(x):

@@ -11,9 +11,10 @@ from ._io import ShadowAudit
 __all__ = ["simulate_audit"]
 
 
-def simulate_audit(n_turns=600, n_tools=12, *, position_effect=0.0, length_effect=0.0, similarity_effect=0.0,
-                   length_position_corr=0.0, permute=False, relevant_per_turn=(2, 4), relevant_logit=0.0,
-                   irrelevant_logit=-4.0, rng=None) -> ShadowAudit:
+def simulate_audit(n_turns: int = 600, n_tools: int = 12, *, position_effect: float = 0.0,
+                   length_effect: float = 0.0, similarity_effect: float = 0.0, length_position_corr: float = 0.0,
+                   permute: bool = False, relevant_per_turn: tuple[int, int] = (2, 4), relevant_logit: float = 0.0,
+                   irrelevant_logit: float = -4.0, rng: np.random.Generator | int | None = None) -> ShadowAudit:
     """A harness audit drawn from a logistic call model with known effects.
 
     Parameters

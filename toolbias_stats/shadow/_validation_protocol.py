@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from .._display import ReprHTMLMixin
@@ -92,6 +93,15 @@ class ABOutcome(_OneRow):
         Tasks and the counts used (``b``, ``c`` discordant pairs, or the 2x2 table).
     method : str
     status : str
+
+    Examples
+    --------
+    >>> r = ab_primary_outcome([1, 1, 0, 1], [0, 1, 0, 0])
+    >>> r.table, r.paired
+    ({'b': 2, 'c': 0, 'concordant': 2}, True)
+    >>> r.to_frame()[["log_or", "ci_low", "ci_high", "n"]].round(3)   # log(2.5 / 0.5) +- 1.96 sqrt(1/2.5 + 1/0.5)
+       log_or  ci_low  ci_high  n
+    0   1.609  -1.427    4.646  4
     """
 
     log_or: float
@@ -105,7 +115,7 @@ class ABOutcome(_OneRow):
     confidence_level: float
     status: str = VALIDATION_STATUS
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
         f = lambda v: float(v) if math.isfinite(float(v)) else None  # noqa: E731
         return {"log_or": f(self.log_or), "ci": [f(self.ci.low), f(self.ci.high)], "se": f(self.se),
@@ -113,7 +123,8 @@ class ABOutcome(_OneRow):
                 "method": self.method, "confidence_level": self.confidence_level, "status": self.status}
 
 
-def ab_primary_outcome(correct_m, correct_m_prime, *, paired=True, confidence_level=0.95) -> ABOutcome:
+def ab_primary_outcome(correct_m: npt.ArrayLike, correct_m_prime: npt.ArrayLike, *, paired: bool = True,
+                       confidence_level: float = 0.95) -> ABOutcome:
     """Log odds ratio of a correct tool choice between manifest M and its permutation M', with a CI.
 
     Parameters
@@ -175,7 +186,16 @@ def ab_primary_outcome(correct_m, correct_m_prime, *, paired=True, confidence_le
 
 @dataclass(frozen=True)
 class CalibrationResult(_OneRow):
-    """Calibration-in-the-large: mean(observed - predicted) PBS with a t interval; target ``|.| <= 7``."""
+    """Calibration-in-the-large: mean(observed - predicted) PBS with a t interval; target ``|.| <= 7``.
+
+    Examples
+    --------
+    >>> r = calibration_in_the_large([50, 60, 70, 40], [48, 61, 65, 41])
+    >>> round(r.difference, 2), r.met, r.demonstrated
+    (1.25, True, True)
+    >>> r.to_dict()["n"], r.to_dict()["target"]
+    (4, 7.0)
+    """
 
     difference: float
     ci: ConfidenceInterval
@@ -186,14 +206,15 @@ class CalibrationResult(_OneRow):
     confidence_level: float
     status: str = VALIDATION_STATUS
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
         return _strict({"difference": self.difference, "ci": list(self.ci), "n": self.n, "target": self.target,
                         "met": self.met, "demonstrated": self.demonstrated,
                         "confidence_level": self.confidence_level, "status": self.status})
 
 
-def calibration_in_the_large(observed, predicted, *, target=CALIBRATION_TARGET, confidence_level=0.95):
+def calibration_in_the_large(observed: npt.ArrayLike, predicted: npt.ArrayLike, *, target: float = CALIBRATION_TARGET,
+                             confidence_level: float = 0.95) -> CalibrationResult:
     """Calibration-in-the-large of PBS on held-out audits: mean(observed - predicted), target ``|.| <= 7``.
 
     Parameters
@@ -240,7 +261,14 @@ def calibration_in_the_large(observed, predicted, *, target=CALIBRATION_TARGET, 
 
 @dataclass(frozen=True)
 class DiscriminationResult(_OneRow):
-    """AUC of PBS against a binary outcome with DeLong's CI; target >= 0.65."""
+    """AUC of PBS against a binary outcome with DeLong's CI; target >= 0.65.
+
+    Examples
+    --------
+    >>> r = discrimination_auc([0.1, 0.4, 0.35, 0.8, 0.7], [0, 0, 1, 1, 1])
+    >>> round(r.auc, 3), r.n_positive, r.n_negative, r.met
+    (0.833, 3, 2, True)
+    """
 
     auc: float
     ci: ConfidenceInterval
@@ -253,7 +281,7 @@ class DiscriminationResult(_OneRow):
     confidence_level: float
     status: str = VALIDATION_STATUS
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
         return _strict({"auc": self.auc, "ci": list(self.ci), "se": self.se, "n_positive": self.n_positive,
                         "n_negative": self.n_negative, "target": self.target, "met": self.met,
@@ -261,7 +289,8 @@ class DiscriminationResult(_OneRow):
                         "status": self.status})
 
 
-def discrimination_auc(scores, outcome, *, target=AUC_TARGET, confidence_level=0.95) -> DiscriminationResult:
+def discrimination_auc(scores: npt.ArrayLike, outcome: npt.ArrayLike, *, target: float = AUC_TARGET,
+                       confidence_level: float = 0.95) -> DiscriminationResult:
     """AUC of PBS against the binary outcome "permutation-sensitive task", with DeLong's CI.
 
     Parameters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,18 @@ class ShadowWeights:
         The derivation: ``domain, source, hr_lower, hr_upper, se, inverse_variance, weight_before_renormalisation,
         weight, precision``.
     rule : str
+
+    Examples
+    --------
+    >>> w = worksheet_weights()
+    >>> w.weights, w.floor
+    ({'L': 0.3, 'D': 0.175, 'S': 0.175, 'R': 0.35}, 0.175)
+    >>> w.table[["domain", "source", "weight"]]
+      domain          source  weight
+    0      L  paper v1 table   0.300
+    1      D   floor (no CI)   0.175
+    2      S   floor (no CI)   0.175
+    3      R  paper v1 table   0.350
     """
 
     weights: dict
@@ -54,7 +67,8 @@ class ShadowWeights:
                 "rule": self.rule, "table": tab.to_dict(orient="records")}
 
 
-def worksheet_weights(cis=None, *, floor=None) -> ShadowWeights:
+def worksheet_weights(cis: Mapping[str, Sequence[float]] | None = None, *,
+                      floor: float | None = None) -> ShadowWeights:
     """The paper's weight-derivation worksheet: inverse-variance weights from published CIs, floors elsewhere.
 
     Parameters
@@ -131,7 +145,8 @@ def worksheet_weights(cis=None, *, floor=None) -> ShadowWeights:
                          f"1 - {floor:g} x {n_floor} by inverse variance; others at the floor {floor:g}; renormalised")
 
 
-def draw_weights(weights: ShadowWeights, n_draws: int, rng, *, concentration: float = 20.0, available=None):
+def draw_weights(weights: ShadowWeights, n_draws: int, rng: np.random.Generator, *, concentration: float = 20.0,
+                 available: Collection[str] | None = None) -> np.ndarray:
     """Weights drawn around ``weights`` for the sensitivity band, with the floors kept.
 
     A draw is ``Dirichlet(concentration x w)``; every low-precision domain then gets at least the floor and the
@@ -139,10 +154,30 @@ def draw_weights(weights: ShadowWeights, n_draws: int, rng, *, concentration: fl
     rest is renormalised. With the default concentration 20 a v1 weight of 0.30 varies with a coefficient of
     variation of about 33%.
 
+    Parameters
+    ----------
+    weights : ShadowWeights
+        The centre of the draws and the precision flags (which domains keep the floor).
+    n_draws : int
+    rng : numpy.random.Generator
+    concentration : float, default 20
+        Dirichlet concentration: larger values draw closer to ``weights``.
+    available : collection of str, optional
+        Domains that can be computed; the others get weight 0. Default: all four.
+
     Returns
     -------
     numpy.ndarray of shape (n_draws, 4)
-        Columns in :data:`DOMAINS` order.
+        Columns in :data:`DOMAINS` order; every row sums to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> w = draw_weights(worksheet_weights(), 1000, np.random.default_rng(0), available={"L", "D", "R"})
+    >>> w.shape, bool(np.allclose(w.sum(1), 1)), bool((w[:, 2] == 0).all())
+    ((1000, 4), True, True)
+    >>> bool((w[:, 1] >= 0.175).all())   # D keeps at least its floor before renormalisation
+    True
     """
     base = np.array([weights.weights[d] for d in DOMAINS])
     low = np.array([weights.precision[d] == "low" for d in DOMAINS])

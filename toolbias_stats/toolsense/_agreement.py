@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from .._display import ReprHTMLMixin
@@ -45,7 +48,7 @@ def _components(counts):
     return m, p_item, diag
 
 
-def agreement_coefficients(counts, weights=None):
+def agreement_coefficients(counts: npt.ArrayLike, weights: npt.ArrayLike | None = None) -> dict[str, Any]:
     """Fleiss' kappa, Gwet's AC1 and Krippendorff's alpha (nominal) from an items x categories count table.
 
     Parameters
@@ -123,6 +126,20 @@ class AgreementResult(ReprHTMLMixin):
     resample : str
         ``"item"``.
     warnings : list of str
+
+    Examples
+    --------
+    Three raters label four items; two items are split 2:1:
+
+    >>> import pandas as pd
+    >>> ann = pd.DataFrame({"item_id": list("aaabbbcccddd"), "rater": list("xyz") * 4,
+    ...                     "label": list("111000110001")})
+    >>> res = agreement(ann, n_resamples=0)
+    >>> res.to_frame()[["group", "coefficient", "estimate", "n_items", "percent_agreement"]].round(3)
+      group         coefficient  estimate  n_items  percent_agreement
+    0   all        fleiss_kappa     0.333        4              0.667
+    1   all            gwet_ac1     0.333        4              0.667
+    2   all  krippendorff_alpha     0.389        4              0.667
     """
 
     table: pd.DataFrame
@@ -159,8 +176,9 @@ class AgreementResult(ReprHTMLMixin):
                 "groups": groups}
 
 
-def agreement(annotations, *, by=None, n_resamples=2000, confidence_level=0.95, ci_method="percentile",
-              rng=None) -> AgreementResult:
+def agreement(annotations: pd.DataFrame, *, by: str | Sequence[str] | None = None, n_resamples: int = 2000,
+              confidence_level: float = 0.95, ci_method: Literal["percentile", "bca"] = "percentile",
+              rng: np.random.Generator | int | None = None) -> AgreementResult:
     """Fleiss' kappa, Gwet's AC1 and Krippendorff's alpha overall and per group, with item-bootstrap CIs.
 
     Parameters

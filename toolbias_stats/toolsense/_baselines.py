@@ -9,8 +9,9 @@ places the anchor tool first for 389 of the 500 queries.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -21,17 +22,37 @@ from ..metrics._bootstrap import ConfidenceInterval, percentile_ci
 from ..metrics._tv import expected_tv_uniform, tv_to_uniform
 from ._retrieval import RetrievalResult, _ci_json, _num, retrieval_recall
 
+if TYPE_CHECKING:
+    from ._io import RRBBenchmark
+
 __all__ = ["tool_text", "bm25_rankings", "dense_rankings", "retrieval_baselines", "BaselineResult",
            "correct_set_bias", "CorrectSetBiasResult", "SCOPES"]
 
 #: Where a retriever searches: the query's 14-tool candidate pool, or every tool of the file.
-SCOPES = ("pool", "catalog")
+SCOPES: tuple[Literal["pool", "catalog"], ...] = ("pool", "catalog")
 
 
-def tool_text(tools: pd.DataFrame) -> list:
+class TextEncoder(Protocol):
+    """What the dense ranker needs of an encoder: ``encode(list of str) -> (n, dim) array``."""
+
+    def encode(self, texts: list[str], /) -> Any:
+        ...
+
+
+def tool_text(tools: pd.DataFrame) -> list[str]:
     """The text a retriever sees for each tool (title, description, endpoint and its description).
 
     The text is ``"title: description. endpoint: endpoint description"``.
+
+    Parameters
+    ----------
+    tools : pandas.DataFrame
+        Columns ``tool_title``, ``tool_description``, ``api_title``, ``api_description`` (``RRBBenchmark.tools``).
+
+    Returns
+    -------
+    list of str
+        One text per row; an endpoint description that is missing, ``"None"`` or equal to its title is left out.
 
     Examples
     --------
@@ -74,16 +95,37 @@ def _rankings(benchmark, score_matrix_fn, scope, k, gen):
     return pd.DataFrame(rows)
 
 
-def bm25_rankings(benchmark, *, scope="pool", k=50, rng=None) -> pd.DataFrame:
+def bm25_rankings(benchmark: RRBBenchmark, *, scope: Literal["pool", "catalog"] = "pool", k: int = 50,
+                  rng: np.random.Generator | int | None = None) -> pd.DataFrame:
     """BM25 (``bm25s``, Lucene variant, k1 = 1.5, b = 0.75, English stop words) rankings of the RRB queries.
 
     The index holds every tool of the file (so IDF is the catalog's); ``scope="pool"`` ranks the 14 candidates
     of each query, ``scope="catalog"`` all 4,901 tools.
 
+    Parameters
+    ----------
+    benchmark : RRBBenchmark
+    scope : {"pool", "catalog"}, default "pool"
+    k : int, default 50
+        Length of each ranking (at most the pool's 14 with ``scope="pool"``).
+    rng : None, int or numpy.random.Generator
+        For breaking ties at random.
+
     Returns
     -------
     pandas.DataFrame
         ``sample_id``, ``constrained`` (top-k names), ``free`` (None).
+
+    Examples
+    --------
+    >>> from toolbias_stats.toolsense import read_rrb, retrieval_recall
+    >>> rrb = read_rrb()
+    >>> ranked = bm25_rankings(rrb, k=5, rng=0)
+    >>> ranked.shape, len(ranked["constrained"].iloc[0])
+    ((500, 3), 5)
+    >>> res = retrieval_recall(rrb, ranked, k=[1, 5], n_resamples=0)
+    >>> round(res.estimates[("model", "all", 1)]["rc"].estimate, 3)
+    0.546
     """
     import bm25s
 
@@ -102,16 +144,35 @@ def bm25_rankings(benchmark, *, scope="pool", k=50, rng=None) -> pd.DataFrame:
     return _rankings(benchmark, scores, scope, k, gen)
 
 
-def dense_rankings(benchmark, *, encoder=None, scope="pool", k=50, rng=None) -> pd.DataFrame:
+def dense_rankings(benchmark: RRBBenchmark, *, encoder: TextEncoder | None = None,
+                   scope: Literal["pool", "catalog"] = "pool", k: int = 50,
+                   rng: np.random.Generator | int | None = None) -> pd.DataFrame:
     """Dense rankings by cosine similarity of sentence embeddings (default: the bundled MiniLM, offline, cached).
 
     Parameters
     ----------
+    benchmark : RRBBenchmark
     encoder : object with ``encode(list of str) -> (n, d) array``, optional
         Default :class:`toolbias_stats.features.Encoder` (all-MiniLM-L6-v2 with the on-disk embedding cache).
     scope : {"pool", "catalog"}
     k : int
     rng : for tie-breaking
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``sample_id``, ``constrained`` (top-k names by cosine similarity), ``free`` (None).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> class Letters:   # a toy encoder: letter counts (the default is the bundled MiniLM)
+    ...     def encode(self, texts):
+    ...         return np.array([[t.lower().count(c) for c in "abcdefghijklmnopqrstuvwxyz "] for t in texts], float)
+    >>> from toolbias_stats.toolsense import read_rrb
+    >>> ranked = dense_rankings(read_rrb(), encoder=Letters(), k=3, rng=0)
+    >>> ranked.shape, len(ranked["constrained"].iloc[0]), bool(ranked["free"].isna().all())
+    ((500, 3), 3, True)
     """
     check_choice("scope", scope, SCOPES)
     gen = check_rng(rng)
@@ -147,6 +208,17 @@ class BaselineResult(ReprHTMLMixin):
     correct_set : dict
         ``{config: CorrectSetBiasResult}`` for the catalog-scope rankings.
     notes : list of str
+
+    Examples
+    --------
+    >>> from toolbias_stats.toolsense import read_rrb
+    >>> res = retrieval_baselines(read_rrb(), methods=["bm25"], scopes=["pool"], k=[1, 5], n_resamples=100, rng=0)
+    >>> res.to_frame().query("tier == 'all'")[["config", "k", "n", "recall", "hits"]]
+          config  k    n  recall  hits
+    6  bm25/pool  1  500   0.546   273
+    7  bm25/pool  5  500   0.900   450
+    >>> sorted(res.correct_set), res.notes[0]
+    (['bm25/pool'], 'Recall@k within the 14-tool pool is 1 for k >= 14 by construction.')
     """
 
     recall: RetrievalResult
@@ -177,8 +249,11 @@ class BaselineResult(ReprHTMLMixin):
                 "correct_set_bias": {c: r.to_dict() for c, r in self.correct_set.items()}, "notes": self.notes}
 
 
-def retrieval_baselines(benchmark, *, methods=("bm25", "dense"), scopes=SCOPES, k=(1, 5, 10, 50), encoder=None,
-                        n_resamples=2000, confidence_level=0.95, rng=None) -> BaselineResult:
+def retrieval_baselines(benchmark: RRBBenchmark, *, methods: Sequence[Literal["bm25", "dense"]] = ("bm25", "dense"),
+                        scopes: Sequence[Literal["pool", "catalog"]] = SCOPES,
+                        k: Sequence[int] = (1, 5, 10, 50), encoder: TextEncoder | None = None,
+                        n_resamples: int = 2000, confidence_level: float = 0.95,
+                        rng: np.random.Generator | int | None = None) -> BaselineResult:
     """BM25 and dense retrieval Recall@k on the RRB, per tier, within the pool and over the union catalog.
 
     Parameters
@@ -199,6 +274,24 @@ def retrieval_baselines(benchmark, *, methods=("bm25", "dense"), scopes=SCOPES, 
     Within the pool, Recall@k is 1 for every k >= 14 (the pool has 14 tools). These numbers are measured
     by this package; the paper's BM25 / text-embedding-3-large rows use another protocol (Stage-2 hard
     split, its own catalog).
+
+    Examples
+    --------
+    Dense retrieval within each query's pool with a toy encoder:
+
+    >>> import numpy as np
+    >>> class Letters:   # a toy encoder: letter counts (the default is the bundled MiniLM)
+    ...     def encode(self, texts):
+    ...         return np.array([[t.lower().count(c) for c in "abcdefghijklmnopqrstuvwxyz "] for t in texts], float)
+    >>> from toolbias_stats.toolsense import read_rrb
+    >>> res = retrieval_baselines(read_rrb(), methods=["dense"], scopes=["pool"], k=[1, 14], encoder=Letters(),
+    ...                           n_resamples=0, rng=0)
+    >>> res.to_frame().query("tier == 'all'")[["config", "k", "recall"]].round(3)   # the pool has 14 tools
+           config   k  recall
+    6  dense/pool   1   0.318
+    7  dense/pool  14   1.000
+    >>> res.recall.configs, res.encoder is None
+    (['dense/pool'], True)
     """
     gen = check_rng(rng)
     check_n_resamples(n_resamples)
@@ -222,7 +315,7 @@ def retrieval_baselines(benchmark, *, methods=("bm25", "dense"), scopes=SCOPES, 
             else:
                 rankings[f"{m}/{s}"] = dense_rankings(benchmark, encoder=encoder, scope=s, k=kk, rng=gen)
         seconds[m] = time.perf_counter() - t0
-        if m == "dense" and hasattr(encoder, "describe"):
+        if m == "dense" and encoder is not None and hasattr(encoder, "describe"):
             enc_info = encoder.describe()
     # pool rankings hold 14 names: pad k beyond the pool with the full pool (Recall@k = Recall@14)
     recall = retrieval_recall(benchmark, rankings, k=ks, n_resamples=n_resamples, confidence_level=confidence_level,
@@ -251,6 +344,21 @@ class CorrectSetBiasResult(ReprHTMLMixin):
     counts : dict
         ``{K: counts per answer slot}``.
     n_null : int
+
+    Examples
+    --------
+    The file's pool order puts the anchor (the first-listed answer) first far more often than 1/K:
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import read_rrb
+    >>> rrb = read_rrb()
+    >>> in_order = pd.DataFrame({"sample_id": rrb.queries["sample_id"], "constrained": rrb.queries["pool"]})
+    >>> res = correct_set_bias(rrb, in_order, n_resamples=100, n_null=100, rng=0)
+    >>> res.to_frame()[["k_answers", "n", "first_listed_share", "first_listed_expected"]].iloc[-1:].round(3)
+      k_answers    n  first_listed_share  first_listed_expected
+    7       all  333               0.865                  0.286
+    >>> res.counts[2]   # queries with two correct tools: which answer slot was ranked first
+    [44, 2]
     """
 
     table: pd.DataFrame
@@ -272,8 +380,10 @@ class CorrectSetBiasResult(ReprHTMLMixin):
                 "confidence_level": self.confidence_level}
 
 
-def correct_set_bias(benchmark, predictions, *, decoding="constrained", min_answers=2, n_resamples=2000,
-                     n_null=2000, confidence_level=0.95, rng=None) -> CorrectSetBiasResult:
+def correct_set_bias(benchmark: RRBBenchmark, predictions: pd.DataFrame, *,
+                     decoding: Literal["constrained", "free"] = "constrained", min_answers: int = 2,
+                     n_resamples: int = 2000, n_null: int = 2000, confidence_level: float = 0.95,
+                     rng: np.random.Generator | int | None = None) -> CorrectSetBiasResult:
     """How evenly a ranker puts each of several correct tools first: delta_API over the correct set.
 
     For every query with ``K >= min_answers`` correct tools whose ranking contains one of them, the
@@ -297,6 +407,27 @@ def correct_set_bias(benchmark, predictions, *, decoding="constrained", min_answ
     Returns
     -------
     CorrectSetBiasResult
+
+    Examples
+    --------
+    A ranker that lists the pool in reverse file order:
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import read_rrb
+    >>> rrb = read_rrb()
+    >>> reverse = pd.DataFrame({"sample_id": rrb.queries["sample_id"],
+    ...                         "constrained": [p[::-1] for p in rrb.queries["pool"]]})
+    >>> res = correct_set_bias(rrb, reverse, n_resamples=100, n_null=100, rng=0)
+    >>> res.to_frame()[["k_answers", "n", "delta", "null_expected"]].round(3)
+      k_answers    n  delta  null_expected
+    0         2   46  0.457          0.059
+    1         3  121  0.435          0.051
+    2         4   28  0.464          0.129
+    3         5   74  0.357          0.093
+    4         6   46  0.572          0.132
+    5         7   16  0.589          0.248
+    6         8    2  0.875          0.766
+    7       all  333  0.452          0.093
     """
     check_choice("decoding", decoding, ("constrained", "free"))
     gen = check_rng(rng)

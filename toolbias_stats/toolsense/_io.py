@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -41,11 +44,34 @@ MSG_TWO_LABELS = "rater {rater!r} gives item {item!r} a second label {label!r} (
 
 
 class ToolSenseError(SelectionLogError):
-    """Invalid ToolSense benchmark, prediction or annotation input (lists ``file:line:field: message``)."""
+    """Invalid ToolSense benchmark, prediction or annotation input (lists ``file:line:field: message``).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = pathlib.Path(d, "preds.jsonl")
+    ...     _ = f.write_text('{"id": "q1", "answer": "Yes"}\\n{"id": "q1", "answer": "No"}\\n')
+    ...     try:
+    ...         read_probe_predictions(f, read_probe("qa"))
+    ...     except ToolSenseError as err:
+    ...         print(err.n_problems, err.problems[0].split(":", 1)[1])
+    2 1:id: id 'q1' is not in the benchmark QA
+    """
 
 
-def bundled_path(kind: str) -> Path:
+def bundled_path(kind: Literal["rrb", "mcq", "qa"]) -> Path:
     """Path of a vendored benchmark file (``kind`` in ``"rrb"``, ``"mcq"``, ``"qa"``) under ``data/toolsense``.
+
+    Parameters
+    ----------
+    kind : {"rrb", "mcq", "qa"}
+        The Realistic Retrieval Benchmark or one of the two probing benchmarks.
+
+    Returns
+    -------
+    pathlib.Path
+        The JSONL file.
 
     Examples
     --------
@@ -72,6 +98,15 @@ class RRBBenchmark:
     tools : pandas.DataFrame
         The union catalog: one row per distinct ``tool_name`` with its title and descriptions.
     path : str
+
+    Examples
+    --------
+    >>> rrb = read_rrb()
+    >>> rrb.n, len(rrb.tools), len(rrb.tool_names())
+    (500, 4901, 4901)
+    >>> first = rrb.queries.iloc[0]
+    >>> str(first["tier"]), int(first["n_answers"]), len(first["pool"])
+    ('easy', 1, 14)
     """
 
     queries: pd.DataFrame
@@ -82,7 +117,7 @@ class RRBBenchmark:
     def n(self) -> int:
         return len(self.queries)
 
-    def tool_names(self) -> frozenset:
+    def tool_names(self) -> frozenset[str]:
         """Every tool name of the file (pools and answers)."""
         return frozenset(self.tools["tool_name"])
 
@@ -101,6 +136,15 @@ class ProbeBenchmark:
     chance : float
         Accuracy of a random guesser (0.25 for MCQ, 0.5 for QA).
     path : str
+
+    Examples
+    --------
+    >>> mcq = read_probe("mcq")
+    >>> mcq.kind, mcq.n, mcq.chance
+    ('mcq', 496, 0.25)
+    >>> item = mcq.items.iloc[0]
+    >>> item["answer"], item["options"]
+    ('Thailand', ('Thailand', 'Japan', 'Singapore', 'Indonesia'))
     """
 
     kind: str
@@ -155,7 +199,7 @@ def _tool(obj, path, line, field, problems):
 
 
 # -- benchmarks ------------------------------------------------------------------------------------
-def read_rrb(path=None) -> RRBBenchmark:
+def read_rrb(path: str | os.PathLike[str] | None = None) -> RRBBenchmark:
     """Read the Realistic Retrieval Benchmark (JSONL).
 
     Parameters
@@ -241,7 +285,7 @@ def read_rrb(path=None) -> RRBBenchmark:
     return RRBBenchmark(queries=queries, tools=tools, path=str(path))
 
 
-def read_probe(kind: str, path=None) -> ProbeBenchmark:
+def read_probe(kind: Literal["mcq", "qa"], path: str | os.PathLike[str] | None = None) -> ProbeBenchmark:
     """Read the MCQ (``kind="mcq"``) or yes/no QA (``kind="qa"``) probing benchmark (JSONL).
 
     Parameters
@@ -321,7 +365,9 @@ RRB_PRED_COLUMNS = ("sample_id", "constrained", "free")
 PROBE_PRED_COLUMNS = ("id", "answer")
 
 
-def read_rrb_predictions(path, benchmark: RRBBenchmark, *, columns=None, k=None) -> pd.DataFrame:
+def read_rrb_predictions(path: str | os.PathLike[str], benchmark: RRBBenchmark, *,
+                         columns: Mapping[str, str] | None = None,
+                         k: int | Sequence[int] | None = None) -> pd.DataFrame:
     """Read ranked RRB predictions (JSONL) and check them against the benchmark.
 
     Each line is ``{"sample_id": ..., "constrained": [name, ...], "free": [name, ...]}``: the top-k tool
@@ -351,6 +397,21 @@ def read_rrb_predictions(path, benchmark: RRBBenchmark, *, columns=None, k=None)
         Malformed JSON, ids absent from the benchmark, duplicate ids, lists that are not lists of strings,
         lists shorter than ``max(k)``, a decoding present on some lines only, benchmark queries without a
         prediction line.
+
+    Examples
+    --------
+    A file that ranks each query's candidate pool in file order (constrained decoding only):
+
+    >>> import json, pathlib, tempfile
+    >>> rrb = read_rrb()
+    >>> lines = [json.dumps({"sample_id": s, "constrained": list(p)})
+    ...          for s, p in zip(rrb.queries["sample_id"], rrb.queries["pool"])]
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = pathlib.Path(d, "preds.jsonl")
+    ...     _ = f.write_text("\\n".join(lines) + "\\n")
+    ...     preds = read_rrb_predictions(f, rrb, k=[1, 5])
+    >>> preds.shape, len(preds["constrained"].iloc[0]), bool(preds["free"].isna().all())
+    ((500, 4), 14, True)
     """
     cols = _mapping(columns, RRB_PRED_COLUMNS)
     path = Path(path)
@@ -406,7 +467,8 @@ def read_rrb_predictions(path, benchmark: RRBBenchmark, *, columns=None, k=None)
     return frame
 
 
-def read_probe_predictions(path, benchmark: ProbeBenchmark, *, columns=None) -> pd.DataFrame:
+def read_probe_predictions(path: str | os.PathLike[str], benchmark: ProbeBenchmark, *,
+                           columns: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Read MCQ/QA predictions (JSONL ``{"id": ..., "answer": ...}``) and check the ids.
 
     The answer is the chosen option's text for MCQ (compared with the correct answer after trimming white
@@ -430,6 +492,20 @@ def read_probe_predictions(path, benchmark: ProbeBenchmark, *, columns=None) -> 
     ToolSenseError
         Malformed JSON, missing fields, duplicate ids, ids absent from the benchmark, probes without a
         prediction.
+
+    Examples
+    --------
+    Answers written with another field name (``pred``), mapped with ``columns``:
+
+    >>> import json, pathlib, tempfile
+    >>> qa = read_probe("qa")
+    >>> lines = [json.dumps({"id": i, "pred": "yes"}) for i in qa.items["id"]]
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = pathlib.Path(d, "qa_preds.jsonl")
+    ...     _ = f.write_text("\\n".join(lines))
+    ...     preds = read_probe_predictions(f, qa, columns={"answer": "pred"})
+    >>> preds.columns.tolist(), len(preds), preds["answer"].iloc[0]
+    (['id', 'answer', 'source_line'], 500, 'yes')
     """
     cols = _mapping(columns, PROBE_PRED_COLUMNS)
     path = Path(path)
@@ -470,7 +546,8 @@ def read_probe_predictions(path, benchmark: ProbeBenchmark, *, columns=None) -> 
 ANNOTATION_COLUMNS = ("item_id", "rater", "label")
 
 
-def read_annotations(path, *, columns=None, groups=None) -> pd.DataFrame:
+def read_annotations(path: str | os.PathLike[str], *, columns: Mapping[str, str] | None = None,
+                     groups: Sequence[str] | None = None) -> pd.DataFrame:
     """Read an annotation table (CSV with ``item_id, rater, label``; optional grouping columns).
 
     Parameters
@@ -497,6 +574,17 @@ def read_annotations(path, *, columns=None, groups=None) -> pd.DataFrame:
     -----
     For the RRB, where annotators mark which of the 14 candidates match a query, write one item per
     (query, candidate) with a binary label (``item_id = "<sample_id>::<tool_name>"``).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> csv = "item_id,rater,label,tier\\nq1,ann1,1,easy\\nq1,ann2,1,easy\\nq2,ann1,0,hard\\nq2,ann2,1,hard\\n"
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = pathlib.Path(d, "annotations.csv")
+    ...     _ = f.write_text(csv)
+    ...     ann = read_annotations(f)
+    >>> ann.columns.tolist(), ann["source_line"].tolist()
+    (['item_id', 'rater', 'label', 'tier', 'source_line'], [2, 3, 4, 5])
     """
     cols = _mapping(columns, ANNOTATION_COLUMNS)
     path = Path(path)

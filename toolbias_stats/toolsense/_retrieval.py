@@ -6,9 +6,12 @@ Pure functions of a benchmark and prediction frames (see :mod:`._io`); nothing i
 from __future__ import annotations
 
 import warnings
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy import special
 
@@ -17,6 +20,9 @@ from .._validation import check_choice, check_confidence_level, check_n_resample
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._io import TIERS, _as_ks, read_rrb  # noqa: F401  (read_rrb: doctest)
+
+if TYPE_CHECKING:
+    from ._io import RRBBenchmark
 
 __all__ = ["retrieval_recall", "RetrievalResult", "RecallEstimate", "ISEstimate", "compare_configurations",
            "ComparisonResult", "fieller_ratio_ci", "delta_ratio_ci", "internalization_score", "DECODINGS"]
@@ -39,8 +45,30 @@ def _ci_json(ci):
     return None if lo is None and hi is None else [lo, hi]
 
 
-def internalization_score(rf, rc):
+@overload
+def internalization_score(rf: float, rc: float) -> float:
+    ...
+
+
+@overload
+def internalization_score(rf: npt.ArrayLike, rc: npt.ArrayLike) -> float | np.ndarray:
+    ...
+
+
+def internalization_score(rf: npt.ArrayLike, rc: npt.ArrayLike) -> float | np.ndarray:
     """IS = Rf / Rc, and 0 where Rc = 0 (the paper's Eq. 2); works elementwise on arrays.
+
+    Parameters
+    ----------
+    rf : float or array_like
+        Free-decoding recall Rf@k.
+    rc : float or array_like
+        Constrained-decoding recall Rc@k (same shape, or broadcastable).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        A float for scalar input, else an array of the broadcast shape.
 
     Examples
     --------
@@ -56,7 +84,8 @@ def internalization_score(rf, rc):
     return float(out) if out.ndim == 0 else out
 
 
-def fieller_ratio_ci(mean_f, mean_c, var_f, var_c, cov_fc, confidence_level=0.95) -> ConfidenceInterval:
+def fieller_ratio_ci(mean_f: float, mean_c: float, var_f: float, var_c: float, cov_fc: float,
+                     confidence_level: float = 0.95) -> ConfidenceInterval:
     """Fieller's interval for the ratio ``mean_f / mean_c`` of two (correlated) asymptotically normal means.
 
     Parameters
@@ -112,13 +141,30 @@ def fieller_ratio_ci(mean_f, mean_c, var_f, var_c, cov_fc, confidence_level=0.95
     return ConfidenceInterval(0.0, np.inf)
 
 
-def delta_ratio_ci(is_hat, rf, rc, ci_f, ci_c, confidence_level=0.95) -> ConfidenceInterval:
+def delta_ratio_ci(is_hat: float, rf: float, rc: float, ci_f: Sequence[float], ci_c: Sequence[float],
+                   confidence_level: float = 0.95) -> ConfidenceInterval:
     """The paper's delta-method interval for IS (Appendix G), for comparison.
 
     ``sigma_x`` is the half-width of the bootstrap interval of ``R_x`` divided by ``z`` (1.96 at 95%),
     ``sigma_IS = IS * sqrt((sigma_f/Rf)^2 + (sigma_c/Rc)^2)`` (written as ``sqrt(sigma_f^2 + IS^2 sigma_c^2)/Rc``,
     its limit when Rf = 0), and the interval ``IS +- z sigma_IS`` clipped to [0, 1]. Undefined (NaN) when
     Rc = 0.
+
+    Parameters
+    ----------
+    is_hat : float
+        The estimate ``Rf / Rc``.
+    rf, rc : float
+        Free and constrained recall (``rf`` is kept for the paper's signature; the formula uses ``is_hat``).
+    ci_f, ci_c : (float, float)
+        Bootstrap intervals of Rf and Rc.
+    confidence_level : float, default 0.95
+        The level of ``ci_f`` and ``ci_c`` and of the returned interval.
+
+    Returns
+    -------
+    ConfidenceInterval
+        ``(nan, nan)`` when ``rc`` is not positive or an interval bound is not finite.
 
     Examples
     --------
@@ -150,6 +196,20 @@ class RecallEstimate:
     ci_percentile, ci_bca : ConfidenceInterval
     standard_error : float
         Bootstrap standard error.
+
+    Examples
+    --------
+    Ranking each query's candidate pool in file order (the file lists the anchor tool first):
+
+    >>> import pandas as pd
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> in_order = pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"],
+    ...                          "free": [p[1:] for p in q["pool"]]})
+    >>> res = retrieval_recall(rrb, in_order, k=[1, 5], n_resamples=200, rng=0)
+    >>> rc = res.estimates[("model", "all", 1)]["rc"]
+    >>> rc.hits, rc.n, rc.estimate, rc.ci.low < rc.estimate < rc.ci.high
+    (413, 500, 0.826, True)
     """
 
     estimate: float
@@ -183,6 +243,21 @@ class ISEstimate:
         BCa interval of the same replicates.
     ci_delta : ConfidenceInterval
         The paper's delta-method interval (Appendix G), for comparison only.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> in_order = pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"],
+    ...                          "free": [p[1:] for p in q["pool"]]})
+    >>> res = retrieval_recall(rrb, in_order, k=[1, 5], n_resamples=200, rng=0)
+    >>> est = res.estimates[("model", "all", 1)]
+    >>> is_ = est["is"]
+    >>> round(is_.estimate, 4) == round(est["rf"].estimate / est["rc"].estimate, 4), is_.ci == is_.ci_fieller
+    (True, True)
+    >>> [round(x, 3) for x in is_.ci_fieller]
+    [0.238, 0.32]
     """
 
     estimate: float
@@ -225,6 +300,21 @@ class RetrievalResult(ReprHTMLMixin):
     resample : str
         ``"query, stratified by tier"``.
     warnings : list of str
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> in_order = pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"],
+    ...                          "free": [p[1:] for p in q["pool"]]})
+    >>> res = retrieval_recall(rrb, in_order, k=[1, 5], n_resamples=200, rng=0)
+    >>> res.to_frame().query("tier == 'all'")[["config", "k", "rc", "rf", "is"]].round(3)
+      config  k     rc     rf     is
+    6  model  1  0.826  0.230  0.278
+    7  model  5  0.952  0.572  0.601
+    >>> res.to_dict()["rows"][0]["tier"], res.invalid["model"]["constrained"]["invalid"]
+    ('easy', 0)
     """
 
     table: pd.DataFrame
@@ -246,8 +336,19 @@ class RetrievalResult(ReprHTMLMixin):
         """Tidy, unrounded table (one row per configuration, tier and k)."""
         return self.table.copy()
 
-    def rows(self, config=None) -> list:
-        """The documented ``rows`` of ``toolsense score --json`` for one configuration."""
+    def rows(self, config: str | None = None) -> list[dict[str, Any]]:
+        """The documented ``rows`` of ``toolsense score --json`` for one configuration.
+
+        Parameters
+        ----------
+        config : str, optional
+            Default: the first configuration.
+
+        Returns
+        -------
+        list of dict
+            One per tier (easy, medium, hard, all) and k.
+        """
         config = self.configs[0] if config is None else config
         out = []
         for tier in (*TIERS, ALL):
@@ -289,8 +390,11 @@ def _hit_matrix(answers, lists, ks, valid):
                   "rate": (n_invalid / n_names) if n_names else None, "queries_with_invalid": int(q_invalid)}
 
 
-def retrieval_recall(benchmark, predictions, *, k=(1, 5, 10, 50), catalog=None, n_resamples=2000,
-                     confidence_level=0.95, ci_method="bca", rng=None) -> RetrievalResult:
+def retrieval_recall(benchmark: RRBBenchmark, predictions: pd.DataFrame | Mapping[str, pd.DataFrame], *,
+                     k: int | Sequence[int] = (1, 5, 10, 50), catalog: Collection[str] | None = None,
+                     n_resamples: int = 2000, confidence_level: float = 0.95,
+                     ci_method: Literal["bca", "percentile"] = "bca",
+                     rng: np.random.Generator | int | None = None) -> RetrievalResult:
     """Constrained and free Recall@k and the Internalization Score per tier, with intervals.
 
     Parameters
@@ -522,6 +626,20 @@ class ComparisonResult(ReprHTMLMixin):
         ci_low, ci_high`` (paired query-bootstrap percentile interval of ``recall_a - recall_b``), ``only_a``,
         ``only_b`` (discordant queries), ``p_mcnemar`` (exact), ``p_holm`` (Holm over all rows).
     confidence_level : float
+
+    Examples
+    --------
+    See :func:`compare_configurations`:
+
+    >>> import pandas as pd
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> preds = {"in_order": pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"], "free": None}),
+    ...          "reversed": pd.DataFrame({"sample_id": q["sample_id"], "constrained": [p[::-1] for p in q["pool"]],
+    ...                                    "free": None})}
+    >>> cmp = compare_configurations(retrieval_recall(rrb, preds, k=1, n_resamples=200, rng=0))
+    >>> cmp.to_dict()["comparisons"][0]["only_a"], cmp.to_dict()["comparisons"][0]["only_b"]
+    (383, 16)
     """
 
     table: pd.DataFrame
@@ -538,7 +656,9 @@ class ComparisonResult(ReprHTMLMixin):
                                 for r in self.table.to_dict(orient="records")]}
 
 
-def compare_configurations(result: RetrievalResult, *, pairs=None, metric="rc", k=None, tier="all"):
+def compare_configurations(result: RetrievalResult, *, pairs: Sequence[tuple[str, str]] | None = None,
+                           metric: Literal["rc", "rf"] = "rc", k: int | Sequence[int] | None = None,
+                           tier: str | Sequence[str] = "all") -> ComparisonResult:
     """Paired comparisons of configurations scored on the same queries: recall difference, McNemar, Holm.
 
     Parameters
@@ -563,6 +683,23 @@ def compare_configurations(result: RetrievalResult, *, pairs=None, metric="rc", 
     exact McNemar test (``statsmodels.stats.contingency_tables.mcnemar(exact=True)``) uses the discordant
     queries; Holm's step-down adjustment (``statsmodels.stats.multitest.multipletests``) runs over every
     row of the table.
+
+    Examples
+    --------
+    The pool in file order (anchor first) against the same pool reversed, on the same queries and replicates:
+
+    >>> import pandas as pd
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> preds = {"in_order": pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"], "free": None}),
+    ...          "reversed": pd.DataFrame({"sample_id": q["sample_id"], "constrained": [p[::-1] for p in q["pool"]],
+    ...                                    "free": None})}
+    >>> res = retrieval_recall(rrb, preds, k=[1, 5], n_resamples=200, rng=0)
+    >>> cmp = compare_configurations(res, k=1, tier=["easy", "all"])
+    >>> cmp.to_frame()[["config_a", "config_b", "tier", "recall_a", "recall_b", "only_a", "only_b"]].round(3)
+       config_a  config_b  tier  recall_a  recall_b  only_a  only_b
+    0  in_order  reversed  easy     0.982     0.000     164       0
+    1  in_order  reversed   all     0.826     0.092     383      16
     """
     from statsmodels.stats.contingency_tables import mcnemar
     from statsmodels.stats.multitest import multipletests
