@@ -16,6 +16,7 @@ from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._data import pilot_groups
+from ._json import records as _records
 
 __all__ = ["variance_components", "VarianceComponents", "pairing_correlation", "COMPONENTS", "DESIGN_METRICS"]
 
@@ -240,8 +241,6 @@ class VarianceComponents(ReprHTMLMixin):
         return self.summary.copy()
 
     def to_dict(self) -> dict:
-        from ._plan import _records
-
         return {"layout": self.layout, "by": list(self.by), "n_resamples": self.n_resamples,
                 "confidence_level": self.confidence_level,
                 "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),

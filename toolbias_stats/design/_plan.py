@@ -17,6 +17,7 @@ from scipy import special
 from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_rng
 from ._components import _MATRIX, COMPONENTS, DESIGN_METRICS, VarianceComponents, variance_components
+from ._json import records as _records
 
 __all__ = ["plan_study", "StudyPlan", "TARGET_KINDS", "DEFAULT_QUERIES", "DEFAULT_RUNS"]
 
@@ -26,23 +27,6 @@ TARGET_KINDS = ("width", "mde", "shift")
 DEFAULT_QUERIES = (10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000)
 DEFAULT_RUNS = (1, 2, 3, 5)
 _BISECT = 16
-
-
-def _records(frame: pd.DataFrame) -> list:
-    """JSON-ready records (NaN -> None, numpy scalars -> Python)."""
-    out = []
-    for rec in frame.to_dict(orient="records"):
-        row = {}
-        for k, v in rec.items():
-            if isinstance(v, (np.integer,)):
-                v = int(v)
-            elif isinstance(v, (float, np.floating)):
-                v = None if not np.isfinite(v) else float(v)
-            elif isinstance(v, np.bool_):
-                v = bool(v)
-            row[k] = v
-        out.append(row)
-    return out
 
 
 def _is_real(value) -> bool:
