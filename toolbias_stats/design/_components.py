@@ -6,7 +6,9 @@ See :func:`variance_components` and docs/design.md.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +19,13 @@ from .._validation import check_choice, check_confidence_level, check_n_resample
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._data import pilot_groups
 from ._json import records as _records
+
+if TYPE_CHECKING:
+    import os
+
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["variance_components", "VarianceComponents", "pairing_correlation", "COMPONENTS", "DESIGN_METRICS"]
 
@@ -238,9 +247,11 @@ class VarianceComponents(ReprHTMLMixin):
         return self.table.copy()
 
     def summary_frame(self) -> pd.DataFrame:
+        """The summary table (one row per group and metric: estimate, design, standard errors, rows), unrounded."""
         return self.summary.copy()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON mapping: the settings, the component table and the summary as records (NaN -> None)."""
         return {"layout": self.layout, "by": list(self.by), "n_resamples": self.n_resamples,
                 "confidence_level": self.confidence_level,
                 "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
@@ -249,8 +260,11 @@ class VarianceComponents(ReprHTMLMixin):
 
 
 # -- main function -----------------------------------------------------------------------------
-def variance_components(log_or_counts, *, by=("model",), metrics=("delta_api", "delta_pos", "delta_model"),
-                        n_resamples=200, confidence_level=0.95, rng=None) -> VarianceComponents:
+def variance_components(log_or_counts: SelectionLog | SelectionCounts | Study | str | os.PathLike[str], *,
+                        by: str | Sequence[str] | None = ("model",),
+                        metrics: str | Sequence[str] = ("delta_api", "delta_pos", "delta_model"),
+                        n_resamples: int = 200, confidence_level: float = 0.95,
+                        rng: np.random.Generator | int | None = None) -> VarianceComponents:
     """Where the variance of each delta estimate comes from: queries, rotations, runs, attempts, clusters.
 
     Parameters
@@ -520,7 +534,9 @@ def _bootstrap(fit_clusters, layout, b, gen):
     return out
 
 
-def pairing_correlation(log, *, between="condition", levels=None, by=("model",), metric="delta_api") -> pd.DataFrame:
+def pairing_correlation(log: SelectionLog | SelectionCounts | Study | str | os.PathLike[str], *,
+                        between: str = "condition", levels: Sequence[Any] | None = None,
+                        by: str | Sequence[str] = ("model",), metric: str = "delta_api") -> pd.DataFrame:
     """Correlation of two conditions' delta estimates when the same queries are run under both (for ``plan_study``).
 
     Parameters

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numbers
 from collections import namedtuple
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,17 @@ from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_rng
 from ._components import _MATRIX, COMPONENTS, DESIGN_METRICS, VarianceComponents, variance_components
 from ._json import records as _records
+
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import ArrayLike
+
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
+
+    Pilot = SelectionLog | SelectionCounts | Study | str | os.PathLike[str]
 
 __all__ = ["plan_study", "StudyPlan", "TARGET_KINDS", "DEFAULT_QUERIES", "DEFAULT_RUNS"]
 
@@ -293,7 +305,7 @@ class StudyPlan(ReprHTMLMixin):
         """The design grid (one row per group, design and metric), unrounded."""
         return self.grid.copy()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The documented JSON object of ``toolbias-stats plan --json`` (docs/cli.md)."""
         by = list(self.settings.get("by", []))
         groups = []
@@ -336,10 +348,15 @@ class StudyPlan(ReprHTMLMixin):
 
 
 # -- main function -----------------------------------------------------------------------------
-def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_api", "delta_pos"), by=("model",),
-               queries=None, runs=None, rotations=None, confidence_level=0.95, alpha=0.05, power=0.8,
-               correlation=0.0, cost_per_call=None, max_queries=100_000, n_draws=2000, n_resamples=0,
-               mde_grid=None, run_effect=True, rng=None, progress=False) -> StudyPlan:
+def plan_study(pilot: Pilot | VarianceComponents | ArrayLike | None = None, *, target: float | None = None,
+               target_kind: Literal["width", "mde", "shift"] = "width",
+               metrics: str | Sequence[str] = ("delta_api", "delta_pos"), by: str | Sequence[str] | None = ("model",),
+               queries: int | Sequence[int] | None = None, runs: int | Sequence[int] | None = None,
+               rotations: int | Sequence[int] | None = None, confidence_level: float = 0.95, alpha: float = 0.05,
+               power: float = 0.8, correlation: float = 0.0, cost_per_call: float | None = None,
+               max_queries: int = 100_000, n_draws: int = 2000, n_resamples: int = 0, mde_grid: bool | None = None,
+               run_effect: bool = True, rng: np.random.Generator | int | None = None,
+               progress: bool = False) -> StudyPlan:
     """Expected CI half-widths and minimum detectable effects per design, and the cheapest design for a target.
 
     Parameters

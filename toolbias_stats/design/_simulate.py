@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -13,6 +15,12 @@ from .._validation import check_choice, check_confidence_level, check_rng
 from ..io._counts import SelectionCounts, finalize_table, position_columns, tool_columns
 from ._components import DESIGN_METRICS
 from ._data import pilot_groups
+
+if TYPE_CHECKING:
+    import os
+
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["simulate_from_pilot", "check_plan", "PilotWorld"]
 
@@ -105,7 +113,10 @@ class PilotWorld:
         return SelectionLog.from_frame(frame, self.catalog, source="<simulated from pilot>")
 
 
-def simulate_from_pilot(pilot, *, queries, runs, rotations=None, group=None, n_sims=1, as_log=False, rng=None):
+def simulate_from_pilot(pilot: SelectionLog | Study | str | os.PathLike[str], *, queries: int, runs: int,
+                        rotations: int | None = None, group: Mapping[str, Any] | None = None, n_sims: int = 1,
+                        as_log: bool = False,
+                        rng: np.random.Generator | int | None = None) -> list[SelectionCounts] | list[SelectionLog]:
     """Studies simulated from a pilot's fitted per-query distributions (see :class:`PilotWorld`).
 
     Parameters
@@ -146,10 +157,11 @@ def _world(pilot, group):
     return world
 
 
-def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos"), n_sims=40, n_resamples=400,
-               n_sims_sd=0,
-               confidence_level=0.95, plan_from="simulated", run_effect=True, n_draws=4000, rng=None,
-               progress=False) -> pd.DataFrame:
+def check_plan(pilot: SelectionLog | Study | str | os.PathLike[str], designs: Sequence[Sequence[int]], *,
+               group: Mapping[str, Any] | None = None, metrics: Sequence[str] = ("delta_api", "delta_pos"),
+               n_sims: int = 40, n_resamples: int = 400, n_sims_sd: int = 0, confidence_level: float = 0.95,
+               plan_from: Literal["simulated", "pilot"] = "simulated", run_effect: bool = True, n_draws: int = 4000,
+               rng: np.random.Generator | int | None = None, progress: bool = False) -> pd.DataFrame:
     """Planner predictions against simulation with the package's own estimators.
 
     A world is fitted to one group of the pilot (:class:`PilotWorld`). The planner is fitted to a pilot study
