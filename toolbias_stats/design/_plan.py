@@ -284,6 +284,24 @@ class StudyPlan(ReprHTMLMixin):
     settings : dict
     components : VarianceComponents or None
     warnings : list of str
+
+    Examples
+    --------
+    An assumed chooser (5 clusters of 4 tools, the first chosen 40% of the time): the pilot's design (100
+    queries in all 4 rotations) and the cheapest design whose CI half-width of δ_API is at most 0.05.
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> plan = tbs.plan_study(np.tile([0.4, 0.2, 0.2, 0.2], (5, 1)), target=0.05, metrics=["delta_api"],
+    ...                       queries=[20, 80], runs=[1], rng=1)
+    >>> plan.achieved[["metric", "queries", "half_width", "mde"]].round(3)
+          metric  queries  half_width    mde
+    0  delta_api      100       0.022  0.044
+    >>> plan.cheapest[["queries", "runs", "rotations", "calls", "feasible"]]
+       queries  runs  rotations  calls  feasible
+    0       15     1          4    300      True
+    >>> plan.to_dict()["groups"][0]["cheapest"]["calls"]
+    300
     """
 
     achieved: pd.DataFrame

@@ -137,6 +137,21 @@ def simulate_from_pilot(pilot: SelectionLog | Study | str | os.PathLike[str], *,
     Returns
     -------
     list of SelectionCounts or SelectionLog
+
+    Examples
+    --------
+    Two studies of 5 queries per cluster and one run drawn from a simulated pilot, as query-level counts, and one
+    as a log with 2 of the 3 rotations per query:
+
+    >>> from toolbias_stats.design import simulate_from_pilot
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> pilot = simulate_selection_log(n_clusters=2, n_tools=3, n_queries=8, n_runs=2, rng=0).log
+    >>> sims = simulate_from_pilot(pilot, queries=5, runs=1, n_sims=2, rng=2)
+    >>> len(sims), type(sims[0]).__name__, sims[0].level, len(sims[0].table)
+    (2, 'SelectionCounts', 'query', 10)
+    >>> logs = simulate_from_pilot(pilot, queries=5, runs=1, rotations=2, as_log=True, rng=2)
+    >>> type(logs[0]).__name__, len(logs[0].data)
+    ('SelectionLog', 20)
     """
     gen = check_rng(rng)
     world = _world(pilot, group)
@@ -198,6 +213,19 @@ def check_plan(pilot: SelectionLog | Study | str | os.PathLike[str], designs: Se
         of their estimates: the sampling truth); the ratios predicted / simulated (``ratio_sd`` from the predicted
         error half-width); ``predicted_estimate`` and ``simulated_estimate`` (mean plug-in) and the world's true
         delta.
+
+    Examples
+    --------
+    The planner's half-width for a simulated pilot's own design against the sd of the estimates of 4 studies
+    drawn from the world fitted to it (a real check uses ``n_sims`` in the hundreds):
+
+    >>> from toolbias_stats.design import check_plan
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> pilot = simulate_selection_log(n_clusters=2, n_tools=3, n_queries=8, n_runs=2, rng=0).log
+    >>> res = check_plan(pilot, [(8, 2, 3)], metrics=["delta_api"], n_sims=4, n_resamples=50, n_draws=200, rng=1)
+    >>> res[["queries", "runs", "rotations", "predicted_half_width", "simulated_sd_half_width"]].round(3)
+       queries  runs  rotations  predicted_half_width  simulated_sd_half_width
+    0        8     2          3                 0.101                    0.096
     """
     from ..metrics import selection_bias
     from ._plan import plan_study
