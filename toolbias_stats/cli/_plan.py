@@ -102,7 +102,6 @@ def compute(args, study, *, progress=False):
 
 def run(args) -> int:
     from ..io import read_study
-    from ..report._design_html import format_plan_text
     from ._common import progress_wanted as _progress_wanted
     from ._common import version as _version
     from ._output import emit
@@ -120,5 +119,7 @@ def run(args) -> int:
                "components": comps.to_dict()}
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
+        from ..report._design_html import format_plan_text
+
         emit(format_plan_text(comps, plan))
     return 0

@@ -6,7 +6,9 @@ See :func:`variance_components` and docs/design.md.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +18,14 @@ from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._data import pilot_groups
+from ._json import records as _records
+
+if TYPE_CHECKING:
+    import os
+
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["variance_components", "VarianceComponents", "pairing_correlation", "COMPONENTS", "DESIGN_METRICS"]
 
@@ -214,6 +224,24 @@ class VarianceComponents(ReprHTMLMixin):
     fits : list
         Per group and metric, per cluster: rates, weights and component matrices (the planner's input).
     warnings : list of str
+
+    Examples
+    --------
+    A simulated study (2 clusters of 3 tools, 8 queries in all 3 rotations, 2 runs): the pooled δ_API, its
+    linearised standard error and where its variance comes from.
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_tools=3, n_queries=8, n_runs=2, rng=0).log
+    >>> vc = tbs.variance_components(log, metrics=["delta_api"], n_resamples=0)
+    >>> vc.summary_frame()[["metric", "queries", "runs", "rotations", "calls"]]
+          metric  queries  runs  rotations  calls
+    0  delta_api        8     2          3     96
+    >>> vc.summary_frame()[["pooled", "se"]].round(3)
+       pooled     se
+    0   0.094  0.059
+    >>> vc.to_frame().set_index("component")["share"].round(3).to_dict()
+    {'query': 0.375, 'rotation': 0.0, 'run': 0.0, 'query_x_run': 0.281, 'attempt': 0.344, 'cluster': nan}
     """
 
     table: pd.DataFrame
@@ -237,11 +265,11 @@ class VarianceComponents(ReprHTMLMixin):
         return self.table.copy()
 
     def summary_frame(self) -> pd.DataFrame:
+        """The summary table (one row per group and metric: estimate, design, standard errors, rows), unrounded."""
         return self.summary.copy()
 
-    def to_dict(self) -> dict:
-        from ._plan import _records
-
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON mapping: the settings, the component table and the summary as records (NaN -> None)."""
         return {"layout": self.layout, "by": list(self.by), "n_resamples": self.n_resamples,
                 "confidence_level": self.confidence_level,
                 "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
@@ -250,8 +278,11 @@ class VarianceComponents(ReprHTMLMixin):
 
 
 # -- main function -----------------------------------------------------------------------------
-def variance_components(log_or_counts, *, by=("model",), metrics=("delta_api", "delta_pos", "delta_model"),
-                        n_resamples=200, confidence_level=0.95, rng=None) -> VarianceComponents:
+def variance_components(log_or_counts: SelectionLog | SelectionCounts | Study | str | os.PathLike[str], *,
+                        by: str | Sequence[str] | None = ("model",),
+                        metrics: str | Sequence[str] = ("delta_api", "delta_pos", "delta_model"),
+                        n_resamples: int = 200, confidence_level: float = 0.95,
+                        rng: np.random.Generator | int | None = None) -> VarianceComponents:
     """Where the variance of each delta estimate comes from: queries, rotations, runs, attempts, clusters.
 
     Parameters
@@ -349,25 +380,8 @@ def variance_components(log_or_counts, *, by=("model",), metrics=("delta_api", "
 
 
 def _fit_group(g, metric, layout, n_resamples, level, gen, caught):
-    fit_clusters = []
-    for cd in g.clusters:
-        lin = _linearised(cd, metric, layout)
-        if lin is None:
-            continue
-        q, s, r = cd.shape
-        k_rot = r if layout == "log" else 1
-        ms = _mean_squares(lin["m"], lin["within"], cd.n, layout)
-        comp, ident = _components_from_ms(ms, q, s, r, cd.n, layout)
-        w = lin["a"] * lin["sign"]
-        scalar = {c: float(w @ comp[c] @ w) for c in _MATRIX}
-        coef, _ = _coefficients(ms, q, s, r, cd.n, layout)
-        ms_y = {k: float(w @ v @ w) for k, v in ms.items()}
-        fit_clusters.append(dict(cluster=cd.cluster, p=lin["p"], u=lin["u"], a=lin["a"],
-                                 M={c: (comp[c] + comp[c].T) / 2 for c in _MATRIX}, scalar=scalar, ident=ident,
-                                 coef=coef, ms_y=ms_y, df=_ms_df(q, s, r, cd.n), Q=q, S=s, R=r,
-                                 n=cd.n, k_rot=k_rot, y=lin["m"] @ w, within_y=None if lin["within"] is None else
-                                 np.einsum("...de,d,e->...", lin["within"], w, w),
-                                 delta=float(np.sum(lin["a"] * np.abs(lin["p"] - lin["u"])))))
+    """Components of one group and metric: ``(table rows, summary row, fit)``; ``([], None, None)`` without data."""
+    fit_clusters = [fc for fc in (_fit_cluster(cd, metric, layout) for cd in g.clusters) if fc is not None]
     if not fit_clusters:
         what = "valid choices with known positions" if metric != "delta_api" else "valid choices"
         msg = f"group {g.keys}: no cluster has {what} for {metric}; skipped"
@@ -385,59 +399,93 @@ def _fit_group(g, metric, layout, n_resamples, level, gen, caught):
     # query bootstrap of every component (scalar projections; the sign vectors stay at the pilot's rates)
     boot = _bootstrap(fit_clusters, layout, n_resamples, gen) if n_resamples else None
     alpha = 1 - level
-    rows = []
-    notes = {"rotation": "needs a log with a rotation per attempt and >= 2 runs; folded into attempt",
-             "query_x_run": "needs >= 2 runs and the log; folded into " + ("query" if fit_clusters[0]["S"] == 1
-                                                                          else "attempt"),
-             "run": "needs >= 2 runs; not estimated (taken as 0)"}
-    for c in COMPONENTS:
-        if c == "cluster":
-            val, con, share = cl_var, (cl_var / n_c if np.isfinite(cl_var) else np.nan), np.nan
-            lo = hi = np.nan
-            if boot is not None and np.isfinite(con):
-                lo, hi = np.nanquantile(boot["cluster"] / n_c, [alpha / 2, 1 - alpha / 2])
-            ok, note, div = (n_c > 1, "only if clusters were a sample of a population of clusters; not in the total",
-                             1 / n_c)
-        else:
-            val, con = per_unit[c], contrib[c]
-            share = con / total if total > 0 else np.nan
-            ok, note = bool(ident[c]), ("" if ident[c] else notes.get(c, ""))
-            lo = hi = np.nan
-            if ident[c] and any(c in fc["coef"] for fc in fit_clusters):
-                # MLS: the contribution is a linear combination of independent mean squares
-                terms = [(a * _divisors(fc["Q"], fc["S"], fc["R"], fc["n"], fc["k_rot"])[c] / n_c**2,
-                          fc["ms_y"][k], fc["df"][k]) for fc in fit_clusters for k, a in fc["coef"].get(c, {}).items()]
-                s_runs = fit_clusters[0]["S"]
-                # a run-level shift is shared by the clusters: S - 1 degrees of freedom at most
-                lo, hi = _component_interval(terms, alpha, df_cap=s_runs - 1 if c == "run" else None)
-                if c == "run":
-                    note = f"only {s_runs} runs: {s_runs - 1} degrees of freedom"
-            div = con / val if val > 0 else np.nan
-        rows.append({**g.keys, "metric": metric, "component": c, "variance": val, "divisor": div,
-                     "contribution": con, "share": share, "ci_low": lo, "ci_high": hi, "identified": ok,
-                     "note": note})
-    q, s, r = fit_clusters[0]["Q"], fit_clusters[0]["S"], fit_clusters[0]["R"]
-    n = fit_clusters[0]["n"]
-    calls = int(sum(fc["Q"] * fc["S"] * fc["R"] * fc["n"] for fc in fit_clusters))
+    rows = [{**g.keys, "metric": metric, "component": c,
+             **(_cluster_row(cl_var, n_c, boot, alpha) if c == "cluster" else
+                _component_row(c, fit_clusters, per_unit, contrib, total, ident, alpha))}
+            for c in COMPONENTS]
+    summary = _summary_row(g, metric, layout, fit_clusters, contrib, total, deltas)
+    if boot is not None:
+        summary["se_ci_low"], summary["se_ci_high"] = np.sqrt(np.quantile(boot["total"], [alpha / 2, 1 - alpha / 2]))
+    fit = dict(keys=g.keys, metric=metric, layout=layout, clusters=fit_clusters, ident=ident, rows=g.rows)
+    return rows, summary, fit
+
+
+def _fit_cluster(cd, metric, layout):
+    """Mean squares, components (matrices and their scalar projections) of one cluster; None without data."""
+    lin = _linearised(cd, metric, layout)
+    if lin is None:
+        return None
+    q, s, r = cd.shape
+    ms = _mean_squares(lin["m"], lin["within"], cd.n, layout)
+    comp, ident = _components_from_ms(ms, q, s, r, cd.n, layout)
+    w = lin["a"] * lin["sign"]
+    coef, _ = _coefficients(ms, q, s, r, cd.n, layout)
+    return dict(cluster=cd.cluster, p=lin["p"], u=lin["u"], a=lin["a"],
+                M={c: (comp[c] + comp[c].T) / 2 for c in _MATRIX}, scalar={c: float(w @ comp[c] @ w) for c in _MATRIX},
+                ident=ident, coef=coef, ms_y={k: float(w @ v @ w) for k, v in ms.items()}, df=_ms_df(q, s, r, cd.n),
+                Q=q, S=s, R=r, n=cd.n, k_rot=r if layout == "log" else 1, y=lin["m"] @ w,
+                within_y=None if lin["within"] is None else np.einsum("...de,d,e->...", lin["within"], w, w),
+                delta=float(np.sum(lin["a"] * np.abs(lin["p"] - lin["u"]))))
+
+
+_NOTES = {"rotation": "needs a log with a rotation per attempt and >= 2 runs; folded into attempt",
+          "run": "needs >= 2 runs; not estimated (taken as 0)"}
+
+
+def _cluster_row(cl_var, n_c, boot, alpha):
+    """The cluster component (beside the others, not in the total) and its query-bootstrap interval."""
+    con = cl_var / n_c if np.isfinite(cl_var) else np.nan
+    lo = hi = np.nan
+    if boot is not None and np.isfinite(con):
+        lo, hi = np.nanquantile(boot["cluster"] / n_c, [alpha / 2, 1 - alpha / 2])
+    return {"variance": cl_var, "divisor": 1 / n_c, "contribution": con, "share": np.nan, "ci_low": lo,
+            "ci_high": hi, "identified": n_c > 1,
+            "note": "only if clusters were a sample of a population of clusters; not in the total"}
+
+
+def _component_row(c, fit_clusters, per_unit, contrib, total, ident, alpha):
+    """One design component: its value, contribution, share and MLS interval."""
+    val, con = per_unit[c], contrib[c]
+    share = con / total if total > 0 else np.nan
+    folded = "query" if fit_clusters[0]["S"] == 1 else "attempt"
+    notes = {**_NOTES, "query_x_run": "needs >= 2 runs and the log; folded into " + folded}
+    note = "" if ident[c] else notes.get(c, "")
+    lo = hi = np.nan
+    if ident[c] and any(c in fc["coef"] for fc in fit_clusters):
+        # MLS: the contribution is a linear combination of independent mean squares
+        n_c = len(fit_clusters)
+        terms = [(a * _divisors(fc["Q"], fc["S"], fc["R"], fc["n"], fc["k_rot"])[c] / n_c**2,
+                  fc["ms_y"][k], fc["df"][k]) for fc in fit_clusters for k, a in fc["coef"].get(c, {}).items()]
+        s_runs = fit_clusters[0]["S"]
+        # a run-level shift is shared by the clusters: S - 1 degrees of freedom at most
+        lo, hi = _component_interval(terms, alpha, df_cap=s_runs - 1 if c == "run" else None)
+        if c == "run":
+            note = f"only {s_runs} runs: {s_runs - 1} degrees of freedom"
+    return {"variance": val, "divisor": con / val if val > 0 else np.nan, "contribution": con, "share": share,
+            "ci_low": lo, "ci_high": hi, "identified": bool(ident[c]), "note": note}
+
+
+def _summary_row(g, metric, layout, fit_clusters, contrib, total, deltas):
+    """The group's summary: pooled delta, design, standard errors at the pilot's and related designs, rows."""
+    fc0 = fit_clusters[0]
+    n_c = len(fit_clusters)
+    q, s, r, n = fc0["Q"], fc0["S"], fc0["R"], fc0["n"]
 
     def se_at(qq, ss, rr=None):
         return float(np.sqrt(sum(sum(max(fc["scalar"][c], 0.0) * _divisors(qq, ss, rr or fc["R"], fc["n"],
                                                                            fc["k_rot"])[c]
                                      for c in _MATRIX) for fc in fit_clusters) / n_c**2))
-    summary = {**g.keys, "metric": metric, "pooled": float(deltas.mean()), "queries": q, "runs": s,
-               "rotations": r * n, "clusters": n_c, "calls": calls, "se": float(np.sqrt(total)),
-               "se_without_run_effect": float(np.sqrt(max(total - contrib["run"], 0.0))),
-               "se_one_run": se_at(q, 1), "se_same_calls_one_run": se_at(q * s, 1),
-               "se_one_rotation": se_at(q, s, 1) if layout == "log" and ident["rotation"] else np.nan,
-               "se_ci_low": np.nan, "se_ci_high": np.nan, "layout": layout,
-               "n_rows": g.rows.get("total", 0), "n_used": g.rows.get("used", 0),
-               "n_excluded": g.rows.get("total", 0) - g.rows.get("used", 0),
-               "excluded": ", ".join(f"{k}: {v}" for k, v in g.rows.get("excluded", {}).items()),
-               "n_absent": int(sum(cd.n_absent for cd in g.clusters))}
-    if boot is not None:
-        summary["se_ci_low"], summary["se_ci_high"] = np.sqrt(np.quantile(boot["total"], [alpha / 2, 1 - alpha / 2]))
-    fit = dict(keys=g.keys, metric=metric, layout=layout, clusters=fit_clusters, ident=ident, rows=g.rows)
-    return rows, summary, fit
+    return {**g.keys, "metric": metric, "pooled": float(deltas.mean()), "queries": q, "runs": s,
+            "rotations": r * n, "clusters": n_c,
+            "calls": int(sum(fc["Q"] * fc["S"] * fc["R"] * fc["n"] for fc in fit_clusters)),
+            "se": float(np.sqrt(total)), "se_without_run_effect": float(np.sqrt(max(total - contrib["run"], 0.0))),
+            "se_one_run": se_at(q, 1), "se_same_calls_one_run": se_at(q * s, 1),
+            "se_one_rotation": se_at(q, s, 1) if layout == "log" and fc0["ident"]["rotation"] else np.nan,
+            "se_ci_low": np.nan, "se_ci_high": np.nan, "layout": layout,
+            "n_rows": g.rows.get("total", 0), "n_used": g.rows.get("used", 0),
+            "n_excluded": g.rows.get("total", 0) - g.rows.get("used", 0),
+            "excluded": ", ".join(f"{k}: {v}" for k, v in g.rows.get("excluded", {}).items()),
+            "n_absent": int(sum(cd.n_absent for cd in g.clusters))}
 
 
 def _aggregate(scalars, fit_clusters):
@@ -504,7 +552,9 @@ def _bootstrap(fit_clusters, layout, b, gen):
     return out
 
 
-def pairing_correlation(log, *, between="condition", levels=None, by=("model",), metric="delta_api") -> pd.DataFrame:
+def pairing_correlation(log: SelectionLog | SelectionCounts | Study | str | os.PathLike[str], *,
+                        between: str = "condition", levels: Sequence[Any] | None = None,
+                        by: str | Sequence[str] = ("model",), metric: str = "delta_api") -> pd.DataFrame:
     """Correlation of two conditions' delta estimates when the same queries are run under both (for ``plan_study``).
 
     Parameters

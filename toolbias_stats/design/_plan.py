@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numbers
 from collections import namedtuple
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,18 @@ from scipy import special
 from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_rng
 from ._components import _MATRIX, COMPONENTS, DESIGN_METRICS, VarianceComponents, variance_components
+from ._json import records as _records
+
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import ArrayLike
+
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
+
+    Pilot = SelectionLog | SelectionCounts | Study | str | os.PathLike[str]
 
 __all__ = ["plan_study", "StudyPlan", "TARGET_KINDS", "DEFAULT_QUERIES", "DEFAULT_RUNS"]
 
@@ -26,23 +39,6 @@ TARGET_KINDS = ("width", "mde", "shift")
 DEFAULT_QUERIES = (10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000)
 DEFAULT_RUNS = (1, 2, 3, 5)
 _BISECT = 16
-
-
-def _records(frame: pd.DataFrame) -> list:
-    """JSON-ready records (NaN -> None, numpy scalars -> Python)."""
-    out = []
-    for rec in frame.to_dict(orient="records"):
-        row = {}
-        for k, v in rec.items():
-            if isinstance(v, (np.integer,)):
-                v = int(v)
-            elif isinstance(v, (float, np.floating)):
-                v = None if not np.isfinite(v) else float(v)
-            elif isinstance(v, np.bool_):
-                v = bool(v)
-            row[k] = v
-        out.append(row)
-    return out
 
 
 def _is_real(value) -> bool:
@@ -288,6 +284,24 @@ class StudyPlan(ReprHTMLMixin):
     settings : dict
     components : VarianceComponents or None
     warnings : list of str
+
+    Examples
+    --------
+    An assumed chooser (5 clusters of 4 tools, the first chosen 40% of the time): the pilot's design (100
+    queries in all 4 rotations) and the cheapest design whose CI half-width of δ_API is at most 0.05.
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> plan = tbs.plan_study(np.tile([0.4, 0.2, 0.2, 0.2], (5, 1)), target=0.05, metrics=["delta_api"],
+    ...                       queries=[20, 80], runs=[1], rng=1)
+    >>> plan.achieved[["metric", "queries", "half_width", "mde"]].round(3)
+          metric  queries  half_width    mde
+    0  delta_api      100       0.022  0.044
+    >>> plan.cheapest[["queries", "runs", "rotations", "calls", "feasible"]]
+       queries  runs  rotations  calls  feasible
+    0       15     1          4    300      True
+    >>> plan.to_dict()["groups"][0]["cheapest"]["calls"]
+    300
     """
 
     achieved: pd.DataFrame
@@ -309,7 +323,7 @@ class StudyPlan(ReprHTMLMixin):
         """The design grid (one row per group, design and metric), unrounded."""
         return self.grid.copy()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The documented JSON object of ``toolbias-stats plan --json`` (docs/cli.md)."""
         by = list(self.settings.get("by", []))
         groups = []
@@ -352,10 +366,15 @@ class StudyPlan(ReprHTMLMixin):
 
 
 # -- main function -----------------------------------------------------------------------------
-def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_api", "delta_pos"), by=("model",),
-               queries=None, runs=None, rotations=None, confidence_level=0.95, alpha=0.05, power=0.8,
-               correlation=0.0, cost_per_call=None, max_queries=100_000, n_draws=2000, n_resamples=0,
-               mde_grid=None, run_effect=True, rng=None, progress=False) -> StudyPlan:
+def plan_study(pilot: Pilot | VarianceComponents | ArrayLike | None = None, *, target: float | None = None,
+               target_kind: Literal["width", "mde", "shift"] = "width",
+               metrics: str | Sequence[str] = ("delta_api", "delta_pos"), by: str | Sequence[str] | None = ("model",),
+               queries: int | Sequence[int] | None = None, runs: int | Sequence[int] | None = None,
+               rotations: int | Sequence[int] | None = None, confidence_level: float = 0.95, alpha: float = 0.05,
+               power: float = 0.8, correlation: float = 0.0, cost_per_call: float | None = None,
+               max_queries: int = 100_000, n_draws: int = 2000, n_resamples: int = 0, mde_grid: bool | None = None,
+               run_effect: bool = True, rng: np.random.Generator | int | None = None,
+               progress: bool = False) -> StudyPlan:
     """Expected CI half-widths and minimum detectable effects per design, and the cheapest design for a target.
 
     Parameters
@@ -453,49 +472,26 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
     check_choice("target_kind", target_kind, TARGET_KINDS)
     target = _positive("target", target)
     confidence_level = check_confidence_level(confidence_level)
-    if not (_is_real(alpha) and 0 < alpha < 1):
-        raise ValueError(f"`alpha` must be in (0, 1); got {alpha!r} instead.")
-    if not (_is_real(power) and 0 < power < 1):
-        raise ValueError(f"`power` must be in (0, 1); got {power!r} instead.")
-    if not (_is_real(correlation) and -1 <= correlation < 1):
-        raise ValueError(f"`correlation` must be in [-1, 1); got {correlation!r} instead.")
+    _check_levels(alpha, power, correlation)
     cost_per_call = None if cost_per_call is None else _positive("cost_per_call", cost_per_call)
     max_queries = _positive("max_queries", max_queries, integer=True, allow_none=False)
     n_draws = _positive("n_draws", n_draws, integer=True, allow_none=False)
     if n_draws < 100:
         raise ValueError(f"`n_draws` must be at least 100; got {n_draws!r} instead.")
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    if not metrics:
-        raise ValueError("`metrics` must name at least one of " + ", ".join(DESIGN_METRICS) + "; got none.")
-    for m in metrics:
-        check_choice("metrics", m, DESIGN_METRICS)
+    metrics = _check_metrics(metrics)
     seed = rng if isinstance(rng, (int, type(None))) else "generator"
     gen = check_rng(rng)
-    caught = []
-    if isinstance(pilot, VarianceComponents):
-        comps = pilot
-    elif pilot is None:
-        raise ValueError("`pilot` is required: a pilot study, its VarianceComponents or assumed selection "
-                         "distributions (an array of shape (clusters, tools)).")
-    elif isinstance(pilot, (np.ndarray, list, tuple)):
-        comps = _assumed_components(pilot, metrics)
-    else:
-        comps = variance_components(pilot, by=by, metrics=metrics, n_resamples=n_resamples, rng=gen)
-    caught.extend(comps.warnings)
-    fits = [f for f in comps.fits if f["metric"] in metrics]
-    missing = sorted(set(metrics) - {f["metric"] for f in fits})
-    if missing:
-        raise ValueError(f"the pilot cannot inform {missing} (delta_model needs a log with a rotation per attempt; "
-                         "delta_pos needs known positions)")
-    by_groups: dict = {}
-    for f in fits:
-        by_groups.setdefault(tuple(f["keys"].items()), []).append(f)
-    z = float(special.ndtri(0.5 + confidence_level / 2))
-    z_shift = float(special.ndtri(1 - alpha / 2) + special.ndtri(power))
-    runs_grid = _sizes("runs", runs) if runs is not None else None
-    q_grid = _sizes("queries", queries) if queries is not None else None
-    r_grid = _sizes("rotations", rotations) if rotations is not None else None
-    mde_grid = (target_kind == "mde") if mde_grid is None else bool(mde_grid)
+    comps = _pilot_components(pilot, metrics, by, n_resamples, gen)
+    caught = list(comps.warnings)
+    by_groups = _fits_by_group(comps, metrics)
+    levels = _Levels(z=float(special.ndtri(0.5 + confidence_level / 2)),
+                     z_shift=float(special.ndtri(1 - alpha / 2) + special.ndtri(power)), rho=correlation,
+                     alpha=alpha, power=power)
+    grid = _Grid(runs=_sizes("runs", runs) if runs is not None else None,
+                 queries=_sizes("queries", queries) if queries is not None else None,
+                 rotations=_sizes("rotations", rotations) if rotations is not None else None,
+                 mde=(target_kind == "mde") if mde_grid is None else bool(mde_grid))
+    search = _Search(target=target, kind=target_kind, max_queries=max_queries, cost=cost_per_call)
     ach_rows, grid_rows, cheap_rows = [], [], []
     items = list(by_groups.items())
     if progress:
@@ -503,50 +499,11 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
 
         items = tqdm(items, desc="plan", unit="group", leave=False)
     for gkey, gfits in items:
-        keys = dict(gkey)
-        fc0 = gfits[0]["clusters"][0]
-        q0, s0, r0 = fc0["Q"], fc0["S"], fc0["R"] * fc0["n"]
-        allowed_r = list(range(1, fc0["k_rot"] + 1)) if gfits[0]["ident"]["rotation"] else [r0]
-        rg = [r for r in (r_grid or [r0]) if r in allowed_r]
-        if len(rg) < len(r_grid or [r0]):
-            not_plannable = sorted(set(cast(list, r_grid)) - set(rg))
-            msg = (f"group {keys}: rotations {not_plannable} cannot be planned from this pilot "
-                   f"(possible: {allowed_r}; other rotations than the pilot's need a log with a rotation per attempt "
-                   "and at least 2 runs)")
-            if not rg:
-                raise ValueError(msg)
-            caught.append(msg)
-        sg = runs_grid or sorted(set(DEFAULT_RUNS) | {s0})
-        qg = q_grid or sorted(set(DEFAULT_QUERIES) | {q0})
-        engines = {f["metric"]: _Engine(f, n_draws, max(*sg, s0), np.random.default_rng(gen.integers(2**63)),
-                                        run_effect=run_effect)
-                   for f in gfits}
-        metrics_g = [m for m in metrics if m in engines]
-        if len(metrics_g) < len(metrics):
-            caught.append(f"group {keys}: {sorted(set(metrics) - set(metrics_g))} not planned (the pilot has no "
-                          "data for them in this group)")
-        n_c = engines[metrics_g[0]].c
-        for m in metrics_g:
-            e = engines[m]
-            res, _ = e.evaluate(q0, s0, r0, z, z_shift, correlation, alpha, power)
-            ach_rows.append({**keys, "metric": m, "queries": q0, "runs": s0, "rotations": r0, "clusters": n_c,
-                             "calls": n_c * q0 * s0 * r0, "estimate": _pilot_estimate(comps, keys, m),
-                             **{k: res[k] for k in ("expected_estimate", "half_width", "error_half_width", "mde",
-                                                    "shift_half_width", "mds", "null_critical")}})
-            for s in sg:
-                for r in rg:
-                    for q in qg:
-                        res, _ = e.evaluate(q, s, r, z, z_shift, correlation, alpha, power, with_mde=mde_grid)
-                        calls = n_c * q * s * r
-                        grid_rows.append({**keys, "metric": m, "queries": q, "runs": s, "rotations": r,
-                                          "calls": calls, "cost": np.nan if cost_per_call is None else
-                                          calls * cost_per_call, **{k: res[k] for k in
-                                                                     ("expected_estimate", "half_width",
-                                                                      "error_half_width", "mde",
-                                                                      "shift_half_width", "mds")}})
-        if target is not None:
-            cheap_rows.append(_cheapest(keys, engines, metrics_g, sg, rg, target, target_kind, max_queries, z,
-                                        z_shift, correlation, alpha, power, cost_per_call, n_c))
+        ach, rows, cheap = _plan_group(dict(gkey), gfits, comps, metrics, grid, search, levels, n_draws,
+                                       run_effect, gen, caught)
+        ach_rows += ach
+        grid_rows += rows
+        cheap_rows += cheap
     if not ach_rows:
         raise ValueError("nothing to plan: no group of the pilot has valid choices for the requested metrics")
     settings = {"by": list(comps.by), "confidence_level": confidence_level, "alpha": alpha, "power": power,
@@ -557,6 +514,134 @@ def plan_study(pilot=None, *, target=None, target_kind="width", metrics=("delta_
                      cheapest=pd.DataFrame(cheap_rows),
                      target={"kind": target_kind, "value": target, "metrics": list(metrics)}, settings=settings,
                      components=comps, warnings=caught)
+
+
+class _Levels(NamedTuple):
+    """The normal quantiles and test settings every evaluation of a design uses."""
+
+    z: float            # of the confidence level (two-sided)
+    z_shift: float      # z_{1 - alpha/2} + z_{power}: the minimum detectable shift per sd of the difference
+    rho: float          # correlation of the two conditions' errors
+    alpha: float
+    power: float
+
+
+class _Grid(NamedTuple):
+    """The design grid asked for (None: the defaults and the pilot's sizes) and whether it gets MDEs."""
+
+    runs: list | None
+    queries: list | None
+    rotations: list | None
+    mde: bool
+
+
+class _Search(NamedTuple):
+    """The target of the cheapest-design search (``target`` None: no search)."""
+
+    target: float | None
+    kind: str
+    max_queries: int
+    cost: float | None
+
+
+def _check_levels(alpha, power, correlation):
+    if not (_is_real(alpha) and 0 < alpha < 1):
+        raise ValueError(f"`alpha` must be in (0, 1); got {alpha!r} instead.")
+    if not (_is_real(power) and 0 < power < 1):
+        raise ValueError(f"`power` must be in (0, 1); got {power!r} instead.")
+    if not (_is_real(correlation) and -1 <= correlation < 1):
+        raise ValueError(f"`correlation` must be in [-1, 1); got {correlation!r} instead.")
+
+
+def _check_metrics(metrics):
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    if not metrics:
+        raise ValueError("`metrics` must name at least one of " + ", ".join(DESIGN_METRICS) + "; got none.")
+    for m in metrics:
+        check_choice("metrics", m, DESIGN_METRICS)
+    return metrics
+
+
+def _pilot_components(pilot, metrics, by, n_resamples, gen):
+    """The variance components of the pilot (estimated, given, or those of assumed distributions)."""
+    if isinstance(pilot, VarianceComponents):
+        return pilot
+    if pilot is None:
+        raise ValueError("`pilot` is required: a pilot study, its VarianceComponents or assumed selection "
+                         "distributions (an array of shape (clusters, tools)).")
+    if isinstance(pilot, (np.ndarray, list, tuple)):
+        return _assumed_components(pilot, metrics)
+    return variance_components(pilot, by=by, metrics=metrics, n_resamples=n_resamples, rng=gen)
+
+
+def _fits_by_group(comps, metrics):
+    """The components' fits of the planned metrics, per group (in the components' order)."""
+    fits = [f for f in comps.fits if f["metric"] in metrics]
+    missing = sorted(set(metrics) - {f["metric"] for f in fits})
+    if missing:
+        raise ValueError(f"the pilot cannot inform {missing} (delta_model needs a log with a rotation per attempt; "
+                         "delta_pos needs known positions)")
+    by_groups: dict = {}
+    for f in fits:
+        by_groups.setdefault(tuple(f["keys"].items()), []).append(f)
+    return by_groups
+
+
+def _group_grid(keys, fit, grid, caught):
+    """The pilot's design (queries, runs, rotations) of a group and the grid's runs, rotations and queries."""
+    fc0 = fit["clusters"][0]
+    q0, s0, r0 = fc0["Q"], fc0["S"], fc0["R"] * fc0["n"]
+    allowed_r = list(range(1, fc0["k_rot"] + 1)) if fit["ident"]["rotation"] else [r0]
+    rg = [r for r in (grid.rotations or [r0]) if r in allowed_r]
+    if len(rg) < len(grid.rotations or [r0]):
+        not_plannable = sorted(set(cast(list, grid.rotations)) - set(rg))
+        msg = (f"group {keys}: rotations {not_plannable} cannot be planned from this pilot "
+               f"(possible: {allowed_r}; other rotations than the pilot's need a log with a rotation per attempt "
+               "and at least 2 runs)")
+        if not rg:
+            raise ValueError(msg)
+        caught.append(msg)
+    sg = grid.runs or sorted(set(DEFAULT_RUNS) | {s0})
+    qg = grid.queries or sorted(set(DEFAULT_QUERIES) | {q0})
+    return (q0, s0, r0), sg, rg, qg
+
+
+_ACHIEVED = ("expected_estimate", "half_width", "error_half_width", "mde", "shift_half_width", "mds", "null_critical")
+
+
+def _plan_group(keys, gfits, comps, metrics, grid, search, lv, n_draws, run_effect, gen, caught):
+    """Rows of one group: the pilot's design per metric, the grid per metric, and the cheapest design."""
+    (q0, s0, r0), sg, rg, qg = _group_grid(keys, gfits[0], grid, caught)
+    engines = {f["metric"]: _Engine(f, n_draws, max(*sg, s0), np.random.default_rng(gen.integers(2**63)),
+                                    run_effect=run_effect)
+               for f in gfits}
+    metrics_g = [m for m in metrics if m in engines]
+    if len(metrics_g) < len(metrics):
+        caught.append(f"group {keys}: {sorted(set(metrics) - set(metrics_g))} not planned (the pilot has no "
+                      "data for them in this group)")
+    n_c = engines[metrics_g[0]].c
+    ach_rows, grid_rows = [], []
+    for m in metrics_g:
+        e = engines[m]
+        res, _ = e.evaluate(q0, s0, r0, lv.z, lv.z_shift, lv.rho, lv.alpha, lv.power)
+        ach_rows.append({**keys, "metric": m, "queries": q0, "runs": s0, "rotations": r0, "clusters": n_c,
+                         "calls": n_c * q0 * s0 * r0, "estimate": _pilot_estimate(comps, keys, m),
+                         **{k: res[k] for k in _ACHIEVED}})
+        grid_rows += [_grid_row(keys, m, e, (q, s, r), n_c, grid.mde, search.cost, lv)
+                      for s in sg for r in rg for q in qg]
+    cheap = ([] if search.target is None else
+             [_cheapest(keys, engines, metrics_g, sg, rg, search.target, search.kind, search.max_queries, lv.z,
+                        lv.z_shift, lv.rho, lv.alpha, lv.power, search.cost, n_c)])
+    return ach_rows, grid_rows, cheap
+
+
+def _grid_row(keys, m, e, design, n_c, with_mde, cost_per_call, lv):
+    q, s, r = design
+    res, _ = e.evaluate(q, s, r, lv.z, lv.z_shift, lv.rho, lv.alpha, lv.power, with_mde=with_mde)
+    calls = n_c * q * s * r
+    return {**keys, "metric": m, "queries": q, "runs": s, "rotations": r, "calls": calls,
+            "cost": np.nan if cost_per_call is None else calls * cost_per_call,
+            **{k: res[k] for k in _ACHIEVED[:-1]}}
 
 
 def _pilot_estimate(comps, keys, metric):

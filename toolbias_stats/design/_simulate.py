@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -13,6 +15,12 @@ from .._validation import check_choice, check_confidence_level, check_rng
 from ..io._counts import SelectionCounts, finalize_table, position_columns, tool_columns
 from ._components import DESIGN_METRICS
 from ._data import pilot_groups
+
+if TYPE_CHECKING:
+    import os
+
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["simulate_from_pilot", "check_plan", "PilotWorld"]
 
@@ -105,7 +113,10 @@ class PilotWorld:
         return SelectionLog.from_frame(frame, self.catalog, source="<simulated from pilot>")
 
 
-def simulate_from_pilot(pilot, *, queries, runs, rotations=None, group=None, n_sims=1, as_log=False, rng=None):
+def simulate_from_pilot(pilot: SelectionLog | Study | str | os.PathLike[str], *, queries: int, runs: int,
+                        rotations: int | None = None, group: Mapping[str, Any] | None = None, n_sims: int = 1,
+                        as_log: bool = False,
+                        rng: np.random.Generator | int | None = None) -> list[SelectionCounts] | list[SelectionLog]:
     """Studies simulated from a pilot's fitted per-query distributions (see :class:`PilotWorld`).
 
     Parameters
@@ -126,6 +137,21 @@ def simulate_from_pilot(pilot, *, queries, runs, rotations=None, group=None, n_s
     Returns
     -------
     list of SelectionCounts or SelectionLog
+
+    Examples
+    --------
+    Two studies of 5 queries per cluster and one run drawn from a simulated pilot, as query-level counts, and one
+    as a log with 2 of the 3 rotations per query:
+
+    >>> from toolbias_stats.design import simulate_from_pilot
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> pilot = simulate_selection_log(n_clusters=2, n_tools=3, n_queries=8, n_runs=2, rng=0).log
+    >>> sims = simulate_from_pilot(pilot, queries=5, runs=1, n_sims=2, rng=2)
+    >>> len(sims), type(sims[0]).__name__, sims[0].level, len(sims[0].table)
+    (2, 'SelectionCounts', 'query', 10)
+    >>> logs = simulate_from_pilot(pilot, queries=5, runs=1, rotations=2, as_log=True, rng=2)
+    >>> type(logs[0]).__name__, len(logs[0].data)
+    ('SelectionLog', 20)
     """
     gen = check_rng(rng)
     world = _world(pilot, group)
@@ -146,10 +172,11 @@ def _world(pilot, group):
     return world
 
 
-def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos"), n_sims=40, n_resamples=400,
-               n_sims_sd=0,
-               confidence_level=0.95, plan_from="simulated", run_effect=True, n_draws=4000, rng=None,
-               progress=False) -> pd.DataFrame:
+def check_plan(pilot: SelectionLog | Study | str | os.PathLike[str], designs: Sequence[Sequence[int]], *,
+               group: Mapping[str, Any] | None = None, metrics: Sequence[str] = ("delta_api", "delta_pos"),
+               n_sims: int = 40, n_resamples: int = 400, n_sims_sd: int = 0, confidence_level: float = 0.95,
+               plan_from: Literal["simulated", "pilot"] = "simulated", run_effect: bool = True, n_draws: int = 4000,
+               rng: np.random.Generator | int | None = None, progress: bool = False) -> pd.DataFrame:
     """Planner predictions against simulation with the package's own estimators.
 
     A world is fitted to one group of the pilot (:class:`PilotWorld`). The planner is fitted to a pilot study
@@ -186,6 +213,19 @@ def check_plan(pilot, designs, *, group=None, metrics=("delta_api", "delta_pos")
         of their estimates: the sampling truth); the ratios predicted / simulated (``ratio_sd`` from the predicted
         error half-width); ``predicted_estimate`` and ``simulated_estimate`` (mean plug-in) and the world's true
         delta.
+
+    Examples
+    --------
+    The planner's half-width for a simulated pilot's own design against the sd of the estimates of 4 studies
+    drawn from the world fitted to it (a real check uses ``n_sims`` in the hundreds):
+
+    >>> from toolbias_stats.design import check_plan
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> pilot = simulate_selection_log(n_clusters=2, n_tools=3, n_queries=8, n_runs=2, rng=0).log
+    >>> res = check_plan(pilot, [(8, 2, 3)], metrics=["delta_api"], n_sims=4, n_resamples=50, n_draws=200, rng=1)
+    >>> res[["queries", "runs", "rotations", "predicted_half_width", "simulated_sd_half_width"]].round(3)
+       queries  runs  rotations  predicted_half_width  simulated_sd_half_width
+    0        8     2          3                 0.101                    0.096
     """
     from ..metrics import selection_bias
     from ._plan import plan_study
