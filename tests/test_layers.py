@@ -96,8 +96,6 @@ def _modules(names: str) -> frozenset:
 #: inside one of them; one that no longer overlaps any found cycle fails (delete it). Counted: 2 cycles of 19 and 2
 #: modules (was 3 cycles of 55, 19 and 9: the results -> report cycle and the cli/ cycle are gone).
 ALLOWED_CYCLES = {
-    _modules("design._components design._plan"):
-        "design/_components and design/_plan share one JSON helper both ways",
     _modules(
         "choice._log choice._study io._clusters io._counts io._load io._manifest io._selection_log "
         "io.engines._dask io.engines._duckdb io.readers io.readers._toolcalls io.readers.anthropic "
