@@ -6,6 +6,7 @@ import numbers
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,13 @@ from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_rng
 from ..exceptions import SmallSampleWarning
 from ._design import design
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any, Literal
+
+    from ..features._table import ToolFeatures
+    from ..metrics._bias import BiasResult
 
 __all__ = ["ensemble_cv", "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult",
            "EnsembleFit", "Split", "ESTIMATORS", "SCHEMES"]
@@ -42,7 +50,9 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real)
 
 
-def grouped_splits(groups, *, scheme="loco", n_splits=5, n_repeats=1, test_size=0.2, rng=None) -> list:
+def grouped_splits(groups: Iterable[Any], *, scheme: Literal["loco", "group_kfold", "holdout"] = "loco",
+                   n_splits: int = 5, n_repeats: int = 1, test_size: float = 0.2,
+                   rng: int | np.random.Generator | None = None) -> list[Split]:
     """Train/test splits that never put one group's rows on both sides.
 
     Parameters
@@ -142,12 +152,12 @@ class EnsembleFit:
     importances: pd.DataFrame
     importance_folds: pd.DataFrame
 
-    def score(self, scheme="loco", metric="r2") -> float:
+    def score(self, scheme: str = "loco", metric: str = "r2") -> float:
         """One summary number, e.g. ``score("loco", "r2")``."""
         row = self.scores[self.scores["scheme"] == scheme]
         return float(row[metric].iloc[0]) if len(row) else np.nan
 
-    def to_dict(self, primary="loco") -> dict:
+    def to_dict(self, primary: str = "loco") -> dict[str, Any]:
         schemes = {}
         for row in self.scores.to_dict(orient="records"):
             schemes[row["scheme"]] = {k: (int(v) if k in ("n_folds", "n_repeats") else _num(v))
@@ -223,7 +233,7 @@ class EnsembleResult(ReprHTMLMixin):
             parts.append(t)
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
-    def fit_for(self, model) -> EnsembleFit:
+    def fit_for(self, model: str) -> EnsembleFit:
         for f in self.fits:
             if f.model == model:
                 return f
@@ -233,10 +243,13 @@ class EnsembleResult(ReprHTMLMixin):
         return {f.model: f.to_dict() for f in self.fits}
 
 
-def ensemble_cv(features, rates=None, *, estimator="random_forest", center=True, feature_names=None,
-                schemes=SCHEMES, n_splits=5, n_repeats=5, test_size=0.2, n_estimators=200, max_depth=None,
-                learning_rate=0.05, n_permutations=10, importance_scheme="loco", rng=None, n_jobs=1,
-                progress=False) -> EnsembleResult:
+def ensemble_cv(features: ToolFeatures, rates: BiasResult | ToolFeatures | pd.DataFrame | None = None, *,
+                estimator: Literal["random_forest", "gradient_boosting"] = "random_forest", center: bool = True,
+                feature_names: Sequence[str] | None = None, schemes: Sequence[str] = SCHEMES, n_splits: int = 5,
+                n_repeats: int = 5, test_size: float = 0.2, n_estimators: int = 200, max_depth: int | None = None,
+                learning_rate: float = 0.05, n_permutations: int = 10, importance_scheme: str = "loco",
+                rng: int | np.random.Generator | None = None, n_jobs: int = 1,
+                progress: bool = False) -> EnsembleResult:
     """Cross-validate a random forest or gradient boosting per LLM, grouped by cluster, against a constant baseline.
 
     Parameters
@@ -354,12 +367,14 @@ def ensemble_cv(features, rates=None, *, estimator="random_forest", center=True,
                           notes=notes, elapsed_s=time.perf_counter() - t0)
 
 
-def random_forest_cv(features, rates=None, **kwargs) -> EnsembleResult:
+def random_forest_cv(features: ToolFeatures, rates: BiasResult | ToolFeatures | pd.DataFrame | None = None,
+                     **kwargs: Any) -> EnsembleResult:
     """:func:`ensemble_cv` with ``estimator="random_forest"`` (scikit-learn ``RandomForestRegressor``)."""
     return ensemble_cv(features, rates, estimator="random_forest", **kwargs)
 
 
-def gradient_boosting_cv(features, rates=None, **kwargs) -> EnsembleResult:
+def gradient_boosting_cv(features: ToolFeatures, rates: BiasResult | ToolFeatures | pd.DataFrame | None = None,
+                         **kwargs: Any) -> EnsembleResult:
     """:func:`ensemble_cv` with ``estimator="gradient_boosting"`` (xgboost ``XGBRegressor``)."""
     return ensemble_cv(features, rates, estimator="gradient_boosting", **kwargs)
 

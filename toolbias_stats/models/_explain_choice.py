@@ -13,7 +13,12 @@ from .._display import ReprHTMLMixin, frame_html
 from ..choicemodel._result import _num
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..choicemodel._result import ChoiceModelResult
+    from ..features._table import ToolFeatures
+    from ..io._selection_log import SelectionLog
+    from ._ols import OLSResult
 
 __all__ = ["ChoiceExplanation", "choice_explanation"]
 
@@ -82,7 +87,9 @@ class ChoiceExplanation(ReprHTMLMixin):
                                                  "(per 1 within-cluster sd of the feature)", max_rows=200)
 
 
-def choice_explanation(features, log, *, ols=None, feature_names=None, by="model", confidence_level=0.95):
+def choice_explanation(features: ToolFeatures, log: SelectionLog, *, ols: OLSResult | None = None,
+                       feature_names: Sequence[str] | None = None, by: str = "model",
+                       confidence_level: float = 0.95) -> ChoiceExplanation:
     """Fit the conditional logit with tool features and compare it with OLS over per-tool rates.
 
     Features are cluster-mean centred and divided by their pooled within-cluster standard deviation, so

@@ -6,9 +6,20 @@ Every function takes an already computed result (:class:`~toolbias_stats.design.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..design._components import VarianceComponents
+    from ..design._plan import StudyPlan
 
 __all__ = ["plot_variance_shares", "plot_plan_widths"]
 
@@ -21,7 +32,9 @@ def _label(row, by):
     return ", ".join(_mpl_text(row[b]) for b in by) or "all"
 
 
-def plot_variance_shares(components, *, metric="delta_api", ax=None):
+def plot_variance_shares(components: VarianceComponents, *,
+                         metric: Literal["delta_api", "delta_pos", "delta_model"] = "delta_api",
+                         ax: Axes | None = None) -> Figure:
     """Stacked bars: share of Var(delta estimate) from each source at the study's design, one bar per group.
 
     Parameters
@@ -58,7 +71,8 @@ def plot_variance_shares(components, *, metric="delta_api", ax=None):
     return fig
 
 
-def plot_plan_widths(plan, *, metric="delta_api", runs=None, ax=None):
+def plot_plan_widths(plan: StudyPlan, *, metric: str = "delta_api", runs: int | None = None,
+                     ax: Axes | None = None) -> Figure:
     """Expected CI half-width of delta against LLM calls per group, one line per group (grid of the plan).
 
     Parameters

@@ -7,9 +7,22 @@ Every function takes an already computed result (:class:`~toolbias_stats.experim
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, Literal
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..experiments._shift_results import ShiftResult
+    from ..experiments._toolcount import ToolCountResult
+    from ..io._catalog import ToolCatalog
 
 __all__ = ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count"]
 
@@ -21,7 +34,8 @@ def _label(keys):
     return ", ".join(f"{_mpl_text(v)}" for v in keys.values())
 
 
-def plot_shift(result, *, metric="shift_api", ax=None):
+def plot_shift(result: ShiftResult, *, metric: Literal["shift_api", "shift_pos"] = "shift_api",
+               ax: Axes | None = None) -> Figure:
     """Bars of the cluster-averaged shift per compared level (BiasBusters Fig. 5), with intervals and the null.
 
     Parameters
@@ -43,7 +57,7 @@ def plot_shift(result, *, metric="shift_api", ax=None):
     rows = [(g, getattr(g, metric)) for g in result.groups if getattr(g, metric) is not None]
     fig, ax = _figure_and_axes(ax, (max(4.5, 1.3 * len(rows) + 1.5), 3.8))
     colours = _colours(max(1, len({tuple((k, v) for k, v in g.keys.items() if k != result.between) for g, _ in rows})))
-    group_ids = {}
+    group_ids: dict[tuple, int] = {}
     for i, (g, s) in enumerate(rows):
         gid = tuple((k, v) for k, v in g.keys.items() if k != result.between)
         col = colours[group_ids.setdefault(gid, len(group_ids)) % len(colours)]
@@ -66,7 +80,7 @@ def plot_shift(result, *, metric="shift_api", ax=None):
     return fig
 
 
-def plot_sweep(result, *, ax=None):
+def plot_sweep(result: ShiftResult, *, ax: Axes | None = None) -> Figure:
     """Per-level bias with intervals against a numeric ``between`` column (BiasBusters Fig. 9).
 
     One line per ``by`` group and metric (δ_API solid, δ_pos dashed, δ_model dotted), with the query-bootstrap
@@ -97,7 +111,9 @@ def plot_sweep(result, *, ax=None):
     return fig
 
 
-def plot_tool_shares(result, *, cluster=None, highlight=None, keys=None, catalog=None, ax=None):
+def plot_tool_shares(result: ShiftResult, *, cluster: str | None = None, highlight: str | None = None,
+                     keys: Mapping[str, Any] | None = None, catalog: ToolCatalog | None = None,
+                     ax: Axes | None = None) -> Figure:
     """Selection share of each tool at every level of ``between`` (BiasBusters Fig. 17), target highlighted.
 
     Parameters
@@ -154,7 +170,7 @@ def plot_tool_shares(result, *, cluster=None, highlight=None, keys=None, catalog
     return fig
 
 
-def plot_tool_count(result, *, ax=None):
+def plot_tool_count(result: ToolCountResult, *, ax: Axes | None = None) -> Figure:
     """Normalised bias against the number of tools shown (BiasBusters App. J), one line per group.
 
     Parameters

@@ -7,14 +7,28 @@ Each function takes an already computed result (:class:`~toolbias_stats.models.C
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
 
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..models._alignment import AlignmentResult
+    from ..models._correlation import CorrelationResult
+    from ..models._ensembles import EnsembleResult
+    from ..models._ols import OLSResult
+
 __all__ = ["plot_correlations", "plot_ols_coefficients", "plot_importances", "plot_alignment"]
 
 
-def plot_correlations(result, ax=None, *, value="r", mark="p_bh", alpha=0.05):
+def plot_correlations(result: CorrelationResult, ax: Axes | None = None, *, value: str = "r", mark: str | None = "p_bh",
+                      alpha: float = 0.05) -> Figure:
     """Heat map of feature-rate correlations: one row per feature, one column per LLM (cf. BiasBusters Table 4).
 
     Parameters
@@ -68,7 +82,8 @@ def plot_correlations(result, ax=None, *, value="r", mark="p_bh", alpha=0.05):
     return fig
 
 
-def plot_ols_coefficients(result, ax=None, *, kind="std_coef", interval="hc3"):
+def plot_ols_coefficients(result: OLSResult, ax: Axes | None = None, *, kind: Literal["std_coef", "coef"] = "std_coef",
+                          interval: Literal["hc3", "classical", "cluster"] = "hc3") -> Figure:
     """Grouped bars of regression coefficients per feature and LLM, with intervals (cf. BiasBusters Fig. 13).
 
     Parameters
@@ -133,7 +148,7 @@ def plot_ols_coefficients(result, ax=None, *, kind="std_coef", interval="hc3"):
     return fig
 
 
-def plot_importances(result, ax=None):
+def plot_importances(result: EnsembleResult, ax: Axes | None = None) -> Figure:
     """Out-of-fold permutation importance per feature and LLM, with its spread across folds.
 
     Parameters
@@ -186,7 +201,7 @@ def plot_importances(result, ax=None):
     return fig
 
 
-def plot_alignment(result, ax=None):
+def plot_alignment(result: AlignmentResult, ax: Axes | None = None) -> Figure:
     """Heat map of the LLMs' selection-rate correlations with bootstrap intervals (cf. BiasBusters Fig. 15).
 
     Parameters

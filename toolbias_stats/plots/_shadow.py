@@ -6,9 +6,18 @@ is estimated here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..shadow._score import ShadowResult
 
 __all__ = ["plot_shadow_contributions", "plot_shadow_pbs"]
 
@@ -19,7 +28,8 @@ def _label(keys):
     return ", ".join(str(v) for v in keys.values()) or "audit"
 
 
-def plot_shadow_contributions(result, *, scale=None, ax=None):
+def plot_shadow_contributions(result: ShadowResult, *, scale: str | None = None,
+                              ax: Axes | None = None) -> Figure:
     """Horizontal bars of each domain's contribution ``w_d z_d`` (or ``w_d e_d``) per harness, with bootstrap CIs.
 
     Parameters
@@ -70,7 +80,8 @@ def plot_shadow_contributions(result, *, scale=None, ax=None):
     return fig
 
 
-def plot_shadow_pbs(result, *, scale=None, ax=None):
+def plot_shadow_pbs(result: ShadowResult, *, scale: str | None = None,
+                    ax: Axes | None = None) -> Figure:
     """PBS per harness with its bootstrap CI (bar) and weight-sensitivity band (shaded), on 0-100.
 
     Parameters

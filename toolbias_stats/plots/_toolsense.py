@@ -5,9 +5,21 @@ Every function takes results that are already computed and draws them; nothing i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..toolsense._probes import ProbeResult
+    from ..toolsense._retrieval import RetrievalResult
 
 __all__ = ["plot_recall_by_tier", "plot_internalization", "plot_probe_accuracy"]
 
@@ -21,7 +33,7 @@ def _err(est, ci):
     return np.array([[max(est - lo, 0.0)], [max(hi - est, 0.0)]])
 
 
-def plot_recall_by_tier(result, *, k=None, ax=None):
+def plot_recall_by_tier(result: RetrievalResult, *, k: int | None = None, ax: Axes | None = None) -> Figure:
     """Rc@k (filled) and Rf@k (hatched) per tier and configuration, with the bootstrap intervals.
 
     Parameters
@@ -75,7 +87,8 @@ def plot_recall_by_tier(result, *, k=None, ax=None):
     return fig
 
 
-def plot_internalization(result, *, k=None, tier="all", ax=None):
+def plot_internalization(result: RetrievalResult, *, k: int | None = None, tier: str = "all",
+                         ax: Axes | None = None) -> Figure:
     """IS@k per configuration with Fieller, bootstrap and the paper's delta-method intervals side by side.
 
     Parameters
@@ -119,7 +132,7 @@ def plot_internalization(result, *, k=None, tier="all", ax=None):
     return fig
 
 
-def plot_probe_accuracy(results, *, ax=None):
+def plot_probe_accuracy(results: Mapping[Any, ProbeResult], *, ax: Axes | None = None) -> Figure:
     """Probe accuracy with Wilson intervals against the chance level (dashed) per probe and configuration.
 
     Parameters

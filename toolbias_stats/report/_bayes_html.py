@@ -8,11 +8,17 @@ comes from the data is HTML-escaped, and figures are inline SVG.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from ._format import MISSING, fmt_estimate_ci, fmt_int, fmt_level, fmt_num, fmt_p
 from ._render_html import _e, _svg, _table
+
+if TYPE_CHECKING:
+    from ..io._catalog import ToolCatalog
+    from ..models.bayes._result import BayesResult
 
 __all__ = ["render_bayes_section", "format_bayes_text"]
 
@@ -45,7 +51,8 @@ _PRIOR_TEXT = (
 )
 
 
-def render_bayes_section(result, *, catalog=None, title="Hierarchical Bayesian model of API and position effects"):
+def render_bayes_section(result: BayesResult, *, catalog: ToolCatalog | None = None,
+                         title: str = "Hierarchical Bayesian model of API and position effects") -> str:
     """HTML fragment ``<section id="bayes">`` for a :class:`~toolbias_stats.models.BayesResult`.
 
     Parameters
@@ -367,7 +374,7 @@ def _notes_block(result) -> str:
 
 
 # -- terminal text --------------------------------------------------------------------------------
-def format_bayes_text(result) -> str:
+def format_bayes_text(result: BayesResult) -> str:
     """Plain-text summary of a :class:`~toolbias_stats.models.BayesResult` (``toolbias-stats bayes``)."""
     d = result.diagnostics
     level = fmt_level(result.hdi_prob)

@@ -6,9 +6,17 @@ same thing in the same words.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num, fmt_p
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ..io._catalog import ToolCatalog
+    from ..metrics._bias import BiasResult
 
 __all__ = ["key_findings", "Finding"]
 
@@ -20,7 +28,7 @@ class Finding(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, label, sentences):
+    def __new__(cls, label: object, sentences: Iterable[str]) -> Finding:
         return super().__new__(cls, (str(label), list(sentences)))
 
     @property
@@ -28,11 +36,11 @@ class Finding(tuple):
         return self[0]
 
     @property
-    def sentences(self) -> list:
+    def sentences(self) -> list[str]:
         return self[1]
 
 
-def key_findings(result, catalog=None, *, alpha=0.05) -> list:
+def key_findings(result: BiasResult, catalog: ToolCatalog | None = None, *, alpha: float = 0.05) -> list[Finding]:
     """The headline of a :class:`~toolbias_stats.BiasResult`, per group, as plain sentences.
 
     For each group: the bias estimate with its interval and whether it is distinguishable from a fair chooser

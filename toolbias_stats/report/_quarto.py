@@ -13,8 +13,16 @@ import numbers
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._validation import renamed_parameter
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+    from nbformat import NotebookNode
 
 __all__ = ["TEMPLATE", "export_quarto", "qmd_to_notebook", "run_notebook", "DEFAULT_SECTIONS"]
 
@@ -31,8 +39,9 @@ _FENCE = re.compile(r"^```\{python\}[ \t]*$", re.M)
 
 
 @renamed_parameter("seed", "rng", since="0.1.0")
-def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, rng=20251121, n_resamples=2000, by="model",
-                  option="out_dir") -> Path:
+def export_quarto(study: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                  sections: Sequence[str] = DEFAULT_SECTIONS, rng: int = 20251121, n_resamples: int = 2000,
+                  by: str = "model", option: str = "out_dir") -> Path:
     """Write a ready-to-render Quarto document for a study.
 
     Parameters
@@ -106,7 +115,7 @@ def fill_parameters(text: str, values: dict) -> str:
     return _PARAM_LINE.sub(yaml, head) + sep + _CELL_LINE.sub(cell, body)
 
 
-def qmd_to_notebook(path, *, parameters: dict | None = None):
+def qmd_to_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, Any] | None = None) -> NotebookNode:
     """Convert a Quarto document (``{python}`` chunks) to a notebook with jupytext, without Quarto.
 
     ``parameters`` are injected after the cell tagged ``parameters``, as Quarto and papermill do.
@@ -127,7 +136,7 @@ def qmd_to_notebook(path, *, parameters: dict | None = None):
     return nb
 
 
-def run_notebook(nb, *, cwd=None, timeout=600):
+def run_notebook(nb: NotebookNode, *, cwd: str | os.PathLike[str] | None = None, timeout: int = 600) -> NotebookNode:
     """Execute a notebook with nbclient (the ``python3`` kernel of this environment); returns it with outputs.
 
     Raises nbclient's ``CellExecutionError`` naming the failing cell.
