@@ -318,11 +318,25 @@ def ensemble_cv(features: ToolFeatures, rates: BiasResult | ToolFeatures | pd.Da
 
     Examples
     --------
+    Six clusters of four tools whose selection rate rises with ``f1`` (``f2`` is noise); a small forest:
+
+    >>> import numpy as np
+    >>> import pandas as pd
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.features import read_feature_table
-    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))  # doctest: +SKIP
-    >>> res = ensemble_cv(feats, n_estimators=50, n_repeats=2, rng=1)                     # doctest: +SKIP
-    >>> res.summary_frame()[["model", "scheme", "r2", "baseline_r2"]]                    # doctest: +SKIP
+    >>> gen = np.random.default_rng(0)
+    >>> table = pd.DataFrame({"tool_id": [f"t{i}" for i in range(24)], "cluster_id": np.repeat(list("abcdef"), 4),
+    ...                       "f1": gen.normal(size=24), "f2": gen.normal(size=24)})
+    >>> feats = tbs.ToolFeatures(table=table, feature_names=("f1", "f2"))
+    >>> rates = pd.DataFrame({"model": "m", "tool_id": table["tool_id"], "rate": 0.25 + 0.1 * table["f1"]})
+    >>> res = ensemble_cv(feats, rates, n_estimators=10, n_repeats=1, n_permutations=2, rng=1)
+    >>> res.summary_frame()[["model", "scheme", "beats_baseline", "n_folds"]]
+      model       scheme  beats_baseline  n_folds
+    0     m         loco            True        6
+    1     m  group_kfold            True        5
+    2     m      holdout            True        1
+    >>> imp = res.fit_for("m").importances.set_index("feature")["mean"]
+    >>> bool(imp["f1"] > 0.001 > abs(imp["f2"]))    # shuffling f1 hurts the predictions, shuffling f2 does not
+    True
     """
     t0 = time.perf_counter()
     check_choice("estimator", estimator, ESTIMATORS)

@@ -48,7 +48,17 @@ def plot_position_effects(result: BayesResult, ax: Axes | None = None) -> Figure
 
     Examples
     --------
-    >>> fig = plot_position_effects(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_position_effects(res)
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]   # one row per LLM, then the shared mean
+    ['(shared)', 'llm1']
     """
     pe = result.position_effects
     llms = list(result.llms) + [_SHARED]
@@ -103,7 +113,17 @@ def plot_api_effects(result: BayesResult, ax: Axes | None = None, *, show_llms: 
 
     Examples
     --------
-    >>> fig = plot_api_effects(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_api_effects(res)
+    >>> len(fig.axes[0].get_yticklabels())       # one row per (cluster, tool)
+    6
     """
     ae = result.api_effects
     shared = ae[ae["llm"] == _SHARED].reset_index(drop=True)
@@ -160,7 +180,17 @@ def plot_bayes_ppc(result: BayesResult, ax: Axes | None = None) -> Figure:
 
     Examples
     --------
-    >>> fig = plot_bayes_ppc(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_bayes_ppc(res)
+    >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]   # the clusters
+    ['1', '2']
     """
     t = result.ppc.table
     fig, ax = _figure_and_axes(ax, (max(6.0, 0.16 * len(t) + 2.0), 3.8))
@@ -218,7 +248,17 @@ def plot_bayes_dispersion(result: BayesResult, ax: Axes | None = None) -> Figure
 
     Examples
     --------
-    >>> fig = plot_bayes_dispersion(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_bayes_dispersion(res)
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    ['llm1']
     """
     t = result.ppc.dispersion
     if t is None:

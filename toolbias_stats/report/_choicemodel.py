@@ -113,7 +113,12 @@ def choice_model_section_for_report(study: Study, *, by: Sequence[str] | None = 
 
     Examples
     --------
-    >>> html = choice_model_section_for_report(study, rng=1)   # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log
+    >>> html = choice_model_section_for_report(tbs.Study(log=log, catalog=log.catalog), rng=1)
+    >>> html.split(".")[0]
+    '<p>conditional logit; Firth-penalised; query-clustered sandwich intervals'
     """
     import warnings
 

@@ -43,7 +43,14 @@ def render_explain_section(result: ExplainResult, *, heading: str = "Explaining 
 
     Examples
     --------
-    >>> html = render_explain_section(res)   # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> from toolbias_stats.models import explain_selection
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> res = explain_selection(feats, ensembles=False, n_resamples=20, rng=1)   # correlations, OLS, alignment
+    >>> html = render_explain_section(res)
+    >>> html.startswith('<section id="explain">'), html.count("<svg") >= 3
+    (True, True)
     """
     parts = [f'<section id="explain">\n<h2>{_e(heading)}</h2>', _intro(result), _correlations(result),
              _ols(result), _choice(result), _ensembles(result), _alignment(result), _notes(result), "</section>"]

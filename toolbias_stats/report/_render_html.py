@@ -139,11 +139,17 @@ def render_bias_report(study: Study, result: BiasResult, *, path: str | os.PathL
 
     Examples
     --------
+    A small simulated study (one cluster of five tools); a real one comes from :func:`toolbias_stats.read_study`:
+
     >>> import toolbias_stats as tbs
     >>> from toolbias_stats.report import render_bias_report
-    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))          # doctest: +SKIP
-    >>> res = tbs.selection_bias(study.log, by="model", rng=1)                         # doctest: +SKIP
-    >>> html = render_bias_report(study, res, path="report.html")                      # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=1, n_queries=10, rng=0).log
+    >>> study = tbs.Study(log=log, catalog=log.catalog, name="simulated")
+    >>> res = tbs.selection_bias(study.log, by="model", n_resamples=50, rng=1)
+    >>> html = render_bias_report(study, res)          # path="report.html" also writes the page
+    >>> html.startswith("<!DOCTYPE html>"), '<section id="bias">' in html
+    (True, True)
     """
     from .. import __version__
 
