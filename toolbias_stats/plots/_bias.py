@@ -213,6 +213,15 @@ def plot_api_vs_position(result: BiasResult, ax: Axes | Sequence[Axes] | None = 
 def group_label(keys: Mapping[str, object]) -> str:
     """Display label of a group: its ``by`` values joined by ``", "`` (``"all"`` when ungrouped).
 
+    Parameters
+    ----------
+    keys : mapping
+        A group's ``by`` values (``BiasResult.groups[i].keys``).
+
+    Returns
+    -------
+    str
+
     Examples
     --------
     >>> group_label({"model": "GPT-4.1 mini", "temperature": 0.7}), group_label({})
@@ -225,6 +234,20 @@ def tool_labels(tools: Iterable[object], catalog: ToolCatalog | None = None, clu
     """Full display names of ``tools`` (tool ids): ``tool_name``, plus ``: api_name`` when a name repeats.
 
     Without a catalog (or for a tool it lacks) the tool id itself is used.
+
+    Parameters
+    ----------
+    tools : iterable
+        Tool ids.
+    catalog : ToolCatalog, optional
+        Supplies ``tool_name`` and ``api_name``.
+    cluster : str, optional
+        Accepted for symmetry with the plotting helpers; the names do not depend on it.
+
+    Returns
+    -------
+    list of str
+        One label per tool, in the order given.
 
     Examples
     --------

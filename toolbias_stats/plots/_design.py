@@ -46,6 +46,16 @@ def plot_variance_shares(components: VarianceComponents, *,
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=3, n_queries=20, n_runs=3, rng=0)
+    >>> vc = tbs.variance_components(sim.log, metrics=["delta_api"], n_resamples=50, rng=1)
+    >>> fig = plot_variance_shares(vc)
+    >>> fig.axes[0].get_xlabel()
+    "share of Var(δ_API estimate) at the study's design"
     """
     t = components.table
     t = t[(t["metric"] == metric) & (t["component"] != "cluster")]
@@ -86,6 +96,17 @@ def plot_plan_widths(plan: StudyPlan, *, metric: str = "delta_api", runs: int | 
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> pilot = np.tile([0.4, 0.15, 0.15, 0.15, 0.15], (10, 1))
+    >>> plan = tbs.plan_study(pilot, target=0.03, metrics=["delta_api"], queries=[25, 50, 100, 200], runs=[1],
+    ...                       rotations=[5], rng=1)
+    >>> fig = plot_plan_widths(plan)
+    >>> fig.axes[0].get_xlabel()
+    'LLM calls per group'
     """
     grid = plan.grid[plan.grid["metric"] == metric]
     ach = plan.achieved[plan.achieved["metric"] == metric]

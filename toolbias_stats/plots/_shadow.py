@@ -47,6 +47,17 @@ def plot_shadow_contributions(result: ShadowResult, *, scale: str | None = None,
     -----
     The error bar of a contribution is ``w_d`` times the percentile interval of ``z_d`` (or of the effect);
     greyed bars are low-precision domains (the floor weight), missing bars domains that could not be computed.
+
+    Examples
+    --------
+    A simulated audit (120 turns, 6 tools), few replicates:
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.shadow import simulate_audit
+    >>> res = tbs.tool_shadow(simulate_audit(120, 6, rng=1), encoder=False, n_resamples=20, n_weight_draws=20, rng=1)
+    >>> fig = plot_shadow_contributions(res)
+    >>> fig.axes[0].get_xlabel()
+    'contribution w·z (paper scale)'
     """
     scale = result.scale if scale is None else scale
     groups = result.groups
@@ -93,6 +104,16 @@ def plot_shadow_pbs(result: ShadowResult, *, scale: str | None = None,
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.shadow import simulate_audit
+    >>> res = tbs.tool_shadow(simulate_audit(120, 6, rng=1), encoder=False, n_resamples=20, n_weight_draws=20, rng=1)
+    >>> fig = plot_shadow_pbs(res)
+    >>> fig.axes[0].get_xlabel()
+    'PBS (paper scale)'
     """
     scale = result.scale if scale is None else scale
     groups = result.groups

@@ -47,6 +47,21 @@ def plot_recall_by_tier(result: RetrievalResult, *, k: int | None = None, ax: Ax
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    The bundled benchmark with a model that answers the pool in the file's order (free: without its first tool):
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import read_rrb, retrieval_recall
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> preds = pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"],
+    ...                       "free": [p[1:] for p in q["pool"]]})
+    >>> res = retrieval_recall(rrb, preds, k=[1, 3], n_resamples=20, rng=1)
+    >>> fig = plot_recall_by_tier(res)
+    >>> len(fig.axes)
+    1
     """
     k = max(result.ks) if k is None else int(k)
     if k not in result.ks:
@@ -102,6 +117,20 @@ def plot_internalization(result: RetrievalResult, *, k: int | None = None, tier:
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import read_rrb, retrieval_recall
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> preds = pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"],
+    ...                       "free": [p[1:] for p in q["pool"]]})
+    >>> res = retrieval_recall(rrb, preds, k=[1, 3], n_resamples=20, rng=1)
+    >>> fig = plot_internalization(res)
+    >>> fig.axes[0].get_xlabel()
+    'IS@3 = Rf@3 / Rc@3  (all)'
     """
     k = max(result.ks) if k is None else int(k)
     configs = [c for c in result.configs if result.estimates[(c, tier, k)]["is"] is not None]
@@ -144,6 +173,18 @@ def plot_probe_accuracy(results: Mapping[Any, ProbeResult], *, ax: Axes | None =
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    The bundled QA probe answered "Yes" throughout:
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import probe_accuracy, read_probe
+    >>> qa = read_probe("qa")
+    >>> res = probe_accuracy(qa, pd.DataFrame({"id": qa.items["id"], "answer": "Yes"}))
+    >>> fig = plot_probe_accuracy({"always yes": res})
+    >>> fig.axes[0].get_xlabel()
+    'exact-match accuracy (dashed: chance, 0.25 MCQ / 0.5 QA)'
     """
     items = list(results.items())
     fig, ax = _figure_and_axes(ax, figsize=(6.5, 0.9 + 0.4 * max(len(items), 1)))
