@@ -24,7 +24,15 @@ _NAMES = {"delta_api": "tool (API) bias \u03b4_API", "delta_pos": "position bias
 
 
 class Finding(tuple):
-    """``(group label, [sentence, ...])``."""
+    """``(group label, [sentence, ...])``.
+
+    Examples
+    --------
+    >>> f = Finding("GPT-4.1 mini", ["The position bias is large."])
+    >>> f.label, f.sentences
+    ('GPT-4.1 mini', ['The position bias is large.'])
+    >>> label, sentences = f                   # a plain 2-tuple
+    """
 
     __slots__ = ()
 
@@ -59,6 +67,14 @@ def key_findings(result: BiasResult, catalog: ToolCatalog | None = None, *, alph
     -------
     list of Finding
         ``(label, sentences)`` per group, in the result's order.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=3, n_queries=20, rng=0).log     # a fair chooser
+    >>> [(f.label, len(f.sentences)) for f in key_findings(tbs.selection_bias(log, n_resamples=50, rng=1))]
+    [('simulated', 4)]
     """
     level = fmt_level(result.confidence_level)
     out = []

@@ -163,6 +163,17 @@ def render_shadow_section(result: ShadowResult, *, scale: str | None = None, fig
     -------
     str
         A complete ``<section id="shadow">`` for ``render_bias_report(..., extra_sections=...)``.
+
+    Examples
+    --------
+    A simulated audit (120 turns, 6 tools), few replicates:
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.shadow import simulate_audit
+    >>> res = tbs.tool_shadow(simulate_audit(120, 6, rng=1), encoder=False, n_resamples=20, n_weight_draws=20, rng=1)
+    >>> html = render_shadow_section(res, figures=False)
+    >>> html.split("\\n")[:2]
+    ['<section id="shadow">', '<h2>TOOL-SHADOW Positional Bias Score</h2>']
     """
     scale = result.scale if scale is None else scale
     parts = ['<section id="shadow">', "<h2>TOOL-SHADOW Positional Bias Score</h2>",
@@ -226,6 +237,16 @@ def render_shadow_report(result: ShadowResult, *, path: str | os.PathLike[str] |
     Returns
     -------
     str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.shadow import simulate_audit
+    >>> res = tbs.tool_shadow(simulate_audit(120, 6, rng=1), encoder=False, n_resamples=20, n_weight_draws=20, rng=1)
+    >>> page = render_shadow_report(res)              # path="shadow.html" also writes it
+    >>> page.startswith("<!DOCTYPE html>"), '<section id="shadow">' in page
+    (True, True)
     """
     from .. import __version__
 
