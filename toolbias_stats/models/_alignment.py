@@ -53,6 +53,19 @@ class AlignmentResult(ReprHTMLMixin):
         Replicates, shape ``(n_resamples, n_pairs)`` in the order of :meth:`to_frame`.
     warnings : list of str
     notes : list of str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import model_alignment
+    >>> res = model_alignment(feats, n_resamples=0)
+    >>> res.matrix.round(2).iloc[:2, :2]
+                 ChatGPT 3.5  ChatGPT 4.1
+    ChatGPT 3.5         1.00         0.33
+    ChatGPT 4.1         0.33         1.00
     """
 
     models: list

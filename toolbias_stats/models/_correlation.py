@@ -48,6 +48,19 @@ class CorrelationResult(ReprHTMLMixin):
         Features left out (all missing, constant, duplicate), with a warning.
     warnings : list of str
     notes : list of str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import feature_correlations
+    >>> res = feature_correlations(feats)
+    >>> res.matrix("r").shape                     # features x LLMs
+    (7, 6)
+    >>> list(res.to_frame().columns[:7])
+    ['model', 'feature', 'n', 'r', 'ci_low', 'ci_high', 'p_value']
     """
 
     table: pd.DataFrame

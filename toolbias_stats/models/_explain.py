@@ -51,6 +51,17 @@ class ExplainResult(ReprHTMLMixin):
     choice : ChoiceExplanation or None
         The attempt-level explanation (conditional logit with the features, compared with the OLS), when
         :func:`explain_selection` was given the selection log.
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import explain_selection
+    >>> res = explain_selection(feats, ensembles=False, n_resamples=20, rng=1)
+    >>> type(res.ols).__name__, res.random_forest is None, len(res.models)
+    ('OLSResult', True, 6)
     """
 
     correlations: CorrelationResult

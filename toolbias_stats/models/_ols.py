@@ -55,6 +55,17 @@ class OLSFit:
         ``p_value``, HC3 (``se_hc3``, ``ci_hc3_*``, ``p_hc3``), cluster-robust by cluster
         (``se_cluster``, ``ci_cluster_*``, ``p_cluster``) and ``std_coef`` (coefficient x sd(x) / sd(y)).
     formula : str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import ols_fit
+    >>> fit = ols_fit(feats).fit_for("ToolLLaMA")
+    >>> fit.n, fit.n_predictors, round(fit.r2, 3)
+    (43, 7, 0.387)
     """
 
     model: str
@@ -97,6 +108,19 @@ class OLSResult(ReprHTMLMixin):
     dropped_features : list of str
     warnings : list of str
     notes : list of str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import ols_fit
+    >>> res = ols_fit(feats)
+    >>> list(res.to_frame().columns[:6])          # one row per LLM and term
+    ['model', 'term', 'coef', 'se', 'ci_low', 'ci_high']
+    >>> round(res.fit_for("ToolLLaMA").r2, 3)    # BiasBusters F.1
+    0.387
     """
 
     fits: list
