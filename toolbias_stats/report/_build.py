@@ -116,9 +116,13 @@ def build_report(study: Study | str | os.PathLike[str], result: BiasResult | Non
 
     Examples
     --------
+    A small simulated study (a manifest path, e.g. ``tbs.datasets.path("experiments/study.toml")``, works too):
+
     >>> import toolbias_stats as tbs
     >>> from toolbias_stats.report import build_report
-    >>> study = tbs.read_study(tbs.datasets.path("experiments/study.toml"))
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=1, n_queries=10, rng=0).log
+    >>> study = tbs.Study(log=log, catalog=log.catalog, name="simulated")
     >>> page = build_report(study, sections=[], n_resamples=0, n_null=0, rng=1)
     >>> page.startswith("<!DOCTYPE html>") and 'id="experiments"' not in page
     True
