@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,12 @@ from .._display import ReprHTMLMixin
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import selection_rates
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from ..features._table import ToolFeatures
+    from ..metrics._bias import BiasResult
 
 __all__ = ["model_alignment", "AlignmentResult"]
 
@@ -46,6 +53,19 @@ class AlignmentResult(ReprHTMLMixin):
         Replicates, shape ``(n_resamples, n_pairs)`` in the order of :meth:`to_frame`.
     warnings : list of str
     notes : list of str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import model_alignment
+    >>> res = model_alignment(feats, n_resamples=0)
+    >>> res.matrix.round(2).iloc[:2, :2]
+                 ChatGPT 3.5  ChatGPT 4.1
+    ChatGPT 3.5         1.00         0.33
+    ChatGPT 4.1         0.33         1.00
     """
 
     models: list
@@ -82,8 +102,10 @@ class AlignmentResult(ReprHTMLMixin):
                 "confidence_level": self.confidence_level}
 
 
-def model_alignment(rates, *, method="pearson", n_resamples=2000, confidence_level=0.95, resample="cluster",
-                    rng=None) -> AlignmentResult:
+def model_alignment(rates: BiasResult | ToolFeatures | pd.DataFrame, *,
+                    method: Literal["pearson", "spearman"] = "pearson", n_resamples: int = 2000,
+                    confidence_level: float = 0.95, resample: Literal["cluster", "tool"] = "cluster",
+                    rng: int | np.random.Generator | None = None) -> AlignmentResult:
     """Correlation between the LLMs' selection-rate vectors, with a bootstrap interval per pair.
 
     Parameters

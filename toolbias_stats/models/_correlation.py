@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,12 @@ from .._display import ReprHTMLMixin
 from .._validation import check_confidence_level
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import design
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..features._table import ToolFeatures
+    from ..metrics._bias import BiasResult
 
 __all__ = ["feature_correlations", "CorrelationResult"]
 
@@ -41,6 +48,19 @@ class CorrelationResult(ReprHTMLMixin):
         Features left out (all missing, constant, duplicate), with a warning.
     warnings : list of str
     notes : list of str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import feature_correlations
+    >>> res = feature_correlations(feats)
+    >>> res.matrix("r").shape                     # features x LLMs
+    (7, 6)
+    >>> list(res.to_frame().columns[:7])
+    ['model', 'feature', 'n', 'r', 'ci_low', 'ci_high', 'p_value']
     """
 
     table: pd.DataFrame
@@ -57,7 +77,7 @@ class CorrelationResult(ReprHTMLMixin):
         """Tidy, unrounded table: one row per LLM and feature."""
         return self.table.copy()
 
-    def matrix(self, value="r") -> pd.DataFrame:
+    def matrix(self, value: str = "r") -> pd.DataFrame:
         """One column per LLM, one row per feature, holding ``value`` (any column of the table)."""
         if value not in self.table.columns:
             raise ValueError(f"`value` must be a column of the table {list(self.table.columns)}; got {value!r} "
@@ -76,8 +96,9 @@ class CorrelationResult(ReprHTMLMixin):
         return out
 
 
-def feature_correlations(features, rates=None, *, center=True, feature_names=None,
-                         confidence_level=0.95) -> CorrelationResult:
+def feature_correlations(features: ToolFeatures, rates: BiasResult | ToolFeatures | pd.DataFrame | None = None, *,
+                         center: bool = True, feature_names: Sequence[str] | None = None,
+                         confidence_level: float = 0.95) -> CorrelationResult:
     """Pearson correlation of every feature with the selection rate, per LLM, with Fisher-z CIs and adjusted p.
 
     Parameters

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..exceptions import DegenerateDataWarning
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..features._table import ToolFeatures
+    from ..metrics._bias import BiasResult
+
 __all__ = ["selection_rates", "design", "Design"]
 
 
-def selection_rates(rates, *, features=None) -> pd.DataFrame:
+def selection_rates(rates: BiasResult | ToolFeatures | pd.DataFrame | None, *,
+                    features: ToolFeatures | None = None) -> pd.DataFrame:
     """Normalise selection rates into a long table ``model, cluster_id, tool_id, rate``.
 
     Parameters
@@ -58,8 +66,9 @@ def selection_rates(rates, *, features=None) -> pd.DataFrame:
             raise ValueError(f"`rates`: the feature table {rates.source} carries no selection rates.")
         rates = rates.selection_rates
     if hasattr(rates, "rates_frame") and hasattr(rates, "groups"):  # BiasResult
-        by = list(rates.by)
-        frame = rates.rates_frame()
+        result: Any = rates
+        by = list(result.by)
+        frame = result.rates_frame()
         if frame.empty:
             raise ValueError("`rates`: the BiasResult has no selection rates.")
         label = frame[by].astype(str).agg(", ".join, axis=1) if by else pd.Series("all", index=frame.index)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,11 @@ from ._ensembles import EnsembleResult, ensemble_cv
 from ._ols import OLSResult, ols_fit
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..features._table import ToolFeatures
+    from ..io._selection_log import SelectionLog
+    from ..metrics._bias import BiasResult
     from ._explain_choice import ChoiceExplanation
 
 __all__ = ["explain_selection", "ExplainResult"]
@@ -46,6 +51,17 @@ class ExplainResult(ReprHTMLMixin):
     choice : ChoiceExplanation or None
         The attempt-level explanation (conditional logit with the features, compared with the OLS), when
         :func:`explain_selection` was given the selection log.
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import explain_selection
+    >>> res = explain_selection(feats, ensembles=False, n_resamples=20, rng=1)
+    >>> type(res.ols).__name__, res.random_forest is None, len(res.models)
+    ('OLSResult', True, 6)
     """
 
     correlations: CorrelationResult
@@ -113,9 +129,12 @@ class ExplainResult(ReprHTMLMixin):
         return out
 
 
-def explain_selection(features, rates=None, *, center=True, feature_names=None, confidence_level=0.95,
-                      ensembles=True, n_estimators=200, n_repeats=5, n_permutations=10, n_resamples=2000,
-                      n_jobs=1, rng=None, targets=None, progress=False, log=None) -> ExplainResult:
+def explain_selection(features: ToolFeatures, rates: BiasResult | ToolFeatures | pd.DataFrame | None = None, *,
+                      center: bool = True, feature_names: Sequence[str] | None = None,
+                      confidence_level: float = 0.95, ensembles: bool = True, n_estimators: int = 200,
+                      n_repeats: int = 5, n_permutations: int = 10, n_resamples: int = 2000, n_jobs: int = 1,
+                      rng: int | np.random.Generator | None = None, targets: str | None = None,
+                      progress: bool = False, log: SelectionLog | None = None) -> ExplainResult:
     """Run the whole attribute-level analysis of BiasBusters on one feature table.
 
     Parameters
@@ -178,8 +197,9 @@ def explain_selection(features, rates=None, *, center=True, feature_names=None, 
         ols = ols_fit(features, rates, center=center, feature_names=feature_names, confidence_level=confidence_level)
         rf = gb = None
         if ensembles:
-            common = dict(center=center, feature_names=feature_names, n_estimators=n_estimators, n_repeats=n_repeats,
-                          n_permutations=n_permutations, n_jobs=n_jobs, progress=progress)
+            common: dict[str, Any] = dict(center=center, feature_names=feature_names, n_estimators=n_estimators,
+                                          n_repeats=n_repeats, n_permutations=n_permutations, n_jobs=n_jobs,
+                                          progress=progress)
             rf = ensemble_cv(features, rates, estimator="random_forest", rng=kids[0], **common)
             gb = ensemble_cv(features, rates, estimator="gradient_boosting", rng=kids[1], **common)
         align = model_alignment(rates if rates is not None else features, n_resamples=n_resamples,

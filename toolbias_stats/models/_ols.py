@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,12 @@ from .._display import ReprHTMLMixin
 from .._validation import check_confidence_level
 from ..exceptions import SmallSampleWarning
 from ._design import design
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..features._table import ToolFeatures
+    from ..metrics._bias import BiasResult
 
 __all__ = ["ols_fit", "OLSResult", "OLSFit"]
 
@@ -48,6 +55,17 @@ class OLSFit:
         ``p_value``, HC3 (``se_hc3``, ``ci_hc3_*``, ``p_hc3``), cluster-robust by cluster
         (``se_cluster``, ``ci_cluster_*``, ``p_cluster``) and ``std_coef`` (coefficient x sd(x) / sd(y)).
     formula : str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import ols_fit
+    >>> fit = ols_fit(feats).fit_for("ToolLLaMA")
+    >>> fit.n, fit.n_predictors, round(fit.r2, 3)
+    (43, 7, 0.387)
     """
 
     model: str
@@ -90,6 +108,19 @@ class OLSResult(ReprHTMLMixin):
     dropped_features : list of str
     warnings : list of str
     notes : list of str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> from toolbias_stats.models import ols_fit
+    >>> res = ols_fit(feats)
+    >>> list(res.to_frame().columns[:6])          # one row per LLM and term
+    ['model', 'term', 'coef', 'se', 'ci_low', 'ci_high']
+    >>> round(res.fit_for("ToolLLaMA").r2, 3)    # BiasBusters F.1
+    0.387
     """
 
     fits: list
@@ -112,7 +143,7 @@ class OLSResult(ReprHTMLMixin):
                               "n_clusters": f.n_clusters, "r2": f.r2, "adj_r2": f.adj_r2, "f_pvalue": f.f_pvalue,
                               "condition_number": f.condition_number} for f in self.fits])
 
-    def fit_for(self, model) -> OLSFit:
+    def fit_for(self, model: str) -> OLSFit:
         """The fit of one LLM."""
         for f in self.fits:
             if f.model == model:
@@ -123,7 +154,9 @@ class OLSResult(ReprHTMLMixin):
         return {f.model: f.to_dict() for f in self.fits}
 
 
-def ols_fit(features, rates=None, *, center=True, feature_names=None, confidence_level=0.95) -> OLSResult:
+def ols_fit(features: ToolFeatures, rates: BiasResult | ToolFeatures | pd.DataFrame | None = None, *,
+            center: bool = True, feature_names: Sequence[str] | None = None,
+            confidence_level: float = 0.95) -> OLSResult:
     """Ordinary least squares of the selection rate on the features, per LLM, with robust standard errors.
 
     Parameters

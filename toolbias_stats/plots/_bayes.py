@@ -7,16 +7,25 @@ on the Agg canvas (no pyplot state).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text, tool_labels
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..io._catalog import ToolCatalog
+    from ..models.bayes._result import BayesResult
 
 __all__ = ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc", "plot_bayes_dispersion"]
 
 _SHARED = "(shared)"
 
 
-def plot_position_effects(result, ax=None):
+def plot_position_effects(result: BayesResult, ax: Axes | None = None) -> Figure:
     """Forest plot of the position effects ``beta`` of every LLM (and the shared ``beta_bar``).
 
     Parameters
@@ -39,7 +48,17 @@ def plot_position_effects(result, ax=None):
 
     Examples
     --------
-    >>> fig = plot_position_effects(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_position_effects(res)
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]   # one row per LLM, then the shared mean
+    ['(shared)', 'llm1']
     """
     pe = result.position_effects
     llms = list(result.llms) + [_SHARED]
@@ -69,7 +88,8 @@ def plot_position_effects(result, ax=None):
     return fig
 
 
-def plot_api_effects(result, ax=None, *, show_llms=True, catalog=None):
+def plot_api_effects(result: BayesResult, ax: Axes | None = None, *, show_llms: bool = True,
+                     catalog: ToolCatalog | None = None) -> Figure:
     """Forest plot of the shared API effects ``mu`` per cluster and tool, with each LLM's ``alpha``.
 
     Parameters
@@ -93,7 +113,17 @@ def plot_api_effects(result, ax=None, *, show_llms=True, catalog=None):
 
     Examples
     --------
-    >>> fig = plot_api_effects(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_api_effects(res)
+    >>> len(fig.axes[0].get_yticklabels())       # one row per (cluster, tool)
+    6
     """
     ae = result.api_effects
     shared = ae[ae["llm"] == _SHARED].reset_index(drop=True)
@@ -107,8 +137,8 @@ def plot_api_effects(result, ax=None, *, show_llms=True, catalog=None):
             sub = ae[ae["llm"] == llm].set_index(["cluster", "tool_id"])
             vals = [sub["mean"].get((c, t), np.nan) for c, t in zip(shared["cluster"], shared["tool_id"])]
             used = [sub["n_used"].get((c, t), 0) for c, t in zip(shared["cluster"], shared["tool_id"])]
-            vals = np.where(np.asarray(used) > 0, vals, np.nan)
-            ax.plot(vals, ys, "|", color=colours[k], markersize=7, alpha=0.8, label=_mpl_text(llm))
+            shown = np.where(np.asarray(used) > 0, vals, np.nan)
+            ax.plot(shown, ys, "|", color=colours[k], markersize=7, alpha=0.8, label=_mpl_text(llm))
     ax.errorbar(shared["mean"], ys, xerr=[shared["mean"] - shared["hdi_low"], shared["hdi_high"] - shared["mean"]],
                 fmt="o", color="#111111", markersize=3.5, elinewidth=1.2, capsize=0, label="shared $\\mu$ (HDI)")
     # cluster separators and labels
@@ -130,7 +160,7 @@ def plot_api_effects(result, ax=None, *, show_llms=True, catalog=None):
     return fig
 
 
-def plot_bayes_ppc(result, ax=None):
+def plot_bayes_ppc(result: BayesResult, ax: Axes | None = None) -> Figure:
     """Posterior predictive check: observed against replicated choice counts per cluster and position.
 
     Parameters
@@ -150,20 +180,31 @@ def plot_bayes_ppc(result, ax=None):
 
     Examples
     --------
-    >>> fig = plot_bayes_ppc(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_bayes_ppc(res)
+    >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]   # the clusters
+    ['1', '2']
     """
     t = result.ppc.table
     fig, ax = _figure_and_axes(ax, (max(6.0, 0.16 * len(t) + 2.0), 3.8))
     clusters = list(dict.fromkeys(t["cluster"]))
-    x, ticks = [], []
+    xs_all: list[float] = []
+    ticks = []
     pos = 0.0
     for c in clusters:
         sub = t[t["cluster"] == c]
         xs = pos + np.arange(len(sub))
-        x.extend(xs)
+        xs_all.extend(xs)
         ticks.append((xs.mean(), c))
         pos = xs[-1] + 2.0
-    x = np.asarray(x)
+    x = np.asarray(xs_all)
     lo, hi, obs = (t[k].to_numpy(dtype=float) for k in ("replicated_low", "replicated_high", "observed"))
     ax.vlines(x, lo, hi, color="#9aa4ae", linewidth=4, label=f"replicated, {100 * result.hdi_prob:g}% HDI")
     ax.plot(x, t["replicated_mean"], "_", color="#555555", markersize=6)
@@ -184,7 +225,7 @@ def plot_bayes_ppc(result, ax=None):
     return fig
 
 
-def plot_bayes_dispersion(result, ax=None):
+def plot_bayes_dispersion(result: BayesResult, ax: Axes | None = None) -> Figure:
     """Posterior predictive check of the per-query dispersion, per LLM.
 
     Parameters
@@ -207,7 +248,17 @@ def plot_bayes_dispersion(result, ax=None):
 
     Examples
     --------
-    >>> fig = plot_bayes_dispersion(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> fig = plot_bayes_dispersion(res)
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    ['llm1']
     """
     t = result.ppc.dispersion
     if t is None:

@@ -8,8 +8,18 @@ canvas directly (no pyplot state, no ``plt.show``).
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..io._catalog import ToolCatalog
+    from ..metrics._bias import BiasResult
 
 __all__ = ["plot_selection_rates", "plot_api_vs_position"]
 
@@ -18,7 +28,9 @@ _TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
           "#17becf")
 
 
-def plot_selection_rates(result, *, cluster, ax=None, catalog=None, label_width=16, max_label_lines=3):
+def plot_selection_rates(result: BiasResult, *, cluster: str, ax: Axes | None = None,
+                         catalog: ToolCatalog | None = None, label_width: int = 16,
+                         max_label_lines: int = 3) -> Figure:
     """Grouped bars of each group's selection rate per tool in one cluster (BiasBusters Fig. 3).
 
     Parameters
@@ -109,7 +121,8 @@ def plot_selection_rates(result, *, cluster, ax=None, catalog=None, label_width=
     return fig
 
 
-def plot_api_vs_position(result, ax=None, *, clusters=False):
+def plot_api_vs_position(result: BiasResult, ax: Axes | Sequence[Axes] | None = None, *,
+                         clusters: bool = False) -> Figure:
     """API bias against position bias per group, with CI whiskers and the pure-noise level (BiasBusters Fig. 4).
 
     Parameters
@@ -197,8 +210,17 @@ def plot_api_vs_position(result, ax=None, *, clusters=False):
 
 
 # ---------------------------------------------------------------------------------------------
-def group_label(keys: dict) -> str:
+def group_label(keys: Mapping[str, object]) -> str:
     """Display label of a group: its ``by`` values joined by ``", "`` (``"all"`` when ungrouped).
+
+    Parameters
+    ----------
+    keys : mapping
+        A group's ``by`` values (``BiasResult.groups[i].keys``).
+
+    Returns
+    -------
+    str
 
     Examples
     --------
@@ -208,10 +230,24 @@ def group_label(keys: dict) -> str:
     return ", ".join(str(v) for v in keys.values()) if keys else "all"
 
 
-def tool_labels(tools, catalog=None, cluster=None) -> list:
+def tool_labels(tools: Iterable[object], catalog: ToolCatalog | None = None, cluster: str | None = None) -> list[str]:
     """Full display names of ``tools`` (tool ids): ``tool_name``, plus ``: api_name`` when a name repeats.
 
     Without a catalog (or for a tool it lacks) the tool id itself is used.
+
+    Parameters
+    ----------
+    tools : iterable
+        Tool ids.
+    catalog : ToolCatalog, optional
+        Supplies ``tool_name`` and ``api_name``.
+    cluster : str, optional
+        Accepted for symmetry with the plotting helpers; the names do not depend on it.
+
+    Returns
+    -------
+    list of str
+        One label per tool, in the order given.
 
     Examples
     --------

@@ -8,8 +8,15 @@ section's sentences use too, so figure and text show the same numbers.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 from ._bias import _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..choicemodel._result import ChoiceModelResult
 
 __all__ = ["plot_choice_model_overview", "choice_model_overview_rows"]
 
@@ -18,7 +25,7 @@ def _finite(x) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def choice_model_overview_rows(result) -> list:
+def choice_model_overview_rows(result: ChoiceModelResult) -> list[dict[str, Any]]:
     """One row per group x position >= 2: log-odds vs position 1 with its interval, largest |effect| first.
 
     Parameters
@@ -49,7 +56,7 @@ def choice_model_overview_rows(result) -> list:
     return sorted(rows, key=lambda r: -abs(r["estimate"]) if _finite(r["estimate"]) else math.inf)
 
 
-def plot_choice_model_overview(result, *, alpha=0.05, ax=None):
+def plot_choice_model_overview(result: ChoiceModelResult, *, alpha: float = 0.05, ax: Axes | None = None) -> Figure:
     """Forest plot of the position effects (log-odds vs position 1) of every group, largest first.
 
     Parameters

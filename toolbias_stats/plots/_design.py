@@ -6,9 +6,20 @@ Every function takes an already computed result (:class:`~toolbias_stats.design.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..design._components import VarianceComponents
+    from ..design._plan import StudyPlan
 
 __all__ = ["plot_variance_shares", "plot_plan_widths"]
 
@@ -21,7 +32,9 @@ def _label(row, by):
     return ", ".join(_mpl_text(row[b]) for b in by) or "all"
 
 
-def plot_variance_shares(components, *, metric="delta_api", ax=None):
+def plot_variance_shares(components: VarianceComponents, *,
+                         metric: Literal["delta_api", "delta_pos", "delta_model"] = "delta_api",
+                         ax: Axes | None = None) -> Figure:
     """Stacked bars: share of Var(delta estimate) from each source at the study's design, one bar per group.
 
     Parameters
@@ -33,6 +46,16 @@ def plot_variance_shares(components, *, metric="delta_api", ax=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=3, n_queries=20, n_runs=3, rng=0)
+    >>> vc = tbs.variance_components(sim.log, metrics=["delta_api"], n_resamples=50, rng=1)
+    >>> fig = plot_variance_shares(vc)
+    >>> fig.axes[0].get_xlabel()
+    "share of Var(δ_API estimate) at the study's design"
     """
     t = components.table
     t = t[(t["metric"] == metric) & (t["component"] != "cluster")]
@@ -58,7 +81,8 @@ def plot_variance_shares(components, *, metric="delta_api", ax=None):
     return fig
 
 
-def plot_plan_widths(plan, *, metric="delta_api", runs=None, ax=None):
+def plot_plan_widths(plan: StudyPlan, *, metric: str = "delta_api", runs: int | None = None,
+                     ax: Axes | None = None) -> Figure:
     """Expected CI half-width of delta against LLM calls per group, one line per group (grid of the plan).
 
     Parameters
@@ -72,6 +96,17 @@ def plot_plan_widths(plan, *, metric="delta_api", runs=None, ax=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> pilot = np.tile([0.4, 0.15, 0.15, 0.15, 0.15], (10, 1))
+    >>> plan = tbs.plan_study(pilot, target=0.03, metrics=["delta_api"], queries=[25, 50, 100, 200], runs=[1],
+    ...                       rotations=[5], rng=1)
+    >>> fig = plot_plan_widths(plan)
+    >>> fig.axes[0].get_xlabel()
+    'LLM calls per group'
     """
     grid = plan.grid[plan.grid["metric"] == metric]
     ach = plan.achieved[plan.achieved["metric"] == metric]

@@ -7,9 +7,22 @@ Every function takes an already computed result (:class:`~toolbias_stats.experim
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, Literal
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..experiments._shift_results import ShiftResult
+    from ..experiments._toolcount import ToolCountResult
+    from ..io._catalog import ToolCatalog
 
 __all__ = ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count"]
 
@@ -21,7 +34,8 @@ def _label(keys):
     return ", ".join(f"{_mpl_text(v)}" for v in keys.values())
 
 
-def plot_shift(result, *, metric="shift_api", ax=None):
+def plot_shift(result: ShiftResult, *, metric: Literal["shift_api", "shift_pos"] = "shift_api",
+               ax: Axes | None = None) -> Figure:
     """Bars of the cluster-averaged shift per compared level (BiasBusters Fig. 5), with intervals and the null.
 
     Parameters
@@ -39,11 +53,24 @@ def plot_shift(result, *, metric="shift_api", ax=None):
     Bar: the plug-in ``mean_over_clusters``; thin grey whisker: ± the sd over clusters (the paper's error bar);
     black dot and whisker: the bias-corrected shift and its calibrated interval; red tick: ``null_expected``,
     the shift two samples of the same distribution with these counts show.
+
+    Examples
+    --------
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.experiments import simulate_conditions
+    >>> pref = np.ones((3, 4))          # 3 clusters of 4 equally preferred tools; "first_wins" favours position 1
+    >>> log = simulate_conditions({"base": (pref, None), "first_wins": (pref, [4, 1, 1, 1])}, n_queries=20, rng=0)
+    >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=50, n_permutations=50, rng=1)
+    >>> fig = plot_shift(res)
+    >>> fig.axes[0].get_ylabel()
+    'TV to base (shift of tool distribution)'
     """
     rows = [(g, getattr(g, metric)) for g in result.groups if getattr(g, metric) is not None]
     fig, ax = _figure_and_axes(ax, (max(4.5, 1.3 * len(rows) + 1.5), 3.8))
     colours = _colours(max(1, len({tuple((k, v) for k, v in g.keys.items() if k != result.between) for g, _ in rows})))
-    group_ids = {}
+    group_ids: dict[tuple, int] = {}
     for i, (g, s) in enumerate(rows):
         gid = tuple((k, v) for k, v in g.keys.items() if k != result.between)
         col = colours[group_ids.setdefault(gid, len(group_ids)) % len(colours)]
@@ -66,11 +93,36 @@ def plot_shift(result, *, metric="shift_api", ax=None):
     return fig
 
 
-def plot_sweep(result, *, ax=None):
+def plot_sweep(result: ShiftResult, *, ax: Axes | None = None) -> Figure:
     """Per-level bias with intervals against a numeric ``between`` column (BiasBusters Fig. 9).
 
     One line per ``by`` group and metric (δ_API solid, δ_pos dashed, δ_model dotted), with the query-bootstrap
     percentile intervals of ``result.trend_frame()``.
+
+    Parameters
+    ----------
+    result : ShiftResult
+        A :func:`~toolbias_stats.selection_shift` over a numeric ``between`` column (its ``trend_frame()``).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; a new Figure (Agg canvas) is created when omitted.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        With the text "no numeric sweep" when ``result.trend_frame()`` is empty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.experiments import simulate_conditions
+    >>> pref = np.ones((3, 4))
+    >>> levels = {0.0: (pref, None), 0.5: (pref, [2, 1, 1, 1]), 1.0: (pref, [4, 1, 1, 1])}
+    >>> log = simulate_conditions(levels, column="temperature", n_queries=20, rng=0)
+    >>> res = tbs.selection_shift(log, between="temperature", base=0.0, n_resamples=50, n_permutations=50, rng=1)
+    >>> fig = plot_sweep(res)
+    >>> fig.axes[0].get_xlabel()
+    'temperature'
     """
     fig, ax = _figure_and_axes(ax, (5.2, 3.6))
     frame = result.trend_frame()
@@ -97,7 +149,9 @@ def plot_sweep(result, *, ax=None):
     return fig
 
 
-def plot_tool_shares(result, *, cluster=None, highlight=None, keys=None, catalog=None, ax=None):
+def plot_tool_shares(result: ShiftResult, *, cluster: str | None = None, highlight: str | None = None,
+                     keys: Mapping[str, Any] | None = None, catalog: ToolCatalog | None = None,
+                     ax: Axes | None = None) -> Figure:
     """Selection share of each tool at every level of ``between`` (BiasBusters Fig. 17), target highlighted.
 
     Parameters
@@ -112,6 +166,23 @@ def plot_tool_shares(result, *, cluster=None, highlight=None, keys=None, catalog
     catalog : ToolCatalog, optional
         For tool names.
     ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.experiments import simulate_conditions
+    >>> pref = np.ones((3, 4))          # 3 clusters of 4 equally preferred tools; "first_wins" favours position 1
+    >>> log = simulate_conditions({"base": (pref, None), "first_wins": (pref, [4, 1, 1, 1])}, n_queries=20, rng=0)
+    >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=50, n_permutations=50, rng=1)
+    >>> tool = log.catalog.tools("1")[0]
+    >>> fig = plot_tool_shares(res, cluster="1", highlight=tool)
+    >>> fig.axes[0].get_ylabel()
+    'selection share (cluster 1)'
     """
     tf = result.tools_frame()
     if keys is None and result.groups:
@@ -154,12 +225,27 @@ def plot_tool_shares(result, *, cluster=None, highlight=None, keys=None, catalog
     return fig
 
 
-def plot_tool_count(result, *, ax=None):
+def plot_tool_count(result: ToolCountResult, *, ax: Axes | None = None) -> Figure:
     """Normalised bias against the number of tools shown (BiasBusters App. J), one line per group.
 
     Parameters
     ----------
     result : ToolCountResult
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    The bundled simulated study that shows subsets of 2 to 5 tools:
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.experiments import tool_count_bias
+    >>> study = tbs.read_study(tbs.datasets.path("experiments/toolcount.toml"))
+    >>> fig = plot_tool_count(tool_count_bias(study.log))
+    >>> fig.axes[0].get_xlabel()
+    'tools shown (K)'
     """
     fig, ax = _figure_and_axes(ax, (5.0, 3.4))
     frame = result.to_frame()

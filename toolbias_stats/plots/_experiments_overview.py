@@ -7,9 +7,20 @@ too, so figure and text show the same numbers).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..experiments._shift_results import ShiftResult
 
 __all__ = ["plot_shift_overview", "shift_overview_rows"]
 
@@ -22,7 +33,7 @@ def _as_list(results):
     return list(results) if isinstance(results, (list, tuple)) else [results]
 
 
-def shift_overview_rows(results) -> list:
+def shift_overview_rows(results: ShiftResult | Sequence[ShiftResult]) -> list[dict[str, Any]]:
     """One row per compared level (every ``ShiftResult`` in ``results``), ordered by the larger corrected shift.
 
     Parameters
@@ -57,7 +68,8 @@ def shift_overview_rows(results) -> list:
     return sorted(rows, key=key)
 
 
-def plot_shift_overview(results, *, alpha=0.05, ax=None):
+def plot_shift_overview(results: ShiftResult | Sequence[ShiftResult], *, alpha: float = 0.05,
+                        ax: Axes | None = None) -> Figure:
     """Forest plot of the shift of every compared level: corrected value and calibrated interval, tools and positions.
 
     Parameters

@@ -8,19 +8,28 @@ sentences use too, so figure and text show the same numbers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ._bias import _figure_and_axes, _mpl_text, group_label, tool_labels
 
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..io._catalog import ToolCatalog
+    from ..metrics._bias import BiasResult
+
 __all__ = ["plot_bias_overview", "plot_rate_gaps", "bias_overview_rows", "rate_gap_table"]
 
 _MARK = {"delta_api": ("o", "#1f77b4", "\u03b4_API (tools)"), "delta_pos": ("s", "#ff7f0e", "\u03b4_pos (positions)")}
 
 
-def bias_overview_rows(result, *, alpha=None) -> list:
+def bias_overview_rows(result: BiasResult, *, alpha: float | None = None) -> list[dict[str, Any]]:
     """One row per group of ``result``, ordered by the larger bias-corrected δ (largest first).
 
     Parameters
@@ -70,7 +79,8 @@ def bias_overview_rows(result, *, alpha=None) -> list:
     return sorted(rows, key=key)   # stable: ties keep the result's order
 
 
-def rate_gap_table(result, catalog=None, *, kind="tool") -> pd.DataFrame:
+def rate_gap_table(result: BiasResult, catalog: ToolCatalog | None = None, *,
+                   kind: Literal["tool", "position"] = "tool") -> pd.DataFrame:
     """Selection rate minus the fair rate 1/K, per cluster, tool (or list position) and group.
 
     Parameters
@@ -120,7 +130,7 @@ def rate_gap_table(result, catalog=None, *, kind="tool") -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=["cluster", "K", "index", "item", "group", "rate", "gap"])
 
 
-def plot_bias_overview(result, *, alpha=None, ax=None):
+def plot_bias_overview(result: BiasResult, *, alpha: float | None = None, ax: Axes | None = None) -> Figure:
     """Forest plot of δ_API and δ_pos per group: bias-corrected value, calibrated interval, fair-chooser tick.
 
     Parameters
@@ -191,7 +201,8 @@ def plot_bias_overview(result, *, alpha=None, ax=None):
     return fig
 
 
-def plot_rate_gaps(result, catalog=None, *, kind="tool", ncols=4):
+def plot_rate_gaps(result: BiasResult, catalog: ToolCatalog | None = None, *,
+                   kind: Literal["tool", "position"] = "tool", ncols: int = 4) -> Figure | None:
     """Heatmaps of selection rate minus 1/K, one small multiple per cluster: tools (or positions) × groups.
 
     Parameters

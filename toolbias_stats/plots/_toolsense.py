@@ -5,9 +5,21 @@ Every function takes results that are already computed and draws them; nothing i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._bias import _colours, _figure_and_axes, _mpl_text
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..toolsense._probes import ProbeResult
+    from ..toolsense._retrieval import RetrievalResult
 
 __all__ = ["plot_recall_by_tier", "plot_internalization", "plot_probe_accuracy"]
 
@@ -21,7 +33,7 @@ def _err(est, ci):
     return np.array([[max(est - lo, 0.0)], [max(hi - est, 0.0)]])
 
 
-def plot_recall_by_tier(result, *, k=None, ax=None):
+def plot_recall_by_tier(result: RetrievalResult, *, k: int | None = None, ax: Axes | None = None) -> Figure:
     """Rc@k (filled) and Rf@k (hatched) per tier and configuration, with the bootstrap intervals.
 
     Parameters
@@ -35,6 +47,21 @@ def plot_recall_by_tier(result, *, k=None, ax=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    The bundled benchmark with a model that answers the pool in the file's order (free: without its first tool):
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import read_rrb, retrieval_recall
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> preds = pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"],
+    ...                       "free": [p[1:] for p in q["pool"]]})
+    >>> res = retrieval_recall(rrb, preds, k=[1, 3], n_resamples=20, rng=1)
+    >>> fig = plot_recall_by_tier(res)
+    >>> len(fig.axes)
+    1
     """
     k = max(result.ks) if k is None else int(k)
     if k not in result.ks:
@@ -75,7 +102,8 @@ def plot_recall_by_tier(result, *, k=None, ax=None):
     return fig
 
 
-def plot_internalization(result, *, k=None, tier="all", ax=None):
+def plot_internalization(result: RetrievalResult, *, k: int | None = None, tier: str = "all",
+                         ax: Axes | None = None) -> Figure:
     """IS@k per configuration with Fieller, bootstrap and the paper's delta-method intervals side by side.
 
     Parameters
@@ -89,6 +117,20 @@ def plot_internalization(result, *, k=None, tier="all", ax=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import read_rrb, retrieval_recall
+    >>> rrb = read_rrb()
+    >>> q = rrb.queries
+    >>> preds = pd.DataFrame({"sample_id": q["sample_id"], "constrained": q["pool"],
+    ...                       "free": [p[1:] for p in q["pool"]]})
+    >>> res = retrieval_recall(rrb, preds, k=[1, 3], n_resamples=20, rng=1)
+    >>> fig = plot_internalization(res)
+    >>> fig.axes[0].get_xlabel()
+    'IS@3 = Rf@3 / Rc@3  (all)'
     """
     k = max(result.ks) if k is None else int(k)
     configs = [c for c in result.configs if result.estimates[(c, tier, k)]["is"] is not None]
@@ -119,7 +161,7 @@ def plot_internalization(result, *, k=None, tier="all", ax=None):
     return fig
 
 
-def plot_probe_accuracy(results, *, ax=None):
+def plot_probe_accuracy(results: Mapping[Any, ProbeResult], *, ax: Axes | None = None) -> Figure:
     """Probe accuracy with Wilson intervals against the chance level (dashed) per probe and configuration.
 
     Parameters
@@ -131,6 +173,18 @@ def plot_probe_accuracy(results, *, ax=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    The bundled QA probe answered "Yes" throughout:
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.toolsense import probe_accuracy, read_probe
+    >>> qa = read_probe("qa")
+    >>> res = probe_accuracy(qa, pd.DataFrame({"id": qa.items["id"], "answer": "Yes"}))
+    >>> fig = plot_probe_accuracy({"always yes": res})
+    >>> fig.axes[0].get_xlabel()
+    'exact-match accuracy (dashed: chance, 0.25 MCQ / 0.5 QA)'
     """
     items = list(results.items())
     fig, ax = _figure_and_axes(ax, figsize=(6.5, 0.9 + 0.4 * max(len(items), 1)))

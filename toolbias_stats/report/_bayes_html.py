@@ -8,11 +8,17 @@ comes from the data is HTML-escaped, and figures are inline SVG.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from ._format import MISSING, fmt_estimate_ci, fmt_int, fmt_level, fmt_num, fmt_p
 from ._render_html import _e, _svg, _table
+
+if TYPE_CHECKING:
+    from ..io._catalog import ToolCatalog
+    from ..models.bayes._result import BayesResult
 
 __all__ = ["render_bayes_section", "format_bayes_text"]
 
@@ -45,7 +51,8 @@ _PRIOR_TEXT = (
 )
 
 
-def render_bayes_section(result, *, catalog=None, title="Hierarchical Bayesian model of API and position effects"):
+def render_bayes_section(result: BayesResult, *, catalog: ToolCatalog | None = None,
+                         title: str = "Hierarchical Bayesian model of API and position effects") -> str:
     """HTML fragment ``<section id="bayes">`` for a :class:`~toolbias_stats.models.BayesResult`.
 
     Parameters
@@ -67,7 +74,17 @@ def render_bayes_section(result, *, catalog=None, title="Hierarchical Bayesian m
 
     Examples
     --------
-    >>> html = render_bayes_section(res)   # doctest: +SKIP
+    A tiny fit (one LLM, two clusters of three tools; 50 draws, too few to converge, but a few seconds):
+
+    >>> import numpy as np
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.models import simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> html = render_bayes_section(res)
+    >>> html.startswith('<section id="bayes">'), html.count("<svg") >= 3
+    (True, True)
     """
     parts = [f'<section id="bayes">\n<h2>{_e(title)}</h2>',
              _diagnostics_block(result), _model_block(result), _implied_block(result),
@@ -367,7 +384,7 @@ def _notes_block(result) -> str:
 
 
 # -- terminal text --------------------------------------------------------------------------------
-def format_bayes_text(result) -> str:
+def format_bayes_text(result: BayesResult) -> str:
     """Plain-text summary of a :class:`~toolbias_stats.models.BayesResult` (``toolbias-stats bayes``)."""
     d = result.diagnostics
     level = fmt_level(result.hdi_prob)

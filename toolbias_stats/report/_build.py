@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable, Sequence
+
+    import numpy as np
+
+    from ..io._manifest import Study
+    from ..metrics._bias import BiasResult
 
 __all__ = ["build_report", "default_sections", "SECTIONS"]
 
@@ -30,7 +39,7 @@ SHADOW_DEFAULTS = {"scale": "paper", "n_resamples": 2000, "n_weight_draws": 2000
 CATALOG_TEXTS = ("tool_description", "api_description")
 
 
-def default_sections(study) -> list:
+def default_sections(study: Study) -> list[str]:
     """The optional sections a report shows when none are named: ``["experiments"]`` when the study has more than
     one ``condition`` level or a numeric design column with several levels, else none.
 
@@ -52,10 +61,12 @@ def default_sections(study) -> list:
     return ["experiments"] if _comparisons(study.counts) else []
 
 
-def build_report(study, result=None, *, sections=None, by="model", n_resamples: int = 2000, n_null: int = 2000,
-                 rng=20251121, confidence_level: float = 0.95, ci_method: str = "bca",
-                 position: str = "cluster_rank", cluster_corrected: bool = False, bootstrap: str = "multinomial",
-                 path=None, progress: bool = False, stage=None) -> str:
+def build_report(study: Study | str | os.PathLike[str], result: BiasResult | None = None, *,
+                 sections: Iterable[str] | None = None, by: str | Sequence[str] = "model", n_resamples: int = 2000,
+                 n_null: int = 2000, rng: int | np.random.Generator = 20251121, confidence_level: float = 0.95,
+                 ci_method: str = "bca", position: str = "cluster_rank", cluster_corrected: bool = False,
+                 bootstrap: str = "multinomial", path: str | os.PathLike[str] | None = None, progress: bool = False,
+                 stage: Callable[[str], object] | None = None) -> str:
     """The self-contained HTML report of a study: the bias sections plus the optional ones named in ``sections``.
 
     Parameters
@@ -105,9 +116,13 @@ def build_report(study, result=None, *, sections=None, by="model", n_resamples: 
 
     Examples
     --------
+    A small simulated study (a manifest path, e.g. ``tbs.datasets.path("experiments/study.toml")``, works too):
+
     >>> import toolbias_stats as tbs
     >>> from toolbias_stats.report import build_report
-    >>> study = tbs.read_study(tbs.datasets.path("experiments/study.toml"))
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=1, n_queries=10, rng=0).log
+    >>> study = tbs.Study(log=log, catalog=log.catalog, name="simulated")
     >>> page = build_report(study, sections=[], n_resamples=0, n_null=0, rng=1)
     >>> page.startswith("<!DOCTYPE html>") and 'id="experiments"' not in page
     True
@@ -121,6 +136,7 @@ def build_report(study, result=None, *, sections=None, by="model", n_resamples: 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             study = read_study(study)
+    study = cast("Study", study)
     seed = rng
     if result is None:
         stage(f"delta estimates ({n_resamples} bootstrap replicates)")

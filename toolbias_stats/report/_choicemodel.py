@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import html
 import math
+from typing import TYPE_CHECKING
 
 from ._format import fmt_ci, fmt_num, fmt_p
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy as np
+
+    from ..choicemodel._result import ChoiceModelResult
+    from ..io._manifest import Study
 
 __all__ = ["format_choice_model_text", "render_choice_model_section", "choice_model_section_for_report",
            "components_summary", "format_components_text"]
@@ -15,7 +24,7 @@ def _label(keys: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in keys.items()) or "all attempts"
 
 
-def format_choice_model_text(result) -> str:
+def format_choice_model_text(result: ChoiceModelResult) -> str:
     """Plain-text summary: per group, position effects, the position test, fit and the largest worths."""
     lines = [f"Choice model: {result.method}", ""]
     for g in result._raw:
@@ -53,7 +62,7 @@ def format_choice_model_text(result) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_choice_model_section(result) -> str:
+def render_choice_model_section(result: ChoiceModelResult) -> str:
     """HTML section for the report (escaped; the lead wires it into ``report``)."""
     parts = [f"<p>{html.escape(result.method)}. Attempts used {result.n_used}, excluded {result.n_excluded}.</p>",
              _overview_block(result), "<details><summary>Choice-model tables</summary>", result._repr_html_()]
@@ -83,7 +92,9 @@ def _overview_block(result) -> str:
             '<p class="summary">' + " ".join(html.escape(x) for x in sentences) + "</p></div>")
 
 
-def choice_model_section_for_report(study, *, by=("model",), rng=None, confidence_level=0.95) -> str:
+def choice_model_section_for_report(study: Study, *, by: Sequence[str] | None = ("model",),
+                                    rng: int | np.random.Generator | None = None,
+                                    confidence_level: float = 0.95) -> str:
     """Fit the default choice model (the ``choice-model`` command's defaults) and render its report section.
 
     Parameters
@@ -102,7 +113,12 @@ def choice_model_section_for_report(study, *, by=("model",), rng=None, confidenc
 
     Examples
     --------
-    >>> html = choice_model_section_for_report(study, rng=1)   # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=10, rng=0).log
+    >>> html = choice_model_section_for_report(tbs.Study(log=log, catalog=log.catalog), rng=1)
+    >>> html.split(".")[0]
+    '<p>conditional logit; Firth-penalised; query-clustered sandwich intervals'
     """
     import warnings
 

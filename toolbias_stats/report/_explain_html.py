@@ -7,10 +7,15 @@ is HTML-escaped, and figures are inline SVG (deterministic, as in the bias repor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._format import MISSING, fmt_ci, fmt_int, fmt_level, fmt_num, fmt_p
 from ._render_html import _e, _svg, _table
+
+if TYPE_CHECKING:
+    from ..models._explain import ExplainResult
 
 __all__ = ["render_explain_section"]
 
@@ -18,7 +23,7 @@ _SCHEME = {"loco": "leave one cluster out", "group_kfold": "repeated GroupKFold"
 _EST = {"random_forest": "Random forest", "gradient_boosting": "Gradient boosting"}
 
 
-def render_explain_section(result, *, heading="Explaining selection") -> str:
+def render_explain_section(result: ExplainResult, *, heading: str = "Explaining selection") -> str:
     """Render an explanation analysis as one HTML ``<section id="explain">`` fragment.
 
     Parameters
@@ -38,7 +43,14 @@ def render_explain_section(result, *, heading="Explaining selection") -> str:
 
     Examples
     --------
-    >>> html = render_explain_section(res)   # doctest: +SKIP
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.features import read_feature_table
+    >>> from toolbias_stats.models import explain_selection
+    >>> feats = read_feature_table(tbs.datasets.path("biasbusters/authors_features.json"))
+    >>> res = explain_selection(feats, ensembles=False, n_resamples=20, rng=1)   # correlations, OLS, alignment
+    >>> html = render_explain_section(res)
+    >>> html.startswith('<section id="explain">'), html.count("<svg") >= 3
+    (True, True)
     """
     parts = [f'<section id="explain">\n<h2>{_e(heading)}</h2>', _intro(result), _correlations(result),
              _ols(result), _choice(result), _ensembles(result), _alignment(result), _notes(result), "</section>"]

@@ -6,9 +6,17 @@ same thing in the same words.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._format import fmt_estimate_ci, fmt_level, fmt_num, fmt_p
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ..io._catalog import ToolCatalog
+    from ..metrics._bias import BiasResult
 
 __all__ = ["key_findings", "Finding"]
 
@@ -16,11 +24,19 @@ _NAMES = {"delta_api": "tool (API) bias \u03b4_API", "delta_pos": "position bias
 
 
 class Finding(tuple):
-    """``(group label, [sentence, ...])``."""
+    """``(group label, [sentence, ...])``.
+
+    Examples
+    --------
+    >>> f = Finding("GPT-4.1 mini", ["The position bias is large."])
+    >>> f.label, f.sentences
+    ('GPT-4.1 mini', ['The position bias is large.'])
+    >>> label, sentences = f                   # a plain 2-tuple
+    """
 
     __slots__ = ()
 
-    def __new__(cls, label, sentences):
+    def __new__(cls, label: object, sentences: Iterable[str]) -> Finding:
         return super().__new__(cls, (str(label), list(sentences)))
 
     @property
@@ -28,11 +44,11 @@ class Finding(tuple):
         return self[0]
 
     @property
-    def sentences(self) -> list:
+    def sentences(self) -> list[str]:
         return self[1]
 
 
-def key_findings(result, catalog=None, *, alpha=0.05) -> list:
+def key_findings(result: BiasResult, catalog: ToolCatalog | None = None, *, alpha: float = 0.05) -> list[Finding]:
     """The headline of a :class:`~toolbias_stats.BiasResult`, per group, as plain sentences.
 
     For each group: the bias estimate with its interval and whether it is distinguishable from a fair chooser
@@ -51,6 +67,14 @@ def key_findings(result, catalog=None, *, alpha=0.05) -> list:
     -------
     list of Finding
         ``(label, sentences)`` per group, in the result's order.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=3, n_queries=20, rng=0).log     # a fair chooser
+    >>> [(f.label, len(f.sentences)) for f in key_findings(tbs.selection_bias(log, n_resamples=50, rng=1))]
+    [('simulated', 4)]
     """
     level = fmt_level(result.confidence_level)
     out = []

@@ -13,8 +13,16 @@ import numbers
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._validation import renamed_parameter
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+    from nbformat import NotebookNode
 
 __all__ = ["TEMPLATE", "export_quarto", "qmd_to_notebook", "run_notebook", "DEFAULT_SECTIONS"]
 
@@ -31,8 +39,9 @@ _FENCE = re.compile(r"^```\{python\}[ \t]*$", re.M)
 
 
 @renamed_parameter("seed", "rng", since="0.1.0")
-def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, rng=20251121, n_resamples=2000, by="model",
-                  option="out_dir") -> Path:
+def export_quarto(study: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                  sections: Sequence[str] = DEFAULT_SECTIONS, rng: int = 20251121, n_resamples: int = 2000,
+                  by: str = "model", option: str = "out_dir") -> Path:
     """Write a ready-to-render Quarto document for a study.
 
     Parameters
@@ -64,6 +73,15 @@ def export_quarto(study, out_dir, *, sections=DEFAULT_SECTIONS, rng=20251121, n_
     toolbias_stats._output.OutputError
         When ``out_dir`` is a file, is or contains an input of the study, or cannot be written (nothing is
         left behind: the folder is built next to it and renamed at the end).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import toolbias_stats as tbs
+    >>> out = tempfile.mkdtemp()
+    >>> qmd = export_quarto(tbs.datasets.path("experiments/study.toml"), out, n_resamples=200, rng=1)
+    >>> qmd.name, "  seed: 1" in qmd.read_text(encoding="utf-8")      # the parameters in the YAML header
+    ('report.qmd', True)
     """
     seed = _seed_int(rng)
     study = Path(study).resolve()
@@ -106,10 +124,36 @@ def fill_parameters(text: str, values: dict) -> str:
     return _PARAM_LINE.sub(yaml, head) + sep + _CELL_LINE.sub(cell, body)
 
 
-def qmd_to_notebook(path, *, parameters: dict | None = None):
+def qmd_to_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, Any] | None = None) -> NotebookNode:
     """Convert a Quarto document (``{python}`` chunks) to a notebook with jupytext, without Quarto.
 
     ``parameters`` are injected after the cell tagged ``parameters``, as Quarto and papermill do.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.qmd`` document (e.g. written by :func:`export_quarto`).
+    parameters : mapping, optional
+        ``{name: value}`` written as ``name = repr(value)`` in a cell after the ``parameters`` cell (at the top
+        when there is none).
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        The notebook (not executed): one code cell per ``{python}`` chunk, Markdown cells between them.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> doc = Path(tempfile.mkdtemp()) / "tiny.qmd"
+    >>> text = "# Title\\n\\n```{python}\\n#| tags: [parameters]\\nn = 1\\n```\\n\\nText.\\n"
+    >>> _ = doc.write_text(text, encoding="utf-8")
+    >>> nb = qmd_to_notebook(doc, parameters={"n": 3})
+    >>> [c.cell_type for c in nb.cells]
+    ['markdown', 'code', 'code', 'markdown']
+    >>> nb.cells[2].source
+    '# injected parameters\\nn = 3'
     """
     import jupytext
     import nbformat
@@ -127,10 +171,31 @@ def qmd_to_notebook(path, *, parameters: dict | None = None):
     return nb
 
 
-def run_notebook(nb, *, cwd=None, timeout=600):
+def run_notebook(nb: NotebookNode, *, cwd: str | os.PathLike[str] | None = None, timeout: int = 600) -> NotebookNode:
     """Execute a notebook with nbclient (the ``python3`` kernel of this environment); returns it with outputs.
 
     Raises nbclient's ``CellExecutionError`` naming the failing cell.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        E.g. from :func:`qmd_to_notebook`; executed in place.
+    cwd : path-like, optional
+        Working directory of the kernel (default: the current one).
+    timeout : int, default 600
+        Seconds allowed per cell.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        ``nb`` with its outputs.
+
+    Examples
+    --------
+    >>> import nbformat
+    >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    >>> run_notebook(nb).cells[0].outputs[0]["text"]
+    '42\\n'
     """
     from nbclient import NotebookClient
 

@@ -16,11 +16,20 @@ import io
 import platform
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p, fmt_range
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
+    from typing import Literal
+
+    from ..io._manifest import Study
+    from ..metrics._bias import BiasResult
 
 __all__ = ["render_bias_report", "file_sha256"]
 
@@ -87,7 +96,8 @@ footer { margin-top: 48px; color: var(--muted); font-size: 0.8rem; }
 """
 
 
-def render_bias_report(study, result, *, path=None, title=None, extra_sections=()) -> str:
+def render_bias_report(study: Study, result: BiasResult, *, path: str | os.PathLike[str] | None = None,
+                       title: str | None = None, extra_sections: Iterable[tuple[str, str, str]] = ()) -> str:
     """Render a bias analysis as one self-contained HTML page.
 
     Parameters
@@ -129,11 +139,17 @@ def render_bias_report(study, result, *, path=None, title=None, extra_sections=(
 
     Examples
     --------
+    A small simulated study (one cluster of five tools); a real one comes from :func:`toolbias_stats.read_study`:
+
     >>> import toolbias_stats as tbs
     >>> from toolbias_stats.report import render_bias_report
-    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))          # doctest: +SKIP
-    >>> res = tbs.selection_bias(study.log, by="model", rng=1)                         # doctest: +SKIP
-    >>> html = render_bias_report(study, res, path="report.html")                      # doctest: +SKIP
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=1, n_queries=10, rng=0).log
+    >>> study = tbs.Study(log=log, catalog=log.catalog, name="simulated")
+    >>> res = tbs.selection_bias(study.log, by="model", n_resamples=50, rng=1)
+    >>> html = render_bias_report(study, res)          # path="report.html" also writes the page
+    >>> html.startswith("<!DOCTYPE html>"), '<section id="bias">' in html
+    (True, True)
     """
     from .. import __version__
 
@@ -216,7 +232,9 @@ def _section_overview(study, result) -> str:
              "calibrated interval (the interval to report; the same numbers as the first column of the detailed "
              "bias table); filled when distinguishable from a fair chooser; grey tick: the plug-in &delta; a fair "
              "chooser shows from noise alone with the same counts.</figcaption></figure></div>")]
-    for kind, what in (("tool", "tool (numbered as in the per-cluster figures)"), ("position", "list position")):
+    kinds: tuple[tuple[Literal["tool", "position"], str], ...] = (
+        ("tool", "tool (numbered as in the per-cluster figures)"), ("position", "list position"))
+    for kind, what in kinds:
         hm = plot_rate_gaps(result, study.catalog, kind=kind)
         if hm is None:
             continue
@@ -671,7 +689,7 @@ def _display_path(p, base) -> str:
         return s
 
 
-def file_sha256(path) -> str | None:
+def file_sha256(path: str | os.PathLike[str]) -> str | None:
     """SHA-256 (hex) of a file, or of a folder's sorted ``sha256sum`` listing; None when there is no such path.
 
     Parameters

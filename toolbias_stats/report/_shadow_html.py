@@ -8,9 +8,16 @@ is always shown where a PBS exceeds 60 (the paper's rule).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_num
 from ._render_html import _e, _svg, _table, html_page
 from ._summary import _DOMAINS, _NAMES, _label
+
+if TYPE_CHECKING:
+    import os
+
+    from ..shadow._score import ShadowResult
 
 __all__ = ["render_shadow_section", "render_shadow_report", "format_shadow_text", "format_worksheet_text"]
 
@@ -31,7 +38,7 @@ def format_worksheet_text(weights) -> str:
     return "\n".join(lines)
 
 
-def format_shadow_text(result, *, scale=None, brief=False) -> str:
+def format_shadow_text(result: ShadowResult, *, scale: str | None = None, brief: bool = False) -> str:
     """Plain-text TOOL-SHADOW report: banner, PBS per harness (both scales), weights, per-domain breakdown.
 
     Parameters
@@ -141,7 +148,7 @@ def _weights_table(weights):
     return _table(head, body, caption=f"Weight derivation ({weights.rule})")
 
 
-def render_shadow_section(result, *, scale=None, figures=True) -> str:
+def render_shadow_section(result: ShadowResult, *, scale: str | None = None, figures: bool = True) -> str:
     """HTML fragment ``<section id="shadow">``: banner, PBS per harness, domain breakdown, weights.
 
     Parameters
@@ -156,6 +163,17 @@ def render_shadow_section(result, *, scale=None, figures=True) -> str:
     -------
     str
         A complete ``<section id="shadow">`` for ``render_bias_report(..., extra_sections=...)``.
+
+    Examples
+    --------
+    A simulated audit (120 turns, 6 tools), few replicates:
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.shadow import simulate_audit
+    >>> res = tbs.tool_shadow(simulate_audit(120, 6, rng=1), encoder=False, n_resamples=20, n_weight_draws=20, rng=1)
+    >>> html = render_shadow_section(res, figures=False)
+    >>> html.split("\\n")[:2]
+    ['<section id="shadow">', '<h2>TOOL-SHADOW Positional Bias Score</h2>']
     """
     scale = result.scale if scale is None else scale
     parts = ['<section id="shadow">', "<h2>TOOL-SHADOW Positional Bias Score</h2>",
@@ -204,7 +222,8 @@ def render_shadow_section(result, *, scale=None, figures=True) -> str:
     return "\n".join(parts)
 
 
-def render_shadow_report(result, *, path=None, title="TOOL-SHADOW audit", scale=None) -> str:
+def render_shadow_report(result: ShadowResult, *, path: str | os.PathLike[str] | None = None,
+                         title: str = "TOOL-SHADOW audit", scale: str | None = None) -> str:
     """A self-contained HTML page (inline CSS and SVG, no script) around :func:`render_shadow_section`.
 
     Parameters
@@ -218,6 +237,16 @@ def render_shadow_report(result, *, path=None, title="TOOL-SHADOW audit", scale=
     Returns
     -------
     str
+
+    Examples
+    --------
+
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.shadow import simulate_audit
+    >>> res = tbs.tool_shadow(simulate_audit(120, 6, rng=1), encoder=False, n_resamples=20, n_weight_draws=20, rng=1)
+    >>> page = render_shadow_report(res)              # path="shadow.html" also writes it
+    >>> page.startswith("<!DOCTYPE html>"), '<section id="shadow">' in page
+    (True, True)
     """
     from .. import __version__
 
