@@ -27,7 +27,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 #: report -> CLI) become this import order: the SelectionLog type sits below the readers that construct it.
 LAYERS = (
     ("core", ("toolbias_stats._schema", "toolbias_stats._validation", "toolbias_stats.exceptions",
-              "toolbias_stats._output", "toolbias_stats.datasets", "toolbias_stats._lazy", "toolbias_stats._format")),
+              "toolbias_stats._output", "toolbias_stats.datasets", "toolbias_stats._lazy", "toolbias_stats._format",
+              "toolbias_stats._json")),
     ("selection_log", ("toolbias_stats.io._catalog", "toolbias_stats.io._selection_log")),
     ("readers", ("toolbias_stats.io.readers", "toolbias_stats.io._clusters", "toolbias_stats.io._manifest",
                  "toolbias_stats.io._dataset",
@@ -81,8 +82,6 @@ ALLOWED = {
         "the Inspect reader builds a ChoiceLog, whose type lives in choice/",
     ("toolbias_stats.io.readers.lm_eval", "toolbias_stats.choice._log"):
         "the lm-eval reader builds a ChoiceLog, whose type lives in choice/",
-    ("toolbias_stats.models._explain_choice", "toolbias_stats.choicemodel._result"):
-        "reuses the choice model's strict-JSON number helper _num",
     ("toolbias_stats.models._explain_choice", "toolbias_stats.choicemodel"):
         "the attempt-level explanation fits a choice model (function-level import)",
 }

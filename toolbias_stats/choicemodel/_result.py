@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin, frame_html
+from .._json import plain as _num
 
 __all__ = ["ChoiceModelResult"]
-
-
-def _num(v):
-    """A JSON-safe number: None for NaN/inf, plain Python types."""
-    if v is None:
-        return None
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    return v
 
 
 def _records(frame: pd.DataFrame, cols):

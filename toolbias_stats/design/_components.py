@@ -15,10 +15,10 @@ import pandas as pd
 from scipy import special
 
 from .._display import ReprHTMLMixin
+from .._json import records as _records
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._data import pilot_groups
-from ._json import records as _records
 
 if TYPE_CHECKING:
     import os

@@ -16,9 +16,9 @@ import pandas as pd
 from scipy import special
 
 from .._display import ReprHTMLMixin
+from .._json import records as _records
 from .._validation import check_choice, check_confidence_level, check_rng
 from ._components import _MATRIX, COMPONENTS, DESIGN_METRICS, VarianceComponents, variance_components
-from ._json import records as _records
 
 if TYPE_CHECKING:
     import os

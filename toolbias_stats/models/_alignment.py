@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._json import finite as _num
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import selection_rates
@@ -238,5 +239,3 @@ def _corr(x, y, method) -> float:
     return float(np.mean((x - x.mean()) * (y - y.mean())) / (sx * sy))
 
 
-def _num(v):
-    return float(v) if np.isfinite(v) else None

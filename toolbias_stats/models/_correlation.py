@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._json import finite as _num
 from .._validation import check_confidence_level
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._design import design
@@ -217,9 +218,3 @@ def feature_correlations(features: ToolFeatures, rates: BiasResult | ToolFeature
                              dropped_features=list(d.dropped_features), warnings=caught, notes=notes)
 
 
-def _num(v):
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return None
-    return v if np.isfinite(v) else None

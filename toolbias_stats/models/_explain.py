@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._json import plain
 from .._validation import check_rng
 from ._alignment import AlignmentResult, model_alignment
 from ._correlation import CorrelationResult, feature_correlations
@@ -109,12 +110,13 @@ class ExplainResult(ReprHTMLMixin):
         ens = {}
         for name, res in (("random_forest", self.random_forest), ("gradient_boosting", self.gradient_boosting)):
             if res is not None:
-                ens[name] = {"params": _jsonable(res.params), "schemes": list(res.schemes), "seed": _seed(res.seed)}
+                ens[name] = {"params": plain(res.params, fallback=str), "schemes": list(res.schemes),
+                             "seed": _seed(res.seed)}
         out = {
             "center": self.center,
             "features": list(self.feature_names),
             "targets": self.targets,
-            "feature_provenance": _jsonable(self.features_provenance),
+            "feature_provenance": plain(self.features_provenance, fallback=str),
             "confidence_level": self.correlations.confidence_level,
             "multiplicity": {"n_tests": self.correlations.n_tests, "methods": ["holm", "fdr_bh"]},
             "dropped_features": sorted(set(self.correlations.dropped_features) | set(self.ols.dropped_features)),
@@ -233,15 +235,3 @@ def _seed(s):
     return s if isinstance(s, (int, type(None))) else repr(s)
 
 
-def _jsonable(v):
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        return float(v) if np.isfinite(v) else None
-    if isinstance(v, (str, int, bool)) or v is None:
-        return v
-    return str(v)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin, frame_html
-from ..choicemodel._result import _num
+from .._json import plain as _num
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._json import finite as _num
 from .._validation import check_confidence_level
 from ..exceptions import SmallSampleWarning
 from ._design import design
@@ -292,9 +293,3 @@ def _empty_fit(model, n, n_excluded, p, n_clusters, names, formula) -> OLSFit:
                   coefficients=pd.DataFrame(rows, columns=list(_COEF_COLUMNS)), formula=formula)
 
 
-def _num(v):
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return None
-    return v if np.isfinite(v) else None

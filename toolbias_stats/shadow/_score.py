@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._json import finite as _num
+from .._json import plain as _plain
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
@@ -304,7 +306,8 @@ class ShadowResult(ReprHTMLMixin):
         for g in self.groups:
             p, o = g.pbs[shown], g.pbs[other]
             groups.append({
-                "keys": {k: _plain(v) for k, v in g.keys.items()}, "n_turns": g.n_turns, "n_units": g.n_units,
+                "keys": {k: _plain(v, fallback=str) for k, v in g.keys.items()},
+                "n_turns": g.n_turns, "n_units": g.n_units,
                 "n_tools": g.n_tools, "scale": shown,
                 "pbs": {"estimate": _num(p.estimate), "ci": _ci(p.ci), "sensitivity": _ci(p.sensitivity)},
                 "pbs_other_scale": {"scale": other, "estimate": _num(o.estimate), "ci": _ci(o.ci),
@@ -316,32 +319,14 @@ class ShadowResult(ReprHTMLMixin):
             })
         return {"banner": self.banner, "scale": shown, "confidence_level": self.confidence_level,
                 "n_resamples": self.n_resamples, "n_weight_draws": self.n_weight_draws,
-                "holdout": self.holdout, "by": list(self.by), "seed": _plain(self.seed),
+                "holdout": self.holdout, "by": list(self.by), "seed": _plain(self.seed, fallback=str),
                 "weights": self.weights.to_dict(), "similarity": self.similarity,
                 "n_excluded": {k: int(v) for k, v in self.n_excluded.items()},
                 "validated": False, "groups": groups}
 
 
-def _num(x):
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 def _ci(ci):
     return [_num(ci[0]), _num(ci[1])]
-
-
-def _plain(v):
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        return _num(v)
-    if v is None or isinstance(v, (int, str, bool)):
-        return v
-    return str(v)
 
 
 def _domain_dict(s: DomainScore, scale):

@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._json import plain as _strict
 from .._validation import check_confidence_level
 from ..metrics._bootstrap import ConfidenceInterval
 
@@ -32,17 +33,6 @@ VALIDATION_STATUS = ("TOOL-SHADOW v1 is pre-validation: no harness has been vali
 CALIBRATION_TARGET = 7.0
 #: Discrimination target of the paper (AUC).
 AUC_TARGET = 0.65
-
-
-def _strict(v):
-    """``v`` with non-finite floats as ``None`` (strict JSON), lists and dicts included."""
-    if isinstance(v, dict):
-        return {k: _strict(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_strict(x) for x in v]
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    return int(v) if isinstance(v, np.integer) else v
 
 
 class _OneRow(ReprHTMLMixin):

@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import special
 
 from .._display import ReprHTMLMixin
+from .._json import finite as _num
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
@@ -30,14 +31,6 @@ __all__ = ["retrieval_recall", "RetrievalResult", "RecallEstimate", "ISEstimate"
 DECODINGS = ("constrained", "free")
 _NAN_CI = ConfidenceInterval(np.nan, np.nan)
 ALL = "all"
-
-
-def _num(x):
-    """JSON number: None for NaN/inf."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if np.isfinite(x) else None
 
 
 def _ci_json(ci):
