@@ -30,7 +30,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         vc = tbs.variance_components(study.log, n_resamples=args.bootstrap, rng=args.seed)
         elapsed = time.perf_counter() - t0
-    t, s = vc.table, vc.summary
+    t, s = vc.table, vc.overview
     with pd.option_context("display.width", 220, "display.max_columns", 30, "display.max_rows", 500):
         print(t.drop(columns=["note"]).round(6).to_string(index=False))
         print()

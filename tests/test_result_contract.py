@@ -426,13 +426,13 @@ NOT_RESULTS = {
     "Split": "one cross-validation split (train/test indices) of grouped_splits: a helper, not a result",
 }
 
-#: ``summary`` today: on input containers the method ``summary(by=...)`` (rows/attempts by status per group); on a
-#: result, ``summary_frame()`` (one row per group/model: the headline numbers). Two results also keep a DataFrame
-#: FIELD named ``summary`` (the same table as their ``summary_frame()``); renaming it is an API change left for a
-#: deprecation cycle (docs/architecture.md). No other result may add a ``summary`` attribute.
+#: ``summary`` has one sense: on input containers the method ``summary(by=...)`` (rows/attempts by status per
+#: group). A result gives ``summary_frame()`` (one row per group/model: the headline numbers). Two results had a
+#: DataFrame FIELD named ``summary`` (the table of their ``summary_frame()``); it is now ``overview``, and the old
+#: name works for one release with a DeprecationWarning. No result may add a ``summary`` attribute.
 SUMMARY_SENSE = {"method": {"SelectionLog", "SelectionCounts", "ChoiceLog"},
                  "summary_frame": {"OLSResult", "EnsembleResult", "VarianceComponents", "GoldPositionAccuracy"},
-                 "legacy_field": {"VarianceComponents", "GoldPositionAccuracy"}}
+                 "deprecated_alias": {"VarianceComponents", "GoldPositionAccuracy"}}
 
 _SUBPACKAGE_SKIP = {"toolbias_stats.cli"}
 
@@ -506,9 +506,13 @@ def test_result_contract(name):
     assert isinstance(s, str) and s.strip()
     assert not _CONTROL.search(s.replace("\n", "")), "control characters are escaped"
 
-    if hasattr(res, "summary"):
-        assert name in SUMMARY_SENSE["legacy_field"], "results give summary_frame(), not summary"
-        pd.testing.assert_frame_equal(res.summary, res.summary_frame())
+    if name in SUMMARY_SENSE["deprecated_alias"]:
+        with pytest.warns(DeprecationWarning, match="`summary` was renamed `overview`"):
+            old = res.summary
+        pd.testing.assert_frame_equal(old, res.summary_frame())
+        pd.testing.assert_frame_equal(res.overview, res.summary_frame())
+    else:
+        assert not hasattr(type(res), "summary"), "results give summary_frame(), not summary"
     if name in SUMMARY_SENSE["summary_frame"]:
         assert isinstance(res.summary_frame(), pd.DataFrame) and len(res.summary_frame())
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import numbers
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,34 @@ def check_by(by, columns) -> list[str]:
             f"available: {sorted(columns)}."
         )
     return by
+
+
+class renamed_attribute:  # noqa: N801 - used as a decorator-like descriptor, named as the function above
+    """A renamed attribute of a result class that keeps working for one release, with a :class:`DeprecationWarning`.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> class R:
+    ...     standard_errors = 1.5
+    ...     summary = renamed_attribute("summary", "standard_errors", since="0.9")
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     R().summary
+    1.5
+    >>> str(caught[0].message)[:52]
+    '`summary` was renamed `standard_errors` in 0.9; `sum'
+    """
+
+    def __init__(self, old: str, new: str, *, since: str, removal: str = "the next minor release") -> None:
+        self.old, self.new, self.since, self.removal = old, new, since, removal
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        warnings.warn(f"`{self.old}` was renamed `{self.new}` in {self.since}; `{self.old}` will be removed in "
+                      f"{self.removal}.", DeprecationWarning, stacklevel=2)
+        return getattr(obj, self.new)
 
 
 def renamed_parameter(old: str, new: str, *, since: str, removal: str = "the next minor release"):

@@ -113,7 +113,7 @@ class TestDegenerateChoosers:
         att = _row(vc, "delta_api", "attempt")
         assert rot["variance"] > 0.5 * att["variance"]
         assert rot["contribution"] == 0.0          # every query was shown in all 5 rotations
-        assert vc.summary["se_one_rotation"].iloc[0] > vc.summary["se"].iloc[0]
+        assert vc.overview["se_one_rotation"].iloc[0] > vc.overview["se"].iloc[0]
 
 
 class TestAgainstTheBootstrap:
@@ -125,7 +125,7 @@ class TestAgainstTheBootstrap:
         res = _quiet(tbs.selection_bias, log, by=[], n_resamples=1500, n_null=0, rng=1)
         for m in ("delta_api", "delta_pos"):
             se_boot = getattr(res.groups[0], m).standard_error
-            se_lin = vc.summary.set_index("metric").loc[m, "se_without_run_effect"]
+            se_lin = vc.overview.set_index("metric").loc[m, "se_without_run_effect"]
             assert se_lin == pytest.approx(se_boot, rel=0.15), m
 
     def test_planner_keeps_the_fold_at_uniform(self):
@@ -137,7 +137,7 @@ class TestAgainstTheBootstrap:
         se_boot = res.groups[0].delta_pos.standard_error
         plan = _quiet(tbs.plan_study, vc, metrics=["delta_pos"], queries=[120], runs=[2], run_effect=False, rng=0)
         se_plan = plan.achieved["half_width"].iloc[0] / 1.959964
-        assert vc.summary["se"].iloc[0] > 1.2 * se_boot
+        assert vc.overview["se"].iloc[0] > 1.2 * se_boot
         assert se_plan == pytest.approx(se_boot, rel=0.15)
 
     def test_counts_and_log_give_the_same_total(self):

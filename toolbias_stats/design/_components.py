@@ -16,7 +16,7 @@ from scipy import special
 
 from .._display import ReprHTMLMixin
 from .._json import records as _records
-from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
+from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng, renamed_attribute
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._data import pilot_groups
 
@@ -210,8 +210,9 @@ class VarianceComponents(ReprHTMLMixin):
         ``cluster`` row: query bootstrap) and ``identified`` (False: the design cannot separate
         it; it is folded into another component, named in ``note``). The ``cluster`` row is what clusters would add
         if they were a sample from a population of clusters; it is not part of the total.
-    summary : pandas.DataFrame
-        One row per group and metric: the estimate, the design (queries, runs, rotations, clusters, calls), the
+    overview : pandas.DataFrame
+        One row per group and metric (also :meth:`summary_frame`; named ``summary`` until 0.1.0, which still works
+        for one release with a DeprecationWarning): the estimate, the design (queries, runs, rotations, clusters, calls), the
         linearised standard error at the study's design, the same without the run main effect (what the query
         bootstrap estimates) and what other allocations of the same calls would give; ``n_rows``, ``n_used``,
         ``n_excluded`` and ``excluded`` (attempts without a valid choice, by status: they stay in the design as
@@ -245,7 +246,7 @@ class VarianceComponents(ReprHTMLMixin):
     """
 
     table: pd.DataFrame
-    summary: pd.DataFrame
+    overview: pd.DataFrame
     layout: str
     by: list
     n_resamples: int
@@ -253,6 +254,8 @@ class VarianceComponents(ReprHTMLMixin):
     seed: object
     fits: list = field(default_factory=list, repr=False)
     warnings: list = field(default_factory=list)
+
+    summary = renamed_attribute("summary", "overview", since="0.1.0")
 
     def _headline(self):
         cols = list(self.by) + ["metric", "component", "contribution", "share", "ci_low", "ci_high", "identified"]
@@ -266,14 +269,14 @@ class VarianceComponents(ReprHTMLMixin):
 
     def summary_frame(self) -> pd.DataFrame:
         """The summary table (one row per group and metric: estimate, design, standard errors, rows), unrounded."""
-        return self.summary.copy()
+        return self.overview.copy()
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON mapping: the settings, the component table and the summary as records (NaN -> None)."""
         return {"layout": self.layout, "by": list(self.by), "n_resamples": self.n_resamples,
                 "confidence_level": self.confidence_level,
                 "seed": self.seed if isinstance(self.seed, (int, type(None))) else repr(self.seed),
-                "components": _records(self.table), "summary": _records(self.summary),
+                "components": _records(self.table), "summary": _records(self.overview),
                 "warnings": list(self.warnings)}
 
 
@@ -374,7 +377,7 @@ def variance_components(log_or_counts: SelectionLog | SelectionCounts | Study | 
             if s_ is not None:
                 summ.append(s_)
                 fits.append(fit)
-    return VarianceComponents(table=pd.DataFrame(rows), summary=pd.DataFrame(summ), layout=layout, by=by,
+    return VarianceComponents(table=pd.DataFrame(rows), overview=pd.DataFrame(summ), layout=layout, by=by,
                               n_resamples=n_resamples, confidence_level=confidence_level, seed=seed, fits=fits,
                               warnings=caught)
 

@@ -645,7 +645,7 @@ def _grid_row(keys, m, e, design, n_c, with_mde, cost_per_call, lv):
 
 
 def _pilot_estimate(comps, keys, metric):
-    s = comps.summary
+    s = comps.overview
     sel = (s["metric"] == metric).to_numpy().copy()
     for k, v in keys.items():
         sel &= (s[k] == v).to_numpy()
@@ -745,7 +745,7 @@ def _assumed_components(dist, metrics):
         rows.append({"metric": m, "pooled": float(np.mean([cl["delta"] for cl in clusters])), "queries": 100,
                      "runs": 1, "rotations": k, "clusters": c, "calls": 100 * k * c, "se": float(np.sqrt(total)),
                      "layout": "assumed"})
-    return VarianceComponents(table=pd.DataFrame(table), summary=pd.DataFrame(rows), layout="assumed", by=[],
+    return VarianceComponents(table=pd.DataFrame(table), overview=pd.DataFrame(rows), layout="assumed", by=[],
                               n_resamples=0, confidence_level=0.95, seed=None, fits=fits,
                               warnings=[("assumed distributions: every attempt independent (no query, rotation or "
                                          "run heterogeneity); the plan is optimistic if queries differ")])

@@ -38,7 +38,7 @@ def format_plan_text(components, plan) -> str:
     lines = [(f"Is this study big enough? ({lv} CI half-widths; MDE: smallest delta a level-{plan.settings['alpha']:g} "
              f"test against a fair chooser detects with power {plan.settings['power']:g}; MDS: the same for a change "
              "of delta between two conditions)")]
-    s = components.summary
+    s = components.overview
     t = components.table
     for _, a in plan.achieved.iterrows():
         lines.append("")
