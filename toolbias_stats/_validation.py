@@ -62,7 +62,7 @@ def check_by(by, columns) -> list[str]:
     return by
 
 
-class renamed_attribute:  # noqa: N801 - used as a decorator-like descriptor, named as the function above
+class renamed_attribute:
     """A renamed attribute of a result class that keeps working for one release, with a :class:`DeprecationWarning`.
 
     Examples
