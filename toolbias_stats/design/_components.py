@@ -213,8 +213,8 @@ class VarianceComponents(ReprHTMLMixin):
     overview : pandas.DataFrame
         One row per group and metric (also :meth:`summary_frame`; named ``summary`` until 0.1.0, which still works
         for one release with a DeprecationWarning): the estimate, the design (queries, runs, rotations, clusters,
-        calls), the linearised standard error at the study's design, the same without the run main effect (what the query
-        bootstrap estimates) and what other allocations of the same calls would give; ``n_rows``, ``n_used``,
+        calls), the linearised standard error at the study's design, the same without the run main effect (what the
+        query bootstrap estimates) and what other allocations of the same calls would give; ``n_rows``, ``n_used``,
         ``n_excluded`` and ``excluded`` (attempts without a valid choice, by status: they stay in the design as
         zeros of the linearised statistic) and ``n_absent`` (cells of the balanced design without a row).
     layout : {"log", "counts"}
