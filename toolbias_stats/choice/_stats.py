@@ -243,6 +243,25 @@ class GoldPositionAccuracy(ReprHTMLMixin):
                 "positions": _frame_records(self.positions)}
 
 
+def _gold_rows_used(sub: pd.DataFrame, invalid: str) -> tuple[pd.DataFrame, dict]:
+    """The rows of one group with a single gold position (and, for ``invalid="exclude"``, a valid answer), and
+    the rows left out by reason."""
+    excluded = {}
+    no_gold = sub["gold_position"].isna()
+    multi = no_gold & sub["gold_positions"].fillna("").str.contains(r"\|")
+    if multi.any():
+        excluded["several_gold"] = int(multi.sum())
+    if (no_gold & ~multi).any():
+        excluded["no_gold"] = int((no_gold & ~multi).sum())
+    use = sub[~no_gold]
+    bad = use["status"] != "ok"
+    if invalid == "exclude" and bad.any():
+        for s, n in use.loc[bad, "status"].value_counts().items():
+            excluded[s] = int(n)
+        use = use[~bad]
+    return use, excluded
+
+
 def accuracy_by_gold_position(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
                               confidence_level: float = 0.95, invalid: str = "incorrect",
                               rng: RngLike = None) -> GoldPositionAccuracy:
@@ -312,19 +331,7 @@ def accuracy_by_gold_position(log: ChoiceLogLike, *, by: str | Sequence[str] = (
         key = key if isinstance(key, tuple) else (key,)
         keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key[:-1])))
         k = int(key[-1])
-        excluded = {}
-        no_gold = sub["gold_position"].isna()
-        multi = no_gold & sub["gold_positions"].fillna("").str.contains(r"\|")
-        if multi.any():
-            excluded["several_gold"] = int(multi.sum())
-        if (no_gold & ~multi).any():
-            excluded["no_gold"] = int((no_gold & ~multi).sum())
-        use = sub[~no_gold]
-        bad = use["status"] != "ok"
-        if invalid == "exclude" and bad.any():
-            for s, n in use.loc[bad, "status"].value_counts().items():
-                excluded[s] = int(n)
-            use = use[~bad]
+        use, excluded = _gold_rows_used(sub, invalid)
         items, inv = np.unique(use["item_id"].to_numpy(dtype=object).astype(str), return_inverse=True)
         gp = use["gold_position"].astype(int).to_numpy() - 1
         correct = ((use["status"] == "ok") & (use["chosen_position"] == use["gold_position"])).fillna(False)
