@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import SelectionLogError, problem
+from ..io._row_rules import MISSING, REQUIRED_COLUMN, one_of_message
 
 if TYPE_CHECKING:
     from ..io._selection_log import SelectionLog
@@ -297,7 +298,7 @@ def _prepare_choices(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     df = pd.DataFrame(frame).copy().reset_index(drop=True)
     if len(df) == 0:
         raise SelectionLogError(problem(source, None, None, "the choice log is empty (no rows)"))
-    problems = [problem(source, None, col, "required column is missing")
+    problems = [problem(source, None, col, REQUIRED_COLUMN)
                 for col in ("item_id", "n_options", "options", "status") if col not in df.columns]
     if problems:
         raise SelectionLogError(problems)
@@ -325,10 +326,10 @@ def _row_problems(df: pd.DataFrame, i: int, where: tuple[Any, Any]) -> list[str]
     """The problems of row ``i`` (``where`` = its file and row): item id, status, options and positions."""
     out = []
     if pd.isna(df.at[i, "item_id"]):
-        out.append(problem(*where, "item_id", "missing value"))
+        out.append(problem(*where, "item_id", MISSING))
     st = df.at[i, "status"]
     if st not in CHOICE_STATUSES:
-        out.append(problem(*where, "status", f"expected one of {list(CHOICE_STATUSES)}, got {st!r}"))
+        out.append(problem(*where, "status", one_of_message(CHOICE_STATUSES).format(value=st)))
     opts = _shown_options(df.at[i, "options"])
     k = df.at[i, "n_options"]
     if opts is None:

@@ -14,6 +14,28 @@ import pandas as pd
 from .._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, SCHEMA_VERSION, STATUSES
 from ..exceptions import SelectionLogError, problem
 from ._catalog import ToolCatalog
+from ._row_rules import CELL_OUTCOME as CELL_OUTCOME  # re-exported: the engines import these from here
+from ._row_rules import COUNT_MESSAGE as COUNT_MESSAGE
+from ._row_rules import MAX_COUNT as MAX_COUNT
+from ._row_rules import MAX_INT as MAX_INT
+from ._row_rules import (
+    MISSING,
+    NOT_INTEGER,
+    OK_WITHOUT_TOOL,
+    POSITION_RANGE,
+    RANK_RANGE,
+    REQUIRED_COLUMN,
+    ROTATION_RANGE,
+    RUN_BELOW_ONE,
+    one_of_message,
+    ordering_message,
+    unknown_cluster_message,
+)
+from ._row_rules import count_problems as count_problems
+from ._row_rules import duplicate_cell_message as duplicate_cell_message
+from ._row_rules import duplicate_message as duplicate_message
+from ._row_rules import not_in_cluster_message as not_in_cluster_message
+from ._row_rules import plain as _plain
 
 if TYPE_CHECKING:
     from ._counts import SelectionCounts
@@ -26,10 +48,6 @@ _ATTEMPT = (
     "cluster_id", "query_id", "rotation", "ordering", "n_candidates", "chosen_tool",
     "chosen_position", "chosen_rank", "status", "raw_choice", "source_file", "source_row",
 )
-#: Largest accepted ``count`` of one row (exact in float64, far below int64 overflow when summed).
-MAX_COUNT = 10**15
-#: Largest integer accepted in an integer column (run, rotation, positions): exact in float64.
-MAX_INT = 2**53
 
 
 @dataclass(frozen=True, eq=False)
@@ -314,7 +332,7 @@ def _prepare_frame(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, bool
     if weighted and "query_id" not in df.columns:
         # an aggregated file without per-query rows: one pseudo-query per (design, cluster)
         df["query_id"] = AGGREGATED_QUERY_ID
-    problems = [problem(source, None, col, "required column is missing")
+    problems = [problem(source, None, col, REQUIRED_COLUMN)
                 for col in ("cluster_id", "query_id", "status") if col not in df.columns]
     if problems:
         raise SelectionLogError(problems)
@@ -335,7 +353,7 @@ def _check_values(rows: _RowProblems, catalog: ToolCatalog, weighted: bool) -> N
     cluster ids; ids become strings and integers Int64."""
     df, where = rows.df, rows.where
     for col in ("cluster_id", "query_id", "status", "model", "condition"):
-        where(df[col].isna(), col, "missing value")
+        where(df[col].isna(), col, MISSING)
     df["cluster_id"] = _id_strings(df["cluster_id"])
     df["query_id"] = _id_strings(df["query_id"])
 
@@ -345,24 +363,23 @@ def _check_values(rows: _RowProblems, catalog: ToolCatalog, weighted: bool) -> N
         # infinities (JSON Infinity, 1e400) and values beyond exact integers are not integers (issue 21)
         huge = (pd.to_numeric(num, errors="coerce").astype("float64").abs() > MAX_INT).fillna(False)
         bad = (df[col].notna() & (num.isna() | (num != np.round(num)) | huge)).to_numpy()
-        where(bad, col, "expected an integer, got {value!r}")
+        where(bad, col, NOT_INTEGER)
         if not nullable:
-            where(df[col].isna(), col, "missing value")
+            where(df[col].isna(), col, MISSING)
         df[col] = num.where(~bad).astype("Int64")
-    where((df["run"] < 1).fillna(False), "run", "expected an integer >= 1, got {value!r}")
+    where((df["run"] < 1).fillna(False), "run", RUN_BELOW_ONE)
     if weighted:
         missing, bad, num = count_problems(df[COUNT_COLUMN])
-        where(missing, COUNT_COLUMN, "missing value")
+        where(missing, COUNT_COLUMN, MISSING)
         where(bad, COUNT_COLUMN, COUNT_MESSAGE)
         df[COUNT_COLUMN] = num.where(~(missing | bad), 0).astype("int64")
 
     status = df["status"].astype("string")
-    where(status.notna() & ~status.isin(STATUSES), "status", f"expected one of {list(STATUSES)}, got {{value!r}}")
+    where(status.notna() & ~status.isin(STATUSES), "status", one_of_message(STATUSES))
 
     known = set(catalog.clusters)
     unknown_cluster = df["cluster_id"].notna() & ~df["cluster_id"].isin(known)
-    where(unknown_cluster, "cluster_id",
-          f"unknown cluster id {{value!r}} (catalog {catalog.source} has {sorted(known)})")
+    where(unknown_cluster, "cluster_id", unknown_cluster_message(catalog.source, known))
     rows.raise_any()
 
 
@@ -375,7 +392,7 @@ def _resolve_orderings(rows: _RowProblems, catalog: ToolCatalog) -> pd.Series:
     # ordering from rotation where missing
     need = df["ordering"].isna() & df["rotation"].notna()
     rot_bad = need & ((df["rotation"] < 1) | (df["rotation"] > k)).fillna(False)
-    rows.where(rot_bad, "rotation", "rotation {value!r} outside 1..K for this cluster")
+    rows.where(rot_bad, "rotation", ROTATION_RANGE)
     need &= ~rot_bad
     if need.any():
         pairs = df.loc[need, ["cluster_id", "rotation"]]
@@ -396,10 +413,8 @@ def _resolve_orderings(rows: _RowProblems, catalog: ToolCatalog) -> pd.Series:
             members_c = set(catalog.tools(c))
             seq = [t for t in shown if t in members_c]
             length[(c, o)] = (len(seq), len(shown))
-            if len(set(shown)) != len(shown):
-                bad_combo[(c, o)] = f"ordering repeats a tool: {o!r}"
-            elif not seq:
-                bad_combo[(c, o)] = f"ordering names no tool of cluster {c!r}: {o!r}"
+            if (message := ordering_message(c, o, seq)) is not None:
+                bad_combo[(c, o)] = message
         keys = list(zip(df.loc[has_ord, "cluster_id"].to_numpy(object),     # object arrays: Arrow strings are
                         df.loc[has_ord, "ordering"].to_numpy(object)))      # slow to iterate one by one
         if bad_combo:
@@ -415,7 +430,7 @@ def _check_choices(rows: _RowProblems, catalog: ToolCatalog, ok: np.ndarray, n_l
     """An ``ok`` row names a tool of its cluster, a position within the list shown and an integer rank; returns
     the given ranks as numbers."""
     df, where = rows.df, rows.where
-    where(ok & df["chosen_tool"].isna().to_numpy(), "chosen_tool", "status is 'ok' but no tool is given")
+    where(ok & df["chosen_tool"].isna().to_numpy(), "chosen_tool", OK_WITHOUT_TOOL)
     members = set(zip(catalog.table["cluster_id"], catalog.table["tool_id"]))
     pairs = df.loc[ok & df["chosen_tool"].notna().to_numpy(), ["cluster_id", "chosen_tool"]]
     uniq = pairs.drop_duplicates()
@@ -426,10 +441,10 @@ def _check_choices(rows: _RowProblems, catalog: ToolCatalog, ok: np.ndarray, n_l
     n_listed = n_listed.fillna(df["n_candidates"].astype("Int64"))
     pos = df["chosen_position"]
     out_of_range = (pos.notna() & ((pos < 1) | (pos > n_listed))).fillna(False).to_numpy()
-    where(out_of_range, "chosen_position", "position {value!r} outside 1..K (K = number of tools shown)")
+    where(out_of_range, "chosen_position", POSITION_RANGE)
     rank_in = pd.to_numeric(df["chosen_rank"], errors="coerce")
     bad_rank = (df["chosen_rank"].notna() & (rank_in.isna() | (rank_in != np.round(rank_in)))).to_numpy()
-    where(bad_rank, "chosen_rank", "expected an integer, got {value!r}")
+    where(bad_rank, "chosen_rank", NOT_INTEGER)
     rows.raise_any()
     return rank_in
 
@@ -469,7 +484,7 @@ def _derive_ranks(rows: _RowProblems, catalog: ToolCatalog, ok: np.ndarray, has_
     out_rank = (pd.Series(rank).notna() & ((pd.Series(rank) < 1) | (pd.Series(rank) > df["n_candidates"]))
                 ).fillna(False).to_numpy()
     df["chosen_rank"] = rank
-    rows.where(out_rank, "chosen_rank", "rank {value!r} outside 1..K (K = the cluster's tools shown)")
+    rows.where(out_rank, "chosen_rank", RANK_RANGE)
     rows.raise_any()
 
 
@@ -536,47 +551,6 @@ def _check_duplicates(df, extras, given_ordering, files, rows, weighted, duplica
 
 
 #: Columns that, with the attempt identity, identify a cell of an aggregated log.
-CELL_OUTCOME = ("status", "chosen_tool", "chosen_position", "raw_choice")
-#: Message for a bad ``count`` value (every engine).
-COUNT_MESSAGE = ("expected a whole number of attempts between 0 and 10^15 (the row stands for `count` identical "
-                 "attempts), got {value!r}")
-
-
-def count_problems(col: pd.Series):
-    """Check a ``count`` column: ``(missing, bad, numbers)`` (masks and the values as float).
-
-    Missing: null / NaN cells. Bad: present but not a whole number in ``0..MAX_COUNT`` (booleans,
-    text that is not a number, fractions, negatives, infinities).
-    """
-    missing = col.isna().to_numpy()
-    is_bool = col.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)
-    as_num = col.astype(object).where(~is_bool, np.nan) if is_bool.any() else col
-    num = pd.to_numeric(as_num, errors="coerce").astype("float64")
-    vals = num.to_numpy()
-    with np.errstate(invalid="ignore"):
-        ok = np.isfinite(vals) & (vals == np.round(vals)) & (vals >= 0) & (vals <= MAX_COUNT)
-    bad = ~missing & ~ok
-    return missing, bad, num
-
-
-def duplicate_cell_message(values: dict, first_row, first_file=None) -> str:
-    """Message for a second row of an aggregated log with the same cell (attempt identity and outcome)."""
-    where = f"row {first_row}" if first_file is None else f"{first_file}:{first_row}"
-    return (f"duplicate cell {values} (first seen at {where}); an aggregated log lists each (query, list, outcome) "
-            "once: add the two counts")
-
-
-def not_in_cluster_message(tool, cluster) -> str:
-    """Message for a valid-looking choice of a tool that the row's cluster does not have."""
-    return f"tool {tool!r} is not in cluster {cluster!r} (status 'ok' needs a tool of the row's cluster)"
-
-
-def duplicate_message(values: dict, first_row, first_file=None) -> str:
-    """Message for a second attempt with the same identity (plain values, no numpy reprs; both rows named)."""
-    where = f"row {first_row}" if first_file is None else f"{first_file}:{first_row}"
-    return f"duplicate attempt {values} (first seen at {where})"
-
-
 def _rank_at(shown, members, position):
     """Rank among the cluster's tools (``members``) of the tool shown at 1-based ``position``; NA when unknown
     or when that tool is not one of the cluster's."""
@@ -585,13 +559,6 @@ def _rank_at(shown, members, position):
     if shown[int(position) - 1] not in members:
         return pd.NA
     return sum(1 for t in shown[: int(position)] if t in members)
-
-
-def _plain(v):
-    """A cell as a plain Python value for messages: numpy scalars unwrapped, missing values as None."""
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return None
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def _id_strings(col: pd.Series) -> pd.Series:
