@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ..exceptions import SelectionLogError, problem
+from ..io._row_rules import MISSING, REQUIRED_COLUMN, one_of_message
+
+if TYPE_CHECKING:
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["ChoiceLog", "CHOICE_STATUSES", "CHOICE_COLUMNS"]
 
@@ -57,18 +64,34 @@ class ChoiceLog:
     -----
     An *item* (``item_id``) is the resampling unit of every bootstrap (the analogue of a query);
     a *position* is an option slot 1..K. Rows without a valid answer stay, with a status.
+
+    Examples
+    --------
+    Two yes/no items, each shown in both orders:
+
+    >>> import json
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"item_id": ["q1", "q1", "q2", "q2"], "n_options": 2,
+    ...                       "options": [json.dumps(["yes", "no"]), json.dumps(["no", "yes"])] * 2,
+    ...                       "chosen_position": [1, 1, 1, 2], "status": "ok"})
+    >>> log = ChoiceLog.from_frame(frame)
+    >>> log
+    ChoiceLog(4 rows, status={'ok': 4}, items=2)
+    >>> log.to_selection_log().counts().status_totals()["ok"]
+    4
     """
 
     data: pd.DataFrame
     diagnostics: dict = field(default_factory=dict)
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, *, diagnostics=None, source="<frame>") -> ChoiceLog:
+    def from_frame(cls, frame: pd.DataFrame, *, diagnostics: Mapping[str, Any] | None = None,
+                   source: str = "<frame>") -> ChoiceLog:
         """Validate ``frame`` (all problems in one :class:`SelectionLogError`, named by file and row)."""
         return cls(_validate(frame, source), dict(diagnostics or {}))
 
     @classmethod
-    def concat(cls, logs) -> ChoiceLog:
+    def concat(cls, logs: Iterable[ChoiceLog]) -> ChoiceLog:
         logs = list(logs)
         if not logs:
             raise ValueError("`logs` must contain at least one ChoiceLog; got an empty sequence instead.")
@@ -102,7 +125,7 @@ class ChoiceLog:
                                    for p, g in zip(pos, gold)], dtype="boolean")
         return out
 
-    def summary(self, by=("source_file",)) -> pd.DataFrame:
+    def summary(self, by: Sequence[str] = ("source_file",)) -> pd.DataFrame:
         """Rows by status per ``by`` group, with totals."""
         by = list(by)
         counts = self.data.groupby(by + ["status"], sort=False).size().unstack("status", fill_value=0)
@@ -113,7 +136,7 @@ class ChoiceLog:
         counts.insert(0, "total", counts.sum(axis=1))
         return counts.reset_index()
 
-    def write(self, path) -> Path:
+    def write(self, path: str | PathLike[str]) -> Path:
         """Write the rows as ``.csv``, ``.jsonl`` or ``.parquet`` (reads back with :func:`read_choice_table`).
 
         In CSV, text starting with ``= + - @`` gets a leading ``'`` (spreadsheet formulas); the others stay raw.
@@ -133,7 +156,7 @@ class ChoiceLog:
                 self.data.to_parquet(tmp, index=False)
         return path
 
-    def to_selection_log(self, *, identity: str = "position"):
+    def to_selection_log(self, *, identity: str = "position") -> SelectionLog:
         """The same answers as a :class:`~toolbias_stats.SelectionLog`, so the tool machinery applies.
 
         One cluster per number of options (``"K=4"``); its "tools" are the option slots
@@ -194,8 +217,35 @@ def _letter(i: int) -> str:
     return chr(ord("A") + i) if i < 26 else f"O{i + 1}"
 
 
-def read_choice_table(path) -> ChoiceLog:
-    """Read a ChoiceLog written by :meth:`ChoiceLog.write` (``.csv``, ``.jsonl`` or ``.parquet``)."""
+def read_choice_table(path: str | PathLike[str]) -> ChoiceLog:
+    """Read a ChoiceLog written by :meth:`ChoiceLog.write` (``.csv``, ``.jsonl`` or ``.parquet``).
+
+    Parameters
+    ----------
+    path : path-like
+        The file; its suffix names the format.
+
+    Returns
+    -------
+    ChoiceLog
+        Validated again (problems named by file and row).
+
+    Raises
+    ------
+    SelectionLogError
+        A missing file, another suffix, or rows that break the schema.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"item_id": ["q1", "q1"], "n_options": 2, "status": "ok", "chosen_position": [1, 1],
+    ...                       "options": [json.dumps(["yes", "no"]), json.dumps(["no", "yes"])]})
+    >>> path = ChoiceLog.from_frame(frame).write(Path(tempfile.mkdtemp()) / "answers.csv")
+    >>> read_choice_table(path)
+    ChoiceLog(2 rows, status={'ok': 2}, items=1)
+    """
     path = Path(path)
     if not path.exists():
         raise SelectionLogError(problem(path, None, None, "file not found"))
@@ -213,60 +263,15 @@ def read_choice_table(path) -> ChoiceLog:
 
 # ---------------------------------------------------------------------------------------------
 def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    df = pd.DataFrame(frame).copy().reset_index(drop=True)
-    if len(df) == 0:
-        raise SelectionLogError(problem(source, None, None, "the choice log is empty (no rows)"))
-    problems = []
-    for col in ("item_id", "n_options", "options", "status"):
-        if col not in df.columns:
-            problems.append(problem(source, None, col, "required column is missing"))
-    if problems:
-        raise SelectionLogError(problems)
-    for col, val in {"model": "unknown", "run": 1, "condition": "base", "epoch": 1, "source_file": source}.items():
-        if col not in df.columns:
-            df[col] = val
-    if "source_row" not in df.columns:
-        df["source_row"] = np.arange(1, len(df) + 1)
-    for col in CHOICE_COLUMNS:
-        if col not in df.columns:
-            df[col] = pd.NA
+    """A checked choice log: columns completed -> every row checked -> dtypes -> duplicate presentations."""
+    df = _prepare_choices(frame, source)
     files = df["source_file"].astype(str).to_numpy()
     rows = df["source_row"].to_numpy()
     df["item_id"] = df["item_id"].map(lambda v: v if pd.isna(v) else (str(int(v)) if isinstance(v, float)
                                                                         and float(v).is_integer() else str(v)))
+    problems = []
     for i in range(len(df)):
-        where = (files[i], rows[i])
-        if pd.isna(df.at[i, "item_id"]):
-            problems.append(problem(*where, "item_id", "missing value"))
-        st = df.at[i, "status"]
-        if st not in CHOICE_STATUSES:
-            problems.append(problem(*where, "status", f"expected one of {list(CHOICE_STATUSES)}, got {st!r}"))
-        try:
-            opts = json.loads(df.at[i, "options"])
-            ok_opts = isinstance(opts, list) and all(isinstance(o, str) for o in opts)
-        except (TypeError, ValueError):
-            ok_opts = False
-        k = df.at[i, "n_options"]
-        if not ok_opts:
-            problems.append(problem(*where, "options", "expected a JSON list of option texts"))
-            continue
-        if pd.isna(k) or int(k) != len(opts) or len(opts) < 2:
-            problems.append(problem(*where, "n_options", f"{k!r} does not match the {len(opts)} options shown "
-                                                         "(at least 2 needed)"))
-            continue
-        k = int(k)
-        ids = df.at[i, "option_ids"]
-        if not pd.isna(ids) and len(str(ids).split("|")) != k:
-            problems.append(problem(*where, "option_ids", f"expected {k} ids, got {ids!r}"))
-        for col in ("chosen_position", "gold_position"):
-            v = df.at[i, col]
-            if not pd.isna(v) and not (float(v).is_integer() and 1 <= int(v) <= k):
-                problems.append(problem(*where, col, f"expected a position in 1..{k}, got {v!r}"))
-        cp = df.at[i, "chosen_position"]
-        if st == "ok" and pd.isna(cp):
-            problems.append(problem(*where, "chosen_position", "missing for an 'ok' row"))
-        if st != "ok" and st in CHOICE_STATUSES and not pd.isna(cp):
-            problems.append(problem(*where, "chosen_position", f"must be empty for a {st!r} row"))
+        problems.extend(_row_problems(df, i, (files[i], rows[i])))
     if problems:
         raise SelectionLogError(problems)
     for col, dtype in CHOICE_COLUMNS.items():
@@ -286,3 +291,63 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
                                     f"options) as {files[a]}:{rows[a]}"))
         raise SelectionLogError(problems)
     return df[design + list(CHOICE_COLUMNS)]
+
+
+def _prepare_choices(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """A copy with the required columns checked and the optional ones filled (defaults, ``source_row``, nulls)."""
+    df = pd.DataFrame(frame).copy().reset_index(drop=True)
+    if len(df) == 0:
+        raise SelectionLogError(problem(source, None, None, "the choice log is empty (no rows)"))
+    problems = [problem(source, None, col, REQUIRED_COLUMN)
+                for col in ("item_id", "n_options", "options", "status") if col not in df.columns]
+    if problems:
+        raise SelectionLogError(problems)
+    for col, val in {"model": "unknown", "run": 1, "condition": "base", "epoch": 1, "source_file": source}.items():
+        if col not in df.columns:
+            df[col] = val
+    if "source_row" not in df.columns:
+        df["source_row"] = np.arange(1, len(df) + 1)
+    for col in CHOICE_COLUMNS:
+        if col not in df.columns:
+            df[col] = pd.NA
+    return df
+
+
+def _shown_options(value) -> list | None:
+    """The option texts of a row (a JSON list of strings), None when ``value`` is not one."""
+    try:
+        opts = json.loads(value)
+    except (TypeError, ValueError):
+        return None
+    return opts if isinstance(opts, list) and all(isinstance(o, str) for o in opts) else None
+
+
+def _row_problems(df: pd.DataFrame, i: int, where: tuple[Any, Any]) -> list[str]:
+    """The problems of row ``i`` (``where`` = its file and row): item id, status, options and positions."""
+    out = []
+    if pd.isna(df.at[i, "item_id"]):
+        out.append(problem(*where, "item_id", MISSING))
+    st = df.at[i, "status"]
+    if st not in CHOICE_STATUSES:
+        out.append(problem(*where, "status", one_of_message(CHOICE_STATUSES).format(value=st)))
+    opts = _shown_options(df.at[i, "options"])
+    k = df.at[i, "n_options"]
+    if opts is None:
+        return out + [problem(*where, "options", "expected a JSON list of option texts")]
+    if pd.isna(k) or int(k) != len(opts) or len(opts) < 2:
+        return out + [problem(*where, "n_options", f"{k!r} does not match the {len(opts)} options shown "
+                                                   "(at least 2 needed)")]
+    k = int(k)
+    ids = df.at[i, "option_ids"]
+    if not pd.isna(ids) and len(str(ids).split("|")) != k:
+        out.append(problem(*where, "option_ids", f"expected {k} ids, got {ids!r}"))
+    for col in ("chosen_position", "gold_position"):
+        v = df.at[i, col]
+        if not pd.isna(v) and not (float(v).is_integer() and 1 <= int(v) <= k):
+            out.append(problem(*where, col, f"expected a position in 1..{k}, got {v!r}"))
+    cp = df.at[i, "chosen_position"]
+    if st == "ok" and pd.isna(cp):
+        out.append(problem(*where, "chosen_position", "missing for an 'ok' row"))
+    if st != "ok" and st in CHOICE_STATUSES and not pd.isna(cp):
+        out.append(problem(*where, "chosen_position", f"must be empty for a {st!r} row"))
+    return out

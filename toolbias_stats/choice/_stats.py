@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,11 @@ from ..exceptions import DegenerateDataWarning
 from ..metrics._bias import wilson_interval
 from ..metrics._bootstrap import percentile_ci, query_weights
 from ._log import ChoiceLog
+
+#: What the statistics accept as ``log``: a ChoiceLog or the path of a choice-study manifest.
+ChoiceLogLike = ChoiceLog | str | PathLike[str]
+#: Accepted ``rng``: a seed, a Generator or None (fresh entropy).
+RngLike = np.random.Generator | int | None
 
 __all__ = ["option_position_bias", "accuracy_by_gold_position", "judge_consistency", "OptionPositionBias",
            "GoldPositionAccuracy", "JudgeConsistency"]
@@ -58,6 +65,23 @@ class OptionPositionBias(ReprHTMLMixin):
     gold : pandas.DataFrame
         Per group, K and position: how often the gold answer sat there (a skewed answer key makes a
         perfect model look position-biased: compare ``rate`` with ``gold_rate``).
+
+    Examples
+    --------
+    Six yes/no items, each shown in both orders, always answered with the first option:
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> rows = [{"item_id": f"q{i}", "n_options": 2, "options": json.dumps(o), "gold_position": o.index("yes") + 1,
+    ...          "chosen_position": 1, "status": "ok"} for i in range(6) for o in (["yes", "no"], ["no", "yes"])]
+    >>> log = tbs.ChoiceLog.from_frame(pd.DataFrame(rows))
+    >>> res = tbs.option_position_bias(log, n_resamples=50, n_null=50, rng=0)
+    >>> res.to_frame()[["metric", "pooled"]]
+          metric  pooled
+    0  delta_pos     0.5
+    >>> sorted(res.to_dict())
+    ['bias', 'by', 'delta_pos', 'positions']
     """
 
     bias: Any
@@ -89,8 +113,9 @@ class OptionPositionBias(ReprHTMLMixin):
                 "positions": _frame_records(self.rates_frame()), "bias": d}
 
 
-def option_position_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, ci_method="bca",
-                         n_null=2000, rng=None) -> OptionPositionBias:
+def option_position_bias(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
+                         confidence_level: float = 0.95, ci_method: str = "bca",
+                         n_null: int = 2000, rng: RngLike = None) -> OptionPositionBias:
     """Answer-position bias delta_pos of multiple-choice answers, with item-bootstrap CIs and a uniform null.
 
     The unit is "the option shown at position p": each number of options K is a cluster whose
@@ -173,6 +198,21 @@ class GoldPositionAccuracy(ReprHTMLMixin):
         positions of the accuracy-when-gold-at-p (the expected accuracy under uniformly random
         orderings) with its CI, ``gap`` = observed - corrected with its CI, ``spread`` = max - min
         of the per-position accuracies with its CI, rows used and excluded by reason.
+
+    Examples
+    --------
+    Six yes/no items, each shown in both orders, always answered with the first option:
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> rows = [{"item_id": f"q{i}", "n_options": 2, "options": json.dumps(o), "gold_position": o.index("yes") + 1,
+    ...          "chosen_position": 1, "status": "ok"} for i in range(6) for o in (["yes", "no"], ["no", "yes"])]
+    >>> log = tbs.ChoiceLog.from_frame(pd.DataFrame(rows))
+    >>> res = tbs.accuracy_by_gold_position(log, n_resamples=50, rng=0)
+    >>> res.to_frame()[["n_options", "accuracy", "spread"]]
+       n_options  accuracy  spread
+    0          2       0.5     1.0
     """
 
     positions: pd.DataFrame
@@ -203,8 +243,28 @@ class GoldPositionAccuracy(ReprHTMLMixin):
                 "positions": _frame_records(self.positions)}
 
 
-def accuracy_by_gold_position(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, invalid="incorrect",
-                              rng=None) -> GoldPositionAccuracy:
+def _gold_rows_used(sub: pd.DataFrame, invalid: str) -> tuple[pd.DataFrame, dict]:
+    """The rows of one group with a single gold position (and, for ``invalid="exclude"``, a valid answer), and
+    the rows left out by reason."""
+    excluded = {}
+    no_gold = sub["gold_position"].isna()
+    multi = no_gold & sub["gold_positions"].fillna("").str.contains(r"\|")
+    if multi.any():
+        excluded["several_gold"] = int(multi.sum())
+    if (no_gold & ~multi).any():
+        excluded["no_gold"] = int((no_gold & ~multi).sum())
+    use = sub[~no_gold]
+    bad = use["status"] != "ok"
+    if invalid == "exclude" and bad.any():
+        for s, n in use.loc[bad, "status"].value_counts().items():
+            excluded[s] = int(n)
+        use = use[~bad]
+    return use, excluded
+
+
+def accuracy_by_gold_position(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
+                              confidence_level: float = 0.95, invalid: str = "incorrect",
+                              rng: RngLike = None) -> GoldPositionAccuracy:
     """Accuracy when the gold answer is at position p, and the accuracy expected under random orderings.
 
     Parameters
@@ -271,19 +331,7 @@ def accuracy_by_gold_position(log, *, by=("model",), n_resamples=2000, confidenc
         key = key if isinstance(key, tuple) else (key,)
         keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key[:-1])))
         k = int(key[-1])
-        excluded = {}
-        no_gold = sub["gold_position"].isna()
-        multi = no_gold & sub["gold_positions"].fillna("").str.contains(r"\|")
-        if multi.any():
-            excluded["several_gold"] = int(multi.sum())
-        if (no_gold & ~multi).any():
-            excluded["no_gold"] = int((no_gold & ~multi).sum())
-        use = sub[~no_gold]
-        bad = use["status"] != "ok"
-        if invalid == "exclude" and bad.any():
-            for s, n in use.loc[bad, "status"].value_counts().items():
-                excluded[s] = int(n)
-            use = use[~bad]
+        use, excluded = _gold_rows_used(sub, invalid)
         items, inv = np.unique(use["item_id"].to_numpy(dtype=object).astype(str), return_inverse=True)
         gp = use["gold_position"].astype(int).to_numpy() - 1
         correct = ((use["status"] == "ok") & (use["chosen_position"] == use["gold_position"])).fillna(False)
@@ -346,6 +394,20 @@ class JudgeConsistency(ReprHTMLMixin):
     picked the first / second slot both times) with rates and Wilson CIs, ``first_position_rate``
     (share of the pairs' judgements that picked slot 1; 0.5 for a position-blind judge) with a
     pair-bootstrap CI, and ``excluded`` (rows left out, by reason).
+
+    Examples
+    --------
+    Four pairs judged in both orders, always answered "first" (never consistent):
+
+    >>> import json
+    >>> import pandas as pd
+    >>> import toolbias_stats as tbs
+    >>> rows = [{"item_id": f"p{i}", "n_options": 2, "options": json.dumps([f"{a}{i}" for a in o]),
+    ...          "chosen_position": 1, "status": "ok"} for i in range(4) for o in (["x", "y"], ["y", "x"])]
+    >>> res = tbs.judge_consistency(tbs.ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=50, rng=0)
+    >>> res.to_frame()[["n_pairs", "consistent", "consistency", "first_position_rate"]]
+       n_pairs  consistent  consistency  first_position_rate
+    0        4           0          0.0                  1.0
     """
 
     table: pd.DataFrame
@@ -365,7 +427,8 @@ class JudgeConsistency(ReprHTMLMixin):
         return {"by": list(self.by), "confidence_level": self.confidence_level, "groups": _frame_records(self.table)}
 
 
-def judge_consistency(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, rng=None) -> JudgeConsistency:
+def judge_consistency(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
+                      confidence_level: float = 0.95, rng: RngLike = None) -> JudgeConsistency:
     """Position consistency of a pairwise judge shown each pair in both orders (A/B and B/A).
 
     Parameters

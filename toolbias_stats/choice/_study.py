@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import glob as _glob
 import numbers
+from os import PathLike
 from pathlib import Path
 
 from ..exceptions import ManifestError, problem
+from ..io._manifest import CHOICE_ONLY_FORMATS, load_toml
+from ..io._manifest import CHOICE_OPTION_KEYS as _OPTION_KEYS
 from ._log import ChoiceLog
 
 __all__ = ["read_choice_study", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
 
 #: ``format`` values of a choice study and the reader options each takes.
 CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item"), "choice_table": ()}
-_OPTION_KEYS = ("scorer", "score", "item")
 _STUDY_KEYS = {"name", "description", "format", "logs", *_OPTION_KEYS}
 _ENTRY_READER_KEYS = {"path", "format", *_OPTION_KEYS}
-#: Formats only a choice study reads (a tool study's ``format`` never takes these values).
-CHOICE_ONLY_FORMATS = ("lm_eval", "choice_table")
 
 
-def read_choice_study(path) -> ChoiceLog:
+def read_choice_study(path: str | PathLike[str]) -> ChoiceLog:
     """Read a choice-study manifest: every ``[[logs]]`` entry's multiple-choice answers in one ChoiceLog.
 
     The manifest has the shape of a tool study without a catalog::
@@ -40,12 +40,42 @@ def read_choice_study(path) -> ChoiceLog:
     ``samples_<task>_<date>.jsonl`` under it; the model of each comes from lm-eval's
     ``results_<date>.json`` unless the entry gives ``model``) or a glob. Relative paths are
     relative to the manifest. Problems are reported together, each named by manifest and entry.
-    """
-    from ..io._manifest import load_toml
-    from ..io.readers.inspect_ai_log import read_inspect_choices
-    from ..io.readers.lm_eval import read_lm_eval, samples_files
-    from ._log import read_choice_table
 
+    Parameters
+    ----------
+    path : path-like
+        The TOML manifest.
+
+    Returns
+    -------
+    ChoiceLog
+        Every entry's answers; ``diagnostics["__study__"]`` names the study and its manifest.
+
+    Raises
+    ------
+    ManifestError
+        Malformed TOML, an unknown key or format, an option the format does not take, a missing file.
+    SelectionLogError
+        A problem in a log file (named by file, row and field).
+
+    Examples
+    --------
+    A study of one ChoiceLog written as CSV (``format = "choice_table"``):
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import pandas as pd
+    >>> from toolbias_stats.choice import ChoiceLog
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> frame = pd.DataFrame({"item_id": ["q1", "q1"], "n_options": 2, "status": "ok", "chosen_position": [1, 1],
+    ...                       "options": [json.dumps(["yes", "no"]), json.dumps(["no", "yes"])]})
+    >>> _ = ChoiceLog.from_frame(frame).write(folder / "answers.csv")
+    >>> toml = 'name = "demo"\\nformat = "choice_table"\\n[[logs]]\\npath = "answers.csv"\\n'
+    >>> _ = (folder / "study.toml").write_text(toml)
+    >>> log = read_choice_study(folder / "study.toml")
+    >>> log, log.diagnostics["__study__"]["name"]
+    (ChoiceLog(2 rows, status={'ok': 2}, items=1), 'demo')
+    """
     path = Path(path)
     doc = load_toml(path)
     logs = doc.get("logs")
@@ -53,40 +83,54 @@ def read_choice_study(path) -> ChoiceLog:
         raise ManifestError(problem(path, None, "logs", "expected at least one [[logs]] table"))
     problems = [problem(path, None, k, "unknown study-level key (put design keys in each [[logs]] entry)")
                 for k in doc if k not in _STUDY_KEYS]
-    entries = []
-    for i, entry in enumerate(logs, start=1):
-        where = f"logs[{i}]"
-        merged = {k: v for k, v in doc.items() if k in ("format", *_OPTION_KEYS)}
-        merged.update(entry)
-        fmt = merged.get("format")
-        if fmt not in CHOICE_FORMATS:
-            problems.append(problem(path, where, "format", f"expected one of {list(CHOICE_FORMATS)}, got {fmt!r}"))
-            continue
-        for opt in _OPTION_KEYS:
-            if opt in entry and opt not in CHOICE_FORMATS[fmt]:
-                problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
-        p = merged.get("path")
-        if not isinstance(p, str):
-            problems.append(problem(path, where, "path", f"expected a path string, got {p!r}"))
-            continue
-        is_glob = fmt == "lm_eval" and any(c in p for c in "*?[")
-        p = Path(p) if Path(p).is_absolute() else (path.parent / p) if is_glob else (path.parent / p).resolve()
-        if is_glob:
-            if not _glob.glob(str(p), recursive=True):
-                problems.append(problem(path, where, "path", f"no file matches the pattern {p}"))
-        elif not p.exists():
-            problems.append(problem(path, where, "path", f"file not found: {p}"))
-        if "item" in merged and fmt == "lm_eval" and not (isinstance(merged["item"], str) and merged["item"]
-                                                          and all(merged["item"].split("."))):
-            problems.append(problem(path, where, "item", "expected a field name or dotted path such as "
-                                                         f"'doc.item', got {merged['item']!r}"))
-        meta = {k: v for k, v in entry.items() if k not in _ENTRY_READER_KEYS}
-        for k, v in meta.items():
-            if not isinstance(v, (str, numbers.Number)):
-                problems.append(problem(path, where, k, f"expected a scalar (string, number, boolean), got {v!r}"))
-        entries.append((fmt, p, meta, {k: merged[k] for k in CHOICE_FORMATS[fmt] if k in merged}))
+    defaults = {k: v for k, v in doc.items() if k in ("format", *_OPTION_KEYS)}
+    entries = [_choice_entry(path, f"logs[{i}]", {**defaults, **entry}, entry, problems)
+               for i, entry in enumerate(logs, start=1)]
     if problems:
         raise ManifestError(problems)
+    log = _read_choice_entries([e for e in entries if e is not None])
+    log.diagnostics["__study__"] = {"name": str(doc.get("name", path.stem)), "manifest": str(path)}
+    return log
+
+
+def _choice_entry(path: Path, where: str, merged: dict, entry: dict, problems: list) -> tuple | None:
+    """``(format, path, meta, options)`` of one ``[[logs]]`` entry (``merged``: with the study defaults); its
+    problems are appended (None when the format or path is unusable)."""
+    fmt = merged.get("format")
+    if fmt not in CHOICE_FORMATS:
+        problems.append(problem(path, where, "format", f"expected one of {list(CHOICE_FORMATS)}, got {fmt!r}"))
+        return None
+    for opt in _OPTION_KEYS:
+        if opt in entry and opt not in CHOICE_FORMATS[fmt]:
+            problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
+    p = merged.get("path")
+    if not isinstance(p, str):
+        problems.append(problem(path, where, "path", f"expected a path string, got {p!r}"))
+        return None
+    is_glob = fmt == "lm_eval" and any(c in p for c in "*?[")
+    p = Path(p) if Path(p).is_absolute() else (path.parent / p) if is_glob else (path.parent / p).resolve()
+    if is_glob:
+        if not _glob.glob(str(p), recursive=True):
+            problems.append(problem(path, where, "path", f"no file matches the pattern {p}"))
+    elif not p.exists():
+        problems.append(problem(path, where, "path", f"file not found: {p}"))
+    if "item" in merged and fmt == "lm_eval" and not (isinstance(merged["item"], str) and merged["item"]
+                                                      and all(merged["item"].split("."))):
+        problems.append(problem(path, where, "item", "expected a field name or dotted path such as "
+                                                     f"'doc.item', got {merged['item']!r}"))
+    meta = {k: v for k, v in entry.items() if k not in _ENTRY_READER_KEYS}
+    for k, v in meta.items():
+        if not isinstance(v, (str, numbers.Number)):
+            problems.append(problem(path, where, k, f"expected a scalar (string, number, boolean), got {v!r}"))
+    return fmt, p, meta, {k: merged[k] for k in CHOICE_FORMATS[fmt] if k in merged}
+
+
+def _read_choice_entries(entries: list) -> ChoiceLog:
+    """Every checked entry read by its format's reader, as one ChoiceLog."""
+    from ..io.readers.inspect_ai_log import read_inspect_choices
+    from ..io.readers.lm_eval import read_lm_eval, samples_files
+    from ._log import read_choice_table
+
     # lm-eval doc ids restart in every task: without `item`, ids are task-qualified when the study has several tasks
     plain = [(p, meta) for fmt, p, meta, options in entries if fmt == "lm_eval" and "item" not in options]
     tasks = set()
@@ -101,9 +145,7 @@ def read_choice_study(path) -> ChoiceLog:
             parts.append(read_lm_eval(p, meta=meta, task_prefix=prefix, **options))
         else:
             parts.append(read_choice_table(p))
-    log = parts[0] if len(parts) == 1 else ChoiceLog.concat(parts)
-    log.diagnostics["__study__"] = {"name": str(doc.get("name", path.stem)), "manifest": str(path)}
-    return log
+    return parts[0] if len(parts) == 1 else ChoiceLog.concat(parts)
 
 
 def _task_of(f) -> str:
@@ -111,31 +153,3 @@ def _task_of(f) -> str:
 
     m = _NAME.match(Path(f).name)
     return m.group("task") if m else Path(f).stem
-
-
-def choice_manifest_problem(path, doc: dict):
-    """The one problem to report when a tool-study reader is given a choice-study manifest, else None.
-
-    A manifest whose ``format`` (study-level or of an entry) is a multiple-choice-only format
-    (:data:`CHOICE_ONLY_FORMATS`), or that gives a choice reader's option (``score``, ``scorer``,
-    ``item``) without a catalog, is a choice study: ``toolbias-stats choice`` reads it, and the tool
-    commands (``bias``, ``report``, ...) say so instead of listing missing tool-study keys.
-    """
-    logs = doc["logs"] if isinstance(doc.get("logs"), list) else []
-    tables = [doc] + [e for e in logs if isinstance(e, dict)]
-    for i, t in enumerate(tables):
-        fmt = t.get("format")
-        if isinstance(fmt, str) and fmt in CHOICE_ONLY_FORMATS:
-            where = None if i == 0 else f"logs[{i}]"
-            return problem(path, where, "format",
-                           f"format {fmt!r} is a multiple-choice format: this is a choice-study manifest; read it "
-                           f"with `toolbias-stats choice {path}` (toolbias_stats.choice.read_choice_study)")
-    if not any("catalog" in t for t in tables):
-        for i, t in enumerate(tables):
-            opt = next((k for k in _OPTION_KEYS if k in t), None)
-            if opt is not None:
-                where = None if i == 0 else f"logs[{i}]"
-                return problem(path, where, opt,
-                               f"{opt!r} is an option of multiple-choice logs and there is no catalog: this looks "
-                               f"like a choice-study manifest; read it with `toolbias-stats choice {path}`")
-    return None

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
-from ..io._counts import load_counts
+from ..io._load import load_counts
 from ._shift_group import _GroupData
 from ._shift_levels import _is_numeric, _levels, _match_level, _py
 from ._shift_results import (

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .._display import ReprHTMLMixin
 from .._validation import check_by
-from ..io._counts import load_counts
+from ..io._load import load_counts
 from ..metrics._bias import _json_num
 from ..metrics._tv import expected_tv_uniform
 

@@ -5,9 +5,9 @@ from .._lazy import LazyNames as _LazyNames
 _lazy = _LazyNames(__name__)
 _lazy.submodules('readers')   # were attributes after the eager imports
 _lazy.add('._catalog', 'ToolCatalog')
-_lazy.add('._counts', 'COUNT_LEVELS', 'SelectionCounts', 'count_table')
-_lazy.add('._load', 'load_selection_log')
-_lazy.add('._manifest', 'ENGINES', 'FORMATS', 'Study', 'read_study')
+_lazy.add('._counts', 'COUNT_LEVELS', 'SelectionCounts')
+_lazy.add('._load', 'count_table', 'load_selection_log', 'read_study')
+_lazy.add('._manifest', 'ENGINES', 'FORMATS', 'Study')
 _lazy.add('._selection_log', 'SelectionLog')
 _lazy.add('.readers', 'READERS', 'read_biasbusters', 'read_biasbusters_catalog', 'read_biasbusters_queries',
            'read_catalog_table', 'read_table', 'read_transcripts')

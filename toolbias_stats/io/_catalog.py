@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,7 +67,7 @@ class ToolCatalog:
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
-    def from_records(cls, records, *, source="<memory>"):
+    def from_records(cls, records: Iterable[Mapping[str, Any]], *, source: str = "<memory>") -> ToolCatalog:
         """Build a catalog from dicts; missing ``tool_id`` / ``api_index`` are derived."""
         recs = [dict(r) for r in records]
         counters: dict = {}
@@ -86,25 +88,25 @@ class ToolCatalog:
         """Cluster ids in catalog order."""
         return list(self._index)
 
-    def tools(self, cluster_id) -> list[str]:
+    def tools(self, cluster_id: str) -> list[str]:
         """Tool ids of ``cluster_id`` in catalog order (``api_index`` 1..K)."""
         try:
             return list(self._index[str(cluster_id)])
         except KeyError:
             raise KeyError(f"unknown cluster_id {cluster_id!r}; catalog {self.source} has {self.clusters}") from None
 
-    def n_tools(self, cluster_id) -> int:
+    def n_tools(self, cluster_id: str) -> int:
         """Number of tools K in ``cluster_id``."""
         return len(self.tools(cluster_id))
 
-    def rotation(self, cluster_id, rotation: int) -> list[str]:
+    def rotation(self, cluster_id: str, rotation: int) -> list[str]:
         """Tool ids in the order shown under cyclic ``rotation`` (1-based; rotation 1 = catalog order)."""
         tools = self.tools(cluster_id)
         k = len(tools)
         shift = (int(rotation) - 1) % k
         return tools[shift:] + tools[:shift]
 
-    def aliases(self, cluster_id=None) -> dict[str, str]:
+    def aliases(self, cluster_id: str | None = None) -> dict[str, str]:
         """Map every accepted name (lower-cased) to its tool_id.
 
         Accepted: the tool_id, the standardised ToolBench function name and the bare standardised
@@ -134,11 +136,21 @@ class ToolCatalog:
 
 
 def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
+    """A checked catalog table: required columns -> defaults -> dtypes -> values (each stage raises its problems)."""
+    tab = _catalog_with_defaults(table, source)
+    _cast_catalog(tab, source)
+    _check_catalog_values(tab, source)
+    extra = [c for c in tab.columns if c not in CATALOG_COLUMNS]
+    return (tab[list(CATALOG_COLUMNS) + extra].sort_values(["cluster_id", "api_index"], key=_natural)
+            .reset_index(drop=True))
+
+
+def _catalog_with_defaults(table: pd.DataFrame, source: str) -> pd.DataFrame:
+    """A copy with the required columns checked and the optional ones filled (names default to the id, the order
+    to the row order, the parameter count to unknown)."""
     tab = pd.DataFrame(table).copy()
-    problems = []
-    for col in _REQUIRED:
-        if col not in tab.columns:
-            problems.append(problem(source, None, col, "required catalog column is missing"))
+    problems = [problem(source, None, col, "required catalog column is missing")
+                for col in _REQUIRED if col not in tab.columns]
     if problems:
         raise SelectionLogError(problems)
     # Many teams have only tool ids and clusters: names default to the id, the order to the row order,
@@ -160,6 +172,11 @@ def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
     for col in ("required_parameters", "optional_parameters"):
         tab[col] = [v if isinstance(v, str) or _is_missing(v) else json.dumps(v) for v in tab[col]]
     tab["cluster_id"] = tab["cluster_id"].astype(str)
+    return tab
+
+
+def _cast_catalog(tab: pd.DataFrame, source: str) -> None:
+    """Every catalog column to its dtype (``created`` parsed as dates); the first bad values named by row."""
     try:
         tab["created"] = pd.to_datetime(tab["created"], errors="raise").astype("datetime64[ns]")
     except (ValueError, TypeError) as exc:
@@ -174,10 +191,14 @@ def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
             raise SelectionLogError(
                 [problem(source, r, col, f"expected {dtype}, got {tab[col].iloc[r - 1]!r}") for r in bad]
             ) from None
+
+
+def _check_catalog_values(tab: pd.DataFrame, source: str) -> None:
+    """Unique tool ids without ``|``, parameter counts >= 0, one ``api_index`` per tool of a cluster (issue 21:
+    values that pass the dtypes but break the analysis)."""
     dup = tab["tool_id"][tab["tool_id"].duplicated()]
     if len(dup):
         raise SelectionLogError([problem(source, None, "tool_id", f"duplicate tool_id {t!r}") for t in dup])
-    # issue 21: values that pass the dtypes but break the analysis
     problems = [problem(source, i + 1, "tool_id", f"tool id {t!r} contains '|', which separates the tools of an "
                                                    "ordering; rename the tool")
                 for i, t in enumerate(tab["tool_id"]) if "|" in str(t)]
@@ -192,9 +213,6 @@ def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:
                                                                "cluster needs its own place in the catalog order"))
     if problems:
         raise SelectionLogError(problems)
-    extra = [c for c in tab.columns if c not in CATALOG_COLUMNS]
-    return (tab[list(CATALOG_COLUMNS) + extra].sort_values(["cluster_id", "api_index"], key=_natural)
-            .reset_index(drop=True))
 
 
 #: Most tools one cluster may have: counts keep a column per tool and per position, and a uniform reference over

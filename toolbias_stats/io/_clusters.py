@@ -231,7 +231,32 @@ def study_clusters(manifest: Path, doc: dict, entries: list, *, offered, inferab
         A ``clusters`` value of the wrong type, declarations that disagree between entries, a declaration
         together with a catalog, an unreadable ``clusters_file``, or no catalog for a format that cannot infer.
     """
-    base = manifest.parent
+    decls = _cluster_declarations(manifest, entries)
+    kind = _declaration_kind(manifest, entries, decls, inferable)
+    if kind is None:
+        return None
+    if kind == "declared":
+        where = None if is_declaration(doc.get("clusters")) else decls[0][2]   # None: study level
+        cat = declared_catalog(decls[0][1], where=where, path=manifest)
+        return describe("declared", cat, f"({manifest.name})")
+    if kind == "file":
+        from .readers.table import read_catalog_table
+
+        return describe("file", read_catalog_table(decls[0][1]), str(decls[0][1]))
+    bad = [i for i, e in enumerate(entries, start=1) if e.get("format") not in inferable]
+    if bad:
+        raise ManifestError(problem(manifest, f"logs[{bad[0]}]", "clusters",
+                                    f"format {entries[bad[0] - 1].get('format')!r} cannot infer clusters; give a "
+                                    f"catalog or declare them (inferable formats: {sorted(inferable)})"))
+    lists = []
+    for e in entries:
+        lists.extend(offered(e))
+    return describe("inferred", infer_catalog(lists))
+
+
+def _cluster_declarations(manifest: Path, entries: list) -> list[tuple[str, Any, str | None]]:
+    """``(kind, declaration, where)`` of every entry that declares clusters (``"declared"``, ``"infer"``,
+    ``"file"``); the declaration keys are removed from the entries. Raises the problems of every entry."""
     problems: list = []
     decls: list[tuple[str, Any, str | None]] = []     # (kind, declaration, where)
     for i, e in enumerate(entries, start=1):
@@ -256,12 +281,19 @@ def study_clusters(manifest: Path, doc: dict, entries: list, *, offered, inferab
             if not isinstance(cf, str):
                 problems.append(problem(manifest, where, "clusters_file", f"expected a path string, got {cf!r}"))
             else:
-                p = Path(cf) if Path(cf).is_absolute() else (base / cf).resolve()
+                p = Path(cf) if Path(cf).is_absolute() else (manifest.parent / cf).resolve()
                 if not p.exists():
                     problems.append(problem(manifest, where, "clusters_file", f"file not found: {p}"))
                 decls.append(("file", p, where))
     if problems:
         raise ManifestError(problems)
+    return decls
+
+
+def _declaration_kind(manifest: Path, entries: list, decls: list, inferable) -> str | None:
+    """``"declared"``, ``"file"`` or ``"infer"``; None when the study uses a catalog file (or lacks one for a
+    format that cannot infer: the manifest reports the missing catalog). Declarations must agree and exclude a
+    catalog."""
     kinds = {(k, repr(v)) for k, v, _ in decls}
     if len(kinds) > 1:
         raise ManifestError(problem(manifest, None, "clusters", "the [[logs]] entries declare different clusters; "
@@ -272,36 +304,16 @@ def study_clusters(manifest: Path, doc: dict, entries: list, *, offered, inferab
         raise ManifestError(problem(manifest, f"logs[{with_catalog[0]}]", "catalog",
                                     "give either a catalog or cluster declarations (`clusters = {...}`, "
                                     "`clusters = \"infer\"`, `clusters_file`), not both"))
-    if not decls:
-        if with_catalog:
-            without = [i for i, e in enumerate(entries, start=1) if "catalog" not in e]
-            if without:
-                raise ManifestError(problem(manifest, f"logs[{without[0]}]", "catalog",
-                                            f"no catalog given while logs[{with_catalog[0]}] names one; one study "
-                                            "has one set of clusters: give the catalog at the top of the manifest"))
-            return None
-        bad = [i for i, e in enumerate(entries, start=1) if e.get("format") not in inferable]
-        if bad:
-            # the manifest reports the missing catalog as before
-            return None
-        kind = "infer"
-    else:
-        kind = decls[0][0]
-    if kind == "declared":
-        where = None if is_declaration(doc.get("clusters")) else decls[0][2]   # None: study level
-        cat = declared_catalog(decls[0][1], where=where, path=manifest)
-        return describe("declared", cat, f"({manifest.name})")
-    if kind == "file":
-        from .readers.table import read_catalog_table
-
-        return describe("file", read_catalog_table(decls[0][1]), str(decls[0][1]))
-    bad = [i for i, e in enumerate(entries, start=1) if e.get("format") not in inferable]
-    if bad:
-        raise ManifestError(problem(manifest, f"logs[{bad[0]}]", "clusters",
-                                    f"format {entries[bad[0] - 1].get('format')!r} cannot infer clusters; give a "
-                                    f"catalog or declare them (inferable formats: {sorted(inferable)})"))
-    lists = []
-    for e in entries:
-        lists.extend(offered(e))
-    return describe("inferred", infer_catalog(lists))
+    if decls:
+        return decls[0][0]
+    if with_catalog:
+        without = [i for i, e in enumerate(entries, start=1) if "catalog" not in e]
+        if without:
+            raise ManifestError(problem(manifest, f"logs[{without[0]}]", "catalog",
+                                        f"no catalog given while logs[{with_catalog[0]}] names one; one study "
+                                        "has one set of clusters: give the catalog at the top of the manifest"))
+        return None
+    if any(e.get("format") not in inferable for e in entries):
+        return None   # the manifest reports the missing catalog as before
+    return "infer"
 

@@ -8,13 +8,18 @@ attempts ended in each status. An *engine* computes these counts (``pandas`` fro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .._schema import COUNT_COLUMN, STATUSES
 from ._catalog import ToolCatalog
+
+if TYPE_CHECKING:
+    from ._selection_log import SelectionLog
 
 __all__ = ["SelectionCounts", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
 
@@ -83,6 +88,16 @@ class SelectionCounts:
     :class:`SelectionLog` equals the one computed from its counts (the test suite checks this). What the
     counts do not keep: provenance (file and row of each attempt), raw choice texts and the pairing of a
     query's choices with its orderings (a per-query ordering model needs the log).
+
+    Examples
+    --------
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, rng=0).log
+    >>> counts = log.counts()
+    >>> counts.n_rows, len(counts.table), counts.k_max
+    (50, 10, 5)
+    >>> counts.collapse("cluster").table[["cluster_id", "n_ok"]].to_dict("records")
+    [{'cluster_id': '1', 'n_ok': 25}, {'cluster_id': '2', 'n_ok': 25}]
     """
 
     table: pd.DataFrame
@@ -121,7 +136,7 @@ class SelectionCounts:
         sums = self.table[list(STATUS_COLUMNS)].sum()
         return {s: int(sums[f"n_{s}"]) for s in STATUSES}
 
-    def summary(self, by=("model",)) -> pd.DataFrame:
+    def summary(self, by: Sequence[str] = ("model",)) -> pd.DataFrame:
         """Attempts by status per ``by`` group: ``total`` and one column per status."""
         by = list(by)
         out = self.table.groupby(by, sort=True, dropna=False)[list(STATUS_COLUMNS)].sum()
@@ -161,7 +176,7 @@ class SelectionCounts:
 
 
 # ------------------------------------------------------------------------------------------------
-def counts_from_log(log, *, level: str = "query") -> SelectionCounts:
+def counts_from_log(log: SelectionLog, *, level: str = "query") -> SelectionCounts:
     """The pandas engine: count an in-memory :class:`SelectionLog`.
 
     Parameters
@@ -172,6 +187,14 @@ def counts_from_log(log, *, level: str = "query") -> SelectionCounts:
     Returns
     -------
     SelectionCounts
+        Engine ``"pandas"``; the same frames as the DuckDB and Dask engines give for the same rows.
+
+    Examples
+    --------
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, rng=0).log
+    >>> counts_from_log(log, level="cluster").n_rows
+    50
     """
     if level not in COUNT_LEVELS:
         raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
@@ -268,91 +291,3 @@ def _add_counts(out, prefix, codes, idx, n_groups, k_max, weights=None):
     flat = _bincount(codes * k_max + (idx - 1), weights, n_groups * k_max).reshape(n_groups, k_max)
     for j in range(k_max):
         out[f"{prefix}_{j + 1}"] = flat[:, j].astype(np.int64)
-
-
-def load_counts(obj, *, level: str = "query") -> SelectionCounts:
-    """SelectionCounts for a SelectionCounts (unchanged), a SelectionLog, a Study or a manifest path."""
-    from ._load import load_selection_log
-    from ._manifest import Study
-
-    if isinstance(obj, SelectionCounts):
-        return obj
-    if isinstance(obj, Study) and obj.log is None:
-        return obj.counts
-    return load_selection_log(obj).counts(level=level)
-
-
-def count_table(path, *, catalog: ToolCatalog, meta=None, columns=None, engine: str = "auto",
-                level: str = "query", cells: bool = True, scheduler=None, **options) -> SelectionCounts:
-    """Validate and count one table file (CSV, JSONL, Parquet) with an engine, without keeping its rows.
-
-    Parameters
-    ----------
-    path : path-like
-        A file in the generic tabular format (see :func:`toolbias_stats.read_table`); with
-        ``engine="dask"`` also a directory or glob of partitioned Parquet on any fsspec path; every engine
-        also a local folder, glob or list of files of one format (issue 27, read file by file).
-    catalog : ToolCatalog
-    meta : dict, optional
-        Design metadata (``model``, ``run``, ``condition``, extra keys), as for :func:`read_table`.
-    columns : dict, optional
-        ``{their_name: our_name}`` column mapping.
-    engine : {"auto", "duckdb", "pandas", "dask"}, default "auto"
-        ``"auto"`` is DuckDB (a dependency of the package and the fastest engine on one machine).
-    level : {"query", "cluster"}, default "query"
-    cells : bool, default True
-        Also count the per-ordering ``cells`` (needed by the Bayesian model only).
-    scheduler : str or distributed.Client, optional
-        For ``engine="dask"`` (default: a LocalCluster of 2 workers).
-    **options
-        ``design``, ``positions``, ``duplicates``: the table options of :func:`read_table`.
-
-    Returns
-    -------
-    SelectionCounts
-
-    Raises
-    ------
-    SelectionLogError
-        Bad input, with the same ``file:row:column: message`` lines through every engine.
-
-    Examples
-    --------
-    A log written as CSV, counted without loading its rows (``engine="duckdb"`` gives the same counts):
-
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from toolbias_stats.simulate import simulate_selection_log
-    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, rng=0).log
-    >>> path = log.write(Path(tempfile.mkdtemp()) / "log.csv")
-    >>> count_table(path, catalog=log.catalog, engine="pandas")  # doctest: +NORMALIZE_WHITESPACE
-    SelectionCounts(level='query', engine='pandas', 50 attempts in 10 count rows, status={'ok': 50, 'no_call': 0,
-    'unknown_tool': 0, 'parse_error': 0, 'forced': 0, 'off_cluster': 0})
-    """
-    if level not in COUNT_LEVELS:
-        raise ValueError(f"`level` must be one of {list(COUNT_LEVELS)}; got {level!r} instead.")
-    if engine == "auto":
-        engine = "duckdb"
-    entry = {"path": path, "meta": meta, "columns": columns, **options}
-    files = [path]
-    if engine in ("pandas", "duckdb"):   # issue 27: a folder, glob or list of files, read file by file
-        from ._dataset import expand_dataset, is_dataset
-
-        if is_dataset(path):
-            files = expand_dataset(path)
-    if engine == "pandas":
-        from ._selection_log import SelectionLog
-        from .readers.table import read_table
-
-        logs = [read_table(f, catalog=catalog, meta=meta, columns=columns, **options) for f in files]
-        log = logs[0] if len(logs) == 1 else SelectionLog.concat(logs, catalog=catalog)
-        return log.counts(level=level)
-    if engine == "duckdb":
-        from .engines._duckdb import count_tables_duckdb
-
-        return count_tables_duckdb([{**entry, "path": f} for f in files], catalog, level=level, cells=cells)
-    if engine == "dask":
-        from .engines._dask import count_tables_dask
-
-        return count_tables_dask([entry], catalog, level=level, scheduler=scheduler, cells=cells)
-    raise ValueError(f"`engine` must be one of ['auto', 'duckdb', 'pandas', 'dask']; got {engine!r} instead.")

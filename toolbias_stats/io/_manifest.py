@@ -6,18 +6,23 @@ import datetime as _dt
 import numbers
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from os import PathLike
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..exceptions import ManifestError, SelectionLogError, problem
 from ._catalog import ToolCatalog
-from ._clusters import declares_clusters, study_clusters
+from ._clusters import ClusterSource, declares_clusters, study_clusters
 from ._dataset import expand_dataset, hive_values, is_dataset
 from ._selection_log import SelectionLog
 from .readers._common import READER_KEYS as _READER_KEYS
 
-__all__ = ["Study", "read_study", "FORMATS", "ENGINES"]
+if TYPE_CHECKING:
+    from ._counts import SelectionCounts
+
+__all__ = ["Study", "StudyManifest", "read_manifest", "FORMATS", "ENGINES", "CHOICE_ONLY_FORMATS",
+           "CHOICE_OPTION_KEYS", "choice_manifest_problem"]
 
 #: Accepted values of the manifest key ``format``.
 FORMATS = ("biasbusters", "table", "transcripts", "openai", "anthropic", "otel", "inspect")
@@ -36,10 +41,17 @@ _OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "transcripts":
 READER_KEYS = _READER_KEYS | {"clusters"} | {"clusters_file", "responses", "subsets"}   # issue 13: API logs
 READER_KEYS = READER_KEYS | {"design", "positions", "duplicates"}   # issue 20: table options
 READER_KEYS = READER_KEYS | {"hive", "attempt_id", "__files", "__root"}   # issue 27: datasets, attempt ids
+#: Option keys checked against :data:`_OPTIONS` in every entry, in the order problems are reported.
+_ENTRY_OPTIONS = ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets",
+                  "design", "positions", "duplicates", "hive", "attempt_id")
 _PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "responses")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 #: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
 _STUDY_PATH_KEYS = ("features", "tool_dates")
+#: ``format`` values only a choice study (:func:`toolbias_stats.choice.read_choice_study`) reads.
+CHOICE_ONLY_FORMATS = ("lm_eval", "choice_table")
+#: Reader options of the multiple-choice formats (``scorer``: inspect; ``score``, ``item``: lm_eval).
+CHOICE_OPTION_KEYS = ("scorer", "score", "item")
 
 
 class Study:
@@ -65,15 +77,33 @@ class Study:
         The study-level keys of the manifest (paths resolved).
     engine : str
         The engine that read the study (``"pandas"``, ``"duckdb"`` or ``"dask"``).
+
+    Examples
+    --------
+    :func:`~toolbias_stats.read_study` builds it from a manifest; a log can also be wrapped directly:
+
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> log = simulate_selection_log(n_clusters=2, n_queries=5, rng=0).log
+    >>> study = Study(log, name="demo")
+    >>> study
+    Study(name='demo', engine='pandas', path='None')
+    >>> study.counts.status_totals()["ok"], study.has_rows
+    (50, True)
     """
 
-    def __init__(self, log=None, catalog=None, queries=None, name="", path=None, reference_date=None, settings=None,
-                 *, counts=None, engine="pandas", loader=None, counter=None):
+    def __init__(self, log: SelectionLog | None = None, catalog: ToolCatalog | None = None,
+                 queries: Mapping[str, list[str]] | None = None, name: str = "", path: Path | None = None,
+                 reference_date: _dt.date | None = None, settings: Mapping[str, Any] | None = None, *,
+                 counts: SelectionCounts | None = None, engine: str = "pandas",
+                 loader: Callable[[], SelectionLog] | None = None,
+                 counter: Callable[[], SelectionCounts] | None = None) -> None:
         if log is None and counts is None and loader is None:
             raise ValueError("a Study needs a `log`, `counts` or a loader; got none.")
         # loader() reads the rows, counter() counts them with the study's engine (both on first use)
         self._log, self._counts, self._loader, self._counter = log, counts, loader, counter
-        self.catalog = catalog if catalog is not None else (log.catalog if log is not None else counts.catalog)
+        if catalog is None:
+            catalog = log.catalog if log is not None else cast("SelectionCounts", counts).catalog
+        self.catalog = catalog
         self.queries = dict(queries or {})
         self.name = name
         self.path = path
@@ -83,6 +113,7 @@ class Study:
 
     @property
     def log(self) -> SelectionLog:
+        """The row-level log (read on first use for a lazy or engine-counted study)."""
         if self._log is None:
             if self._loader is None:
                 raise ValueError("this study holds counts only; it has no row-level log to read.")
@@ -90,7 +121,8 @@ class Study:
         return self._log
 
     @property
-    def counts(self):
+    def counts(self) -> SelectionCounts:
+        """The counts of the log (counted on first use: by the study's engine, or from :attr:`log`)."""
         if self._counts is None:
             self._counts = self._counter() if self._counter is not None and self._log is None else self.log.counts()
         return self._counts
@@ -100,11 +132,12 @@ class Study:
         """Whether the row-level log is in memory (reading it may be expensive for an engine-counted study)."""
         return self._log is not None
 
-    def replace(self, **changes) -> Study:
+    def replace(self, **changes: Any) -> Study:
         """A copy with some attributes replaced (``log``, ``catalog``, ``name``, ``path``, ...)."""
-        kw = {"log": self._log, "catalog": self.catalog, "queries": self.queries, "name": self.name,
-              "path": self.path, "reference_date": self.reference_date, "settings": self.settings,
-              "counts": self._counts, "engine": self.engine, "loader": self._loader, "counter": self._counter}
+        kw: dict[str, Any] = {
+            "log": self._log, "catalog": self.catalog, "queries": self.queries, "name": self.name, "path": self.path,
+            "reference_date": self.reference_date, "settings": self.settings, "counts": self._counts,
+            "engine": self.engine, "loader": self._loader, "counter": self._counter}
         if "log" in changes and "counts" not in changes:
             kw["counts"] = None          # counts follow the new log
         kw.update(changes)
@@ -118,161 +151,218 @@ class Study:
 ENGINES = ("auto", "pandas", "duckdb", "dask")
 
 
-def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool = True, scheduler=None,
-               lazy: bool = False, progress: bool = False) -> Study:
-    """Read a study manifest and every log it names.
+class StudyManifest:
+    """A study manifest checked and resolved, before any log is read (the manifest stage of :func:`read_study`).
 
-    Parameters
+    Attributes
     ----------
-    path : path-like
-        The TOML manifest. Study-level keys are defaults (``catalog``, ``format``, ``queries``,
-        ``api_meta``, ``cluster_names``, ``columns``, ``cluster``, ``reference_date``), plus the
-        study-level ``features`` (a feature table for ``toolbias-stats explain``) and
-        ``tool_dates`` (a CSV of ``tool_id, created`` that fills the catalog's ``created``
-        column, see :func:`~toolbias_stats.io.readers.biasbusters.read_tool_dates`); each
-        ``[[logs]]`` entry has ``path``, ``model``, optional ``run`` (default 1), ``condition``
-        (default ``"base"``), optional ``cluster`` and any other scalar keys, which become
-        SelectionLog columns. An entry may override any study-level default. A ``biasbusters``
-        entry may list ``clusters = [...]``: the clusters its condition was run on (no ``no_call``
-        rows are created for the others). Relative paths are
-        relative to the manifest. API logs (``openai``, ``anthropic``, ``otel``; docs/formats.md)
-        take ``responses`` (the results file, joined by ``custom_id``) and ``subsets``; without a
-        catalog, clusters are declared with a **table** ``clusters = {name = [tools]}``, read from
-        ``clusters_file`` (``tool_id, cluster_id``) or inferred (``clusters = "infer"``, the default
-        for the API-log formats); ``Study.settings["cluster_source"]`` records which.
-    engine : {"auto", "pandas", "duckdb", "dask"}, default "auto"
-        Who reads and counts the logs. ``"pandas"`` reads every file into one in-memory
-        :class:`SelectionLog` (any format). ``"duckdb"`` validates and counts ``format = "table"`` files
-        (CSV, JSONL, Parquet) in place with DuckDB, out of core, with the same row-level error messages;
-        only :class:`SelectionCounts` reach Python. ``"dask"`` counts Parquet files (or directories /
-        globs of partitioned Parquet on any fsspec path) on a dask.distributed cluster. ``"auto"``:
-        duckdb when every entry is a table file, else pandas.
-    level : {"query", "cluster"}, default "query"
-        Level of the counts an engine computes: per query (everything, bootstrap included) or per
-        cluster (point estimates, null references and p-values only; less memory).
-    cells : bool, default True
-        Whether an engine also counts the per-ordering ``cells`` (needed by the Bayesian model only;
-        ``toolbias-stats bias`` skips them).
-    scheduler : str or distributed.Client, optional
-        For ``engine="dask"``: a scheduler address (``"tcp://host:8786"``) or a Client; default a
-        LocalCluster of 2 workers.
-    lazy : bool, default False
-        Check the manifest and read the catalog and queries now, but read (or count) the logs only when
-        :attr:`Study.log` or :attr:`Study.counts` is first used (e.g. ``toolbias-stats features`` needs
-        the catalog and queries only).
-    progress : bool, default False
-        Progress bars for reading and aggregation (the CLI turns them on for terminals only).
-
-    Returns
-    -------
-    Study
-
-    Raises
-    ------
-    ManifestError
-        Malformed TOML, a key of the wrong type, a missing file, an unknown format.
-    SelectionLogError
-        Any problem in a log file (named by file, row and field).
-
-    Examples
-    --------
-    >>> import toolbias_stats as tbs
-    >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))
-    >>> len(study.log)
-    105500
+    path : pathlib.Path
+        The manifest file.
+    doc : dict
+        The TOML document.
+    entries : list of dict
+        One entry per log file (dataset entries split file by file): paths resolved, study defaults merged.
+    catalog : ToolCatalog
+    cluster_source : ClusterSource or None
+        Where the clusters came from when the manifest declares, names or infers them.
     """
-    from .readers import OFFERED, READERS
-    from .readers.biasbusters import read_biasbusters_queries
 
-    if engine not in ENGINES:
-        raise ValueError(f"`engine` must be one of {list(ENGINES)}; got {engine!r} instead.")
+    def __init__(self, path: Path, doc: dict, entries: list, catalog: ToolCatalog,
+                 cluster_source: ClusterSource | None) -> None:
+        self.path, self.doc, self.entries = path, doc, entries
+        self.catalog, self.cluster_source = catalog, cluster_source
+
+    @property
+    def all_tables(self) -> bool:
+        """Whether every entry is a ``format = "table"`` file (what the DuckDB and Dask engines read)."""
+        return all(m["format"] == "table" for m in self.entries)
+
+    def resolve_engine(self, engine: str) -> str:
+        """``"auto"`` -> the engine that reads this study; a ManifestError when ``engine`` cannot read it."""
+        if engine == "auto":
+            engine = "duckdb" if self.all_tables else "pandas"
+        if engine != "pandas" and not self.all_tables:
+            entries = self.entries
+            bad = next(i for i, m in enumerate(entries, start=1) if m["format"] != "table")
+            raise ManifestError(problem(self.path, f"logs[{bad}]", "format",
+                                        f"engine {engine!r} reads format 'table' files; "
+                                        f"this entry has {entries[bad - 1]['format']!r} (use engine='pandas')"))
+        return engine
+
+    def read_rows(self) -> SelectionLog:
+        """Every entry read by its format's reader, as one SelectionLog (the pandas engine)."""
+        from .readers import READERS
+
+        parts = []
+        for merged in self.entries:
+            meta = {k: v for k, v in merged.items() if k not in READER_KEYS}
+            options = {k: merged[k] for k in _OPTIONS[merged["format"]] if k in merged}
+            reader = cast("Callable[..., SelectionLog]", READERS[merged["format"]])
+            parts.append(reader(merged["path"], catalog=self.catalog, meta=meta, **options))
+        return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=self.catalog)
+
+    def table_files(self) -> list:
+        """The entries as the count engines take them: ``{"path", "meta", "columns", table options}``."""
+        return [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
+                 "columns": m.get("columns"), **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}}
+                for m in self.entries]
+
+    def queries(self) -> dict:
+        """``{cluster_id: [query text, ...]}`` from the queries file of the first entry, else ``{}``."""
+        from .readers.biasbusters import read_biasbusters_queries
+
+        qpath = self.entries[0].get("queries")
+        return read_biasbusters_queries(qpath) if qpath is not None else {}
+
+    def settings(self) -> dict:
+        """The study-level keys (paths resolved) plus ``cluster_source`` when clusters were declared or inferred."""
+        base = self.path.parent
+        resolved = {k: v for k, v in self.doc.items() if k != "logs"}
+        if self.cluster_source is not None:
+            resolved["cluster_source"] = self.cluster_source.to_dict()
+        for key in _PATH_KEYS + _STUDY_PATH_KEYS:
+            if isinstance(resolved.get(key), str):
+                resolved[key] = str(_resolve(base, resolved[key]))
+        return resolved
+
+    def study(self, *, engine: str, log: SelectionLog | None = None, counts: SelectionCounts | None = None,
+              loader: Callable[[], SelectionLog] | None = None,
+              counter: Callable[[], SelectionCounts] | None = None) -> Study:
+        """The :class:`Study` of this manifest with its rows or counts (or the callables that produce them)."""
+        return Study(log=log, catalog=self.catalog, queries=self.queries(),
+                     name=str(self.doc.get("name", self.path.stem)), path=self.path,
+                     reference_date=self.doc.get("reference_date"), settings=self.settings(), counts=counts,
+                     engine=engine, loader=loader, counter=counter)
+
+
+def read_manifest(path: str | PathLike[str]) -> StudyManifest:
+    """Read and check a study manifest and its catalog (no log is read): parse -> check -> split -> catalog.
+
+    Every problem of the manifest is reported together in one :class:`~toolbias_stats.exceptions.ManifestError`,
+    each named by manifest, entry and key. See :func:`~toolbias_stats.io.read_study` for the keys.
+    """
     path = Path(path)
     doc = load_toml(path)
-    base = path.parent
-    problems = []
-    unknown = [k for k in doc if k not in _STUDY_KEYS and not isinstance(doc[k], (dict, list))]
-    settings = {k: v for k, v in doc.items() if k != "logs"}
     logs = doc.get("logs")
     if not isinstance(logs, list) or not logs or not all(isinstance(e, dict) for e in logs):
         raise ManifestError(problem(path, None, "logs", "expected at least one [[logs]] table"))
-    from ..choice._study import choice_manifest_problem  # a multiple-choice manifest: say to use `choice`
-
-    if (mc := choice_manifest_problem(path, doc)) is not None:
+    if (mc := choice_manifest_problem(path, doc)) is not None:   # a multiple-choice manifest: say to use `choice`
         raise ManifestError(mc)
-    for k in unknown:
-        problems.append(problem(path, None, k, "unknown study-level key (put design keys in each [[logs]] entry)"))
-    entries = []
-    for i, entry in enumerate(logs, start=1):
-        merged = {k: v for k, v in settings.items() if k in READER_KEYS}
-        merged.update(entry)
-        where = f"logs[{i}]"
-        for key in _PATH_KEYS:
-            if key == "path" and merged.get("format") == "table" and "path" in merged and (
-                    isinstance(merged["path"], list) or (isinstance(merged["path"], str) and is_dataset(
-                        _resolve(base, merged["path"])))):
-                # issue 27: a folder, a glob or a list of files of one format, read as one log (file by file)
-                if isinstance(merged["path"], list) and not all(isinstance(x, str) for x in merged["path"]):
-                    problems.append(problem(path, where, key, f"expected a path string or a list of path strings, "
-                                                              f"got {merged[key]!r}"))
-                    continue
-                try:
-                    merged["__files"] = expand_dataset(merged["path"], base, origin=f"{path}:{where}:path")
-                except SelectionLogError as exc:
-                    problems.extend(exc.problems if hasattr(exc, "problems") else [str(exc)])
-                    continue
-                merged["__root"] = (_resolve(base, merged["path"]) if isinstance(merged["path"], str)
-                                    and _resolve(base, merged["path"]).is_dir() else None)
-                merged["path"] = merged["__files"][0]
-                continue
-            if key in merged:
-                if not isinstance(merged[key], str):
-                    problems.append(problem(path, where, key, f"expected a path string, got {merged[key]!r}"))
-                    continue
-                p = (base / merged[key]).resolve() if not Path(merged[key]).is_absolute() else Path(merged[key])
-                if not p.exists():
-                    problems.append(problem(path, where, key, f"file not found: {p}"))
-                merged[key] = p
-        if "path" not in merged:
-            problems.append(problem(path, where, "path", "missing required key"))
-        if "model" not in merged and merged.get("format") != "table":  # a table may carry its own model column
-            problems.append(problem(path, where, "model", "missing required key"))
-        elif "model" in merged and not isinstance(merged["model"], str):
-            problems.append(problem(path, where, "model", f"expected a string, got {merged['model']!r}"))
-        if "run" in merged and (isinstance(merged["run"], bool) or not isinstance(merged["run"], numbers.Integral)
-                                or merged["run"] < 1):
-            problems.append(problem(path, where, "run", f"expected an integer >= 1, got {merged['run']!r}"))
-        if "condition" in merged and not isinstance(merged["condition"], str):
-            problems.append(problem(path, where, "condition", f"expected a string, got {merged['condition']!r}"))
-        fmt = merged.get("format")
-        if fmt not in FORMATS:
-            problems.append(problem(path, where, "format", f"expected one of {list(FORMATS)}, got {fmt!r}"))
-        if "catalog" not in merged and not declares_clusters(merged) and fmt not in OFFERED:
-            problems.append(problem(path, where, "catalog", "no catalog given (study-level or per entry)"))
-        if fmt in _OPTIONS:
-            for opt in ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets",
-                        "design", "positions", "duplicates", "hive", "attempt_id"):
-                if opt in entry and opt not in _OPTIONS[fmt] and not (opt == "clusters"
-                                                                      and not isinstance(entry[opt], list)):
-                    problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
-        if "clusters" in entry and not declares_clusters({"clusters": entry["clusters"]}):
-            cl = entry["clusters"]
-            if (not isinstance(cl, list) or not cl
-                    or not all(isinstance(c, str) or (isinstance(c, int) and not isinstance(c, bool)) for c in cl)):
-                problems.append(problem(path, where, "clusters",
-                                        f"expected a non-empty list of cluster ids, got {cl!r} "
-                                        "(or, to declare clusters, a table {cluster = [tools]} "
-                                        "or \"infer\")"))
-            else:
-                merged["clusters"] = [str(c) for c in cl]
-        if "columns" in merged and not isinstance(merged["columns"], dict):
-            problems.append(problem(path, where, "columns",
-                                    f"expected a table of column names, got {merged['columns']!r}"))
-        for key, val in entry.items():
-            if key in READER_KEYS:
-                continue
-            if not isinstance(val, (str, bool, numbers.Number)):
-                problems.append(problem(path, where, key, f"expected a scalar (string, number, boolean), got {val!r}"))
-        entries.append(merged)
+    problems = [problem(path, None, k, "unknown study-level key (put design keys in each [[logs]] entry)")
+                for k in doc if k not in _STUDY_KEYS and not isinstance(doc[k], (dict, list))]
+    defaults = {k: v for k, v in doc.items() if k != "logs" and k in READER_KEYS}
+    entries = [_check_entry(path, f"logs[{i}]", {**defaults, **entry}, entry, problems)
+               for i, entry in enumerate(logs, start=1)]
+    _check_study_keys(path, doc, problems)
+    if problems:
+        raise ManifestError(problems)
+    entries = _split_datasets(path, entries, problems)
+    if problems:
+        raise ManifestError(problems)
+    catalog, cluster_source = _study_catalog(path, doc, entries)
+    return StudyManifest(path, doc, entries, catalog, cluster_source)
+
+
+# -- checking one [[logs]] entry ------------------------------------------------------------------------------
+def _check_entry(path: Path, where: str, merged: dict, entry: dict, problems: list) -> dict:
+    """One ``[[logs]]`` entry merged with the study defaults: paths resolved, every problem appended."""
+    for key in _PATH_KEYS:
+        _resolve_path_key(path, where, key, merged, problems)
+    _check_design_keys(path, where, merged, problems)
+    _check_format_options(path, where, merged, entry, problems)
+    for key, val in entry.items():
+        if key not in READER_KEYS and not isinstance(val, (str, bool, numbers.Number)):
+            problems.append(problem(path, where, key, f"expected a scalar (string, number, boolean), got {val!r}"))
+    return merged
+
+
+def _is_dataset_entry(base: Path, merged: dict) -> bool:
+    """A table entry whose ``path`` is a folder, a glob or a list of files of one format (issue 27)."""
+    value = merged.get("path")
+    return merged.get("format") == "table" and "path" in merged and (
+        isinstance(value, list) or (isinstance(value, str) and is_dataset(_resolve(base, value))))
+
+
+def _resolve_path_key(path: Path, where: str, key: str, merged: dict, problems: list) -> None:
+    """Resolve the path key ``key`` of an entry against the manifest's folder; a dataset ``path`` is expanded."""
+    base = path.parent
+    if key == "path" and _is_dataset_entry(base, merged):
+        _expand_dataset_entry(path, where, merged, problems)
+        return
+    if key not in merged:
+        return
+    if not isinstance(merged[key], str):
+        problems.append(problem(path, where, key, f"expected a path string, got {merged[key]!r}"))
+        return
+    p = (base / merged[key]).resolve() if not Path(merged[key]).is_absolute() else Path(merged[key])
+    if not p.exists():
+        problems.append(problem(path, where, key, f"file not found: {p}"))
+    merged[key] = p
+
+
+def _expand_dataset_entry(path: Path, where: str, merged: dict, problems: list) -> None:
+    """Issue 27: a folder, a glob or a list of files of one format, read as one log (file by file)."""
+    base, value = path.parent, merged["path"]
+    if isinstance(value, list) and not all(isinstance(x, str) for x in value):
+        problems.append(problem(path, where, "path", f"expected a path string or a list of path strings, "
+                                                     f"got {value!r}"))
+        return
+    try:
+        merged["__files"] = expand_dataset(value, base, origin=f"{path}:{where}:path")
+    except SelectionLogError as exc:
+        problems.extend(exc.problems if hasattr(exc, "problems") else [str(exc)])
+        return
+    merged["__root"] = (_resolve(base, value) if isinstance(value, str) and _resolve(base, value).is_dir() else None)
+    merged["path"] = merged["__files"][0]
+
+
+def _check_design_keys(path: Path, where: str, merged: dict, problems: list) -> None:
+    """``path`` and ``model`` present, ``model`` / ``condition`` strings, ``run`` an integer >= 1."""
+    if "path" not in merged:
+        problems.append(problem(path, where, "path", "missing required key"))
+    if "model" not in merged and merged.get("format") != "table":  # a table may carry its own model column
+        problems.append(problem(path, where, "model", "missing required key"))
+    elif "model" in merged and not isinstance(merged["model"], str):
+        problems.append(problem(path, where, "model", f"expected a string, got {merged['model']!r}"))
+    run = merged.get("run")
+    if "run" in merged and (isinstance(run, bool) or not isinstance(run, numbers.Integral) or run < 1):
+        problems.append(problem(path, where, "run", f"expected an integer >= 1, got {run!r}"))
+    if "condition" in merged and not isinstance(merged["condition"], str):
+        problems.append(problem(path, where, "condition", f"expected a string, got {merged['condition']!r}"))
+
+
+def _check_format_options(path: Path, where: str, merged: dict, entry: dict, problems: list) -> None:
+    """A known ``format``, a catalog (or declared / inferable clusters), only the options the format takes."""
+    from .readers import OFFERED
+
+    fmt = merged.get("format")
+    if fmt not in FORMATS:
+        problems.append(problem(path, where, "format", f"expected one of {list(FORMATS)}, got {fmt!r}"))
+    if "catalog" not in merged and not declares_clusters(merged) and fmt not in OFFERED:
+        problems.append(problem(path, where, "catalog", "no catalog given (study-level or per entry)"))
+    if fmt in _OPTIONS:
+        for opt in _ENTRY_OPTIONS:
+            if opt in entry and opt not in _OPTIONS[fmt] and not (opt == "clusters"
+                                                                  and not isinstance(entry[opt], list)):
+                problems.append(problem(path, where, opt, f"format {fmt!r} takes no {opt!r} option"))
+    if "clusters" in entry and not declares_clusters({"clusters": entry["clusters"]}):
+        cl = entry["clusters"]
+        if (not isinstance(cl, list) or not cl
+                or not all(isinstance(c, str) or (isinstance(c, int) and not isinstance(c, bool)) for c in cl)):
+            problems.append(problem(path, where, "clusters",
+                                    f"expected a non-empty list of cluster ids, got {cl!r} "
+                                    "(or, to declare clusters, a table {cluster = [tools]} "
+                                    "or \"infer\")"))
+        else:
+            merged["clusters"] = [str(c) for c in cl]
+    if "columns" in merged and not isinstance(merged["columns"], dict):
+        problems.append(problem(path, where, "columns",
+                                f"expected a table of column names, got {merged['columns']!r}"))
+
+
+def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
+    """The study-level path keys (``features``, ``tool_dates``) exist; ``reference_date`` is a TOML date."""
+    base = path.parent
     for key in _STUDY_PATH_KEYS:
         if key not in doc:
             continue
@@ -285,13 +375,13 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
     ref = doc.get("reference_date")
     if ref is not None and not isinstance(ref, _dt.date):
         problems.append(problem(path, None, "reference_date", f"expected a TOML date (2025-09-01), got {ref!r}"))
-    if problems:
-        raise ManifestError(problems)
-    entries = _split_datasets(path, entries, problems)
-    if problems:
-        raise ManifestError(problems)
 
-    # clusters declared in the manifest, read from a clusters_file or inferred from the tools offered (issue 13)
+
+def _study_catalog(path: Path, doc: dict, entries: list) -> tuple:
+    """The one catalog of the study and its :class:`ClusterSource` (None for a catalog file): clusters
+    declared in the manifest, read from a clusters_file or inferred from the tools offered (issue 13)."""
+    from .readers import OFFERED
+
     cluster_source = study_clusters(path, doc, entries, offered=lambda m: OFFERED[m["format"]](
         m["path"], **{k: m[k] for k in _OPTIONS[m["format"]] if k in m}), inferable=set(OFFERED))
     catalogs: dict = {}
@@ -302,63 +392,15 @@ def read_study(path, *, engine: str = "auto", level: str = "query", cells: bool 
             if "tool_dates" in doc:
                 from .readers.biasbusters import read_tool_dates
 
-                catalogs[ckey] = read_tool_dates(_resolve(base, doc["tool_dates"]), catalog=catalogs[ckey])
+                catalogs[ckey] = read_tool_dates(_resolve(path.parent, doc["tool_dates"]), catalog=catalogs[ckey])
     if len(catalogs) > 1:
         raise ManifestError(problem(path, None, "catalog", "all logs of one study must share one catalog"))
     catalog = next(iter(catalogs.values()))
-    all_tables = all(m["format"] == "table" for m in entries)
-    if all_tables:   # issue 21: a 1-tool cluster or a cluster of 10,000 tools, named before anything is read
+    if all(m["format"] == "table" for m in entries):   # issue 21: a 1-tool or a 10,000-tool cluster, named early
         from ._catalog import check_cluster_sizes
 
         check_cluster_sizes(catalog)
-    if engine == "auto":
-        engine = "duckdb" if all_tables else "pandas"
-    if engine != "pandas" and not all_tables:
-        bad = next(i for i, m in enumerate(entries, start=1) if m["format"] != "table")
-        raise ManifestError(problem(path, f"logs[{bad}]", "format", f"engine {engine!r} reads format 'table' files; "
-                                                                    f"this entry has {entries[bad - 1]['format']!r} "
-                                                                    "(use engine='pandas')"))
-
-    def read_rows() -> SelectionLog:
-        parts = []
-        for merged in entries:
-            meta = {k: v for k, v in merged.items() if k not in READER_KEYS}
-            options = {k: merged[k] for k in _OPTIONS[merged["format"]] if k in merged}
-            reader = cast("Callable[..., SelectionLog]", READERS[merged["format"]])
-            parts.append(reader(merged["path"], catalog=catalog, meta=meta, **options))
-        return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=catalog)
-
-    def count():
-        files = [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
-                  "columns": m.get("columns"), **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}}
-                 for m in entries]
-        if engine == "duckdb":
-            from .engines._duckdb import count_tables_duckdb
-
-            return count_tables_duckdb(files, catalog, level=level, progress=progress, cells=cells)
-        from .engines._dask import count_tables_dask
-
-        return count_tables_dask(files, catalog, level=level, scheduler=scheduler, progress=progress, cells=cells)
-
-    log = counts = None
-    if not lazy:
-        if engine == "pandas":
-            log = read_rows()
-        else:
-            counts = count()
-    queries = {}
-    qpath = entries[0].get("queries")
-    if qpath is not None:
-        queries = read_biasbusters_queries(qpath)
-    resolved = dict(settings)
-    if cluster_source is not None:
-        resolved["cluster_source"] = cluster_source.to_dict()
-    for key in _PATH_KEYS + _STUDY_PATH_KEYS:
-        if isinstance(resolved.get(key), str):
-            resolved[key] = str(_resolve(base, resolved[key]))
-    return Study(log=log, catalog=catalog, queries=queries, name=str(doc.get("name", path.stem)), path=path,
-                 reference_date=ref, settings=resolved, counts=counts, engine=engine,
-                 loader=None if log is not None else read_rows, counter=None if engine == "pandas" else count)
+    return catalog, cluster_source
 
 
 def _split_datasets(manifest: Path, entries, problems) -> list:
@@ -441,3 +483,39 @@ def _toml_line(exc) -> int | None:
         m = re.search(r"line (\d+)", str(exc))
         line = int(m.group(1)) if m else None
     return line
+
+
+def choice_manifest_problem(path, doc: dict) -> str | None:
+    """The one problem to report when a tool-study reader is given a choice-study manifest, else None.
+
+    A manifest whose ``format`` (study-level or of an entry) is a multiple-choice-only format
+    (:data:`CHOICE_ONLY_FORMATS`), or that gives a choice reader's option (``score``, ``scorer``,
+    ``item``) without a catalog, is a choice study: ``toolbias-stats choice`` reads it, and the tool
+    commands (``bias``, ``report``, ...) say so instead of listing missing tool-study keys.
+
+    Examples
+    --------
+    >>> doc = {"format": "lm_eval", "logs": [{"path": "samples.jsonl"}]}
+    >>> print(choice_manifest_problem("study.toml", doc))  # doctest: +ELLIPSIS
+    study.toml:format: format 'lm_eval' is a multiple-choice format: this is a choice-study manifest; ...
+    >>> choice_manifest_problem("study.toml", {"catalog": "tools.csv", "logs": []}) is None
+    True
+    """
+    logs = doc["logs"] if isinstance(doc.get("logs"), list) else []
+    tables = [doc] + [e for e in logs if isinstance(e, dict)]
+    for i, t in enumerate(tables):
+        fmt = t.get("format")
+        if isinstance(fmt, str) and fmt in CHOICE_ONLY_FORMATS:
+            where = None if i == 0 else f"logs[{i}]"
+            return problem(path, where, "format",
+                           f"format {fmt!r} is a multiple-choice format: this is a choice-study manifest; read it "
+                           f"with `toolbias-stats choice {path}` (toolbias_stats.choice.read_choice_study)")
+    if not any("catalog" in t for t in tables):
+        for i, t in enumerate(tables):
+            opt = next((k for k in CHOICE_OPTION_KEYS if k in t), None)
+            if opt is not None:
+                where = None if i == 0 else f"logs[{i}]"
+                return problem(path, where, opt,
+                               f"{opt!r} is an option of multiple-choice logs and there is no catalog: this looks "
+                               f"like a choice-study manifest; read it with `toolbias-stats choice {path}`")
+    return None

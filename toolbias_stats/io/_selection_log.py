@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -11,6 +14,31 @@ import pandas as pd
 from .._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, SCHEMA_VERSION, STATUSES
 from ..exceptions import SelectionLogError, problem
 from ._catalog import ToolCatalog
+from ._row_rules import CELL_OUTCOME as CELL_OUTCOME  # re-exported: the engines import these from here
+from ._row_rules import COUNT_MESSAGE as COUNT_MESSAGE
+from ._row_rules import MAX_COUNT as MAX_COUNT
+from ._row_rules import MAX_INT as MAX_INT
+from ._row_rules import (
+    MISSING,
+    NOT_INTEGER,
+    OK_WITHOUT_TOOL,
+    POSITION_RANGE,
+    RANK_RANGE,
+    REQUIRED_COLUMN,
+    ROTATION_RANGE,
+    RUN_BELOW_ONE,
+    one_of_message,
+    ordering_message,
+    unknown_cluster_message,
+)
+from ._row_rules import count_problems as count_problems
+from ._row_rules import duplicate_cell_message as duplicate_cell_message
+from ._row_rules import duplicate_message as duplicate_message
+from ._row_rules import not_in_cluster_message as not_in_cluster_message
+from ._row_rules import plain as _plain
+
+if TYPE_CHECKING:
+    from ._counts import SelectionCounts
 
 __all__ = ["SelectionLog"]
 
@@ -20,10 +48,6 @@ _ATTEMPT = (
     "cluster_id", "query_id", "rotation", "ordering", "n_candidates", "chosen_tool",
     "chosen_position", "chosen_rank", "status", "raw_choice", "source_file", "source_row",
 )
-#: Largest accepted ``count`` of one row (exact in float64, far below int64 overflow when summed).
-MAX_COUNT = 10**15
-#: Largest integer accepted in an integer column (run, rotation, positions): exact in float64.
-MAX_INT = 2**53
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,8 +102,8 @@ class SelectionLog:
 
     # -- construction -----------------------------------------------------------------
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics=None, source="<frame>",
-                   duplicates="error"):
+    def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics: Mapping[str, Any] | None = None,
+                   source: str = "<frame>", duplicates: str = "error") -> SelectionLog:
         """Validate a DataFrame against the schema and wrap it.
 
         Derives ``ordering`` from ``rotation`` (and ``chosen_position`` from ``ordering``) where
@@ -91,7 +115,7 @@ class SelectionLog:
         return cls(data, catalog, dict(diagnostics or {}))
 
     @classmethod
-    def concat(cls, logs, *, catalog: ToolCatalog | None = None):
+    def concat(cls, logs: Iterable[SelectionLog], *, catalog: ToolCatalog | None = None) -> SelectionLog:
         """Stack several logs (they must share a catalog) and re-check uniqueness of attempts."""
         logs = list(logs)
         if not logs:
@@ -138,7 +162,7 @@ class SelectionLog:
         """The log as a DataFrame (a copy), schema columns first."""
         return self.data.copy()
 
-    def summary(self, by=("source_file",)) -> pd.DataFrame:
+    def summary(self, by: Sequence[str] = ("source_file",)) -> pd.DataFrame:
         """Rows by status (columns) per ``by`` group, with totals.
 
         Parameters
@@ -166,7 +190,7 @@ class SelectionLog:
             counts["table_rows"] = self.data.groupby(by, sort=False, dropna=False).size()
         return counts.reset_index()
 
-    def counts(self, *, level: str = "query"):
+    def counts(self, *, level: str = "query") -> SelectionCounts:
         """The sufficient statistics of this log (:class:`~toolbias_stats.SelectionCounts`, pandas engine).
 
         Parameters
@@ -211,7 +235,7 @@ class SelectionLog:
             cells = cells.assign(query_id=AGGREGATED_QUERY_ID)
         return type(self).from_frame(cells, self.catalog, diagnostics=self.diagnostics, source="<aggregate>")
 
-    def write(self, path) -> Path:
+    def write(self, path: str | PathLike[str]) -> Path:
         """Write the log in the generic tabular format (``.csv``, ``.jsonl`` or ``.parquet``).
 
         The file reads back with :func:`toolbias_stats.read_table` into an identical log. In CSV, a text cell
@@ -246,17 +270,70 @@ class SelectionLog:
 
 # ---------------------------------------------------------------------------------------
 def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates: str = "error") -> pd.DataFrame:
+    """Check every row of a selection log and complete its derived columns: prepare -> check values -> resolve
+    orderings -> check choices -> derive positions and ranks -> duplicates. Raises one SelectionLogError listing
+    every problem of a stage (``file:row:column: message``)."""
+    df, weighted = _prepare_frame(frame, source)
+    rows = _RowProblems(df)
+    _check_values(rows, catalog, weighted)
+    status = df["status"].astype("string")
+    given_ordering = df["ordering"].astype("string").copy()
+    n_listed = _resolve_orderings(rows, catalog)
+    has_ord = df["ordering"].notna()
+    ok = (status == "ok").fillna(False).to_numpy()
+    rank_in = _check_choices(rows, catalog, ok, n_listed)
+    _derive_ranks(rows, catalog, ok, has_ord.to_numpy(), rank_in)
+    # chosen tool / position only for ok rows
+    df.loc[~ok, "chosen_position"] = pd.NA
+    df.loc[~ok, "chosen_rank"] = pd.NA
+    df.loc[~ok, "chosen_tool"] = pd.NA
+
+    extras = [c for c in df.columns if c not in LOG_COLUMNS and c != COUNT_COLUMN]
+    _check_duplicates(df, extras, given_ordering, rows.files, rows.rows, weighted, duplicates)
+    for col, dtype in LOG_COLUMNS.items():
+        df[col] = df[col].astype(dtype)
+    return df[list(_DESIGN) + extras + list(_ATTEMPT) + ([COUNT_COLUMN] if weighted else [])]
+
+
+class _RowProblems:
+    """The frame being validated and the problems found so far, each named by source file and row."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        self.df = df
+        self.problems: list[str] = []
+        self.files = df["source_file"].astype(str).to_numpy()
+        self.rows = df["source_row"].to_numpy()
+
+    def add(self, i: int | np.integer, col: str, message: str) -> None:
+        """One problem at row position ``i``."""
+        self.problems.append(problem(self.files[i], self.rows[i], col, message))
+
+    def where(self, mask, col: str, msg: str) -> None:
+        """One problem per row of ``mask``; ``{value}`` in ``msg`` is the row's current value of ``col``."""
+        df = self.df
+        for i in np.flatnonzero(np.asarray(mask, dtype=bool)):
+            value: Any = df[col].iloc[i] if col in df.columns else None
+            value = value.item() if hasattr(value, "item") else value
+            self.add(i, col, msg.format(value=value))
+
+    def raise_any(self) -> None:
+        """Raise the problems found so far (if any) as one SelectionLogError."""
+        if self.problems:
+            raise SelectionLogError(self.problems)
+
+
+def _prepare_frame(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, bool]:
+    """A copy with the required columns checked and the optional ones filled (defaults, ``source_row``, nulls);
+    ``weighted``: whether it has a ``count`` column."""
     df = pd.DataFrame(frame).copy().reset_index(drop=True)
-    problems: list[str] = []
     if len(df) == 0:
         raise SelectionLogError(problem(source, None, None, "the selection log is empty (no rows)"))
     weighted = COUNT_COLUMN in df.columns
     if weighted and "query_id" not in df.columns:
         # an aggregated file without per-query rows: one pseudo-query per (design, cluster)
         df["query_id"] = AGGREGATED_QUERY_ID
-    for col in ("cluster_id", "query_id", "status"):
-        if col not in df.columns:
-            problems.append(problem(source, None, col, "required column is missing"))
+    problems = [problem(source, None, col, REQUIRED_COLUMN)
+                for col in ("cluster_id", "query_id", "status") if col not in df.columns]
     if problems:
         raise SelectionLogError(problems)
     defaults = {"model": "unknown", "run": 1, "condition": "base", "source_file": source}
@@ -268,18 +345,15 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     for col in LOG_COLUMNS:
         if col not in df.columns:
             df[col] = pd.NA
+    return df, weighted
 
-    files = df["source_file"].astype(str).to_numpy()
-    rows = df["source_row"].to_numpy()
 
-    def where(mask, col, msg):
-        for i in np.flatnonzero(np.asarray(mask, dtype=bool)):
-            value = df[col].iloc[i] if col in df.columns else None
-            value = value.item() if hasattr(value, "item") else value
-            problems.append(problem(files[i], rows[i], col, msg.format(value=value)))
-
+def _check_values(rows: _RowProblems, catalog: ToolCatalog, weighted: bool) -> None:
+    """Missing keys, integers (``run``, ``rotation``, ``n_candidates``, ``chosen_position``, ``count``), statuses and
+    cluster ids; ids become strings and integers Int64."""
+    df, where = rows.df, rows.where
     for col in ("cluster_id", "query_id", "status", "model", "condition"):
-        where(df[col].isna(), col, "missing value")
+        where(df[col].isna(), col, MISSING)
     df["cluster_id"] = _id_strings(df["cluster_id"])
     df["query_id"] = _id_strings(df["query_id"])
 
@@ -289,34 +363,36 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
         # infinities (JSON Infinity, 1e400) and values beyond exact integers are not integers (issue 21)
         huge = (pd.to_numeric(num, errors="coerce").astype("float64").abs() > MAX_INT).fillna(False)
         bad = (df[col].notna() & (num.isna() | (num != np.round(num)) | huge)).to_numpy()
-        where(bad, col, "expected an integer, got {value!r}")
+        where(bad, col, NOT_INTEGER)
         if not nullable:
-            where(df[col].isna(), col, "missing value")
+            where(df[col].isna(), col, MISSING)
         df[col] = num.where(~bad).astype("Int64")
-    where((df["run"] < 1).fillna(False), "run", "expected an integer >= 1, got {value!r}")
+    where((df["run"] < 1).fillna(False), "run", RUN_BELOW_ONE)
     if weighted:
         missing, bad, num = count_problems(df[COUNT_COLUMN])
-        where(missing, COUNT_COLUMN, "missing value")
+        where(missing, COUNT_COLUMN, MISSING)
         where(bad, COUNT_COLUMN, COUNT_MESSAGE)
         df[COUNT_COLUMN] = num.where(~(missing | bad), 0).astype("int64")
 
     status = df["status"].astype("string")
-    where(status.notna() & ~status.isin(STATUSES), "status", f"expected one of {list(STATUSES)}, got {{value!r}}")
+    where(status.notna() & ~status.isin(STATUSES), "status", one_of_message(STATUSES))
 
     known = set(catalog.clusters)
     unknown_cluster = df["cluster_id"].notna() & ~df["cluster_id"].isin(known)
-    where(unknown_cluster, "cluster_id",
-          f"unknown cluster id {{value!r}} (catalog {catalog.source} has {sorted(known)})")
-    if problems:
-        raise SelectionLogError(problems)
+    where(unknown_cluster, "cluster_id", unknown_cluster_message(catalog.source, known))
+    rows.raise_any()
 
-    k = df["cluster_id"].map({c: catalog.n_tools(c) for c in known}).astype("int64")
+
+def _resolve_orderings(rows: _RowProblems, catalog: ToolCatalog) -> pd.Series:
+    """``ordering`` from ``rotation`` where missing, every ordering checked, ``n_candidates`` = the cluster's tools
+    shown; returns ``n_listed``, the length of the whole list shown (issue 20: it may offer other tools too)."""
+    df = rows.df
+    k = df["cluster_id"].map({c: catalog.n_tools(c) for c in set(catalog.clusters)}).astype("int64")
     df["n_candidates"] = df["n_candidates"].fillna(k)
     # ordering from rotation where missing
-    given_ordering = df["ordering"].astype("string").copy()
     need = df["ordering"].isna() & df["rotation"].notna()
     rot_bad = need & ((df["rotation"] < 1) | (df["rotation"] > k)).fillna(False)
-    where(rot_bad, "rotation", "rotation {value!r} outside 1..K for this cluster")
+    rows.where(rot_bad, "rotation", ROTATION_RANGE)
     need &= ~rot_bad
     if need.any():
         pairs = df.loc[need, ["cluster_id", "rotation"]]
@@ -328,7 +404,6 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     # outside the cluster are other tools offered with it (another cluster's, send_email, ...; issue 20).
     # n_candidates = the cluster's tools shown; the list may be longer (n_listed).
     n_listed = df["n_candidates"].astype("Int64").copy()
-    seq_of = {}                                           # (cluster, ordering) -> the cluster's tools as shown
     has_ord = df["ordering"].notna()
     if has_ord.any():
         combos = df.loc[has_ord, ["cluster_id", "ordering"]].drop_duplicates()
@@ -337,42 +412,49 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
             shown = str(o).split("|")
             members_c = set(catalog.tools(c))
             seq = [t for t in shown if t in members_c]
-            seq_of[(c, o)] = seq
             length[(c, o)] = (len(seq), len(shown))
-            if len(set(shown)) != len(shown):
-                bad_combo[(c, o)] = f"ordering repeats a tool: {o!r}"
-            elif not seq:
-                bad_combo[(c, o)] = f"ordering names no tool of cluster {c!r}: {o!r}"
+            if (message := ordering_message(c, o, seq)) is not None:
+                bad_combo[(c, o)] = message
         keys = list(zip(df.loc[has_ord, "cluster_id"].to_numpy(object),     # object arrays: Arrow strings are
                         df.loc[has_ord, "ordering"].to_numpy(object)))      # slow to iterate one by one
         if bad_combo:
             for i, key in zip(np.flatnonzero(has_ord.to_numpy()), keys):
                 if key in bad_combo:
-                    problems.append(problem(files[i], rows[i], "ordering", bad_combo[key]))
+                    rows.add(i, "ordering", bad_combo[key])
         df.loc[has_ord, "n_candidates"] = np.array([length[k][0] for k in keys], dtype=np.int64)
         n_listed[has_ord.to_numpy()] = np.array([length[k][1] for k in keys], dtype=np.int64)
-    ok = (status == "ok").fillna(False).to_numpy()
-    where(ok & df["chosen_tool"].isna().to_numpy(), "chosen_tool", "status is 'ok' but no tool is given")
+    return n_listed
+
+
+def _check_choices(rows: _RowProblems, catalog: ToolCatalog, ok: np.ndarray, n_listed: pd.Series) -> pd.Series:
+    """An ``ok`` row names a tool of its cluster, a position within the list shown and an integer rank; returns
+    the given ranks as numbers."""
+    df, where = rows.df, rows.where
+    where(ok & df["chosen_tool"].isna().to_numpy(), "chosen_tool", OK_WITHOUT_TOOL)
     members = set(zip(catalog.table["cluster_id"], catalog.table["tool_id"]))
     pairs = df.loc[ok & df["chosen_tool"].notna().to_numpy(), ["cluster_id", "chosen_tool"]]
     uniq = pairs.drop_duplicates()
     bad_tools = {(c, t) for c, t in zip(uniq["cluster_id"], uniq["chosen_tool"]) if (c, t) not in members}
     if bad_tools:
         for i in pairs.index[[ct in bad_tools for ct in zip(pairs["cluster_id"], pairs["chosen_tool"])]]:
-            problems.append(problem(files[i], rows[i], "chosen_tool",
-                                    not_in_cluster_message(df["chosen_tool"].iat[i], df["cluster_id"].iat[i])))
+            rows.add(i, "chosen_tool", not_in_cluster_message(df["chosen_tool"].iat[i], df["cluster_id"].iat[i]))
     n_listed = n_listed.fillna(df["n_candidates"].astype("Int64"))
     pos = df["chosen_position"]
     out_of_range = (pos.notna() & ((pos < 1) | (pos > n_listed))).fillna(False).to_numpy()
-    where(out_of_range, "chosen_position", "position {value!r} outside 1..K (K = number of tools shown)")
+    where(out_of_range, "chosen_position", POSITION_RANGE)
     rank_in = pd.to_numeric(df["chosen_rank"], errors="coerce")
     bad_rank = (df["chosen_rank"].notna() & (rank_in.isna() | (rank_in != np.round(rank_in)))).to_numpy()
-    where(bad_rank, "chosen_rank", "expected an integer, got {value!r}")
-    if problems:
-        raise SelectionLogError(problems)
+    where(bad_rank, "chosen_rank", NOT_INTEGER)
+    rows.raise_any()
+    return rank_in
 
+
+def _derive_ranks(rows: _RowProblems, catalog: ToolCatalog, ok: np.ndarray, has_ord: np.ndarray,
+                  rank_in: pd.Series) -> None:
+    """``chosen_position`` from the ordering where missing, then ``chosen_rank`` (checked within 1..K)."""
+    df = rows.df
     # chosen_position from ordering where missing
-    derive = ok & pos.isna().to_numpy() & df["ordering"].notna().to_numpy()
+    derive = ok & df["chosen_position"].isna().to_numpy() & df["ordering"].notna().to_numpy()
     if derive.any():
         sel = df.loc[derive, ["ordering", "chosen_tool"]]
         uniq = sel.drop_duplicates()
@@ -387,12 +469,12 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     # recomputed: a log edited in its chosen_position stays consistent); kept as given only without a list.
     rank_in = rank_in.astype("Float64").astype("Int64")
     rank = pd.array([pd.NA] * len(df), dtype="Int64")
-    no_ord = ~has_ord.to_numpy()
+    no_ord = ~has_ord
     # no list given: the rank as given (an aggregated log without lists keeps it), else the position; no rank
     # without a position (a blanked position means the order is unknown)
     given_pos = df["chosen_position"].astype("Int64")
     rank[no_ord] = rank_in.fillna(given_pos).where(given_pos.notna()).to_numpy()[no_ord]
-    with_ord = ok & has_ord.to_numpy()
+    with_ord = ok & has_ord
     if with_ord.any():
         # from the position (as given, or derived from the tool): the cluster's tools up to that position
         sel = df.loc[with_ord, ["cluster_id", "ordering", "chosen_position"]]
@@ -402,19 +484,8 @@ def _validate(frame: pd.DataFrame, catalog: ToolCatalog, source: str, duplicates
     out_rank = (pd.Series(rank).notna() & ((pd.Series(rank) < 1) | (pd.Series(rank) > df["n_candidates"]))
                 ).fillna(False).to_numpy()
     df["chosen_rank"] = rank
-    where(out_rank, "chosen_rank", "rank {value!r} outside 1..K (K = the cluster's tools shown)")
-    if problems:
-        raise SelectionLogError(problems)
-    # chosen tool / position only for ok rows
-    df.loc[~ok, "chosen_position"] = pd.NA
-    df.loc[~ok, "chosen_rank"] = pd.NA
-    df.loc[~ok, "chosen_tool"] = pd.NA
-
-    extras = [c for c in df.columns if c not in LOG_COLUMNS and c != COUNT_COLUMN]
-    _check_duplicates(df, extras, given_ordering, files, rows, weighted, duplicates)
-    for col, dtype in LOG_COLUMNS.items():
-        df[col] = df[col].astype(dtype)
-    return df[list(_DESIGN) + extras + list(_ATTEMPT) + ([COUNT_COLUMN] if weighted else [])]
+    rows.where(out_rank, "chosen_rank", RANK_RANGE)
+    rows.raise_any()
 
 
 #: Stack valid logs that share a catalog without validating every row again (False: :meth:`SelectionLog.concat`
@@ -480,47 +551,6 @@ def _check_duplicates(df, extras, given_ordering, files, rows, weighted, duplica
 
 
 #: Columns that, with the attempt identity, identify a cell of an aggregated log.
-CELL_OUTCOME = ("status", "chosen_tool", "chosen_position", "raw_choice")
-#: Message for a bad ``count`` value (every engine).
-COUNT_MESSAGE = ("expected a whole number of attempts between 0 and 10^15 (the row stands for `count` identical "
-                 "attempts), got {value!r}")
-
-
-def count_problems(col: pd.Series):
-    """Check a ``count`` column: ``(missing, bad, numbers)`` (masks and the values as float).
-
-    Missing: null / NaN cells. Bad: present but not a whole number in ``0..MAX_COUNT`` (booleans,
-    text that is not a number, fractions, negatives, infinities).
-    """
-    missing = col.isna().to_numpy()
-    is_bool = col.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)
-    as_num = col.astype(object).where(~is_bool, np.nan) if is_bool.any() else col
-    num = pd.to_numeric(as_num, errors="coerce").astype("float64")
-    vals = num.to_numpy()
-    with np.errstate(invalid="ignore"):
-        ok = np.isfinite(vals) & (vals == np.round(vals)) & (vals >= 0) & (vals <= MAX_COUNT)
-    bad = ~missing & ~ok
-    return missing, bad, num
-
-
-def duplicate_cell_message(values: dict, first_row, first_file=None) -> str:
-    """Message for a second row of an aggregated log with the same cell (attempt identity and outcome)."""
-    where = f"row {first_row}" if first_file is None else f"{first_file}:{first_row}"
-    return (f"duplicate cell {values} (first seen at {where}); an aggregated log lists each (query, list, outcome) "
-            "once: add the two counts")
-
-
-def not_in_cluster_message(tool, cluster) -> str:
-    """Message for a valid-looking choice of a tool that the row's cluster does not have."""
-    return f"tool {tool!r} is not in cluster {cluster!r} (status 'ok' needs a tool of the row's cluster)"
-
-
-def duplicate_message(values: dict, first_row, first_file=None) -> str:
-    """Message for a second attempt with the same identity (plain values, no numpy reprs; both rows named)."""
-    where = f"row {first_row}" if first_file is None else f"{first_file}:{first_row}"
-    return f"duplicate attempt {values} (first seen at {where})"
-
-
 def _rank_at(shown, members, position):
     """Rank among the cluster's tools (``members``) of the tool shown at 1-based ``position``; NA when unknown
     or when that tool is not one of the cluster's."""
@@ -529,13 +559,6 @@ def _rank_at(shown, members, position):
     if shown[int(position) - 1] not in members:
         return pd.NA
     return sum(1 for t in shown[: int(position)] if t in members)
-
-
-def _plain(v):
-    """A cell as a plain Python value for messages: numpy scalars unwrapped, missing values as None."""
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return None
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def _id_strings(col: pd.Series) -> pd.Series:

@@ -14,7 +14,8 @@ from .._display import ReprHTMLMixin
 from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
-from ..io._counts import load_counts, tool_columns
+from ..io._counts import tool_columns
+from ..io._load import load_counts
 from ._bootstrap import (
     BOOTSTRAP_CI_METHODS,
     BOOTSTRAP_WEIGHTS,

@@ -290,8 +290,8 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
 
 def _counts_and_rows(obj, variant):
     """The counts the main effects need, and the row-level log when available (or needed)."""
-    from ...io._counts import SelectionCounts, load_counts
-    from ...io._load import load_selection_log
+    from ...io._counts import SelectionCounts
+    from ...io._load import load_counts, load_selection_log
     from ...io._manifest import Study
     from ...io._selection_log import SelectionLog
 
