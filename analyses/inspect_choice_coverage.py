@@ -69,7 +69,7 @@ def main(reps: int = 300, n_resamples: int = 1000, seed: int = 7) -> dict:
             for p in range(4):
                 true = t["mc_accuracy_by_gold_position"][p]
                 hits["accuracy_gold_at_p (x4)"].append(pos["ci_low"][p] <= true <= pos["ci_high"][p])
-            s = acc.summary.iloc[0]
+            s = acc.overview.iloc[0]
             hits["accuracy under random orderings"].append(
                 s["corrected_ci_low"] <= t["mc_corrected_accuracy"] <= s["corrected_ci_high"])
             b = option_position_bias(mc, n_resamples=n_resamples, n_null=0, rng=rng).to_frame().iloc[0]

@@ -86,7 +86,7 @@ def analyse(data_dir: Path, n_resamples: int = 2000) -> list[dict]:
             r = ps.loc[("mc_rotated", p)]
             add(f"mc_rotated: accuracy with gold at {p}", r["accuracy"], r["ci_low"], r["ci_high"],
                 t["mc_accuracy_by_gold_position"][p - 1], r["n"])
-        sm = acc.summary.set_index("condition")
+        sm = acc.overview.set_index("condition")
         for cond in ("mc_rotated", "mc_fixed_key"):
             r = sm.loc[cond]
             add(f"{cond}: accuracy under random orderings", r["corrected_accuracy"], r["corrected_ci_low"],

@@ -52,7 +52,7 @@ def test_accuracy_by_gold_position_theory_first_picker():
     # gold at position 1 in 70 of 100 rows; the chooser always answers position 1
     gold = [1] * 70 + [2] * 10 + [3] * 10 + [4] * 10
     acc = accuracy_by_gold_position(mc_log(gold, [1] * 100), n_resamples=300, rng=2)
-    s = acc.summary.iloc[0]
+    s = acc.overview.iloc[0]
     assert s["accuracy"] == pytest.approx(0.7)
     assert s["corrected_accuracy"] == pytest.approx(0.25)          # (1 + 0 + 0 + 0) / 4
     assert s["gap"] == pytest.approx(0.45) and s["spread"] == pytest.approx(1.0)
@@ -71,12 +71,12 @@ def test_accuracy_by_gold_position_position_blind_chooser_and_wilson():
     lo, hi = proportion_confint(c, n, alpha=0.05, method="wilson")
     np.testing.assert_allclose(pos["wilson_low"], lo, rtol=1e-10)
     np.testing.assert_allclose(pos["wilson_high"], hi, rtol=1e-10)
-    s = acc.summary.iloc[0]
+    s = acc.overview.iloc[0]
     assert s["corrected_accuracy"] == pytest.approx(np.mean(c / n))
     assert s["corrected_ci_low"] < 0.6 < s["corrected_ci_high"]
     # same seed, same numbers
     again = accuracy_by_gold_position(mc_log(list(gold), list(chosen)), n_resamples=300, rng=1)
-    pd.testing.assert_frame_equal(again.summary, acc.summary)
+    pd.testing.assert_frame_equal(again.overview, acc.overview)
 
 
 def test_items_are_the_bootstrap_unit():
@@ -86,7 +86,7 @@ def test_items_are_the_bootstrap_unit():
     easy = {f"it{j}": j < 15 for j in range(30)}                   # half the items always right, half never
     chosen = [g if easy[i] else (g % 4) + 1 for i, g in zip(items, gold)]
     log = mc_log(gold, chosen, items=items)
-    s = accuracy_by_gold_position(log, n_resamples=400, rng=0).summary.iloc[0]
+    s = accuracy_by_gold_position(log, n_resamples=400, rng=0).overview.iloc[0]
     # per-position accuracies are identical in every replicate (each item contributes once per position)
     assert s["spread"] == 0 and s["spread_ci_high"] == 0
     assert s["corrected_ci_low"] < 0.5 < s["corrected_ci_high"]
@@ -95,12 +95,12 @@ def test_items_are_the_bootstrap_unit():
 def test_invalid_rows_and_missing_positions():
     log = mc_log([1, 2, 3, 4, 1, 2], [1, 2, 3, 4, None, None],
                  status=["ok", "ok", "ok", "ok", "no_answer", "invalid_answer"])
-    inc = accuracy_by_gold_position(log, n_resamples=0).summary.iloc[0]
-    exc = accuracy_by_gold_position(log, n_resamples=0, invalid="exclude").summary.iloc[0]
+    inc = accuracy_by_gold_position(log, n_resamples=0).overview.iloc[0]
+    exc = accuracy_by_gold_position(log, n_resamples=0, invalid="exclude").overview.iloc[0]
     assert inc["accuracy"] == pytest.approx(4 / 6) and exc["accuracy"] == 1.0
     assert json.loads(exc["excluded"]) == {"invalid_answer": 1, "no_answer": 1}
     with pytest.warns(DegenerateDataWarning, match=r"never at position\(s\) \[4\]"):
-        r = accuracy_by_gold_position(mc_log([1, 2, 3], [1, 2, 3]), n_resamples=0).summary.iloc[0]
+        r = accuracy_by_gold_position(mc_log([1, 2, 3], [1, 2, 3]), n_resamples=0).overview.iloc[0]
     assert np.isnan(r["corrected_accuracy"]) and r["missing_positions"] == "4"
 
 

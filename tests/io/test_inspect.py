@@ -332,7 +332,7 @@ def test_choice_study_manifest_and_statistics(inspect_logs, tmp_path):
 
     with pytest.warns(DegenerateDataWarning, match="never at position"):  # 6 items: not every position holds gold
         acc = accuracy_by_gold_position(mc, n_resamples=50, rng=0)
-    assert acc.summary.iloc[0]["n_rows"] == 12
+    assert acc.overview.iloc[0]["n_rows"] == 12
 
 
 def test_clusters_inferred_without_a_catalog(inspect_logs, tmp_path):

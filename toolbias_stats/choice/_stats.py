@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
-from .._validation import check_by, check_confidence_level, check_n_resamples, check_rng
+from .._validation import check_by, check_confidence_level, check_n_resamples, check_rng, renamed_attribute
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bias import wilson_interval
 from ..metrics._bootstrap import percentile_ci, query_weights
@@ -193,7 +193,8 @@ class GoldPositionAccuracy(ReprHTMLMixin):
     positions : pandas.DataFrame
         One row per group, K and gold position p: ``n`` presentations with the gold answer at p,
         ``correct``, ``accuracy`` and its item-bootstrap percentile CI and Wilson CI.
-    summary : pandas.DataFrame
+    overview : pandas.DataFrame
+        (Named ``summary`` until 0.1.0; that name still works for one release with a DeprecationWarning.)
         One row per group and K: observed ``accuracy`` (CI), ``corrected_accuracy`` = mean over
         positions of the accuracy-when-gold-at-p (the expected accuracy under uniformly random
         orderings) with its CI, ``gap`` = observed - corrected with its CI, ``spread`` = max - min
@@ -216,30 +217,32 @@ class GoldPositionAccuracy(ReprHTMLMixin):
     """
 
     positions: pd.DataFrame
-    summary: pd.DataFrame
+    overview: pd.DataFrame
     by: list
     n_resamples: int
     confidence_level: float
     invalid: str
     seed: object
 
+    summary = renamed_attribute("summary", "overview", since="0.1.0")
+
     def to_frame(self) -> pd.DataFrame:
-        return self.summary.copy()
+        return self.overview.copy()
 
     def summary_frame(self) -> pd.DataFrame:
-        """One row per group and K (a copy of :attr:`summary`), as ``summary_frame()`` of the other results."""
-        return self.summary.copy()
+        """One row per group and K (a copy of :attr:`overview`), as ``summary_frame()`` of the other results."""
+        return self.overview.copy()
 
     def _headline(self):
         cols = list(self.by) + ["n_options", "n_rows", "accuracy", "corrected_accuracy", "corrected_ci_low",
                                 "corrected_ci_high", "gap", "gap_ci_low", "gap_ci_high"]
         return ("Accuracy by gold position and under random orderings",
-                self.summary[[c for c in cols if c in self.summary.columns]], None)
+                self.overview[[c for c in cols if c in self.overview.columns]], None)
 
     def to_dict(self) -> dict:
         return {"by": list(self.by), "n_resamples": self.n_resamples, "confidence_level": self.confidence_level,
                 "invalid": self.invalid, "seed": self.seed if isinstance(self.seed, (int, type(None))) else
-                repr(self.seed), "summary": _frame_records(self.summary),
+                repr(self.seed), "summary": _frame_records(self.overview),
                 "positions": _frame_records(self.positions)}
 
 
@@ -380,7 +383,7 @@ def accuracy_by_gold_position(log: ChoiceLogLike, *, by: str | Sequence[str] = (
                          "spread": spread, "spread_ci_low": ci_spread.low, "spread_ci_high": ci_spread.high,
                          "missing_positions": "|".join(map(str, missing)),
                          "excluded": json.dumps(excluded, sort_keys=True)})
-    return GoldPositionAccuracy(positions=pd.DataFrame(pos_rows), summary=pd.DataFrame(sum_rows), by=by,
+    return GoldPositionAccuracy(positions=pd.DataFrame(pos_rows), overview=pd.DataFrame(sum_rows), by=by,
                                 n_resamples=n_resamples, confidence_level=level, invalid=invalid, seed=seed)
 
 

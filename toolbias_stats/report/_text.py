@@ -168,7 +168,7 @@ def format_choice_accuracy_text(acc) -> str:
     by = list(acc.by)
     lines = [(f"Accuracy by gold position (invalid answers: {acc.invalid}; "
              f"{resampling_note(acc.n_resamples, acc.confidence_level, 'item-bootstrap')})")]
-    for _, r in acc.summary.iterrows():
+    for _, r in acc.overview.iterrows():
         lines.append(f"  {_keys(r, by)} K={int(r['n_options'])}: observed "
                      f"{fmt_estimate_ci(r['accuracy'], (r['accuracy_ci_low'], r['accuracy_ci_high']))}; under random "
                      f"orderings "
