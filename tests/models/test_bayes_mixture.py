@@ -27,7 +27,7 @@ BETA_CELL = np.array([[[1.0, 0.0, -1.0], [0.4, 0.1, -0.5]],
                       [[0.7, 0.1, -0.8], [0.2, 0.2, -0.4]]])
 KAPPA = np.array([1.5, 6.0])
 LAMBDA = np.array([3.0, 1.5])
-EPSILON = np.array([[0.6, 0.4], [0.5, 0.7]])
+EPSILON = np.array([[0.45, 0.3], [0.35, 0.4]])   # below the default eps_max = 0.5
 QUERIES = 40
 VARIANT = MODEL_VARIANTS["query-mixture"]
 
@@ -104,18 +104,36 @@ class TestMixtureLikelihood:
         assert not VARIANT.query_effects
         assert "lambda_sd" in VARIANT.priors()
 
-    @pytest.mark.parametrize("param", ["centered", "noncentered"])
-    def test_loglik_is_the_mixture_of_dirichlet_multinomials(self, mix_log, param):
+    @pytest.mark.parametrize(("param", "layout", "eps_max"), [("centered", "dense", 0.5), ("noncentered", "dense", 0.5),
+                                                              ("centered", "gather", 0.5), ("centered", "dense", 1.0),
+                                                              ("noncentered", "gather", 0.8)])
+    def test_loglik_is_the_mixture_of_dirichlet_multinomials(self, mix_log, param, layout, eps_max):
         """The model's potential equals the per-query mixture of scipy Dirichlet-multinomials (without the
-        multinomial coefficients) at the effects ``derived`` maps a random point to."""
+        multinomial coefficients) at the effects ``derived`` maps a random point to, in both layouts of
+        the query sums (dense per-cell matrix product, gathers) and with ``epsilon = eps_max * expit(t)``."""
         D = _design_of(mix_log)
-        spec = _ModelSpec(D, _priors(), param, VARIANT)
+        spec = _ModelSpec(D, {**_priors(), "eps_max": eps_max}, param, VARIANT)
+        assert spec.mix_dense is not None              # every query in every rotation: the dense layout
+        if layout == "gather":
+            spec.mix_dense = None
         post, ll, _ = _point_and_loglik(spec, seed=1)
         d = spec.derived(post, np.random.default_rng(0))
         pr = D.prompts
         coef = (gammaln(pr.n + 1) - gammaln(pr.y + 1).sum(1)).sum()
         want = _reference_query_loglik(D, d).sum() - coef
         np.testing.assert_allclose(ll, want, rtol=1e-7)
+
+    def test_epsilon_is_bounded_by_eps_max(self, mix_log):
+        D = _design_of(mix_log)
+        spec = _ModelSpec(D, _priors(), "centered", VARIANT)
+        post, _, _ = _point_and_loglik(spec, seed=4)
+        post["logit_epsilon"] = post["logit_epsilon"] * 0 + 40.0          # expit = 1
+        d = spec.derived(post, np.random.default_rng(0))
+        np.testing.assert_allclose(d["epsilon"], 0.5)
+
+    def test_eps_max_above_one_is_an_error(self, mix_log):
+        with pytest.raises(ValueError, match="eps_max"):
+            fit_bayes(mix_log, model="query-mixture", priors={"eps_max": 1.5})
 
     def test_pointwise_query_loglik_matches_scipy(self, mix_log):
         D = _design_of(mix_log)

@@ -124,8 +124,9 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     priors : dict, optional
         Override prior scales: the main effects' ``mu_sd``, ``sigma_alpha_sd``, ``beta_bar_sd``,
         ``sigma_beta_sd`` (:data:`DEFAULT_PRIORS`) and, for the variants that have the term,
-        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b``, ``lambda_sd`` (:data:`EXTENSION_PRIORS`);
-        positive numbers.
+        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b``, ``lambda_sd``, ``eps_max``
+        (:data:`EXTENSION_PRIORS`); positive numbers (``eps_max``, the largest share of queries
+        the query mixture lets need a tool, at most 1).
     mismatch : {"exclude", "tool", "position"}, default "exclude"
         Rows whose ``chosen_position`` disagrees with the position of ``chosen_tool`` in
         ``ordering`` (a quirk of the BiasBusters files) contradict themselves: ``"exclude"``
@@ -359,6 +360,8 @@ def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, par
         for k, v in priors.items():
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"`priors[{k!r}]` must be a positive number; got {v!r} instead.")
+            if k == "eps_max" and v > 1:
+                raise ValueError(f"`priors['eps_max']` is a probability and must be at most 1; got {v!r} instead.")
             merged[k] = float(v)
     out["priors"] = merged
     if not isinstance(progress, bool):
