@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -10,12 +11,22 @@ import pandas as pd
 from ..._validation import check_rng
 from ._common import _zerosum_extend
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from ...io import SelectionLog
+
 __all__ = ["simulate_choice_log"]
 
 
-def simulate_choice_log(alpha, beta, *, n_per_ordering=20, orderings="rotations", rng=None, model_names=None,
-                        queries=None, runs=1, kappa=None, sigma_eta=None, eta=None, kappa_level="prompt",
-                        gamma=1.0):
+def simulate_choice_log(alpha: ArrayLike | Sequence[ArrayLike], beta: ArrayLike, *, n_per_ordering: int = 20,
+                        orderings: Literal["rotations", "random", "fixed"] | int = "rotations",
+                        rng: np.random.Generator | int | None = None, model_names: Sequence[str] | None = None,
+                        queries: int | None = None, runs: int = 1, kappa: float | ArrayLike | None = None,
+                        sigma_eta: float | ArrayLike | None = None, eta: Sequence[ArrayLike] | None = None,
+                        kappa_level: Literal["prompt", "query"] = "prompt", gamma: float = 1.0) -> SelectionLog:
     """Simulate a SelectionLog from the model itself, with known API and position effects.
 
     Parameters
