@@ -104,18 +104,14 @@ class TestMixtureLikelihood:
         assert not VARIANT.query_effects
         assert "lambda_sd" in VARIANT.priors()
 
-    @pytest.mark.parametrize(("param", "layout", "eps_max"), [("centered", "dense", 0.5), ("noncentered", "dense", 0.5),
-                                                              ("centered", "gather", 0.5), ("centered", "dense", 1.0),
-                                                              ("noncentered", "gather", 0.8)])
-    def test_loglik_is_the_mixture_of_dirichlet_multinomials(self, mix_log, param, layout, eps_max):
+    @pytest.mark.parametrize(("param", "eps_max"), [("centered", 0.5), ("noncentered", 0.5), ("centered", 1.0),
+                                                     ("noncentered", 0.8)])
+    def test_loglik_is_the_mixture_of_dirichlet_multinomials(self, mix_log, param, eps_max):
         """The model's potential equals the per-query mixture of scipy Dirichlet-multinomials (without the
-        multinomial coefficients) at the effects ``derived`` maps a random point to, in both layouts of
-        the query sums (dense per-cell matrix product, gathers) and with ``epsilon = eps_max * expit(t)``."""
+        multinomial coefficients) at the effects ``derived`` maps a random point to, with
+        ``epsilon = eps_max * expit(t)``."""
         D = _design_of(mix_log)
         spec = _ModelSpec(D, {**_priors(), "eps_max": eps_max}, param, VARIANT)
-        assert spec.mix_dense is not None              # every query in every rotation: the dense layout
-        if layout == "gather":
-            spec.mix_dense = None
         post, ll, _ = _point_and_loglik(spec, seed=1)
         d = spec.derived(post, np.random.default_rng(0))
         pr = D.prompts

@@ -303,56 +303,6 @@ class _ModelSpec:
         self.row_cell = D.row_llm * D.C + D.row_cluster
         self.mix_nrow = np.zeros((len(D.y), n_runs))
         np.add.at(self.mix_nrow, pr.row, (pr.n[:, None] > np.arange(n_runs)).astype(float))
-        self.mix_dense = self._mixture_dense(pats, ent)
-
-    def _mixture_dense(self, pats, ent, max_ratio=8.0):
-        """A dense per-cell layout of the query mixture's sums, or None when it would be too large.
-
-        The query signatures of one (LLM, cluster) cell touch only that cell's design rows, so the
-        query terms ``L[s, k] = sum of the grid entries H[row, p, i, k] of its prompts`` are a batched
-        matrix product ``Cnt[cell] @ H[cell rows]`` with ``Cnt[cell, slot, (o, p, i)]`` counting how
-        often signature ``slot`` uses entry ``(o, p, i)`` of the cell's ``o``-th row. A product (and its
-        transpose in the gradient) replaces two gathers with scatter-add gradients, which dominate the
-        cost on a CPU. Used when the padded array is at most ``max_ratio`` times the prompts' size
-        (every query in every rotation: 525,000 entries on the BiasBusters study).
-        """
-        D = self.design
-        pr = D.prompts
-        P, n_runs = D.P, self.n_rep
-        cells, scell = np.unique(self.mix_qcell, return_inverse=True)
-        scell = scell.ravel()
-        row_cell = D.row_llm * D.C + D.row_cluster
-        rcell = np.searchsorted(cells, row_cell)
-        present = np.isin(row_cell, cells)
-        n_rows = np.bincount(rcell[present], minlength=len(cells))
-        n_sig = np.bincount(scell, minlength=len(cells))
-        O, S = max(int(n_rows.max()), 1), max(int(n_sig.max()), 1)
-        if len(cells) * S * O * P * n_runs > max_ratio * max(pr.y.size, 1):
-            return None
-        rowmap = np.full((len(cells), O), len(D.y), dtype=np.int64)                 # len(D.y) = the zero row
-        rows = np.flatnonzero(present)
-        rlocal = np.zeros(len(D.y), dtype=np.int64)
-        for ci in range(len(cells)):
-            rc = rows[rcell[rows] == ci]
-            rowmap[ci, :len(rc)] = rc
-            rlocal[rc] = np.arange(len(rc))
-        slot = np.zeros(len(scell), dtype=np.int64)
-        order = np.argsort(scell, kind="stable")
-        start = np.r_[0, np.cumsum(n_sig)[:-1]]
-        slot[order] = np.arange(len(order)) - start[scell[order]]
-        cnt = np.zeros((len(cells), S, O * P * n_runs))
-        weight = np.zeros((len(cells), S))
-        weight[scell, slot] = self.mix_qweight
-        pad_h = len(D.y) * P * n_runs
-        U = len(pats)
-        for s in range(len(scell)):
-            for u in self.mix_qpat[s]:
-                if u == U:
-                    continue
-                e = ent[u][ent[u] != pad_h]
-                row, rest = np.divmod(e, P * n_runs)
-                np.add.at(cnt[scell[s], slot[s]], rlocal[row] * P * n_runs + rest, 1.0)
-        return {"cells": cells, "rowmap": rowmap, "cnt": cnt, "weight": weight}
 
     def _dense_setup(self, max_ratio=3.0):
         """A dense (cell, query, ordering, position) layout of the prompts for the query-effects likelihood.
@@ -645,30 +595,18 @@ class _ModelSpec:
         cum = [x]
         for i in range(1, n_runs):
             cum.append(cum[-1] + pt.log(ex + i))
+        H = pt.stack(cum, axis=2).reshape((-1, D.Kmax + 1))                         # (R * P * I, K + 1)
+        H = pt.concatenate([H, pt.zeros((1, D.Kmax + 1))], axis=0)
+        ll_pat = H[pm.Data("mix_entries", self.mix_entries)].sum(1)                # (U, K + 1)
+        ll_pat = pt.concatenate([ll_pat, pt.zeros((1, D.Kmax + 1))], axis=0)
+        L = ll_pat[pm.Data("mix_qpat", self.mix_qpat)].sum(1)                      # (queries, K + 1)
         lw = self._mixture_log_weights(pt, alpha_flat, t_eps)
-        H = pt.stack(cum, axis=2)                                                    # (R, P, I, K + 1)
-        dense = getattr(self, "mix_dense", None)
-        if dense is not None:
-            # per cell: (signatures x entries) @ (entries x classes), no gather of the grid's entries
-            H = pt.concatenate([H, pt.zeros((1, D.P, n_runs, D.Kmax + 1))], axis=0)
-            Hc = H[pm.Data("mix_rowmap", dense["rowmap"])]                            # (cells, O, P, I, K + 1)
-            Hc = Hc.reshape((Hc.shape[0], -1, D.Kmax + 1))
-            L = pt.matmul(pm.Data("mix_cnt", dense["cnt"]), Hc)                      # (cells, S, K + 1)
-            lq = pt.logsumexp(L + lw[pm.Data("mix_cells", dense["cells"])][:, None, :], axis=2)
-            fit = (pm.Data("mix_weight", dense["weight"]) * lq).sum()
-        else:
-            H = H.reshape((-1, D.Kmax + 1))                                          # (R * P * I, K + 1)
-            H = pt.concatenate([H, pt.zeros((1, D.Kmax + 1))], axis=0)
-            ll_pat = H[pm.Data("mix_entries", self.mix_entries)].sum(1)            # (U, K + 1)
-            ll_pat = pt.concatenate([ll_pat, pt.zeros((1, D.Kmax + 1))], axis=0)
-            L = ll_pat[pm.Data("mix_qpat", self.mix_qpat)].sum(1)                  # (queries, K + 1)
-            lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", self.mix_qcell)], axis=1)
-            fit = (pm.Data("mix_qweight", self.mix_qweight) * lq).sum()
+        lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", self.mix_qcell)], axis=1)
         kap = pt.exp(lk)
         norm = lk * pm.Data("mix_nrow0", self.mix_nrow[:, 0])
         for i in range(1, n_runs):
             norm = norm + pt.log(kap + i) * pm.Data(f"mix_nrow{i}", self.mix_nrow[:, i])
-        pm.Potential("loglik", fit - norm.sum())
+        pm.Potential("loglik", (pm.Data("mix_qweight", self.mix_qweight) * lq).sum() - norm.sum())
 
     def _build_dense_loglik(self, pm, pt, alpha_flat, beta_flat):
         D = self.design
