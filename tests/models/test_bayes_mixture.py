@@ -27,7 +27,7 @@ BETA_CELL = np.array([[[1.0, 0.0, -1.0], [0.4, 0.1, -0.5]],
                       [[0.7, 0.1, -0.8], [0.2, 0.2, -0.4]]])
 KAPPA = np.array([1.5, 6.0])
 LAMBDA = np.array([3.0, 1.5])
-EPSILON = np.array([[0.45, 0.3], [0.35, 0.4]])   # below the default eps_max = 0.5
+EPSILON = np.array([[0.6, 0.4], [0.5, 0.7]])
 QUERIES = 40
 VARIANT = MODEL_VARIANTS["query-mixture"]
 
@@ -121,7 +121,7 @@ class TestMixtureLikelihood:
 
     def test_epsilon_is_bounded_by_eps_max(self, mix_log):
         D = _design_of(mix_log)
-        spec = _ModelSpec(D, _priors(), "centered", VARIANT)
+        spec = _ModelSpec(D, {**_priors(), "eps_max": 0.5}, "centered", VARIANT)
         post, _, _ = _point_and_loglik(spec, seed=4)
         post["logit_epsilon"] = post["logit_epsilon"] * 0 + 40.0          # expit = 1
         d = spec.derived(post, np.random.default_rng(0))

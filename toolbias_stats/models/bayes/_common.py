@@ -27,9 +27,10 @@ DEFAULT_PRIORS = {"mu_sd": 1.5, "sigma_alpha_sd": 1.0, "beta_bar_sd": 1.0, "sigm
 #: ``sigma_eta_sd`` the HalfNormal scale of the query effects, ``rho_a``/``rho_b`` the Beta prior of
 #: the intra-prompt correlation rho = 1 / (1 + kappa) of the Dirichlet-multinomial, ``lambda_sd`` the
 #: HalfNormal scale of the boost ``lambda[m]`` of a query's needed tool and ``eps_max`` the largest share
-#: ``epsilon[m, c]`` of queries that need a tool (``model="query-mixture"``; ``epsilon = eps_max * expit(t)``).
+#: ``epsilon[m, c]`` of queries that need a tool (``model="query-mixture"``; ``epsilon = eps_max * expit(t)``;
+#: 1 = unbounded, the default: bounding it at 0.5 made the chains split, docs/bayes.md).
 EXTENSION_PRIORS = {"sigma_delta_sd": 1.0, "sigma_eta_sd": 1.0, "rho_a": 1.0, "rho_b": 1.0, "lambda_sd": 3.0,
-                    "eps_max": 0.5}
+                    "eps_max": 1.0}
 ALL_PRIORS = {**DEFAULT_PRIORS, **EXTENSION_PRIORS}
 
 
