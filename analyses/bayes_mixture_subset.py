@@ -8,6 +8,7 @@ unbounded variant as shipped) and reports convergence, whether the chains agree 
 ``epsilon``, and the three posterior predictive p-values. Results: ``docs/bayes_mixture_subset.json``.
 
     nice python analyses/bayes_mixture_subset.py --eps-max 1.0,0.5 [--llms "A,B"] [--draws 300] [--out FILE]
+    nice python analyses/bayes_mixture_subset.py --free-weights --eps-max 1.0   # free class weights per cell
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ import warnings
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 
-def fit_subset(llms, eps_max, draws, chains, seed):
+def fit_subset(llms, eps_max, draws, chains, seed, free=False):
     import numpy as np
 
     import toolbias_stats as tbs
     from toolbias_stats.io import SelectionLog
     from toolbias_stats.models import fit_bayes
+    from toolbias_stats.models.bayes import _common
+
+    _common._MIXTURE_FREE = free      # experimental: free class weights per (LLM, cluster)
 
     study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))
     frame = study.log.to_frame()
@@ -40,7 +44,8 @@ def fit_subset(llms, eps_max, draws, chains, seed):
     post = res.idata.posterior
     em = post["epsilon"].values.mean(1)                                     # (chain, llm, cluster)
     ss = res.idata.sample_stats
-    return {"llms": llms, "eps_max": eps_max, "draws": draws, "tune": draws, "chains": chains, "seed": seed,
+    return {"llms": llms, "eps_max": None if free else eps_max, "class_weights": "free" if free else "epsilon / K",
+            "draws": draws, "tune": draws, "chains": chains, "seed": seed,
             "wall_s": round(time.perf_counter() - t, 1), "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
             "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk, "min_ess_tail": d.min_ess_tail,
             "divergences": d.divergences,
@@ -59,11 +64,13 @@ def main():
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--seed", type=int, default=20251121)
+    ap.add_argument("--free-weights", action="store_true",
+                    help="free class weights per (LLM, cluster), Dirichlet(1) (eps_max is then not used)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     out = []
     for e in a.eps_max.split(","):
-        r = fit_subset(a.llms.split(","), float(e), a.draws, a.chains, a.seed)
+        r = fit_subset(a.llms.split(","), float(e), a.draws, a.chains, a.seed, a.free_weights)
         print(json.dumps(r), flush=True)
         out.append(r)
     if a.out:

@@ -132,6 +132,9 @@ DEFAULT_MODEL = "v2"
 
 #: The query mixture's class weights: ``epsilon * softmax(alpha)[j]`` (True) or ``epsilon / K`` (False).
 _MIXTURE_TIED = False
+#: The query mixture's class weights free per (LLM, cluster): Dirichlet(1, ..., 1) over the K + 1 classes
+#: (True; experimental, docs/bayes.md) instead of ``1 - epsilon, epsilon / K, ...`` (False).
+_MIXTURE_FREE = False
 #: The query mixture's epsilon[m, c]: partially pooled on the logit scale (True) or Uniform(0, 1) each.
 _MIXTURE_POOLED = True
 

@@ -44,6 +44,9 @@ def _mixture_weights(post, design, a=None, b=None):
     """Class weights (s, M * C, Kmax + 1) of the query mixture for draws a:b: ``1 - epsilon`` (indifferent),
     then ``epsilon * softmax(alpha)[j]`` (needs tool j; 0 for tools a cluster does not have)."""
     D = design
+    if "class_weights" in post:                                                 # free weights per cell
+        cw = post["class_weights"][a:b]
+        return cw.reshape(cw.shape[0], D.M * D.C, D.Kmax + 1)
     al = post["alpha"][a:b]                                                     # (s, M, C, Kmax), NaN padding
     valid = np.arange(D.Kmax)[None, :] < D.K[:, None]
     from ._common import _MIXTURE_TIED
