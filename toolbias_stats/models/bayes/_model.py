@@ -726,6 +726,23 @@ class _ModelSpec:
         return bb, bb[:, None] + sb[:, None, None] * _zerosum_extend(get("z_beta"), np)
 
     # -- free parameters -> identified effects (numpy, per draw) -----------------------------------
+    def _derived_mixture(self, get, S, free):
+        """The query mixture's ``lambda`` (S, M), ``epsilon`` (S, M, C) and, with free class weights,
+        ``class_weights`` (S, M, C, Kmax + 1)."""
+        M, C, Kmax = self.design.M, self.design.C, self.design.Kmax
+        out = {"lambda": get("lambda").reshape(S, M)}
+        if free:
+            z = np.concatenate([np.zeros((S, M * C, 1)),
+                                np.where(self._free_class_mask(), get("class_logits").reshape(S, M * C, Kmax),
+                                         -np.inf)], -1)
+            w = np.exp(z - z.max(-1, keepdims=True))
+            out["class_weights"] = (w / w.sum(-1, keepdims=True)).reshape(S, M, C, Kmax + 1)
+            out["epsilon"] = 1.0 - out["class_weights"][..., 0]
+        else:
+            e_max = min(float(self.priors.get("eps_max", 1.0)), 1.0)
+            out["epsilon"] = e_max / (1.0 + np.exp(-get("logit_epsilon"))).reshape(S, M, C)
+        return out
+
     def derived(self, posterior, gen) -> dict:
         """``{"alpha": (S, M, C, Kmax), "mu": (S, C, Kmax), "beta": (S, M, P), "beta_bar": (S, P),
         "sigma_alpha": (S,), "sigma_beta": (S,)}``, all sum-to-zero; S = chains x draws, NaN padding.
@@ -801,17 +818,7 @@ class _ModelSpec:
         if self.urn:
             out["gamma"] = 1.0 / (1.0 + np.exp(-get("logit_gamma"))).reshape(S, M, C)
         if self.mix:
-            out["lambda"] = get("lambda").reshape(S, M)
-            if "class_logits" in posterior:
-                z = np.concatenate([np.zeros((S, M * C, 1)),
-                                    np.where(self._free_class_mask(), get("class_logits").reshape(S, M * C, Kmax),
-                                             -np.inf)], -1)
-                w = np.exp(z - z.max(-1, keepdims=True))
-                out["class_weights"] = (w / w.sum(-1, keepdims=True)).reshape(S, M, C, Kmax + 1)
-                out["epsilon"] = 1.0 - out["class_weights"][..., 0]
-            else:
-                e_max = min(float(self.priors.get("eps_max", 1.0)), 1.0)
-                out["epsilon"] = e_max / (1.0 + np.exp(-get("logit_epsilon"))).reshape(S, M, C)
+            out.update(self._derived_mixture(get, S, "class_logits" in posterior))
         if self.qe:
             se = get("sigma_eta")
             eta = np.full((S, cast(_Prompts, D.prompts).Q, Kmax), np.nan, dtype=np.float32)
