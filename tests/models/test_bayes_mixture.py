@@ -83,6 +83,8 @@ def _reference_query_loglik(D, d):
         a = d["alpha"][0, m, c]
         pi = _class_share(a)
         w = np.r_[1 - d["epsilon"][0, m, c], d["epsilon"][0, m, c] * pi]
+        if "class_weights" in d:                                 # free weights per cell (experimental)
+            w = d["class_weights"][0, m, c]
         per_class = np.log(w)
         for u in np.flatnonzero(pr.query == q):
             r = pr.row[u]
@@ -104,18 +106,62 @@ class TestMixtureLikelihood:
         assert not VARIANT.query_effects
         assert "lambda_sd" in VARIANT.priors()
 
-    @pytest.mark.parametrize("param", ["centered", "noncentered"])
-    def test_loglik_is_the_mixture_of_dirichlet_multinomials(self, mix_log, param):
+    @pytest.mark.parametrize(("param", "eps_max"), [("centered", 0.5), ("noncentered", 0.5), ("centered", 1.0),
+                                                     ("noncentered", 0.8)])
+    def test_loglik_is_the_mixture_of_dirichlet_multinomials(self, mix_log, param, eps_max):
         """The model's potential equals the per-query mixture of scipy Dirichlet-multinomials (without the
-        multinomial coefficients) at the effects ``derived`` maps a random point to."""
+        multinomial coefficients) at the effects ``derived`` maps a random point to, with
+        ``epsilon = eps_max * expit(t)``."""
         D = _design_of(mix_log)
-        spec = _ModelSpec(D, _priors(), param, VARIANT)
+        spec = _ModelSpec(D, {**_priors(), "eps_max": eps_max}, param, VARIANT)
         post, ll, _ = _point_and_loglik(spec, seed=1)
         d = spec.derived(post, np.random.default_rng(0))
         pr = D.prompts
         coef = (gammaln(pr.n + 1) - gammaln(pr.y + 1).sum(1)).sum()
         want = _reference_query_loglik(D, d).sum() - coef
         np.testing.assert_allclose(ll, want, rtol=1e-7)
+
+    def test_free_class_weights_loglik_and_prior(self, mix_log, monkeypatch):
+        """Free class weights per cell (``_MIXTURE_FREE``): the potential is the scipy mixture with those
+        weights, and the prior potential is the Dirichlet(1) density in logistic coordinates
+        (``sum_k log w_k``, checked against scipy's Dirichlet plus the Jacobian ``prod_k w_k``)."""
+        from scipy.stats import dirichlet
+
+        from toolbias_stats.models.bayes import _common
+
+        monkeypatch.setattr(_common, "_MIXTURE_FREE", True)
+        D = _design_of(mix_log)
+        spec = _ModelSpec(D, _priors(), "centered", VARIANT)
+        post, ll, _ = _point_and_loglik(spec, seed=5)
+        d = spec.derived(post, np.random.default_rng(0))
+        assert d["class_weights"].shape == (1, 2, 2, 4)
+        np.testing.assert_allclose(d["class_weights"].sum(-1), 1.0)
+        np.testing.assert_allclose(d["epsilon"], 1.0 - d["class_weights"][..., 0])
+        pr = D.prompts
+        coef = (gammaln(pr.n + 1) - gammaln(pr.y + 1).sum(1)).sum()
+        np.testing.assert_allclose(ll, _reference_query_loglik(D, d).sum() - coef, rtol=1e-7)
+        model = spec.build()
+        point = {k: v + 0.4 * np.random.default_rng(5).standard_normal(np.shape(v))
+                 for k, v in model.initial_point().items()}
+        (prior,) = model.replace_rvs_by_values([model["class_prior"]])
+        got = model.compile_fn(prior, inputs=model.value_vars, point_fn=True, on_unused_input="ignore")(point)
+        z = np.concatenate([np.zeros((4, 1)), point["class_logits"]], 1)
+        w = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+        want = sum(dirichlet.logpdf(wi, np.ones(4)) + np.log(wi).sum() for wi in w) - 4 * dirichlet.logpdf(
+            np.full(4, 0.25), np.ones(4))                        # the constant log Gamma(4) per cell
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+
+    def test_epsilon_is_bounded_by_eps_max(self, mix_log):
+        D = _design_of(mix_log)
+        spec = _ModelSpec(D, {**_priors(), "eps_max": 0.5}, "centered", VARIANT)
+        post, _, _ = _point_and_loglik(spec, seed=4)
+        post["logit_epsilon"] = post["logit_epsilon"] * 0 + 40.0          # expit = 1
+        d = spec.derived(post, np.random.default_rng(0))
+        np.testing.assert_allclose(d["epsilon"], 0.5)
+
+    def test_eps_max_above_one_is_an_error(self, mix_log):
+        with pytest.raises(ValueError, match="eps_max"):
+            fit_bayes(mix_log, model="query-mixture", priors={"eps_max": 1.5})
 
     def test_pointwise_query_loglik_matches_scipy(self, mix_log):
         D = _design_of(mix_log)

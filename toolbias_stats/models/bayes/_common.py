@@ -26,8 +26,11 @@ DEFAULT_PRIORS = {"mu_sd": 1.5, "sigma_alpha_sd": 1.0, "beta_bar_sd": 1.0, "sigm
 #: ``sigma_delta_sd`` the HalfNormal scale of the per-(LLM, cluster) position deviations,
 #: ``sigma_eta_sd`` the HalfNormal scale of the query effects, ``rho_a``/``rho_b`` the Beta prior of
 #: the intra-prompt correlation rho = 1 / (1 + kappa) of the Dirichlet-multinomial, ``lambda_sd`` the
-#: HalfNormal scale of the boost ``lambda[m]`` of a query's needed tool (``model="query-mixture"``).
-EXTENSION_PRIORS = {"sigma_delta_sd": 1.0, "sigma_eta_sd": 1.0, "rho_a": 1.0, "rho_b": 1.0, "lambda_sd": 3.0}
+#: HalfNormal scale of the boost ``lambda[m]`` of a query's needed tool and ``eps_max`` the largest share
+#: ``epsilon[m, c]`` of queries that need a tool (``model="query-mixture"``; ``epsilon = eps_max * expit(t)``;
+#: 1 = unbounded, the default: bounding it at 0.5 made the chains split, docs/bayes.md).
+EXTENSION_PRIORS = {"sigma_delta_sd": 1.0, "sigma_eta_sd": 1.0, "rho_a": 1.0, "rho_b": 1.0, "lambda_sd": 3.0,
+                    "eps_max": 1.0}
 ALL_PRIORS = {**DEFAULT_PRIORS, **EXTENSION_PRIORS}
 
 
@@ -86,7 +89,7 @@ class ModelVariant:
         if self.dirichlet:
             keys += ["rho_a", "rho_b"]
         if self.query_mixture:
-            keys.append("lambda_sd")
+            keys += ["lambda_sd", "eps_max"]
         return tuple(keys)
 
 
@@ -129,6 +132,9 @@ DEFAULT_MODEL = "v2"
 
 #: The query mixture's class weights: ``epsilon * softmax(alpha)[j]`` (True) or ``epsilon / K`` (False).
 _MIXTURE_TIED = False
+#: The query mixture's class weights free per (LLM, cluster): Dirichlet(1, ..., 1) over the K + 1 classes
+#: (True; experimental, docs/bayes.md) instead of ``1 - epsilon, epsilon / K, ...`` (False).
+_MIXTURE_FREE = False
 #: The query mixture's epsilon[m, c]: partially pooled on the logit scale (True) or Uniform(0, 1) each.
 _MIXTURE_POOLED = True
 

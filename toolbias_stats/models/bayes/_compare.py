@@ -15,12 +15,19 @@ Gaussian proposal fitted to the posterior draws of its effects (variance inflate
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 from scipy.special import gammaln, logsumexp
 
 from ._common import _basis
 from ._summaries import _thin, _unit_logits
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ._result import BayesResult
 
 __all__ = ["compare_bayes", "query_loglik"]
 
@@ -137,7 +144,8 @@ def _marginal_query_loglik(spec, post, tp, n_nodes, gen, q_chunk=25):
     return out
 
 
-def compare_bayes(fits, *, n_draws=400, n_nodes=64, rng=0):
+def compare_bayes(fits: Mapping[str, BayesResult], *, n_draws: int = 400, n_nodes: int = 64,
+                  rng: np.random.Generator | int | None = 0) -> pd.DataFrame:
     """Compare fitted variants by PSIS-LOO over queries (``az.compare``) and their predictive checks.
 
     Parameters

@@ -7,7 +7,12 @@ import numbers
 import os
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ...io import SelectionCounts, SelectionLog
 
 import numpy as np
 import pandas as pd
@@ -48,9 +53,13 @@ _QUERY_IMPLIED_DRAWS = 1000
 # ---------------------------------------------------------------------------------------------
 # public entry point
 @renamed_parameter("hdi_prob", "confidence_level", since="0.1.0")
-def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, chains=4, cores=None, sampler="auto",
-              parameterization="auto", target_accept=0.8, confidence_level=0.94, priors=None, mismatch="exclude",
-              rng=None, progress=False) -> BayesResult:
+def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL, by: str | Sequence[str] = "model",
+              draws: int = 1000, tune: int = 1000, chains: int = 4, cores: int | None = None,
+              sampler: Literal["auto", "numpyro", "pymc", "pymc-numba", "nutpie"] = "auto",
+              parameterization: Literal["auto", "centered", "noncentered"] = "auto", target_accept: float = 0.8,
+              confidence_level: float = 0.94, priors: Mapping[str, float] | None = None,
+              mismatch: Literal["exclude", "tool", "position"] = "exclude",
+              rng: np.random.Generator | int | None = None, progress: bool = False) -> BayesResult:
     """Fit the hierarchical Bayesian model of API and position effects.
 
     An attempt by LLM ``m`` in cluster ``c`` that shows the tools in ordering ``o`` chooses the
@@ -124,8 +133,9 @@ def fit_bayes(log, *, model=DEFAULT_MODEL, by="model", draws=1000, tune=1000, ch
     priors : dict, optional
         Override prior scales: the main effects' ``mu_sd``, ``sigma_alpha_sd``, ``beta_bar_sd``,
         ``sigma_beta_sd`` (:data:`DEFAULT_PRIORS`) and, for the variants that have the term,
-        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b``, ``lambda_sd`` (:data:`EXTENSION_PRIORS`);
-        positive numbers.
+        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b``, ``lambda_sd``, ``eps_max``
+        (:data:`EXTENSION_PRIORS`); positive numbers (``eps_max``, the largest share of queries
+        the query mixture lets need a tool, at most 1).
     mismatch : {"exclude", "tool", "position"}, default "exclude"
         Rows whose ``chosen_position`` disagrees with the position of ``chosen_tool`` in
         ``ordering`` (a quirk of the BiasBusters files) contradict themselves: ``"exclude"``
@@ -359,6 +369,8 @@ def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, par
         for k, v in priors.items():
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"`priors[{k!r}]` must be a positive number; got {v!r} instead.")
+            if k == "eps_max" and float(v) > 1:
+                raise ValueError(f"`priors['eps_max']` is a probability and must be at most 1; got {v!r} instead.")
             merged[k] = float(v)
     out["priors"] = merged
     if not isinstance(progress, bool):
@@ -495,21 +507,12 @@ def _has_query_effects(args) -> bool:
     return v.query_effects or v.query_mixture
 
 
-def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, seed_repr, gen, caught, t0):
-    import arviz as az
-    import xarray as xr
-
-    D = design
-    prob = args["hdi_prob"]
+def _implied_table(D, post, prob, gen, caught):
+    """Model-implied delta_API and delta_pos per LLM (mean over the clusters it was logged on), under the
+    logged and under uniformly random orderings; returns the table and the permutation methods used."""
     M, C = D.M, D.C
     llm_names = D.llms
-    cc = D.cell_counts()
-
-    position_effects, first_vs_last, cluster_position = _position_tables(D, post, prob)
-    api_effects = _api_table(D, post, prob)
-
-    # implied bias: mean over the clusters each LLM was logged on
-    observed = cc > 0                                                           # (M, C)
+    observed = D.cell_counts() > 0                                              # (M, C)
     ipost = _thin(post, _QUERY_IMPLIED_DRAWS)[0] if "eta" in post else post
     tva_log, tvp_log = _implied_logged(ipost, D)
     tva_rnd, tvp_rnd, perm_methods = _implied_randomised(ipost, D, gen)
@@ -518,7 +521,7 @@ def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, se
     if mixed:
         msg = (f"lists of different lengths were shown in {len(mixed)} (LLM, cluster) cell(s) (e.g. {mixed[0]}); "
                "their logged-orderings delta_pos is undefined and left out of the means")
-        warnings.warn(msg, DegenerateDataWarning, stacklevel=3)
+        warnings.warn(msg, DegenerateDataWarning, stacklevel=4)
         caught.append(msg)
     rows = []
     for metric, scen, tv in (("delta_api", "logged", tva_log), ("delta_pos", "logged", tvp_log),
@@ -531,11 +534,11 @@ def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, se
         for m, lab in enumerate(llm_names):
             rows.append({"llm": lab, "metric": metric, "orderings": scen, "n_clusters": int(observed[m].sum()),
                          **{k: float(v[m]) for k, v in sm.items()}})
-    implied = pd.DataFrame(rows)
-    variance_shares = _variance_shares(D, post, prob)
+    return pd.DataFrame(rows), perm_methods
 
-    # posterior predictive checks
-    ppc, yrep, sel = _ppc(post, spec, gen, prob)
+
+def _misfit_warnings(ppc, args, caught):
+    """A MisfitWarning for every posterior predictive p-value below 0.05, naming the table."""
     checks = [("cluster x position", ppc.p_value), ("LLM x cluster x ordering x position", ppc.p_value_rows)]
     if ppc.dispersion is not None:
         checks.append(("per-query dispersion", ppc.p_value_dispersion))
@@ -555,10 +558,12 @@ def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, se
                 ptxt = f"p = {pv:.3f}" + (" (no replication as extreme)" if pv == 0 else "")
                 msg = (f"posterior predictive check: {ptxt} on the {name} counts; model={args['model']!r} "
                        f"misfits ({hints[name]})")
-            warnings.warn(msg, MisfitWarning, stacklevel=3)
+            warnings.warn(msg, MisfitWarning, stacklevel=4)
             caught.append(msg)
 
-    # diagnostics
+
+def _convergence_flags(diag_vals, caught):
+    """The convergence gate: flags for R-hat, bulk ESS and divergences, and a ConvergenceWarning if any."""
     flags = []
     if np.isfinite(diag_vals["max_rhat"]) and diag_vals["max_rhat"] > RHAT_MAX:
         flags.append(f"R-hat {diag_vals['max_rhat']:.4f} > {RHAT_MAX}")
@@ -571,9 +576,25 @@ def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, se
     if flags:
         msg = "NOT CONVERGED: " + "; ".join(flags) + (" (run longer with more --draws/--tune, or raise "
                                                        "target_accept if there are divergences)")
-        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+        warnings.warn(msg, ConvergenceWarning, stacklevel=4)
         caught.insert(0, msg)
+    return flags
 
+
+def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, seed_repr, gen, caught, t0):
+    import arviz as az
+    import xarray as xr
+
+    D = design
+    prob = args["hdi_prob"]
+    llm_names = D.llms
+    position_effects, first_vs_last, cluster_position = _position_tables(D, post, prob)
+    api_effects = _api_table(D, post, prob)
+    implied, perm_methods = _implied_table(D, post, prob, gen, caught)
+    variance_shares = _variance_shares(D, post, prob)
+    ppc, yrep, sel = _ppc(post, spec, gen, prob)
+    _misfit_warnings(ppc, args, caught)
+    flags = _convergence_flags(diag_vals, caught)
     idata = _inference_data(post, raw, spec, yrep, sel, az, xr)
     diagnostics = BayesDiagnostics(
         max_rhat=diag_vals["max_rhat"], min_ess_bulk=diag_vals["min_ess_bulk"],

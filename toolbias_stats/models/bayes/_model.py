@@ -542,8 +542,10 @@ class _ModelSpec:
     def _epsilon(self, pm, pt):
         """logit epsilon[m, c] (flat), partially pooled: ``logit epsilon ~ Normal(eps_mu, eps_tau)`` with
         ``eps_mu ~ Normal(0, 2)``, ``eps_tau ~ HalfNormal(1.5)`` (centred; every cell has many queries)."""
-        from ._common import _MIXTURE_POOLED
+        from ._common import _MIXTURE_FREE, _MIXTURE_POOLED
 
+        if _MIXTURE_FREE:
+            return self._free_class_logits(pm, pt)
         t = pm.Flat("logit_epsilon", shape=(self.design.M * self.design.C,))
         if not _MIXTURE_POOLED:
             pm.Potential("epsilon_prior", (pt.log(pt.sigmoid(t)) + pt.log(pt.sigmoid(-t))).sum())
@@ -553,11 +555,35 @@ class _ModelSpec:
         pm.Potential("epsilon_prior", (-0.5 * ((t - mu) / tau) ** 2).sum() - t.shape[0] * pt.log(tau))
         return t
 
+    def _free_class_mask(self):
+        """(M * C, Kmax) True where the class 'needs tool j' exists (the cluster has tool j)."""
+        D = self.design
+        return np.tile(self.mix_valid, (D.M, 1))
+
+    def _free_class_logits(self, pm, pt):
+        """Free class weights per cell: ``w = softmax([0, t])`` with a Dirichlet(1, ..., 1) prior on the valid
+        classes; in these coordinates its density is ``prod_k w_k`` (the Jacobian of the additive logistic map).
+        Coordinates of classes a cluster does not have get a standard normal (they do not enter the model)."""
+        D = self.design
+        valid = self._free_class_mask()
+        t = pm.Flat("class_logits", shape=(D.M * D.C, D.Kmax))
+        lw = self._free_log_weights(pt, t)
+        vmask = np.concatenate([np.ones((D.M * D.C, 1)), valid.astype(float)], 1)
+        pm.Potential("class_prior", (lw * vmask).sum() - 0.5 * ((t ** 2) * (1.0 - valid)).sum())
+        return t
+
+    def _free_log_weights(self, pt, t):
+        z = t + np.where(self._free_class_mask(), 0.0, _NEG)
+        z = pt.concatenate([pt.zeros((z.shape[0], 1)), z], axis=1)
+        return z - pt.logsumexp(z, axis=1, keepdims=True)
+
     def _mixture_log_weights(self, pt, alpha_flat, t_eps):
         """log class weights (M * C, Kmax + 1): log(1 - epsilon), log(epsilon) + log softmax(alpha)."""
         D = self.design
-        from ._common import _MIXTURE_TIED
+        from ._common import _MIXTURE_FREE, _MIXTURE_TIED
 
+        if _MIXTURE_FREE:
+            return self._free_log_weights(pt, t_eps)
         parts = []
         for g in self.groups:
             k, cg = g["k"], g["clusters"]
@@ -570,7 +596,12 @@ class _ModelSpec:
         cells = np.concatenate([(np.arange(D.M)[:, None] * D.C + cg[None, :]).ravel() for cg, _ in parts])
         la = parts[0][1] if len(parts) == 1 else pt.concatenate([x for _, x in parts], axis=0)
         la = la[np.argsort(cells)]
-        return pt.concatenate([pt.log(pt.sigmoid(-t_eps))[:, None], pt.log(pt.sigmoid(t_eps))[:, None] + la], axis=1)
+        e_max = float(self.priors.get("eps_max", 1.0))
+        if e_max >= 1.0:
+            lw0, lw1 = pt.log(pt.sigmoid(-t_eps)), pt.log(pt.sigmoid(t_eps))
+        else:   # epsilon = eps_max * expit(t): log(1 - epsilon) = log1p(-eps_max * expit(t))
+            lw0, lw1 = pt.log1p(-e_max * pt.sigmoid(t_eps)), np.log(e_max) + pt.log(pt.sigmoid(t_eps))
+        return pt.concatenate([lw0[:, None], lw1[:, None] + la], axis=1)
 
     def _build_mixture_loglik(self, pm, pt, alpha_flat, beta_flat):
         """The query mixture, summed out per query (see ``_mixture_setup``)."""
@@ -695,6 +726,23 @@ class _ModelSpec:
         return bb, bb[:, None] + sb[:, None, None] * _zerosum_extend(get("z_beta"), np)
 
     # -- free parameters -> identified effects (numpy, per draw) -----------------------------------
+    def _derived_mixture(self, get, S, free):
+        """The query mixture's ``lambda`` (S, M), ``epsilon`` (S, M, C) and, with free class weights,
+        ``class_weights`` (S, M, C, Kmax + 1)."""
+        M, C, Kmax = self.design.M, self.design.C, self.design.Kmax
+        out = {"lambda": get("lambda").reshape(S, M)}
+        if free:
+            z = np.concatenate([np.zeros((S, M * C, 1)),
+                                np.where(self._free_class_mask(), get("class_logits").reshape(S, M * C, Kmax),
+                                         -np.inf)], -1)
+            w = np.exp(z - z.max(-1, keepdims=True))
+            out["class_weights"] = (w / w.sum(-1, keepdims=True)).reshape(S, M, C, Kmax + 1)
+            out["epsilon"] = 1.0 - out["class_weights"][..., 0]
+        else:
+            e_max = min(float(self.priors.get("eps_max", 1.0)), 1.0)
+            out["epsilon"] = e_max / (1.0 + np.exp(-get("logit_epsilon"))).reshape(S, M, C)
+        return out
+
     def derived(self, posterior, gen) -> dict:
         """``{"alpha": (S, M, C, Kmax), "mu": (S, C, Kmax), "beta": (S, M, P), "beta_bar": (S, P),
         "sigma_alpha": (S,), "sigma_beta": (S,)}``, all sum-to-zero; S = chains x draws, NaN padding.
@@ -770,8 +818,7 @@ class _ModelSpec:
         if self.urn:
             out["gamma"] = 1.0 / (1.0 + np.exp(-get("logit_gamma"))).reshape(S, M, C)
         if self.mix:
-            out["lambda"] = get("lambda").reshape(S, M)
-            out["epsilon"] = 1.0 / (1.0 + np.exp(-get("logit_epsilon"))).reshape(S, M, C)
+            out.update(self._derived_mixture(get, S, "class_logits" in posterior))
         if self.qe:
             se = get("sigma_eta")
             eta = np.full((S, cast(_Prompts, D.prompts).Q, Kmax), np.nan, dtype=np.float32)

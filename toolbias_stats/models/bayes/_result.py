@@ -61,6 +61,17 @@ class BayesDiagnostics:
         ``"centered"`` or ``"noncentered"`` (after resolving ``"auto"``).
     flags : list of str
         One message per violated threshold (empty when the fit is fine).
+
+    Examples
+    --------
+    :func:`fit_bayes` builds it (``result.diagnostics``); by hand:
+
+    >>> from toolbias_stats.models.bayes import BayesDiagnostics
+    >>> d = BayesDiagnostics(max_rhat=1.004, min_ess_bulk=1250.0, min_ess_tail=1500.0, divergences=0,
+    ...                      sampler="numpyro", seconds=31.0, chains=4, draws=1000, tune=1000, seed=1,
+    ...                      parameterization="centered")
+    >>> d.converged, d.to_dict()["thresholds"]
+    (True, {'max_rhat': 1.01, 'min_ess_bulk': 400, 'divergences': 0})
     """
 
     max_rhat: float
@@ -120,6 +131,18 @@ class PosteriorPredictiveCheck:
         The dispersion per LLM and overall (``llm == "(all)"``): ``queries``, ``observed``,
         ``replicated_mean``, ``replicated_low``/``replicated_high``, ``ratio`` (observed / replicated
         mean) and ``p_value``.
+
+    Examples
+    --------
+    :func:`fit_bayes` builds it (``result.ppc``); by hand:
+
+    >>> import pandas as pd
+    >>> from toolbias_stats.models.bayes import PosteriorPredictiveCheck
+    >>> t = pd.DataFrame({"cluster": ["1", "1"], "position": [1, 2], "observed": [60, 40],
+    ...                   "replicated_mean": [58.2, 41.8], "replicated_low": [49, 33], "replicated_high": [67, 51]})
+    >>> ppc = PosteriorPredictiveCheck(table=t, p_value=0.42, p_value_rows=0.31, n_draws=1000)
+    >>> ppc.to_dict()["p_value"], len(ppc.to_dict()["table"])
+    (0.42, 2)
     """
 
     table: pd.DataFrame

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -10,12 +11,22 @@ import pandas as pd
 from ..._validation import check_rng
 from ._common import _zerosum_extend
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from ...io import SelectionLog
+
 __all__ = ["simulate_choice_log"]
 
 
-def simulate_choice_log(alpha, beta, *, n_per_ordering=20, orderings="rotations", rng=None, model_names=None,
-                        queries=None, runs=1, kappa=None, sigma_eta=None, eta=None, kappa_level="prompt",
-                        gamma=1.0):
+def simulate_choice_log(alpha: ArrayLike | Sequence[ArrayLike], beta: ArrayLike, *, n_per_ordering: int = 20,
+                        orderings: Literal["rotations", "random", "fixed"] | int = "rotations",
+                        rng: np.random.Generator | int | None = None, model_names: Sequence[str] | None = None,
+                        queries: int | None = None, runs: int = 1, kappa: float | ArrayLike | None = None,
+                        sigma_eta: float | ArrayLike | None = None, eta: Sequence[ArrayLike] | None = None,
+                        kappa_level: Literal["prompt", "query"] = "prompt", gamma: float = 1.0) -> SelectionLog:
     """Simulate a SelectionLog from the model itself, with known API and position effects.
 
     Parameters
@@ -185,12 +196,9 @@ def _urn_choices(gen, p, perms, q, n_q, kappa, gamma, runs, names):
     return pos
 
 
-def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs, kappa, sigma_eta, eta,
-                      n_per_ordering, kappa_level="prompt", gamma=1.0):
-    from ...io._selection_log import SelectionLog
-
-    gen = check_rng(rng)
-    per_cluster = _per_cluster(alpha)
+def _check_query_args(per_cluster, beta, queries, runs, kappa, sigma_eta, gamma, n_per_ordering):
+    """Validate the query simulator's arguments; returns ``(beta (M, C, P), queries, kappa (M, C) or None,
+    sigma_eta (M,) or None, gamma)``."""
     M, C = per_cluster[0].shape[0], len(per_cluster)
     kmax = max(p.shape[1] for p in per_cluster)
     if beta.ndim == 2:
@@ -214,7 +222,6 @@ def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs
 
     if not (np.isscalar(gamma) and 0 <= float(gamma) <= 1):
         raise ValueError(f"`gamma` must be a number in [0, 1]; got {gamma!r} instead.")
-    urn_gamma = float(gamma)
     if kappa is not None and np.ndim(kappa) == 2:
         kap2 = np.asarray(kappa, dtype=float)
         if kap2.shape != (M, C) or not np.all(np.isfinite(kap2)) or np.any(kap2 <= 0):
@@ -222,7 +229,62 @@ def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs
     else:
         k1 = per_llm("kappa", kappa)
         kap2 = None if k1 is None else np.repeat(k1[:, None], C, axis=1)
-    se = per_llm("sigma_eta", sigma_eta)
+    return beta, queries, kap2, per_llm("sigma_eta", sigma_eta), float(gamma)
+
+
+def _cell_query_effects(eta, se, c, m, M, queries, k, gen):
+    """The query effects (queries, K) of LLM ``m`` in cluster ``c``: given, drawn with scale ``se[m]``, or zero."""
+    if eta is not None:
+        e = np.asarray(eta[c], dtype=float)[m]
+        if e.shape != (queries, k):
+            raise ValueError(f"`eta[{c}]` must have shape (M, queries, K) = ({M}, {queries}, {k}); "
+                             f"got {np.asarray(eta[c]).shape} instead.")
+        return e
+    if se is not None:
+        return se[m] * _zerosum_extend(gen.normal(0.0, 1.0, (queries, k - 1)), np)
+    return np.zeros((queries, k))
+
+
+def _prompt_orderings(orderings, k, queries, gen):
+    """(queries per prompt, permutations per prompt): every query in every base ordering, or random lists."""
+    if orderings == "rotations":
+        base = np.stack([np.roll(np.arange(k), -r) for r in range(k)])
+    elif orderings == "fixed":
+        base = np.arange(k)[None]
+    elif orderings == "random":
+        base = None
+    elif isinstance(orderings, numbers.Integral) and not isinstance(orderings, bool) and orderings >= 1:
+        base = np.stack([gen.permutation(k) for _ in range(int(orderings))])
+    else:
+        raise ValueError("`orderings` must be 'rotations', 'random', 'fixed' or a positive int; "
+                         f"got {orderings!r} instead.")
+    n_ord = k if base is None else len(base)
+    q = np.repeat(np.arange(queries), n_ord)                                       # one row per prompt
+    perms = np.stack([gen.permutation(k) for _ in range(len(q))]) if base is None else np.tile(base, (queries, 1))
+    return q, perms
+
+
+def _prompt_choices(gen, p, perms, q, queries, kappa, kappa_level, gamma, runs, tools):
+    """Chosen positions (prompts, runs): the query urn, a Dirichlet per prompt, or independent runs."""
+    if kappa is not None and kappa_level == "query":
+        names_u = np.array(["|".join(tools[p_]) for p_ in perms], dtype=object)
+        return _urn_choices(gen, p, perms, q, queries, kappa, gamma, runs, names_u)
+    if kappa is not None:
+        p = _dirichlet(gen, kappa * p)
+    cum = np.cumsum(p, 1)
+    u = gen.random((len(q), runs))
+    return np.minimum((u[:, :, None] > cum[:, None, :]).sum(-1), p.shape[1] - 1)
+
+
+def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs, kappa, sigma_eta, eta,
+                      n_per_ordering, kappa_level="prompt", gamma=1.0):
+    from ...io._selection_log import SelectionLog
+
+    gen = check_rng(rng)
+    per_cluster = _per_cluster(alpha)
+    M = per_cluster[0].shape[0]
+    beta, queries, kap2, se, urn_gamma = _check_query_args(per_cluster, beta, queries, runs, kappa, sigma_eta,
+                                                           gamma, n_per_ordering)
     names = list(model_names) if model_names is not None else [f"llm{m + 1}" for m in range(M)]
     catalog = _simulated_catalog(per_cluster)
     frames = []
@@ -230,49 +292,19 @@ def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs
         k = a.shape[1]
         tools = np.array(catalog.tools(str(c + 1)), dtype=object)
         for m in range(M):
-            if eta is not None:
-                e = np.asarray(eta[c], dtype=float)[m]
-                if e.shape != (queries, k):
-                    raise ValueError(f"`eta[{c}]` must have shape (M, queries, K) = ({M}, {queries}, {k}); "
-                                     f"got {np.asarray(eta[c]).shape} instead.")
-            elif se is not None:
-                e = se[m] * _zerosum_extend(gen.normal(0.0, 1.0, (queries, k - 1)), np)
-            else:
-                e = np.zeros((queries, k))
-            if orderings == "rotations":
-                base = np.stack([np.roll(np.arange(k), -r) for r in range(k)])
-            elif orderings == "fixed":
-                base = np.arange(k)[None]
-            elif orderings == "random":
-                base = None
-            elif isinstance(orderings, numbers.Integral) and not isinstance(orderings, bool) and orderings >= 1:
-                base = np.stack([gen.permutation(k) for _ in range(int(orderings))])
-            else:
-                raise ValueError("`orderings` must be 'rotations', 'random', 'fixed' or a positive int; "
-                                 f"got {orderings!r} instead.")
-            n_ord = k if base is None else len(base)
-            q = np.repeat(np.arange(queries), n_ord)                               # one row per prompt
-            perms = (np.stack([gen.permutation(k) for _ in range(len(q))]) if base is None
-                     else np.tile(base, (queries, 1)))
+            e = _cell_query_effects(eta, se, c, m, M, queries, k, gen)
+            q, perms = _prompt_orderings(orderings, k, queries, gen)
             logits = a[m][perms] + e[q[:, None], perms] + beta[m, c, :k][None, :]
             p = np.exp(logits - logits.max(1, keepdims=True))
             p /= p.sum(1, keepdims=True)
-            if kap2 is not None and kappa_level == "query":
-                names_u = np.array(["|".join(tools[p_]) for p_ in perms], dtype=object)
-                pos = _urn_choices(gen, p, perms, q, queries, kap2[m, c], urn_gamma, runs, names_u)
-            else:
-                if kap2 is not None:
-                    p = _dirichlet(gen, kap2[m, c] * p)
-                cum = np.cumsum(p, 1)
-                u = gen.random((len(q), runs))
-                pos = np.minimum((u[:, :, None] > cum[:, None, :]).sum(-1), k - 1)  # (prompts, runs)
+            kap = None if kap2 is None else kap2[m, c]
+            pos = _prompt_choices(gen, p, perms, q, queries, kap, kappa_level, urn_gamma, runs, tools)
             rows = np.repeat(np.arange(len(q)), runs)
             pos = pos.ravel()
-            chosen = tools[perms[rows, pos]]
             frames.append(pd.DataFrame({
                 "model": names[m], "run": np.tile(np.arange(1, runs + 1), len(q)), "cluster_id": str(c + 1),
                 "query_id": [str(i + 1) for i in q[rows]], "ordering": ["|".join(tools[p_]) for p_ in perms[rows]],
-                "chosen_tool": chosen, "chosen_position": pos + 1, "status": "ok"}))
+                "chosen_tool": tools[perms[rows, pos]], "chosen_position": pos + 1, "status": "ok"}))
     frame = pd.concat(frames, ignore_index=True)
     frame["source_file"] = "<simulated>"
     return SelectionLog.from_frame(frame, catalog, source="<simulated>")

@@ -44,6 +44,9 @@ def _mixture_weights(post, design, a=None, b=None):
     """Class weights (s, M * C, Kmax + 1) of the query mixture for draws a:b: ``1 - epsilon`` (indifferent),
     then ``epsilon * softmax(alpha)[j]`` (needs tool j; 0 for tools a cluster does not have)."""
     D = design
+    if "class_weights" in post:                                                 # free weights per cell
+        cw = post["class_weights"][a:b]
+        return cw.reshape(cw.shape[0], D.M * D.C, D.Kmax + 1)
     al = post["alpha"][a:b]                                                     # (s, M, C, Kmax), NaN padding
     valid = np.arange(D.Kmax)[None, :] < D.K[:, None]
     from ._common import _MIXTURE_TIED
@@ -313,7 +316,8 @@ def _query_tool_matrix(query, tools, n_queries, n_tools):
                              shape=(n_queries * n_tools, U * P))
 
 
-def query_dispersion(y, expected, query, tools, n_queries, n_tools, groups=None):
+def query_dispersion(y: np.ndarray, expected: np.ndarray, query: np.ndarray, tools: np.ndarray, n_queries: int,
+                     n_tools: int, groups: np.ndarray | None = None) -> np.ndarray:
     """Per-query dispersion: Pearson chi-square of every query's tool counts against their expectation.
 
     Parameters
@@ -507,6 +511,27 @@ def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batc
         yield _polya(p, n, kap, gen), E
 
 
+def _cluster_position_check(D, yrep, E, prob_hdi):
+    """The cluster x position table (all LLMs and orderings): observed and replicated counts and the
+    chi-square posterior predictive p-value."""
+    C, P = D.C, D.P
+    onehot = np.zeros((C, len(D.y)))
+    onehot[D.row_cluster, np.arange(len(D.y))] = 1
+    obs_cp = onehot @ D.y                                                       # (C, P)
+    rep_cp = np.einsum("cr,srp->scp", onehot, yrep)
+    E_cp = np.einsum("cr,srp->scp", onehot, E)
+    p_cp = float(np.mean(_chi2(rep_cp, E_cp) >= _chi2(obs_cp[None], E_cp)))
+    lo, hi = _hdi(rep_cp, prob_hdi)
+    shown = np.zeros((C, P), dtype=bool)
+    for c in range(C):
+        shown[c, : D.row_len[D.row_cluster == c].max()] = True
+    cs, ps = np.nonzero(shown)
+    table = pd.DataFrame({"cluster": [D.clusters[c] for c in cs], "position": ps + 1,
+                          "observed": obs_cp[cs, ps], "replicated_mean": rep_cp.mean(0)[cs, ps],
+                          "replicated_low": lo[cs, ps], "replicated_high": hi[cs, ps]})
+    return table, p_cp
+
+
 def _ppc(post, spec, gen, prob_hdi, max_draws=1000, max_prompt_draws=250):
     """Posterior predictive checks; returns (PosteriorPredictiveCheck, row-level y_rep, draw indices).
 
@@ -576,21 +601,7 @@ def _ppc(post, spec, gen, prob_hdi, max_draws=1000, max_prompt_draws=250):
     t_obs = _chi2(D.y[None], E)
     t_rep = _chi2(yrep, E)
     p_rows = float(np.mean(t_rep >= t_obs))
-    # cluster x position table (all LLMs and orderings)
-    onehot = np.zeros((C, len(D.y)))
-    onehot[D.row_cluster, np.arange(len(D.y))] = 1
-    obs_cp = onehot @ D.y                                                       # (C, P)
-    rep_cp = np.einsum("cr,srp->scp", onehot, yrep)
-    E_cp = np.einsum("cr,srp->scp", onehot, E)
-    p_cp = float(np.mean(_chi2(rep_cp, E_cp) >= _chi2(obs_cp[None], E_cp)))
-    lo, hi = _hdi(rep_cp, prob_hdi)
-    shown = np.zeros((C, P), dtype=bool)
-    for c in range(C):
-        shown[c, : D.row_len[D.row_cluster == c].max()] = True
-    cs, ps = np.nonzero(shown)
-    table = pd.DataFrame({"cluster": [D.clusters[c] for c in cs], "position": ps + 1,
-                          "observed": obs_cp[cs, ps], "replicated_mean": rep_cp.mean(0)[cs, ps],
-                          "replicated_low": lo[cs, ps], "replicated_high": hi[cs, ps]})
+    table, p_cp = _cluster_position_check(D, yrep, E, prob_hdi)
     disp_table, p_disp = None, np.nan
     if D.prompts is not None:
         if t_disp is None:
