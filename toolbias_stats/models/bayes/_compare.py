@@ -169,6 +169,24 @@ def compare_bayes(fits: Mapping[str, BayesResult], *, n_draws: int = 400, n_node
     ------
     ValueError
         Fewer than two fits, a fit without known queries, or fits on different data.
+
+    Examples
+    --------
+    Two parameterisations of the same model on a tiny simulated study (short single chains so that the example
+    runs in seconds; real comparisons use converged fits of different models, e.g. ``model="v1"`` and ``"v2"``):
+
+    >>> import warnings
+    >>> import numpy as np
+    >>> from toolbias_stats.models import compare_bayes, fit_bayes, simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     fits = {p: fit_bayes(log, model="v1", parameterization=p, draws=50, tune=50, chains=1, cores=1,
+    ...                          sampler="pymc", rng=1) for p in ("centered", "noncentered")}
+    ...     table = compare_bayes(fits)
+    >>> sorted(table.index), table["n_queries"].tolist()
+    (['centered', 'noncentered'], [120, 120])
     """
     import arviz as az
 
