@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 import pandas as pd
@@ -188,6 +190,31 @@ class TVResult(ReprHTMLMixin):
         return {k: _json_num(v) for k, v in out.items()}
 
 
+class _LazyFrame:
+    """A dataclass field holding a DataFrame given as it is or as a function making it on first use."""
+
+    def __set_name__(self, owner, name):
+        self._slot = "_lazy_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: Any = None) -> None: ...
+
+    @overload
+    def __get__(self, obj: object, objtype: Any = None) -> pd.DataFrame: ...
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None
+        value = obj.__dict__[self._slot]
+        if callable(value):
+            value = value()
+            obj.__dict__[self._slot] = value
+        return value
+
+    def __set__(self, obj, value: pd.DataFrame | Callable[[], pd.DataFrame] | None) -> None:
+        obj.__dict__[self._slot] = value
+
+
 @dataclass(frozen=True)
 class ClusterBias:
     """Bias in one cluster for one group.
@@ -226,7 +253,8 @@ class ClusterBias:
     position_rates: np.ndarray | None
     delta_api: TVResult
     delta_pos: TVResult | None
-    rate_table: pd.DataFrame
+    #: built on first use (a frame per cluster costs more than the cluster's statistics)
+    rate_table: _LazyFrame = _LazyFrame()
     interval_method: str = INTERVAL_QUERY
     #: labels of ``position_counts``: ranks 1..K (``position="cluster_rank"``) or the list positions at which
     #: the cluster's tools were shown (``position="list"``); None when positions are unknown
@@ -708,7 +736,7 @@ class _PendingGroup:
             position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
             delta_api=self.api.cluster_result(i, level),
             delta_pos=None if j is None else cast(_Metric, self.pos).cluster_result(j, level),
-            rate_table=_rate_table(c, d.tools_of[c], counts, d.boot_api[c].sum(1), level),
+            rate_table=functools.partial(_rate_table, c, d.tools_of[c], counts, d.boot_api[c].sum(1), level),
             interval_method=(INTERVAL_NONE if not self.n_resamples else INTERVAL_MULTINOMIAL
                              if c in d.multinomial else INTERVAL_QUERY),
             positions=d.labels[c], position_note=d.notes[c],
