@@ -130,11 +130,14 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
         col_total = float(joined.sum(0).max()) if joined.size else 0.0
         for start in range(0, n_resamples, step):
             r = min(step, n_resamples - start)
-            w = weights_block(r, q, seed, start, method == "poisson")
-            if float(w.max()) * col_total < 2**24:
-                out[start:start + r] = w @ joined32
-            else:
-                out[start:start + r] = w.astype(float) @ joined
+            w = weights_block(r, q, seed, start, method == "poisson")   # drawn on all cores
+            # one BLAS thread: the product reads the block once (memory bound); idle BLAS threads spinning
+            # beside the weights' threads cost more than they give (exact sums, whatever the threads)
+            with _one_blas_thread():
+                if float(w.max()) * col_total < 2**24:
+                    out[start:start + r] = w @ joined32
+                else:
+                    out[start:start + r] = w.astype(float) @ joined
     return [out[:, a:b].reshape((n_resamples,) + np.shape(t)[1:]) for a, b, t in zip(widths[:-1], widths[1:], targets)]
 
 
