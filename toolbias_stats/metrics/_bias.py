@@ -573,7 +573,8 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
         msg = (f"{sum(excluded.values())} of {n_all} {unit} have no valid selection and are excluded: {excluded}")
         warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
         caught.append(msg)
-    grouped = list(table.groupby(by, sort=True, dropna=False)) if by else [((), table)]
+    # one group's rows at a time (a list of all groups would hold a second copy of the table)
+    grouped = table.groupby(by, sort=True, dropna=False) if by else [((), table)]
     if progress:
         from tqdm.auto import tqdm
 
