@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,11 @@ from ._bootstrap import (
 )
 from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
+
+if TYPE_CHECKING:
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
            "INTERVAL_MULTINOMIAL", "POSITIONS"]
@@ -114,6 +119,16 @@ class TVResult(ReprHTMLMixin):
     bootstrap_distribution : numpy.ndarray
         The replicates of ``mean_over_runs`` (empty when ``n_resamples == 0``).
     confidence_level : float
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> d = res.groups[0].delta_pos          # a TVResult
+    >>> d.metric, d.bootstrap_distribution.shape, d.interval == d.corrected_ci
+    ('delta_pos', (100,), True)
     """
 
     metric: str
@@ -240,6 +255,16 @@ class ClusterBias:
         The cluster's own metrics (``delta_pos`` None when positions are unknown).
     rate_table : pandas.DataFrame
         Per tool: count, rate, Wilson CI and query-bootstrap percentile CI.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> c = res.groups[0].clusters[0]          # a ClusterBias
+    >>> c.K, c.n_used, list(c.rate_table.columns[:4])
+    (5, 50, ['cluster', 'tool_id', 'api_index', 'count'])
     """
 
     cluster: str
@@ -298,6 +323,16 @@ class GroupBias:
         (attempts assumed independent)"`` (no cluster has two queries, e.g. a table of counts: a
         query bootstrap is impossible), ``"mixed: ..."`` naming how many clusters used each, or
         ``"none (n_resamples=0)"``.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> g = res.groups[0]                      # a GroupBias
+    >>> g.keys, g.rows["total"], len(g.clusters), g.interval_method
+    ({'model': 'simulated'}, 100, 2, 'query bootstrap')
     """
 
     keys: dict
@@ -331,6 +366,15 @@ class BiasResult(ReprHTMLMixin):
 
     Use :meth:`to_frame` (one row per group x metric), :meth:`clusters_frame` (group x cluster x
     metric), :meth:`rates_frame` (group x cluster x tool) or :meth:`to_dict` (JSON).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> res.to_frame().shape, res.clusters_frame().shape, res.rates_frame().shape
+    ((3, 24), (4, 24), (10, 12))
     """
 
     groups: list
@@ -426,9 +470,12 @@ class BiasResult(ReprHTMLMixin):
         }
 
 
-def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, ci_method="bca",
-                   n_null=2000, cluster_corrected=False, bootstrap="multinomial", rng=None,
-                   progress=False, position="cluster_rank") -> BiasResult:
+def selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLike, *,
+                   by: str | Sequence[str] = ("model",), n_resamples: int = 2000, confidence_level: float = 0.95,
+                   ci_method: Literal["bca", "percentile"] = "bca", n_null: int = 2000, cluster_corrected: bool = False,
+                   bootstrap: Literal["multinomial", "poisson"] = "multinomial",
+                   rng: np.random.Generator | int | None = None, progress: bool = False,
+                   position: Literal["cluster_rank", "list"] = "cluster_rank") -> BiasResult:
     """Cluster-level API and position bias per group, with bootstrap CIs and a uniform-chooser reference.
 
     Parameters

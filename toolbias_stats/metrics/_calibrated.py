@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._display import ReprHTMLMixin
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["CalibratedTV", "calibrated_mean_tv"]
 
@@ -39,6 +43,13 @@ class CalibratedTV(ReprHTMLMixin):
         uniform" (``P(T >= T_obs | D = 0)``).
     plugin : float
         The (upward biased) plug-in estimate ``mean_c 0.5 * sum_i |phat_ci - 1/K_c|``.
+
+    Examples
+    --------
+    >>> res = CalibratedTV(estimate=0.18, ci_low=0.13, ci_high=0.23, confidence_level=0.95,
+    ...                    method="test-inversion", plugin=0.19)
+    >>> res.to_dict()["ci_high"], res.to_frame().shape
+    (0.23, (1, 7))
     """
 
     estimate: float
@@ -54,7 +65,7 @@ class CalibratedTV(ReprHTMLMixin):
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                 for k, v in ((f, getattr(self, f)) for f in self.__dataclass_fields__)}
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """One row: the estimate, its interval, the method and the plug-in, unrounded."""
         import pandas as pd
 
