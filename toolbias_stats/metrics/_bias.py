@@ -6,7 +6,6 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -1229,28 +1228,49 @@ class _Metric:
 
 
 def _calibration_pool(n_resamples):
-    """Worker threads for the calibrated intervals, or None (no interval, or one core).
+    """A worker thread for the calibrated intervals, or None (no interval, or one core).
 
     The test inversion draws nothing (a deterministic function of the replicates) and spends its time in NumPy,
     which releases the GIL: computed beside the next groups' draws, the intervals cost little wall time on a
-    machine with two cores or more. The results are the same as computed in turn.
+    machine with two cores or more. One worker: with the main thread, which computes the intervals nobody has
+    started when it needs them (:class:`_Task`), two threads run, so a busy machine is not oversubscribed. The
+    results are the same as computed in turn.
     """
-    workers = min(2, os.cpu_count() or 1)
-    if not n_resamples or workers < 2:
+    if not n_resamples or (os.cpu_count() or 1) < 2:
         return None
     from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolbias-calibrated")
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolbias-calibrated")
+
+
+class _Task:
+    """``fn(*args, **kwargs)`` submitted to a pool; computed by the caller of :meth:`result` if not started yet."""
+
+    __slots__ = ("call", "done", "future", "value")
+
+    def __init__(self, pool, fn, args, kwargs):
+        self.call = (fn, args, kwargs)
+        self.future = pool.submit(fn, *args, **kwargs)
+        self.done = False
+        self.value = None
+
+    def result(self):
+        if not self.done:
+            fn, args, kwargs = self.call
+            self.value = fn(*args, **kwargs) if self.future.cancel() else self.future.result()
+            self.done = True
+            self.call = None
+        return self.value
 
 
 def _submit(pool, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` now (``pool`` None) or as a future of ``pool``."""
-    return fn(*args, **kwargs) if pool is None else pool.submit(fn, *args, **kwargs)
+    """``fn(*args, **kwargs)`` now (``pool`` None) or as a :class:`_Task` of ``pool``."""
+    return fn(*args, **kwargs) if pool is None else _Task(pool, fn, args, kwargs)
 
 
 def _resolved(value):
-    """The result of a future, or the value itself."""
-    return value.result() if isinstance(value, Future) else value
+    """The result of a :class:`_Task`, or the value itself."""
+    return value.result() if isinstance(value, _Task) else value
 
 
 def _bca_usable(ci_method, jackknife_ok, boot, stat, level):
