@@ -169,19 +169,14 @@ def _main(argv=None) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     from ..exceptions import SelectionLogError
-    from ._bayes import run as run_bayes
-    from ._explain import run_explain, run_features
-    from ._shadow import run as _run_shadow
-    from ._toolsense import run as _run_toolsense
 
-    commands = {"validate": _validate, "bias": _bias, "report": _report, "features": run_features,
-                "explain": run_explain, "bayes": run_bayes, "toolsense": _run_toolsense,
-                "shadow": _run_shadow, "shift": _run_experiments("run_shift"),
-                "subsets": _run_experiments("run_subsets"), "plan": _run_plan}
+    commands = {"validate": _validate, "bias": _bias, "report": _report,
+                "features": _runner("_explain", "run_features"),
+                "explain": _runner("_explain", "run_explain"), "bayes": _runner("_bayes", "run"),
+                "toolsense": _runner("_toolsense", "run"), "shadow": _runner("_shadow", "run"),
+                "shift": _run_experiments("run_shift"), "subsets": _run_experiments("run_subsets"), "plan": _run_plan}
     commands["choice"] = _run_choice
-    from ._audit import run_design, run_run
-
-    commands.update({"design": run_design, "run": run_run})
+    commands.update({"design": _runner("_audit", "run_design"), "run": _runner("_audit", "run_run")})
     commands["choice-model"] = _run_choicemodel
     try:
         return commands[args.command](args)
@@ -358,6 +353,16 @@ def _run_plan(args):
     from ._plan import run
 
     return run(args)
+
+
+def _runner(module, name):
+    """The runner ``name`` of the module ``module`` of this package, imported when called (only the command
+    that runs is imported)."""
+    def run(args):
+        import importlib
+
+        return getattr(importlib.import_module("." + module, __package__), name)(args)
+    return run
 
 
 def _run_experiments(name):

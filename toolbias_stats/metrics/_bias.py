@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
 import pandas as pd
@@ -27,6 +30,11 @@ from ._bootstrap import (
 )
 from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
+
+if TYPE_CHECKING:
+    from ..io._counts import SelectionCounts
+    from ..io._manifest import Study
+    from ..io._selection_log import SelectionLog
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
            "INTERVAL_MULTINOMIAL", "POSITIONS"]
@@ -111,6 +119,16 @@ class TVResult(ReprHTMLMixin):
     bootstrap_distribution : numpy.ndarray
         The replicates of ``mean_over_runs`` (empty when ``n_resamples == 0``).
     confidence_level : float
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> d = res.groups[0].delta_pos          # a TVResult
+    >>> d.metric, d.bootstrap_distribution.shape, d.interval == d.corrected_ci
+    ('delta_pos', (100,), True)
     """
 
     metric: str
@@ -187,6 +205,31 @@ class TVResult(ReprHTMLMixin):
         return {k: _json_num(v) for k, v in out.items()}
 
 
+class _LazyFrame:
+    """A dataclass field holding a DataFrame given as it is or as a function making it on first use."""
+
+    def __set_name__(self, owner, name):
+        self._slot = "_lazy_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: Any = None) -> None: ...
+
+    @overload
+    def __get__(self, obj: object, objtype: Any = None) -> pd.DataFrame: ...
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None
+        value = obj.__dict__[self._slot]
+        if callable(value):
+            value = value()
+            obj.__dict__[self._slot] = value
+        return value
+
+    def __set__(self, obj, value: pd.DataFrame | Callable[[], pd.DataFrame] | None) -> None:
+        obj.__dict__[self._slot] = value
+
+
 @dataclass(frozen=True)
 class ClusterBias:
     """Bias in one cluster for one group.
@@ -212,6 +255,16 @@ class ClusterBias:
         The cluster's own metrics (``delta_pos`` None when positions are unknown).
     rate_table : pandas.DataFrame
         Per tool: count, rate, Wilson CI and query-bootstrap percentile CI.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> c = res.groups[0].clusters[0]          # a ClusterBias
+    >>> c.K, c.n_used, list(c.rate_table.columns[:4])
+    (5, 50, ['cluster', 'tool_id', 'api_index', 'count'])
     """
 
     cluster: str
@@ -225,7 +278,8 @@ class ClusterBias:
     position_rates: np.ndarray | None
     delta_api: TVResult
     delta_pos: TVResult | None
-    rate_table: pd.DataFrame
+    #: built on first use (a frame per cluster costs more than the cluster's statistics)
+    rate_table: _LazyFrame = _LazyFrame()
     interval_method: str = INTERVAL_QUERY
     #: labels of ``position_counts``: ranks 1..K (``position="cluster_rank"``) or the list positions at which
     #: the cluster's tools were shown (``position="list"``); None when positions are unknown
@@ -269,6 +323,16 @@ class GroupBias:
         (attempts assumed independent)"`` (no cluster has two queries, e.g. a table of counts: a
         query bootstrap is impossible), ``"mixed: ..."`` naming how many clusters used each, or
         ``"none (n_resamples=0)"``.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> g = res.groups[0]                      # a GroupBias
+    >>> g.keys, g.rows["total"], len(g.clusters), g.interval_method
+    ({'model': 'simulated'}, 100, 2, 'query bootstrap')
     """
 
     keys: dict
@@ -302,6 +366,15 @@ class BiasResult(ReprHTMLMixin):
 
     Use :meth:`to_frame` (one row per group x metric), :meth:`clusters_frame` (group x cluster x
     metric), :meth:`rates_frame` (group x cluster x tool) or :meth:`to_dict` (JSON).
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.simulate import simulate_selection_log
+    >>> sim = simulate_selection_log(n_clusters=2, n_queries=10, position_probs=[0.6, 0.1, 0.1, 0.1, 0.1], rng=0)
+    >>> res = tbs.selection_bias(sim.log, n_resamples=100, rng=1)
+    >>> res.to_frame().shape, res.clusters_frame().shape, res.rates_frame().shape
+    ((3, 24), (4, 24), (10, 12))
     """
 
     groups: list
@@ -397,9 +470,12 @@ class BiasResult(ReprHTMLMixin):
         }
 
 
-def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.95, ci_method="bca",
-                   n_null=2000, cluster_corrected=False, bootstrap="multinomial", rng=None,
-                   progress=False, position="cluster_rank") -> BiasResult:
+def selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLike, *,
+                   by: str | Sequence[str] = ("model",), n_resamples: int = 2000, confidence_level: float = 0.95,
+                   ci_method: Literal["bca", "percentile"] = "bca", n_null: int = 2000, cluster_corrected: bool = False,
+                   bootstrap: Literal["multinomial", "poisson"] = "multinomial",
+                   rng: np.random.Generator | int | None = None, progress: bool = False,
+                   position: Literal["cluster_rank", "list"] = "cluster_rank") -> BiasResult:
     """Cluster-level API and position bias per group, with bootstrap CIs and a uniform-chooser reference.
 
     Parameters
@@ -544,20 +620,27 @@ def selection_bias(log, *, by=("model",), n_resamples=2000, confidence_level=0.9
         msg = (f"{sum(excluded.values())} of {n_all} {unit} have no valid selection and are excluded: {excluded}")
         warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
         caught.append(msg)
-    groups = []
-    grouped = list(table.groupby(by, sort=True, dropna=False)) if by else [((), table)]
+    # one group's rows at a time (a list of all groups would hold a second copy of the table)
+    grouped = table.groupby(by, sort=True, dropna=False) if by else [((), table)]
     if progress:
         from tqdm.auto import tqdm
 
         grouped = tqdm(grouped, desc="bias (bootstrap)", unit="group", leave=False)
     slots = list_slots(counts, by) if position == "list" else None
     unknown = _order_unknown(counts)
-    for key, sub in grouped:
-        key = key if isinstance(key, tuple) else (key,)
-        keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
-        pos_of = None if slots is None else {c: v for (g, c), v in slots.items() if g == tuple(key)[:len(by)]}
-        groups.append(_group_bias(sub, counts.catalog, keys, n_resamples, n_null, confidence_level, ci_method, gen,
-                                  caught, cluster_corrected, bootstrap, pos_of, unknown, columns))
+    pool = _calibration_pool(n_resamples)
+    try:
+        pending = []
+        for key, sub in grouped:
+            key = key if isinstance(key, tuple) else (key,)
+            keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
+            pos_of = None if slots is None else {c: v for (g, c), v in slots.items() if g == tuple(key)[:len(by)]}
+            pending.append(_group_stage(sub, counts.catalog, keys, n_resamples, n_null, confidence_level, ci_method,
+                                        gen, caught, cluster_corrected, bootstrap, pos_of, unknown, columns, pool))
+        groups = [p.finish() for p in pending]
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     kinds = {g.interval_method for g in groups}
     resample = ("query" if kinds <= {INTERVAL_QUERY, INTERVAL_NONE}
                 else "multinomial" if kinds == {INTERVAL_MULTINOMIAL} else "mixed")
@@ -575,43 +658,66 @@ class _Target:
     k: int
 
 
-def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
-                cluster_corrected, bootstrap, pos_of=None, unknown=None, columns=None) -> GroupBias:
-    if columns is None:
-        columns, sub = _Columns(sub), sub.reset_index(drop=True)
+@dataclass
+class _GroupDraws:
+    """One group's per-query tensors and bootstrap replicates, cluster by cluster (catalog order)."""
+
+    clusters: list
+    api_t: dict
+    pos_t: dict
+    tools_of: dict
+    boot_api: dict
+    boot_pos: dict
+    multinomial: set
+    labels: dict
+    notes: dict
+
+
+def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of, unknown, columns) -> _GroupDraws:
+    """Tensors of every cluster of the group and their replicates, drawn from ``gen`` cluster by cluster."""
     at = sub.index.to_numpy()                          # the group's rows in `columns`
     runs = np.sort(sub["run"].unique())
-    rows = _rows(sub, "n")
-    if "rows_ok" in sub.columns:   # an aggregated log: n_* are attempts (sums of count); rows_* are table rows
-        rows["table_rows"] = _rows(sub, "rows")
     code = columns.cluster_code[at]
     present = {columns.cluster_ids[i] for i in np.unique(code[code >= 0])}
     clusters = [c for c in catalog.clusters if c in present]
-    api_t, pos_t, tools_of, boot_api, boot_pos = {}, {}, {}, {}, {}
+    d = _GroupDraws(clusters, {}, {}, {}, {}, {}, set(), {}, {})
     code_of = {c: i for i, c in enumerate(columns.cluster_ids)}
-    multinomial = set()
-    labels, notes = {}, {}
     for c in clusters:
         part = at[code == code_of[c]]                  # table order, as a groupby by cluster keeps it
-        api_t[c], pos_t[c], tools_of[c] = _cluster_tensors(columns, part, catalog, c, runs, caught, keys)
+        d.api_t[c], d.pos_t[c], d.tools_of[c] = _cluster_tensors(columns, part, catalog, c, runs, caught, keys,
+                                                                 stacklevel=6)
         seen = int(columns.pos[part].sum()) > 0
-        labels[c], notes[c] = _positions(pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
-        if labels[c] is None:
-            pos_t[c] = None
+        d.labels[c], d.notes[c] = _positions(d.pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
+        if d.labels[c] is None:
+            d.pos_t[c] = None
         # Cluster-level replicate counts (R, S, K), shared by every metric of this group; the same query
         # weights serve the tool and the position counts.
-        targets = [api_t[c].counts] + ([] if pos_t[c] is None else [pos_t[c].counts])
-        if api_t[c].counts.shape[0] >= 2:
+        targets = [d.api_t[c].counts] + ([] if d.pos_t[c] is None else [d.pos_t[c].counts])
+        if d.api_t[c].counts.shape[0] >= 2:
             reps = resampled_counts(targets, n_resamples, gen, method=bootstrap)
         else:
             # one (pseudo-)query, e.g. an aggregated table of counts: nothing to resample; draw the attempts
-            multinomial.add(c)
+            d.multinomial.add(c)
             reps = [parametric_counts(t.sum(0), n_resamples, gen, method=bootstrap) for t in targets]
-        boot_api[c] = reps[0]
-        boot_pos[c] = None if pos_t[c] is None else reps[1]
-    obs_api = {c: api_t[c].counts.sum(0) for c in clusters}
-    obs_pos = {c: (None if pos_t[c] is None else pos_t[c].counts.sum(0)) for c in clusters}
-    interval_method = _interval_method(len(clusters), len(multinomial)) if n_resamples else INTERVAL_NONE
+        d.boot_api[c] = reps[0]
+        d.boot_pos[c] = None if d.pos_t[c] is None else reps[1]
+    return d
+
+
+def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
+                 cluster_corrected, bootstrap, pos_of=None, unknown=None, columns=None, pool=None) -> _PendingGroup:
+    """Every random draw of one group (replicates, then the null draws of each metric), in the order of the
+    stream; the calibrated intervals go to ``pool`` (None: computed here). :meth:`_PendingGroup.finish` builds
+    the :class:`GroupBias`."""
+    if columns is None:
+        columns, sub = _Columns(sub), sub.reset_index(drop=True)
+    rows = _rows(sub, "n")
+    if "rows_ok" in sub.columns:   # an aggregated log: n_* are attempts (sums of count); rows_* are table rows
+        rows["table_rows"] = _rows(sub, "rows")
+    d = _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of, unknown, columns)
+    clusters, multinomial = d.clusters, d.multinomial
+    obs_api = {c: d.api_t[c].counts.sum(0) for c in clusters}
+    obs_pos = {c: (None if d.pos_t[c] is None else d.pos_t[c].counts.sum(0)) for c in clusters}
     if multinomial and n_resamples:
         msg = (f"group {keys}: {len(multinomial)} of {len(clusters)} clusters have no per-query rows (one query or "
                "an aggregated table of counts), so no query bootstrap is possible for them; their intervals are "
@@ -620,42 +726,69 @@ def _group_bias(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, 
         warnings.warn(msg, SmallSampleWarning, stacklevel=4)
         caught.append(msg)
 
-    api = _Metric("delta_api", clusters, api_t, obs_api, boot_api, gen, n_null, level, cluster_corrected,
-                  multinomial)
-    has_pos = [c for c in clusters if pos_t[c] is not None]
-    pos = (_Metric("delta_pos", has_pos, pos_t, obs_pos, boot_pos, gen, n_null, level, cluster_corrected,
-                   multinomial) if has_pos else None)
+    api = _Metric("delta_api", clusters, d.api_t, obs_api, d.boot_api, gen, n_null, level, cluster_corrected,
+                  multinomial, pool)
+    has_pos = [c for c in clusters if d.pos_t[c] is not None]
+    pos = (_Metric("delta_pos", has_pos, d.pos_t, obs_pos, d.boot_pos, gen, n_null, level, cluster_corrected,
+                   multinomial, pool) if has_pos else None)
     for m in (api, pos):
         if m is not None and np.isnan(m.per_cluster_obs).any():
             msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
             warnings.warn(msg, DegenerateDataWarning, stacklevel=4)
             caught.append(msg)
+    model_cal = _Metric.model_calibration(api, pos, level, pool) if pos else None
+    return _PendingGroup(keys, rows, d, obs_api, obs_pos, api, pos, has_pos, model_cal, n_resamples, level,
+                         ci_method)
 
-    delta_api = api.result(level, ci_method)
-    delta_pos = pos.result(level, ci_method) if pos else None
-    delta_model = _Metric.average(api, pos, delta_api, delta_pos, level, ci_method) if pos else None
 
-    cluster_results = []
-    for i, c in enumerate(clusters):
-        counts = obs_api[c].sum(0)
+@dataclass
+class _PendingGroup:
+    """A group whose draws are done and whose calibrated intervals may still be computing."""
+
+    keys: dict
+    rows: dict
+    draws: _GroupDraws
+    obs_api: dict
+    obs_pos: dict
+    api: _Metric
+    pos: _Metric | None
+    has_pos: list
+    model_cal: Any
+    n_resamples: int
+    level: float
+    ci_method: str
+
+    def finish(self) -> GroupBias:
+        d, api, pos, level = self.draws, self.api, self.pos, self.level
+        delta_api = api.result(level, self.ci_method)
+        delta_pos = pos.result(level, self.ci_method) if pos else None
+        delta_model = (_Metric.average(api, pos, delta_api, delta_pos, level, self.ci_method, self.model_cal)
+                       if pos else None)
+        cluster_results = [self._cluster(i, c) for i, c in enumerate(d.clusters)]
+        interval_method = (_interval_method(len(d.clusters), len(d.multinomial)) if self.n_resamples
+                           else INTERVAL_NONE)
+        return GroupBias(keys=self.keys, rows=self.rows, delta_api=delta_api, delta_pos=delta_pos,
+                         delta_model=delta_model, clusters=cluster_results, interval_method=interval_method)
+
+    def _cluster(self, i, c) -> ClusterBias:
+        d, level = self.draws, self.level
+        counts = self.obs_api[c].sum(0)
         n_used = int(counts.sum())
         rates = rates_from_counts(counts)
-        j = has_pos.index(c) if c in has_pos else None
-        pcounts = None if j is None else cast(np.ndarray, obs_pos[c]).sum(0)
-        cluster_results.append(ClusterBias(
-            cluster=c, K=api_t[c].k, n_used=n_used,
+        j = self.has_pos.index(c) if c in self.has_pos else None
+        pcounts = None if j is None else cast(np.ndarray, self.obs_pos[c]).sum(0)
+        return ClusterBias(
+            cluster=c, K=d.api_t[c].k, n_used=n_used,
             n_position_known=0 if pcounts is None else int(pcounts.sum()),
-            tools=tools_of[c], counts=counts, rates=dict(zip(tools_of[c], rates)),
+            tools=d.tools_of[c], counts=counts, rates=dict(zip(d.tools_of[c], rates)),
             position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
-            delta_api=api.cluster_result(i, level),
-            delta_pos=None if j is None else cast(_Metric, pos).cluster_result(j, level),
-            rate_table=_rate_table(c, tools_of[c], counts, boot_api[c].sum(1), level),
-            interval_method=(INTERVAL_NONE if not n_resamples else INTERVAL_MULTINOMIAL if c in multinomial
-                             else INTERVAL_QUERY),
-            positions=labels[c], position_note=notes[c],
-        ))
-    return GroupBias(keys=keys, rows=rows, delta_api=delta_api, delta_pos=delta_pos, delta_model=delta_model,
-                     clusters=cluster_results, interval_method=interval_method)
+            delta_api=self.api.cluster_result(i, level),
+            delta_pos=None if j is None else cast(_Metric, self.pos).cluster_result(j, level),
+            rate_table=functools.partial(_rate_table, c, d.tools_of[c], counts, d.boot_api[c].sum(1), level),
+            interval_method=(INTERVAL_NONE if not self.n_resamples else INTERVAL_MULTINOMIAL
+                             if c in d.multinomial else INTERVAL_QUERY),
+            positions=d.labels[c], position_note=d.notes[c],
+        )
 
 
 def _rows(sub, prefix) -> dict:
@@ -834,7 +967,8 @@ def _nanmean(x, axis):
 class _Metric:
     """Observed, bootstrap, jackknife and null values of one cluster-averaged TV metric."""
 
-    def __init__(self, name, clusters, targets, obs, boot, gen, n_null, level, cluster_corrected, multinomial=()):
+    def __init__(self, name, clusters, targets, obs, boot, gen, n_null, level, cluster_corrected, multinomial=(),
+                 pool=None):
         self.name = name
         self.clusters = clusters
         # clusters whose replicates are multinomial draws of attempts (no queries to resample): no jackknife over
@@ -859,28 +993,50 @@ class _Metric:
             self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
-            # pooled-over-runs counts per cluster and their replicates: the calibrated interval's inputs
-            # (clusters without a valid choice are left out, as they are of the means)
-            seen = [c for c in clusters if obs[c].sum() > 0]
-            # resampled units per cluster (queries; attempts for multinomial replicates): the errors' small-sample
-            # variance correction
-            units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
-                     for c in clusters}
-            self.cal_inputs = ([obs[c].sum(0) for c in seen],
-                               [np.rint(boot[c].sum(1)).astype(np.int64) for c in seen],
-                               [units[c] for c in seen])
-            self.units = units
-            self.calibrated = (calibrated_mean_tv(*self.cal_inputs[:2], n_units=self.cal_inputs[2],
-                                                  confidence_level=level) if seen
-                               else CalibratedTV(np.nan, np.nan, np.nan, level, "none (no valid choice)", np.nan,
-                                                 np.nan))
-            self.cal_method = self.calibrated.method + (
-                "" if not self.n_multinomial else " on multinomial replicates" if self.n_multinomial == len(clusters)
-                else " on query-bootstrap and multinomial replicates")
-            self.cal_cluster = [calibrated_mean_tv([obs[c].sum(0)], [np.rint(boot[c].sum(1)).astype(np.int64)],
-                                                   n_units=[units[c]], confidence_level=level)
-                                if cluster_corrected and obs[c].sum() > 0 else None
-                                for c in clusters]
+            self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
+        self._null(obs, boot, clusters, ks, gen, n_null, r)
+
+    def _calibrate(self, targets, obs, boot, level, cluster_corrected, pool):
+        """The calibrated intervals' inputs, and the intervals themselves (computed by ``pool`` when given)."""
+        clusters = self.clusters
+        # pooled-over-runs counts per cluster and their replicates: the calibrated interval's inputs
+        # (clusters without a valid choice are left out, as they are of the means)
+        seen = [c for c in clusters if obs[c].sum() > 0]
+        # resampled units per cluster (queries; attempts for multinomial replicates): the errors' small-sample
+        # variance correction
+        units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
+                 for c in clusters}
+        self.cal_inputs = ([obs[c].sum(0) for c in seen],
+                           [np.rint(boot[c].sum(1)).astype(np.int64) for c in seen],
+                           [units[c] for c in seen])
+        self.units = units
+        self._calibrated = (_submit(pool, calibrated_mean_tv, *self.cal_inputs[:2], n_units=self.cal_inputs[2],
+                                    confidence_level=level) if seen
+                            else CalibratedTV(np.nan, np.nan, np.nan, level, "none (no valid choice)", np.nan, np.nan))
+        self._cal_cluster = [_submit(pool, calibrated_mean_tv, [obs[c].sum(0)],
+                                     [np.rint(boot[c].sum(1)).astype(np.int64)], n_units=[units[c]],
+                                     confidence_level=level)
+                             if cluster_corrected and obs[c].sum() > 0 else None
+                             for c in clusters]
+
+    @property
+    def calibrated(self) -> CalibratedTV:
+        """The calibrated interval of the cluster average (waits for it when it is being computed)."""
+        return _resolved(self._calibrated)
+
+    @property
+    def cal_cluster(self) -> list:
+        """The calibrated interval of every cluster (None where not computed)."""
+        return [_resolved(c) for c in self._cal_cluster]
+
+    @property
+    def cal_method(self) -> str:
+        return self.calibrated.method + (
+            "" if not self.n_multinomial else " on multinomial replicates" if self.n_multinomial == len(self.clusters)
+            else " on query-bootstrap and multinomial replicates")
+
+    def _null(self, obs, boot, clusters, ks, gen, n_null, r):
+        """The null references: exact expectations, the centred replicates and the uniform chooser's draws."""
         # Null: uniform multinomial chooser with the same valid counts per (cluster, run).
         n_cs = [obs[c].sum(-1).astype(np.int64) for c in clusters]             # each (S,)
         self.null_cluster_runs = np.stack([expected_tv_uniform(n, int(k)) for n, k in zip(n_cs, ks)])
@@ -985,7 +1141,7 @@ class _Metric:
         kw: dict[str, Any] = {}
         if self.n_resamples:
             b = _nanmean(self.boot_cluster_runs[:, i, :], 1)
-            cal = self.cal_cluster[i]
+            cal = _resolved(self._cal_cluster[i])
             kw = dict(ci=percentile_ci(b, level), ci_method="percentile", ci_percentile=percentile_ci(b, level),
                       ci_pooled=percentile_ci(self.boot_pooled_cluster[:, i], level),
                       normalised_ci=percentile_ci(b / (1 - 1 / self.ks[i]), level),
@@ -1013,10 +1169,25 @@ class _Metric:
             confidence_level=level, **kw)
 
     @staticmethod
-    def average(api, pos, a, p, level, ci_method) -> TVResult:
+    def model_calibration(api, pos, level, pool=None):
+        """delta_model's calibrated interval (a future when ``pool`` is given), or None where it has none.
+
+        delta_model is the mean TV over 2C distributions (each cluster's tools and its positions); the same joint
+        replicates carry the dependence between them, so the calibrated inversion applies as it is (issue 14:
+        delta_model had no interval). Only when both metrics have the same clusters.
+        """
+        if not api.n_resamples or list(pos.clusters) != list(api.clusters):
+            return None
+        return _submit(pool, calibrated_mean_tv, api.cal_inputs[0] + pos.cal_inputs[0],
+                       api.cal_inputs[1] + pos.cal_inputs[1], n_units=api.cal_inputs[2] + pos.cal_inputs[2],
+                       confidence_level=level)
+
+    @staticmethod
+    def average(api, pos, a, p, level, ci_method, calibration=None) -> TVResult:
         """delta_model = (delta_API + delta_pos) / 2, replicate by replicate (same resampled queries).
 
-        ``a`` and ``p`` are the already computed TVResults of ``api`` and ``pos``.
+        ``a`` and ``p`` are the already computed TVResults of ``api`` and ``pos``; ``calibration`` the result of
+        :meth:`model_calibration` (computed here when None).
         """
         per_run = (api.per_run + pos.per_run) / 2
         finite = per_run[np.isfinite(per_run)]
@@ -1034,11 +1205,7 @@ class _Metric:
                       normalised_ci=percentile_ci((api.boot_norm + pos.boot_norm) / 2, level),
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
             if list(pos.clusters) == list(api.clusters):
-                # delta_model is the mean TV over 2C distributions (each cluster's tools and its positions);
-                # the same joint replicates carry the dependence between them, so the calibrated inversion
-                # applies as it is (issue 14: delta_model had no interval)
-                cal = calibrated_mean_tv(api.cal_inputs[0] + pos.cal_inputs[0], api.cal_inputs[1] + pos.cal_inputs[1],
-                                         n_units=api.cal_inputs[2] + pos.cal_inputs[2], confidence_level=level)
+                cal = _resolved(calibration if calibration is not None else _Metric.model_calibration(api, pos, level))
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
                           corrected_method=api.cal_method + " (tool and position distributions jointly)")
             else:
@@ -1059,6 +1226,52 @@ class _Metric:
             normalised=(a.normalised + p.normalised) / 2,
             normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
             confidence_level=level, **kw)
+
+
+def _calibration_pool(n_resamples):
+    """A worker thread for the calibrated intervals, or None (no interval, or one core).
+
+    The test inversion draws nothing (a deterministic function of the replicates) and spends its time in NumPy,
+    which releases the GIL: computed beside the next groups' draws, the intervals cost little wall time on a
+    machine with two cores or more. One worker: with the main thread, which computes the intervals nobody has
+    started when it needs them (:class:`_Task`), two threads run, so a busy machine is not oversubscribed. The
+    results are the same as computed in turn.
+    """
+    if not n_resamples or (os.cpu_count() or 1) < 2:
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolbias-calibrated")
+
+
+class _Task:
+    """``fn(*args, **kwargs)`` submitted to a pool; computed by the caller of :meth:`result` if not started yet."""
+
+    __slots__ = ("call", "done", "future", "value")
+
+    def __init__(self, pool, fn, args, kwargs):
+        self.call = (fn, args, kwargs)
+        self.future = pool.submit(fn, *args, **kwargs)
+        self.done = False
+        self.value = None
+
+    def result(self):
+        if not self.done:
+            fn, args, kwargs = self.call
+            self.value = fn(*args, **kwargs) if self.future.cancel() else self.future.result()
+            self.done = True
+            self.call = None
+        return self.value
+
+
+def _submit(pool, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` now (``pool`` None) or as a :class:`_Task` of ``pool``."""
+    return fn(*args, **kwargs) if pool is None else _Task(pool, fn, args, kwargs)
+
+
+def _resolved(value):
+    """The result of a :class:`_Task`, or the value itself."""
+    return value.result() if isinstance(value, _Task) else value
 
 
 def _bca_usable(ci_method, jackknife_ok, boot, stat, level):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from scipy import special
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["ConfidenceInterval", "query_weights", "resampled_counts", "percentile_ci", "bca_ci", "bca_bias_z0",
            "BOOTSTRAP_CI_METHODS", "BOOTSTRAP_WEIGHTS"]
@@ -17,7 +22,14 @@ _CHUNK_BYTES = 64 * 2**20
 
 
 class ConfidenceInterval(tuple):
-    """``(low, high)`` with named fields, like scipy's ``ConfidenceInterval``."""
+    """``(low, high)`` with named fields, like scipy's ``ConfidenceInterval``.
+
+    Examples
+    --------
+    >>> ci = ConfidenceInterval(0.1, 0.3)
+    >>> ci.low, ci.high, tuple(ci)
+    (0.1, 0.3, (0.1, 0.3))
+    """
 
     __slots__ = ()
 
@@ -130,16 +142,31 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
         col_total = float(joined.sum(0).max()) if joined.size else 0.0
         for start in range(0, n_resamples, step):
             r = min(step, n_resamples - start)
-            w = weights_block(r, q, seed, start, method == "poisson")
-            if float(w.max()) * col_total < 2**24:
-                out[start:start + r] = w @ joined32
-            else:
-                out[start:start + r] = w.astype(float) @ joined
+            w = weights_block(r, q, seed, start, method == "poisson")   # drawn on all cores
+            # one BLAS thread: the product reads the block once (memory bound); idle BLAS threads spinning
+            # beside the weights' threads cost more than they give (exact sums, whatever the threads)
+            with _one_blas_thread():
+                if float(w.max()) * col_total < 2**24:
+                    out[start:start + r] = w @ joined32
+                else:
+                    out[start:start + r] = w.astype(float) @ joined
     return [out[:, a:b].reshape((n_resamples,) + np.shape(t)[1:]) for a, b, t in zip(widths[:-1], widths[1:], targets)]
 
 
-def percentile_ci(distribution, confidence_level: float) -> ConfidenceInterval:
+def percentile_ci(distribution: ArrayLike, confidence_level: float) -> ConfidenceInterval:
     """Percentile interval of a bootstrap distribution (NaN replicates ignored).
+
+    Parameters
+    ----------
+    distribution : array_like
+        Bootstrap replicates of the statistic.
+    confidence_level : float
+        In (0, 1): the interval runs from the ``(1 - level) / 2`` to the ``(1 + level) / 2`` quantile.
+
+    Returns
+    -------
+    ConfidenceInterval
+        NaN ends when no replicate is finite.
 
     Examples
     --------
@@ -160,7 +187,8 @@ def percentile_ci(distribution, confidence_level: float) -> ConfidenceInterval:
     return ConfidenceInterval(lo, hi)
 
 
-def bca_ci(distribution, observed: float, jackknife, confidence_level: float) -> ConfidenceInterval:
+def bca_ci(distribution: ArrayLike, observed: float, jackknife: ArrayLike,
+           confidence_level: float) -> ConfidenceInterval:
     """Bias-corrected and accelerated (BCa) bootstrap interval (Efron 1987; Efron & Tibshirani 1993, ch. 14).
 
     Parameters
@@ -172,6 +200,11 @@ def bca_ci(distribution, observed: float, jackknife, confidence_level: float) ->
     jackknife : array_like
         Leave-one-unit-out values of the statistic (one per resampling unit, here per query).
     confidence_level : float
+
+    Returns
+    -------
+    ConfidenceInterval
+        NaN ends when no replicate is finite; the percentile interval when all replicates lie on one side.
 
     Notes
     -----

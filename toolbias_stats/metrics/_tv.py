@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from scipy import special
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+# The distances are a float for one distribution and an array for several: their return type is ``Any`` (a union
+# would make every caller narrow it).
 __all__ = ["tv_distance", "tv_to_uniform", "normalised_tv", "expected_tv_uniform", "rates_from_counts"]
 
 
-def tv_distance(p, q, *, axis=-1):
+def tv_distance(p: ArrayLike, q: ArrayLike, *, axis: int = -1) -> Any:
     """Total-variation distance between distributions ``p`` and ``q``.
 
     Parameters
@@ -35,11 +42,22 @@ def tv_distance(p, q, *, axis=-1):
     return float(out) if np.ndim(out) == 0 else out
 
 
-def tv_to_uniform(p, *, axis=-1):
+def tv_to_uniform(p: ArrayLike, *, axis: int = -1) -> Any:
     """TV distance from ``p`` to the uniform distribution over its K categories.
 
     This is BiasBusters' ``delta = 1/2 * sum_i |p_i - 1/K|`` (eq. in section 3.1). Its maximum,
     reached by a chooser that always picks one category, is ``1 - 1/K``.
+
+    Parameters
+    ----------
+    p : array_like
+        Probability vector(s), the K categories along ``axis``.
+    axis : int, default -1
+
+    Returns
+    -------
+    float or numpy.ndarray
+        The distance (one per vector), in ``[0, 1 - 1/K]``.
 
     Examples
     --------
@@ -54,8 +72,20 @@ def tv_to_uniform(p, *, axis=-1):
                        axis=axis)
 
 
-def normalised_tv(tv, k):
+def normalised_tv(tv: ArrayLike, k: ArrayLike) -> Any:
     """TV to uniform divided by its maximum ``1 - 1/K``, so that 1 means a degenerate chooser.
+
+    Parameters
+    ----------
+    tv : float or array_like
+        TV distance(s) to uniform.
+    k : int or array_like
+        Number(s) of categories (broadcast with ``tv``).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``tv / (1 - 1/k)``, in [0, 1].
 
     Examples
     --------
@@ -67,8 +97,19 @@ def normalised_tv(tv, k):
     return float(out) if np.ndim(out) == 0 else out
 
 
-def rates_from_counts(counts, *, axis=-1):
+def rates_from_counts(counts: ArrayLike, *, axis: int = -1) -> np.ndarray:
     """Selection rates ``counts / counts.sum()`` along ``axis``; NaN where the total is 0.
+
+    Parameters
+    ----------
+    counts : array_like
+        Counts per category along ``axis``.
+    axis : int, default -1
+
+    Returns
+    -------
+    numpy.ndarray (float, same shape)
+        The rates; NaN in every category of a slice whose counts are all 0.
 
     Examples
     --------
@@ -83,7 +124,7 @@ def rates_from_counts(counts, *, axis=-1):
         return np.where(total > 0, counts / np.where(total > 0, total, 1), np.nan)
 
 
-def expected_tv_uniform(n, k):
+def expected_tv_uniform(n: int | ArrayLike, k: int) -> Any:
     """Exact expected plug-in TV to uniform when ``n`` choices come from a uniform chooser over ``k``.
 
     The plug-in TV is biased upward: even a perfectly fair chooser shows a positive distance.

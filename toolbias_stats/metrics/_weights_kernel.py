@@ -5,7 +5,9 @@ query and replicate; for the 10,000 queries per cluster of a large log that is m
 replicate has its own SplitMix64 stream (Steele, Lea & Flood 2014), seeded by hashing (seed, replicate), so the
 draws do not depend on the block they are drawn in, and integers in [0, Q) come from Lemire's unbiased
 multiply-and-reject method (Lemire 2019). The weights are written into a float32 block that a BLAS product then
-multiplies with the per-query counts. This module imports numba; ``_bootstrap`` imports it only when needed.
+multiplies with the per-query counts. Replicates are drawn in parallel (numba's ``prange``; each writes only its own
+row from its own stream, so the numbers do not depend on the threads). This module imports numba; ``_bootstrap``
+imports it only when needed.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ def _mix(z):
     return z ^ (z >> _S31)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _kernel(out, seed, first, q, poisson):
     n = out.shape[0]
     qq = np.uint64(q)
     threshold = (_TWO32 - qq) % qq          # Lemire: reject the 2^32 mod q low products
     e1 = np.exp(-1.0)
-    for i in range(n):
+    # replicates are independent streams written to their own rows: drawn on all cores, the same numbers
+    for i in numba.prange(n):
         row = out[i]
         row[:] = 0.0
         state = _mix(seed + _mix(first + np.uint64(i) + _GOLDEN))

@@ -76,59 +76,17 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
         Identical (to the last bit) to the DuckDB and pandas engines' counts of the same rows.
     """
     dd = _import_dask()
-    import dask
-    from distributed import Client
-
-    own = None
-    if scheduler is None:
-        client = own = local_client()
-    elif isinstance(scheduler, Client):
-        client = scheduler
-    else:
-        client = Client(scheduler)
+    client, own = _client(scheduler)
     try:
         tables, cell_parts, designs, diagnostics, datasets = [], [], [], {}, []
         for entry in entries:
-            path = str(entry["path"])
-            try:
-                ddf = dd.read_parquet(path)
-            except (OSError, ValueError) as exc:
-                raise SelectionLogError(problem(path, None, None, f"not a readable Parquet dataset: {exc}")) from None
-            lengths = client.compute(ddf.map_partitions(len)).result().to_numpy()
-            if lengths.sum() == 0:
-                raise SelectionLogError(problem(path, None, None, "the selection log is empty (no data rows)"))
-            offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-            options = {k: entry[k] for k in ("design", "positions", "duplicates") if k in entry}
-            tasks = [dask.delayed(_partition_counts)(part, int(off), path, catalog, entry.get("meta"),
-                                                     entry.get("columns"), level, cells, options)
-                     for part, off, n in zip(ddf.to_delayed(), offsets, lengths) if n]
-            futures = client.compute(tasks)
-            if progress:
-                from distributed import progress as dask_progress
-
-                dask_progress(futures)
-            results = client.gather(futures)
-            notes: dict = {}
-            for t, c, d, nt in results:
+            path, results, diag, dataset = _count_dataset(dd, client, entry, catalog, level, cells, progress)
+            for t, c, d in results:
                 tables.append(t)
                 cell_parts.append(c)
                 designs.append(d)
-                for k, v in nt.items():   # per-partition notes: counts add up (repeats: within partitions)
-                    notes[k] = v if k.startswith("columns ignored") else notes.get(k, 0) + v
-            results = [r[:3] for r in results]
-            weighted = ROW_COLUMNS[0] in results[0][0].columns
-            status = {st: int(sum(t[f"rows_{st}" if weighted else f"n_{st}"].sum() for t, _, _ in results))
-                      for st in STATUSES}
-            diagnostics[path] = {"rows": int(lengths.sum()), "status": status, "partitions": int(len(lengths)),
-                                 "provenance": "this dataset", "engine": "dask",
-                                 "duplicates": entry.get("duplicates", "count")}
-            if notes:
-                diagnostics[path]["notes"] = notes
-            if weighted:
-                aw = {st: int(sum(t[f"n_{st}"].sum() for t, _, _ in results)) for st in STATUSES}
-                diagnostics[path].update(attempts=sum(aw.values()), attempt_status={k: v for k, v in aw.items() if v})
-                diagnostics[path]["status"] = {k: v for k, v in status.items() if v}
-            datasets.append((path, ddf, entry, offsets, lengths))
+            diagnostics[path] = diag
+            datasets.append(dataset)
         design = []
         for d in designs:
             design += [c for c in d if c not in design]
@@ -141,6 +99,66 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
         if own is not None:
             own.close()
             own.cluster.close()
+
+
+def _client(scheduler):
+    """``(client, own)``: the client to compute with, and the same when it was made here (closed afterwards)."""
+    from distributed import Client
+
+    if scheduler is None:
+        client = local_client()
+        return client, client
+    if isinstance(scheduler, Client):
+        return scheduler, None
+    return Client(scheduler), None
+
+
+def _count_dataset(dd, client, entry, catalog, level, cells, progress):
+    """Count one entry's dataset partition by partition: ``(path, [(table, cells, design)], diagnostics,
+    (path, dask frame, entry, offsets, lengths))``."""
+    import dask
+
+    path = str(entry["path"])
+    try:
+        ddf = dd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise SelectionLogError(problem(path, None, None, f"not a readable Parquet dataset: {exc}")) from None
+    lengths = client.compute(ddf.map_partitions(len)).result().to_numpy()
+    if lengths.sum() == 0:
+        raise SelectionLogError(problem(path, None, None, "the selection log is empty (no data rows)"))
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    options = {k: entry[k] for k in ("design", "positions", "duplicates") if k in entry}
+    tasks = [dask.delayed(_partition_counts)(part, int(off), path, catalog, entry.get("meta"),
+                                             entry.get("columns"), level, cells, options)
+             for part, off, n in zip(ddf.to_delayed(), offsets, lengths) if n]
+    futures = client.compute(tasks)
+    if progress:
+        from distributed import progress as dask_progress
+
+        dask_progress(futures)
+    results = client.gather(futures)
+    notes: dict = {}
+    for _, _, _, nt in results:
+        for k, v in nt.items():   # per-partition notes: counts add up (repeats: within partitions)
+            notes[k] = v if k.startswith("columns ignored") else notes.get(k, 0) + v
+    results = [r[:3] for r in results]
+    return path, results, _diagnostics(path, entry, lengths, results, notes), (path, ddf, entry, offsets, lengths)
+
+
+def _diagnostics(path, entry, lengths, results, notes) -> dict:
+    """The dataset's diagnostics: rows (and attempts of an aggregated log) by status, partitions, notes."""
+    weighted = ROW_COLUMNS[0] in results[0][0].columns
+    status = {st: int(sum(t[f"rows_{st}" if weighted else f"n_{st}"].sum() for t, _, _ in results))
+              for st in STATUSES}
+    diag = {"rows": int(lengths.sum()), "status": status, "partitions": int(len(lengths)),
+            "provenance": "this dataset", "engine": "dask", "duplicates": entry.get("duplicates", "count")}
+    if notes:
+        diag["notes"] = notes
+    if weighted:
+        aw = {st: int(sum(t[f"n_{st}"].sum() for t, _, _ in results)) for st in STATUSES}
+        diag.update(attempts=sum(aw.values()), attempt_status={k: v for k, v in aw.items() if v})
+        diag["status"] = {k: v for k, v in status.items() if v}
+    return diag
 
 
 def _combine(tables, cells, design, level, catalog):

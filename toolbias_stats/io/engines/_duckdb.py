@@ -240,21 +240,59 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
                                 source=f.path)
     ignored = f.ignored_columns
     t0 = f"{f.name}_named0"
-    # nested values (JSON objects / lists, Parquet structs) in a column that is read: the pandas reader names them
+    _check_nested(f, ignored)
+    keys = [c for c in COMBO_KEYS if c in cols]
+    combos, res = _combos_map(con, f, catalog, keys, own, t0)
+    joined = f"{t0} t LEFT JOIN {f.name}_map m ON {_join_on(con, f, keys)}"
+    if res["problem"].notna().any():
+        _raise_combo_problems(con, f, joined)
+    types = _named_view(con, f, cols, ignored, joined)
+    # attempt ids name attempts: two rows with one id are an error; otherwise repeats of a list are counted
+    design_cols = [c for c in ("model", "run", "condition") if c in cols or c in f.meta] + kept
+    repeats = 0
+    if ATTEMPT_ID in cols:
+        _check_attempt_ids(con, f, design_cols, cols, types, t0)
+    elif COUNT_COLUMN not in cols and opts.get("duplicates", "count") == "count":
+        ident = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in cols]
+        # the identity columns pass the clean-up unchanged unless the cluster is derived or an ordering given:
+        # then the file's own rows are counted (no join with the clean-up map)
+        src = t0 if "cluster_id" in cols and "ordering" not in cols else f"{f.name}_named"
+        repeats = _repeats(con, src, [c for c in ident if c in types], types)
+    # rows by status, from the distinct combinations (the status passes the clean-up unchanged when given)
+    status_of = combos["status"] if "status" in keys else res["status_new"]
+    f.status_counts = {}
+    for st, n in zip(status_of.astype(object), combos["n"].to_numpy()):
+        key = str(st) if st is not None and not (isinstance(st, float) and np.isnan(st)) else "None"
+        f.status_counts[key] = f.status_counts.get(key, 0) + int(n)
+    f.notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
+                       catalog=catalog, ignored=ignored, repeats=int(repeats))
+    f.file_columns = list(types)
+    f.types = types
+
+
+def _check_nested(f: _File, ignored) -> None:
+    """Nested values (JSON objects / lists, Parquet structs) in a column that is read: named as the pandas reader
+    names them."""
     nested = [c for c, t in f.types.items() if c not in ignored and c != "ordering" and _nested(t)]
     if nested or ("ordering" in f.types and _nested(f.types["ordering"])
                   and not f.types["ordering"].startswith("VARCHAR[")):
         f._nested_error(nested or ["ordering"])
-    keys = [c for c in COMBO_KEYS if c in cols]
 
-    def key_sql(c, p=""):
-        if c == "ordering" and f.types[c].startswith("VARCHAR["):
-            return f"CAST(to_json({p}{_q(c)}) AS VARCHAR)"
-        return p + _q(c)
 
+def _key_sql(f: _File, c, p=""):
+    """A combination key's SQL (a list of tools shown as its JSON text)."""
+    if c == "ordering" and f.types[c].startswith("VARCHAR["):
+        return f"CAST(to_json({p}{_q(c)}) AS VARCHAR)"
+    return p + _q(c)
+
+
+def _combos_map(con, f: _File, catalog, keys, own, t0):
+    """The file's distinct combinations (``{f.name}_combos``), cleaned up as the pandas reader does, and the map
+    of each to what its rows share (``{f.name}_map``): ``(combos, clean-up result)``."""
+    opts = f.options
     # the distinct combinations, kept typed in DuckDB (the rows are joined to them on their own values)
-    sel = "".join(f"{key_sql(c)} AS {_q(c)}, " for c in keys)
-    ksel = "".join(f"CAST({key_sql(c)} AS VARCHAR) AS __k{i}, " for i, c in enumerate(keys))
+    sel = "".join(f"{_key_sql(f, c)} AS {_q(c)}, " for c in keys)
+    ksel = "".join(f"CAST({_key_sql(f, c)} AS VARCHAR) AS __k{i}, " for i, c in enumerate(keys))
     hashed = f"hash({', '.join(_q(c) for c in keys)}) AS __h, " if keys else ""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {f.name}_combos AS SELECT *, {hashed}row_number() OVER () AS __ci "
                 f"FROM (SELECT {sel}{ksel}count(*) AS n FROM {t0}{' GROUP BY ALL' if keys else ''})")
@@ -281,27 +319,38 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         LEFT JOIN __clusters k ON k.cluster_id = {cl}
         LEFT JOIN __cat a ON a.cluster_id = {cl} AND a.tool_id = {tl}""")
     con.unregister(f"{f.name}_map_df")
+    return combos, res
 
+
+def _join_on(con, f: _File, keys) -> str:
+    """The condition joining a row (``t``) to its combination (``m``)."""
     def join_on(i, c):
         # typed values are compared as they are (no text per row); floats and lists as text, as they were keyed
         if f.types[c] in _INTEGER_TYPES or f.types[c] in ("VARCHAR", "BOOLEAN"):
             return f"t.{_q(c)} IS NOT DISTINCT FROM m.{_q(c)}"
-        return f"CAST({key_sql(c, 't.')} AS VARCHAR) IS NOT DISTINCT FROM m.__k{i}"
+        return f"CAST({_key_sql(f, c, 't.')} AS VARCHAR) IS NOT DISTINCT FROM m.__k{i}"
 
     on = " AND ".join(join_on(i, c) for i, c in enumerate(keys)) or "TRUE"
     if keys and con.execute(f"SELECT count(DISTINCT __h) = count(*) FROM {f.name}_map").fetchone()[0]:
         # one 64-bit hash of the row's key values instead of comparing them one by one: every row's combination
         # is in the map, so a row meets exactly its own combination as long as no two combinations share a hash
-        on = f"hash({', '.join(key_sql(c, 't.') for c in keys)}) = m.__h"
-    joined = f"{t0} t LEFT JOIN {f.name}_map m ON {on}"
-    if res["problem"].notna().any():
-        total = con.execute(f"SELECT count(*) FROM {joined} WHERE m.problem IS NOT NULL").fetchone()[0]
-        hits = con.execute(f"SELECT t.__row, m.problem_column, m.problem FROM {joined} WHERE m.problem IS NOT NULL "
-                           f"ORDER BY t.__row LIMIT {_MAX_PER_CHECK}").fetchall()
-        rows = f.row_number([h[0] for h in hits])
-        found = _Problems(problem(f.path, r, h[1], h[2]) for r, h in zip(rows, hits))
-        found.total = int(total)
-        _raise([found])
+        on = f"hash({', '.join(_key_sql(f, c, 't.') for c in keys)}) = m.__h"
+    return on
+
+
+def _raise_combo_problems(con, f: _File, joined) -> None:
+    """The clean-up's problems, at the rows that have them (the first ones, and how many in all)."""
+    total = con.execute(f"SELECT count(*) FROM {joined} WHERE m.problem IS NOT NULL").fetchone()[0]
+    hits = con.execute(f"SELECT t.__row, m.problem_column, m.problem FROM {joined} WHERE m.problem IS NOT NULL "
+                       f"ORDER BY t.__row LIMIT {_MAX_PER_CHECK}").fetchall()
+    rows = f.row_number([h[0] for h in hits])
+    found = _Problems(problem(f.path, r, h[1], h[2]) for r, h in zip(rows, hits))
+    found.total = int(total)
+    _raise([found])
+
+
+def _named_view(con, f: _File, cols, ignored, joined) -> dict:
+    """Create the view ``{f.name}_named`` (the rows with the clean-up applied); returns its columns' types."""
     select = ["t.__row AS __row"]
     types = {}
     for c in cols:
@@ -326,46 +375,30 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
     select += ["m.__ksize AS __ksize", "m.__api AS __api", "m.__stbad AS __stbad", "m.__scode AS __scode"]
     # no ORDER BY (a sort of every row at every scan): each query that lists rows orders by __row itself
     con.execute(f"CREATE TEMP VIEW {f.name}_named AS SELECT {', '.join(select)} FROM {joined}")
-    # attempt ids name attempts: two rows with one id are an error; otherwise repeats of a list are counted
-    design_cols = [c for c in ("model", "run", "condition") if c in cols or c in f.meta] + kept
-    weighted = COUNT_COLUMN in cols
-    repeats = 0
+    return types
+
+
+def _check_attempt_ids(con, f: _File, design_cols, cols, types, t0) -> None:
+    """Two rows with one attempt id (in the same design cell, cluster and query) are an error."""
     named = f"{f.name}_named"
 
     def col_sql(c):
         return f"CAST({_q(c)} AS VARCHAR)" if c in types or c == ATTEMPT_ID else f"{_lit(str(f.meta[c]))}"
 
-    if ATTEMPT_ID in cols:
-        key = design_cols + ["cluster_id"] + (["query_id"] if "query_id" in cols else []) + [ATTEMPT_ID]
-        src = (f"(SELECT n.*, CAST(t.{_q(ATTEMPT_ID)} AS VARCHAR) AS {_q(ATTEMPT_ID)} FROM {named} n "
-               f"JOIN {t0} t USING (__row))")
-        part = f"PARTITION BY {', '.join(col_sql(c) for c in key)} ORDER BY __row"
-        hits = con.execute(f"""SELECT __row, first, {', '.join(f'k{i}' for i in range(len(key)))} FROM (
-            SELECT __row, row_number() OVER ({part}) AS r, first_value(__row) OVER ({part}) AS first,
-                   {', '.join(f'{col_sql(c)} AS k{i}' for i, c in enumerate(key))} FROM {src})
-            WHERE r > 1 AND {_q('k' + str(len(key) - 1))} IS NOT NULL
-            ORDER BY __row LIMIT {_MAX_PER_CHECK}""").fetchall()
-        if hits:
-            rows = f.row_number([h[0] for h in hits])
-            firsts = f.row_number([h[1] for h in hits])
-            raise SelectionLogError([problem(f.path, r, ATTEMPT_ID, attempt_id_message(dict(zip(key, h[2:])), fr))
-                                     for r, fr, h in zip(rows, firsts, hits)])
-    elif not weighted and opts.get("duplicates", "count") == "count":
-        ident = design_cols + ["cluster_id"] + [c for c in ("query_id", "rotation", "ordering") if c in cols]
-        # the identity columns pass the clean-up unchanged unless the cluster is derived or an ordering given:
-        # then the file's own rows are counted (no join with the clean-up map)
-        src = t0 if "cluster_id" in cols and "ordering" not in cols else named
-        repeats = _repeats(con, src, [c for c in ident if c in types], types)
-    # rows by status, from the distinct combinations (the status passes the clean-up unchanged when given)
-    status_of = combos["status"] if "status" in keys else res["status_new"]
-    f.status_counts = {}
-    for st, n in zip(status_of.astype(object), combos["n"].to_numpy()):
-        key = str(st) if st is not None and not (isinstance(st, float) and np.isnan(st)) else "None"
-        f.status_counts[key] = f.status_counts.get(key, 0) + int(n)
-    f.notes = notes_of(combos, res, status_derived="status" not in keys, cluster_inferred="cluster_id" not in keys,
-                       catalog=catalog, ignored=ignored, repeats=int(repeats))
-    f.file_columns = list(types)
-    f.types = types
+    key = design_cols + ["cluster_id"] + (["query_id"] if "query_id" in cols else []) + [ATTEMPT_ID]
+    src = (f"(SELECT n.*, CAST(t.{_q(ATTEMPT_ID)} AS VARCHAR) AS {_q(ATTEMPT_ID)} FROM {named} n "
+           f"JOIN {t0} t USING (__row))")
+    part = f"PARTITION BY {', '.join(col_sql(c) for c in key)} ORDER BY __row"
+    hits = con.execute(f"""SELECT __row, first, {', '.join(f'k{i}' for i in range(len(key)))} FROM (
+        SELECT __row, row_number() OVER ({part}) AS r, first_value(__row) OVER ({part}) AS first,
+               {', '.join(f'{col_sql(c)} AS k{i}' for i, c in enumerate(key))} FROM {src})
+        WHERE r > 1 AND {_q('k' + str(len(key) - 1))} IS NOT NULL
+        ORDER BY __row LIMIT {_MAX_PER_CHECK}""").fetchall()
+    if hits:
+        rows = f.row_number([h[0] for h in hits])
+        firsts = f.row_number([h[1] for h in hits])
+        raise SelectionLogError([problem(f.path, r, ATTEMPT_ID, attempt_id_message(dict(zip(key, h[2:])), fr))
+                                 for r, fr, h in zip(rows, firsts, hits)])
 
 
 def _repeats(con, src: str, ident, types) -> int:
@@ -566,7 +599,6 @@ def _meta_message(value: Any) -> Callable[[Any], str]:
 def _validate_file(con, f: _File, catalog: ToolCatalog):
     """Build ``{f.name}_valid``: typed, checked rows (raise SelectionLogError listing the problems)."""
     cols = set(f.file_columns)
-    meta = f.meta
     f.weighted = COUNT_COLUMN in cols
     problems = [problem(f.path, None, c, "required column is missing")
                 for c in ("cluster_id", "query_id", "status") if c not in cols
@@ -574,9 +606,51 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     if problems:
         raise SelectionLogError(problems)
     named = f"{f.name}_named"
-    # stage 0: design values that disagree with the manifest entry
+    _check_meta(con, f, named, cols)
+    expr = _design_exprs(con, f, cols)
+    cid = _id_sql("cluster_id", f.types["cluster_id"])
+    # Stage 1 runs inside the aggregation too (as a flag per row); its rows are listed only when one is bad.
+    f.stage1 = checks = _stage1_checks(f, cols, catalog, cid)
+    bad1 = " OR ".join(f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks) or "FALSE"
+    select, weight = _typed_select(f, cols, expr, cid, bad1)
+    with_provenance = "source_row" in cols and "source_file" in cols
+    o = f"{f.name}_ord"
+    # ``rot``: the rotation that defines the list when no ordering is given (positions then follow from the
+    # catalog index by arithmetic: tool j is shown at ((j - r) mod K) + 1 under rotation r; no strings).
+    con.execute(f"""CREATE TEMP VIEW {o}_base AS
+        SELECT t.* EXCLUDE (__ksize, __api), t.__ksize AS k, t.__api AS api_index,
+               CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND t.__ksize THEN t.rotation END AS rot
+        FROM (SELECT {', '.join(select)}, __ksize, __api, __scode FROM {named}) t""")
+    # stage 2: rotations, orderings, tools, positions, provenance
+    bad = _ordering_info(con, o, catalog)
+    ncand = ("CASE WHEN ordering_in IS NOT NULL THEN __n_in WHEN rot IS NOT NULL THEN k "
+             "ELSE COALESCE(n_candidates_in, k) END")
+    nlist = f"CASE WHEN ordering_in IS NOT NULL THEN __n_list ELSE {ncand} END"
+    # Stage 2 runs inside the aggregation (a flag per row, counted); the rows are listed only when one is bad.
+    f.stage2 = checks = _stage2_checks(bad, nlist, with_provenance)
+    bad_row = " OR ".join(f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks)
+    derived_pos = ("CASE WHEN status <> 'ok' THEN NULL WHEN chosen_position_in IS NOT NULL THEN chosen_position_in "
+                   "WHEN ordering_in IS NOT NULL THEN NULLIF(list_position(string_split(ordering_in, '|'), "
+                   "chosen_tool_in), 0) WHEN rot IS NOT NULL THEN ((api_index - rot + k) % k) + 1 END")
+    keep = ["__row", "__file", "model", "run", "condition"] + [_q(c) for c in f.extras]
+    con.execute(f"""CREATE TEMP VIEW {f.name}_valid AS
+        SELECT {', '.join(keep)}, cluster_id, query_id, rotation, ordering_in, rot, __bad1,
+               (NOT __bad1 AND ({bad_row})) AS __bad,
+               CAST({ncand} AS BIGINT) AS n_candidates,
+               CASE WHEN status = 'ok' THEN chosen_tool_in END AS chosen_tool,
+               CASE WHEN status = 'ok' THEN api_index END AS api_index,
+               CAST({derived_pos} AS BIGINT) AS chosen_position,
+               CAST(CASE WHEN ordering_in IS NULL THEN {derived_pos}
+                         ELSE NULLIF(__rank_at[{derived_pos}], 0) END AS BIGINT) AS chosen_rank,
+               status, __scode, raw_choice_in,
+               CASE WHEN __bad1 THEN 0 ELSE {weight} END AS __w
+        FROM {o}""")
+
+
+def _check_meta(con, f: _File, named, cols) -> None:
+    """Stage 0: design values that disagree with the manifest entry."""
     checks: list[_Check] = []
-    for key, value in meta.items():
+    for key, value in f.meta.items():
         if key in cols:
             as_text = f"CAST({_q(key)} AS VARCHAR) <> {_lit(str(value))}"
             differs = (as_text if f.types[key] == "VARCHAR" or isinstance(value, str)
@@ -586,6 +660,12 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     problems = _run_checks(con, f, named, checks)
     if problems:
         _raise([problems])
+
+
+def _design_exprs(con, f: _File, cols) -> dict:
+    """SQL of every design column (the file's, else the manifest's value, else the default) and of the columns
+    that may be absent; sets ``f.extras`` (the extra design columns)."""
+    meta = f.meta
     extras = [c for c in f.file_columns if c not in LOG_COLUMNS and c not in _DESIGN and c != COUNT_COLUMN]
     extras += [k for k in meta if k not in LOG_COLUMNS and k not in _DESIGN and k not in extras]
     f.extras = extras
@@ -604,7 +684,11 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
             expr[c] = _lit(meta[c]) if c in meta else _lit(defaults[c])
     for c in ("rotation", "ordering", "n_candidates", "chosen_tool", "chosen_position"):
         expr[c] = _q(c) if c in cols else "NULL"
-    # stage 1: missing values, integers, status, clusters (the checks of SelectionLog.from_frame, in its order)
+    return expr
+
+
+def _stage1_checks(f: _File, cols, catalog, cid) -> list[_Check]:
+    """Stage 1: missing values, integers, status, clusters (the checks of SelectionLog.from_frame, in its order)."""
     missing = lambda v: "missing value"  # noqa: E731
     checks = [(c, f"{_q(c)} IS NULL", "NULL", missing)
               for c in ("cluster_id", "query_id", "status", "model", "condition") if c in cols]
@@ -630,14 +714,14 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
         checks += _count_checks(f.types[COUNT_COLUMN])
     # the status and the cluster are checked once per distinct combination (``__stbad``, ``__ksize``: _prepare)
     checks.append(("status", "__stbad", "status", lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
-    cid = _id_sql("cluster_id", f.types["cluster_id"])
     known = sorted(catalog.clusters)
     checks.append(("cluster_id", "cluster_id IS NOT NULL AND __ksize IS NULL", cid,
                    lambda v: f"unknown cluster id {v!r} (catalog {catalog.source} has {known})"))
-    # Stage 1 runs inside the aggregation too (as a flag per row); its rows are listed only when one is bad.
-    f.stage1 = checks
-    bad1 = " OR ".join(f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks) or "FALSE"
-    # typed rows, with the cluster size, the ordering (given or from the rotation) and the tool's catalog index
+    return checks
+
+
+def _typed_select(f: _File, cols, expr, cid, bad1):
+    """The typed rows' columns (SQL) and the SQL of a row's weight: ``(select, weight)``."""
     int_of = {}
     for c, _ in _INT_COLS:
         if expr[c] == "NULL":
@@ -648,7 +732,7 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
             int_of[c] = f"TRY_CAST(TRY_CAST({expr[c]} AS DOUBLE) AS BIGINT)"
     select = ["__row", f"{_lit(str(f.path))} AS __file", f"CAST({expr['model']} AS VARCHAR) AS model",
               f"{int_of['run']} AS run", f"CAST({expr['condition']} AS VARCHAR) AS condition"]
-    select += [f"{expr[c]} AS {_q(c)}" for c in extras]
+    select += [f"{expr[c]} AS {_q(c)}" for c in f.extras]
     if "query_id" in cols:
         qtype = f.types["query_id"]
         # integer and text ids are grouped as they are (faster) and become strings after counting
@@ -668,20 +752,17 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
                f"CAST({expr['chosen_tool']} AS VARCHAR) AS chosen_tool_in",
                f"{int_of['chosen_position']} AS chosen_position_in", "CAST(status AS VARCHAR) AS status",
                f"({bad1}) AS __bad1"]
-    with_provenance = "source_row" in cols and "source_file" in cols
-    if with_provenance:
+    if "source_row" in cols and "source_file" in cols:
         select.append(f"{_q('source_row')} AS source_row_in")
-    o = f"{f.name}_ord"
-    # ``rot``: the rotation that defines the list when no ordering is given (positions then follow from the
-    # catalog index by arithmetic: tool j is shown at ((j - r) mod K) + 1 under rotation r; no strings).
-    con.execute(f"""CREATE TEMP VIEW {o}_base AS
-        SELECT t.* EXCLUDE (__ksize, __api), t.__ksize AS k, t.__api AS api_index,
-               CASE WHEN t.ordering_in IS NULL AND t.rotation BETWEEN 1 AND t.__ksize THEN t.rotation END AS rot
-        FROM (SELECT {', '.join(select)}, __ksize, __api, __scode FROM {named}) t""")
-    # stage 2: rotations, orderings, tools, positions, provenance
-    # An ordering is the whole list shown (issue 20: it may offer tools of other clusters or none): per distinct
-    # (cluster, ordering), the cluster's tools shown (n_in), the list length and the rank of each list position
-    # among the cluster's tools (0: not a tool of the cluster); built here, joined in below.
+    return select, weight
+
+
+def _ordering_info(con, o, catalog) -> list:
+    """Create the view ``{o}`` (the rows with their list's information); returns the bad (cluster, ordering)s.
+
+    An ordering is the whole list shown (issue 20: it may offer tools of other clusters or none): per distinct
+    (cluster, ordering), the cluster's tools shown (n_in), the list length and the rank of each list position
+    among the cluster's tools (0: not a tool of the cluster); built here, joined in."""
     combos = con.execute(f"SELECT DISTINCT cluster_id, ordering_in FROM {o}_base "
                          "WHERE ordering_in IS NOT NULL").fetchall()
     info, bad = [], []
@@ -707,11 +788,13 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     else:   # no row gives an ordering: nothing to join
         con.execute(f"""CREATE TEMP VIEW {o} AS SELECT b.*, CAST(NULL AS BIGINT) AS __n_in,
             CAST(NULL AS BIGINT) AS __n_list, CAST(NULL AS BIGINT[]) AS __rank_at FROM {o}_base b""")
-    ncand = ("CASE WHEN ordering_in IS NOT NULL THEN __n_in WHEN rot IS NOT NULL THEN k "
-             "ELSE COALESCE(n_candidates_in, k) END")
-    nlist = f"CASE WHEN ordering_in IS NOT NULL THEN __n_list ELSE {ncand} END"
+    return bad
+
+
+def _stage2_checks(bad, nlist, with_provenance) -> list[_Check]:
+    """Stage 2: rotations, orderings, tools, positions, provenance."""
     bad_sql = " OR ".join(f"(cluster_id = {_lit(c)} AND ordering_in = {_lit(od)})" for c, od in bad) or "FALSE"
-    checks = [
+    checks: list[_Check] = [
         ("rotation", "ordering_in IS NULL AND rotation IS NOT NULL AND (rotation < 1 OR rotation > k)", "rotation",
          lambda v: f"rotation {v!r} outside 1..K for this cluster"),
         ("ordering", bad_sql, "[cluster_id, ordering_in]",
@@ -729,25 +812,7 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
         sr = "TRY_CAST(source_row_in AS DOUBLE)"
         checks.append(("source_row", f"source_row_in IS NOT NULL AND ({sr} IS NULL OR {sr} <> round({sr}) OR {sr} < 0)",
                        "source_row_in", lambda v: f"expected an integer >= 0, got {v!r}"))
-    # Stage 2 runs inside the aggregation (a flag per row, counted); the rows are listed only when one is bad.
-    f.stage2 = checks
-    bad_row = " OR ".join(f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks)
-    derived_pos = ("CASE WHEN status <> 'ok' THEN NULL WHEN chosen_position_in IS NOT NULL THEN chosen_position_in "
-                   "WHEN ordering_in IS NOT NULL THEN NULLIF(list_position(string_split(ordering_in, '|'), "
-                   "chosen_tool_in), 0) WHEN rot IS NOT NULL THEN ((api_index - rot + k) % k) + 1 END")
-    keep = ["__row", "__file", "model", "run", "condition"] + [_q(c) for c in extras]
-    con.execute(f"""CREATE TEMP VIEW {f.name}_valid AS
-        SELECT {', '.join(keep)}, cluster_id, query_id, rotation, ordering_in, rot, __bad1,
-               (NOT __bad1 AND ({bad_row})) AS __bad,
-               CAST({ncand} AS BIGINT) AS n_candidates,
-               CASE WHEN status = 'ok' THEN chosen_tool_in END AS chosen_tool,
-               CASE WHEN status = 'ok' THEN api_index END AS api_index,
-               CAST({derived_pos} AS BIGINT) AS chosen_position,
-               CAST(CASE WHEN ordering_in IS NULL THEN {derived_pos}
-                         ELSE NULLIF(__rank_at[{derived_pos}], 0) END AS BIGINT) AS chosen_rank,
-               status, __scode, raw_choice_in,
-               CASE WHEN __bad1 THEN 0 ELSE {weight} END AS __w
-        FROM {o}""")
+    return checks
 
 
 def _count_checks(sql_type: str) -> list[_Check]:
@@ -840,96 +905,120 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
     k_max = max(catalog.n_tools(c) for c in catalog.clusters)
     dkeys = [_q(c) for c in design] + ["cluster_id"]
     value_names = [f"n_{s}" for s in STATUSES] + tool_columns(k_max) + position_columns(k_max)
-    slots = max(k_max, len(STATUSES))
     if weighted:
         value_names += list(ROW_COLUMNS)
     if level == "query" and weighted:
-        # one scan, plain sums (no packing: a single row may stand for many attempts); duplicate cells are
-        # always looked for exactly (aggregated files are small)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
-                    f"{', '.join(_weighted_sums(k_max))}, count_if(__bad) AS __bad, count_if(__bad1) AS __bad1 "
-                    f"FROM study GROUP BY ALL")
-        bad1, bad = con.execute("SELECT count_if(__bad1 > 0), count_if(__bad > 0) FROM __agg").fetchone()
-        flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": True}
-        if bad1 or bad:
-            return None, None, flags
-        table = _enum_keys_table(con, design, value_names)
+        table, flags = _aggregate_query_weighted(con, design, dkeys, k_max, value_names)
     elif level == "query":
-        # One scan: per query the counts, the duplicate counters and the stage-2 flags. The counts of a query are
-        # packed into three integers (``bits`` per tool / position / status; exact while no query has
-        # 2^bits attempts, which is checked, with a plain count per column as the fallback).
-        bits = 63 // slots
-        packed = (f"CAST(sum(CASE WHEN api_index IS NOT NULL THEN CAST(1 AS BIGINT) << ({bits} * (api_index - 1)) "
-                  f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_rank BETWEEN 1 AND {slots} THEN "
-                  f"CAST(1 AS BIGINT) << ({bits} * (chosen_rank - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
-                  f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * __scode)) AS BIGINT) AS __status")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
-                    f"count(*) AS __n, {packed}, {_DUP_COUNTERS} FROM study GROUP BY ALL")
-        bad1, bad, maybe_dup, n_max = con.execute(
-            "SELECT count_if(__bad1 > 0), count_if(__bad > 0), count_if(__nin > __din OR __nother > 0), max(__n) "
-            "FROM __agg").fetchone()
-        flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": bool(maybe_dup)}
-        if bad1 or bad:
-            return None, None, flags
-        if n_max >= 2 ** bits:   # a query with very many attempts: count each column on its own
-            sums = ([f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS n_{st}" for st in STATUSES]
-                    + [f"CAST(count_if(api_index = {i}) AS BIGINT) AS tool_{i}" for i in range(1, k_max + 1)]
-                    + [f"CAST(count_if(chosen_rank = {i}) AS BIGINT) AS pos_{i}" for i in range(1, k_max + 1)])
-            con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
-                        f"{', '.join(sums)} FROM study GROUP BY ALL")
-        if n_max >= 2 ** bits:
-            table = _enum_keys_table(con, design, value_names)
-        else:
-            table = _enum_keys_table(con, design, ["__status", "__tools", "__pos"])
-            mask = np.int64(2 ** bits - 1)
-            for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"),
-                                 ("pos", k_max, "__pos")):
-                packed_col = table.pop(col).to_numpy(dtype=np.int64)
-                names = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, n + 1)]
-                for j, nm in enumerate(names):
-                    table[nm] = (packed_col >> np.int64(bits * j)) & mask
+        table, flags = _aggregate_query(con, design, dkeys, k_max, value_names)
     else:
-        # per cluster: one row per (keys, tool, position, status) from the scan, pivoted here (few rows)
-        cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_rank, "
-                            f"__scode AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
-                            f"count(*) AS __r, count_if(__bad) AS __bad, "
-                            f"count_if(__bad1) AS __bad1 FROM study GROUP BY ALL").df()
-        flags = {"bad1": bool(cells["__bad1"].any()), "bad": bool(cells["__bad"].any())}
-        if flags["bad1"] or flags["bad"]:
-            return None, None, flags
-        keys = list(design) + ["cluster_id", "n_candidates"]
-        codes = cells.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-        first = np.unique(codes, return_index=True)[1]
-        table = cells.iloc[first][keys].reset_index(drop=True)
-        n = cells["__n"].to_numpy(np.int64)
-        n_groups = len(table)
-        for name, idx, width in (("n", cells["__s"], len(STATUSES)), ("tool", cells["api_index"], k_max),
-                                 ("pos", cells["chosen_rank"], k_max)):
-            idx = idx.to_numpy(dtype=float, na_value=np.nan)
-            ok = np.isfinite(idx)
-            off = 0 if name == "n" else 1
-            grid = np.zeros((n_groups, width), dtype=np.int64)
-            np.add.at(grid, (codes[ok], idx[ok].astype(np.int64) - off), n[ok])
-            names = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, width + 1)]
-            for j, nm in enumerate(names):
-                table[nm] = grid[:, j]
-        if weighted:   # rows by status
-            grid = np.zeros((n_groups, len(STATUSES)), dtype=np.int64)
-            s_idx = cells["__s"].to_numpy(dtype=float, na_value=np.nan)
-            ok = np.isfinite(s_idx)
-            np.add.at(grid, (codes[ok], s_idx[ok].astype(np.int64)), cells["__r"].to_numpy(np.int64)[ok])
-            for j, nm in enumerate(ROW_COLUMNS):
-                table[nm] = grid[:, j]
-            flags["maybe_duplicates"] = True
-        elif not duplicates:
-            flags["maybe_duplicates"] = False
-        else:
-            n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
-                                f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
-            flags["maybe_duplicates"] = bool(n_dup)
+        table, flags = _aggregate_cluster(con, design, dkeys, k_max, weighted, duplicates)
+    if table is None:
+        return None, None, flags
     if not with_cells:
         table = finalize_table(_with_query_column(table, design, level), design, k_max)
         return table, None, flags
+    cells = _cells(con, catalog, design, weighted)
+    table = finalize_table(_with_query_column(table, design, level), design, k_max)
+    cells = cells.sort_values(list(design) + list(CELL_KEYS), kind="stable", na_position="last")
+    return table, cells.reset_index(drop=True), flags
+
+
+def _aggregate_query_weighted(con, design, dkeys, k_max, value_names):
+    """Query-level counts of an aggregated study: ``(table or None when a check failed, flags)``."""
+    # one scan, plain sums (no packing: a single row may stand for many attempts); duplicate cells are
+    # always looked for exactly (aggregated files are small)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
+                f"{', '.join(_weighted_sums(k_max))}, count_if(__bad) AS __bad, count_if(__bad1) AS __bad1 "
+                f"FROM study GROUP BY ALL")
+    bad1, bad = con.execute("SELECT count_if(__bad1 > 0), count_if(__bad > 0) FROM __agg").fetchone()
+    flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": True}
+    if bad1 or bad:
+        return None, flags
+    return _enum_keys_table(con, design, value_names), flags
+
+
+def _aggregate_query(con, design, dkeys, k_max, value_names):
+    """Query-level counts, one row per attempt: ``(table or None when a check failed, flags)``."""
+    # One scan: per query the counts, the duplicate counters and the stage-2 flags. The counts of a query are
+    # packed into three integers (``bits`` per tool / position / status; exact while no query has
+    # 2^bits attempts, which is checked, with a plain count per column as the fallback).
+    slots = max(k_max, len(STATUSES))
+    bits = 63 // slots
+    packed = (f"CAST(sum(CASE WHEN api_index IS NOT NULL THEN CAST(1 AS BIGINT) << ({bits} * (api_index - 1)) "
+              f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_rank BETWEEN 1 AND {slots} THEN "
+              f"CAST(1 AS BIGINT) << ({bits} * (chosen_rank - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
+              f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * __scode)) AS BIGINT) AS __status")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
+                f"count(*) AS __n, {packed}, {_DUP_COUNTERS} FROM study GROUP BY ALL")
+    bad1, bad, maybe_dup, n_max = con.execute(
+        "SELECT count_if(__bad1 > 0), count_if(__bad > 0), count_if(__nin > __din OR __nother > 0), max(__n) "
+        "FROM __agg").fetchone()
+    flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": bool(maybe_dup)}
+    if bad1 or bad:
+        return None, flags
+    if n_max >= 2 ** bits:   # a query with very many attempts: count each column on its own
+        sums = ([f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS n_{st}" for st in STATUSES]
+                + [f"CAST(count_if(api_index = {i}) AS BIGINT) AS tool_{i}" for i in range(1, k_max + 1)]
+                + [f"CAST(count_if(chosen_rank = {i}) AS BIGINT) AS pos_{i}" for i in range(1, k_max + 1)])
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
+                    f"{', '.join(sums)} FROM study GROUP BY ALL")
+        return _enum_keys_table(con, design, value_names), flags
+    table = _enum_keys_table(con, design, ["__status", "__tools", "__pos"])
+    mask = np.int64(2 ** bits - 1)
+    for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"), ("pos", k_max, "__pos")):
+        packed_col = table.pop(col).to_numpy(dtype=np.int64)
+        names = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, n + 1)]
+        for j, nm in enumerate(names):
+            table[nm] = (packed_col >> np.int64(bits * j)) & mask
+    return table, flags
+
+
+def _aggregate_cluster(con, design, dkeys, k_max, weighted, duplicates):
+    """Cluster-level counts: ``(table or None when a check failed, flags)``."""
+    # per cluster: one row per (keys, tool, position, status) from the scan, pivoted here (few rows)
+    cells = con.execute(f"SELECT {', '.join(dkeys)}, n_candidates, api_index, chosen_rank, "
+                        f"__scode AS __s, {'sum(__w)' if weighted else 'count(*)'} AS __n, "
+                        f"count(*) AS __r, count_if(__bad) AS __bad, "
+                        f"count_if(__bad1) AS __bad1 FROM study GROUP BY ALL").df()
+    flags = {"bad1": bool(cells["__bad1"].any()), "bad": bool(cells["__bad"].any())}
+    if flags["bad1"] or flags["bad"]:
+        return None, flags
+    keys = list(design) + ["cluster_id", "n_candidates"]
+    codes = cells.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    first = np.unique(codes, return_index=True)[1]
+    table = cells.iloc[first][keys].reset_index(drop=True)
+    n = cells["__n"].to_numpy(np.int64)
+    n_groups = len(table)
+    for name, idx, width in (("n", cells["__s"], len(STATUSES)), ("tool", cells["api_index"], k_max),
+                             ("pos", cells["chosen_rank"], k_max)):
+        idx = idx.to_numpy(dtype=float, na_value=np.nan)
+        ok = np.isfinite(idx)
+        off = 0 if name == "n" else 1
+        grid = np.zeros((n_groups, width), dtype=np.int64)
+        np.add.at(grid, (codes[ok], idx[ok].astype(np.int64) - off), n[ok])
+        names = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, width + 1)]
+        for j, nm in enumerate(names):
+            table[nm] = grid[:, j]
+    if weighted:   # rows by status
+        grid = np.zeros((n_groups, len(STATUSES)), dtype=np.int64)
+        s_idx = cells["__s"].to_numpy(dtype=float, na_value=np.nan)
+        ok = np.isfinite(s_idx)
+        np.add.at(grid, (codes[ok], s_idx[ok].astype(np.int64)), cells["__r"].to_numpy(np.int64)[ok])
+        for j, nm in enumerate(ROW_COLUMNS):
+            table[nm] = grid[:, j]
+        flags["maybe_duplicates"] = True
+    elif not duplicates:
+        flags["maybe_duplicates"] = False
+    else:
+        n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
+                            f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
+        flags["maybe_duplicates"] = bool(n_dup)
+    return table, flags
+
+
+def _cells(con, catalog, design, weighted):
+    """The cells (counts per list shown, status and choice), unsorted."""
     # cells: the list shown is the given ordering, or the rotation's (its string is built here, per cell)
     cell_keys = ([_q(c) for c in design] + ["cluster_id", "ordering_in", "rot", "status", "chosen_tool",
                                             "chosen_position"])
@@ -944,10 +1033,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
     cells.insert(cells.columns.get_loc("ordering_in"), "ordering", ordering)
     cells = cells.drop(columns=["ordering_in", "rot"])
     cells = cells.groupby(list(design) + list(CELL_KEYS), sort=False, dropna=False)["count"].sum().reset_index()
-    cells = _typed(cells, design)
-    table = finalize_table(_with_query_column(table, design, level), design, k_max)
-    cells = cells.sort_values(list(design) + list(CELL_KEYS), kind="stable", na_position="last")
-    return table, cells.reset_index(drop=True), flags
+    return _typed(cells, design)
 
 
 def _enum_keys_table(con, design, columns):

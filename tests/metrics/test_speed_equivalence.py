@@ -1,0 +1,65 @@
+"""The faster paths of the bias computation give the numbers of the plain ones, bit for bit (issue 23)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from toolbias_stats.metrics import _bias, _calibrated
+from toolbias_stats.metrics._calibrated import _Errors, _pairwise_rows, _quantile_at, calibrated_mean_tv
+
+
+@pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 15, 16, 17, 50, 100, 127, 128, 129, 130, 257, 1000])
+def test_pairwise_rows_is_numpys_row_sum(m):
+    rng = np.random.default_rng(m)
+    # magnitudes spread over 10 decades, so that any other order of the additions rounds differently
+    a = np.abs(rng.normal(size=(300, m)) * 10.0 ** rng.integers(-5, 5, size=m))
+    np.testing.assert_array_equal(_pairwise_rows(np.ascontiguousarray(a.T)), a.sum(axis=1))
+
+
+def test_quantile_of_the_transposed_errors_is_the_plain_one():
+    rng = np.random.default_rng(3)
+    e = rng.normal(size=(500, 37)) * 0.01
+    x = rng.normal(size=37) * 0.05
+    errors = _Errors(e)
+    for t in (0.0, 0.25, 1.0, 1.7):
+        for q in (0.025, 0.5, 0.975):
+            stat = 0.1 * np.abs(t * x + e).sum(axis=1)
+            assert _quantile_at(lambda s: s * x, t, errors, 0.1, q) == _old_quantile(stat, q)
+
+
+def _old_quantile(stat, q):
+    pos = q * (stat.size - 1)
+    i = int(np.floor(pos))
+    j = min(i + 1, stat.size - 1)
+    part = np.partition(stat, (i, j))
+    return float(part[i] + (pos - i) * (part[j] - part[i]))
+
+
+def _study(rng):
+    counts = [rng.multinomial(300, [0.3, 0.25, 0.2, 0.15, 0.1]) for _ in range(6)]
+    return counts, [rng.multinomial(300, c / 300, size=400) for c in counts]
+
+
+def test_calibrated_interval_unchanged_by_the_faster_statistic(monkeypatch):
+    counts, boot = _study(np.random.default_rng(11))
+    fast = calibrated_mean_tv(counts, boot, n_units=[60] * 6)
+
+    def plain(path, t, e, w, q, buf=None):   # the former evaluation: (R, M) sums, no memory between calls
+        stat = w * np.abs(path(t) + (e.t.T if isinstance(e, _Errors) else e)).sum(axis=1)
+        return _old_quantile(stat, q)
+
+    monkeypatch.setattr(_calibrated, "_quantile_at", plain)
+    assert calibrated_mean_tv(counts, boot, n_units=[60] * 6) == fast
+
+
+def test_worker_threads_give_the_same_result(monkeypatch):
+    from toolbias_stats.simulate import simulate_selection_log
+
+    sim = simulate_selection_log(n_clusters=3, n_queries=15, position_probs=[0.5, 0.2, 0.1, 0.1, 0.1], rng=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        threaded = _bias.selection_bias(sim.log, n_resamples=150, rng=9, cluster_corrected=True).to_dict()
+        monkeypatch.setattr(_bias, "_calibration_pool", lambda n: None)
+        inline = _bias.selection_bias(sim.log, n_resamples=150, rng=9, cluster_corrected=True).to_dict()
+    assert threaded == inline
