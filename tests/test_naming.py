@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import inspect
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,3 +140,52 @@ def test_export_quarto_accepts_the_old_seed_name(tmp_path):
         tbs.report.export_quarto(study, tmp_path / "out", seed=3)
     with pytest.raises(ValueError, match="`rng` must be an int seed"):
         tbs.report.export_quarto(study, tmp_path / "out", rng=np.random.default_rng(0))
+
+
+# -- annotations and docstrings of the same public API (issue 24: "type hints on the public API", "every public
+# function has a numpydoc docstring with Parameters, Returns and a runnable Example", "no skipped main calls") ------
+def _missing_annotations(func) -> list:
+    sig = inspect.signature(func)
+    missing = [p.name for p in list(sig.parameters.values())
+               if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty]
+    if sig.return_annotation is inspect.Signature.empty and func.__name__ != "__init__":
+        missing.append("return")
+    return missing
+
+
+@pytest.mark.parametrize("qualname,func", CALLABLES, ids=[n for n, _ in CALLABLES])
+def test_public_signature_is_annotated(qualname, func):
+    missing = _missing_annotations(func)
+    assert not missing, f"{qualname}: annotate {missing}"
+
+
+FUNCTIONS = [(n, f) for n, f in CALLABLES if f.__qualname__ == f.__name__]   # module-level functions
+
+
+@pytest.mark.parametrize("qualname,func", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
+def test_public_function_has_a_numpydoc_docstring_with_an_example(qualname, func):
+    doc = inspect.getdoc(func) or ""
+    params = [p for p in inspect.signature(func).parameters if p not in ("self", "cls")]
+    sections = {s for s in ("Parameters", "Returns", "Yields", "Examples") if f"\n{s}\n---" in f"\n{doc}"}
+    wanted = {"Examples"} | ({"Parameters"} if params else set())
+    missing = sorted(wanted - sections) + ([] if sections & {"Returns", "Yields"} else ["Returns"])
+    assert not missing, f"{qualname}: docstring lacks {missing}"
+    assert ">>> " in doc.split("\nExamples\n", 1)[1], f"{qualname}: the Examples section has no runnable line"
+
+
+def test_no_doctest_is_skipped():
+    package = Path(tbs.__file__).parent
+    skipped = [f"{p.relative_to(package)}:{i}" for p in sorted(package.rglob("*.py"))
+               for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "doctest: +SKIP" in line]
+    assert not skipped, f"doctest lines skipped (make the example run fast instead): {skipped}"
+
+
+def test_the_annotation_check_sees_a_missing_hint():
+    def f(a: int, b, *, c: str = "x"):
+        return a
+
+    def g(a: int) -> int:
+        return a
+
+    assert _missing_annotations(f) == ["b", "return"]
+    assert _missing_annotations(g) == []
