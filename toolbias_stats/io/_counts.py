@@ -273,7 +273,16 @@ def _as_text(v) -> str:
 def tool_index(catalog: ToolCatalog, clusters, tools) -> np.ndarray:
     """1-based catalog index (``api_index``) of each chosen tool within its cluster; 0 where there is none."""
     lookup = {(c, t): i for c in catalog.clusters for i, t in enumerate(catalog.tools(c), start=1)}
-    return np.fromiter((lookup.get((c, t), 0) for c, t in zip(clusters, tools)), dtype=np.int64, count=len(tools))
+    # look up each distinct (cluster, tool) pair once, not every row (missing values factorise to -1: index 0)
+    cc, cu = pd.factorize(np.asarray(clusters, dtype=object))
+    tc, tu = pd.factorize(np.asarray(tools, dtype=object))
+    out = np.zeros(len(tc), dtype=np.int64)
+    ok = (cc >= 0) & (tc >= 0)
+    if ok.any():
+        pair, inv = np.unique(cc[ok].astype(np.int64) * len(tu) + tc[ok], return_inverse=True)
+        found = [lookup.get((cu[p // len(tu)], tu[p % len(tu)]), 0) for p in pair.tolist()]
+        out[ok] = np.asarray(found, dtype=np.int64)[inv]
+    return out
 
 
 def _bincount(codes, weights, n):
