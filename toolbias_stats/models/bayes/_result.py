@@ -221,6 +221,22 @@ class BayesResult(ReprHTMLMixin):
         ``sigma_delta``, ``sigma_eta`` per LLM, ``kappa`` per LLM and cluster and the intra-prompt
         correlation ``rho = 1 / (1 + kappa)``): ``quantity``, ``llm``, ``cluster``, ``mean``, ``sd``,
         ``hdi_low``, ``hdi_high``.
+
+    Examples
+    --------
+    A tiny simulated study and a deliberately short chain (it warns that it has not converged; see
+    :func:`fit_bayes` for real settings). ``to_frame()`` is one row per quantity:
+
+    >>> import warnings
+    >>> import numpy as np
+    >>> from toolbias_stats.models import fit_bayes, simulate_choice_log
+    >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
+    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     res = fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
+    >>> res.to_frame().columns.tolist()[:4], res.diagnostics.draws
+    (['quantity', 'llm', 'effect', 'cluster'], 50)
     """
 
     idata: object = field(repr=False)
