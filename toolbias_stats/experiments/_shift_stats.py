@@ -150,13 +150,15 @@ def _adjust_tools(groups, alpha):
     """
     from statsmodels.stats.multitest import multipletests
 
+    from .._multitest import holm_adjusted
+
     tables = [g.tools.copy() for g in groups]
     p = np.concatenate([t["p_value"].to_numpy(float) if len(t) else np.empty(0) for t in tables]) if tables \
         else np.empty(0)
     ok = np.isfinite(p)
     holm, bh = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
     if ok.any():
-        holm[ok] = multipletests(p[ok], method="holm")[1]
+        holm[ok] = holm_adjusted(p[ok])
         bh[ok] = multipletests(p[ok], method="fdr_bh")[1]
     out, start = [], 0
     for g, t in zip(groups, tables):
@@ -181,8 +183,10 @@ def _adjust(groups):
         return groups
     from statsmodels.stats.multitest import multipletests
 
+    from .._multitest import holm_adjusted
+
     p = np.array([e[2] for e in entries])
-    holm = multipletests(p, method="holm")[1]
+    holm = holm_adjusted(p)
     bh = multipletests(p, method="fdr_bh")[1]
     adj = {(gi, m): (h, f) for (gi, m, _), h, f in zip(entries, holm, bh)}
     out = []

@@ -159,6 +159,8 @@ def feature_correlations(features: ToolFeatures, rates: BiasResult | ToolFeature
     from scipy import stats
     from statsmodels.stats.multitest import multipletests
 
+    from .._multitest import holm_adjusted
+
     level = check_confidence_level(confidence_level)
     caught: list = []
     d = design(features, rates, center=center, feature_names=feature_names, caught=caught)
@@ -201,7 +203,7 @@ def feature_correlations(features: ToolFeatures, rates: BiasResult | ToolFeature
     holm = np.full(len(p), np.nan)
     bh = np.full(len(p), np.nan)
     if fin.any():
-        holm[fin] = multipletests(p[fin], method="holm")[1]
+        holm[fin] = holm_adjusted(p[fin])
         bh[fin] = multipletests(p[fin], method="fdr_bh")[1]
     table["p_holm"] = holm
     table["p_bh"] = bh

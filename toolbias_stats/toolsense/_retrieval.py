@@ -674,7 +674,7 @@ def compare_configurations(result: RetrievalResult, *, pairs: Sequence[tuple[str
     The interval of ``recall_a - recall_b`` is the percentile interval of the differences of the two
     configurations' replicates, which share the query weights (paired bootstrap, stratified by tier). The
     exact McNemar test (``statsmodels.stats.contingency_tables.mcnemar(exact=True)``) uses the discordant
-    queries; Holm's step-down adjustment (``statsmodels.stats.multitest.multipletests``) runs over every
+    queries; Holm's step-down adjustment (as ``statsmodels.stats.multitest.multipletests``) runs over every
     row of the table.
 
     Examples
@@ -695,7 +695,8 @@ def compare_configurations(result: RetrievalResult, *, pairs: Sequence[tuple[str
     1  in_order  reversed   all     0.826     0.092     383      16
     """
     from statsmodels.stats.contingency_tables import mcnemar
-    from statsmodels.stats.multitest import multipletests
+
+    from .._multitest import holm_adjusted
 
     check_choice("metric", metric, ("rc", "rf"))
     dec = "constrained" if metric == "rc" else "free"
@@ -737,7 +738,7 @@ def compare_configurations(result: RetrievalResult, *, pairs: Sequence[tuple[str
                              "only_a": only_a, "only_b": only_b, "p_mcnemar": p})
     df = pd.DataFrame(rows)
     if len(df):
-        df["p_holm"] = multipletests(df["p_mcnemar"].to_numpy(), method="holm")[1]
+        df["p_holm"] = holm_adjusted(df["p_mcnemar"].to_numpy())
     else:
         warnings.warn("no comparisons to make (fewer than two configurations)", DegenerateDataWarning, stacklevel=2)
         df["p_holm"] = []
