@@ -23,6 +23,18 @@ from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
+from .._row_rules import (
+    MISSING,
+    NOT_INTEGER,
+    OK_WITHOUT_TOOL,
+    POSITION_RANGE,
+    REQUIRED_COLUMN,
+    ROTATION_RANGE,
+    RUN_BELOW_ONE,
+    one_of_message,
+    ordering_message,
+    unknown_cluster_message,
+)
 from .._selection_log import (
     CELL_OUTCOME,
     COUNT_MESSAGE,
@@ -600,7 +612,7 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
     """Build ``{f.name}_valid``: typed, checked rows (raise SelectionLogError listing the problems)."""
     cols = set(f.file_columns)
     f.weighted = COUNT_COLUMN in cols
-    problems = [problem(f.path, None, c, "required column is missing")
+    problems = [problem(f.path, None, c, REQUIRED_COLUMN)
                 for c in ("cluster_id", "query_id", "status") if c not in cols
                 and not (c == "query_id" and f.weighted)]   # aggregated files may have no query ids
     if problems:
@@ -689,7 +701,7 @@ def _design_exprs(con, f: _File, cols) -> dict:
 
 def _stage1_checks(f: _File, cols, catalog, cid) -> list[_Check]:
     """Stage 1: missing values, integers, status, clusters (the checks of SelectionLog.from_frame, in its order)."""
-    missing = lambda v: "missing value"  # noqa: E731
+    missing = lambda v: MISSING  # noqa: E731
     checks = [(c, f"{_q(c)} IS NULL", "NULL", missing)
               for c in ("cluster_id", "query_id", "status", "model", "condition") if c in cols]
     for c, nullable in _INT_COLS:
@@ -701,22 +713,22 @@ def _stage1_checks(f: _File, cols, catalog, cid) -> list[_Check]:
             if f.types[c] not in _INTEGER_TYPES:   # an integer column cannot hold a non-integer
                 checks.append((c, (f"{_q(c)} IS NOT NULL AND NOT (FALSE{is_nan}) AND ({num} IS NULL OR isnan({num}) "
                                    f"OR isinf({num}) OR abs({num}) > {MAX_INT} OR {num} <> round({num}))"), _q(c),
-                               lambda v: f"expected an integer, got {_num_repr(v)!r}"))
+                               lambda v: NOT_INTEGER.format(value=_num_repr(v))))
             elif f.types[c] in ("HUGEINT", "UBIGINT"):
-                checks.append((c, f"abs({num}) > {MAX_INT}", _q(c), lambda v: f"expected an integer, got {v!r}"))
+                checks.append((c, f"abs({num}) > {MAX_INT}", _q(c), lambda v: NOT_INTEGER.format(value=v)))
             if not nullable:
                 checks.append((c, f"{_q(c)} IS NULL{is_nan}", "NULL", missing))
     if "run" in cols:
         num = f"TRY_CAST({_q('run')} AS DOUBLE)"
         checks.append(("run", f"{num} < 1 AND {num} = round({num})", f"CAST({num} AS BIGINT)",
-                       lambda v: f"expected an integer >= 1, got {v!r}"))
+                       lambda v: RUN_BELOW_ONE.format(value=v)))
     if f.weighted:
         checks += _count_checks(f.types[COUNT_COLUMN])
     # the status and the cluster are checked once per distinct combination (``__stbad``, ``__ksize``: _prepare)
-    checks.append(("status", "__stbad", "status", lambda v: f"expected one of {list(STATUSES)}, got {v!r}"))
+    checks.append(("status", "__stbad", "status", lambda v: one_of_message(STATUSES).format(value=v)))
     known = sorted(catalog.clusters)
     checks.append(("cluster_id", "cluster_id IS NOT NULL AND __ksize IS NULL", cid,
-                   lambda v: f"unknown cluster id {v!r} (catalog {catalog.source} has {known})"))
+                   lambda v: unknown_cluster_message(catalog.source, known).format(value=v)))
     return checks
 
 
@@ -796,17 +808,16 @@ def _stage2_checks(bad, nlist, with_provenance) -> list[_Check]:
     bad_sql = " OR ".join(f"(cluster_id = {_lit(c)} AND ordering_in = {_lit(od)})" for c, od in bad) or "FALSE"
     checks: list[_Check] = [
         ("rotation", "ordering_in IS NULL AND rotation IS NOT NULL AND (rotation < 1 OR rotation > k)", "rotation",
-         lambda v: f"rotation {v!r} outside 1..K for this cluster"),
+         lambda v: ROTATION_RANGE.format(value=v)),
         ("ordering", bad_sql, "[cluster_id, ordering_in]",
-         lambda v: (f"ordering repeats a tool: {v[1]!r}" if len(set(v[1].split("|"))) != len(v[1].split("|"))
-                    else f"ordering names no tool of cluster {v[0]!r}: {v[1]!r}")),
+         lambda v: ordering_message(v[0], v[1], [])),   # listed as bad: repeats a tool, or names none of the cluster
         ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NULL", "NULL",
-         lambda v: "status is 'ok' but no tool is given"),
+         lambda v: OK_WITHOUT_TOOL),
         ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NOT NULL AND api_index IS NULL",
          "[chosen_tool_in, cluster_id]", lambda v: not_in_cluster_message(v[0], v[1])),
         ("chosen_position", (f"chosen_position_in IS NOT NULL AND (chosen_position_in < 1 OR chosen_position_in > "
                              f"{nlist})"), "chosen_position_in",
-         lambda v: f"position {v!r} outside 1..K (K = number of tools shown)"),
+         lambda v: POSITION_RANGE.format(value=v)),
     ]
     if with_provenance:
         sr = "TRY_CAST(source_row_in AS DOUBLE)"
@@ -819,7 +830,7 @@ def _count_checks(sql_type: str) -> list[_Check]:
     """Stage-1 checks of an aggregated file's ``count`` column (the pandas path's ``count_problems``)."""
     col = _q(COUNT_COLUMN)
     if sql_type == "BOOLEAN":
-        return [(COUNT_COLUMN, f"{col} IS NULL", "NULL", lambda v: "missing value"),
+        return [(COUNT_COLUMN, f"{col} IS NULL", "NULL", lambda v: MISSING),
                 (COUNT_COLUMN, f"{col} IS NOT NULL", col, lambda v: COUNT_MESSAGE.format(value=v))]
     num = f"TRY_CAST({col} AS DOUBLE)"
     is_float = sql_type in ("DOUBLE", "FLOAT") or sql_type.startswith("DECIMAL")
@@ -827,7 +838,7 @@ def _count_checks(sql_type: str) -> list[_Check]:
     bad = (f"{col} IS NOT NULL AND NOT ({missing}) AND ({num} IS NULL OR isnan({num}) OR isinf({num}) OR "
            f"{num} <> round({num}) OR {num} < 0 OR {num} > {MAX_COUNT})")
     value = col if (is_float or sql_type in _INTEGER_TYPES or sql_type == "VARCHAR") else f"CAST({col} AS VARCHAR)"
-    return [(COUNT_COLUMN, missing, "NULL", lambda v: "missing value"),
+    return [(COUNT_COLUMN, missing, "NULL", lambda v: MISSING),
             (COUNT_COLUMN, bad, value, lambda v: COUNT_MESSAGE.format(value=v))]
 
 
