@@ -13,7 +13,7 @@ import numbers
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -810,7 +810,8 @@ def _stage2_checks(bad, nlist, with_provenance) -> list[_Check]:
         ("rotation", "ordering_in IS NULL AND rotation IS NOT NULL AND (rotation < 1 OR rotation > k)", "rotation",
          lambda v: ROTATION_RANGE.format(value=v)),
         ("ordering", bad_sql, "[cluster_id, ordering_in]",
-         lambda v: ordering_message(v[0], v[1], [])),   # listed as bad: repeats a tool, or names none of the cluster
+         # listed as bad in SQL: it repeats a tool or names none of the cluster's (no tools shown: never None)
+         lambda v: cast(str, ordering_message(v[0], v[1], []))),
         ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NULL", "NULL",
          lambda v: OK_WITHOUT_TOOL),
         ("chosen_tool", "status = 'ok' AND chosen_tool_in IS NOT NULL AND api_index IS NULL",
