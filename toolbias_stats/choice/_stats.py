@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._json import records as _frame_records
 from .._validation import check_by, check_confidence_level, check_n_resamples, check_rng, renamed_attribute
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bias import wilson_interval
@@ -36,19 +37,6 @@ def _as_choice_log(log) -> ChoiceLog:
     if isinstance(log, (str, bytes)) or hasattr(log, "__fspath__"):
         return read_choice_study(log)
     raise TypeError(f"expected a ChoiceLog or a path to a choice-study manifest; got {type(log).__name__}.")
-
-
-def _json(v):
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return None if not np.isfinite(v) else float(v)
-    return v
-
-
-def _frame_records(frame: pd.DataFrame) -> list[dict]:
-    return [{k: _json(v.item() if hasattr(v, "item") else (None if v is pd.NA else v)) for k, v in r.items()}
-            for r in frame.to_dict(orient="records")]
 
 
 # ---------------------------------------------------------------------------------------------
