@@ -93,7 +93,8 @@ class TestValidate:
         assert "unresolved names" in out
 
     def test_json(self, capsys, request):
-        _, out, _ = _run(capsys, "validate", str(request.config.rootpath / STUDY), "--json")
+        code, out, err = _run(capsys, "validate", str(request.config.rootpath / STUDY), "--json")
+        assert code == 0, err
         doc = json.loads(out)
         assert doc["rows"] == 105500 and len(doc["files"]) == 22 and doc["clusters"][-1] == "10"
         assert sum(doc["by_status"].values()) == 105500
