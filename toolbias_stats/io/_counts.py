@@ -263,8 +263,9 @@ class SelectionCounts:
         return self.n_rows
 
     def __repr__(self):
+        n_table = len(self.compact) if self.compact is not None else len(self.table)
         return (f"SelectionCounts(level={self.level!r}, engine={self.engine!r}, {self.n_rows} attempts in "
-                f"{len(self.compact) if self.compact is not None else len(self.table)} count rows, status={self.status_totals()})")
+                f"{n_table} count rows, status={self.status_totals()})")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -91,7 +91,12 @@ def _lit(value) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def connect(threads: int | None = None, memory_limit: str | None = None, progress: bool = False):
+#: DuckDB's own memory (its default is 80% of the machine): a 100M-row log's aggregation spills beyond it, so
+#: DuckDB and the Python side together stay within a few GB (docs/performance.md, "Third pass").
+MEMORY_LIMIT = "2GB"
+
+
+def connect(threads: int | None = None, memory_limit: str | None = MEMORY_LIMIT, progress: bool = False):
     """A fresh in-memory DuckDB connection (insertion order preserved: row numbers follow the file)."""
     import duckdb
 
@@ -488,7 +493,17 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     from .._catalog import check_cluster_sizes
 
     check_cluster_sizes(catalog)
+    own = con is None
     con = con or connect(progress=progress)
+    try:
+        return _count_files(con, entries, catalog, level, progress, check_duplicates, cells)
+    finally:
+        if own:   # DuckDB's memory goes back before the statistics start
+            con.close()
+
+
+def _count_files(con, entries, catalog, level, progress, check_duplicates, cells) -> SelectionCounts:
+    """:func:`count_tables_duckdb` on an open connection."""
     _register_catalog(con, catalog)
     files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0),
                    {k: e[k] for k in ("design", "positions", "duplicates") if k in e})
@@ -1017,7 +1032,7 @@ def _compact_key(con, i, name, sql_type, design):
 
     Text keys (and integer cluster / query ids, which the table holds as text) become the codes of an ENUM of
     their sorted values; integer design columns come as they are."""
-    text = name in ("cluster_id", "query_id") or name in design and sql_type == "VARCHAR"
+    text = name in ("cluster_id", "query_id") or (name in design and sql_type == "VARCHAR")
     if text and (sql_type == "VARCHAR" or sql_type in _INTEGER_TYPES):
         value = _q(name) if sql_type == "VARCHAR" else f"CAST({_q(name)} AS VARCHAR)"
         con.execute(f"DROP TYPE IF EXISTS __c{i}")
@@ -1049,7 +1064,8 @@ def _query_arrays(con, design, k_max, bits, n_max) -> QueryArrays | None:
     counts = []
     for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"), ("pos", k_max, "__pos")):
         labels = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, n + 1)]
-        counts += [(lab, f"CAST(({col} >> {bits * j}) & {mask} AS {width}) AS {_q(lab)}") for j, lab in enumerate(labels)]
+        counts += [(lab, f"CAST(({col} >> {bits * j}) & {mask} AS {width}) AS {_q(lab)}")
+                   for j, lab in enumerate(labels)]
     select = ", ".join([sp[0] for sp in specs] + [sql for _, sql in counts])
     order = ", ".join(sp[1] for sp in specs)
     n_rows = con.execute("SELECT count(*) FROM __agg").fetchall()[0][0]
