@@ -617,7 +617,8 @@ def selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLi
         frame = table[list(dict.fromkeys([*by, "run"]))]
     else:
         columns = _Columns.of_arrays(compact)
-        frame = pd.DataFrame({c: compact.key(c) for c in dict.fromkeys([*by, "run"])})
+        # the grouping columns as the table holds them; `run` (for its distinct values only) in its small type
+        frame = pd.DataFrame({c: compact.key(c) if c in by else compact.keys[c] for c in dict.fromkeys([*by, "run"])})
     caught = []
     totals = counts.status_totals()
     excluded = {s: n for s, n in sorted(totals.items(), key=lambda kv: -kv[1]) if s != "ok" and n}
