@@ -106,12 +106,12 @@ class QueryArrays:
 class _LazyTable:
     """The ``table`` field of :class:`SelectionCounts`: a DataFrame, or a function making it on first use."""
 
-    def __set_name__(self, owner: type, name: str) -> None:
+    def __init__(self, name: str) -> None:
         self._slot = "_lazy_" + name
 
     def __get__(self, obj: Any, objtype: Any = None) -> pd.DataFrame:
         if obj is None:
-            raise AttributeError(self._slot)   # no default for the dataclass field
+            raise AttributeError(self._slot)
         value = obj.__dict__[self._slot]
         if callable(value):
             value = value()
@@ -178,8 +178,9 @@ class SelectionCounts:
     [{'cluster_id': '1', 'n_ok': 25}, {'cluster_id': '2', 'n_ok': 25}]
     """
 
-    #: a DataFrame, or (an engine at scale) a function that builds it on first use from :attr:`query_arrays`
-    table: _LazyTable = _LazyTable()
+    #: a DataFrame; an engine at scale passes a function that builds it on first use from :attr:`query_arrays`
+    #: (the field's descriptor, set below the class, calls it)
+    table: pd.DataFrame
     cells: pd.DataFrame
     catalog: ToolCatalog
     design_columns: tuple
@@ -266,6 +267,10 @@ class SelectionCounts:
         n_table = len(self.compact) if self.compact is not None else len(self.table)
         return (f"SelectionCounts(level={self.level!r}, engine={self.engine!r}, {self.n_rows} attempts in "
                 f"{n_table} count rows, status={self.status_totals()})")
+
+
+# set after the dataclass is made, so that `table` stays a field without a default
+setattr(SelectionCounts, "table", _LazyTable("table"))  # noqa: B010
 
 
 # ------------------------------------------------------------------------------------------------

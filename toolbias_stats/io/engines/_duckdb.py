@@ -550,8 +550,9 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
             diagnostics[str(f.path)].update(attempts=int(sum(aw.values())),
                                             attempt_status={str(k): int(v) for k, v in aw.items()})
     if isinstance(table, QueryArrays):
-        return SelectionCounts(table.to_table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb",
-                               query_arrays=table)
+        # the int64 table is built on first use (SelectionCounts.table's descriptor calls the function)
+        return SelectionCounts(cast(Any, table.to_table), cell_table, catalog, tuple(design), level, diagnostics,
+                               "duckdb", query_arrays=table)
     return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb")
 
 
