@@ -118,13 +118,13 @@ def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None
             "    print('PEAK_RSS_KB', max(r, c), file=sys.stderr)\n"
             "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
             "    print('CPU_S', u.ru_utime + u.ru_stime, file=sys.stderr)\n"
+            "    print('PACKAGE', m.__file__, file=sys.stderr)\n"
             "sys.exit(rc)")
     t = time.perf_counter()
-    env = {**os.environ, "CI": "1"}
-    if package:
-        env["PYTHONPATH"] = os.pathsep.join([package, env.get("PYTHONPATH", "")])
+    # run from the study's folder (not the checkout: `python -c` puts the working directory first on the path)
+    path = os.pathsep.join([package or str(ROOT), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-c", code, *cli_args], capture_output=True, text=True,
-                          env=env, check=False)
+                          env={**os.environ, "CI": "1", "PYTHONPATH": path}, check=False, cwd=study.parent)
     wall = time.perf_counter() - t
     if proc.returncode:
         raise RuntimeError(proc.stderr[-2000:])
@@ -134,6 +134,7 @@ def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None
     except json.JSONDecodeError:
         raise RuntimeError("not JSON: " + proc.stdout[:300]) from None
     out["__text__"] = proc.stdout
+    out["__package__"] = next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("PACKAGE"))
     return wall, peak / 2**20, out, _cpu_of(proc.stderr)
 
 
@@ -146,7 +147,7 @@ def compare_versions(study: Path, bootstrap: int, engine: str, before: str, repe
             wall, peak, res, cpu = run_cli(study, bootstrap, engine, package)
             texts.setdefault(tag, res["__text__"])
             print(f"    {tag:>6} #{i + 1}: wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {peak:5.2f} GiB  "
-                  f"load {load:.2f} -> {os.getloadavg()[0]:.2f}", flush=True)
+                  f"load {load:.2f} -> {os.getloadavg()[0]:.2f}  ({res['__package__']})", flush=True)
     print(f"    JSON output byte-identical: {texts['before'] == texts['after']}", flush=True)
 
 

@@ -908,8 +908,8 @@ def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, ke
     q_codes[known] = np.searchsorted(np.unique(g[known]), g[known])
     s_codes = np.searchsorted(runs, columns.run[rows])
     n_q = int(q_codes.max()) + 1
-    api = np.zeros((n_q, len(runs), k))
-    np.add.at(api, (q_codes, s_codes), columns.tools(rows, k))
+    cell = q_codes * len(runs) + s_codes
+    api = _cell_sums(cell, columns.tools(rows, k), n_q * len(runs)).reshape(n_q, len(runs), k)
     pos_n = columns.pos[rows].astype(float)
     pos_known = pos_n.sum(1) > 0
     pos: _Target | None = None
@@ -922,10 +922,20 @@ def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, ke
             caught.append(msg)
         else:
             kp = int(n_cand[0])
-            pos_counts = np.zeros((n_q, len(runs), kp))
-            np.add.at(pos_counts, (q_codes[pos_known], s_codes[pos_known]), pos_n[pos_known][:, :kp])
-            pos = _Target(pos_counts, kp)
+            pos_counts = _cell_sums(cell[pos_known], pos_n[pos_known][:, :kp], n_q * len(runs))
+            pos = _Target(pos_counts.reshape(n_q, len(runs), kp), kp)
     return _Target(api, k), pos, tools
+
+
+def _cell_sums(cell, values, n_cells):
+    """Per cell, the column sums of the rows' ``values`` (rows, m) -> (n_cells, m), float.
+
+    The values are counts (integers), so the sums are exact in any order: the same numbers as ``np.add.at``
+    into zeros, several times faster."""
+    out = np.empty((n_cells, values.shape[1]))
+    for j in range(values.shape[1]):
+        out[:, j] = np.bincount(cell, weights=values[:, j], minlength=n_cells)
+    return out
 
 
 #: ``BiasResult.position`` in words.
