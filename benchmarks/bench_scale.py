@@ -2,6 +2,7 @@
 
 Usage:  python benchmarks/bench_scale.py [--rows 1e6 1e7 1e8] [--dir /tmp/toolbias_scale] [--engine duckdb]
                                          [--bootstrap 0 2000] [--keep] [--parts 8 --attempt]
+                                         [--before DIR --repeat 3]
 
 Generates, in chunks (never the whole log in memory), a synthetic log in the table schema: 7 models x 3 runs x
 10 clusters (the bundled BiasBusters catalog, K = 5) x Q queries x 5 cyclic rotations, Q = rows / 1,050; each
@@ -10,6 +11,8 @@ attempt chooses with probability proportional to tool preference x position pref
 they are never part of the repository). Each size is timed through the CLI in a fresh process
 (`toolbias-stats bias STUDY --bootstrap N --json`, imports included), with the peak resident memory of that
 process (its own and its children's). The fitted exponent b of time ~ rows^b is printed for each setting.
+``--before DIR`` also runs the package found in DIR (e.g. ``git archive`` of an older commit) on the same files,
+alternating old and new ``--repeat`` times, and says whether their JSON outputs are byte-identical.
 """
 
 from __future__ import annotations
@@ -103,9 +106,9 @@ def _cpu_of(stderr: str) -> float:
     return next(float(line.split()[1]) for line in stderr.splitlines() if line.startswith("CPU_S"))
 
 
-def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dict, float]:
+def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None) -> tuple[float, float, dict, float]:
     """Wall time (s), peak RSS (GiB), the JSON output and the CPU time (s, all threads) of one CLI run in a fresh
-    process."""
+    process (``package``: a folder holding another version of ``toolbias_stats``, put first on the path)."""
     cli_args = ["bias", str(study), "--bootstrap", str(bootstrap), "--json", "--engine", engine]
     code = ("import resource, sys\n"
             "import toolbias_stats.cli.__main__ as m\n"
@@ -115,10 +118,13 @@ def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dic
             "    print('PEAK_RSS_KB', max(r, c), file=sys.stderr)\n"
             "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
             "    print('CPU_S', u.ru_utime + u.ru_stime, file=sys.stderr)\n"
+            "    print('PACKAGE', m.__file__, file=sys.stderr)\n"
             "sys.exit(rc)")
     t = time.perf_counter()
+    # run from the study's folder (not the checkout: `python -c` puts the working directory first on the path)
+    path = os.pathsep.join([package or str(ROOT), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-c", code, *cli_args], capture_output=True, text=True,
-                          env={**os.environ, "CI": "1"}, check=False)
+                          env={**os.environ, "CI": "1", "PYTHONPATH": path}, check=False, cwd=study.parent)
     wall = time.perf_counter() - t
     if proc.returncode:
         raise RuntimeError(proc.stderr[-2000:])
@@ -127,7 +133,22 @@ def run_cli(study: Path, bootstrap: int, engine: str) -> tuple[float, float, dic
         out = json.loads(proc.stdout)
     except json.JSONDecodeError:
         raise RuntimeError("not JSON: " + proc.stdout[:300]) from None
+    out["__text__"] = proc.stdout
+    out["__package__"] = next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("PACKAGE"))
     return wall, peak / 2**20, out, _cpu_of(proc.stderr)
+
+
+def compare_versions(study: Path, bootstrap: int, engine: str, before: str, repeat: int) -> None:
+    """Old (``before``) and new alternated ``repeat`` times on one file: wall, CPU, peak, load; same output?"""
+    texts = {}
+    for i in range(repeat):
+        for tag, package in (("before", before), ("after", None)):
+            load = os.getloadavg()[0]
+            wall, peak, res, cpu = run_cli(study, bootstrap, engine, package)
+            texts.setdefault(tag, res["__text__"])
+            print(f"    {tag:>6} #{i + 1}: wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {peak:5.2f} GiB  "
+                  f"load {load:.2f} -> {os.getloadavg()[0]:.2f}  ({res['__package__']})", flush=True)
+    print(f"    JSON output byte-identical: {texts['before'] == texts['after']}", flush=True)
 
 
 def run_duckdb_baseline(log: Path) -> tuple[float, float]:
@@ -172,6 +193,9 @@ def main():
     ap.add_argument("--attempt", action="store_true", help="add a column `attempt` with a distinct id per row")
     ap.add_argument("--skip-bootstrap-above", type=float, default=1e8,
                     help="do not run the bootstrap setting above this many rows (default: run all)")
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="a folder holding an older toolbias_stats: run both, alternated, and compare outputs")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each version with --before")
     args = ap.parse_args()
     out_dir = Path(args.dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -194,6 +218,9 @@ def main():
               f"load {os.getloadavg()[0]:.2f}", flush=True)
         for b in args.bootstrap:
             if b and n > args.skip_bootstrap_above:
+                continue
+            if args.before:
+                compare_versions(study, b, args.engine, args.before, args.repeat)
                 continue
             wall, peak, res, cpu = run_cli(study, b, args.engine)
             used = sum(g["rows"]["total"] for g in res["groups"])

@@ -8,9 +8,9 @@ attempts ended in each status. An *engine* computes these counts (``pandas`` fro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from ._catalog import ToolCatalog
 if TYPE_CHECKING:
     from ._selection_log import SelectionLog
 
-__all__ = ["SelectionCounts", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
+__all__ = ["SelectionCounts", "QueryArrays", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
 
 #: Levels of aggregation: per query (everything, bootstrap included) or per cluster (point estimates only).
 COUNT_LEVELS = ("query", "cluster")
@@ -42,6 +42,84 @@ def position_columns(k: int) -> list[str]:
     """``pos_1 .. pos_k``: valid choices whose position is known, by rank among the cluster's tools as shown
     (``chosen_rank``; the position in the list when the list is the cluster's tools)."""
     return [f"pos_{i}" for i in range(1, k + 1)]
+
+
+class QueryArrays:
+    """The query-level count table as compact arrays, rows in the table's order (an engine's output at scale).
+
+    ``keys``: ``{column: values}`` for the design columns, ``cluster_id``, ``query_id`` and ``n_candidates`` in
+    the table's column order (text keys as categoricals with sorted categories, numbers as arrays of the
+    smallest integer type that holds them; ``key_dtypes`` their dtype in the table); ``counts``: ``{column:
+    unsigned integer array}`` for ``n_*``, ``tool_*`` and ``pos_*``. :meth:`to_table` builds the frame that
+    :func:`finalize_table` returns for the same counts (the table is sorted by key already); the bias reads the
+    arrays themselves, so a 100M-row log never has its int64 table in memory.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> cat = pd.Categorical.from_codes([0, 0], categories=pd.Index(["a"], dtype="string"))
+    >>> qid = pd.Categorical.from_codes([0, 1], categories=pd.Index(["1", "2"], dtype="string"))
+    >>> keys = {"model": cat, "run": np.array([1, 1], dtype=np.int8), "condition": cat, "cluster_id": cat,
+    ...         "query_id": qid, "n_candidates": np.array([2, 2], dtype=np.int8)}
+    >>> counts = {c: np.array([1, 0], dtype=np.uint8) for c in ["n_ok", "tool_1", "tool_2", "pos_1", "pos_2"]}
+    >>> qa = QueryArrays(keys, {"run": np.dtype(np.int64), "n_candidates": np.dtype(np.int64)}, counts, 2)
+    >>> qa.to_table()[["query_id", "run", "n_ok", "n_no_call", "tool_1"]].to_dict("records")
+    [{'query_id': '1', 'run': 1, 'n_ok': 1, 'n_no_call': 0, 'tool_1': 1}, {'query_id': '2', 'run': 1, 'n_ok': 0, \
+'n_no_call': 0, 'tool_1': 0}]
+    """
+
+    def __init__(self, keys: dict[str, Any], key_dtypes: dict[str, np.dtype], counts: dict[str, np.ndarray],
+                 k_max: int) -> None:
+        self.keys, self.key_dtypes, self.counts, self.k_max = keys, key_dtypes, counts, k_max
+
+    def __len__(self) -> int:
+        return len(next(iter(self.counts.values()))) if self.counts else 0
+
+    def count(self, name: str) -> np.ndarray:
+        """The count column ``name`` (zeros when no row has it: a status nobody had)."""
+        col = self.counts.get(name)
+        return np.zeros(len(self), dtype=np.uint8) if col is None else col
+
+    def matrix(self, names: Sequence[str]) -> np.ndarray:
+        """The count columns ``names`` side by side, (rows, len(names)), in their compact integer type."""
+        cols = [self.count(c) for c in names]
+        dtype = np.result_type(*cols) if cols else np.uint8
+        out = np.empty((len(self), len(cols)), dtype=dtype)
+        for j, col in enumerate(cols):
+            out[:, j] = col
+        return out
+
+    def key(self, name: str) -> Any:
+        """A key column as the table holds it (numbers in their table dtype)."""
+        col = self.keys[name]
+        return col.astype(self.key_dtypes[name]) if name in self.key_dtypes else col
+
+    def to_table(self) -> pd.DataFrame:
+        """The count table (``finalize_table``'s layout: counts int64, text keys categorical)."""
+        out = pd.DataFrame({c: self.key(c) for c in self.keys})
+        names = ([f"n_{s}" for s in STATUSES] + tool_columns(self.k_max) + position_columns(self.k_max))
+        for c in names:
+            out[c] = self.count(c).astype(np.int64)
+        return out
+
+
+class _LazyTable:
+    """The ``table`` field of :class:`SelectionCounts`: a DataFrame, or a function making it on first use."""
+
+    def __init__(self, name: str) -> None:
+        self._slot = "_lazy_" + name
+
+    def __get__(self, obj: Any, objtype: Any = None) -> pd.DataFrame:
+        if obj is None:
+            raise AttributeError(self._slot)
+        value = obj.__dict__[self._slot]
+        if callable(value):
+            value = value()
+            obj.__dict__[self._slot] = value
+        return value
+
+    def __set__(self, obj: Any, value: pd.DataFrame | Callable[[], pd.DataFrame]) -> None:
+        obj.__dict__[self._slot] = value
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +178,8 @@ class SelectionCounts:
     [{'cluster_id': '1', 'n_ok': 25}, {'cluster_id': '2', 'n_ok': 25}]
     """
 
+    #: a DataFrame; an engine at scale passes a function that builds it on first use from :attr:`query_arrays`
+    #: (the field's descriptor, set below the class, calls it)
     table: pd.DataFrame
     cells: pd.DataFrame
     catalog: ToolCatalog
@@ -107,21 +187,32 @@ class SelectionCounts:
     level: str = "query"
     diagnostics: dict = field(default_factory=dict)
     engine: str = "pandas"
+    #: the query-level table as compact arrays (DuckDB engine, unweighted logs); None otherwise
+    query_arrays: QueryArrays | None = field(default=None, repr=False)
 
     # -- views ------------------------------------------------------------------------------
     @property
+    def compact(self) -> QueryArrays | None:
+        """:attr:`query_arrays` while the table has not been built (then the arrays answer the views)."""
+        return self.query_arrays if callable(self.__dict__.get("_lazy_table")) else None
+
+    @property
     def k_max(self) -> int:
         """Number of ``tool_*`` (and ``pos_*``) columns."""
+        if self.compact is not None:
+            return self.compact.k_max
         return sum(1 for c in self.table.columns if c.startswith("tool_"))
 
     @property
     def n_rows(self) -> int:
         """Attempts represented (every status)."""
-        return int(self.table[list(STATUS_COLUMNS)].to_numpy().sum())
+        return sum(self.status_totals().values())
 
     @property
     def weighted(self) -> bool:
         """Whether the counts come from an aggregated log (rows with a ``count``; ``rows_*`` columns present)."""
+        if self.compact is not None:
+            return False
         return ROW_COLUMNS[0] in self.table.columns
 
     def row_totals(self) -> dict:
@@ -133,6 +224,8 @@ class SelectionCounts:
 
     def status_totals(self) -> dict:
         """``{status: attempts}`` over the whole study (zeros included)."""
+        if self.compact is not None:
+            return {s: int(self.compact.count(f"n_{s}").sum(dtype=np.int64)) for s in STATUSES}
         sums = self.table[list(STATUS_COLUMNS)].sum()
         return {s: int(sums[f"n_{s}"]) for s in STATUSES}
 
@@ -171,8 +264,13 @@ class SelectionCounts:
         return self.n_rows
 
     def __repr__(self):
+        n_table = len(self.compact) if self.compact is not None else len(self.table)
         return (f"SelectionCounts(level={self.level!r}, engine={self.engine!r}, {self.n_rows} attempts in "
-                f"{len(self.table)} count rows, status={self.status_totals()})")
+                f"{n_table} count rows, status={self.status_totals()})")
+
+
+# set after the dataclass is made, so that `table` stays a field without a default
+setattr(SelectionCounts, "table", _LazyTable("table"))  # noqa: B010
 
 
 # ------------------------------------------------------------------------------------------------

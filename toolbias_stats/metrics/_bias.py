@@ -17,7 +17,7 @@ from .._display import ReprHTMLMixin
 from .._schema import STATUSES
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
-from ..io._counts import tool_columns
+from ..io._counts import QueryArrays, position_columns, tool_columns
 from ..io._load import load_counts
 from ._bootstrap import (
     BOOTSTRAP_CI_METHODS,
@@ -609,8 +609,16 @@ def selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLi
                          f"{counts.level!r} instead (count with level='query', or set n_resamples=0).")
     seed = rng if isinstance(rng, (int, type(None))) else "generator"
     gen = check_rng(rng)
-    table = counts.table.reset_index(drop=True)    # group rows are then positions in `columns`
-    columns = _Columns(table)
+    # group rows are positions in `columns`; at scale (DuckDB) the table's compact arrays, never the int64 table
+    compact = counts.compact if counts.level == "query" else None
+    if compact is None:
+        table = counts.table.reset_index(drop=True)
+        columns = _Columns(table)
+        frame = table[list(dict.fromkeys([*by, "run"]))]
+    else:
+        columns = _Columns.of_arrays(compact)
+        # the grouping columns as the table holds them; `run` (for its distinct values only) in its small type
+        frame = pd.DataFrame({c: compact.key(c) if c in by else compact.keys[c] for c in dict.fromkeys([*by, "run"])})
     caught = []
     totals = counts.status_totals()
     excluded = {s: n for s, n in sorted(totals.items(), key=lambda kv: -kv[1]) if s != "ok" and n}
@@ -620,8 +628,8 @@ def selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLi
         msg = (f"{sum(excluded.values())} of {n_all} {unit} have no valid selection and are excluded: {excluded}")
         warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
         caught.append(msg)
-    # one group's rows at a time (a list of all groups would hold a second copy of the table)
-    grouped = table.groupby(by, sort=True, dropna=False) if by else [((), table)]
+    # one group's rows at a time (the grouping columns only: a copy of the table per group costs memory)
+    grouped = frame.groupby(by, sort=True, dropna=False) if by else [((), frame)]
     if progress:
         from tqdm.auto import tqdm
 
@@ -711,9 +719,10 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
     the :class:`GroupBias`."""
     if columns is None:
         columns, sub = _Columns(sub), sub.reset_index(drop=True)
-    rows = _rows(sub, "n")
-    if "rows_ok" in sub.columns:   # an aggregated log: n_* are attempts (sums of count); rows_* are table rows
-        rows["table_rows"] = _rows(sub, "rows")
+    at = sub.index.to_numpy()
+    rows = _rows(columns.status, at)
+    if columns.table_rows is not None:   # an aggregated log: n_* are attempts (sums of count); rows_* table rows
+        rows["table_rows"] = _rows(columns.table_rows, at)
     d = _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of, unknown, columns)
     clusters, multinomial = d.clusters, d.multinomial
     obs_api = {c: d.api_t[c].counts.sum(0) for c in clusters}
@@ -737,6 +746,10 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
             warnings.warn(msg, DegenerateDataWarning, stacklevel=4)
             caught.append(msg)
     model_cal = _Metric.model_calibration(api, pos, level, pool) if pos else None
+    for c in clusters:   # the metrics hold what they need: the per-query tensors go before the next group's come
+        for t in (d.api_t[c], d.pos_t[c]):
+            if t is not None:
+                t.counts = np.empty((0,) + t.counts.shape[1:])
     return _PendingGroup(keys, rows, d, obs_api, obs_pos, api, pos, has_pos, model_cal, n_resamples, level,
                          ci_method)
 
@@ -791,9 +804,10 @@ class _PendingGroup:
         )
 
 
-def _rows(sub, prefix) -> dict:
-    """``{"total", "used", "excluded": {status: n}}`` from the ``{prefix}_{status}`` count columns."""
-    status = {s: int(sub[f"{prefix}_{s}"].sum()) for s in STATUSES}
+def _rows(by_status, at) -> dict:
+    """``{"total", "used", "excluded": {status: n}}`` from the rows ``at`` of a (rows, status) count matrix."""
+    sums = by_status[at].sum(0, dtype=np.int64)
+    status = {s: int(sums[j]) for j, s in enumerate(STATUSES)}
     return {"total": sum(status.values()), "used": status["ok"],
             "excluded": {s: n for s, n in sorted(status.items(), key=lambda kv: -kv[1]) if s != "ok" and n}}
 
@@ -834,7 +848,20 @@ class _Columns:
     """The count table's columns that the bias reads, as numpy arrays converted once (selecting DataFrame columns
     group by group and cluster by cluster costs more than the arithmetic)."""
 
-    def __init__(self, table: pd.DataFrame):
+    query: np.ndarray
+    cluster_code: np.ndarray
+    cluster_ids: list
+    run: np.ndarray
+    n_candidates: np.ndarray
+    _tool_at: dict
+    tool: np.ndarray
+    pos: np.ndarray
+    status: np.ndarray
+    table_rows: np.ndarray | None
+
+    def __init__(self, table: pd.DataFrame | None):
+        if table is None:
+            return
         # queries in sorted order (missing: -1): sorting a subset keeps this order, so the codes of a cluster's rows
         # rank its queries as pd.factorize(part, sort=True) does
         self.query, _ = pd.factorize(table["query_id"], sort=True)
@@ -843,12 +870,32 @@ class _Columns:
         self.run = table["run"].to_numpy()
         self.n_candidates = table["n_candidates"].to_numpy()
         self._tool_at = {c: i for i, c in enumerate(c for c in table.columns if c.startswith("tool_"))}
-        self.tool = table[list(self._tool_at)].to_numpy(dtype=float)
-        self.pos = table[[c for c in table.columns if c.startswith("pos_")]].to_numpy(dtype=float)
+        self.tool = table[list(self._tool_at)].to_numpy()
+        self.pos = table[[c for c in table.columns if c.startswith("pos_")]].to_numpy()
+        self.status = table[[f"n_{s}" for s in STATUSES]].to_numpy()
+        self.table_rows = (table[[f"rows_{s}" for s in STATUSES]].to_numpy() if "rows_ok" in table.columns
+                           else None)
+
+    @classmethod
+    def of_arrays(cls, qa: QueryArrays) -> _Columns:
+        """The same columns from an engine's compact arrays (integer counts stay in their small type)."""
+        self = cls(None)
+        # the categories are sorted, so the codes rank the queries as the table's factorisation does
+        self.query = np.asarray(qa.keys["query_id"].codes)
+        self.cluster_code = np.asarray(qa.keys["cluster_id"].codes)
+        self.cluster_ids = list(qa.keys["cluster_id"].categories)
+        self.run = qa.keys["run"]
+        self.n_candidates = qa.keys["n_candidates"]
+        self._tool_at = {c: i for i, c in enumerate(tool_columns(qa.k_max))}
+        self.tool = qa.matrix(tool_columns(qa.k_max))
+        self.pos = qa.matrix(position_columns(qa.k_max))
+        self.status = qa.matrix([f"n_{s}" for s in STATUSES])
+        self.table_rows = None
+        return self
 
     def tools(self, rows, k):
-        """Counts of ``tool_1 .. tool_k`` in ``rows``."""
-        return self.tool[np.ix_(rows, [self._tool_at[c] for c in tool_columns(k)])]
+        """Counts of ``tool_1 .. tool_k`` in ``rows`` (float)."""
+        return self.tool[np.ix_(rows, [self._tool_at[c] for c in tool_columns(k)])].astype(float)
 
 
 def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, keys, stacklevel=5):
@@ -861,9 +908,9 @@ def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, ke
     q_codes[known] = np.searchsorted(np.unique(g[known]), g[known])
     s_codes = np.searchsorted(runs, columns.run[rows])
     n_q = int(q_codes.max()) + 1
-    api = np.zeros((n_q, len(runs), k))
-    np.add.at(api, (q_codes, s_codes), columns.tools(rows, k))
-    pos_n = columns.pos[rows]
+    cell = q_codes * len(runs) + s_codes
+    api = _cell_sums(cell, columns.tools(rows, k), n_q * len(runs)).reshape(n_q, len(runs), k)
+    pos_n = columns.pos[rows].astype(float)
     pos_known = pos_n.sum(1) > 0
     pos: _Target | None = None
     if pos_known.any():
@@ -875,10 +922,20 @@ def _cluster_tensors(columns: _Columns, rows, catalog, cluster, runs, caught, ke
             caught.append(msg)
         else:
             kp = int(n_cand[0])
-            pos_counts = np.zeros((n_q, len(runs), kp))
-            np.add.at(pos_counts, (q_codes[pos_known], s_codes[pos_known]), pos_n[pos_known][:, :kp])
-            pos = _Target(pos_counts, kp)
+            pos_counts = _cell_sums(cell[pos_known], pos_n[pos_known][:, :kp], n_q * len(runs))
+            pos = _Target(pos_counts.reshape(n_q, len(runs), kp), kp)
     return _Target(api, k), pos, tools
+
+
+def _cell_sums(cell, values, n_cells):
+    """Per cell, the column sums of the rows' ``values`` (rows, m) -> (n_cells, m), float.
+
+    The values are counts (integers), so the sums are exact in any order: the same numbers as ``np.add.at``
+    into zeros, several times faster."""
+    out = np.empty((n_cells, values.shape[1]))
+    for j in range(values.shape[1]):
+        out[:, j] = np.bincount(cell, weights=values[:, j], minlength=n_cells)
+    return out
 
 
 #: ``BiasResult.position`` in words.

@@ -134,7 +134,7 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
     else:
         # many queries: compiled counter-based draws in blocks of replicates (memory bounded), float32 products
         # (exact while every sum stays below 2^24, else float64)
-        from ._weights_kernel import weights_block
+        from ._weights_kernel import weights_block_max
 
         seed = int(rng.integers(0, 2**63))
         step = max(1, int(chunk_bytes // (4 * q)))
@@ -142,11 +142,11 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
         col_total = float(joined.sum(0).max()) if joined.size else 0.0
         for start in range(0, n_resamples, step):
             r = min(step, n_resamples - start)
-            w = weights_block(r, q, seed, start, method == "poisson")   # drawn on all cores
+            w, top = weights_block_max(r, q, seed, start, method == "poisson")   # drawn on all cores
             # one BLAS thread: the product reads the block once (memory bound); idle BLAS threads spinning
             # beside the weights' threads cost more than they give (exact sums, whatever the threads)
             with _one_blas_thread():
-                if float(w.max()) * col_total < 2**24:
+                if top * col_total < 2**24:
                     out[start:start + r] = w @ joined32
                 else:
                     out[start:start + r] = w.astype(float) @ joined

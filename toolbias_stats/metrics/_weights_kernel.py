@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["weights_block"]
+__all__ = ["weights_block", "weights_block_max"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -34,7 +34,7 @@ def _mix(z):
 
 
 @numba.njit(cache=True, parallel=True)
-def _kernel(out, seed, first, q, poisson):
+def _kernel(out, top, seed, first, q, poisson):
     n = out.shape[0]
     qq = np.uint64(q)
     threshold = (_TWO32 - qq) % qq          # Lemire: reject the 2^32 mod q low products
@@ -64,6 +64,7 @@ def _kernel(out, seed, first, q, poisson):
                     if (m & _LOW32) >= threshold:
                         break
                 row[m >> _S32] += 1.0
+        top[i] = row.max() if q else 0.0   # the row's largest weight, read while the row is in cache
 
 
 def weights_block(n_rows: int, q: int, seed: int, first: int, poisson: bool) -> np.ndarray:
@@ -72,6 +73,12 @@ def weights_block(n_rows: int, q: int, seed: int, first: int, poisson: bool) -> 
     Multinomial (Q queries drawn with replacement) or independent Poisson(1) weights. Replicate ``r`` of a
     given ``seed`` is the same whatever block it is drawn in.
     """
+    return weights_block_max(n_rows, q, seed, first, poisson)[0]
+
+
+def weights_block_max(n_rows: int, q: int, seed: int, first: int, poisson: bool) -> tuple[np.ndarray, float]:
+    """:func:`weights_block` and its largest weight (found row by row as the rows are drawn: no second pass)."""
     out = np.empty((n_rows, q), dtype=np.float32)
-    _kernel(out, np.uint64(seed), np.uint64(first), q, bool(poisson))
-    return out
+    top = np.zeros(n_rows, dtype=np.float32)
+    _kernel(out, top, np.uint64(seed), np.uint64(first), q, bool(poisson))
+    return out, float(top.max()) if n_rows else 0.0

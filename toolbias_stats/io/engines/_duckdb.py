@@ -22,7 +22,15 @@ from ..._schema import AGGREGATED_QUERY_ID, COUNT_COLUMN, LOG_COLUMNS, STATUSES
 from ..._schema import DESIGN_COLUMNS as _DESIGN
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
+from .._counts import (
+    CELL_KEYS,
+    ROW_COLUMNS,
+    QueryArrays,
+    SelectionCounts,
+    finalize_table,
+    position_columns,
+    tool_columns,
+)
 from .._row_rules import (
     MISSING,
     NOT_INTEGER,
@@ -83,7 +91,12 @@ def _lit(value) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def connect(threads: int | None = None, memory_limit: str | None = None, progress: bool = False):
+#: DuckDB's own memory (its default is 80% of the machine): a 100M-row log's aggregation spills beyond it, so
+#: DuckDB and the Python side together stay within a few GB (docs/performance.md, "Third pass").
+MEMORY_LIMIT = "2GB"
+
+
+def connect(threads: int | None = None, memory_limit: str | None = MEMORY_LIMIT, progress: bool = False):
     """A fresh in-memory DuckDB connection (insertion order preserved: row numbers follow the file)."""
     import duckdb
 
@@ -480,7 +493,17 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     from .._catalog import check_cluster_sizes
 
     check_cluster_sizes(catalog)
+    own = con is None
     con = con or connect(progress=progress)
+    try:
+        return _count_files(con, entries, catalog, level, progress, check_duplicates, cells)
+    finally:
+        if own:   # DuckDB's memory goes back before the statistics start
+            con.close()
+
+
+def _count_files(con, entries, catalog, level, progress, check_duplicates, cells) -> SelectionCounts:
+    """:func:`count_tables_duckdb` on an open connection."""
     _register_catalog(con, catalog)
     files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0),
                    {k: e[k] for k in ("design", "positions", "duplicates") if k in e})
@@ -526,6 +549,10 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
                                   "GROUP BY ALL").fetchall())
             diagnostics[str(f.path)].update(attempts=int(sum(aw.values())),
                                             attempt_status={str(k): int(v) for k, v in aw.items()})
+    if isinstance(table, QueryArrays):
+        # the int64 table is built on first use (SelectionCounts.table's descriptor calls the function)
+        return SelectionCounts(cast(Any, table.to_table), cell_table, catalog, tuple(design), level, diagnostics,
+                               "duckdb", query_arrays=table)
     return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb")
 
 
@@ -927,6 +954,12 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
         table, flags = _aggregate_cluster(con, design, dkeys, k_max, weighted, duplicates)
     if table is None:
         return None, None, flags
+    if isinstance(table, QueryArrays):   # compact: the table is built only if someone asks for it
+        if not with_cells:
+            return table, None, flags
+        cells = _cells(con, catalog, design, weighted)
+        cells = cells.sort_values(list(design) + list(CELL_KEYS), kind="stable", na_position="last")
+        return table, cells.reset_index(drop=True), flags
     if not with_cells:
         table = finalize_table(_with_query_column(table, design, level), design, k_max)
         return table, None, flags
@@ -961,11 +994,13 @@ def _aggregate_query(con, design, dkeys, k_max, value_names):
               f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_rank BETWEEN 1 AND {slots} THEN "
               f"CAST(1 AS BIGINT) << ({bits} * (chosen_rank - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
               f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * __scode)) AS BIGINT) AS __status")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
-                f"count(*) AS __n, {packed}, {_DUP_COUNTERS} FROM study GROUP BY ALL")
+    # the checks' counters reduced to flags per query (a slimmer table: it holds one row per query)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT * EXCLUDE (__nin, __din, __nother, __bad, __bad1), "
+                f"__nin > __din OR __nother > 0 AS __dup, __bad > 0 AS __bad, __bad1 > 0 AS __bad1 FROM ("
+                f"SELECT {', '.join(dkeys)}, query_id, n_candidates, count(*) AS __n, {packed}, {_DUP_COUNTERS} "
+                f"FROM study GROUP BY ALL)")
     bad1, bad, maybe_dup, n_max = con.execute(
-        "SELECT count_if(__bad1 > 0), count_if(__bad > 0), count_if(__nin > __din OR __nother > 0), max(__n) "
-        "FROM __agg").fetchone()
+        "SELECT count_if(__bad1), count_if(__bad), count_if(__dup), max(__n) FROM __agg").fetchone()
     flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": bool(maybe_dup)}
     if bad1 or bad:
         return None, flags
@@ -976,6 +1011,9 @@ def _aggregate_query(con, design, dkeys, k_max, value_names):
         con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                     f"{', '.join(sums)} FROM study GROUP BY ALL")
         return _enum_keys_table(con, design, value_names), flags
+    compact = _query_arrays(con, design, k_max, bits, int(n_max or 0))
+    if compact is not None:
+        return compact, flags
     table = _enum_keys_table(con, design, ["__status", "__tools", "__pos"])
     mask = np.int64(2 ** bits - 1)
     for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"), ("pos", k_max, "__pos")):
@@ -984,6 +1022,90 @@ def _aggregate_query(con, design, dkeys, k_max, value_names):
         for j, nm in enumerate(names):
             table[nm] = (packed_col >> np.int64(bits * j)) & mask
     return table, flags
+
+
+#: Rows fetched from DuckDB at a time into the compact arrays.
+_BATCH_ROWS = 1 << 20
+
+
+def _compact_key(con, i, name, sql_type, design):
+    """How a key of ``__agg`` is fetched: ``(select SQL, order SQL, categories or None)``, None if not compact.
+
+    Text keys (and integer cluster / query ids, which the table holds as text) become the codes of an ENUM of
+    their sorted values; integer design columns come as they are."""
+    text = name in ("cluster_id", "query_id") or (name in design and sql_type == "VARCHAR")
+    if text and (sql_type == "VARCHAR" or sql_type in _INTEGER_TYPES):
+        value = _q(name) if sql_type == "VARCHAR" else f"CAST({_q(name)} AS VARCHAR)"
+        con.execute(f"DROP TYPE IF EXISTS __c{i}")
+        con.execute(f"CREATE TYPE __c{i} AS ENUM (SELECT DISTINCT {value} FROM __agg WHERE {_q(name)} IS NOT NULL "
+                    f"ORDER BY 1)")
+        cats = [r[0] for r in con.execute(f"SELECT unnest(enum_range(NULL::__c{i}))").fetchall()]
+        if cats != sorted(cats):   # the table's categories are sorted by code point
+            return None
+        width = "TINYINT" if len(cats) < 127 else "SMALLINT" if len(cats) < 32767 else "INTEGER"
+        code = f"enum_code(CAST({value} AS __c{i}))"
+        return f"CAST(COALESCE({code}, -1) AS {width}) AS k{i}", f"{code} NULLS LAST", cats
+    if (name in design or name == "n_candidates") and sql_type in _INTEGER_TYPES:
+        return f"{_q(name)} AS k{i}", f"{_q(name)} NULLS LAST", None
+    return None
+
+
+def _query_arrays(con, design, k_max, bits, n_max) -> QueryArrays | None:
+    """``__agg`` (packed counts per query) as compact arrays sorted as the table (None: keys of other types).
+
+    DuckDB sorts, unpacks and narrows; the rows come in batches into arrays allocated once, so neither an int64
+    table nor a second full copy of the rows exists."""
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE __agg)").fetchall())
+    names = list(design) + ["cluster_id", "query_id", "n_candidates"]
+    specs = [_compact_key(con, i, c, types[c], design) for i, c in enumerate(names)]
+    if any(sp is None for sp in specs):
+        return None
+    width = "UTINYINT" if n_max < 256 else "USMALLINT"
+    mask = 2 ** bits - 1
+    counts = []
+    for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"), ("pos", k_max, "__pos")):
+        labels = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, n + 1)]
+        counts += [(lab, f"CAST(({col} >> {bits * j}) & {mask} AS {width}) AS {_q(lab)}")
+                   for j, lab in enumerate(labels)]
+    select = ", ".join([sp[0] for sp in specs] + [sql for _, sql in counts])
+    order = ", ".join(sp[1] for sp in specs)
+    n_rows = con.execute("SELECT count(*) FROM __agg").fetchall()[0][0]
+    reader = con.sql(f"SELECT {select} FROM __agg ORDER BY {order}").to_arrow_reader(_BATCH_ROWS)
+    out: dict[str, np.ndarray] = {}
+    at = 0
+    for batch in reader:
+        for j, field in enumerate(batch.schema):
+            col = batch.column(j)
+            if col.null_count:
+                return None   # a missing number in a key: the table path handles it
+            arr = col.to_numpy(zero_copy_only=False)
+            if field.name not in out:
+                out[field.name] = np.empty(n_rows, dtype=arr.dtype)
+            out[field.name][at:at + len(arr)] = arr
+        at += batch.num_rows
+    con.execute("DROP TABLE __agg")
+    keys: dict[str, Any] = {}
+    key_dtypes: dict[str, np.dtype] = {}
+    for i, (c, sp) in enumerate(zip(names, specs)):
+        v = out.pop(f"k{i}")
+        if sp[2] is not None:
+            keys[c] = pd.Categorical.from_codes(v, categories=pd.Index(np.asarray(sp[2], dtype=object),
+                                                                       dtype="string"))
+        else:
+            key_dtypes[c] = v.dtype
+            keys[c] = _narrow(v)
+    return QueryArrays(keys, key_dtypes, {lab: out[lab] for lab, _ in counts}, k_max)
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Integers in the smallest integer type that holds them all (the same values)."""
+    if not len(values) or values.dtype.kind not in "iu":
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    for t in (np.int8, np.int16, np.int32):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return values.astype(t)
+    return values
 
 
 def _aggregate_cluster(con, design, dkeys, k_max, weighted, duplicates):
