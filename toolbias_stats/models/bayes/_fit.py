@@ -497,7 +497,7 @@ def _scales_table(D, post, prob):
         sm = _summ(post["sigma_eta"], prob)
         for m, lab in enumerate(D.llms):
             rows.append({"quantity": "sigma_eta", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
-    if "lambda" in post:
+    if "lambda" in post and post["lambda"].ndim == 2:
         sm = _summ(post["lambda"], prob)
         for m, lab in enumerate(D.llms):
             rows.append({"quantity": "lambda", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
@@ -508,6 +508,8 @@ def _scales_table(D, post, prob):
             pairs.append(("gamma", post["gamma"]))
         if "epsilon" in post:
             pairs.append(("epsilon", post["epsilon"]))
+        if "lambda" in post and post["lambda"].ndim == 3:                       # per (LLM, cluster)
+            pairs.append(("lambda", post["lambda"]))
         for name, arr in pairs:
             sm = _summ(arr, prob)
             for m, lab in enumerate(D.llms):
@@ -660,7 +662,7 @@ def _inference_data(post, raw, spec, yrep, sel, az, xr):
     if "gamma" in post:
         pv["gamma"] = da(post["gamma"], ("llm", "cluster"))
     if "lambda" in post:
-        pv["lambda"] = da(post["lambda"], ("llm",))
+        pv["lambda"] = da(post["lambda"], ("llm",) if post["lambda"].ndim == 2 else ("llm", "cluster"))
         pv["epsilon"] = da(post["epsilon"], ("llm", "cluster"))
     if "sigma_eta" in post:
         pv["sigma_eta"] = da(post["sigma_eta"], ("llm",))
