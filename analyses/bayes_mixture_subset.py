@@ -28,7 +28,7 @@ import warnings
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 
-def fit_subset(llms, eps_max, draws, chains, seed, free=False, model="query-mixture"):
+def fit_subset(llms, eps_max, draws, chains, seed, free=False, model="query-mixture", boost_per_llm=False):
     import numpy as np
 
     import toolbias_stats as tbs
@@ -37,6 +37,11 @@ def fit_subset(llms, eps_max, draws, chains, seed, free=False, model="query-mixt
     from toolbias_stats.models.bayes import _common
 
     _common._MIXTURE_FREE = free      # experimental: free class weights per (LLM, cluster)
+    if boost_per_llm:                 # fifth attempt, first structure: the boost lambda[m] per LLM
+        import dataclasses
+
+        v = _common.MODEL_VARIANTS["query-mixture-id"]
+        _common.MODEL_VARIANTS["query-mixture-id"] = dataclasses.replace(v, boost_per_cell=False)
 
     study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))
     frame = study.log.to_frame()
@@ -54,7 +59,8 @@ def fit_subset(llms, eps_max, draws, chains, seed, free=False, model="query-mixt
     ss = res.idata.sample_stats
     wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     free = free or model == "query-mixture-id"
-    out = {"model": model, "llms": llms, "eps_max": None if free else eps_max,
+    out = {"model": model, "boost_per_cell": _common.MODEL_VARIANTS[model].boost_per_cell, "llms": llms,
+           "eps_max": None if free else eps_max,
            "class_weights": "free" if free else "epsilon / K",
            "draws": draws, "tune": draws, "chains": chains, "seed": seed,
            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
@@ -88,11 +94,13 @@ def main():
     ap.add_argument("--free-weights", action="store_true",
                     help="free class weights per (LLM, cluster), Dirichlet(1) (eps_max is then not used)")
     ap.add_argument("--model", default="query-mixture", choices=("query-mixture", "query-mixture-id"))
+    ap.add_argument("--boost-per-llm", action="store_true",
+                    help="query-mixture-id with the boost lambda[m] per LLM (the first structure tried)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     out = []
     for e in (a.eps_max.split(",") if a.model == "query-mixture" else ["1.0"]):
-        r = fit_subset(a.llms.split(","), float(e), a.draws, a.chains, a.seed, a.free_weights, a.model)
+        r = fit_subset(a.llms.split(","), float(e), a.draws, a.chains, a.seed, a.free_weights, a.model, a.boost_per_llm)
         print(json.dumps(r, default=float), flush=True)
         out.append(r)
     if a.out:
