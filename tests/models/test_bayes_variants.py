@@ -51,7 +51,7 @@ def v2_fit(dm_log):
 class TestModelNames:
     def test_variants_are_named(self):
         assert MODELS == ("v1", "cluster-position", "overdispersed", "v2", "thorough", "query-urn",
-                          "query-shared", "query-mixture")
+                          "query-shared", "query-mixture", "query-mixture-id")
         v = MODEL_VARIANTS["thorough"]
         assert v.cluster_position and v.dirichlet and v.query_effects
         assert not MODEL_VARIANTS["v1"].needs_queries and MODEL_VARIANTS["v2"].needs_queries
@@ -59,7 +59,8 @@ class TestModelNames:
     @pytest.mark.parametrize("bad", ["v3", "V2", "", None, 2])
     def test_unknown_model_is_a_clear_error(self, dm_log, bad):
         with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'cluster-position', 'overdispersed', "
-                                             r"'v2', 'thorough', 'query-urn', 'query-shared', 'query-mixture'; got"):
+                                             r"'v2', 'thorough', 'query-urn', 'query-shared', 'query-mixture', "
+                                             r"'query-mixture-id'; got"):
             fit_bayes(dm_log, model=bad)
 
     def test_prior_keys_follow_the_variant(self, dm_log):

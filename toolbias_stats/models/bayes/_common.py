@@ -64,6 +64,16 @@ class ModelVariant:
         ``c``) is indifferent (probability ``1 - epsilon[m, c]``) or needs tool ``j`` (probability
         ``epsilon[m, c] / K``), which adds ``lambda[m]`` to that tool's logit in all its orderings and
         runs; ``logit epsilon[m, c]`` is partially pooled; no latent effect is sampled.
+    tool_effects : bool, default True
+        The chooser has tool effects ``alpha[m, c, :]`` (pooled around ``mu``). False (only with
+        ``query_mixture``): the indifferent class chooses by position alone and a tool's popularity is
+        carried by the class weights (identified: ``docs/bayes.md``, "Fifth attempt").
+    free_class_weights : bool, default False
+        The query mixture's class weights are free per (LLM, cluster), ``w[m, c, :] ~ Dirichlet(1, ..., 1)``
+        over the K + 1 classes, instead of ``1 - epsilon, epsilon / K, ...``.
+    boost_per_cell : bool, default False
+        The query mixture's boost of a needed tool is ``lambda[m, c]`` per (LLM, cluster) instead of
+        ``lambda[m]`` per LLM.
     """
 
     name: str
@@ -74,6 +84,9 @@ class ModelVariant:
     query_urn: bool = False
     shared_queries: bool = False
     query_mixture: bool = False
+    tool_effects: bool = True
+    free_class_weights: bool = False
+    boost_per_cell: bool = False
 
     @property
     def needs_queries(self) -> bool:
@@ -81,7 +94,7 @@ class ModelVariant:
         return self.dirichlet or self.query_effects
 
     def priors(self) -> tuple:
-        keys = list(DEFAULT_PRIORS)
+        keys = list(DEFAULT_PRIORS) if self.tool_effects else ["beta_bar_sd", "sigma_beta_sd"]
         if self.cluster_position:
             keys.append("sigma_delta_sd")
         if self.query_effects:
@@ -89,7 +102,7 @@ class ModelVariant:
         if self.dirichlet:
             keys += ["rho_a", "rho_b"]
         if self.query_mixture:
-            keys += ["lambda_sd", "eps_max"]
+            keys += ["lambda_sd"] if self.free_class_weights else ["lambda_sd", "eps_max"]
         return tuple(keys)
 
 
@@ -124,6 +137,13 @@ MODEL_VARIANTS = {
                                   "v2 + query heterogeneity summed out: a query is indifferent or needs one tool "
                                   "(probability epsilon[llm, cluster] / K each), whose logit then gets "
                                   "+lambda[llm] in all its orderings and runs; experimental", query_mixture=True),
+    "query-mixture-id": ModelVariant("query-mixture-id", True, True, False,
+                                     "per-(LLM, cluster) position effects + a Dirichlet-multinomial per prompt + "
+                                     "query classes summed out: a query is indifferent (chooses by position alone) "
+                                     "or needs tool j (+lambda[llm, cluster] on its logit), with free class weights "
+                                     "w[llm, cluster, :] that carry the tools' popularity (no tool effects alpha: "
+                                     "identified); experimental", query_mixture=True, tool_effects=False,
+                                     free_class_weights=True, boost_per_cell=True),
 }
 #: Names accepted by ``model=``.
 MODELS = tuple(MODEL_VARIANTS)

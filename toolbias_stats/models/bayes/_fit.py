@@ -92,6 +92,11 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
                               cluster's tools (``epsilon[m, c] / K`` each), whose logit then gets
                               ``+lambda[m]`` in all its orderings and runs; no latent query effect is
                               sampled (``docs/bayes.md``, "The query mixture")
+    ``"query-mixture-id"``    experimental: the query mixture without tool effects (an indifferent
+                              query chooses by position alone; one that needs tool j adds
+                              ``lambda[m, c]``), with free class weights per (LLM, cluster) that carry
+                              the tools' popularity: identified (its chains agree) but rejected by
+                              its checks on the bundled study (``docs/bayes.md``, "Fifth attempt")
     ========================  =======================================================================
 
     Parameters
@@ -99,8 +104,9 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared", "query-mixture"}
-        The variant (default ``"v2"``; see above). ``"v1"`` reproduces the first version's results exactly.
+    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared", ...}
+        The variant (default ``"v2"``; see above; also ``"query-mixture"``, ``"query-mixture-id"``).
+        ``"v1"`` reproduces the first version's results exactly.
     by : str or list of str, default "model"
         Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
     draws, tune : int, default 1000
@@ -497,7 +503,7 @@ def _scales_table(D, post, prob):
         sm = _summ(post["sigma_eta"], prob)
         for m, lab in enumerate(D.llms):
             rows.append({"quantity": "sigma_eta", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
-    if "lambda" in post:
+    if "lambda" in post and post["lambda"].ndim == 2:
         sm = _summ(post["lambda"], prob)
         for m, lab in enumerate(D.llms):
             rows.append({"quantity": "lambda", "llm": lab, **{k: float(v[m]) for k, v in sm.items()}})
@@ -508,6 +514,8 @@ def _scales_table(D, post, prob):
             pairs.append(("gamma", post["gamma"]))
         if "epsilon" in post:
             pairs.append(("epsilon", post["epsilon"]))
+        if "lambda" in post and post["lambda"].ndim == 3:                       # per (LLM, cluster)
+            pairs.append(("lambda", post["lambda"]))
         for name, arr in pairs:
             sm = _summ(arr, prob)
             for m, lab in enumerate(D.llms):
@@ -660,7 +668,7 @@ def _inference_data(post, raw, spec, yrep, sel, az, xr):
     if "gamma" in post:
         pv["gamma"] = da(post["gamma"], ("llm", "cluster"))
     if "lambda" in post:
-        pv["lambda"] = da(post["lambda"], ("llm",))
+        pv["lambda"] = da(post["lambda"], ("llm",) if post["lambda"].ndim == 2 else ("llm", "cluster"))
         pv["epsilon"] = da(post["epsilon"], ("llm", "cluster"))
     if "sigma_eta" in post:
         pv["sigma_eta"] = da(post["sigma_eta"], ("llm",))

@@ -132,6 +132,8 @@ class _ModelSpec:
         self.qe = self.variant.query_effects
         self.shared = self.variant.shared_queries
         self.mix = self.variant.query_mixture
+        self.tools_eff = self.variant.tool_effects
+        self.free_w = self.variant.free_class_weights
         self.hier = design.M > 1
         D = design
         tc = D.tool_counts()
@@ -388,8 +390,11 @@ class _ModelSpec:
         centred = self.param == "centered"
         with pm.Model() as model:
             alphas = []
-            sa = pm.HalfNormal("sigma_alpha", pr["sigma_alpha_sd"]) if self.hier else None
-            for g in self.groups:
+            sa = pm.HalfNormal("sigma_alpha", pr["sigma_alpha_sd"]) if self.hier and self.tools_eff else None
+            if not self.tools_eff:
+                # no tool effects (the identified query mixture): the logits gather zeros
+                alphas.append(pt.zeros((self.n_alpha,)))
+            for g in self.groups if self.tools_eff else ():
                 k, ng = g["k"], len(g["clusters"])
                 sfx = f"_k{k}"
                 if centred:
@@ -425,6 +430,9 @@ class _ModelSpec:
                 return model
             if self.urn:
                 self._build_urn_loglik(pm, pt, alpha_flat, beta_flat)
+                return model
+            if self.mix and self.variant.boost_per_cell:
+                self._build_mixture_cell_loglik(pm, pt, beta_flat)
                 return model
             if self.mix:
                 self._build_mixture_loglik(pm, pt, alpha_flat, beta_flat)
@@ -544,7 +552,7 @@ class _ModelSpec:
         ``eps_mu ~ Normal(0, 2)``, ``eps_tau ~ HalfNormal(1.5)`` (centred; every cell has many queries)."""
         from ._common import _MIXTURE_FREE, _MIXTURE_POOLED
 
-        if _MIXTURE_FREE:
+        if _MIXTURE_FREE or self.free_w:
             return self._free_class_logits(pm, pt)
         t = pm.Flat("logit_epsilon", shape=(self.design.M * self.design.C,))
         if not _MIXTURE_POOLED:
@@ -582,7 +590,7 @@ class _ModelSpec:
         D = self.design
         from ._common import _MIXTURE_FREE, _MIXTURE_TIED
 
-        if _MIXTURE_FREE:
+        if _MIXTURE_FREE or self.free_w:
             return self._free_log_weights(pt, t_eps)
         parts = []
         for g in self.groups:
@@ -632,6 +640,34 @@ class _ModelSpec:
         norm = lk * pm.Data("mix_nrow0", self.mix_nrow[:, 0])
         for i in range(1, n_runs):
             norm = norm + pt.log(kap + i) * pm.Data(f"mix_nrow{i}", self.mix_nrow[:, i])
+        pm.Potential("loglik", (pm.Data("mix_qweight", self.mix_qweight) * lq).sum() - norm.sum())
+
+    def _build_mixture_cell_loglik(self, pm, pt, beta_flat):
+        """The identified query mixture (``model="query-mixture-id"``): as ``_build_mixture_loglik`` (the same
+        index tables of ``_mixture_setup``), but without tool effects and with the boost ``lambda[m, c]`` per
+        (LLM, cluster) and free class weights per cell."""
+        D = self.design
+        n_runs, K1 = self.n_rep, D.Kmax + 1
+        lam = pm.HalfNormal("lambda", self.priors["lambda_sd"], shape=(D.M * D.C,))
+        t = self._kappa(pm, pt)
+        t_w = self._free_class_logits(pm, pt)
+        row_cell = pm.Data("row_cell", self.row_cell)
+        logits = beta_flat[pm.Data("gather_beta", self.B)] + pm.Data("pad", self.neg)            # (R, P)
+        lg = logits[:, :, None] + lam[row_cell][:, None, None] * pm.Data("mix_onehot", self.mix_onehot)
+        x = t[row_cell][:, None, None] + lg - pt.logsumexp(lg, axis=1, keepdims=True)            # log(kappa p_k)
+        ex = pt.exp(x)
+        cum = [x]
+        for i in range(1, n_runs):
+            cum.append(cum[-1] + pt.log(ex + i))
+        H = pt.concatenate([pt.stack(cum, axis=2).reshape((-1, K1)), pt.zeros((1, K1))], axis=0)
+        ll_pat = pt.concatenate([H[pm.Data("mix_entries", self.mix_entries)].sum(1), pt.zeros((1, K1))], axis=0)
+        L = ll_pat[pm.Data("mix_qpat", self.mix_qpat)].sum(1)                                      # (queries, K+1)
+        lw = self._free_log_weights(pt, t_w)
+        lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", self.mix_qcell)], axis=1)
+        lk = t[row_cell]
+        norm = lk * pm.Data("mix_nrow0", self.mix_nrow[:, 0])
+        for i in range(1, n_runs):
+            norm = norm + pt.log(pt.exp(lk) + i) * pm.Data(f"mix_nrow{i}", self.mix_nrow[:, i])
         pm.Potential("loglik", (pm.Data("mix_qweight", self.mix_qweight) * lq).sum() - norm.sum())
 
     def _build_dense_loglik(self, pm, pt, alpha_flat, beta_flat):
@@ -730,7 +766,7 @@ class _ModelSpec:
         """The query mixture's ``lambda`` (S, M), ``epsilon`` (S, M, C) and, with free class weights,
         ``class_weights`` (S, M, C, Kmax + 1)."""
         M, C, Kmax = self.design.M, self.design.C, self.design.Kmax
-        out = {"lambda": get("lambda").reshape(S, M)}
+        out = {"lambda": get("lambda").reshape((S, M, C) if self.variant.boost_per_cell else (S, M))}
         if free:
             z = np.concatenate([np.zeros((S, M * C, 1)),
                                 np.where(self._free_class_mask(), get("class_logits").reshape(S, M * C, Kmax),
@@ -742,6 +778,31 @@ class _ModelSpec:
             e_max = min(float(self.priors.get("eps_max", 1.0)), 1.0)
             out["epsilon"] = e_max / (1.0 + np.exp(-get("logit_epsilon"))).reshape(S, M, C)
         return out
+
+    def _alpha_draws(self, get, S, sa, gen):
+        """Draws of the API effects ``alpha`` (S, M, C, Kmax) and ``mu`` (S, C, Kmax), sum-to-zero, NaN padding
+        (zero without tool effects)."""
+        D = self.design
+        M, C, Kmax = D.M, D.C, D.Kmax
+        alpha = np.full((S, M, C, Kmax), np.nan)
+        mu = np.full((S, C, Kmax), np.nan)
+        if not self.tools_eff:                                                  # no tool effects: zero
+            valid = np.arange(Kmax)[None, :] < D.K[:, None]
+            return np.where(valid[None, None], 0.0, alpha), np.where(valid[None], 0.0, mu)
+        for g in self.groups:
+            k, cg, sfx = g["k"], g["clusters"], f"_k{g['k']}"
+            if self.param == "centered":
+                a_ = np.einsum("smcf,mcfk->smck", get("alpha_free" + sfx), g["E_a"])
+                a_ = a_ - a_.mean(-1, keepdims=True)
+                m_ = _draw_pooled_mean(a_, sa, self.priors["mu_sd"], gen) if self.hier else a_[:, 0]
+            else:
+                m_ = _zerosum_extend(get("mu_free" + sfx), np)
+                a_ = (m_[:, None]
+                      + cast(np.ndarray, sa)[:, None, None, None] * _zerosum_extend(get("z_alpha" + sfx), np)
+                      if self.hier else m_[:, None])
+            mu[:, cg, :k] = m_ - m_.mean(-1, keepdims=True)
+            alpha[:, :, cg, :k] = a_ - a_.mean(-1, keepdims=True)
+        return alpha, mu
 
     def derived(self, posterior, gen) -> dict:
         """``{"alpha": (S, M, C, Kmax), "mu": (S, C, Kmax), "beta": (S, M, P), "beta_bar": (S, P),
@@ -763,24 +824,10 @@ class _ModelSpec:
             return np.asarray(posterior[name].values, dtype=float).reshape((S,) + posterior[name].shape[2:])
 
         M, C, Kmax = D.M, D.C, D.Kmax
-        alpha = np.full((S, M, C, Kmax), np.nan)
-        mu = np.full((S, C, Kmax), np.nan)
         centred = self.param == "centered"
-        sa = get("sigma_alpha") if self.hier else None
+        sa = get("sigma_alpha") if self.hier and self.tools_eff else None
         sb = get("sigma_beta") if self.hier else None
-        for g in self.groups:
-            k, cg, sfx = g["k"], g["clusters"], f"_k{g['k']}"
-            if centred:
-                a_ = np.einsum("smcf,mcfk->smck", get("alpha_free" + sfx), g["E_a"])
-                a_ = a_ - a_.mean(-1, keepdims=True)
-                m_ = _draw_pooled_mean(a_, sa, self.priors["mu_sd"], gen) if self.hier else a_[:, 0]
-            else:
-                m_ = _zerosum_extend(get("mu_free" + sfx), np)
-                a_ = (m_[:, None]
-                      + cast(np.ndarray, sa)[:, None, None, None] * _zerosum_extend(get("z_alpha" + sfx), np)
-                      if self.hier else m_[:, None])
-            mu[:, cg, :k] = m_ - m_.mean(-1, keepdims=True)
-            alpha[:, :, cg, :k] = a_ - a_.mean(-1, keepdims=True)
+        alpha, mu = self._alpha_draws(get, S, sa, gen)
         out = {"alpha": alpha, "mu": mu, "shape": (nch, ndr)}
         if self.cp:
             sd = get("sigma_delta")
@@ -811,7 +858,8 @@ class _ModelSpec:
         out["beta"] = beta
         out["beta_bar"] = bb
         if self.hier:
-            out["sigma_alpha"] = sa
+            if self.tools_eff:
+                out["sigma_alpha"] = sa
             out["sigma_beta"] = sb
         if self.dm:
             out["kappa"] = np.exp(get("log_kappa")).reshape(S, M, C)

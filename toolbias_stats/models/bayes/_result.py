@@ -31,6 +31,11 @@ _MODEL_TEXT = {
                      "cluster, position] + lambda[llm] * 1(tool = the tool the query needs)), the query indifferent "
                      "with probability 1 - epsilon[llm, cluster] (classes summed out), Dirichlet-multinomial per "
                      "(llm, cluster, query, ordering)",
+    "query-mixture-id": "position-only logit: softmax(beta[llm, position] + delta[llm, cluster, position] + "
+                        "lambda[llm, cluster] * 1(tool = the tool the query needs)), a query indifferent or needing "
+                        "tool j "
+                        "with free class weights w[llm, cluster, :] (classes summed out), Dirichlet-multinomial per "
+                        "(llm, cluster, query, ordering)",
 }
 
 

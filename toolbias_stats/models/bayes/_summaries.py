@@ -59,6 +59,13 @@ def _mixture_weights(post, design, a=None, b=None):
     return w.reshape(w.shape[0], D.M * D.C, D.Kmax + 1)
 
 
+def _boost(post, a, b, llm, cluster):
+    """The query mixture's boost ``lambda`` (s, U) of draws a:b for units of the given LLMs and clusters: per LLM
+    (``lambda`` (S, M)) or per (LLM, cluster) (``lambda`` (S, M, C), ``model="query-mixture-id"``)."""
+    lam = post["lambda"][a:b]
+    return lam[:, llm, cluster] if lam.ndim == 3 else lam[:, llm]
+
+
 def _mixture_class_onehot(design, rows):
     """(U, P, Kmax + 1): 1 where class k >= 1 boosts the tool shown at the position (class 0: nothing)."""
     D = design
@@ -73,7 +80,7 @@ def _mixture_probs(post, design, a, b, rows):
     logits, mask = _unit_logits(post, D, a, b, "rows")
     logits = logits[:, rows]
     mask = mask[rows]
-    lam = post["lambda"][a:b][:, D.row_llm[rows]]                              # (s, U)
+    lam = _boost(post, a, b, D.row_llm[rows], D.row_cluster[rows])              # (s, U)
     lg = logits[..., None] + lam[:, :, None, None] * _mixture_class_onehot(D, rows)[None]
     z = np.where(mask[None, :, :, None], lg, -np.inf)
     z = np.exp(z - z.max(2, keepdims=True))
@@ -270,7 +277,7 @@ def _implied_randomised_units(post, design, gen, target):
             if "lambda" in post:
                 # the query mixture: class 0 as it is, class j + 1 with lambda added to tool j
                 wk = _mixture_weights(post, D, a, a + chunk)[:, cell]           # (s, U, Kmax + 1)
-                lam = post["lambda"][a:a + chunk][:, um]                        # (s, U)
+                lam = _boost(post, a, a + chunk, um, uc)                        # (s, U)
                 classes = [(al, wk[..., 0])] + [(al + lam[..., None] * (np.arange(k) == j), wk[..., j + 1])
                                                 for j in range(k)]
             else:
