@@ -12,8 +12,17 @@ from toolbias_stats.models import simulate_choice_log
 from toolbias_stats.models.bayes import _mixture_kernel as mk
 from toolbias_stats.models.bayes._model import _ModelSpec
 
-from .test_bayes_mixture import (ALPHA, BETA_CELL, KAPPA, QUERIES, VARIANT, _class_eta, _design_of, _priors,
-                                 _reference_query_loglik)
+from .test_bayes_mixture import (
+    ALPHA,
+    BETA_CELL,
+    KAPPA,
+    QUERIES,
+    VARIANT,
+    _class_eta,
+    _design_of,
+    _priors,
+    _reference_query_loglik,
+)
 from .test_bayes_shared import _point_and_loglik
 
 #: (LAYOUT, EX, jax_kernel): the first version, the PyTensor slots layout, and the single JAX Op (NumPyro)
@@ -121,3 +130,29 @@ class TestSameLogDensity:
                 _sampling._sample(spec, sampler=sampler, draws=1, tune=1, chains=1, cores=1, seed=0,
                                   target_accept=0.8, progress=False)
         assert captured == [False, True]
+
+
+class TestOpGradient:
+    def test_pytensor_gradient_of_the_op_equals_the_graph(self, kern_log, monkeypatch):
+        """The Op's PyTensor gradient (what PyMC builds to accept the model for NUTS) equals the graph's."""
+        pytest.importorskip("jax")
+        out = {}
+        for form in ("gather", "op"):
+            model = _spec(kern_log, form, monkeypatch).build()
+            gen = np.random.default_rng(3)
+            ip = model.initial_point()
+            point = {k: v + 0.3 * gen.standard_normal(np.shape(v)) for k, v in ip.items()}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out[form] = model.compile_dlogp()(point)
+        np.testing.assert_allclose(out["op"], out["gather"], rtol=1e-10, atol=1e-10 * np.abs(out["gather"]).max())
+
+    def test_numpyro_fit_runs_with_the_op(self, kern_log):
+        pytest.importorskip("numpyro")
+        from toolbias_stats.models import fit_bayes
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = fit_bayes(kern_log, model="query-mixture", sampler="numpyro", draws=20, tune=20, chains=1,
+                            cores=1, rng=1)
+        assert np.isfinite(res.idata.posterior["lambda"].values).all()

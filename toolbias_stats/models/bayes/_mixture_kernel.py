@@ -165,7 +165,8 @@ def _op_class():
         """``sum_q w_q logsumexp_k(L[q, k] + lw[cell_q, k])`` of ``(logits, lam_row, lk, lw)`` as one Op.
 
         Its JAX form is :func:`jax_kernel` (NumPyro differentiates it with JAX); ``perform`` is
-        :func:`kernel_np`. It has no PyTensor gradient, so it is used only with the NumPyro sampler.
+        :func:`kernel_np`. Its PyTensor gradient is :class:`MixtureQueryGradOp` (JAX's gradient, needed
+        by PyMC to accept the model for NUTS; NumPyro does not use it), so it is used only with NumPyro.
         """
 
         __props__ = ("key",)
@@ -181,12 +182,48 @@ def _op_class():
         def perform(self, node, inputs, output_storage):
             output_storage[0][0] = np.asarray(kernel_np(self.tables, self.onehot, self.n_runs, *inputs))
 
+        def grad(self, inputs, output_grads):
+            grads = MixtureQueryGradOp(self)(*inputs)
+            return [output_grads[0] * g for g in grads]
+
+    class MixtureQueryGradOp(Op):
+        """The gradient of a :class:`MixtureQueryOp` with respect to its four inputs (JAX)."""
+
+        __props__ = ("key",)
+
+        def __init__(self, forward):
+            self.key = forward.key
+            self.forward = forward
+            self._fn = None
+
+        def make_node(self, *inputs):
+            inputs = [pt.as_tensor_variable(x) for x in inputs]
+            return Apply(self, inputs, [x.type() for x in inputs])
+
+        def jax_fn(self):
+            import jax
+
+            f = self.forward
+            return jax.grad(jax_kernel(f.tables, f.onehot, f.n_runs), argnums=(0, 1, 2, 3))
+
+        def perform(self, node, inputs, output_storage):
+            import jax
+
+            if self._fn is None:
+                self._fn = jax.jit(self.jax_fn())
+            for store, g in zip(output_storage, self._fn(*inputs)):
+                store[0] = np.asarray(g, dtype=float)
+
     try:
         from pytensor.link.jax.dispatch import jax_funcify
 
         @jax_funcify.register(MixtureQueryOp)
         def _jax_mixture(op, **kwargs):
             return jax_kernel(op.tables, op.onehot, op.n_runs)
+
+        @jax_funcify.register(MixtureQueryGradOp)
+        def _jax_mixture_grad(op, **kwargs):
+            return op.jax_fn()
     except ImportError:                                                    # no JAX: perform only
         pass
     _OP_CLASS.append(MixtureQueryOp)

@@ -13,10 +13,9 @@ from typing import cast
 
 import numpy as np
 
-from ._common import _NEG, _basis, _zerosum_extend
 from . import _mixture_kernel as _mk
+from ._common import _NEG, _basis, _zerosum_extend
 from ._design import _Design, _Prompts
-from ._mixture_kernel import mixture_tables
 
 
 def _embedding(refs, k):
@@ -296,7 +295,7 @@ class _ModelSpec:
         self.mix_qcell = usig[:, 0]
         self.mix_qweight = scount.astype(float)
         self.mix_query_sig = sinv.ravel()
-        self.mix_tables = mixture_tables(ent, pad_h, self.mix_qpat, U, self.mix_qcell, self.mix_qweight)
+        self.mix_tables = _mk.mixture_tables(ent, pad_h, self.mix_qpat, U, self.mix_qcell, self.mix_qweight)
         # class k >= 1 boosts tool k - 1 where it is shown: (R, P, Kmax + 1), class 0 = indifferent
         Kmax = D.Kmax
         self.mix_onehot = np.concatenate(
