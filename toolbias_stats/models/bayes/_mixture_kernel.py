@@ -1,25 +1,28 @@
-"""Index tables and the per-query class terms of the query mixture (``model="query-mixture"``), laid out for speed.
+"""The query mixture's per-query class sums (``model="query-mixture"``), laid out for speed (``docs/bayes_speed.md``).
 
 A query's log-likelihood given its class ``k`` is a sum over its prompts (*patterns*: a design row and its
 counts) of a sum over the positions chosen of one cell of a grid ``H[row, position, count - 1, k]``
-(see ``_ModelSpec._mixture_setup``). The sums are two gathers. XLA's CPU gathers (and the scatter-adds of
-their gradients) cost a few nanoseconds per element, so the layout here keeps them as small as it can
-(``docs/bayes_speed.md``):
+(see ``_ModelSpec._mixture_setup``); the query mixes the classes with a log-sum-exp. Measured on the study,
+the cost of the first layout (two padded two-dimensional gathers, each followed by a sum) was not the
+scatter-adds of the gathers' gradients but (a) XLA's fusion of a gather with a sum over a short axis and
+(b) PyTensor's rewrite of ``log(exp(x) + 1)`` into a softplus, which JAX evaluates branch by branch. Here:
 
-* one one-dimensional gather per *slot* (the j-th entry of every pattern, the j-th pattern of every
-  query) instead of a two-dimensional gather and a sum, and
-* patterns sorted by their number of entries and queries by their number of patterns (both descending),
-  so that slot j concerns a prefix of them and no padding entry (and no appended zero row) is gathered.
+* the sums as one one-dimensional gather per *slot* (the j-th entry of every pattern, the j-th pattern of
+  every query), patterns and queries sorted by their number of entries (descending) so that slot j is a
+  prefix and no padding is gathered (:func:`mixture_tables`, :func:`query_class_terms`);
+* the whole class sum as one JAX function, wrapped in a PyTensor Op (:func:`mixture_query_op`), for NumPyro,
+  which differentiates the JAX form; PyMC's own samplers and nutpie use the PyTensor graph.
 
-The log-density is the one of the plain layout, term by term (only the order of the additions differs).
+The log-density is that of the first layout, term by term (only the order of additions differs).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: the layout of the query sums: "slots" (this module) or "gather" (two padded gathers, the first version)
+#: the layout of the query sums in the PyTensor graph: "slots" (this module) or "gather" (the first version)
 LAYOUT = "slots"
+#: ``exp(log kappa + log p)`` as "prod" (``exp(lk) * exp(logp)``: no softplus rewrite) or "exp" (the first version)
 EX = "prod"
 
 
@@ -70,22 +73,24 @@ def mixture_tables(entries, pad_h, qpat, n_pat, qcell, qweight):
     q_local = rank[np.asarray(qpat)]
     q_order, q_slots = _prefix_slots(q_local, n_pat)
     return {"ent_slots": ent_slots, "q_slots": q_slots, "qcell": np.asarray(qcell)[q_order],
-            "qweight": np.asarray(qweight, dtype=float)[q_order]}
+            "qweight": np.asarray(qweight, dtype=float)[q_order], "n_pat": len(p_order), "n_sig": len(q_order)}
 
 
-def _slot_sum(pm, pt, x, slots, name):
-    """``out[i] = sum_j x[slots[j][i]]`` over the slots that reach row i (``slots[0]`` covers every row)."""
+def _slot_sum(pm, pt, x, slots, name, n_out):
+    """``out[i] = sum_j x[slots[j][i]]`` over the slots that reach row i; rows no slot reaches (a prompt
+    without a valid choice) are zero."""
     out = x[pm.Data(f"{name}0", slots[0])]
     for j, s in enumerate(slots[1:], start=1):
         out = pt.inc_subtensor(out[:len(s)], x[pm.Data(f"{name}{j}", s)])
+    if len(slots[0]) < n_out:
+        out = pt.concatenate([out, pt.zeros((n_out - len(slots[0]), x.shape[1]))], axis=0)
     return out
 
 
 def query_class_terms(pm, pt, H, tables):
     """(signatures, classes) sums of the grid ``H`` (flat grid index x classes) over each query's terms."""
-    ll_pat = _slot_sum(pm, pt, H, tables["ent_slots"], "mix_ent_slot")
-    return _slot_sum(pm, pt, ll_pat, tables["q_slots"], "mix_q_slot")
-
+    ll_pat = _slot_sum(pm, pt, H, tables["ent_slots"], "mix_ent_slot", tables["n_pat"])
+    return _slot_sum(pm, pt, ll_pat, tables["q_slots"], "mix_q_slot", tables["n_sig"])
 
 
 def _grid_np(logits, lam_row, lk, onehot, n_runs):
@@ -102,16 +107,16 @@ def _grid_np(logits, lam_row, lk, onehot, n_runs):
 
 def kernel_np(tables, onehot, n_runs, logits, lam_row, lk, lw):
     """``sum_q w_q logsumexp_k(L[q, k] + lw[cell_q, k])`` in numpy (the value of :class:`MixtureQueryOp`)."""
-    L = _slot_sum_np(_slot_sum_np(_grid_np(logits, lam_row, lk, onehot, n_runs), tables["ent_slots"]),
-                     tables["q_slots"])
+    L = _slot_sum_np(_slot_sum_np(_grid_np(logits, lam_row, lk, onehot, n_runs), tables["ent_slots"],
+                                  tables["n_pat"]), tables["q_slots"], tables["n_sig"])
     z = L + lw[tables["qcell"]]
     m = z.max(1, keepdims=True)
     return float((tables["qweight"] * (m[:, 0] + np.log(np.exp(z - m).sum(1)))).sum())
 
 
-def _slot_sum_np(x, slots):
-    out = x[slots[0]].copy()
-    for s in slots[1:]:
+def _slot_sum_np(x, slots, n_out):
+    out = np.zeros((n_out, x.shape[1]))
+    for s in slots:
         out[:len(s)] += x[s]
     return out
 
@@ -125,10 +130,12 @@ def jax_kernel(tables, onehot, n_runs):
     qs = [jnp.asarray(s) for s in tables["q_slots"]]
     qcell, qweight, oh = jnp.asarray(tables["qcell"]), jnp.asarray(tables["qweight"]), jnp.asarray(onehot)
 
-    def slot_sum(x, slots):
+    def slot_sum(x, slots, n_out):
         out = x[slots[0]]
         for s in slots[1:]:
             out = out.at[:s.shape[0]].add(x[s])
+        if slots[0].shape[0] < n_out:
+            out = jnp.concatenate([out, jnp.zeros((n_out - slots[0].shape[0], x.shape[1]))], axis=0)
         return out
 
     def lse(z, axis):
@@ -143,7 +150,7 @@ def jax_kernel(tables, onehot, n_runs):
         for i in range(1, n_runs):
             cum.append(cum[-1] + jnp.log(ex + i))
         H = jnp.stack(cum, axis=2).reshape((-1, oh.shape[2]))
-        L = slot_sum(slot_sum(H, es), qs)
+        L = slot_sum(slot_sum(H, es, tables["n_pat"]), qs, tables["n_sig"])
         return (qweight * lse(L + lw[qcell], 1)[:, 0]).sum()
 
     return f
