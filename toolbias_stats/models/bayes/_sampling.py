@@ -31,8 +31,8 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
     import pymc as pm
 
     # NumPyro differentiates the JAX form of the model: the query mixture's class sums are then one JAX
-    # function instead of PyTensor's translation of them (docs/bayes_speed.md); PyMC, numba and nutpie
-    # need PyTensor gradients and keep the PyTensor graph
+    # function instead of PyTensor's translation of them (docs/bayes_speed.md); PyMC's samplers and nutpie
+    # compile the PyTensor graph (C or numba), where that Op would run in Python, so they keep the graph
     spec.jax_kernel = JAX_KERNEL and sampler not in ("pymc", "pymc-numba", "nutpie")
     model = spec.build()
     with warnings.catch_warnings():
