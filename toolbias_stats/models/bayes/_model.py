@@ -13,6 +13,7 @@ from typing import cast
 
 import numpy as np
 
+from . import _mixture_kernel as _mk
 from ._common import _NEG, _basis, _zerosum_extend
 from ._design import _Design, _Prompts
 
@@ -296,6 +297,7 @@ class _ModelSpec:
         self.mix_qcell = usig[:, 0]
         self.mix_qweight = scount.astype(float)
         self.mix_query_sig = sinv.ravel()
+        self.mix_tables = _mk.mixture_tables(ent, pad_h, self.mix_qpat, U, self.mix_qcell, self.mix_qweight)
         # class k >= 1 boosts tool k - 1 where it is shown: (R, P, Kmax + 1), class 0 = indifferent
         Kmax = D.Kmax
         self.mix_onehot = np.concatenate(
@@ -620,27 +622,44 @@ class _ModelSpec:
         t_eps = self._epsilon(pm, pt)
         logits = alpha_flat[pm.Data("gather_alpha", self.G)] + beta_flat[pm.Data("gather_beta", self.B)] \
             + pm.Data("pad", self.neg)                                              # (R, P)
-        boost = lam[pm.Data("row_llm", D.row_llm)][:, None, None] * pm.Data("mix_onehot", self.mix_onehot)
-        lg = logits[:, :, None] + boost                                              # (R, P, K + 1)
-        logp = lg - pt.logsumexp(lg, axis=1, keepdims=True)
         lk = t[pm.Data("row_cell", self.row_cell)]                                   # (R,)
-        x = lk[:, None, None] + logp
-        ex = pt.exp(x)
-        cum = [x]
-        for i in range(1, n_runs):
-            cum.append(cum[-1] + pt.log(ex + i))
-        H = pt.stack(cum, axis=2).reshape((-1, D.Kmax + 1))                         # (R * P * I, K + 1)
-        H = pt.concatenate([H, pt.zeros((1, D.Kmax + 1))], axis=0)
-        ll_pat = H[pm.Data("mix_entries", self.mix_entries)].sum(1)                # (U, K + 1)
-        ll_pat = pt.concatenate([ll_pat, pt.zeros((1, D.Kmax + 1))], axis=0)
-        L = ll_pat[pm.Data("mix_qpat", self.mix_qpat)].sum(1)                      # (queries, K + 1)
         lw = self._mixture_log_weights(pt, alpha_flat, t_eps)
-        lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", self.mix_qcell)], axis=1)
+        lam_row = lam[pm.Data("row_llm", D.row_llm)]
+        if getattr(self, "jax_kernel", False):                                       # NumPyro: one Op
+            op = _mk.mixture_query_op(self.mix_tables, self.mix_onehot, n_runs)
+            qsum = op(logits, lam_row, lk, lw)
+        else:
+            qsum = self._mixture_query_sum(pm, pt, logits, lam_row, lk, lw)
         kap = pt.exp(lk)
         norm = lk * pm.Data("mix_nrow0", self.mix_nrow[:, 0])
         for i in range(1, n_runs):
             norm = norm + pt.log(kap + i) * pm.Data(f"mix_nrow{i}", self.mix_nrow[:, i])
-        pm.Potential("loglik", (pm.Data("mix_qweight", self.mix_qweight) * lq).sum() - norm.sum())
+        pm.Potential("loglik", qsum - norm.sum())
+
+    def _mixture_query_sum(self, pm, pt, logits, lam_row, lk, lw):
+        """sum_q w_q logsumexp_k(L[q, k] + lw[cell_q, k]) in PyTensor (``docs/bayes_speed.md``)."""
+        D = self.design
+        lg = logits[:, :, None] + lam_row[:, None, None] * pm.Data("mix_onehot", self.mix_onehot)
+        logp = lg - pt.logsumexp(lg, axis=1, keepdims=True)                         # (R, P, K + 1)
+        x = lk[:, None, None] + logp
+        # exp(lk) * exp(logp), not exp(x): PyTensor rewrites log(exp(x) + 1) into a softplus that JAX
+        # evaluates branch by branch (several exp and log1p per element, ~0.4 ms per gradient here)
+        ex = pt.exp(x) if _mk.EX == "exp" else pt.exp(lk)[:, None, None] * pt.exp(logp)
+        cum = [x]
+        for i in range(1, self.n_rep):
+            cum.append(cum[-1] + pt.log(ex + i))
+        H = pt.stack(cum, axis=2).reshape((-1, D.Kmax + 1))                         # (R * P * I, K + 1)
+        if _mk.LAYOUT == "slots":
+            L = _mk.query_class_terms(pm, pt, H, self.mix_tables)                   # (queries, K + 1)
+            qcell, qweight = self.mix_tables["qcell"], self.mix_tables["qweight"]
+        else:                                                                       # the plain gathers
+            H = pt.concatenate([H, pt.zeros((1, D.Kmax + 1))], axis=0)
+            ll_pat = H[pm.Data("mix_entries", self.mix_entries)].sum(1)            # (U, K + 1)
+            ll_pat = pt.concatenate([ll_pat, pt.zeros((1, D.Kmax + 1))], axis=0)
+            L = ll_pat[pm.Data("mix_qpat", self.mix_qpat)].sum(1)                  # (queries, K + 1)
+            qcell, qweight = self.mix_qcell, self.mix_qweight
+        lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", qcell)], axis=1)
+        return (pm.Data("mix_qweight", qweight) * lq).sum()
 
     def _build_mixture_cell_loglik(self, pm, pt, beta_flat):
         """The identified query mixture (``model="query-mixture-id"``): as ``_build_mixture_loglik`` (the same

@@ -12,6 +12,9 @@ import numpy as np
 #: Extras that provide the optional samplers (``pip install 'toolbias_stats[<extra>]'``).
 _EXTRAS = {"nutpie": ("nutpie", "nutpie"), "numpyro": ("numpyro", "numpyro")}
 
+#: the query mixture's class sums as one JAX function under NumPyro (False: PyTensor's graph everywhere)
+JAX_KERNEL = True
+
 
 class _Raw:
     def __init__(self, posterior, sample_stats):
@@ -27,6 +30,10 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
         os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cores}"
     import pymc as pm
 
+    # NumPyro differentiates the JAX form of the model: the query mixture's class sums are then one JAX
+    # function instead of PyTensor's translation of them (docs/bayes_speed.md); PyMC's samplers and nutpie
+    # compile the PyTensor graph (C or numba), where that Op would run in Python, so they keep the graph
+    spec.jax_kernel = JAX_KERNEL and sampler not in ("pymc", "pymc-numba", "nutpie")
     model = spec.build()
     with warnings.catch_warnings():
         # PyMC's own convergence messages are replaced by ours (one place, with thresholds)
