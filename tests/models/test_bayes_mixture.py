@@ -125,8 +125,6 @@ class TestMixtureLikelihood:
         """Free class weights per cell (``_MIXTURE_FREE``): the potential is the scipy mixture with those
         weights, and the prior potential is the Dirichlet(1) density in logistic coordinates
         (``sum_k log w_k``, checked against scipy's Dirichlet plus the Jacobian ``prod_k w_k``)."""
-        from scipy.stats import dirichlet
-
         from toolbias_stats.models.bayes import _common
 
         monkeypatch.setattr(_common, "_MIXTURE_FREE", True)
@@ -140,16 +138,7 @@ class TestMixtureLikelihood:
         pr = D.prompts
         coef = (gammaln(pr.n + 1) - gammaln(pr.y + 1).sum(1)).sum()
         np.testing.assert_allclose(ll, _reference_query_loglik(D, d).sum() - coef, rtol=1e-7)
-        model = spec.build()
-        point = {k: v + 0.4 * np.random.default_rng(5).standard_normal(np.shape(v))
-                 for k, v in model.initial_point().items()}
-        (prior,) = model.replace_rvs_by_values([model["class_prior"]])
-        got = model.compile_fn(prior, inputs=model.value_vars, point_fn=True, on_unused_input="ignore")(point)
-        z = np.concatenate([np.zeros((4, 1)), point["class_logits"]], 1)
-        w = np.exp(z) / np.exp(z).sum(1, keepdims=True)
-        want = sum(dirichlet.logpdf(wi, np.ones(4)) + np.log(wi).sum() for wi in w) - 4 * dirichlet.logpdf(
-            np.full(4, 0.25), np.ones(4))                        # the constant log Gamma(4) per cell
-        np.testing.assert_allclose(got, want, rtol=1e-9)
+        check_class_prior_is_dirichlet_one(spec.build())
 
     def test_epsilon_is_bounded_by_eps_max(self, mix_log):
         D = _design_of(mix_log)
@@ -207,3 +196,20 @@ class TestMixtureRecovery:
         assert np.all((lo < EPSILON) & (hi > EPSILON)), (lo, hi)
         assert 0.05 <= res.ppc.p_value_dispersion <= 0.95
         assert 0.05 <= res.ppc.p_value <= 0.95
+
+
+def check_class_prior_is_dirichlet_one(model, n_cells=4, n_classes=4):
+    """The free class weights' prior potential is Dirichlet(1, ..., 1) in the logistic coordinates (with their
+    Jacobian ``prod_k w_k``), at a random point, against scipy's Dirichlet."""
+    from scipy.stats import dirichlet
+
+    point = {k: v + 0.4 * np.random.default_rng(5).standard_normal(np.shape(v))
+             for k, v in model.initial_point().items()}
+    (prior,) = model.replace_rvs_by_values([model["class_prior"]])
+    got = model.compile_fn(prior, inputs=model.value_vars, point_fn=True, on_unused_input="ignore")(point)
+    z = np.concatenate([np.zeros((n_cells, 1)), point["class_logits"]], 1)
+    w = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    ones = np.ones(n_classes)
+    want = sum(dirichlet.logpdf(wi, ones) + np.log(wi).sum() for wi in w) - n_cells * dirichlet.logpdf(
+        np.full(n_classes, 1 / n_classes), ones)            # the constant log Gamma(K + 1) per cell
+    np.testing.assert_allclose(got, want, rtol=1e-9)

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy.special import gammaln, logsumexp
-from scipy.stats import dirichlet, dirichlet_multinomial
+from scipy.stats import dirichlet_multinomial
 
 from toolbias_stats.models import fit_bayes, simulate_choice_log
 from toolbias_stats.models.bayes import MODEL_VARIANTS
@@ -20,6 +20,7 @@ from toolbias_stats.models.bayes._design import _attach_prompts, _design
 from toolbias_stats.models.bayes._loglik import pointwise_query_loglik
 from toolbias_stats.models.bayes._model import _ModelSpec
 
+from .test_bayes_mixture import check_class_prior_is_dirichlet_one
 from .test_bayes_shared import _point_and_loglik
 
 BETA_CELL = np.array([[[1.0, 0.0, -1.0], [0.4, 0.1, -0.5]],
@@ -128,16 +129,7 @@ class TestIdentifiedMixture:
     def test_class_prior_is_dirichlet_one(self, id_log):
         """The class weights' prior potential is Dirichlet(1, ..., 1) with the Jacobian of the logistic map."""
         D = _design_of(id_log)
-        model = _ModelSpec(D, _priors(), "centered", VARIANT).build()
-        point = {k: v + 0.4 * np.random.default_rng(5).standard_normal(np.shape(v))
-                 for k, v in model.initial_point().items()}
-        (prior,) = model.replace_rvs_by_values([model["class_prior"]])
-        got = model.compile_fn(prior, inputs=model.value_vars, point_fn=True, on_unused_input="ignore")(point)
-        z = np.concatenate([np.zeros((4, 1)), point["class_logits"]], 1)
-        w = np.exp(z) / np.exp(z).sum(1, keepdims=True)
-        want = sum(dirichlet.logpdf(wi, np.ones(4)) + np.log(wi).sum() for wi in w) - 4 * dirichlet.logpdf(
-            np.full(4, 0.25), np.ones(4))
-        np.testing.assert_allclose(got, want, rtol=1e-9)
+        check_class_prior_is_dirichlet_one(_ModelSpec(D, _priors(), "centered", VARIANT).build())
 
 
 class TestIdentifiedMixtureRecovery:
