@@ -91,9 +91,10 @@ def _lit(value) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-#: DuckDB's own memory (its default is 80% of the machine): a 100M-row log's aggregation spills beyond it, so
-#: DuckDB and the Python side together stay within a few GB (docs/performance.md, "Third pass").
-MEMORY_LIMIT = "2GB"
+#: DuckDB's own memory (its default is 80% of the machine): a 100M-row log's aggregation and sort spill beyond it,
+#: so DuckDB and the Python side together stay near 2 GiB (at "2GB" the process peaked at 2.7-3.75 GiB on 100M rows;
+#: 10M rows run as fast at either limit: docs/performance.md, "Lead's check").
+MEMORY_LIMIT = "1GB"
 
 
 def connect(threads: int | None = None, memory_limit: str | None = MEMORY_LIMIT, progress: bool = False):
