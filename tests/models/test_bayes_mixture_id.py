@@ -105,8 +105,8 @@ class TestIdentifiedMixture:
                                                       ("centered", False)])
     def test_loglik_is_the_position_only_mixture(self, id_log, param, per_cell):
         """The potential at a random point equals the scipy reference built from the position effects, kappa,
-        lambda and class weights alone; the model has no tool-effect parameter and reports alpha = mu = 0. With
-        ``boost_per_cell=False`` (the boost per LLM) the variant runs through the query mixture's own likelihood."""
+        lambda and class weights alone; the model has no tool-effect parameter and reports alpha = mu = 0, with
+        the boost per (LLM, cluster) or per LLM (``boost_per_cell=False``)."""
         D = _design_of(id_log)
         spec = _ModelSpec(D, _priors(), param, dataclasses.replace(VARIANT, boost_per_cell=per_cell))
         post, ll, names = _point_and_loglik(spec, seed=1)
@@ -125,6 +125,25 @@ class TestIdentifiedMixture:
         got = pointwise_query_loglik(d, spec)[0]                  # the LOO unit, same reference
         np.testing.assert_allclose(got, _reference(D, d["beta_cell"][0], d["kappa"][0], d["lambda"][0], w),
                                    rtol=1e-9, atol=1e-9)
+
+    def test_numpyro_kernel_equals_the_graph(self, id_log):
+        """Under NumPyro the class sums are one JAX Op (``_mixture_kernel``); with the boost per (LLM, cluster)
+        its log-density equals PyTensor's graph of the same model at a random point."""
+        pytest.importorskip("jax")
+        from pymc.sampling.jax import get_jaxified_logp
+
+        values = []
+        for kernel in (False, True):
+            spec = _ModelSpec(_design_of(id_log), _priors(), "centered", VARIANT)
+            spec.jax_kernel = kernel
+            model = spec.build()
+            point = {k: v + 0.3 * np.random.default_rng(1).standard_normal(np.shape(v))
+                     for k, v in model.initial_point().items()}
+            if kernel:
+                values.append(float(get_jaxified_logp(model)([point[v.name] for v in model.value_vars])))
+            else:
+                values.append(float(model.compile_logp()(point)))
+        np.testing.assert_allclose(values[1], values[0], rtol=1e-12)
 
     def test_class_prior_is_dirichlet_one(self, id_log):
         """The class weights' prior potential is Dirichlet(1, ..., 1) with the Jacobian of the logistic map."""

@@ -433,9 +433,6 @@ class _ModelSpec:
             if self.urn:
                 self._build_urn_loglik(pm, pt, alpha_flat, beta_flat)
                 return model
-            if self.mix and self.variant.boost_per_cell:
-                self._build_mixture_cell_loglik(pm, pt, beta_flat)
-                return model
             if self.mix:
                 self._build_mixture_loglik(pm, pt, alpha_flat, beta_flat)
                 return model
@@ -614,17 +611,21 @@ class _ModelSpec:
         return pt.concatenate([lw0[:, None], lw1[:, None] + la], axis=1)
 
     def _build_mixture_loglik(self, pm, pt, alpha_flat, beta_flat):
-        """The query mixture, summed out per query (see ``_mixture_setup``)."""
+        """The query mixture, summed out per query (see ``_mixture_setup``). Without tool effects
+        (``model="query-mixture-id"``) ``alpha_flat`` is zeros and the class weights are free; the boost is
+        ``lambda[m]`` per LLM or ``lambda[m, c]`` per (LLM, cluster) (``boost_per_cell``)."""
         D = self.design
         n_runs = self.n_rep
-        lam = pm.HalfNormal("lambda", self.priors["lambda_sd"], shape=(D.M,))
+        per_cell = self.variant.boost_per_cell
+        lam = pm.HalfNormal("lambda", self.priors["lambda_sd"], shape=(D.M * D.C if per_cell else D.M,))
         t = self._kappa(pm, pt)
         t_eps = self._epsilon(pm, pt)
         logits = alpha_flat[pm.Data("gather_alpha", self.G)] + beta_flat[pm.Data("gather_beta", self.B)] \
             + pm.Data("pad", self.neg)                                              # (R, P)
-        lk = t[pm.Data("row_cell", self.row_cell)]                                   # (R,)
+        row_cell = pm.Data("row_cell", self.row_cell)
+        lk = t[row_cell]                                                             # (R,)
         lw = self._mixture_log_weights(pt, alpha_flat, t_eps)
-        lam_row = lam[pm.Data("row_llm", D.row_llm)]
+        lam_row = lam[row_cell] if per_cell else lam[pm.Data("row_llm", D.row_llm)]
         if getattr(self, "jax_kernel", False):                                       # NumPyro: one Op
             op = _mk.mixture_query_op(self.mix_tables, self.mix_onehot, n_runs)
             qsum = op(logits, lam_row, lk, lw)
@@ -660,34 +661,6 @@ class _ModelSpec:
             qcell, qweight = self.mix_qcell, self.mix_qweight
         lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", qcell)], axis=1)
         return (pm.Data("mix_qweight", qweight) * lq).sum()
-
-    def _build_mixture_cell_loglik(self, pm, pt, beta_flat):
-        """The identified query mixture (``model="query-mixture-id"``): as ``_build_mixture_loglik`` (the same
-        index tables of ``_mixture_setup``), but without tool effects and with the boost ``lambda[m, c]`` per
-        (LLM, cluster) and free class weights per cell."""
-        D = self.design
-        n_runs, K1 = self.n_rep, D.Kmax + 1
-        lam = pm.HalfNormal("lambda", self.priors["lambda_sd"], shape=(D.M * D.C,))
-        t = self._kappa(pm, pt)
-        t_w = self._free_class_logits(pm, pt)
-        row_cell = pm.Data("row_cell", self.row_cell)
-        logits = beta_flat[pm.Data("gather_beta", self.B)] + pm.Data("pad", self.neg)            # (R, P)
-        lg = logits[:, :, None] + lam[row_cell][:, None, None] * pm.Data("mix_onehot", self.mix_onehot)
-        x = t[row_cell][:, None, None] + lg - pt.logsumexp(lg, axis=1, keepdims=True)            # log(kappa p_k)
-        ex = pt.exp(x)
-        cum = [x]
-        for i in range(1, n_runs):
-            cum.append(cum[-1] + pt.log(ex + i))
-        H = pt.concatenate([pt.stack(cum, axis=2).reshape((-1, K1)), pt.zeros((1, K1))], axis=0)
-        ll_pat = pt.concatenate([H[pm.Data("mix_entries", self.mix_entries)].sum(1), pt.zeros((1, K1))], axis=0)
-        L = ll_pat[pm.Data("mix_qpat", self.mix_qpat)].sum(1)                                      # (queries, K+1)
-        lw = self._free_log_weights(pt, t_w)
-        lq = pt.logsumexp(L + lw[pm.Data("mix_qcell", self.mix_qcell)], axis=1)
-        lk = t[row_cell]
-        norm = lk * pm.Data("mix_nrow0", self.mix_nrow[:, 0])
-        for i in range(1, n_runs):
-            norm = norm + pt.log(pt.exp(lk) + i) * pm.Data(f"mix_nrow{i}", self.mix_nrow[:, i])
-        pm.Potential("loglik", (pm.Data("mix_qweight", self.mix_qweight) * lq).sum() - norm.sum())
 
     def _build_dense_loglik(self, pm, pt, alpha_flat, beta_flat):
         D = self.design
