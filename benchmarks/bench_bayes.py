@@ -3,8 +3,8 @@
 Usage:  python benchmarks/bench_bayes.py [--configs v1,v2,thorough,...] [--skip-slow]
 
 Every configuration runs in a fresh process, twice:
-  cold  with an empty PyTensor/numba compile cache (a new machine, or CI), and
-  warm  with the cache the cold run left behind (every later run on the same machine).
+  cold  with empty PyTensor, numba and JAX compile caches (a new machine, or CI), and
+  warm  with the caches the cold run left behind (every later run on the same machine).
 The time reported is the wall time of the `fit_bayes(...)` call (model building, compilation,
 sampling, diagnostics and every summary); reading the study and importing are listed apart.
 For every configuration it also prints the convergence numbers, the posterior predictive p-values
@@ -97,7 +97,9 @@ def main():
     rows = []
     for name in names:
         with tempfile.TemporaryDirectory(prefix="tbs-bench-") as cache:
-            env = dict(os.environ, PYTENSOR_FLAGS=f"base_compiledir={cache}", NUMBA_CACHE_DIR=cache)
+            env = dict(os.environ, PYTENSOR_FLAGS=f"base_compiledir={cache}", NUMBA_CACHE_DIR=cache,
+                       TOOLBIAS_STATS_JAX_CACHE=os.path.join(cache, "jax"))
+            env.pop("JAX_COMPILATION_CACHE_DIR", None)
             for phase in ("cold", "warm") if name not in SLOW else ("cold",):
                 t = time.perf_counter()
                 proc = subprocess.run([sys.executable, __file__, "--one", name], env=env, capture_output=True,

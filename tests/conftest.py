@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import pytest
 
 # lets tests import the reference values in tests/reference/
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# NumPyro fits in the tests keep no compiled programs on disk (tests/models/test_bayes_cache.py tests the cache)
+os.environ.setdefault("TOOLBIAS_STATS_JAX_CACHE", "0")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "biasbusters"

@@ -399,24 +399,33 @@ def _polya(p, n, kappa, gen):
     """Dirichlet-multinomial draws by the Polya urn: (s, U, P) counts of n[u] attempts with Dirichlet(kappa p).
 
     Attempt t of a unit picks category j with probability (kappa p_j + c_j) / (kappa + t), c = its
-    earlier picks; ``kappa = None`` is the multinomial (independent attempts).
+    earlier picks; ``kappa = None`` is the multinomial (independent attempts). The categories are
+    walked one at a time on (s, U) planes: the same running sums, divisions and comparisons as a
+    cumulative sum over the last axis (so the same picks for a seed), without its strided passes.
     """
     s, U, P = p.shape
-    counts = np.zeros((s, U, P))
-    cum_p = None
-    for t in range(int(n.max()) if len(n) else 0):
+    n_max = int(n.max()) if len(n) else 0
+    p_t = np.moveaxis(p, -1, 0)                                                 # (P, s, U) views
+    counts = np.zeros((P, s, U))
+    base = np.cumsum(p_t, 0) if kappa is None else kappa[None] * p_t
+    for t in range(n_max):
         live = n > t
+        u = gen.random((s, U, 1))[..., 0]
         if kappa is None:
-            if cum_p is None:
-                cum_p = np.cumsum(p, -1)
-            cum = cum_p
+            pick = (u > base[0]).astype(np.intp)
+            for j in range(1, P):
+                pick += u > base[j]
         else:
-            w = kappa[..., None] * p + counts
-            cum = np.cumsum(w, -1) / (kappa[..., None] + t)
-        u = gen.random((s, U, 1))
-        pick = np.minimum((u > cum).sum(-1), P - 1)                           # (s, U)
-        counts += (pick[..., None] == np.arange(P)) & live[None, :, None]
-    return counts
+            denom = kappa + t
+            acc = base[0] + counts[0]
+            pick = (u > acc / denom).astype(np.intp)
+            for j in range(1, P):
+                acc += base[j] + counts[j]
+                pick += u > acc / denom
+        np.minimum(pick, P - 1, out=pick)
+        for j in range(P):
+            counts[j] += (pick == j) & live
+    return np.moveaxis(counts, 0, -1)
 
 
 def _urn_slots(prompts):
