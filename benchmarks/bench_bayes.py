@@ -59,10 +59,11 @@ def _one(name: str) -> dict:
     warnings.simplefilter("ignore")
     t1 = time.perf_counter()
     log = tbs.read_study(STUDY).log
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     res = fit_bayes(log, rng=20251121, **CONFIGS[name])
-    t3 = time.perf_counter()
-    out = {"config": name, "imports_s": t1 - t0, "read_s": t2 - t1, "fit_s": t3 - t2,
+    t3, c3 = time.perf_counter(), time.process_time()
+    out = {"config": name, "imports_s": t1 - t0, "read_s": t2 - t1, "fit_s": t3 - t2, "fit_cpu_s": c3 - c2,
+           "load": os.getloadavg()[0],
            **{k: v for k, v in res.diagnostics.to_dict().items() if k != "thresholds"},
            "model": res.model, "ppc_p": res.ppc.p_value, "ppc_p_rows": res.ppc.p_value_rows,
            "ppc_p_dispersion": res.ppc.p_value_dispersion}
@@ -125,7 +126,8 @@ def main():
 def _row(name, phase, r):
     ppc = " / ".join("n/a" if p is None or p != p else f"{p:.3f}"
                      for p in (r["ppc_p"], r["ppc_p_rows"], r.get("ppc_p_dispersion")))
-    return (f"| {name} | {phase} | {r['fit_s']:.1f} | {r['process_s']:.1f} | {r['max_rhat']:.4f} | "
+    return (f"| {name} | {phase} | {r['fit_s']:.1f} (CPU {r['fit_cpu_s']:.1f}, load {r['load']:.1f}) | "
+            f"{r['process_s']:.1f} | {r['max_rhat']:.4f} | "
             f"{r['min_ess_bulk']:.0f} | {r['divergences']} | {ppc} | {r['spearman_delta_pos']:.3f} |")
 
 
