@@ -70,13 +70,14 @@ def _collect_warmup(store):
         MCMC.run = original
 
 
-def _fit(log, *, draws, tune, chains, seed, initvals=None):
+def _fit(log, *, draws, tune, chains, seed, initvals=None, prior=None):
     """Fit the free-weight mixture; return the result, the raw PyMC posterior and the full sample stats."""
     import toolbias_stats.models.bayes._fit as fit_mod
     from toolbias_stats.models import fit_bayes
     from toolbias_stats.models.bayes import _common, _sampling
 
     _common._MIXTURE_FREE = True
+    _common._MIXTURE_FREE_PRIOR = prior
     captured = {}
     original = fit_mod._sample
 
@@ -97,6 +98,7 @@ def _fit(log, *, draws, tune, chains, seed, initvals=None):
     finally:
         fit_mod._sample = original
         _common._MIXTURE_FREE = False
+        _common._MIXTURE_FREE_PRIOR = None
     return res, captured["raw"]
 
 
@@ -187,8 +189,8 @@ def _append(path, rec):
     if path and os.path.exists(path):
         with open(path) as fh:
             old = json.load(fh)
-    old = [r for r in old if not (r["stage"] == rec["stage"] and r["chains"] == rec["chains"]
-                                  and r["draws"] == rec["draws"] and r["tune"] == rec["tune"])]
+    key = ("stage", "chains", "draws", "tune", "seed", "init")
+    old = [r for r in old if any(r.get(k) != rec.get(k) for k in key)]
     old.append(rec)
     if path:
         with open(path, "w") as fh:
@@ -207,6 +209,9 @@ def main():
     ap.add_argument("--state", default="/tmp/bayes_mixture_warm_state.npz",
                     help="posterior draws of the split fit's chains (written by --stage split, read by warm)")
     ap.add_argument("--from-chain", default="best", help="'best' (highest mean log density) or a chain index")
+    ap.add_argument("--class-prior", default=None,
+                    help="b1,b0,a: epsilon ~ Beta(b1, b0), needed tools' shares ~ Dirichlet(a) (default: Dirichlet(1) "
+                         "over the K + 1 classes)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
@@ -228,7 +233,12 @@ def main():
         initvals = _initvals_from_state(a.state, chain, a.chains, rng)
         extra = {"init": f"each chain at a random posterior draw of chain {chain} of the split fit (no jitter)"}
     t, cpu, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
-    res, raw = _fit(log, draws=a.draws, tune=a.tune, chains=a.chains, seed=a.seed, initvals=initvals)
+    prior = None if a.class_prior is None else tuple(float(v) for v in a.class_prior.split(","))
+    if prior is not None:
+        extra["class_prior"] = {"epsilon": f"Beta({prior[0]:g}, {prior[1]:g})",
+                                "needed_tool_shares": f"Dirichlet({prior[2]:g})"}
+        extra["init"] = extra.get("init", "default") + f"; class prior {a.class_prior}"
+    res, raw = _fit(log, draws=a.draws, tune=a.tune, chains=a.chains, seed=a.seed, initvals=initvals, prior=prior)
     wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     rec = _record(a.stage, res, raw, a, wall, cpu, load0, extra)
     if a.stage == "split":
