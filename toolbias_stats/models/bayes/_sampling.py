@@ -29,6 +29,8 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
     mappings, from free-variable names to arrays of their shapes; the chains then start exactly there (no
     jitter: spread them yourself, e.g. with posterior draws of an earlier fit). NumPyro and PyMC only.
     """
+    if initvals is not None and sampler not in ("numpyro", "pymc", "pymc-numba"):
+        raise ValueError(f"initvals needs sampler='numpyro' or 'pymc' (got {sampler!r})")
     if sampler in _EXTRAS:
         _require(sampler)
     if sampler == "numpyro" and "jax" not in sys.modules and "XLA_FLAGS" not in os.environ:
@@ -41,7 +43,7 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
     # compile the PyTensor graph (C or numba), where that Op would run in Python, so they keep the graph
     spec.jax_kernel = JAX_KERNEL and sampler not in ("pymc", "pymc-numba", "nutpie")
     model = spec.build()
-    start = None if initvals is None else _check_initvals(model, initvals, chains, sampler)
+    start = None if initvals is None else _check_initvals(model, initvals, chains)
     with warnings.catch_warnings():
         # PyMC's own convergence messages are replaced by ours (one place, with thresholds)
         warnings.simplefilter("ignore", UserWarning)
@@ -72,12 +74,10 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
     return _Raw(idata.posterior, idata.sample_stats)
 
 
-def _check_initvals(model, initvals, chains, sampler) -> list:
+def _check_initvals(model, initvals, chains) -> list:
     """Validate ``initvals`` against the model's free variables: a list of ``chains`` {name: array} dicts."""
     from collections.abc import Mapping, Sequence
 
-    if sampler not in ("numpyro", "pymc", "pymc-numba"):
-        raise ValueError(f"initvals needs sampler='numpyro' or 'pymc' (got {sampler!r})")
     if isinstance(initvals, Mapping):
         initvals = [initvals] * chains
     if not isinstance(initvals, Sequence) or isinstance(initvals, str) or len(initvals) != chains:
