@@ -19,6 +19,10 @@ study but its two chains split (docs/bayes.md, "Fourth attempt"). Two stages:
     nice -n 19 python analyses/bayes_mixture_warm.py --stage warm --chains 4 --draws 500 --tune 500 \
         --out docs/bayes_mixture_warm.json
 
+``--class-prior b1,b0,a`` (experimental ``_common._MIXTURE_FREE_PRIOR``): instead of Dirichlet(1, ..., 1) over the
+K + 1 classes (which makes ``epsilon ~ Beta(K, 1)``), ``epsilon ~ Beta(b1, b0)`` and the needed tools' shares
+``~ Dirichlet(a, ..., a)``; the sixth attempt used ``1,1,2`` with ``--stage warm``.
+
 Each stage adds its record to ``--out`` (a JSON list; a record of the same stage and size is replaced).
 """
 

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
         warnings.simplefilter("ignore", FutureWarning)
         with model:
             if sampler in ("pymc", "pymc-numba"):
-                kw = {"compile_kwargs": {"mode": "NUMBA"}} if sampler == "pymc-numba" else {}
+                kw: dict[str, Any] = {"compile_kwargs": {"mode": "NUMBA"}} if sampler == "pymc-numba" else {}
                 if start is not None:
                     kw.update(initvals=start, init="adapt_diag")      # adapt_diag: no jitter on the start
                 idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
@@ -62,8 +63,8 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
                                   target_accept=target_accept, progressbar=progress, nuts_sampler="nutpie",
                                   compute_convergence_checks=False)
             else:
-                nkw: dict = {"chain_method": "parallel"}
-                skw = {}
+                nkw: dict[str, Any] = {"chain_method": "parallel"}
+                skw: dict[str, Any] = {}
                 if start is not None:
                     nkw["jitter"] = False
                     skw["initvals"] = start
