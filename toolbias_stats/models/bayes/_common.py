@@ -155,6 +155,10 @@ _MIXTURE_TIED = False
 #: The query mixture's class weights free per (LLM, cluster): Dirichlet(1, ..., 1) over the K + 1 classes
 #: (True; experimental, docs/bayes.md) instead of ``1 - epsilon, epsilon / K, ...`` (False).
 _MIXTURE_FREE = False
+#: Experimental prior of the free class weights (sixth attempt, docs/bayes.md): None = Dirichlet(1, ..., 1)
+#: (unchanged); ``(b1, b0, a)``: ``epsilon = 1 - w_0 ~ Beta(b1, b0)`` and the needed tools' shares
+#: ``w_j / epsilon ~ Dirichlet(a, ..., a)``, independent (Dirichlet(1) is ``(K, 1, 1)``).
+_MIXTURE_FREE_PRIOR: tuple | None = None
 #: The query mixture's epsilon[m, c]: partially pooled on the logit scale (True) or Uniform(0, 1) each.
 _MIXTURE_POOLED = True
 

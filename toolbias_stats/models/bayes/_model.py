@@ -576,8 +576,27 @@ class _ModelSpec:
         t = pm.Flat("class_logits", shape=(D.M * D.C, D.Kmax))
         lw = self._free_log_weights(pt, t)
         vmask = np.concatenate([np.ones((D.M * D.C, 1)), valid.astype(float)], 1)
-        pm.Potential("class_prior", (lw * vmask).sum() - 0.5 * ((t ** 2) * (1.0 - valid)).sum())
+        prior = (lw * vmask).sum()
+        from ._common import _MIXTURE_FREE_PRIOR
+
+        if _MIXTURE_FREE_PRIOR is not None:                       # experimental: docs/bayes.md, sixth attempt
+            prior = prior + self._split_class_prior(pt, lw, valid, _MIXTURE_FREE_PRIOR)
+        pm.Potential("class_prior", prior - 0.5 * ((t ** 2) * (1.0 - valid)).sum())
         return t
+
+    @staticmethod
+    def _split_class_prior(pt, lw, valid, prior):
+        """log density (w.r.t. the weights, up to a constant) of ``epsilon = 1 - w_0 ~ Beta(b1, b0)`` and the
+        needed tools' shares ``w_j / epsilon ~ Dirichlet(a, ..., a)`` (K of them), minus that of Dirichlet(1):
+        ``(b1 - 1) log eps + (b0 - 1) log w_0 + (a - 1) sum_j log w_j - (K a - 1) log eps`` (the change of
+        variables (eps, shares) -> weights has Jacobian eps^(K - 1); Dirichlet(1)'s density is constant, and the
+        expression is 0 for ``(K, 1, 1)``)."""
+        b1, b0, a = (float(v) for v in prior)
+        k = valid.sum(1)                                                              # (cells,) K per cell
+        lw_need = pt.where(valid, lw[:, 1:], 0.0)
+        log_eps = pt.logsumexp(pt.where(valid, lw[:, 1:], -np.inf), axis=1)
+        return ((b1 - 1.0) * log_eps + (b0 - 1.0) * lw[:, 0] + (a - 1.0) * lw_need.sum(1)
+                - (k * a - 1.0) * log_eps).sum()
 
     def _free_log_weights(self, pt, t):
         z = t + np.where(self._free_class_mask(), 0.0, _NEG)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,15 @@ class _Raw:
         self.sample_stats = sample_stats
 
 
-def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, progress) -> _Raw:
+def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, progress, initvals=None) -> _Raw:
+    """Run NUTS on ``spec``'s model; ``initvals`` (experimental, issue 22): starting points of the chains.
+
+    ``initvals`` is None (PyMC's jittered default start, unchanged) or one mapping, or a sequence of ``chains``
+    mappings, from free-variable names to arrays of their shapes; the chains then start exactly there (no
+    jitter: spread them yourself, e.g. with posterior draws of an earlier fit). NumPyro and PyMC only.
+    """
+    if initvals is not None and sampler not in ("numpyro", "pymc", "pymc-numba"):
+        raise ValueError(f"initvals needs sampler='numpyro' or 'pymc' (got {sampler!r})")
     if sampler in _EXTRAS:
         _require(sampler)
     if sampler == "numpyro" and "jax" not in sys.modules and "XLA_FLAGS" not in os.environ:
@@ -35,6 +44,7 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
     # compile the PyTensor graph (C or numba), where that Op would run in Python, so they keep the graph
     spec.jax_kernel = JAX_KERNEL and sampler not in ("pymc", "pymc-numba", "nutpie")
     model = spec.build()
+    start = None if initvals is None else _check_initvals(model, initvals, chains)
     with warnings.catch_warnings():
         # PyMC's own convergence messages are replaced by ours (one place, with thresholds)
         warnings.simplefilter("ignore", UserWarning)
@@ -42,7 +52,9 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
         warnings.simplefilter("ignore", FutureWarning)
         with model:
             if sampler in ("pymc", "pymc-numba"):
-                kw = {"compile_kwargs": {"mode": "NUMBA"}} if sampler == "pymc-numba" else {}
+                kw: dict[str, Any] = {"compile_kwargs": {"mode": "NUMBA"}} if sampler == "pymc-numba" else {}
+                if start is not None:
+                    kw.update(initvals=start, init="adapt_diag")      # adapt_diag: no jitter on the start
                 idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
                                   target_accept=target_accept, progressbar=progress, quiet=not progress,
                                   compute_convergence_checks=False, idata_kwargs={"log_likelihood": False}, **kw)
@@ -51,12 +63,51 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
                                   target_accept=target_accept, progressbar=progress, nuts_sampler="nutpie",
                                   compute_convergence_checks=False)
             else:
+                nkw: dict[str, Any] = {"chain_method": "parallel"}
+                skw: dict[str, Any] = {}
+                if start is not None:
+                    nkw["jitter"] = False
+                    skw["initvals"] = start
                 with _jitted_initial_point_check():
                     idata = pm.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
                                       target_accept=target_accept, progressbar=progress, nuts_sampler="numpyro",
-                                      compute_convergence_checks=False,
-                                      nuts_sampler_kwargs={"chain_method": "parallel"})
+                                      compute_convergence_checks=False, nuts_sampler_kwargs=nkw, **skw)
     return _Raw(idata.posterior, idata.sample_stats)
+
+
+def _check_initvals(model, initvals, chains) -> list:
+    """Validate ``initvals`` against the model's free variables: a list of ``chains`` {name: array} dicts."""
+    from collections.abc import Mapping, Sequence
+
+    if isinstance(initvals, Mapping):
+        initvals = [initvals] * chains
+    if not isinstance(initvals, Sequence) or isinstance(initvals, str) or len(initvals) != chains:
+        raise ValueError(f"initvals must be a mapping or a sequence of {chains} mappings (one per chain)")
+    shapes = _free_shapes(model)
+    out = []
+    for i, iv in enumerate(initvals):
+        if not isinstance(iv, Mapping):
+            raise ValueError(f"initvals[{i}] must be a mapping of free-variable names to arrays")
+        unknown = sorted(set(iv) - set(shapes))
+        if unknown:
+            raise ValueError(f"initvals[{i}]: unknown variable(s) {unknown}; the model's free variables are "
+                             f"{sorted(shapes)}")
+        chain = {}
+        for name, val in iv.items():
+            arr = np.asarray(val, dtype=float)
+            if arr.shape != shapes[name]:
+                raise ValueError(f"initvals[{i}][{name!r}] has shape {arr.shape}, the variable {shapes[name]}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"initvals[{i}][{name!r}] has non-finite values")
+            chain[name] = arr
+        out.append(chain)
+    return out
+
+
+def _free_shapes(model) -> dict:
+    """{free-variable name: shape} of a PyMC model."""
+    point = model.initial_point()
+    return {rv.name: tuple(np.shape(point[model.rvs_to_values[rv].name])) for rv in model.free_RVs}
 
 
 @contextlib.contextmanager
