@@ -1,4 +1,4 @@
-"""JAX's on-disk compilation cache for NumPyro fits (``_jax_compilation_cache`` in models/bayes/_fit.py).
+"""JAX's on-disk compilation cache for NumPyro fits (``_jax_compilation_cache`` in models/bayes/_sampling.py).
 
 A fit loads the XLA programs an earlier process compiled instead of compiling them again; the programs are
 the same, so a seed must give the same draws whether they were compiled or loaded.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from toolbias_stats.models.bayes import _fit
+from toolbias_stats.models.bayes import _sampling as _fit
 
 ROOT = Path(__file__).resolve().parents[2]
 _JAX_THRESHOLDS = ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import sys
 import time
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
@@ -313,8 +312,6 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
         param = "centered" if rich else "noncentered"
     sampler_seed = int(gen.integers(0, 2**31 - 1))
     spec = _ModelSpec(design, args["priors"], param, variant)
-    if args["sampler"] == "numpyro":
-        _jax_compilation_cache()
     raw = _sample(spec, sampler=args["sampler"], draws=args["draws"], tune=args["tune"], chains=args["chains"],
                   cores=args["cores"], seed=sampler_seed, target_accept=args["target_accept"],
                   progress=args["progress"])
@@ -346,44 +343,6 @@ def _counts_and_rows(obj, variant):
                          "Dirichlet-multinomial/query effects), and counts do not keep that pairing: pass the "
                          "SelectionLog or a Study with its rows, or use model='v1' or 'cluster-position'.")
     return load_counts(obj), rows
-
-
-#: where NumPyro's compiled XLA programs are kept between processes (``"0"``: not kept); default: the
-#: ``jax`` folder of the package's cache (``$TOOLBIAS_CACHE_DIR``, else ``~/.cache/toolbias_stats``)
-JAX_CACHE_ENV = "TOOLBIAS_STATS_JAX_CACHE"
-
-
-def _jax_compilation_cache() -> None:
-    """Keep JAX's compiled programs on disk so that a later fit of the same model skips XLA compilation.
-
-    A NumPyro fit of v2 on the bundled study compiles ~30 XLA programs (~5 s of a ~30 s fit); with JAX's
-    persistent cache (in the ``jax`` folder of :func:`toolbias_stats.features.default_cache_dir`, beside the
-    embedding cache) a later process loads them instead. The cached program is the one that would be
-    compiled, so a seed gives the same draws (checked in the tests). A cache directory the user chose
-    (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config``) is left alone; ``TOOLBIAS_STATS_JAX_CACHE=0``
-    turns this off, any other value is the directory. Nothing happens when the directory cannot be made.
-    """
-    choice = os.environ.get(JAX_CACHE_ENV, "")
-    if choice == "0" or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return
-    if not choice:
-        from ...features import default_cache_dir
-
-        choice = str(default_cache_dir() / "jax")
-    try:
-        os.makedirs(choice, exist_ok=True)
-    except OSError:
-        return
-    if "jax" not in sys.modules:
-        # read by jax at import; every program, not only those that take a second to compile
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = choice
-        os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-        os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-        return
-    import jax
-
-    if jax.config.jax_compilation_cache_dir is None:
-        jax.config.update("jax_compilation_cache_dir", choice)
 
 
 # ---------------------------------------------------------------------------------------------
