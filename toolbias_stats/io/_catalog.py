@@ -194,11 +194,18 @@ def _cast_catalog(tab: pd.DataFrame, source: str) -> None:
 
 
 def _check_catalog_values(tab: pd.DataFrame, source: str) -> None:
-    """Unique tool ids without ``|``, parameter counts >= 0, one ``api_index`` per tool of a cluster (issue 21:
-    values that pass the dtypes but break the analysis)."""
-    dup = tab["tool_id"][tab["tool_id"].duplicated()]
+    """Tool ids unique within their cluster and without ``|``, parameter counts >= 0, one ``api_index`` per tool of a
+    cluster (issue 21: values that pass the dtypes but break the analysis).
+
+    A tool id may belong to several clusters (issue 36: a tournament of description variants shows each variant in
+    several pair clusters); a row is named by its ``(cluster_id, tool_id)``, and the choice model gives one worth per
+    tool id across every cluster that shows it.
+    """
+    dup = tab[tab.duplicated(["cluster_id", "tool_id"])]
     if len(dup):
-        raise SelectionLogError([problem(source, None, "tool_id", f"duplicate tool_id {t!r}") for t in dup])
+        raise SelectionLogError([problem(source, i + 1, "tool_id", f"duplicate tool_id {t!r} in cluster {c!r} (a tool "
+                                                                   "may be in several clusters, once in each)")
+                                 for i, c, t in zip(dup.index, dup["cluster_id"], dup["tool_id"])])
     problems = [problem(source, i + 1, "tool_id", f"tool id {t!r} contains '|', which separates the tools of an "
                                                    "ordering; rename the tool")
                 for i, t in enumerate(tab["tool_id"]) if "|" in str(t)]
