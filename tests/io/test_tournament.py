@@ -169,8 +169,8 @@ class TestReport:
         out = tmp_path / "report.html"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rc = main(["report", str(study["dir"] / "study.toml"), "--out", str(out), "--bootstrap", "20", "--null", "20",
-                       "--choice-model"])
+            rc = main(["report", str(study["dir"] / "study.toml"), "--out", str(out), "--bootstrap", "20",
+                       "--null", "20", "--choice-model"])
         assert rc in (0, None)
         text = out.read_text(encoding="utf-8")
         assert "variant_1~variant_10" in text and "variant_9~variant_10" in text
