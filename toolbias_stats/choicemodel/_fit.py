@@ -8,12 +8,14 @@ cell. The utility is ``X @ theta``; the choice probability the softmax over the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
-__all__ = ["FitOutput", "fit_clogit", "fit_mixed", "clogit_parts", "cell_scores", "aggregate_cells"]
+__all__ = ["FitOutput", "fit_clogit", "fit_mixed", "mixed_sandwich", "clogit_parts", "cell_scores",
+           "aggregate_cells"]
 
 #: Largest |estimate| (log-odds) still treated as finite: beyond it a worth is reported as diverging.
 DIVERGED = 20.0
@@ -29,6 +31,8 @@ class FitOutput:
     n_iter: int
     sigma: float | None = None  # mixed logit: sd of the query x tool random effects
     bhhh: np.ndarray | None = None
+    hessian: np.ndarray | None = None  # mixed logit: minus the Hessian of the objective (finite differences)
+    scores: np.ndarray | None = None   # mixed logit: per-query scores of the log-likelihood at theta (Q, P + 1)
 
 
 def aggregate_cells(X, mask, chosen, w, key=None):
@@ -217,7 +221,8 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
     The random effects of one query are shared by all its attempts (its lists and runs), which is what lets
     the model separate a query's stable preference from position effects. ``n_draws`` antithetic normal draws
     per (query, tool) pair; maximised by BHHH steps (the outer product of per-query scores, queries being
-    independent) with step halving, started from the conditional-logit estimates.
+    independent) with step halving, started from the conditional-logit estimates. The returned ``hessian`` and
+    ``scores`` give the query-clustered sandwich (:func:`mixed_sandwich`).
     """
     P = X.shape[2]
     prior_prec = np.zeros(P) if prior_prec is None else np.asarray(prior_prec, float)
@@ -266,5 +271,62 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
             M = M - np.outer(Ms, Ms) / float(sv @ Ms) + np.outer(yv, yv) / sy
         theta, g = cand, g_new
     B = sq.T @ sq + np.diag(pp)
+    boundary = abs(float(theta[-1])) <= SIGMA_BOUNDARY
+    H = _mixed_hessian(theta, d, prior_prec, pp, only_beta=boundary)
     return FitOutput(theta[:-1], ll, obj, B[:-1, :-1], converged and np.all(np.abs(theta) < DIVERGED), it,
-                     sigma=float(theta[-1]), bhhh=B)
+                     sigma=float(abs(theta[-1])), bhhh=B, hessian=H, scores=sq)
+
+
+#: Random-effect sd at or below which the mixed logit is at its boundary (no query heterogeneity).
+SIGMA_BOUNDARY = 1e-3
+
+
+def _mixed_hessian(theta, d: _MixedData, prior_prec, pp, *, only_beta=False):
+    """Minus the Hessian of the simulated objective at ``theta`` by central differences of its analytic gradient.
+
+    The draws are fixed, so the simulated gradient is a smooth function of ``theta``. At the boundary
+    ``sigma = 0`` the objective is even in ``sigma`` (antithetic draws): the ``beta``-``sigma`` block vanishes and
+    only the ``beta`` block is differenced (the ``sigma`` row and column are returned as 0).
+    """
+    n = len(theta) - (1 if only_beta else 0)
+    H = np.zeros((len(theta), len(theta)))
+
+    def grad(t):
+        sq, _ = _mixed_grad(_mixed_ll(t[:-1], t[-1], d, prior_prec)[2], d)
+        return sq.sum(axis=0) - pp * t
+
+    for j in range(n):
+        h = 1e-4 * max(1.0, abs(float(theta[j])))
+        up, dn = theta.copy(), theta.copy()
+        up[j] += h
+        dn[j] -= h
+        H[:, j] = -(grad(up) - grad(dn)) / (2 * h)
+    if only_beta:
+        H[-1, :] = 0.0
+        H[:, -1] = 0.0
+    return 0.5 * (H + H.T)
+
+
+def mixed_sandwich(fit: FitOutput) -> tuple[np.ndarray, np.ndarray]:
+    """``(sandwich, model-based)`` covariance of the mixed logit's ``(beta, sigma)`` (scaled regressors).
+
+    Sandwich: ``H^-1 (G/(G-1) sum_q s_q s_q') H^-1`` with ``H`` minus the Hessian of the objective and ``s_q``
+    the score of query ``q`` (the unit: its attempts share the random effects, and a position effect that
+    varies between queries makes them dependent beyond the model). Model-based: ``H^-1``. At the boundary
+    ``sigma = 0`` only the ``beta`` block is returned (``sigma``'s row and column are NaN); the sandwich then
+    equals the conditional logit's query-clustered sandwich at the same estimates.
+    """
+    H, sq = cast(np.ndarray, fit.hessian), cast(np.ndarray, fit.scores)
+    G = sq.shape[0]
+    boundary = not np.any(H[-1])
+    k = H.shape[0] - (1 if boundary else 0)
+    try:
+        bread = np.linalg.inv(H[:k, :k])
+    except np.linalg.LinAlgError:
+        bread = np.linalg.pinv(H[:k, :k])
+    meat = sq[:, :k].T @ sq[:, :k] * (G / max(G - 1, 1))
+    sand = np.full(H.shape, np.nan)
+    model = np.full(H.shape, np.nan)
+    sand[:k, :k] = bread @ meat @ bread
+    model[:k, :k] = bread
+    return sand, model
