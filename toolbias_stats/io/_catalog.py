@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._schema import CATALOG_COLUMNS, function_name, standardise_name
+from .._schema import CATALOG_COLUMNS, function_name, standardise_name, toolbench_key
 from ..exceptions import SelectionLogError, problem
 
 __all__ = ["ToolCatalog"]
@@ -109,8 +109,9 @@ class ToolCatalog:
     def aliases(self, cluster_id: str | None = None) -> dict[str, str]:
         """Map every accepted name (lower-cased) to its tool_id.
 
-        Accepted: the tool_id, the standardised ToolBench function name and the bare standardised
-        tool name (when it is unique in the scope).
+        Accepted: the tool_id, the standardised ToolBench function name as ToolBench spells it (the last 64
+        characters) and untruncated, the last 64 characters of a longer tool_id (issue 36), and the bare
+        standardised tool name (when it is unique in the scope).
         """
         tab = self.table if cluster_id is None else self.table[self.table["cluster_id"] == str(cluster_id)]
         out: dict[str, str] = {}
@@ -118,6 +119,8 @@ class ToolCatalog:
         for row in tab.itertuples(index=False):
             out[str(row.tool_id).lower()] = row.tool_id
             out.setdefault(function_name(row.api_name, row.tool_name), row.tool_id)
+            out.setdefault(function_name(row.api_name, row.tool_name, truncate=False), row.tool_id)
+            out.setdefault(toolbench_key(str(row.tool_id).lower()), row.tool_id)
             bare.setdefault(standardise_name(row.tool_name), set()).add(row.tool_id)
         for name, ids in bare.items():
             if len(ids) == 1:

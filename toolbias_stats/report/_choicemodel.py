@@ -134,8 +134,8 @@ def format_choice_model_text(result: ChoiceModelResult) -> str:
 def render_choice_model_section(result: ChoiceModelResult) -> str:
     """HTML section for the report (escaped; the lead wires it into ``report``)."""
     parts = [f"<p>{html.escape(result.method)}. Attempts used {result.n_used}, excluded {result.n_excluded}.</p>",
-             _overview_block(result), _side_by_side_block(result),
-             "<details><summary>Choice-model tables</summary>", result._repr_html_()]
+             _overview_block(result), _disagreement_block(result),
+             "<details><summary>Choice-model tables</summary>", _side_by_side_block(result), result._repr_html_()]
     ib = result.implied_bias
     if len(ib):
         from .._display import frame_html
@@ -145,9 +145,14 @@ def render_choice_model_section(result: ChoiceModelResult) -> str:
     return "\n".join(parts)
 
 
+def _disagreement_block(result) -> str:
+    """First screen: one sentence per disagreement between δ_pos and the position effect (none when they agree)."""
+    return "".join(f'<p class="note">{html.escape(n)}</p>' for n in position_side_by_side(result)[1])
+
+
 def _side_by_side_block(result) -> str:
-    """δ_pos beside the position effect (a table), the interval advice and the disagreement sentences."""
-    rows, notes = position_side_by_side(result)
+    """δ_pos beside the position effect (a table) and the interval advice."""
+    rows = position_side_by_side(result)[0]
     if not rows:
         return ""
     body = "".join(f"<tr><td>{html.escape(r['group'])}</td><td class=\"num\">{fmt_num(r['delta_pos'])}</td>"
@@ -158,7 +163,7 @@ def _side_by_side_block(result) -> str:
     return ("<table><caption>δ_pos (descriptive) beside the position effect</caption><tr><th>group</th>"
             "<th class=\"num\">δ_pos</th><th class=\"num\">position effect (log-odds 2 vs 1) [CI]</th>"
             "<th class=\"num\">no position effect</th><th class=\"num\">δ_pos from position alone</th></tr>"
-            + body + "</table>" + "".join(f"<p>{html.escape(n)}</p>" for n in notes + advice[:3]))
+            + body + "</table>" + "".join(f"<p>{html.escape(n)}</p>" for n in advice[:3]))
 
 
 def _overview_block(result) -> str:
