@@ -530,8 +530,7 @@ def _duplicate_tools(ids: list, path: Path, problems: list) -> None:
         if key is None:
             continue
         if key[:2] in seen:       # a tool may be in several clusters (issue 36), once in each
-            problems.append(problem(path, i, "tool_id", f"tool {key[0]!r} of cluster {key[1]!r} also in row "
-                                                        f"{seen[key[:2]]}"))
+            problems.append(problem(path, i, "tool_id", f"tool {key[0]!r} also in row {seen[key[:2]]}"))
         else:
             seen[key[:2]] = i
 
