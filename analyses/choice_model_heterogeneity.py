@@ -37,7 +37,7 @@ from toolbias_stats.choicemodel import choice_model
 N_TOOLS, N_QUERIES, N_RUNS = 5, 8, 2
 WORTHS = np.array([0.0, 0.3, 0.6, 0.9, 1.2])
 GAMMA = 0.5
-BIG = 25
+BIG = 100
 TOOLS = [f"v{i + 1}" for i in range(N_TOOLS)]
 PAIRS = list(itertools.combinations(range(N_TOOLS), 2))
 
@@ -173,7 +173,8 @@ def main(argv=None):
         "n_studies": a.n_studies, "seed": a.seed,
         "design": dict(n_tools=N_TOOLS, worths=WORTHS.tolist(), gamma=GAMMA, pairs=len(PAIRS), n_queries=N_QUERIES,
                        orders=2, n_runs=N_RUNS, big=BIG, mixed_draws=FITS["mixed"]["n_draws"]),
-        "truth": truth, "summary": summ.to_dict(orient="records")}, indent=2, allow_nan=False) + "\n")
+        "truth": truth, "summary": summ.astype(object).where(summ.notna(), None).to_dict(orient="records")},
+        indent=2, allow_nan=False) + "\n")
 
 
 if __name__ == "__main__":
