@@ -220,7 +220,7 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
 
     The random effects of one query are shared by all its attempts (its lists and runs), which is what lets
     the model separate a query's stable preference from position effects. ``n_draws`` antithetic normal draws
-    per (query, tool) pair; maximised by BHHH steps (the outer product of per-query scores, queries being
+    per (query, tool) pair; maximised by quasi-Newton steps (a BHHH start for sigma, queries being
     independent) with step halving, started from the conditional-logit estimates. The returned ``hessian`` and
     ``scores`` give the query-clustered sandwich (:func:`mixed_sandwich`).
     """
@@ -279,32 +279,6 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
 
 #: Random-effect sd at or below which the mixed logit is at its boundary (no query heterogeneity).
 SIGMA_BOUNDARY = 1e-3
-
-
-def _mixed_hessian(theta, d: _MixedData, prior_prec, pp, *, only_beta=False):
-    """Minus the Hessian of the simulated objective at ``theta`` by central differences of its analytic gradient.
-
-    The draws are fixed, so the simulated gradient is a smooth function of ``theta``. At the boundary
-    ``sigma = 0`` the objective is even in ``sigma`` (antithetic draws): the ``beta``-``sigma`` block vanishes and
-    only the ``beta`` block is differenced (the ``sigma`` row and column are returned as 0).
-    """
-    n = len(theta) - (1 if only_beta else 0)
-    H = np.zeros((len(theta), len(theta)))
-
-    def grad(t):
-        sq, _ = _mixed_grad(_mixed_ll(t[:-1], t[-1], d, prior_prec)[2], d)
-        return sq.sum(axis=0) - pp * t
-
-    for j in range(n):
-        h = 1e-4 * max(1.0, abs(float(theta[j])))
-        up, dn = theta.copy(), theta.copy()
-        up[j] += h
-        dn[j] -= h
-        H[:, j] = -(grad(up) - grad(dn)) / (2 * h)
-    if only_beta:
-        H[-1, :] = 0.0
-        H[:, -1] = 0.0
-    return 0.5 * (H + H.T)
 
 
 def _mixed_information(theta, d: _MixedData, prior_prec, pp, *, only_beta=False):

@@ -820,7 +820,7 @@ def _position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, lo
     """Wald and likelihood-ratio tests of 'no position effect', with small-sample references.
 
     Wald: ``W = b' V^-1 b`` with the interval covariance ``V`` of the ``q`` position terms. When ``V`` is
-    estimated from ``G`` queries (clustered sandwich, bootstrap, per-query score outer product), ``W`` is
+    estimated from ``G`` queries (clustered sandwich, bootstrap, the mixed logit's clustered sandwich), ``W`` is
     referred to Hotelling's ``T^2``: ``W (G - q) / (q (G - 1)) ~ F(q, G - q)`` (the chi2(q) reference is its
     ``G -> inf`` limit and rejects too often with few queries; docs/choice_model.md, "Size of the test").
     LR: ``2 (l1 - l0)`` (conditional logit only), divided by the Rao-Scott design effect

@@ -576,7 +576,7 @@ def _load_frame(path: Path, kind: str) -> pd.DataFrame:
 def _identify(frame: pd.DataFrame, path: Path, catalog: ToolCatalog | None, problems: list) -> list:
     """(tool_id, cluster_id, api_index) per row, or None for a row with a problem."""
     cols = frame.columns
-    by_id = None
+    by_id: dict[str, list[tuple[str, int]]] | None = None
     if catalog is not None:
         t = catalog.table
         by_id = {}

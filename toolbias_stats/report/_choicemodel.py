@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._format import fmt_ci, fmt_num, fmt_p
 
@@ -50,7 +50,7 @@ def position_side_by_side(result: ChoiceModelResult) -> tuple[list[dict], list[s
     (['delta_pos', 'group', 'position_ci'], [])
     """
     alpha = 1 - float(result.settings.get("confidence_level", 0.95))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for g in result._raw:
         pe, ib = g["position_effects"], g["implied_bias"]
         if not len(pe) or not len(ib):
@@ -71,7 +71,8 @@ def position_side_by_side(result: ChoiceModelResult) -> tuple[list[dict], list[s
                          "worth: strong description preferences leave position less room, so δ_pos understates the "
                          "position effect here.")
     for a, b in ((a, b) for a in rows for b in rows if a is not b):
-        if (a["delta_pos"] > b["delta_pos"] + 0.02 and b["position_ci"][0] <= a["position_effect"] <= b["position_ci"][1]
+        lo, hi = b["position_ci"]
+        if (a["delta_pos"] > b["delta_pos"] + 0.02 and lo <= a["position_effect"] <= hi
                 and abs(b["position_effect"]) >= abs(a["position_effect"])):
             notes.append(f"δ_pos falls from {a['group']} ({a['delta_pos']:.3f}) to {b['group']} "
                          f"({b['delta_pos']:.3f}) while the position effect does not ({a['position_effect']:.2f} vs "
