@@ -213,7 +213,9 @@ class ChoiceModelResult(ReprHTMLMixin):
                                      "ci": [_num(r["ci_low"]), _num(r["ci_high"])], "kind": r["kind"]}
                                     for _, r in g["feature_effects"].iterrows()],
                 "random_effect_sd": (None if g["sigma"] is None else
-                                     {"estimate": _num(g["sigma"]), "se": _num(g["sigma_se"])}),
+                                     {"estimate": _num(g["sigma"]), "se": _num(g["sigma_se"]),
+                                      "ci": [_num(max(0.0, g["sigma"] - g["z"] * g["sigma_se"])),
+                                             _num(g["sigma"] + g["z"] * g["sigma_se"])]}),
                 "implied_bias": _records(g["implied_bias"], list(g["implied_bias"].columns))
                 if len(g["implied_bias"]) else [],
                 "no_position_effect": {"wald_stat": _num(row["wald_stat"]), "df": _num(row["wald_df"]),
