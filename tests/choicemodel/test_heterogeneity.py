@@ -219,6 +219,29 @@ class TestSideBySide:
         assert len(notes) == 1 and "leave position less room" in notes[0]
         assert "leave position less room" in str(res)
 
+    def test_delta_pos_falls_between_groups_while_the_position_effect_does_not(self):
+        """Two models with one position effect (0.8) whose description preferences differ (worths 0.5 vs 4 apart):
+        δ_pos falls from the first to the second, the position effect does not; one sentence names both."""
+        import pandas as pd
+
+        from toolbias_stats import SelectionLog
+        from toolbias_stats.choicemodel import simulate_choice_log
+
+        parts = [simulate_choice_log(n_tools=2, set_size=2, n_queries=600, n_lists=2, worths=[0.0, w],
+                                     positions=[0.0, -0.8], model=m, rng=i).data
+                 for i, (m, w) in enumerate((("small", 0.5), ("large", 4.0)))]
+        base = simulate_choice_log(n_tools=2, set_size=2, n_queries=2, rng=0)
+        log = SelectionLog.from_frame(pd.concat(parts, ignore_index=True).assign(
+            source_row=lambda f: range(1, len(f) + 1)), base.catalog)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = choice_model(log, by="model")
+        rows, notes = position_side_by_side(res)
+        by = {r["group"]: r for r in rows}
+        assert by["model=small"]["delta_pos"] > by["model=large"]["delta_pos"] + 0.05
+        falls = [n for n in notes if n.startswith("δ_pos falls from model=small")]
+        assert len(falls) == 1 and "while the position effect does not" in falls[0]
+
     def test_no_sentence_when_they_agree(self):
         from toolbias_stats.choicemodel import simulate_choice_log
 

@@ -37,7 +37,8 @@ def position_side_by_side(result: ChoiceModelResult) -> tuple[list[dict], list[s
     ``position_only_delta_pos`` (the TV to uniform of the implied position shares among tools of equal worth: the
     δ_pos the position effect alone would produce) and ``wald_p``. A sentence is returned where the two disagree:
     within a group, when the position effect is significant but δ_pos is below half the position-only δ_pos; across
-    groups, when δ_pos falls from one group to another while the position effect does not. Strong description
+    groups, when δ_pos falls by more than 0.02 from one group to another while the other's position effect is
+    significant and not smaller (the first's lies in its interval, or it is larger). Strong description
     (worth) preferences leave position less room: the winner is chosen wherever it stands, so δ_pos shrinks while
     the position effect among comparable tools stays.
 
@@ -72,8 +73,9 @@ def position_side_by_side(result: ChoiceModelResult) -> tuple[list[dict], list[s
                          "position effect here.")
     for a, b in ((a, b) for a in rows for b in rows if a is not b):
         lo, hi = b["position_ci"]
-        if (a["delta_pos"] > b["delta_pos"] + 0.02 and lo <= a["position_effect"] <= hi
-                and abs(b["position_effect"]) >= abs(a["position_effect"])):
+        # the position effect "does not fall": b's is significant and not smaller than a's beyond b's interval
+        steady = lo <= a["position_effect"] <= hi or abs(b["position_effect"]) >= abs(a["position_effect"])
+        if a["delta_pos"] > b["delta_pos"] + 0.02 and b["wald_p"] <= alpha and steady:
             notes.append(f"δ_pos falls from {a['group']} ({a['delta_pos']:.3f}) to {b['group']} "
                          f"({b['delta_pos']:.3f}) while the position effect does not ({a['position_effect']:.2f} vs "
                          f"{b['position_effect']:.2f} log-odds): strong description preferences leave position less "
