@@ -11,6 +11,8 @@ __all__ = [
     "CATALOG_COLUMNS",
     "standardise_name",
     "function_name",
+    "toolbench_key",
+    "TOOLBENCH_NAME_LIMIT",
 ]
 
 SCHEMA_VERSION = "1.0"
@@ -101,8 +103,12 @@ def standardise_name(name: str) -> str:
     return out
 
 
-def function_name(api_name: str, tool_name: str) -> str:
-    """ToolBench function name ``{api}_for_{tool}`` of an endpoint.
+#: ToolBench keeps the last this-many characters of a function name (the OpenAI limit on function names).
+TOOLBENCH_NAME_LIMIT = 64
+
+
+def function_name(api_name: str, tool_name: str, *, truncate: bool = True) -> str:
+    """ToolBench function name ``{api}_for_{tool}`` of an endpoint, as ToolBench spells it.
 
     Parameters
     ----------
@@ -110,15 +116,42 @@ def function_name(api_name: str, tool_name: str) -> str:
         The endpoint's API name.
     tool_name : str
         The name of the tool the endpoint belongs to.
+    truncate : bool, default True
+        Keep only the last :data:`TOOLBENCH_NAME_LIMIT` (64) characters, as ToolBench does after standardising
+        (the OpenAI limit on function names; issue 36). ``False`` gives the untruncated spelling.
 
     Returns
     -------
     str
-        Both names standardised with :func:`standardise_name`, joined by ``_for_``.
+        Both names standardised with :func:`standardise_name`, joined by ``_for_``, the last 64 characters kept.
+
+    Notes
+    -----
+    Two spellings name the same tool when their :func:`toolbench_key` agree: the untruncated name and its
+    truncation share their last 64 characters.
 
     Examples
     --------
     >>> function_name("/v1/textlanguage", "Text Language by API-Ninjas")
     'v1_textlanguage_for_text_language_by_api_ninjas'
+    >>> function_name("Coordinates (latitude, longitude) to address", "Address from to latitude longitude")
+    'tude_longitude_to_address_for_address_from_to_latitude_longitude'
+    >>> len(function_name("Coordinates (latitude, longitude) to address", "Address from to latitude longitude",
+    ...                   truncate=False))
+    80
     """
-    return f"{standardise_name(api_name)}_for_{standardise_name(tool_name)}"
+    name = f"{standardise_name(api_name)}_for_{standardise_name(tool_name)}"
+    return toolbench_key(name) if truncate else name
+
+
+def toolbench_key(name: str) -> str:
+    """The spelling ToolBench gives a function name: its last :data:`TOOLBENCH_NAME_LIMIT` characters.
+
+    Examples
+    --------
+    >>> toolbench_key("a" * 70 + "_for_x") == ("a" * 70 + "_for_x")[-64:]
+    True
+    >>> toolbench_key("geocode_for_maps")
+    'geocode_for_maps'
+    """
+    return str(name)[-TOOLBENCH_NAME_LIMIT:]

@@ -8,12 +8,14 @@ cell. The utility is ``X @ theta``; the choice probability the softmax over the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
-__all__ = ["FitOutput", "fit_clogit", "fit_mixed", "clogit_parts", "cell_scores", "aggregate_cells"]
+__all__ = ["FitOutput", "fit_clogit", "fit_mixed", "mixed_sandwich", "clogit_parts", "cell_scores",
+           "aggregate_cells"]
 
 #: Largest |estimate| (log-odds) still treated as finite: beyond it a worth is reported as diverging.
 DIVERGED = 20.0
@@ -29,6 +31,8 @@ class FitOutput:
     n_iter: int
     sigma: float | None = None  # mixed logit: sd of the query x tool random effects
     bhhh: np.ndarray | None = None
+    hessian: np.ndarray | None = None  # mixed logit: minus the Hessian of the objective (finite differences)
+    scores: np.ndarray | None = None   # mixed logit: per-query scores of the log-likelihood at theta (Q, P + 1)
 
 
 def aggregate_cells(X, mask, chosen, w, key=None):
@@ -216,8 +220,9 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
 
     The random effects of one query are shared by all its attempts (its lists and runs), which is what lets
     the model separate a query's stable preference from position effects. ``n_draws`` antithetic normal draws
-    per (query, tool) pair; maximised by BHHH steps (the outer product of per-query scores, queries being
-    independent) with step halving, started from the conditional-logit estimates.
+    per (query, tool) pair; maximised by quasi-Newton steps (a BHHH start for sigma, queries being
+    independent) with step halving, started from the conditional-logit estimates. The returned ``hessian`` and
+    ``scores`` give the query-clustered sandwich (:func:`mixed_sandwich`).
     """
     P = X.shape[2]
     prior_prec = np.zeros(P) if prior_prec is None else np.asarray(prior_prec, float)
@@ -266,5 +271,90 @@ def fit_mixed(X, mask, chosen, w, query, n_q, pair, n_pairs, *, rng, n_draws=100
             M = M - np.outer(Ms, Ms) / float(sv @ Ms) + np.outer(yv, yv) / sy
         theta, g = cand, g_new
     B = sq.T @ sq + np.diag(pp)
+    boundary = abs(float(theta[-1])) <= SIGMA_BOUNDARY
+    H = _mixed_information(theta, d, prior_prec, pp, only_beta=boundary)
     return FitOutput(theta[:-1], ll, obj, B[:-1, :-1], converged and np.all(np.abs(theta) < DIVERGED), it,
-                     sigma=float(theta[-1]), bhhh=B)
+                     sigma=float(abs(theta[-1])), bhhh=B, hessian=H, scores=sq)
+
+
+#: Random-effect sd at or below which the mixed logit is at its boundary (no query heterogeneity).
+SIGMA_BOUNDARY = 1e-3
+
+
+def _mixed_information(theta, d: _MixedData, prior_prec, pp, *, only_beta=False):
+    """Minus the Hessian of the simulated objective at ``theta``, in closed form (Louis' identity).
+
+    With ``L_q = mean_r exp(l_rq)`` (``l_rq`` the log-likelihood of query ``q``'s attempts under draw ``r``, a
+    conditional logit in ``x_rck = (X_ck, z_rck)``) and posterior draw weights ``w_rq``:
+    ``-d2 log L_q = sum_r w_rq (-d2 l_rq) - Var_w(g_rq)``, where ``-d2 l_rq`` is the logit information
+    ``sum_c n_c sum_k p_rck (x_rck - xbar_rc)(x_rck - xbar_rc)'`` and ``g_rq`` the score of query ``q`` under draw
+    ``r``. The first term needs only per-cell K x K sums over draws; the second one small product per query.
+    Equal to central differences of the analytic gradient (``tests/choicemodel/test_heterogeneity.py``) at a
+    fraction of their cost. ``only_beta``: the ``sigma`` row and column are 0 (the boundary ``sigma = 0``).
+    """
+    K, P = d.K, d.X.shape[2]
+    _, _, (e, tot, lq, Lq) = _mixed_ll(theta[:-1], theta[-1], d, prior_prec)
+    omega = np.exp(lq - (Lq + np.log(d.R))[None])                   # (R, Q)
+    om = omega[:, d.query].astype(np.float32)                       # (R, C)
+    p = np.stack([ek / tot for ek in e], axis=2)                    # (R, C, K)
+    X, w = d.X, d.w
+    zc = np.moveaxis(d.Zc, 0, 2)                                    # (R, C, K)
+    zbar = (p * zc).sum(axis=2)                                     # (R, C)
+    A = np.zeros((P + 1, P + 1))
+    # beta block: sum_c n_c X_c' (diag(pbar_c) - Q_c) X_c, Q_c[k, j] = sum_r w_r p_rck p_rcj
+    pw = p * om[:, :, None]
+    M = np.einsum("rck,rcj->ckj", pw, p, dtype=np.float64)
+    M = np.einsum("ck,kj->ckj", pw.sum(axis=0, dtype=np.float64), np.eye(K)) - M
+    Y = np.einsum("ckj,cjp->ckp", M * w[:, None, None], X)
+    A[:P, :P] = X.reshape(-1, P).T @ Y.reshape(-1, P)
+    a = (pw * (zc - zbar[:, :, None])).sum(axis=0, dtype=np.float64)                # (C, K)
+    A[:P, P] = np.einsum("ck,ckp->p", a * w[:, None], X)
+    A[P, :P] = A[:P, P]
+    A[P, P] = float(w @ (om * ((p * zc * zc).sum(axis=2) - zbar * zbar)).sum(axis=0, dtype=np.float64))
+    # posterior variance of the per-draw query scores, one query at a time
+    g_sig = np.asarray(d.S @ (d.Zch - zbar).T.astype(np.float64))  # (Q, R)
+    Xw = X * w[:, None, None]
+    ch = d.S @ d.Xch                                                # (Q, P)
+    order = np.argsort(d.query, kind="stable")
+    cuts = np.searchsorted(d.query[order], np.arange(d.n_q + 1))
+    B = np.zeros((P + 1, P + 1))
+    for q in range(d.n_q):
+        idx = order[cuts[q]:cuts[q + 1]]
+        if not len(idx):
+            continue
+        G = np.empty((d.R, P + 1))
+        G[:, :P] = ch[q][None] - p[:, idx, :].reshape(d.R, -1) @ Xw[idx].reshape(-1, P)
+        G[:, P] = g_sig[q]
+        wq = omega[:, q]
+        gbar = wq @ G
+        B += (G * wq[:, None]).T @ G - np.outer(gbar, gbar)
+    H = A - B + np.diag(pp)
+    if only_beta:
+        H[-1, :] = 0.0
+        H[:, -1] = 0.0
+    return 0.5 * (H + H.T)
+
+
+def mixed_sandwich(fit: FitOutput) -> tuple[np.ndarray, np.ndarray]:
+    """``(sandwich, model-based)`` covariance of the mixed logit's ``(beta, sigma)`` (scaled regressors).
+
+    Sandwich: ``H^-1 (G/(G-1) sum_q s_q s_q') H^-1`` with ``H`` minus the Hessian of the objective and ``s_q``
+    the score of query ``q`` (the unit: its attempts share the random effects, and a position effect that
+    varies between queries makes them dependent beyond the model). Model-based: ``H^-1``. At the boundary
+    ``sigma = 0`` only the ``beta`` block is returned (``sigma``'s row and column are NaN); the sandwich then
+    equals the conditional logit's query-clustered sandwich at the same estimates.
+    """
+    H, sq = cast(np.ndarray, fit.hessian), cast(np.ndarray, fit.scores)
+    G = sq.shape[0]
+    boundary = not np.any(H[-1])
+    k = H.shape[0] - (1 if boundary else 0)
+    try:
+        bread = np.linalg.inv(H[:k, :k])
+    except np.linalg.LinAlgError:
+        bread = np.linalg.pinv(H[:k, :k])
+    meat = sq[:, :k].T @ sq[:, :k] * (G / max(G - 1, 1))
+    sand = np.full(H.shape, np.nan)
+    model = np.full(H.shape, np.nan)
+    sand[:k, :k] = bread @ meat @ bread
+    model[:k, :k] = bread
+    return sand, model

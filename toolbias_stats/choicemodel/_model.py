@@ -16,7 +16,7 @@ from scipy import stats
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning
 from ._data import GroupData, prepare_groups
-from ._fit import aggregate_cells, cell_scores, clogit_parts, fit_clogit, fit_mixed
+from ._fit import SIGMA_BOUNDARY, aggregate_cells, cell_scores, clogit_parts, fit_clogit, fit_mixed, mixed_sandwich
 from ._result import ChoiceModelResult
 
 if TYPE_CHECKING:
@@ -87,8 +87,8 @@ def choice_model(log_or_counts: SelectionLog | SelectionCounts | Study, *, by: s
         Prior standard deviation (log-odds) for ``penalty="prior"`` and the mixed logit.
     se : {"sandwich", "bootstrap", "model"}, default "sandwich"
         Query-clustered sandwich, query bootstrap (percentile intervals, ``n_resamples`` replicates) or
-        inverse information. The mixed logit uses the outer product of per-query scores (queries are its
-        independent units).
+        inverse information. The mixed logit's sandwich is ``H^-1 (sum_q s_q s_q') H^-1 · G/(G-1)`` with ``H``
+        minus the Hessian of its simulated likelihood (``model``: ``H^-1``).
     mixed : bool, default False
         Add independent ``N(0, sigma²)`` query x tool random effects (shared by every attempt of a query),
         fitted by simulated maximum likelihood with ``n_draws`` antithetic draws.
@@ -193,7 +193,7 @@ def _check_options(position: Any, penalty: Any, se: Any, mismatch: Any, confiden
         raise ValueError(f"`prior_scale` must be a positive number; got {prior_scale!r} instead.")
     if se == "bootstrap" and mixed:
         raise ValueError("se='bootstrap' is not available with mixed=True (each replicate would be a full simulated "
-                         "fit); the mixed logit's intervals use the per-query score outer product.")
+                         "fit); the mixed logit's intervals use the query-clustered sandwich.")
     if se == "bootstrap" and n_resamples < 2:
         raise ValueError("se='bootstrap' needs `n_resamples` >= 2.")
     return position, penalty, se, mismatch, confidence_level, n_resamples
@@ -418,7 +418,7 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     res["converged"] = bool(fit.converged)
     if st["mixed"]:
         theta_s, cov_s, loglik, sigma, sigma_se = _mixed_fit(g, Xs, mask, fit, st, prior_prec, rng, res)
-        cov_model = None                  # model-based covariance (original scale), for the LR's design effect
+        cov_model = res.pop("cov_model_scaled") / np.outer(scale, scale)     # H^-1: model-based, original scale
     else:
         sigma = sigma_se = None
         theta_s, loglik = fit.theta, fit.loglik
@@ -442,6 +442,10 @@ def _fit_group(g: GroupData, catalog, feat, reference, st, z, rng):
     # conditional-logit fit is the population-averaged description used for the fit tables)
     p_fit, _ = _probs_np(Xs, mask, theta_s if not st["mixed"] else fit.theta)
     res["fit_table"], res["dispersion"] = _fit_tables(g, p_fit, P)
+    res["heterogeneity"] = _position_heterogeneity(g, p_fit, terms, cov, cov_model, st)
+    if st["se"] == "model" and res["heterogeneity"]["detected"]:
+        res["warnings"].append("queries differ in their position effect: the model-based intervals (se='model') "
+                               "are too narrow; use the query-clustered sandwich (se='sandwich')")
     res["implied_bias"] = _implied_bias(g.items[first], g.chosen[first], g.cluster[first], wa_cl, X[first],
                                         mask[first], terms, theta if not st["mixed"] else fit.theta / scale, rng)
     # the Wald test's covariance is estimated from the queries (clusters) unless it is model-based
@@ -498,15 +502,19 @@ def _mixed_fit(g: GroupData, Xs: np.ndarray, mask: np.ndarray, fit: Any, st: dic
     mfit = fit_mixed(Xs, mask, g.chosen, g.weight, g.query, len(g.query_labels), pair_full, len(uniq),
                      rng=rng, n_draws=st["n_draws"],
                      prior_prec=None if pen == "none" else prior_prec, beta0=fit.theta)
-    if mfit.sigma > 1e-3:
-        cov_full = _safe_inv(mfit.bhhh)
-        cov_s = cov_full[:-1, :-1]
-        sigma, sigma_se = mfit.sigma, float(np.sqrt(max(cov_full[-1, -1], 0.0)))
+    # the query-clustered sandwich (issue 35): the model-based (or score outer-product) covariance shrinks when
+    # queries differ in ways the query x tool effects do not describe, e.g. in their position effect
+    sand, model = mixed_sandwich(mfit)
+    cov_full = model if st["se"] == "model" else sand
+    cov_s = cov_full[:-1, :-1]
+    sigma = mfit.sigma
+    if mfit.sigma > SIGMA_BOUNDARY:
+        sigma_se = float(np.sqrt(max(cov_full[-1, -1], 0.0)))
     else:   # at the boundary sigma = 0 the score of sigma vanishes: no Wald interval for it
-        cov_s = _safe_inv(mfit.bhhh[:-1, :-1])
-        sigma, sigma_se = mfit.sigma, float("nan")
+        sigma_se = float("nan")
         res["warnings"].append("the random-effect sd is estimated at its boundary 0 (no query heterogeneity "
                                "detected); the mixed logit reduces to the conditional logit")
+    res["cov_model_scaled"] = model[:-1, :-1]
     res["converged"] = bool(mfit.converged)
     return mfit.theta, cov_s, mfit.loglik, sigma, sigma_se
 
@@ -553,6 +561,8 @@ def _empty_group(res, g):
                not_compared=[], terms=[], loglik=nan, n_params=0, sigma=None, sigma_se=None, n_queries=None,
                tool_effects=empty, position_effects=empty, feature_effects=empty, fit_table=empty,
                implied_bias=empty, dispersion=dict(pearson_chi2=nan, df=nan, dispersion=nan, p_value=nan),
+               heterogeneity=dict(position_dispersion=nan, position_dispersion_df=nan, position_dispersion_p=nan,
+                                  se_ratio=nan, detected=False, advice=""),
                wald_stat=nan, wald_df=0, wald_p=nan, wald_df_resid=nan, lr_stat=nan, lr_deff=nan, lr_p=nan,
                fitted=False)
     return res
@@ -692,6 +702,61 @@ def _fit_tables(g, p, n_params):
     return table, disp
 
 
+#: Per-query first-position dispersion p-value and sandwich / model-based SE ratio beyond which queries are said to
+#: differ in their position effect (docs/choice_model.md, "Which interval to trust").
+HETEROGENEITY_P = 0.01
+HETEROGENEITY_SE_RATIO = 1.5
+
+
+def _position_heterogeneity(g, p, terms, cov, cov_model, st):
+    """Do queries differ in their position effect? Two checks and the interval they recommend.
+
+    ``position_dispersion``: Pearson ``X2 = sum_q (O_q - E_q)^2 / V_q / (G - 1)`` of each query's first-position
+    choices ``O_q`` against the fit (``E_q = sum w p_1``, ``V_q = sum w p_1 (1 - p_1)``, attempts independent given
+    the model); about 1 when queries share one position effect, larger when it varies between them (issue 35).
+    ``se_ratio``: ``sqrt(tr(V_model^-1 V) / q)`` over the ``q`` position terms, the interval covariance ``V`` against
+    the model-based one (1 when the model's variance holds).
+    """
+    nan = float("nan")
+    out = dict(position_dispersion=nan, position_dispersion_df=nan, position_dispersion_p=nan, se_ratio=nan,
+               detected=False, advice="")
+    pidx = [i for i, (k, _) in enumerate(terms) if k == "position"]
+    if g.queries_known and len(g.query_labels) > 1:
+        first = (g.chosen == 0).astype(float) * g.weight
+        p1 = p[:, 0]
+        G = len(g.query_labels)
+        O, E = (np.bincount(g.query, weights=v, minlength=G) for v in (first, g.weight * p1))
+        V = np.bincount(g.query, weights=g.weight * p1 * (1 - p1), minlength=G)
+        ok = V > 1e-12
+        df = int(ok.sum()) - 1
+        if df > 0:
+            x2 = float(np.sum((O[ok] - E[ok]) ** 2 / V[ok]))
+            out.update(position_dispersion=x2 / df, position_dispersion_df=df,
+                       position_dispersion_p=float(stats.chi2.sf(x2, df)))
+    if pidx and cov_model is not None:
+        try:
+            V_m = cov_model[np.ix_(pidx, pidx)]
+            other = cov[np.ix_(pidx, pidx)]
+            out["se_ratio"] = float(np.sqrt(max(np.trace(np.linalg.solve(V_m, other)) / len(pidx), 0.0)))
+        except np.linalg.LinAlgError:
+            pass
+    if st["se"] == "model":      # the interval is the model-based one: compare the sandwich instead
+        out["se_ratio"] = nan
+    det = bool(out["position_dispersion_p"] < HETEROGENEITY_P) or bool(out["se_ratio"] > HETEROGENEITY_SE_RATIO)
+    out["detected"] = det
+    if not g.queries_known:
+        out["advice"] = "no query ids: position heterogeneity between queries cannot be checked"
+    elif det:
+        out["advice"] = ("queries differ in their position effect (per-query first-position dispersion "
+                         f"{out['position_dispersion']:.2f}, p = {out['position_dispersion_p']:.2g}; sandwich SE "
+                         f"{out['se_ratio']:.1f}x the model-based): trust the query-clustered sandwich intervals, "
+                         "not model-based ones")
+    else:
+        out["advice"] = ("no position heterogeneity between queries detected (per-query first-position dispersion "
+                         f"{out['position_dispersion']:.2f}): sandwich and model-based intervals agree")
+    return out
+
+
 def _perms(k, rng, max_perm=5040):
     if math.factorial(k) <= max_perm:
         return np.array(list(itertools.permutations(range(k))))
@@ -755,7 +820,7 @@ def _position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, lo
     """Wald and likelihood-ratio tests of 'no position effect', with small-sample references.
 
     Wald: ``W = b' V^-1 b`` with the interval covariance ``V`` of the ``q`` position terms. When ``V`` is
-    estimated from ``G`` queries (clustered sandwich, bootstrap, per-query score outer product), ``W`` is
+    estimated from ``G`` queries (clustered sandwich, bootstrap, the mixed logit's clustered sandwich), ``W`` is
     referred to Hotelling's ``T^2``: ``W (G - q) / (q (G - 1)) ~ F(q, G - q)`` (the chi2(q) reference is its
     ``G -> inf`` limit and rejects too often with few queries; docs/choice_model.md, "Size of the test").
     LR: ``2 (l1 - l0)`` (conditional logit only), divided by the Rao-Scott design effect

@@ -62,6 +62,11 @@ class ChoiceModelResult(ReprHTMLMixin):
         ``wald_stat (G - q) / (q (G - 1))`` to ``F(q, G - q)`` (``wald_df_resid = G - q``, G queries) and
         ``lr_p`` refers ``lr_stat / (lr_deff q)`` to ``F(q, G - q)``, ``lr_deff`` the Rao-Scott design effect
         of the position terms; with ``se="model"`` both use ``chi2(q)`` (``wald_df_resid`` inf, ``lr_deff`` 1).
+        Position heterogeneity between queries (issue 35): ``position_dispersion`` (Pearson dispersion of each
+        query's first-position choices against the fit, 1 when queries share one position effect) with
+        ``position_dispersion_df`` / ``position_dispersion_p``, ``se_ratio`` (interval SE over the model-based SE of
+        the position terms), ``position_heterogeneity`` (either beyond its threshold) and ``interval_advice``
+        (which interval to trust, in words).
     components : pandas.DataFrame
         By-keys, ``tool_id``, ``component`` (1-based), ``reference_tool``: which tools are compared.
     not_compared : dict
@@ -109,7 +114,7 @@ class ChoiceModelResult(ReprHTMLMixin):
 
         rows = []
         for g in out:
-            d = g["dispersion"]
+            d, h = g["dispersion"], g["heterogeneity"]
             rows.append(dict(**g["keys"], n_used=g["n_used"], n_excluded=g["n_excluded"], excluded=g["excluded"],
                              fitted=g.get("fitted", True), converged=g["converged"], loglik=g["loglik"],
                              n_params=g["n_params"], n_queries=g["n_queries"],
@@ -117,7 +122,11 @@ class ChoiceModelResult(ReprHTMLMixin):
                              sigma=g["sigma"], sigma_se=g["sigma_se"], dispersion=d["dispersion"],
                              dispersion_df=d["df"], dispersion_p=d["p_value"], wald_stat=g["wald_stat"],
                              wald_df=g["wald_df"], wald_df_resid=g["wald_df_resid"], wald_p=g["wald_p"],
-                             lr_stat=g["lr_stat"], lr_deff=g["lr_deff"], lr_p=g["lr_p"]))
+                             lr_stat=g["lr_stat"], lr_deff=g["lr_deff"], lr_p=g["lr_p"],
+                             position_dispersion=h["position_dispersion"],
+                             position_dispersion_df=h["position_dispersion_df"],
+                             position_dispersion_p=h["position_dispersion_p"], se_ratio=h["se_ratio"],
+                             position_heterogeneity=h["detected"], interval_advice=h["advice"]))
         not_compared = {(", ".join(f"{k}={v}" for k, v in g["keys"].items()) or "all"): g["not_compared"]
                         for g in out}
         return cls(cat("tool_effects"), cat("position_effects"), cat("feature_effects"), cat("implied_bias"),
@@ -148,9 +157,7 @@ class ChoiceModelResult(ReprHTMLMixin):
         s = self.settings
         kind = "mixed logit (query x tool random effects, simulated ML)" if s["mixed"] else "conditional logit"
         pen = {"firth": "Firth-penalised", "prior": f"normal prior sd {s['prior_scale']}", "none": "maximum likelihood"}
-        se = "per-query score outer product" if s["mixed"] else {"sandwich": "query-clustered sandwich",
-                                                                 "bootstrap": "query bootstrap",
-                                                                 "model": "model-based"}[s["se"]]
+        se = {"sandwich": "query-clustered sandwich", "bootstrap": "query bootstrap", "model": "model-based"}[s["se"]]
         return f"{kind}; {pen[s['penalty']]}; {se} intervals"
 
     def to_frame(self) -> pd.DataFrame:
@@ -206,14 +213,20 @@ class ChoiceModelResult(ReprHTMLMixin):
                                      "ci": [_num(r["ci_low"]), _num(r["ci_high"])], "kind": r["kind"]}
                                     for _, r in g["feature_effects"].iterrows()],
                 "random_effect_sd": (None if g["sigma"] is None else
-                                     {"estimate": _num(g["sigma"]), "se": _num(g["sigma_se"])}),
+                                     {"estimate": _num(g["sigma"]), "se": _num(g["sigma_se"]),
+                                      "ci": [_num(max(0.0, g["sigma"] - g["z"] * g["sigma_se"])),
+                                             _num(g["sigma"] + g["z"] * g["sigma_se"])]}),
                 "implied_bias": _records(g["implied_bias"], list(g["implied_bias"].columns))
                 if len(g["implied_bias"]) else [],
                 "no_position_effect": {"wald_stat": _num(row["wald_stat"]), "df": _num(row["wald_df"]),
                                        "df_resid": _num(row["wald_df_resid"]),
                                        "wald_p": _num(row["wald_p"]), "lr_stat": _num(row["lr_stat"]),
                                        "lr_design_effect": _num(row["lr_deff"]), "lr_p": _num(row["lr_p"])},
+                "covariance": {"terms": [f"{k}:{t}" for k, t in g.get("terms", [])],
+                               "matrix": [[_num(v) for v in row] for row in g["cov"]] if g.get("terms") else []},
                 "dispersion": {k: _num(v) for k, v in g["dispersion"].items()},
+                "position_heterogeneity": {k: (v if isinstance(v, (bool, str)) else _num(v))
+                                           for k, v in g["heterogeneity"].items()},
                 "n_used": int(g["n_used"]), "n_excluded": int(g["n_excluded"]),
                 "excluded": {str(k): int(v) for k, v in g["excluded"].items()},
                 "n_queries": _num(g["n_queries"]), "n_components": int(row["n_components"]),
@@ -223,6 +236,83 @@ class ChoiceModelResult(ReprHTMLMixin):
             })
         s = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.settings.items()}
         return {"method": self.method, "settings": s, "warnings": list(self.warnings), "groups": groups}
+
+    def covariance(self, keys: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """The interval covariance of one group's coefficients (original scale), labelled ``kind:term``.
+
+        Parameters
+        ----------
+        keys : dict, optional
+            The group's by-values (default: the only group).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Square, indexed and labelled by ``tool:<id>``, ``position:<p>``, ``feature:<name>``, ... (the
+            reference tools, fixed at 0, are left out).
+        """
+        g = self._group(keys)
+        labels = [f"{k}:{t}" for k, t in g.get("terms", [])]
+        return pd.DataFrame(g["cov"] if labels else None, index=labels, columns=labels)
+
+    def contrast(self, tool_a: str, tool_b: str, keys: Mapping[str, Any] | None = None) -> dict:
+        """The difference of two tools' worths ``worth[a] - worth[b]`` (log-odds) with its interval.
+
+        The standard error comes from the interval covariance of the two worths (a reference tool has worth 0
+        and no variance), the interval is ``estimate ± z · se`` at the fit's confidence level. Both tools must be
+        in the same component of the comparison graph.
+
+        Returns
+        -------
+        dict
+            By-keys, ``tool_a``, ``tool_b``, ``estimate``, ``se``, ``ci_low``, ``ci_high``, ``p_value`` (two-sided
+            Wald test of equal worths).
+
+        Examples
+        --------
+        >>> import toolbias_stats as tbs
+        >>> from toolbias_stats.choicemodel import simulate_choice_log
+        >>> res = tbs.choice_model(simulate_choice_log(n_tools=4, set_size=3, n_queries=40, rng=2), by=None)
+        >>> c = res.contrast("t4", "t2")
+        >>> round(c["estimate"], 1), bool(c["ci_low"] > 0)
+        (1.4, True)
+        """
+        import numpy as np
+        from scipy import stats
+
+        g = self._group(keys)
+        comp = g["components"].set_index("tool_id")["component"]
+        for t in (tool_a, tool_b):
+            if t not in comp.index:
+                raise ValueError(f"tool {t!r} is not shown in any used list of group {g['keys'] or 'all'}; tools: "
+                                 f"{sorted(comp.index)[:20]}.")
+        if comp[tool_a] != comp[tool_b]:
+            raise ValueError(f"tools {tool_a!r} and {tool_b!r} are in different components of the comparison graph "
+                             "(never compared, directly or through other tools): their worths cannot be contrasted.")
+        idx = {t: i for i, (k, t) in enumerate(g["terms"]) if k == "tool"}
+        L = np.zeros(len(g["terms"]))
+        if tool_a in idx:
+            L[idx[tool_a]] += 1.0
+        if tool_b in idx:
+            L[idx[tool_b]] -= 1.0
+        est = float(L @ g["theta"])
+        se = float(np.sqrt(max(L @ g["cov"] @ L, 0.0)))
+        z = float(g["z"])
+        p = float(2 * stats.norm.sf(abs(est) / se)) if se > 0 else float("nan")
+        return {**g["keys"], "tool_a": tool_a, "tool_b": tool_b, "estimate": est, "se": se, "ci_low": est - z * se,
+                "ci_high": est + z * se, "p_value": p}
+
+    def _group(self, keys):
+        fitted = [g for g in self._raw if g.get("terms")]
+        if keys is None:
+            if len(fitted) != 1:
+                raise ValueError(f"the result has {len(fitted)} fitted groups; name one with `keys` "
+                                 f"({[g['keys'] for g in fitted][:5]}).")
+            return fitted[0]
+        for g in fitted:
+            if {k: str(v) for k, v in g["keys"].items()} == {k: str(v) for k, v in dict(keys).items()}:
+                return g
+        raise ValueError(f"no fitted group with keys {dict(keys)}; groups: {[g['keys'] for g in fitted][:5]}.")
 
     # -- display -------------------------------------------------------------------------------------------
     def _headline(self):

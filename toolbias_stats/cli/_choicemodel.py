@@ -34,6 +34,12 @@ def add_parser(subparsers):
     p.add_argument("--interactions", default="", metavar="COL,..",
                    help="design columns interacting with the position terms and features")
     p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument("--reference", default=None, metavar="TOOL[,TOOL]",
+                   help="reference tool (worth 0) of each component of the comparison graph (default: the first tool "
+                        "of each component in catalog order)")
+    p.add_argument("--contrast", action="append", default=[], metavar="A,B",
+                   help="the difference of worths A - B (log-odds) with its interval, from the interval covariance; "
+                        "repeatable")
     from ._output import seed
 
     p.add_argument("--seed", type=seed, default=20251124, help="random seed (default 20251124)")
@@ -80,7 +86,9 @@ def _run(args) -> int:
         result = choice_model(study.log, by=_split(args.by), position=args.position, features=features,
                               penalty=args.penalty, se=args.se, mixed=args.mixed, n_draws=args.n_draws,
                               n_resamples=args.bootstrap, interactions=_split(args.interactions),
-                              confidence_level=args.confidence_level, rng=args.seed)
+                              confidence_level=args.confidence_level, reference=_split(args.reference) or None,
+                              rng=args.seed)
+    contrasts = _contrasts(result, args.contrast)
     for _, g in result.groups[~result.groups["fitted"]].iterrows():
         keys = ", ".join(f"{k}={g[k]}" for k in result.by)
         print(f"toolbias-stats choice-model: note: group {keys or 'all'} not fitted: no usable attempt "
@@ -88,8 +96,65 @@ def _run(args) -> int:
     if not result.converged:
         print("toolbias-stats choice-model: WARNING: a group did not converge (see `converged`)", file=sys.stderr)
     if args.json:
-        out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
+        out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict(),
+               "contrasts": [_contrast_json(c) for c in contrasts]}
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
         print(str(result), end="")
+        if contrasts:
+            print(_contrasts_text(contrasts, args.confidence_level), end="")
     return 0
+
+
+def _pairs(specs):
+    """``["A,B", ...]`` as ``[(A, B), ...]``; a malformed one is an error naming it."""
+    out = []
+    for spec in specs:
+        parts = [t.strip() for t in spec.split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"--contrast expects two tool ids as A,B; got {spec!r} instead.")
+        out.append((parts[0], parts[1]))
+    return out
+
+
+def _contrasts(result, specs):
+    """Every requested contrast in every fitted group (a group that does not show both tools says why)."""
+    out = []
+    pairs = _pairs(specs)
+    for g in result._raw:
+        if not g.get("terms"):
+            continue
+        for a, b in pairs:
+            try:
+                out.append(result.contrast(a, b, keys=g["keys"]))
+            except ValueError as exc:
+                out.append({**g["keys"], "tool_a": a, "tool_b": b, "estimate": None, "se": None, "ci_low": None,
+                            "ci_high": None, "p_value": None, "note": str(exc)})
+    if pairs and all(c["estimate"] is None for c in out):
+        raise ValueError("; ".join(dict.fromkeys(c["note"] for c in out)))
+    return out
+
+
+def _contrast_json(c):
+    from .._json import plain
+
+    rest = {k: plain(v) for k, v in c.items() if k not in ("ci_low", "ci_high")}
+    return {**rest, "ci": [plain(c["ci_low"]), plain(c["ci_high"])]}
+
+
+def _contrasts_text(contrasts, level):
+    from ..report._format import fmt_ci, fmt_num, fmt_p
+
+    lines = [f"Contrasts of worths (log-odds, {level:.0%} interval from the covariance):"]
+    for c in contrasts:
+        keys = ", ".join(f"{k}={v}" for k, v in c.items() if k not in _CONTRAST_FIELDS)
+        head = f"  {keys + ': ' if keys else ''}{c['tool_a']} - {c['tool_b']}"
+        if c["estimate"] is None:
+            lines.append(f"{head}: not estimable ({c['note']})")
+        else:
+            lines.append(f"{head}: {fmt_num(c['estimate'])} {fmt_ci((c['ci_low'], c['ci_high']))}, "
+                         f"{fmt_p(c['p_value'])}")
+    return "\n".join(lines) + "\n"
+
+
+_CONTRAST_FIELDS = ("tool_a", "tool_b", "estimate", "se", "ci_low", "ci_high", "p_value", "note")

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
-from .._schema import function_name
+from .._schema import function_name, toolbench_key
 from .._validation import check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import SelectionLogError, problem
 from ..metrics._bias import _json_num
@@ -166,7 +166,8 @@ def read_subset_truth(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]
 
     Each entry is ``{"query_id", "cluster_id", "query", "correct_apis": [{"tool", "api_name"}, ...],
     "distractor_apis": [...]}``; tools are identified by the ToolBench function name
-    ``standardise(api_name) + "_for_" + standardise(tool)`` (docs/schema.md, *Standardised names*).
+    ``standardise(api_name) + "_for_" + standardise(tool)``, its last 64 characters kept as ToolBench does
+    (docs/schema.md, *Standardised names*); predictions may use either spelling.
 
     Parameters
     ----------
@@ -379,10 +380,15 @@ def load_subsets(predictions: SubsetData | str | Path | Mapping[str, Sequence[st
     gt = read_subset_truth(truth) if isinstance(truth, (str, Path)) else truth
     problems, rows = [], []
     diagnostics: dict[str, list[dict[str, Any]]] = {"not_candidates": [], "repeated": []}
-    for qid, (line, tools) in preds.items():
+    for qid, (line, tools) in list(preds.items()):
         if qid not in gt:
             problems.append(problem(ppath, line, "query_id", f"query {qid} is not in the ground truth {tpath}"))
             continue
+        # ToolBench keeps the last 64 characters of a function name: both spellings name the same candidate
+        spelt = _toolbench_spellings(gt[qid]["candidates"])
+        lists[qid] = [spelt.get(toolbench_key(t), t) for t in lists.get(qid, [])]
+        tools = frozenset(spelt.get(toolbench_key(t), t) for t in tools)
+        preds[qid] = (line, tools)
         for tool in sorted(tools - gt[qid]["candidates"]):
             diagnostics["not_candidates"].append({"line": line, "query_id": qid, "tool": tool})
         for tool, times in Counter(lists.get(qid, [])).items():
@@ -399,6 +405,14 @@ def load_subsets(predictions: SubsetData | str | Path | Mapping[str, Sequence[st
         rows.append({"query_id": qid, "cluster_id": g["cluster_id"], "predicted": pred, "correct": g["correct"],
                      "candidates": g["candidates"], "k": len(g["correct"])})
     return SubsetData(pd.DataFrame(rows), {"predictions": ppath, "truth": tpath}, diagnostics)
+
+
+def _toolbench_spellings(candidates) -> dict:
+    """``{last 64 characters: candidate}`` for the candidates whose ToolBench spelling is unambiguous."""
+    seen: dict = {}
+    for c in candidates:
+        seen.setdefault(toolbench_key(c), []).append(c)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1}
 
 
 # ------------------------------------------------------------------------------------------------

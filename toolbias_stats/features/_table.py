@@ -529,10 +529,10 @@ def _duplicate_tools(ids: list, path: Path, problems: list) -> None:
     for i, key in enumerate(ids, start=1):
         if key is None:
             continue
-        if key[0] in seen:
-            problems.append(problem(path, i, "tool_id", f"tool {key[0]!r} also in row {seen[key[0]]}"))
+        if key[:2] in seen:       # a tool may be in several clusters (issue 36), once in each
+            problems.append(problem(path, i, "tool_id", f"tool {key[0]!r} also in row {seen[key[:2]]}"))
         else:
-            seen[key[0]] = i
+            seen[key[:2]] = i
 
 
 def _file_reference_date(frame: pd.DataFrame, prov: dict) -> _dt.date | None:
@@ -576,10 +576,12 @@ def _load_frame(path: Path, kind: str) -> pd.DataFrame:
 def _identify(frame: pd.DataFrame, path: Path, catalog: ToolCatalog | None, problems: list) -> list:
     """(tool_id, cluster_id, api_index) per row, or None for a row with a problem."""
     cols = frame.columns
-    by_id = None
+    by_id: dict[str, list[tuple[str, int]]] | None = None
     if catalog is not None:
         t = catalog.table
-        by_id = {str(tid): (str(c), int(a)) for tid, c, a in zip(t["tool_id"], t["cluster_id"], t["api_index"])}
+        by_id = {}
+        for tid, c, a in zip(t["tool_id"], t["cluster_id"], t["api_index"]):   # a tool may be in several clusters
+            by_id.setdefault(str(tid), []).append((str(c), int(a)))
     has_index = "api_index" in cols or "api" in cols
     if "tool_id" not in cols and not ("cluster_id" in cols and has_index):
         problems.append(problem(path, None, "tool_id", "identify tools by a `tool_id` column, or by `cluster_id` "
@@ -638,7 +640,18 @@ def _key_by_tool_id(tid: str, cid: str | None, idx: int | None, line: int, path:
             problems.append(problem(path, line, "tool_id", f"unknown tool_id {tid!r} (not in catalog "
                                                            f"{cast('ToolCatalog', catalog).source})"))
             return None
-        cid, idx = by_id[tid]
+        places = by_id[tid]
+        if cid is not None:
+            places = [pl for pl in places if pl[0] == cid]
+            if not places:
+                problems.append(problem(path, line, "cluster_id", f"tool {tid!r} is not in cluster {cid!r} of catalog "
+                                                                  f"{cast('ToolCatalog', catalog).source}"))
+                return None
+        elif len(places) > 1:
+            problems.append(problem(path, line, "cluster_id", f"tool {tid!r} is in {len(places)} clusters of the "
+                                                              "catalog; give the row's cluster_id"))
+            return None
+        cid, idx = places[0]
     if cid is None:
         problems.append(problem(path, line, "cluster_id", "missing cluster_id (needed for cluster centring; "
                                                           "or pass the catalog)"))

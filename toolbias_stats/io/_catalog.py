@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._schema import CATALOG_COLUMNS, function_name, standardise_name
+from .._schema import CATALOG_COLUMNS, function_name, standardise_name, toolbench_key
 from ..exceptions import SelectionLogError, problem
 
 __all__ = ["ToolCatalog"]
@@ -109,8 +109,9 @@ class ToolCatalog:
     def aliases(self, cluster_id: str | None = None) -> dict[str, str]:
         """Map every accepted name (lower-cased) to its tool_id.
 
-        Accepted: the tool_id, the standardised ToolBench function name and the bare standardised
-        tool name (when it is unique in the scope).
+        Accepted: the tool_id, the standardised ToolBench function name as ToolBench spells it (the last 64
+        characters) and untruncated, the last 64 characters of a longer tool_id (issue 36), and the bare
+        standardised tool name (when it is unique in the scope).
         """
         tab = self.table if cluster_id is None else self.table[self.table["cluster_id"] == str(cluster_id)]
         out: dict[str, str] = {}
@@ -118,6 +119,8 @@ class ToolCatalog:
         for row in tab.itertuples(index=False):
             out[str(row.tool_id).lower()] = row.tool_id
             out.setdefault(function_name(row.api_name, row.tool_name), row.tool_id)
+            out.setdefault(function_name(row.api_name, row.tool_name, truncate=False), row.tool_id)
+            out.setdefault(toolbench_key(str(row.tool_id).lower()), row.tool_id)
             bare.setdefault(standardise_name(row.tool_name), set()).add(row.tool_id)
         for name, ids in bare.items():
             if len(ids) == 1:
@@ -194,11 +197,18 @@ def _cast_catalog(tab: pd.DataFrame, source: str) -> None:
 
 
 def _check_catalog_values(tab: pd.DataFrame, source: str) -> None:
-    """Unique tool ids without ``|``, parameter counts >= 0, one ``api_index`` per tool of a cluster (issue 21:
-    values that pass the dtypes but break the analysis)."""
-    dup = tab["tool_id"][tab["tool_id"].duplicated()]
+    """Tool ids unique within their cluster and without ``|``, parameter counts >= 0, one ``api_index`` per tool of a
+    cluster (issue 21: values that pass the dtypes but break the analysis).
+
+    A tool id may belong to several clusters (issue 36: a tournament of description variants shows each variant in
+    several pair clusters); a row is named by its ``(cluster_id, tool_id)``, and the choice model gives one worth per
+    tool id across every cluster that shows it.
+    """
+    dup = tab[tab.duplicated(["cluster_id", "tool_id"])]
     if len(dup):
-        raise SelectionLogError([problem(source, None, "tool_id", f"duplicate tool_id {t!r}") for t in dup])
+        raise SelectionLogError([problem(source, i + 1, "tool_id", f"duplicate tool_id {t!r} in cluster {c!r} (a tool "
+                                                                   "may be in several clusters, once in each)")
+                                 for i, c, t in zip(dup.index, dup["cluster_id"], dup["tool_id"])])
     problems = [problem(source, i + 1, "tool_id", f"tool id {t!r} contains '|', which separates the tools of an "
                                                    "ordering; rename the tool")
                 for i, t in enumerate(tab["tool_id"]) if "|" in str(t)]

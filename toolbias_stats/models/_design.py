@@ -89,7 +89,11 @@ def selection_rates(rates: BiasResult | ToolFeatures | pd.DataFrame | None, *,
     if "cluster_id" not in out.columns:
         if features is None:
             raise ValueError("`rates` has no cluster_id column; pass `features` to look clusters up.")
-        look = dict(zip(features.table["tool_id"].astype(str), features.table["cluster_id"].astype(str)))
+        ft = features.table
+        shared = sorted(set(ft["tool_id"][ft["tool_id"].duplicated()].astype(str)))
+        if shared:
+            raise ValueError(f"tool(s) {shared[:5]} are in several clusters: `rates` needs a cluster_id column.")
+        look = dict(zip(ft["tool_id"].astype(str), ft["cluster_id"].astype(str)))
         out["cluster_id"] = out["tool_id"].map(look)
     out["cluster_id"] = out["cluster_id"].astype(str)
     return out[["model", "cluster_id", "tool_id", "rate"]][np.isfinite(out["rate"])].reset_index(drop=True)
@@ -169,8 +173,9 @@ def design(features, rates=None, *, center=True, feature_names=None, caught=None
     frames = {}
     models = list(dict.fromkeys(long["model"]))
     for m in models:
-        sub = long[(long["model"] == m) & long["tool_id"].isin(known)][["tool_id", "rate"]]
-        frame = tab[["tool_id", "cluster_id", *kept]].merge(sub, on="tool_id", how="inner")
+        sub = long[(long["model"] == m) & long["tool_id"].isin(known)][["tool_id", "cluster_id", "rate"]]
+        # on the (cluster, tool) pair: a tool may be in several clusters, with a rate in each (issue 36)
+        frame = tab[["tool_id", "cluster_id", *kept]].merge(sub, on=["tool_id", "cluster_id"], how="inner")
         y = frame["rate"].astype(float)
         if center:
             y = y - frame.groupby("cluster_id", sort=False)["rate"].transform("mean")

@@ -242,7 +242,8 @@ def tool_labels(tools: Iterable[object], catalog: ToolCatalog | None = None, clu
     catalog : ToolCatalog, optional
         Supplies ``tool_name`` and ``api_name``.
     cluster : str, optional
-        Accepted for symmetry with the plotting helpers; the names do not depend on it.
+        The cluster whose catalog rows name the tools (a tool id may be in several clusters); default the first
+        row of each tool.
 
     Returns
     -------
@@ -259,7 +260,10 @@ def tool_labels(tools: Iterable[object], catalog: ToolCatalog | None = None, clu
     """
     if catalog is None:
         return [str(t) for t in tools]
-    tab = catalog.table.set_index("tool_id")
+    tab = catalog.table
+    if cluster is not None and str(cluster) in set(tab["cluster_id"]):
+        tab = tab[tab["cluster_id"] == str(cluster)]
+    tab = tab.drop_duplicates("tool_id").set_index("tool_id")    # a tool may be in several clusters (issue 36)
     names = []
     for t in tools:
         if t in tab.index:

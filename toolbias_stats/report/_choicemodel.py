@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._format import fmt_ci, fmt_num, fmt_p
 
@@ -17,11 +17,71 @@ if TYPE_CHECKING:
     from ..io._manifest import Study
 
 __all__ = ["format_choice_model_text", "render_choice_model_section", "choice_model_section_for_report",
-           "components_summary", "format_components_text"]
+           "components_summary", "format_components_text", "position_side_by_side"]
 
 
 def _label(keys: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in keys.items()) or "all attempts"
+
+
+#: The descriptive delta_pos "disagrees" with the position effect when it is below this share of the delta_pos that
+#: the position effect alone gives tools of equal worth (and the position effect is significant).
+DISAGREE_SHARE = 0.5
+
+
+def position_side_by_side(result: ChoiceModelResult) -> tuple[list[dict], list[str]]:
+    """The descriptive δ_pos beside the choice model's position effect, per group, and where they disagree.
+
+    For every fitted group: ``delta_pos`` (descriptive: the observed choices, mean over clusters of the TV distance
+    of the position shares to uniform), ``position_effect`` (log-odds of position 2 vs 1, with its interval),
+    ``position_only_delta_pos`` (the TV to uniform of the implied position shares among tools of equal worth: the
+    δ_pos the position effect alone would produce) and ``wald_p``. A sentence is returned where the two disagree:
+    within a group, when the position effect is significant but δ_pos is below half the position-only δ_pos; across
+    groups, when δ_pos falls by more than 0.02 from one group to another while the other's position effect is
+    significant and not smaller (the first's lies in its interval, or it is larger). Strong description
+    (worth) preferences leave position less room: the winner is chosen wherever it stands, so δ_pos shrinks while
+    the position effect among comparable tools stays.
+
+    Examples
+    --------
+    >>> import toolbias_stats as tbs
+    >>> from toolbias_stats.choicemodel import simulate_choice_log
+    >>> rows, notes = position_side_by_side(tbs.choice_model(simulate_choice_log(n_queries=60, rng=1), by=None))
+    >>> sorted(rows[0])[:3], notes
+    (['delta_pos', 'group', 'position_ci'], [])
+    """
+    alpha = 1 - float(result.settings.get("confidence_level", 0.95))
+    rows: list[dict[str, Any]] = []
+    for g in result._raw:
+        pe, ib = g["position_effects"], g["implied_bias"]
+        if not len(pe) or not len(ib):
+            continue
+        obs = ib[ib["orderings"] == "observed"]["delta_pos"]
+        p2 = pe[pe["position"] == 2].iloc[0]
+        shares = pe["share"].to_numpy(dtype=float)
+        rows.append(dict(group=_label(g["keys"]), delta_pos=float(obs.mean()) if obs.notna().any() else float("nan"),
+                         position_effect=float(p2["estimate"]),
+                         position_ci=(float(p2["ci_low"]), float(p2["ci_high"])),
+                         position_only_delta_pos=float(0.5 * abs(shares - 1 / len(shares)).sum()),
+                         wald_p=float(g["wald_p"])))
+    notes = []
+    for r in rows:
+        if r["wald_p"] <= alpha and r["delta_pos"] < DISAGREE_SHARE * r["position_only_delta_pos"]:
+            notes.append(f"{r['group']}: the descriptive δ_pos ({r['delta_pos']:.3f}) is well below the "
+                         f"{r['position_only_delta_pos']:.3f} that the position effect alone gives tools of equal "
+                         "worth: strong description preferences leave position less room, so δ_pos understates the "
+                         "position effect here.")
+    for a, b in ((a, b) for a in rows for b in rows if a is not b):
+        lo, hi = b["position_ci"]
+        # the position effect "does not fall": b's is significant and not smaller than a's beyond b's interval
+        steady = lo <= a["position_effect"] <= hi or abs(b["position_effect"]) >= abs(a["position_effect"])
+        if a["delta_pos"] > b["delta_pos"] + 0.02 and b["wald_p"] <= alpha and steady:
+            notes.append(f"δ_pos falls from {a['group']} ({a['delta_pos']:.3f}) to {b['group']} "
+                         f"({b['delta_pos']:.3f}) while the position effect does not ({a['position_effect']:.2f} vs "
+                         f"{b['position_effect']:.2f} log-odds): strong description preferences leave position less "
+                         "room.")
+            break
+    return rows, notes
 
 
 def format_choice_model_text(result: ChoiceModelResult) -> str:
@@ -55,7 +115,19 @@ def format_choice_model_text(result: ChoiceModelResult) -> str:
         if g["sigma"] is not None:
             lines.append(f"  query x tool random-effect sd: {fmt_num(g['sigma'])} (se {fmt_num(g['sigma_se'])})")
         d = g["dispersion"]
-        lines.append(f"  per-query Pearson dispersion: {fmt_num(d['dispersion'])} (1 = as the model expects)")
+        lines.append(f"  per-query x tool Pearson dispersion: {fmt_num(d['dispersion'])} (1 = as the model expects)")
+        h = g.get("heterogeneity") or {}
+        if h.get("advice"):
+            lines.append(f"  which interval: {h['advice']}")
+        lines.append("")
+    side, notes = position_side_by_side(result)
+    if side:
+        lines.append("delta_pos (descriptive) beside the position effect (log-odds of position 2 vs 1):")
+        for r in side:
+            lines.append(f"  {r['group']}: delta_pos {fmt_num(r['delta_pos'])}; position effect "
+                         f"{fmt_num(r['position_effect'])} {fmt_ci(r['position_ci'])} {fmt_p(r['wald_p'])}; "
+                         f"delta_pos from position alone {fmt_num(r['position_only_delta_pos'])}")
+        lines += [f"  note: {n}" for n in notes]
         lines.append("")
     for w in result.warnings:
         lines.append(f"warning: {w}")
@@ -65,7 +137,8 @@ def format_choice_model_text(result: ChoiceModelResult) -> str:
 def render_choice_model_section(result: ChoiceModelResult) -> str:
     """HTML section for the report (escaped; the lead wires it into ``report``)."""
     parts = [f"<p>{html.escape(result.method)}. Attempts used {result.n_used}, excluded {result.n_excluded}.</p>",
-             _overview_block(result), "<details><summary>Choice-model tables</summary>", result._repr_html_()]
+             _overview_block(result), _disagreement_block(result),
+             "<details><summary>Choice-model tables</summary>", _side_by_side_block(result), result._repr_html_()]
     ib = result.implied_bias
     if len(ib):
         from .._display import frame_html
@@ -73,6 +146,27 @@ def render_choice_model_section(result: ChoiceModelResult) -> str:
                                           "fitted with uniformly shuffled lists", max_rows=60))
     parts.append("</details>")
     return "\n".join(parts)
+
+
+def _disagreement_block(result) -> str:
+    """First screen: one sentence per disagreement between δ_pos and the position effect (none when they agree)."""
+    return "".join(f'<p class="note">{html.escape(n)}</p>' for n in position_side_by_side(result)[1])
+
+
+def _side_by_side_block(result) -> str:
+    """δ_pos beside the position effect (a table) and the interval advice."""
+    rows = position_side_by_side(result)[0]
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td>{html.escape(r['group'])}</td><td class=\"num\">{fmt_num(r['delta_pos'])}</td>"
+                   f"<td class=\"num\">{fmt_num(r['position_effect'])} {html.escape(fmt_ci(r['position_ci']))}</td>"
+                   f"<td class=\"num\">{html.escape(fmt_p(r['wald_p']))}</td>"
+                   f"<td class=\"num\">{fmt_num(r['position_only_delta_pos'])}</td></tr>" for r in rows)
+    advice = [g["heterogeneity"]["advice"] for g in result._raw if (g.get("heterogeneity") or {}).get("advice")]
+    return ("<table><caption>δ_pos (descriptive) beside the position effect</caption><tr><th>group</th>"
+            "<th class=\"num\">δ_pos</th><th class=\"num\">position effect (log-odds 2 vs 1) [CI]</th>"
+            "<th class=\"num\">no position effect</th><th class=\"num\">δ_pos from position alone</th></tr>"
+            + body + "</table>" + "".join(f"<p>{html.escape(n)}</p>" for n in advice[:3]))
 
 
 def _overview_block(result) -> str:

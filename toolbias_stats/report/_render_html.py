@@ -483,7 +483,8 @@ def _section_clusters(study, result) -> str:
         # tool key
         tools = list(entries[0][1].tools)
         full = tool_labels(tools, catalog, cid)
-        meta = catalog.table.set_index("tool_id")
+        # this cluster's rows: a tool id may be in several clusters (issue 36)
+        meta = catalog.table[catalog.table["cluster_id"] == str(cid)].set_index("tool_id")
         tbody = []
         for i, (t, label) in enumerate(zip(tools, full), start=1):
             api = _plain(meta.at[t, "api_name"]) if t in meta.index else ""
