@@ -21,6 +21,8 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs" / "openai"
 BATCH_IN, BATCH_OUT = FIX / "chat_batch_input.jsonl", FIX / "chat_batch_output.jsonl"
 PAIRS = FIX / "responses_pairs.jsonl"
 META = {"model": "gpt-4o-mini", "run": 1, "temperature": 0.0}
+#: the Responses API records name gpt-4.1-mini
+META41 = {**META, "model": "gpt-4.1-mini"}
 GEO, WX = "geo_a+geo_b+geo_c", "wx_a+wx_b"
 
 #: (status, chosen tool, chosen position, raw_choice starts with) per request line of the chat batch
@@ -119,7 +121,7 @@ class TestChatBatch:
 
 class TestResponsesApi:
     def test_rows_and_statuses(self):
-        log = read_openai(PAIRS, meta=META)
+        log = read_openai(PAIRS, meta=META41)
         assert len(log) == len(_lines(PAIRS)) == 8
         _check(log, RESPONSES_EXPECTED)
         diag = log.diagnostics[str(PAIRS)]
@@ -144,7 +146,7 @@ class TestResponsesApi:
         out = [json.dumps({"id": f"b{i}", "custom_id": f"p{i}", "error": None,
                            "response": {"status_code": 200, "request_id": "x", "body": r["response"]}})
                for i, r in reversed(list(enumerate(recs)))]
-        log = read_openai(_write(tmp_path / "in.jsonl", req), responses=_write(tmp_path / "out.jsonl", out), meta=META)
+        log = read_openai(_write(tmp_path / "in.jsonl", req), responses=_write(tmp_path / "out.jsonl", out), meta=META41)
         _check(log, RESPONSES_EXPECTED)
 
     def test_catalog_names_resolve_case_and_punctuation_insensitively(self, tmp_path):
@@ -155,7 +157,7 @@ class TestResponsesApi:
         rec["response"]["output"][1]["name"] = "GEO-C"
         (tmp_path / "p.jsonl").write_text(json.dumps(rec) + "\n")
         (tmp_path / "s.toml").write_text('catalog = "cat.csv"\n[[logs]]\nformat = "openai"\npath = "p.jsonl"\n'
-                                         'model = "m"\n')
+                                         'model = "m"\nmodel_override = true\n')
         study = tbs.read_study(tmp_path / "s.toml")
         row = study.log.data.iloc[0]
         assert (row["ordering"], row["chosen_tool"], row["chosen_position"]) == ("geo_a|geo_b|geo_c", "geo_c", 3)
@@ -166,7 +168,7 @@ class TestResponsesApi:
         rec["request"]["tool_choice"] = {"type": "allowed_tools", "mode": "auto",
                                          "tools": [{"type": "function", "name": "geo_a"},
                                                    {"type": "function", "name": "geo_c"}]}
-        log = read_openai(_write(tmp_path / "p.jsonl", [json.dumps(rec)]), meta=META, subsets=True,
+        log = read_openai(_write(tmp_path / "p.jsonl", [json.dumps(rec)]), meta=META41, subsets=True,
                           clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
         assert log.data["ordering"].iloc[0] == "geo_a|geo_c" and log.data["chosen_position"].iloc[0] == 2
 
@@ -187,7 +189,7 @@ class TestBadInput:
         out = _lines(BATCH_OUT)
         out[-1] = out[-1][:10]
         with pytest.raises(SelectionLogError, match=rf"out.jsonl:{len(out)}: truncated JSON .* cannot be attributed"):
-            read_openai(BATCH_IN, responses=_write(tmp_path / "out.jsonl", out), meta=META)
+            read_openai(BATCH_IN, responses=_write(tmp_path / "out.jsonl", out), meta=META41)
 
     def test_truncated_request_file(self, tmp_path):
         req = _lines(BATCH_IN)
@@ -258,7 +260,7 @@ class TestBadInput:
         with pytest.raises(SelectionLogError, match="request file not found"):
             read_openai(tmp_path / "nope.jsonl", responses=BATCH_OUT, meta=META)
         with pytest.raises(SelectionLogError, match="model: expected a non-empty string"):
-            read_openai(BATCH_IN, responses=BATCH_OUT, meta={})
+            read_openai(BATCH_IN, responses=BATCH_OUT, meta={"model": ""})
         empty = _write(tmp_path / "empty.jsonl", [""])
         with pytest.raises(SelectionLogError, match="empty"):
             read_openai(empty, meta=META)
@@ -295,7 +297,8 @@ class TestManifestEndToEnd:
         from toolbias_stats.cli._commands import main
 
         (tmp_path / "study.toml").write_text(
-            f'format = "openai"\n[[logs]]\npath = "{BATCH_IN}"\nresponses = "{BATCH_OUT}"\nmodel = "m"\n',
+            f'format = "openai"\n[[logs]]\npath = "{BATCH_IN}"\nresponses = "{BATCH_OUT}"\nmodel = "m"\n'
+            'model_override = true\n',
             encoding="utf-8")
         assert main(["validate", str(tmp_path / "study.toml")]) == 0
         out = capsys.readouterr().out

@@ -37,7 +37,7 @@ _CALL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
 
 def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta = None,
                    responses: PathLike | None = None, clusters: Clusters = None,
-                   subsets: bool = False) -> SelectionLog:
+                   subsets: bool = False, model_override: bool = False) -> SelectionLog:
     """Read Anthropic Messages logs into a SelectionLog, one row per request.
 
     Parameters
@@ -50,7 +50,8 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
     catalog : ToolCatalog, optional
         The clusters; without it, ``clusters`` decides.
     meta : dict
-        Design metadata: ``model`` (required), ``run``, ``condition``, extra scalar keys.
+        Design metadata: ``model``, ``run``, ``condition``, extra scalar keys. ``model`` may be left out when
+        every record names its model (the request's ``model``, else the response message's).
     responses : path-like, optional
         The batch **results** (JSONL; each line ``{"custom_id", "result": {"type": "succeeded" | "errored" |
         "canceled" | "expired", "message" | "error"}}``), joined to ``path`` by ``custom_id``.
@@ -58,6 +59,10 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
         Without ``catalog``: declared clusters, a ``tool_id, cluster_id`` CSV, or ``"infer"`` (default).
     subsets : bool, default False
         Allow requests that offer a proper subset of their cluster's tools.
+    model_override : bool, default False
+        Label every record with ``meta["model"]`` whatever model the record names (by default a record's own
+        ``model`` must agree with ``meta["model"]``, a dated snapshot of it agrees, and without ``meta["model"]``
+        each record is labelled with its own model: a log that mixes models; issue 36).
 
     Returns
     -------
@@ -104,7 +109,7 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
     """
     return read_request_log(path, fmt="anthropic", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
-                            request_schema=_REQUEST_LINE, batch=_BATCH)
+                            request_schema=_REQUEST_LINE, batch=_BATCH, model_override=model_override)
 
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
@@ -121,6 +126,7 @@ class _Named(TypedDict, total=False):
 
 class _Params(TypedDict, total=False):
     tools: list[_Named]
+    model: Any
     tool_choice: Any
     messages: Any
     query_id: Any
@@ -150,6 +156,7 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
     class _PParams(_msgspec.Struct, gc=False):
         tools: _msgspec.Raw          # decoded by _TOOLS once per distinct text (a batch repeats a few lists)
         messages: list[_PMsg] | None = None
+        model: Any = None
         tool_choice: Any = None
         query_id: Any = _msgspec.UNSET
         metadata: Any = None
@@ -216,7 +223,8 @@ def _plain_request(ln, lists):
     if ln.cluster_id is not None or ln.metadata is not None or p.cluster_id is not None or p.metadata is not None:
         cluster = record_field("cluster_id", None, {"cluster_id": ln.cluster_id, "metadata": ln.metadata},
                                {"cluster_id": p.cluster_id, "metadata": p.metadata})
-    return cid, tool_names(p.tools, lists, _TOOLS, _names), qid, text, cluster, forced
+    model = p.model if type(p.model) is str and p.model else None
+    return cid, tool_names(p.tools, lists, _TOOLS, _names), qid, text, cluster, forced, model
 
 
 def _names(tools):
@@ -299,7 +307,14 @@ def parse_request(obj, path, line, record=None) -> Attempt:
             att.query_id = str(qid)
             break
     att.cluster = record_field("cluster_id", record, obj, params)
+    att.model = _model(params)
     return att
+
+
+def _model(obj):
+    """The ``model`` a request or message names (a non-empty string), else None."""
+    m = obj.get("model") if isinstance(obj, dict) else None
+    return m if isinstance(m, str) and m else None
 
 
 def parse_response(obj, att: Attempt) -> None:
@@ -325,6 +340,8 @@ def parse_response(obj, att: Attempt) -> None:
     if not isinstance(msg, dict):
         att.status, att.raw = "parse_error", short(msg)
         return
+    if att.model is None:        # the request names no model: the message's
+        att.model = _model(msg)
     if msg.get("type") == "error" or (msg.get("error") and "content" not in msg):
         return api_error(att, msg.get("error"))
     content = msg.get("content")
