@@ -380,3 +380,102 @@ class TestMixedModels:
             err.value)
         with pytest.raises(SelectionLogError, match="model_override = true. needs the manifest"):
             read_openai(path, clusters=CLUSTERS_OTEL, model_override=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# multi-turn conversations (openai / anthropic): records built from the SDKs' own response types, appended to the
+# conversation the way an agent loop does (``messages.append(message.model_dump(exclude_none=True))``)
+def _conversations(provider: str, n: int = 30, seed: int = 36):
+    import random
+
+    rng = random.Random(seed)
+    recs, truth = [], []
+    for q in range(n):
+        members = CLUSTERS["geocoding"] if q % 2 == 0 else CLUSTERS["weather"]
+        k = q % len(members)
+        shown = members[k:] + members[:k] + ["web_search"]
+        cluster = "geocoding" if q % 2 == 0 else "weather"
+        plan = [rng.choice(shown[:-1])] if q % 7 else [None]           # a text first turn: a no_call attempt
+        if plan[0] is not None and q % 4 == 1:
+            plan.append("web_search")                                  # a search in the middle of the loop
+        if plan[0] is not None and q % 5 == 2:
+            plan.append(rng.choice(shown[:-1]))
+        messages: list = [{"role": "user", "content": f"task {q}"}]
+        for i, name in enumerate(plan + ([] if plan[0] is None else [None])):
+            messages.append(_assistant_turn(provider, name, f"c{q}_{i}"))
+            if name is not None:
+                messages.append(_tool_result(provider, f"c{q}_{i}"))
+        if provider == "openai":
+            tools = [{"type": "function", "function": {"name": t, "parameters": {"type": "object"}}} for t in shown]
+        else:
+            tools = [{"name": t, "input_schema": {"type": "object"}} for t in shown]
+        recs.append({"model": "gpt-4o-mini" if provider == "openai" else "claude-sonnet-4-5", "tools": tools,
+                     "messages": messages})
+        for name in plan:
+            status = "no_call" if name is None else "ok" if name in OWNER else "off_cluster"
+            truth.append((q + 1, cluster, status, name if status == "ok" else None,
+                          [t for t in shown if t in OWNER].index(name) + 1 if status == "ok" else None))
+    return recs, pd.DataFrame(truth, columns=["line", "cluster", "status", "tool", "rank"])
+
+
+def _assistant_turn(provider, name, call_id):
+    if provider == "openai":
+        from openai.types.chat import ChatCompletion
+
+        msg = {"role": "assistant", "content": "Done." if name is None else None}
+        if name is not None:
+            msg["tool_calls"] = [{"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]
+        done = ChatCompletion.model_validate({"id": "x", "object": "chat.completion", "created": 0,
+                                              "model": "gpt-4o-mini", "choices": [
+                                                  {"index": 0, "finish_reason": "stop", "message": msg}]})
+        return done.choices[0].message.model_dump(exclude_none=True)
+    from anthropic.types import Message
+
+    content = ([{"type": "text", "text": "Done."}] if name is None else
+               [{"type": "tool_use", "id": call_id, "name": name, "input": {}}])
+    done = Message.model_validate({"id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                                   "content": content, "stop_reason": "end_turn", "stop_sequence": None,
+                                   "usage": {"input_tokens": 1, "output_tokens": 1}})
+    return {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in done.content]}
+
+
+def _tool_result(provider, call_id):
+    if provider == "openai":
+        return {"role": "tool", "tool_call_id": call_id, "content": "ok"}
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "ok"}]}
+
+
+class TestMultiTurn:
+    @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+    def test_each_tool_calling_turn_is_an_attempt(self, provider, tmp_path):
+        from toolbias_stats.io.readers import read_anthropic
+
+        recs, exp = _conversations(provider)
+        path = tmp_path / "conversations.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+        reader = read_openai if provider == "openai" else read_anthropic
+        log = reader(path, clusters=CLUSTERS)
+        d = log.data
+        assert list(d["source_row"]) == list(exp["line"]) and list(d["status"]) == list(exp["status"])
+        assert list(d["cluster_id"]) == list(exp["cluster"])
+        diag = log.diagnostics[str(path)]
+        closing = sum(1 for r in recs if any(m.get("tool_calls") or any(
+            isinstance(b, dict) and b.get("type") == "tool_use" for b in (m.get("content") or [])
+            if isinstance(m.get("content"), list)) for m in r["messages"] if m["role"] == "assistant"))
+        assert diag["notes"]["closing_text_turn"] == closing          # closing text turns: counted, no attempts
+        assert diag["attempts"] == len(exp) == len(d)
+        # the turns of one conversation are one query: repeated attempts numbered by `attempt`
+        assert d.groupby("source_row")["query_id"].nunique().max() == 1
+        assert d["attempt"].max() >= 2
+        _check_against(log, exp, tmp_path)
+
+    def test_a_turn_with_its_own_toolset(self, tmp_path):
+        recs, _ = _conversations("openai", n=4)
+        rec = recs[1]
+        turn = next(m for m in rec["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+        turn["tools"] = [t for t in rec["tools"] if t["function"]["name"] != "web_search"]
+        path = tmp_path / "c.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+        log = read_openai(path, clusters=CLUSTERS, subsets=True)
+        row = log.data[log.data["source_row"] == 2].iloc[0]
+        assert "web_search" not in row["ordering"].split("|")

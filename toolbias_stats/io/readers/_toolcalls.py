@@ -1168,22 +1168,36 @@ class _CustomIdLabels:
         return len(self.cids)
 
 
-def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Attempt]:
+def _is_conversation(value, turns) -> bool:
+    """A conversation record (issue 36): ``{"messages": [...], "tools": [...]}`` without a ``request``."""
+    return (turns is not None and isinstance(value, dict) and "request" not in value
+            and isinstance(value.get("messages"), list))
+
+
+def read_pairs(path: Path, parse_request, parse_response, fmt: str, turns=None) -> list[Attempt]:
     """One JSONL of ``{"request": ..., "response": ...}`` objects; a malformed line is an error (its tool list
-    cannot be read); ``response`` null or absent is a ``parse_error`` row."""
+    cannot be read); ``response`` null or absent is a ``parse_error`` row. ``turns(record)``: the reader's
+    assistant turns of a conversation record (``{"messages", "tools"}``, see :func:`conversation_attempts`)."""
     lines = read_json_lines(path, what="log file")
     problems = []
     for jl in lines:
         if jl.error is not None:
             problems.append(problem(path, jl.line, None, f"{jl.error}; the record's tool list cannot be read"))
+        elif _is_conversation(jl.value, turns):
+            continue
         elif not isinstance(jl.value, dict) or not isinstance(jl.value.get("request"), dict):
             problems.append(problem(path, jl.line, "request", "expected an object with a `request` object (and "
-                                                              "its `response`)"))
+                                                              "its `response`)" + (
+                                                                  ", or a conversation with `messages` and `tools`"
+                                                                  if turns is not None else "")))
     if problems:
         raise SelectionLogError(problems)
     attempts = []
     for jl in lines:
         rec = cast(dict, jl.value)    # every value is an object (checked above)
+        if _is_conversation(rec, turns):
+            attempts += conversation_attempts(path, jl.line, rec, turns(rec))
+            continue
         att = parse_request(rec["request"], path, jl.line, record=rec)
         att.label = f"line {jl.line}"
         res = rec.get("response")
@@ -1201,7 +1215,8 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Atte
 
 
 def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, meta, responses, clusters,
-                     subsets, request_schema=None, batch=None, model_override: bool = False) -> SelectionLog:
+                     subsets, request_schema=None, batch=None, model_override: bool = False,
+                     turns=None) -> SelectionLog:
     """The shared wiring of the request/response readers (``openai``, ``anthropic``): read the attempts
     (:func:`read_attempts`), resolve the clusters from the tool lists offered (a catalog, declared clusters or
     inferred ones) and build the log; the cluster source and the responses file go into the diagnostics.
@@ -1217,7 +1232,7 @@ def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, 
             cols = read_batch_columns(path, Path(responses), batch, parse_request, parse_response)
         if cols is None:
             cols = AttemptColumns.from_attempts(read_attempts(path, responses, parse_request, parse_response, fmt,
-                                                              request_schema=request_schema))
+                                                              request_schema=request_schema, turns=turns))
         cs = catalog_for(cols.offered(), catalog=catalog, clusters=clusters)
         return build_log(cols, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
                          extra_diagnostics={"cluster_source": str(cs),
@@ -1225,18 +1240,19 @@ def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, 
                          model_override=model_override)
 
 
-def read_attempts(path, responses, parse_request, parse_response, fmt: str, request_schema=None) -> list[Attempt]:
+def read_attempts(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
+                  turns=None) -> list[Attempt]:
     """The attempts of a request/response log before cluster resolution: a batch (request file + ``responses``
     file joined by ``custom_id``) or one JSONL of ``{"request", "response"}`` records. ``request_schema``: the
     typed decoder of a batch's request lines (:func:`typed_decoder`)."""
     path = Path(path)
     if responses is not None:
         return join_batch(path, Path(responses), parse_request, parse_response, fmt, request_schema)
-    return read_pairs(path, parse_request, parse_response, fmt)
+    return read_pairs(path, parse_request, parse_response, fmt, turns)
 
 
 def read_offered(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
-                 batch=None) -> list[tuple]:
+                 batch=None, turns=None) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request of a request/response log (for inferring clusters):
     a batch read column by column (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
     with paused_gc():
@@ -1245,9 +1261,63 @@ def read_offered(path, responses, parse_request, parse_response, fmt: str, reque
             cols = read_batch_columns(Path(path), Path(responses), batch, parse_request, parse_response)
         if cols is None:
             return offered_lists(read_attempts(path, responses, parse_request, parse_response, fmt,
-                                               request_schema=request_schema))
+                                               request_schema=request_schema, turns=turns))
         return [(None if t is None else list(t), f, r) for t, f, r in zip(cols.tools, cols.source_file,
                                                                            cols.source_row)]
+
+
+@dataclass
+class Turn:
+    """One assistant turn of a conversation record, as a reader reads it (issue 36)."""
+
+    #: names of the tools offered at this turn (None: the record's ``tools``)
+    tools: list | None
+    #: names of the tools the turn calls, in order (empty: a text turn)
+    calls: list
+    #: the turn's text (audit text of a ``no_call``)
+    text: str | None = None
+
+
+@dataclass
+class Conversation:
+    """What a reader reads of a conversation record: the record's tools, its assistant turns, query and model."""
+
+    tools: list | None
+    turns: list
+    query_text: str | None = None
+    query_id: str | None = None
+    cluster: str | None = None
+    model: str | None = None
+
+
+def conversation_attempts(path: Path, line: int, rec: dict, conv: Conversation) -> list[Attempt]:
+    """The attempts of a conversation record (issue 36): each assistant turn that calls a tool is an attempt with
+    the tools offered at that turn; a text turn before any call is a ``no_call`` attempt; a text turn after a call
+    (the closing answer of an agent loop) is not an attempt (the previous attempt is flagged
+    ``closing_text_turn``, so the notes count them). The turns of one record share its query and are one group."""
+    out: list[Attempt] = []
+    called = False
+    for k, turn in enumerate(conv.turns, start=1):
+        if not turn.calls and called:
+            if out:
+                out[-1].flags += ("closing_text_turn",)
+            continue
+        tools = turn.tools if turn.tools is not None else conv.tools
+        att = Attempt(str(path), line, None if tools is None else list(tools), "no_call",
+                      label=f"line {line}, assistant turn {k}", query_id=conv.query_id, query_text=conv.query_text,
+                      cluster=conv.cluster, model=conv.model, group=f"{path}:{line}", n_calls=len(turn.calls))
+        att.flags += ("conversation_turn",)
+        if turn.calls:
+            called = True
+            name = turn.calls[0]
+            if not isinstance(name, str) or not name.strip():
+                att.status, att.raw = "parse_error", short(name)
+            else:
+                att.status, att.name = "call", name
+        else:
+            att.raw = short(turn.text)
+        out.append(att)
+    return out
 
 
 def offered_lists(attempts: list[Attempt]) -> list[tuple]:

@@ -13,6 +13,8 @@ from .._selection_log import SelectionLog
 from ._toolcalls import (
     KEEP,
     Attempt,
+    Conversation,
+    Turn,
     _error_text,
     _msgspec,
     api_error,
@@ -109,13 +111,14 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
     """
     return read_request_log(path, fmt="anthropic", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
-                            request_schema=_REQUEST_LINE, batch=_BATCH, model_override=model_override)
+                            request_schema=_REQUEST_LINE, batch=_BATCH, model_override=model_override,
+                            turns=conversation)
 
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
     return read_offered(path, responses, parse_request, parse_response, "anthropic", request_schema=_REQUEST_LINE,
-                        batch=_BATCH)
+                        batch=_BATCH, turns=conversation)
 
 
 # What parse_request reads of a batch request line (decoded with msgspec, the rest of the line is skipped: tool
@@ -315,6 +318,32 @@ def _model(obj):
     """The ``model`` a request or message names (a non-empty string), else None."""
     m = obj.get("model") if isinstance(obj, dict) else None
     return m if isinstance(m, str) and m else None
+
+
+def conversation(rec: dict) -> Conversation:
+    """A conversation record (``{"messages": [...], "tools": [...]}`` with Messages-API content blocks; issue
+    36): its tools, each assistant turn's ``tool_use`` blocks and text, the first user message and the model. An
+    assistant message with its own ``tools`` list was offered those tools at that turn."""
+    def names(tools):
+        if not isinstance(tools, list):
+            return None
+        return [t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+
+    turns, first_user = [], None
+    for m in rec["messages"]:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "user" and first_user is None:
+            first_user = message_text(m.get("content"))
+        if m.get("role") != "assistant":
+            continue
+        blocks = m.get("content") if isinstance(m.get("content"), list) else []
+        calls = [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") in _CALL_BLOCKS]
+        turns.append(Turn(names(m.get("tools")), calls, message_text(m.get("content"))))
+    md = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+    qid = rec.get("query_id", md.get("query_id"))
+    return Conversation(names(rec.get("tools")), turns, first_user, None if qid is None else str(qid),
+                        record_field("cluster_id", rec), _model(rec))
 
 
 def parse_response(obj, att: Attempt) -> None:

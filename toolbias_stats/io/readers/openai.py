@@ -15,6 +15,8 @@ from .._selection_log import SelectionLog
 from ._toolcalls import (
     KEEP,
     Attempt,
+    Conversation,
+    Turn,
     _msgspec,
     api_error,
     batch_shape,
@@ -116,13 +118,14 @@ def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Met
     """
     return read_request_log(path, fmt="openai", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
-                            request_schema=_REQUEST_LINE, batch=_BATCH, model_override=model_override)
+                            request_schema=_REQUEST_LINE, batch=_BATCH, model_override=model_override,
+                            turns=conversation)
 
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
     return read_offered(path, responses, parse_request, parse_response, "openai", request_schema=_REQUEST_LINE,
-                        batch=_BATCH)
+                        batch=_BATCH, turns=conversation)
 
 
 # ---------------------------------------------------------------------------------------
@@ -239,6 +242,35 @@ def _model(obj):
     """The ``model`` a request or response body names (a non-empty string), else None."""
     m = obj.get("model") if isinstance(obj, dict) else None
     return m if isinstance(m, str) and m else None
+
+
+def conversation(rec: dict) -> Conversation:
+    """A conversation record (``{"messages": [...], "tools": [...]}``, the chat format of fine-tuning and eval
+    files; issue 36): its tools, each assistant turn's calls (``tool_calls``, legacy ``function_call``) and
+    text, the first user message (the task) and the record's model. An assistant message with its own
+    ``tools`` list was offered those tools at that turn."""
+    def names(tools):
+        if not isinstance(tools, list):
+            return None
+        return [n for n in (_tool_name(t) for t in tools) if n is not None]
+
+    tools = rec.get("tools")
+    if tools is None and isinstance(rec.get("functions"), list):
+        tools = [{"type": "function", "function": f} for f in rec["functions"]]
+    turns, first_user = [], None
+    for m in rec["messages"]:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "user" and first_user is None:
+            first_user = message_text(m.get("content"))
+        if m.get("role") != "assistant":
+            continue
+        calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+        if not calls and isinstance(m.get("function_call"), dict):
+            calls = [{"type": "function", "function": m["function_call"]}]
+        turns.append(Turn(names(m.get("tools")), [_tool_name(c) for c in calls], message_text(m.get("content"))))
+    return Conversation(names(tools), turns, first_user, _query_id(rec), record_field("cluster_id", rec),
+                        _model(rec))
 
 
 def _last_user(messages):
