@@ -162,8 +162,10 @@ def count_table(path: str | PathLike[str] | Sequence[str | PathLike[str]], *, ca
         return log.counts(level=level)
     if engine == "duckdb":
         from .engines._duckdb import count_tables_duckdb
+        from .readers.table import engine_entry
 
-        return count_tables_duckdb([{**entry, "path": f} for f in files], catalog, level=level, cells=cells)
+        return count_tables_duckdb([engine_entry({**entry, "path": f}) for f in files], catalog, level=level,
+                                   cells=cells)
     if engine == "dask":
         from .engines._dask import count_tables_dask
 

@@ -206,9 +206,13 @@ class StudyManifest:
         return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=self.catalog)
 
     def table_files(self) -> list:
-        """The entries as the count engines take them: ``{"path", "meta", "columns", table options}``."""
-        return [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
-                 "columns": m.get("columns"), **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}}
+        """The entries as the count engines take them: ``{"path", "meta", "columns", table options}`` (an
+        ``.xlsx`` file or one with value-mapped ``columns`` read into a ``frame``, issue 36)."""
+        from .readers.table import engine_entry
+
+        return [engine_entry({"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
+                              "columns": m.get("columns"),
+                              **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}})
                 for m in self.entries]
 
     def queries(self) -> dict:
