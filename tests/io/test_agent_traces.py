@@ -350,7 +350,7 @@ class TestOtelCallOutsideTheClusters:
                     a["value"]["stringValue"] = json.dumps(out)
         path = tmp_path / "t.json"
         path.write_text(json.dumps(doc))
-        with pytest.raises(SelectionLogError, match="none of the 50 attempt.s. could be assigned to a cluster"):
+        with pytest.raises(SelectionLogError, match=r"none of the 50 attempt.s. could be assigned to a cluster"):
             read_otel(path, clusters=CLUSTERS_OTEL)
 
 
@@ -378,7 +378,7 @@ class TestMixedModels:
         assert f"{path}:1:model: the record's model 'gpt-4o-mini-2024-07-18' is not" not in str(err.value)
         assert f"{path}:4:model: the record's model 'gpt-4.1' is not the manifest's model 'gpt-4o-mini'" in str(
             err.value)
-        with pytest.raises(SelectionLogError, match="model_override = true. needs the manifest"):
+        with pytest.raises(SelectionLogError, match=r"model_override = true. needs the manifest"):
             read_openai(path, clusters=CLUSTERS_OTEL, model_override=True)
 
 

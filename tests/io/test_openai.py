@@ -146,7 +146,8 @@ class TestResponsesApi:
         out = [json.dumps({"id": f"b{i}", "custom_id": f"p{i}", "error": None,
                            "response": {"status_code": 200, "request_id": "x", "body": r["response"]}})
                for i, r in reversed(list(enumerate(recs)))]
-        log = read_openai(_write(tmp_path / "in.jsonl", req), responses=_write(tmp_path / "out.jsonl", out), meta=META41)
+        log = read_openai(_write(tmp_path / "in.jsonl", req), responses=_write(tmp_path / "out.jsonl", out),
+                          meta=META41)
         _check(log, RESPONSES_EXPECTED)
 
     def test_catalog_names_resolve_case_and_punctuation_insensitively(self, tmp_path):

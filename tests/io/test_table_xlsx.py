@@ -104,10 +104,10 @@ def test_rows_and_messages(tmp_path):
     wb.save(tmp_path / "bad.xlsx")
     with pytest.raises(SelectionLogError, match=r"bad.xlsx:3:status: expected one of .*got '404'"):
         read_table(tmp_path / "bad.xlsx", catalog=cat, columns=cols)
-    with pytest.raises(SelectionLogError, match="columns.*expected"):
+    with pytest.raises(SelectionLogError, match=r"columns.*expected"):
         split_columns({"http_status": {"to": "status", "values": {"500": 3}}}, "f.csv")
     (tmp_path / "junk.xlsx").write_bytes(b"not a zip")
-    with pytest.raises(SelectionLogError, match="not a readable .xlsx workbook"):
+    with pytest.raises(SelectionLogError, match=r"not a readable \.xlsx workbook"):
         read_table(tmp_path / "junk.xlsx", catalog=cat)
 
 

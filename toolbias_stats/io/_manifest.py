@@ -34,7 +34,8 @@ _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta"
 #: Reader options each format takes (other option keys in an entry are an error).
 _OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "transcripts": ("cluster",),
             "table": ("columns", "design", "positions", "duplicates", "hive", "attempt_id"),
-            "openai": ("responses", "subsets", "model_override"), "anthropic": ("responses", "subsets", "model_override"),
+            "openai": ("responses", "subsets", "model_override"),
+            "anthropic": ("responses", "subsets", "model_override"),
             "otel": ("subsets", "model_override"), "inspect": ("cluster",),
             # issue 36: MCP client sessions and LangChain / LangSmith run exports
             "mcp": ("subsets",), "langchain": ("subsets", "model_override")}
@@ -206,13 +207,11 @@ class StudyManifest:
         return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=self.catalog)
 
     def table_files(self) -> list:
-        """The entries as the count engines take them: ``{"path", "meta", "columns", table options}`` (an
-        ``.xlsx`` file or one with value-mapped ``columns`` read into a ``frame``, issue 36)."""
-        from .readers.table import engine_entry
-
-        return [engine_entry({"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
-                              "columns": m.get("columns"),
-                              **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}})
+        """The entries as the count engines take them: ``{"path", "meta", "columns", table options}`` (the DuckDB
+        engine reads an ``.xlsx`` file or one with value-mapped ``columns`` through
+        :func:`~toolbias_stats.io.readers.table.engine_entry`, issue 36)."""
+        return [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
+                 "columns": m.get("columns"), **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}}
                 for m in self.entries]
 
     def queries(self) -> dict:

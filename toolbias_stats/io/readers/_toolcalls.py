@@ -465,9 +465,9 @@ def _assign_by_group(cols: AttemptColumns, res: _Resolver, hits: list, qids: lis
         row_out, err = None, None
         if len(found) == 1:
             a = cols.attempt(i)
-            row_out, err, how = _resolve_row(res, a.source_file, a.source_row, a.tools, a.status, a.name, a.raw,
-                                             a.query_id, a.query_text, a.label or "", a.forced, next(iter(found)),
-                                             a.no_list)
+            row_out, err, _how = _resolve_row(res, a.source_file, a.source_row, a.tools, a.status, a.name, a.raw,
+                                              a.query_id, a.query_text, a.label or "", a.forced, next(iter(found)),
+                                              a.no_list)
         if row_out is None or err is not None:
             left.append((i, msg))
             continue
@@ -938,12 +938,12 @@ class BatchShape:
     into msgspec Structs of only the fields read (tool descriptions and schemas are skipped).
 
     ``request`` / ``response``: msgspec decoders of a request / result line. ``read_request(line)`` gives
-    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing, model)`` (``read_request(line, lists)``,
-    ``lists`` a dict the reader may keep what it works out per distinct tool list in) and ``read_response(line)``
-    gives ``(status, name, raw, n_calls, flags added)`` (``KEEP``: the request's value stays), exactly what the
-    reader's ``parse_request`` / ``parse_response`` give for that line; either returns None for a line it does
-    not read the same way (a forcing ``tool_choice`` object, an HTTP error, an empty name ...): that line is then
-    decoded in full and parsed as before.
+    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing, model)``
+    (``read_request(line, lists)``, ``lists`` a dict the reader may keep what it works out per distinct tool list
+    in) and ``read_response(line)`` gives ``(status, name, raw, n_calls, flags added)`` (``KEEP``: the request's
+    value stays), exactly what the reader's ``parse_request`` / ``parse_response`` give for that line; either
+    returns None for a line it does not read the same way (a forcing ``tool_choice`` object, an HTTP error, an
+    empty name ...): that line is then decoded in full and parsed as before.
     """
 
     request: object
