@@ -223,27 +223,37 @@ def _attempt(path: Path, line: int, run: dict) -> Attempt | None:
                   label=f"line {line} (run {run.get('id')!r})")
     if None in names:
         att.flags += ("unnamed_tools_not_candidates",)
+    inputs = _input_messages(run)
+    gen = _dig(run, "outputs", "generations")
+    first = gen[0][0] if isinstance(gen, list) and gen and isinstance(gen[0], list) and gen[0] else None
+    msg = _message(first.get("message")) if isinstance(first, dict) else None
+    _context(att, run, params, inputs, msg)
+    if run.get("error"):
+        api_error(att, run["error"])
+    elif msg is None:
+        att.status, att.raw = "parse_error", short(first if first is not None else "run without outputs")
+    else:
+        _choice(att, msg, inputs)
+    return att
+
+
+def _context(att: Attempt, run: dict, params: dict, inputs: list, msg) -> None:
+    """Query, cluster, group (the trace) and model of a run's attempt."""
     md = _dig(run, "extra", "metadata")
     md = md if isinstance(md, dict) else {}
-    inputs = _input_messages(run)
     human = next((m for m in inputs if m.get("type") in ("human", "HumanMessage") or m.get("role") == "user"), None)
     att.query_text = message_text(human.get("content")) if human is not None else None
     att.query_id = None if md.get("query_id") is None else str(md["query_id"])
     att.cluster = None if md.get("cluster_id") is None else str(md["cluster_id"])
     trace = run.get("trace_id")
     att.group = str(trace) if trace else None
-    gen = _dig(run, "outputs", "generations")
-    first = gen[0][0] if isinstance(gen, list) and gen and isinstance(gen[0], list) and gen[0] else None
-    msg = _message(first.get("message")) if isinstance(first, dict) else None
     model = md.get("ls_model_name") or params.get("model") or params.get("model_name") or _dig(
         msg, "response_metadata", "model_name")
     att.model = model if isinstance(model, str) and model else None
-    if run.get("error"):
-        api_error(att, run["error"])
-        return att
-    if msg is None:
-        att.status, att.raw = "parse_error", short(first if first is not None else "run without outputs")
-        return att
+
+
+def _choice(att: Attempt, msg: dict, inputs: list) -> None:
+    """What the answer did: a call (its first), invalid calls only, the closing text turn, or a text answer."""
     calls, bad = _calls(msg)
     att.n_calls = len(calls)
     if calls:
@@ -257,4 +267,3 @@ def _attempt(path: Path, line: int, run: dict) -> Attempt | None:
         att.status = "closing"
     else:
         att.raw = short(message_text(msg.get("content")))
-    return att
