@@ -337,10 +337,12 @@ def conversation(rec: dict) -> Conversation:
             first_user = message_text(m.get("content"))
         if m.get("role") != "assistant":
             continue
-        blocks = m.get("content") if isinstance(m.get("content"), list) else []
+        blocks = m.get("content")
+        blocks = blocks if isinstance(blocks, list) else []
         calls = [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") in _CALL_BLOCKS]
         turns.append(Turn(names(m.get("tools")), calls, message_text(m.get("content"))))
-    md = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+    md = rec.get("metadata")
+    md = md if isinstance(md, dict) else {}
     qid = rec.get("query_id", md.get("query_id"))
     return Conversation(names(rec.get("tools")), turns, first_user, None if qid is None else str(qid),
                         record_field("cluster_id", rec), _model(rec))

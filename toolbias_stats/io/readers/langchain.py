@@ -146,19 +146,21 @@ def read_langchain_attempts(path: Path) -> tuple[list[Attempt], dict]:
     if problems:
         raise SelectionLogError(problems)
     attempts: list[Attempt] = []
-    info = {"runs": len(runs), "chat_runs_without_tools": 0, "closing_text_turns": 0, "run_types": Counter()}
+    kinds: Counter = Counter()
+    without = closing = 0
     for line, run in runs:
-        info["run_types"][str(run.get("run_type"))] += 1
+        kinds[str(run.get("run_type"))] += 1
         if run.get("run_type") not in CHAT_RUN_TYPES:
             continue
         att = _attempt(path, line, run)
         if att is None:
-            info["chat_runs_without_tools"] += 1
+            without += 1
         elif att.status == "closing":
-            info["closing_text_turns"] += 1
+            closing += 1
         else:
             attempts.append(att)
-    info["run_types"] = dict(info["run_types"])
+    info = {"runs": len(runs), "chat_runs_without_tools": without, "closing_text_turns": closing,
+            "run_types": dict(kinds)}
     if not attempts:
         raise SelectionLogError(problem(path, None, "extra.invocation_params.tools",
                                         f"none of the {len(runs)} run(s) is a chat-model run (run_type in "

@@ -183,7 +183,8 @@ class _Session:
     def message(self, m: dict, line: int) -> None:
         method = m.get("method")
         if method == "tools/list" and "id" in m:
-            params = m.get("params") if isinstance(m.get("params"), dict) else {}
+            params = m.get("params")
+            params = params if isinstance(params, dict) else {}
             self.pending[_key(m["id"])] = ("tools/list", params.get("cursor") is None)
         elif method == "tools/call":
             self.call(m, line)
@@ -197,8 +198,10 @@ class _Session:
                 self.info["client"][f"{client.get('name')} {client.get('version')}"] += 1
 
     def call(self, m: dict, line: int) -> None:
-        params = m.get("params") if isinstance(m.get("params"), dict) else {}
-        md = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        params = m.get("params")
+        params = params if isinstance(params, dict) else {}
+        md = params.get("_meta")
+        md = md if isinstance(md, dict) else {}
         name = params.get("name")
         att = Attempt(str(self.path), line, None if self.listed is None else list(self.listed), "call",
                       label=f"line {line} (session {self.session!r})", group=f"{self.path}", n_calls=1)

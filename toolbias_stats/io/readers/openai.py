@@ -265,7 +265,8 @@ def conversation(rec: dict) -> Conversation:
             first_user = message_text(m.get("content"))
         if m.get("role") != "assistant":
             continue
-        calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+        calls = m.get("tool_calls")
+        calls = calls if isinstance(calls, list) else []
         if not calls and isinstance(m.get("function_call"), dict):
             calls = [{"type": "function", "function": m["function_call"]}]
         turns.append(Turn(names(m.get("tools")), [_tool_name(c) for c in calls], message_text(m.get("content"))))
