@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
-from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.exceptions import ExcludedRowsWarning, SelectionLogError
 from toolbias_stats.io.readers import READERS, read_openai, read_table
 from toolbias_stats.io.readers._toolcalls import query_key
 
@@ -238,10 +238,16 @@ class TestBadInput:
         assert "in.jsonl:1 offers ['geo_a', 'geo_b', 'geo_c']" in msg
 
     def test_tools_outside_the_declared_clusters(self):
-        # issue 20: tools outside the clusters may be offered beside a cluster's; a request offering none is an error
-        with pytest.raises(SelectionLogError, match=r"chat_batch_input.jsonl:7:tools: none of the tools offered "
-                                                    r"\['wx_a', 'wx_b'\] is in the declared clusters"):
-            read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
+        # issue 20: tools outside the clusters may be offered beside a cluster's; issue 36: a request offering none
+        # is left out and counted (named in the diagnostics), and only a log where nothing is left is refused
+        with pytest.warns(ExcludedRowsWarning):
+            log = read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
+        un = log.diagnostics[str(BATCH_IN)]["unassigned"]
+        assert un["source_rows"] == [7, 8, 9, 10] and len(log) + un["rows"] == 11     # the wx requests
+        assert "chat_batch_input.jsonl:7:tools: none of the tools offered ['wx_a', 'wx_b'] is in the declared " \
+               "clusters" in un["messages"][0]
+        with pytest.raises(SelectionLogError, match=r"no selection attempts in this log: none of the 11 attempt"):
+            read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"maps": ["map_a", "map_b"]})
 
     def test_request_without_tools(self, tmp_path):
         rec = json.loads(_lines(PAIRS)[0])

@@ -678,11 +678,11 @@ def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, force
     dup, ids, offered_clusters, ordering = res.info(key)
     if dup:
         return None, problem(sf, row, "tools", f"tool name(s) offered twice: {dup}"), None
-    if not offered_clusters:
-        return None, problem(sf, row, "tools",
-                             f"none of the tools offered {list(tools)} is in the {aliases.what} "
-                             f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
-                             "[...]}`) or use `clusters = \"infer\"`"), None
+    if not offered_clusters:     # issue 36: kept out and counted (a study is refused only when nothing is left)
+        return None, _Unassigned(problem(sf, row, "tools",
+                                         f"none of the tools offered {list(tools)} is in the {aliases.what} "
+                                         f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
+                                         "[...]}`) or use `clusters = \"infer\"`")), None
     # the attempt's cluster: the only cluster offered; else the query's (the record's cluster_id); else the
     # cluster of the chosen tool; else undecidable
     cid, err, how = None, None, None
