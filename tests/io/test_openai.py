@@ -244,8 +244,8 @@ class TestBadInput:
             log = read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
         un = log.diagnostics[str(BATCH_IN)]["unassigned"]
         assert un["source_rows"] == [7, 8, 9, 10] and len(log) + un["rows"] == 11     # the wx requests
-        assert "chat_batch_input.jsonl:7:tools: none of the tools offered ['wx_a', 'wx_b'] is in the declared " \
-               "clusters" in un["messages"][0]
+        assert ("chat_batch_input.jsonl:7:tools: none of the tools offered ['wx_a', 'wx_b'] is in the declared "
+                "clusters") in un["messages"][0]
         with pytest.raises(SelectionLogError, match=r"no selection attempts in this log: none of the 11 attempt"):
             read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"maps": ["map_a", "map_b"]})
 
