@@ -185,12 +185,16 @@ def main():
         write_openai(d, args.requests, rng)
         write_anthropic(d, args.requests, rng)
         write_otel(d, args.requests, rng)
-        meta = {"model": "m"}
+        # the manifest's model is the one the records name (issue 36: a disagreement is an error); the OTel spans
+        # name none, so the manifest labels them
         runs = [("openai (batch input + output)", lambda: read_openai(d / "in.jsonl", responses=d / "out.jsonl",
-                                                                      meta=meta), ["in.jsonl", "out.jsonl"]),
+                                                                      meta={"model": "gpt-4o-mini"}),
+                 ["in.jsonl", "out.jsonl"]),
                 ("anthropic (requests + results)", lambda: read_anthropic(d / "areq.jsonl", responses=d / "ares.jsonl",
-                                                                         meta=meta), ["areq.jsonl", "ares.jsonl"]),
-                ("otel (one OTLP JSON document)", lambda: read_otel(d / "traces.json", meta=meta), ["traces.json"])]
+                                                                         meta={"model": "claude"}),
+                 ["areq.jsonl", "ares.jsonl"]),
+                ("otel (one OTLP JSON document)", lambda: read_otel(d / "traces.json", meta={"model": "m"}),
+                 ["traces.json"])]
         runs = [r for r in runs if r[0].split()[0] in formats]
         for name, fn, files in runs:
             mb = sum((d / f).stat().st_size for f in files) / 1e6

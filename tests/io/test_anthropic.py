@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
-from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.exceptions import ExcludedRowsWarning, SelectionLogError
 from toolbias_stats.io.readers import READERS, read_anthropic, read_table
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs" / "anthropic"
@@ -145,13 +145,17 @@ class TestBadInput:
         assert (row["cluster_id"], row["ordering"], row["n_candidates"]) == ("wx", "wx_a|wx_b|geo_a", 2)
         diag = log.diagnostics[str(tmp_path / "req.jsonl")]["cluster_of_multi_cluster_requests"]
         assert diag["from_chosen_tool_rows"] == [7]
-        # ... and is an error naming the request when nothing decides it (r08: an HTTP error, no call)
+        # ... and, when nothing decides it (r08: an HTTP error, no call), issue 36: it is left out and counted (one
+        # unassignable request never refuses the study), the message naming the request
         rec = json.loads(req[7])
         rec["params"]["tools"].append({"name": "geo_a", "input_schema": {"type": "object"}})
         req[7] = json.dumps(rec)
-        with pytest.raises(SelectionLogError, match=r"req.jsonl:8:tools: the tools offered span several clusters "
-                                                    r"\['geo', 'wx'\] and the query's cluster cannot be decided"):
-            read_anthropic(_write(tmp_path / "req.jsonl", req), responses=RES, meta=META, clusters=clusters)
+        with pytest.warns(ExcludedRowsWarning, match="1 of 12 attempt"):
+            log = read_anthropic(_write(tmp_path / "req.jsonl", req), responses=RES, meta=META, clusters=clusters)
+        un = log.diagnostics[str(tmp_path / "req.jsonl")]["unassigned"]
+        assert un["rows"] == 1 and un["source_rows"] == [8] and len(log) == 11
+        assert ("req.jsonl:8:tools: the tools offered span several clusters ['geo', 'wx'] and the query's cluster "
+                "cannot be decided") in un["messages"][0]
 
     def test_tool_offered_twice(self, tmp_path):
         req = _lines(REQ)
@@ -166,7 +170,7 @@ class TestBadInput:
 def test_manifest_end_to_end(tmp_path):
     (tmp_path / "study.toml").write_text(
         'format = "anthropic"\nclusters = {geocoding = ["geo_a", "geo_b", "geo_c"], weather = ["wx_a", "wx_b"]}\n'
-        f'[[logs]]\npath = "{REQ}"\nresponses = "{RES}"\nmodel = "claude"\n', encoding="utf-8")
+        f'[[logs]]\npath = "{REQ}"\nresponses = "{RES}"\nmodel = "claude-sonnet-4-5"\n', encoding="utf-8")
     study = tbs.read_study(tmp_path / "study.toml")
     assert study.settings["cluster_source"]["kind"] == "declared"
     with pytest.warns(Warning):

@@ -28,6 +28,8 @@ from toolbias_stats.io.readers._toolcalls import read_json_lines
 
 pytest.importorskip("msgspec")
 
+#: the manifest model labels every record (issue 36: without the override a disagreeing record model is an error)
+LABEL = {"meta": {"model": "m"}, "model_override": True}
 FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs"
 
 
@@ -121,12 +123,12 @@ def _same_log(a, b):
 
 READS = {
     "openai batch": lambda: read_openai(FIX / "openai/chat_batch_input.jsonl",
-                                        responses=FIX / "openai/chat_batch_output.jsonl", meta={"model": "m"}),
-    "openai pairs": lambda: read_openai(FIX / "openai/responses_pairs.jsonl", meta={"model": "m"}),
+                                        responses=FIX / "openai/chat_batch_output.jsonl", **LABEL),
+    "openai pairs": lambda: read_openai(FIX / "openai/responses_pairs.jsonl", **LABEL),
     "anthropic batch": lambda: read_anthropic(FIX / "anthropic/batch_requests.jsonl",
-                                              responses=FIX / "anthropic/batch_results.jsonl", meta={"model": "m"}),
-    "otel": lambda: read_otel(FIX / "otel/traces.json", meta={"model": "m"}),
-    "otel no definitions": lambda: read_otel(FIX / "multi/otel_no_definitions.json", meta={"model": "m"},
+                                              responses=FIX / "anthropic/batch_results.jsonl", **LABEL),
+    "otel": lambda: read_otel(FIX / "otel/traces.json", **LABEL),
+    "otel no definitions": lambda: read_otel(FIX / "multi/otel_no_definitions.json", **LABEL,
                                              clusters={"weather": [f"weather_{c}" for c in "abcde"],
                                                        "geocoding": ["geo_a", "geo_b", "geo_c"]}),
 }
@@ -201,10 +203,9 @@ def test_bench_shaped_logs_are_the_same(tmp_path, without_msgspec):
     bench.write_openai(tmp_path, 300, rng)
     bench.write_anthropic(tmp_path, 300, rng)
     bench.write_otel(tmp_path, 300, rng)
-    meta = {"model": "m"}
-    for fn in (lambda: read_openai(tmp_path / "in.jsonl", responses=tmp_path / "out.jsonl", meta=meta),
-               lambda: read_anthropic(tmp_path / "areq.jsonl", responses=tmp_path / "ares.jsonl", meta=meta),
-               lambda: read_otel(tmp_path / "traces.json", meta=meta)):
+    for fn in (lambda: read_openai(tmp_path / "in.jsonl", responses=tmp_path / "out.jsonl", **LABEL),
+               lambda: read_anthropic(tmp_path / "areq.jsonl", responses=tmp_path / "ares.jsonl", **LABEL),
+               lambda: read_otel(tmp_path / "traces.json", **LABEL)):
         fast = _outcome(fn)
         assert fast[0] == "ok" and len(fast[1].data) == 300
         _same_log(fast, without_msgspec(lambda fn=fn: _outcome(fn)))
@@ -247,11 +248,11 @@ def test_a_parse_that_raises_waits_for_the_problems_of_both_files(tmp_path):
     req.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
     res.write_text("".join(json.dumps(r) + "\n" for r in responses), encoding="utf-8")
     with pytest.raises(SelectionLogError, match=r"out.jsonl:3:custom_id: duplicate custom_id '3'"):
-        read_openai(req, responses=res, meta={"model": "m"})
+        read_openai(req, responses=res, **LABEL)
     # without the duplicate the parse error surfaces as it always did (a TypeError of the request's tool type)
     res.write_text("".join(json.dumps(r) + "\n" for r in responses[:2]), encoding="utf-8")
     with pytest.raises(TypeError):
-        read_openai(req, responses=res, meta={"model": "m"})
+        read_openai(req, responses=res, **LABEL)
 
 
 # ---------------------------------------------------------------------------------------
@@ -341,10 +342,10 @@ def _same_both_ways(without_msgspec, fn):
 def test_openai_batch_columns_are_join_batch(tmp_path, without_msgspec):
     p, q = _openai_batch(tmp_path, OPENAI_BATCH)
     assert _toolcalls.read_batch_columns(p, q, openai._BATCH, openai.parse_request, openai.parse_response)
-    fast = _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"}))
+    fast = _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, **LABEL))
     assert fast[0] == "ok" and len(fast[1].data) == len(OPENAI_BATCH)
     # declared clusters: the same with a catalog-style resolution (names matched case-insensitively)
-    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"},
+    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, **LABEL,
                                                          clusters={"k": ["a", "b", "c"], "o": ["d"]}))
 
 
@@ -352,7 +353,7 @@ def test_openai_batch_columns_are_join_batch(tmp_path, without_msgspec):
                                  {"cluster_id": "nope"}])
 def test_openai_batch_record_fields(tmp_path, without_msgspec, top):
     p, q = _openai_batch(tmp_path, OPENAI_BATCH[:4], top=top)
-    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"},
+    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, **LABEL,
                                                          clusters={"k": ["a", "b", "c"]}))
 
 
@@ -381,7 +382,7 @@ def test_openai_batch_problems_are_join_batch(tmp_path, without_msgspec, change)
                                           encoding="utf-8")}
     if change in edits:
         edits[change]()
-    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, meta={"model": "m"}))
+    _same_both_ways(without_msgspec, lambda: read_openai(p, responses=q, **LABEL))
 
 
 ANTHROPIC_BATCH = [   # (params and line extras, result)
@@ -444,7 +445,7 @@ def _anthropic_batch(tmp_path, cases, *, top=None):
 def test_anthropic_batch_columns_are_join_batch(tmp_path, without_msgspec, top):
     p, q = _anthropic_batch(tmp_path, ANTHROPIC_BATCH, top=top)
     assert _toolcalls.read_batch_columns(p, q, anthropic._BATCH, anthropic.parse_request, anthropic.parse_response)
-    fast = _same_both_ways(without_msgspec, lambda: read_anthropic(p, responses=q, meta={"model": "m"},
+    fast = _same_both_ways(without_msgspec, lambda: read_anthropic(p, responses=q, **LABEL,
                                                                    clusters={"k": ["a", "b", "c"]}))
     assert fast[0] == "ok" and len(fast[1].data) == len(ANTHROPIC_BATCH)
 

@@ -13,7 +13,7 @@ from toolbias_stats.io._clusters import catalog_for, declared_catalog, infer_cat
 FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs"
 BATCH_IN, BATCH_OUT = FIX / "openai" / "chat_batch_input.jsonl", FIX / "openai" / "chat_batch_output.jsonl"
 DECL = 'clusters = {geocoding = ["geo_a", "geo_b", "geo_c"], weather = ["wx_a", "wx_b"]}\n'
-ENTRY = f'[[logs]]\npath = "{BATCH_IN}"\nresponses = "{BATCH_OUT}"\nmodel = "m"\n'
+ENTRY = f'[[logs]]\npath = "{BATCH_IN}"\nresponses = "{BATCH_OUT}"\nmodel = "m"\nmodel_override = true\n'
 
 
 def _study(tmp_path, text):

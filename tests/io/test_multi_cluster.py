@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
-from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.exceptions import ExcludedRowsWarning, SelectionLogError
 from toolbias_stats.io.readers import read_anthropic, read_openai, read_otel
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "api_logs" / "multi"
@@ -121,12 +121,12 @@ def _engines(log, tmp_path):
 
 @pytest.fixture(scope="module")
 def openai_log():
-    return read_openai(OPENAI, meta=META, clusters=CLUSTERS)
+    return read_openai(OPENAI, meta=META, model_override=True, clusters=CLUSTERS)
 
 
 @pytest.fixture(scope="module")
 def anthropic_log():
-    return read_anthropic(ANTHROPIC, meta=META, clusters=CLUSTERS)
+    return read_anthropic(ANTHROPIC, meta=META, model_override=True, clusters=CLUSTERS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,12 +236,15 @@ class TestRequestLogs:
         lines[2] = json.dumps(rec)
         path = tmp_path / "p.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        with pytest.raises(SelectionLogError) as err:
-            read_openai(path, meta=META, clusters=CLUSTERS)
-        msg = str(err.value)
+        # issue 36: kept out of the rows and counted, never a refusal of the study
+        with pytest.warns(ExcludedRowsWarning):
+            log = read_openai(path, meta=META, model_override=True, clusters=CLUSTERS)
+        un = log.diagnostics[str(path)]["unassigned"]
+        assert un["rows"] == 1 and un["by_status"] == {"no_call": 1} and 3 not in set(log.data["source_row"])
+        assert len(log) + un["rows"] == log.diagnostics[str(path)]["attempts_read"] == 50
         assert (f"{path}:3:tools: the tools offered span several clusters ['geocoding', 'weather'] and the query's "
-                "cluster cannot be decided (line 3: no cluster_id in the record, and no tool was called)") in msg
-        assert len(err.value.problems) == 1
+                "cluster cannot be decided (line 3: no cluster_id in the record, and no tool was called)"
+                ) in un["messages"][0]
 
     def test_cluster_id_must_be_offered(self, tmp_path):
         lines = ANTHROPIC.read_text(encoding="utf-8").splitlines()
@@ -252,11 +255,11 @@ class TestRequestLogs:
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         with pytest.raises(SelectionLogError, match=r"a.jsonl:1:cluster_id: the record's cluster_id 'maps' is not "
                                                     r"among the clusters whose tools it offers"):
-            read_anthropic(path, meta=META, clusters=CLUSTERS)
+            read_anthropic(path, meta=META, model_override=True, clusters=CLUSTERS)
 
     def test_inferred_clusters_are_the_whole_toolset(self, openai_log):
         # without a declaration every exact set of tools offered is one cluster: here the agent's 10 tools
-        log = read_openai(OPENAI, meta=META)
+        log = read_openai(OPENAI, meta=META, model_override=True)
         from toolbias_stats.io._clusters import inferred_cluster_id
 
         assert list(log.catalog.clusters) == [inferred_cluster_id(list(OWNER) + ["search", "send_email"])]
@@ -268,7 +271,7 @@ class TestRequestLogs:
 class TestOtelWithoutDefinitions:
     def test_rows_and_delta_api(self, tmp_path):
         names = _otel_calls()
-        log = read_otel(OTEL, meta=META, clusters=CLUSTERS)
+        log = read_otel(OTEL, meta=META, model_override=True, clusters=CLUSTERS)
         d = log.data.sort_values("source_row")
         # 50 inference spans: 48 tool calls (rows) + 2 text answers that are not attempts (no cluster, no tools)
         assert len(names) == 50 and len(d) == sum(n is not None for n in names) == 48
@@ -301,12 +304,12 @@ class TestOtelWithoutDefinitions:
 
     def test_without_declaration_is_an_error(self):
         with pytest.raises(SelectionLogError) as err:
-            read_otel(OTEL, meta=META)
+            read_otel(OTEL, meta=META, model_override=True)
         msg = str(err.value)
         assert f"{OTEL}:gen_ai.tool.definitions: none of the 50 inference span(s)" in msg
         assert "declare the clusters in the manifest" in msg
 
-    def test_call_outside_the_clusters_is_an_error_naming_the_span(self, tmp_path):
+    def test_call_outside_the_clusters_is_kept_out_and_counted(self, tmp_path):
         doc = json.loads(OTEL.read_text(encoding="utf-8"))
         sp = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][3]
         for a in sp["attributes"]:
@@ -316,11 +319,15 @@ class TestOtelWithoutDefinitions:
                 a["value"]["stringValue"] = json.dumps(out)
         path = tmp_path / "t.json"
         path.write_text(json.dumps(doc), encoding="utf-8")
-        with pytest.raises(SelectionLogError) as err:
-            read_otel(path, meta=META, clusters=CLUSTERS)
+        # issue 36: the span (its own trace: nothing decides its cluster) is left out and counted
+        with pytest.warns(ExcludedRowsWarning):
+            log = read_otel(path, meta=META, model_override=True, clusters=CLUSTERS)
+        un = log.diagnostics[str(path)]["unassigned"]
+        assert un["rows"] == 1 and un["by_status"] == {"unknown_tool": 1} and un["names"] == {"send_email": 1}
         assert (f"{path}:4:gen_ai.tool.definitions: no tool definitions recorded and the cluster cannot be decided "
                 f"(span 4 ('chat gpt-4o-mini', spanId {sp['spanId']}): the call 'send_email' is not a declared tool"
-                ) in str(err.value)
+                ) in un["messages"][0]
+        assert len(log) == 47 and 4 not in set(log.data["source_row"])
 
     def test_cluster_id_attribute_keeps_text_answers(self, tmp_path):
         doc = json.loads(OTEL.read_text(encoding="utf-8"))
@@ -329,7 +336,7 @@ class TestOtelWithoutDefinitions:
             sp["attributes"].append({"key": "cluster_id", "value": {"stringValue": "weather"}})
         path = tmp_path / "t.json"
         path.write_text(json.dumps(doc), encoding="utf-8")
-        log = read_otel(path, meta=META, clusters=CLUSTERS)
+        log = read_otel(path, meta=META, model_override=True, clusters=CLUSTERS)
         st = log.data["status"].value_counts().to_dict()
         # every span is now an attempt of cluster weather: text answers are no_call, geocoder calls off_cluster
         assert sum(st.values()) == 50 and st["no_call"] == 2

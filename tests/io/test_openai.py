@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
-from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.exceptions import ExcludedRowsWarning, SelectionLogError
 from toolbias_stats.io.readers import READERS, read_openai, read_table
 from toolbias_stats.io.readers._toolcalls import query_key
 
@@ -21,6 +21,8 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs" / "openai"
 BATCH_IN, BATCH_OUT = FIX / "chat_batch_input.jsonl", FIX / "chat_batch_output.jsonl"
 PAIRS = FIX / "responses_pairs.jsonl"
 META = {"model": "gpt-4o-mini", "run": 1, "temperature": 0.0}
+#: the Responses API records name gpt-4.1-mini
+META41 = {**META, "model": "gpt-4.1-mini"}
 GEO, WX = "geo_a+geo_b+geo_c", "wx_a+wx_b"
 
 #: (status, chosen tool, chosen position, raw_choice starts with) per request line of the chat batch
@@ -119,7 +121,7 @@ class TestChatBatch:
 
 class TestResponsesApi:
     def test_rows_and_statuses(self):
-        log = read_openai(PAIRS, meta=META)
+        log = read_openai(PAIRS, meta=META41)
         assert len(log) == len(_lines(PAIRS)) == 8
         _check(log, RESPONSES_EXPECTED)
         diag = log.diagnostics[str(PAIRS)]
@@ -144,7 +146,8 @@ class TestResponsesApi:
         out = [json.dumps({"id": f"b{i}", "custom_id": f"p{i}", "error": None,
                            "response": {"status_code": 200, "request_id": "x", "body": r["response"]}})
                for i, r in reversed(list(enumerate(recs)))]
-        log = read_openai(_write(tmp_path / "in.jsonl", req), responses=_write(tmp_path / "out.jsonl", out), meta=META)
+        log = read_openai(_write(tmp_path / "in.jsonl", req), responses=_write(tmp_path / "out.jsonl", out),
+                          meta=META41)
         _check(log, RESPONSES_EXPECTED)
 
     def test_catalog_names_resolve_case_and_punctuation_insensitively(self, tmp_path):
@@ -155,7 +158,7 @@ class TestResponsesApi:
         rec["response"]["output"][1]["name"] = "GEO-C"
         (tmp_path / "p.jsonl").write_text(json.dumps(rec) + "\n")
         (tmp_path / "s.toml").write_text('catalog = "cat.csv"\n[[logs]]\nformat = "openai"\npath = "p.jsonl"\n'
-                                         'model = "m"\n')
+                                         'model = "m"\nmodel_override = true\n')
         study = tbs.read_study(tmp_path / "s.toml")
         row = study.log.data.iloc[0]
         assert (row["ordering"], row["chosen_tool"], row["chosen_position"]) == ("geo_a|geo_b|geo_c", "geo_c", 3)
@@ -166,7 +169,7 @@ class TestResponsesApi:
         rec["request"]["tool_choice"] = {"type": "allowed_tools", "mode": "auto",
                                          "tools": [{"type": "function", "name": "geo_a"},
                                                    {"type": "function", "name": "geo_c"}]}
-        log = read_openai(_write(tmp_path / "p.jsonl", [json.dumps(rec)]), meta=META, subsets=True,
+        log = read_openai(_write(tmp_path / "p.jsonl", [json.dumps(rec)]), meta=META41, subsets=True,
                           clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
         assert log.data["ordering"].iloc[0] == "geo_a|geo_c" and log.data["chosen_position"].iloc[0] == 2
 
@@ -187,7 +190,7 @@ class TestBadInput:
         out = _lines(BATCH_OUT)
         out[-1] = out[-1][:10]
         with pytest.raises(SelectionLogError, match=rf"out.jsonl:{len(out)}: truncated JSON .* cannot be attributed"):
-            read_openai(BATCH_IN, responses=_write(tmp_path / "out.jsonl", out), meta=META)
+            read_openai(BATCH_IN, responses=_write(tmp_path / "out.jsonl", out), meta=META41)
 
     def test_truncated_request_file(self, tmp_path):
         req = _lines(BATCH_IN)
@@ -235,10 +238,16 @@ class TestBadInput:
         assert "in.jsonl:1 offers ['geo_a', 'geo_b', 'geo_c']" in msg
 
     def test_tools_outside_the_declared_clusters(self):
-        # issue 20: tools outside the clusters may be offered beside a cluster's; a request offering none is an error
-        with pytest.raises(SelectionLogError, match=r"chat_batch_input.jsonl:7:tools: none of the tools offered "
-                                                    r"\['wx_a', 'wx_b'\] is in the declared clusters"):
-            read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
+        # issue 20: tools outside the clusters may be offered beside a cluster's; issue 36: a request offering none
+        # is left out and counted (named in the diagnostics), and only a log where nothing is left is refused
+        with pytest.warns(ExcludedRowsWarning):
+            log = read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
+        un = log.diagnostics[str(BATCH_IN)]["unassigned"]
+        assert un["source_rows"] == [7, 8, 9, 10] and len(log) + un["rows"] == 11     # the wx requests
+        assert ("chat_batch_input.jsonl:7:tools: none of the tools offered ['wx_a', 'wx_b'] is in the declared "
+                "clusters") in un["messages"][0]
+        with pytest.raises(SelectionLogError, match=r"no selection attempts in this log: none of the 11 attempt"):
+            read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"maps": ["map_a", "map_b"]})
 
     def test_request_without_tools(self, tmp_path):
         rec = json.loads(_lines(PAIRS)[0])
@@ -258,7 +267,7 @@ class TestBadInput:
         with pytest.raises(SelectionLogError, match="request file not found"):
             read_openai(tmp_path / "nope.jsonl", responses=BATCH_OUT, meta=META)
         with pytest.raises(SelectionLogError, match="model: expected a non-empty string"):
-            read_openai(BATCH_IN, responses=BATCH_OUT, meta={})
+            read_openai(BATCH_IN, responses=BATCH_OUT, meta={"model": ""})
         empty = _write(tmp_path / "empty.jsonl", [""])
         with pytest.raises(SelectionLogError, match="empty"):
             read_openai(empty, meta=META)
@@ -295,7 +304,8 @@ class TestManifestEndToEnd:
         from toolbias_stats.cli._commands import main
 
         (tmp_path / "study.toml").write_text(
-            f'format = "openai"\n[[logs]]\npath = "{BATCH_IN}"\nresponses = "{BATCH_OUT}"\nmodel = "m"\n',
+            f'format = "openai"\n[[logs]]\npath = "{BATCH_IN}"\nresponses = "{BATCH_OUT}"\nmodel = "m"\n'
+            'model_override = true\n',
             encoding="utf-8")
         assert main(["validate", str(tmp_path / "study.toml")]) == 0
         out = capsys.readouterr().out

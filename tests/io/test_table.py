@@ -196,11 +196,15 @@ class TestReadTableBadInput:
             read(tmp_path / "nope.csv", catalog=catalog)
 
     def test_unknown_extension(self, read, catalog, tmp_path):
-        path = tmp_path / "log.xlsx"
+        path = tmp_path / "log.xls"         # issue 36 reads .xlsx workbooks; the old binary .xls is refused
         path.write_text("x")
-        with pytest.raises(SelectionLogError, match=r"log\.xlsx: expected a file ending in \.csv, \.jsonl, \.ndjson, "
-                                                    r"\.parquet; got 'log\.xlsx'"):
+        with pytest.raises(SelectionLogError, match=r"log\.xls: expected a file ending in \.csv, \.jsonl, \.ndjson, "
+                                                    r"\.parquet, \.xlsx; got 'log\.xls'"):
             read(path, catalog=catalog)
+        bad = tmp_path / "log.xlsx"
+        bad.write_text("x")
+        with pytest.raises(SelectionLogError, match=r"log\.xlsx: not a readable \.xlsx workbook"):
+            read(bad, catalog=catalog)
 
     @pytest.mark.parametrize("name,text", [("e.csv", ""), ("h.csv", "model,cluster_id,query_id,status\n"),
                                            ("e.jsonl", "\n\n")])

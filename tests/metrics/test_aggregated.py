@@ -151,7 +151,7 @@ def test_cluster_without_valid_choice_is_left_out_of_the_calibrated_interval():
     from toolbias_stats.io.readers.openai import read_openai
 
     fixture = Path(__file__).parents[1] / "io" / "fixtures" / "api_logs" / "openai" / "responses_pairs.jsonl"
-    log = read_openai(fixture, meta={"model": "m"})
+    log = read_openai(fixture, meta={"model": "m"}, model_override=True)   # issue 36: "m" is a label
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = tbs.selection_bias(log, n_resamples=200, rng=1)

@@ -162,8 +162,10 @@ def count_table(path: str | PathLike[str] | Sequence[str | PathLike[str]], *, ca
         return log.counts(level=level)
     if engine == "duckdb":
         from .engines._duckdb import count_tables_duckdb
+        from .readers.table import engine_entry
 
-        return count_tables_duckdb([{**entry, "path": f} for f in files], catalog, level=level, cells=cells)
+        return count_tables_duckdb([engine_entry({**entry, "path": f}) for f in files], catalog, level=level,
+                                   cells=cells)
     if engine == "dask":
         from .engines._dask import count_tables_dask
 
@@ -245,8 +247,11 @@ def read_study(path: str | PathLike[str], *, engine: str = "auto", level: str = 
     def count() -> SelectionCounts:
         if engine == "duckdb":
             from .engines._duckdb import count_tables_duckdb
+            from .readers.table import engine_entry
 
-            return count_tables_duckdb(files, manifest.catalog, level=level, progress=progress, cells=cells)
+            # issue 36: .xlsx workbooks and value-mapped columns reach DuckDB as the frame read_table reads
+            return count_tables_duckdb([engine_entry(f) for f in files], manifest.catalog, level=level,
+                                       progress=progress, cells=cells)
         from .engines._dask import count_tables_dask
 
         return count_tables_dask(files, manifest.catalog, level=level, scheduler=scheduler, progress=progress,

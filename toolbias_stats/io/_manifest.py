@@ -25,17 +25,22 @@ __all__ = ["Study", "StudyManifest", "read_manifest", "FORMATS", "ENGINES", "CHO
            "CHOICE_OPTION_KEYS", "choice_manifest_problem"]
 
 #: Accepted values of the manifest key ``format``.
-FORMATS = ("biasbusters", "table", "transcripts", "openai", "anthropic", "otel", "inspect")
+FORMATS = ("biasbusters", "table", "transcripts", "openai", "anthropic", "otel", "inspect", "mcp", "langchain")
 
 _STUDY_KEYS = {"name", "description", "catalog", "format", "queries", "api_meta", "cluster_names", "reference_date",
                "columns", "cluster", "n_queries", "position", "logs", "features", "tool_dates",
                "clusters", "clusters_file", "responses", "subsets",
-               "design", "positions", "duplicates", "hive", "attempt_id"}
+               "design", "positions", "duplicates", "hive", "attempt_id", "model_override"}
 #: Reader options each format takes (other option keys in an entry are an error).
 _OPTIONS = {"biasbusters": ("n_queries", "position", "clusters"), "transcripts": ("cluster",),
             "table": ("columns", "design", "positions", "duplicates", "hive", "attempt_id"),
-            "openai": ("responses", "subsets"), "anthropic": ("responses", "subsets"), "otel": ("subsets",),
-            "inspect": ("cluster",)}
+            "openai": ("responses", "subsets", "model_override"),
+            "anthropic": ("responses", "subsets", "model_override"),
+            "otel": ("subsets", "model_override"), "inspect": ("cluster",),
+            # issue 36: MCP client sessions and LangChain / LangSmith run exports
+            "mcp": ("subsets",), "langchain": ("subsets", "model_override")}
+#: Formats whose records may name their own model (issue 36): the entry's ``model`` is then optional.
+_OWN_MODEL_FORMATS = ("table", "openai", "anthropic", "otel", "langchain")
 #: Entry keys that configure reading: the readers' keys plus ``clusters`` (the clusters a condition was run on;
 #: attempts are expected only for those, issue 8).
 READER_KEYS = _READER_KEYS | {"clusters"} | {"clusters_file", "responses", "subsets"}   # issue 13: API logs
@@ -43,7 +48,7 @@ READER_KEYS = READER_KEYS | {"design", "positions", "duplicates"}   # issue 20: 
 READER_KEYS = READER_KEYS | {"hive", "attempt_id", "__files", "__root"}   # issue 27: datasets, attempt ids
 #: Option keys checked against :data:`_OPTIONS` in every entry, in the order problems are reported.
 _ENTRY_OPTIONS = ("cluster", "columns", "n_queries", "position", "clusters", "responses", "subsets",
-                  "design", "positions", "duplicates", "hive", "attempt_id")
+                  "design", "positions", "duplicates", "hive", "attempt_id", "model_override")
 _PATH_KEYS = ("path", "catalog", "queries", "api_meta", "cluster_names", "responses")
 _CATALOG_KEYS = ("catalog", "api_meta", "cluster_names")
 #: Study-level (never per-entry) path keys: a feature table and a file of tool creation dates.
@@ -202,7 +207,9 @@ class StudyManifest:
         return parts[0] if len(parts) == 1 else SelectionLog.concat(parts, catalog=self.catalog)
 
     def table_files(self) -> list:
-        """The entries as the count engines take them: ``{"path", "meta", "columns", table options}``."""
+        """The entries as the count engines take them: ``{"path", "meta", "columns", table options}`` (the DuckDB
+        engine reads an ``.xlsx`` file or one with value-mapped ``columns`` through
+        :func:`~toolbias_stats.io.readers.table.engine_entry`, issue 36)."""
         return [{"path": m["path"], "meta": {k: v for k, v in m.items() if k not in READER_KEYS},
                  "columns": m.get("columns"), **{k: m[k] for k in ("design", "positions", "duplicates") if k in m}}
                 for m in self.entries]
@@ -320,7 +327,8 @@ def _check_design_keys(path: Path, where: str, merged: dict, problems: list) -> 
     """``path`` and ``model`` present, ``model`` / ``condition`` strings, ``run`` an integer >= 1."""
     if "path" not in merged:
         problems.append(problem(path, where, "path", "missing required key"))
-    if "model" not in merged and merged.get("format") != "table":  # a table may carry its own model column
+    if "model" not in merged and merged.get("format") not in _OWN_MODEL_FORMATS:
+        # a table may carry its own model column; API-log records name their own model (issue 36)
         problems.append(problem(path, where, "model", "missing required key"))
     elif "model" in merged and not isinstance(merged["model"], str):
         problems.append(problem(path, where, "model", f"expected a string, got {merged['model']!r}"))
@@ -355,6 +363,12 @@ def _check_format_options(path: Path, where: str, merged: dict, entry: dict, pro
                                     "or \"infer\")"))
         else:
             merged["clusters"] = [str(c) for c in cl]
+    if "model_override" in merged and not isinstance(merged["model_override"], bool):
+        problems.append(problem(path, where, "model_override", f"expected true or false, got "
+                                                               f"{merged['model_override']!r}"))
+    elif merged.get("model_override") and "model" not in merged:
+        problems.append(problem(path, where, "model_override", "`model_override = true` needs the entry's `model` "
+                                                               "(the label it puts on every record)"))
     if "columns" in merged and not isinstance(merged["columns"], dict):
         problems.append(problem(path, where, "columns",
                                 f"expected a table of column names, got {merged['columns']!r}"))

@@ -9,7 +9,7 @@ Examples
 --------
 >>> from toolbias_stats.io import readers
 >>> sorted(readers.READERS)
-['anthropic', 'biasbusters', 'inspect', 'openai', 'otel', 'table', 'transcripts']
+['anthropic', 'biasbusters', 'inspect', 'langchain', 'mcp', 'openai', 'otel', 'table', 'transcripts']
 >>> readers.READERS["table"] is readers.read_table
 True
 >>> "otel" in readers.OFFERED
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from .biasbusters import read_biasbusters, read_biasbusters_catalog, read_biasbusters_queries
     from .inspect_ai_log import offered_inspect as offered_inspect
     from .inspect_ai_log import read_inspect
+    from .langchain import offered_langchain as offered_langchain
+    from .langchain import read_langchain
+    from .mcp import offered_mcp as offered_mcp
+    from .mcp import read_mcp
     from .openai import offered_openai as offered_openai
     from .openai import read_openai
     from .otel import offered_otel as offered_otel
@@ -47,6 +51,9 @@ _lazy.add(".openai", "offered_openai", "read_openai")
 _lazy.add(".otel", "offered_otel", "read_otel")
 # Inspect AI eval logs (issue 13; inspect_ai is an optional extra, imported only when a log is read)
 _lazy.add(".inspect_ai_log", "offered_inspect", "read_inspect")
+# Agent traces (issue 36): MCP client sessions, LangChain / LangSmith run exports
+_lazy.add(".mcp", "offered_mcp", "read_mcp")
+_lazy.add(".langchain", "offered_langchain", "read_langchain")
 
 
 class _LazyFunctions(MutableMapping):
@@ -102,14 +109,16 @@ class _LazyFunctions(MutableMapping):
 READERS = _LazyFunctions({"biasbusters": ".biasbusters:read_biasbusters", "table": ".table:read_table",
                          "transcripts": ".transcripts:read_transcripts", "openai": ".openai:read_openai",
                          "anthropic": ".anthropic:read_anthropic", "otel": ".otel:read_otel",
-                         "inspect": ".inspect_ai_log:read_inspect"})
+                         "inspect": ".inspect_ai_log:read_inspect", "mcp": ".mcp:read_mcp",
+                         "langchain": ".langchain:read_langchain"})
 #: Formats that can infer their clusters ("the exact set of tools offered"): format -> ``offered(path, **options)``
 #: returning ``[(tool names, file, line), ...]``.
 OFFERED = _LazyFunctions({"openai": ".openai:offered_openai", "anthropic": ".anthropic:offered_anthropic",
-                         "otel": ".otel:offered_otel", "inspect": ".inspect_ai_log:offered_inspect"})
+                         "otel": ".otel:offered_otel", "inspect": ".inspect_ai_log:offered_inspect",
+                         "mcp": ".mcp:offered_mcp", "langchain": ".langchain:offered_langchain"})
 
 __all__ = ["READERS", "read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries",
            "read_table", "read_catalog_table", "read_transcripts",
-           "OFFERED", "read_openai", "read_anthropic", "read_otel", "read_inspect"]
+           "OFFERED", "read_openai", "read_anthropic", "read_otel", "read_inspect", "read_mcp", "read_langchain"]
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 #: Keys of a manifest entry that configure reading rather than describe the study design.
 READER_KEYS = frozenset({"path", "format", "catalog", "queries", "cluster", "columns", "cluster_names",
-                         "api_meta", "n_queries", "position"})
+                         "api_meta", "n_queries", "position", "model_override"})
 
 
 def utf8_position(path: Path):
@@ -120,13 +120,18 @@ def load_json(path: PathLike):
         raise SelectionLogError(problem(path, None, None, TOO_DEEP)) from None
 
 
-def check_meta(meta: Meta, source) -> dict:
-    """Validate design metadata (model, run, condition, extra scalar keys) for one log file."""
+def check_meta(meta: Meta, source, *, model_required: bool = True) -> dict:
+    """Validate design metadata (model, run, condition, extra scalar keys) for one log file.
+
+    ``model_required=False``: the records may name their own model (the API-log readers, issue 36); a ``model``
+    given must still be a non-empty string."""
     meta = dict(meta or {})
     meta.setdefault("run", 1)
     meta.setdefault("condition", "base")
     problems = []
-    if "model" not in meta or not isinstance(meta["model"], str) or not meta["model"]:
+    if not model_required and "model" not in meta:
+        pass
+    elif "model" not in meta or not isinstance(meta["model"], str) or not meta["model"]:
         problems.append(problem(source, None, "model", f"expected a non-empty string, got {meta.get('model')!r}"))
     run = meta.get("run")
     if isinstance(run, bool) or not isinstance(run, numbers.Integral) or run < 1:
@@ -142,7 +147,16 @@ def check_meta(meta: Meta, source) -> dict:
 
 
 def add_meta(frame: pd.DataFrame, meta: dict) -> pd.DataFrame:
-    """Put the design columns (model, run, condition, extras) in front of ``frame``."""
+    """Put the design columns (model, run, condition, extras) in front of ``frame`` (a ``model`` column already in
+    ``frame`` -- each record's own model -- is moved to the front)."""
+    if "model" in frame.columns:
+        frame.insert(0, "model", frame.pop("model"))
+        meta = {k: v for k, v in meta.items() if k != "model"}
+        front = {k: meta[k] for k in ("run", "condition")}
+        front.update({k: v for k, v in meta.items() if k not in front})
+        for i, (k, v) in enumerate(front.items(), start=1):
+            frame.insert(i, k, v)
+        return frame
     front = {k: meta[k] for k in ("model", "run", "condition")}
     front.update({k: v for k, v in meta.items() if k not in front})
     for i, (k, v) in enumerate(front.items()):

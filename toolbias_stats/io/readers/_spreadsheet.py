@@ -12,7 +12,8 @@ Rules
 - Names (the pick and the entries of ``ordering``) match a tool of the cluster after Unicode NFC normalisation,
   trimming and case folding (also the catalog's aliases, as the API readers accept); the raw text is kept in
   ``raw_choice``. Names matched only after normalisation are counted.
-- ``ordering``: ``a|b|c`` (spaces around ``|`` trimmed) or a JSON / Python list of names.
+- ``ordering``: ``a|b|c`` (spaces around ``|`` trimmed), ``a; b; c`` or ``a, b, c`` (issue 36: lists typed in a
+  spreadsheet; ``|`` wins, then ``;``), or a JSON / Python list of names.
 - No ``status`` column: a pick naming a tool of the cluster that was shown -> ``ok``; an empty pick ->
   ``no_call``; any other name -> ``unknown_tool``.
 - No ``cluster_id`` column: the one cluster that holds every tool shown (or the pick, when no list is given).
@@ -156,6 +157,10 @@ def parse_ordering(cell):
                                   f"got {_short(text)!r}")
             if not isinstance(items, (list, tuple)):
                 return None, f"expected a list of tool names, got {_short(text)!r}"
+        elif "|" not in text and (";" in text or "," in text):
+            # issue 36: a list typed in a spreadsheet as "a, b, c" or "a; b; c" (semicolons first: a name
+            # holding a comma is kept whole when the list is written with semicolons)
+            items = text.split(";" if ";" in text else ",")
         else:
             items = text.split("|")
     if not all(isinstance(x, str) for x in items):

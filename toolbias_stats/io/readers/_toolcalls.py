@@ -95,6 +95,11 @@ class Attempt:
     #: True when the record carries no tool definitions but the clusters are declared (OTel without the opt-in
     #: ``gen_ai.tool.definitions``): the attempt's cluster is that of the chosen tool and the order is unknown
     no_list: bool = False
+    #: the model the record names (request ``model``, else response ``model``; issue 36); None when it names none
+    model: str | None = None
+    #: attempts of one run (an OTel trace, one conversation): an attempt whose cluster cannot be decided takes the
+    #: one cluster the other attempts of its group were resolved to (issue 36); None when ungrouped
+    group: str | None = None
 
 
 def read_json_lines(path: Path, *, what: str = "file", typed=None, convert=None) -> list[JsonLine]:
@@ -239,7 +244,7 @@ _COLUMNS = ["cluster_id", "query_id", "rotation", "ordering", "chosen_tool", "st
 
 #: The fields of an attempt, in the order :class:`AttemptColumns` holds them.
 _FIELDS = ("source_file", "source_row", "tools", "status", "name", "raw", "n_calls", "query_id", "query_text",
-           "label", "flags", "forced", "cluster", "no_list")
+           "label", "flags", "forced", "cluster", "no_list", "model", "group")
 
 
 _ATTEMPT_FIELDS = attrgetter(*_FIELDS)
@@ -267,6 +272,8 @@ class AttemptColumns:
     forced: list[str | None]
     cluster: list[str | None]
     no_list: list[bool]
+    model: list[str | None]
+    group: list[str | None]
 
     def __init__(self, **cols):
         for k in _FIELDS:
@@ -279,6 +286,10 @@ class AttemptColumns:
 
     def __len__(self):
         return len(self.source_row)
+
+    def take(self, keep: list[int]) -> AttemptColumns:
+        """The attempts at positions ``keep`` (in that order)."""
+        return AttemptColumns(**{k: [getattr(self, k)[i] for i in keep] for k in _FIELDS})
 
     def attempt(self, i: int) -> Attempt:
         """Attempt ``i`` as an :class:`Attempt`."""
@@ -302,7 +313,7 @@ class AttemptColumns:
 
 
 def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
-              subsets: bool = False, extra_diagnostics=None) -> SelectionLog:
+              subsets: bool = False, extra_diagnostics=None, model_override: bool = False) -> SelectionLog:
     """Resolve every attempt to a cluster and a chosen tool; one SelectionLog row per attempt.
 
     Parameters
@@ -321,18 +332,35 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
         Whether an attempt may offer a proper subset of its cluster's tools. By default the tools offered must
         be exactly the cluster's tools (the list may be in any order): a list that changes within one cluster
         is an error.
+    model_override : bool, default False
+        Label every attempt with ``meta["model"]`` whatever model its record names. By default each record's own
+        model (:attr:`Attempt.model`) labels its row, ``meta["model"]`` fills records that name none, and a
+        record naming another model than ``meta["model"]`` is an error naming its line (issue 36).
 
     Raises
     ------
     SelectionLogError
         Listing every attempt whose tool list is missing, empty, repeats a name, names a tool that is not in the
-        catalog, spans several clusters, or (without ``subsets``) is not the whole cluster.
+        catalog, or (without ``subsets``) is not the whole cluster; every record whose model disagrees with
+        the manifest's (or that has no model while the manifest gives none). An attempt whose cluster cannot be
+        decided (a call to a tool outside every declared cluster without a tool list, a list spanning several
+        clusters without a cluster_id nor a call deciding it) is not an error: it takes the one cluster its
+        group's other attempts have (:attr:`Attempt.group`: an OTel trace, one conversation), else it is left
+        out of the rows and counted in ``diagnostics["unassigned"]`` (an ``ExcludedRowsWarning``); only a log
+        where no attempt is left is refused.
     """
-    meta = check_meta(meta, source)
+    meta = check_meta(meta, source, model_required=False)
     cols = attempts if isinstance(attempts, AttemptColumns) else AttemptColumns.from_attempts(attempts)
-    hits, qids = _resolve_attempts(cols, _Resolver(catalog, subsets))
+    n_read = len(cols)
+    hits, qids, unassigned = _resolve_attempts(cols, _Resolver(catalog, subsets))
+    if unassigned:
+        gone = {i for i, _ in unassigned}
+        cols_all, cols = cols, cols.take([i for i in range(n_read) if i not in gone])
     if not hits:
-        raise SelectionLogError(problem(source, None, None, "no selection attempts in this log"))
+        why = "" if not unassigned else (f": none of the {n_read} attempt(s) could be assigned to a cluster; "
+                                         f"{unassigned[0][1]}")
+        raise SelectionLogError(problem(source, None, None, f"no selection attempts in this log{why}"))
+    models = _row_models(cols, meta, model_override)
     # every attempt is a row (a problem would have been raised): the columns follow the attempts
     o_cid, o_ord, o_tool, o_status, o_raw, hows, o_pos = (list(c) for c in zip(*hits))
     o_raw = [r if m is _UNSEEN else m for m, r in zip(o_raw, cols.raw)]
@@ -341,21 +369,38 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
                           "source_file": list(cols.source_file), "source_row": list(cols.source_row),
                           "chosen_position": o_pos})
     frame["source_row"] = frame["source_row"].astype(np.int64)
+    if models is not None:
+        frame["model"] = models
     frame = add_meta(frame, meta)
-    repeats = _repeats(list(zip(o_cid, qids, o_ord)))
+    repeats = _repeats(list(zip(o_cid, qids, o_ord)) if models is None else list(zip(models, o_cid, qids, o_ord)))
     if repeats.max() > 1 and "attempt" not in frame.columns:
         # the same request (query and tool order) sent again: distinct attempts, told apart by a design column
         frame.insert(len(meta), "attempt", repeats)
     diag = _log_diagnostics(cols, o_status, o_raw, hows, repeats, fmt=fmt, catalog=catalog)
+    if unassigned:
+        diag["unassigned"] = _unassigned_diagnostics(cols_all, unassigned)
+        diag["attempts_read"] = n_read
+        import warnings
+
+        from ...exceptions import ExcludedRowsWarning
+
+        warnings.warn(f"{source}: {len(unassigned)} of {n_read} attempt(s) could not be assigned to a cluster and "
+                      "are left out (counted in diagnostics['unassigned']); first: " + unassigned[0][1],
+                      ExcludedRowsWarning, stacklevel=3)
+    if models is not None:
+        diag["models"] = dict(Counter(models))
     diag.update(extra_diagnostics or {})
     return SelectionLog.from_frame(frame, catalog, diagnostics={str(source): diag}, source=str(source))
 
 
-def _resolve_attempts(cols: AttemptColumns, res: _Resolver) -> tuple[list, list]:
-    """``(hits, query ids)``: each attempt resolved (``(cluster, ordering, tool, status, raw or _UNSEEN, how,
-    position)``) and its query id; every attempt that does not resolve is a problem (all raised together)."""
+def _resolve_attempts(cols: AttemptColumns, res: _Resolver) -> tuple[list, list, list]:
+    """``(hits, query ids, unassigned)``: each attempt resolved (``(cluster, ordering, tool, status, raw or
+    _UNSEEN, how, position)``) and its query id; every attempt that does not resolve is a problem (all raised
+    together), except those whose cluster cannot be decided: ``unassigned`` lists ``(position, message)`` of
+    those no group decides either (they are left out of ``hits``)."""
     problems = []
     hits, qids = [], []
+    unassigned: list = []
     qkeys: dict[str, str] = {}
     # Rows sharing the tool list, the record's cluster, the status, the name called and the forcing resolve the
     # same way (a study shows the same few lists again and again): each such combination is worked out once.
@@ -376,6 +421,9 @@ def _resolve_attempts(cols: AttemptColumns, res: _Resolver) -> tuple[list, list]
         if hit is None:      # an error, a row without a list, an unusual name: resolved (and worded) one by one
             row_out, err, how = _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label[i] or "",
                                              forced, hint, no_list)
+            if isinstance(err, _Unassigned):
+                unassigned.append((i, err))
+                continue
             if err is not None:
                 problems.append(err)
                 continue
@@ -391,7 +439,90 @@ def _resolve_attempts(cols: AttemptColumns, res: _Resolver) -> tuple[list, list]
         qids.append(qid)
     if problems:
         raise SelectionLogError(problems)
-    return hits, qids
+    if unassigned:
+        return _assign_by_group(cols, res, hits, qids, unassigned)
+    return hits, qids, unassigned
+
+
+class _Unassigned(str):
+    """The message of an attempt whose cluster cannot be decided (kept, counted, never an error; issue 36)."""
+
+
+def _assign_by_group(cols: AttemptColumns, res: _Resolver, hits: list, qids: list, unassigned: list):
+    """Give each unassigned attempt the one cluster the other attempts of its group were resolved to; the hits and
+    query ids in attempt order, and the attempts still unassigned."""
+    gone = {i for i, _ in unassigned}
+    order = [i for i in range(len(cols)) if i not in gone]
+    by_group: dict = {}
+    for i, hit in zip(order, hits):
+        g = cols.group[i]
+        if g is not None:
+            by_group.setdefault(g, set()).add(hit[0])
+    placed: dict = dict(zip(order, zip(hits, qids)))
+    left = []
+    for i, msg in unassigned:
+        found = by_group.get(cols.group[i], set()) if cols.group[i] is not None else set()
+        row_out, err = None, None
+        if len(found) == 1:
+            a = cols.attempt(i)
+            row_out, err, _how = _resolve_row(res, a.source_file, a.source_row, a.tools, a.status, a.name, a.raw,
+                                              a.query_id, a.query_text, a.label or "", a.forced, next(iter(found)),
+                                              a.no_list)
+        if row_out is None or err is not None:
+            left.append((i, msg))
+            continue
+        qid = a.query_id or (query_key(a.query_text) if a.query_text else f"row{a.source_row}")
+        placed[i] = ((*row_out, "group", _position(row_out[1], row_out[2])), qid)
+    keep = sorted(placed)
+    return [placed[i][0] for i in keep], [placed[i][1] for i in keep], left
+
+
+def _unassigned_diagnostics(cols: AttemptColumns, unassigned: list) -> dict:
+    """What the attempts left out for want of a cluster were: counts by status (a call to a name outside every
+    cluster is ``unknown_tool``), the names called, their rows and the first messages."""
+    idx = [i for i, _ in unassigned]
+    status = Counter("unknown_tool" if cols.status[i] == "call" else cols.status[i] for i in idx)
+    return {"rows": len(idx), "by_status": dict(sorted(status.items())),
+            "names": dict(Counter(cols.name[i] for i in idx if cols.name[i] is not None)),
+            "source_rows": [int(cols.source_row[i]) for i in idx[:50]],
+            "messages": [str(m) for _, m in unassigned[:5]],
+            "note": ("attempts whose cluster cannot be decided (no tool list and a call outside every declared "
+                     "cluster, or tools of several clusters and nothing naming the query's): left out of the rows, "
+                     "excluded from every rate; attempts_read = rows + unassigned rows")}
+
+
+#: Records whose model disagrees with the manifest's: ``<manifest model>-<date>`` (a dated snapshot) agrees.
+def _same_model(record: str, manifest: str) -> bool:
+    if record == manifest:
+        return True
+    return bool(re.fullmatch(re.escape(manifest) + r"-(\d{4}-\d{2}-\d{2}|\d{8})", record))
+
+
+def _row_models(cols: AttemptColumns, meta: dict, override: bool):
+    """Each row's model (a list), or None when ``meta["model"]`` labels every row: each record's own model, the
+    manifest's for records naming none; a disagreement (unless ``override``) or no model at all is an error."""
+    given = meta.get("model")
+    if override:
+        if given is None:
+            raise SelectionLogError(problem(cols.source_file[0] if len(cols) else None, None, "model_override",
+                                            "`model_override = true` needs the manifest's `model`"))
+        return None
+    own = cols.model
+    if given is not None and all(m is None or m == given for m in own):
+        return None
+    problems = []
+    for sf, row, m in zip(cols.source_file, cols.source_row, own):
+        if m is None and given is None:
+            problems.append(problem(sf, row, "model", "no model: the record names none (request or response "
+                                                      "`model`) and the manifest gives none"))
+        elif m is not None and given is not None and not _same_model(m, given):
+            problems.append(problem(sf, row, "model", f"the record's model {m!r} is not the manifest's model "
+                                                      f"{given!r}; drop `model` from the manifest to label each "
+                                                      "record with its own, or set `model_override = true` to label "
+                                                      "every record with the manifest's"))
+    if problems:
+        raise SelectionLogError(problems)
+    return [given if given is not None else m for m in own]
 
 
 def _log_diagnostics(cols: AttemptColumns, o_status: list, o_raw: list, hows: list, repeats: np.ndarray, *,
@@ -417,6 +548,11 @@ def _log_diagnostics(cols: AttemptColumns, o_status: list, o_raw: list, hows: li
                      "has none, the cluster of the tool chosen (those rows never count as off_cluster, and their "
                      "rates are conditional on a tool of one of the clusters being chosen)") if by_choice else
                     "the cluster of a request offering several clusters' tools is its cluster_id"}
+    by_group = [int(r) for r, h in zip(cols.source_row, hows) if h == "group"]
+    if by_group:
+        diag["cluster_from_group"] = {"rows": len(by_group), "source_rows": by_group[:50],
+                                      "note": "the cluster could not be decided from the attempt itself: it is the "
+                                              "one cluster the other attempts of its trace / conversation have"}
     no_list = [int(r) for r, nl in zip(cols.source_row, cols.no_list) if nl]
     if no_list:
         diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
@@ -542,11 +678,11 @@ def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, force
     dup, ids, offered_clusters, ordering = res.info(key)
     if dup:
         return None, problem(sf, row, "tools", f"tool name(s) offered twice: {dup}"), None
-    if not offered_clusters:
-        return None, problem(sf, row, "tools",
-                             f"none of the tools offered {list(tools)} is in the {aliases.what} "
-                             f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
-                             "[...]}`) or use `clusters = \"infer\"`"), None
+    if not offered_clusters:     # issue 36: kept out and counted (a study is refused only when nothing is left)
+        return None, _Unassigned(problem(sf, row, "tools",
+                                         f"none of the tools offered {list(tools)} is in the {aliases.what} "
+                                         f"({catalog.source}); declare them in the manifest (`clusters = {{name = "
+                                         "[...]}`) or use `clusters = \"infer\"`")), None
     # the attempt's cluster: the only cluster offered; else the query's (the record's cluster_id); else the
     # cluster of the chosen tool; else undecidable
     cid, err, how = None, None, None
@@ -573,8 +709,10 @@ def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, force
             err = (f"the tools offered span several clusters {offered_clusters} and the query's cluster cannot "
                    f"be decided ({where}: no cluster_id in the record, and {did}); give each request a "
                    "`cluster_id` (a field or metadata key of the request)")
+    if err is not None and hint is None:
+        return None, _Unassigned(problem(sf, row, "tools", err)), None
     if err is not None:
-        return None, problem(sf, row, "cluster_id" if hint is not None else "tools", err), None
+        return None, problem(sf, row, "cluster_id", err), None
     in_cluster, err = res.fit(key, ids, cid)
     if err is not None:
         return None, problem(sf, row, "tools", err), None
@@ -641,9 +779,9 @@ def _row_without_list(a: Attempt, aliases, where):
     cid = str(a.cluster) if a.cluster is not None else (aliases.cluster_of[hit] if hit is not None else None)
     if cid is None or cid not in set(aliases.cluster_of.values()):
         did = ("no tool was called" if a.status != "call" else f"the call {a.name!r} is not a declared tool")
-        return None, problem(a.source_file, a.source_row, "gen_ai.tool.definitions",
-                             f"no tool definitions recorded and the cluster cannot be decided ({where}: {did}, no "
-                             "cluster_id attribute)")
+        return None, _Unassigned(problem(a.source_file, a.source_row, "gen_ai.tool.definitions",
+                                         f"no tool definitions recorded and the cluster cannot be decided ({where}: "
+                                         f"{did}, no cluster_id attribute)"))
     tool, raw, status = None, a.raw, a.status
     if a.forced is not None and status in ("call", "no_call"):
         status, raw = "forced", short(f"{a.forced}; {'called ' + repr(a.name) if status == 'call' else 'no call'}")
@@ -800,12 +938,12 @@ class BatchShape:
     into msgspec Structs of only the fields read (tool descriptions and schemas are skipped).
 
     ``request`` / ``response``: msgspec decoders of a request / result line. ``read_request(line)`` gives
-    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing)`` (``read_request(line, lists)``,
-    ``lists`` a dict the reader may keep what it works out per distinct tool list in) and ``read_response(line)``
-    gives ``(status, name, raw, n_calls, flags added)`` (``KEEP``: the request's value stays), exactly what the
-    reader's ``parse_request`` / ``parse_response`` give for that line; either returns None for a line it does
-    not read the same way (a forcing ``tool_choice`` object, an HTTP error, an empty name ...): that line is then
-    decoded in full and parsed as before.
+    ``(custom_id, tool names (tuple), query_id, query text, cluster_id, forcing, model)``
+    (``read_request(line, lists)``, ``lists`` a dict the reader may keep what it works out per distinct tool list
+    in) and ``read_response(line)`` gives ``(status, name, raw, n_calls, flags added)`` (``KEEP``: the request's
+    value stays), exactly what the reader's ``parse_request`` / ``parse_response`` give for that line; either
+    returns None for a line it does not read the same way (a forcing ``tool_choice`` object, an HTTP error, an
+    empty name ...): that line is then decoded in full and parsed as before.
     """
 
     request: object
@@ -880,11 +1018,13 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
                 status[pos] = "parse_error"
                 texts[pos] = f"no response for custom_id {reqs[pos][0]!r} in {where}"
                 flags[pos] += ("missing_response",)
-    cids, tools, qids, qtexts, clusters, forced = (list(c) for c in zip(*reqs))
+    cids, tools, qids, qtexts, clusters, forced, models = (list(c) for c in zip(*reqs))
+    if None in models:       # a request without `model`: the response names it (read line by line)
+        return None
     return AttemptColumns(source_file=[src] * n, source_row=rows, tools=tools, status=status, name=outcome.names,
                           raw=texts, n_calls=outcome.n_calls, query_id=qids, query_text=qtexts,
                           label=_CustomIdLabels(cids), flags=flags, forced=forced, cluster=clusters,
-                          no_list=[False] * n)
+                          no_list=[False] * n, model=models, group=[None] * n)
 
 
 def _batch_requests(pieces: list, open_end: bool, shape, parse_request, requests: Path):
@@ -914,7 +1054,7 @@ def _batch_requests(pieces: list, open_end: bool, shape, parse_request, requests
                 return None
             unusual[len(reqs)] = att
             rec = (cast(dict, jl.value)["custom_id"], att.tools, att.query_id, att.query_text, att.cluster,
-                   att.forced)
+                   att.forced, att.model)
         cid = rec[0]
         if cid in index:
             return None
@@ -995,7 +1135,7 @@ def _batch_results(pieces: list, open_end: bool, shape, parse_response, index: d
         if out is None:
             rec = reqs[pos]
             att = Attempt(src, rows[pos], rec[1], status[pos], names[pos], texts[pos], n_calls[pos], rec[2], rec[3],
-                          "", flags[pos], rec[5], rec[4])
+                          "", flags[pos], rec[5], rec[4], model=rec[6])
             try:
                 parse_response(value, att)
             except Exception:
@@ -1028,22 +1168,36 @@ class _CustomIdLabels:
         return len(self.cids)
 
 
-def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Attempt]:
+def _is_conversation(value, turns) -> bool:
+    """A conversation record (issue 36): ``{"messages": [...], "tools": [...]}`` without a ``request``."""
+    return (turns is not None and isinstance(value, dict) and "request" not in value
+            and isinstance(value.get("messages"), list))
+
+
+def read_pairs(path: Path, parse_request, parse_response, fmt: str, turns=None) -> list[Attempt]:
     """One JSONL of ``{"request": ..., "response": ...}`` objects; a malformed line is an error (its tool list
-    cannot be read); ``response`` null or absent is a ``parse_error`` row."""
+    cannot be read); ``response`` null or absent is a ``parse_error`` row. ``turns(record)``: the reader's
+    assistant turns of a conversation record (``{"messages", "tools"}``, see :func:`conversation_attempts`)."""
     lines = read_json_lines(path, what="log file")
     problems = []
     for jl in lines:
         if jl.error is not None:
             problems.append(problem(path, jl.line, None, f"{jl.error}; the record's tool list cannot be read"))
+        elif _is_conversation(jl.value, turns):
+            continue
         elif not isinstance(jl.value, dict) or not isinstance(jl.value.get("request"), dict):
             problems.append(problem(path, jl.line, "request", "expected an object with a `request` object (and "
-                                                              "its `response`)"))
+                                                              "its `response`)" + (
+                                                                  ", or a conversation with `messages` and `tools`"
+                                                                  if turns is not None else "")))
     if problems:
         raise SelectionLogError(problems)
     attempts = []
     for jl in lines:
         rec = cast(dict, jl.value)    # every value is an object (checked above)
+        if _is_conversation(rec, turns):
+            attempts += conversation_attempts(path, jl.line, rec, turns(rec))
+            continue
         att = parse_request(rec["request"], path, jl.line, record=rec)
         att.label = f"line {jl.line}"
         res = rec.get("response")
@@ -1061,7 +1215,8 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str) -> list[Atte
 
 
 def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, meta, responses, clusters,
-                     subsets, request_schema=None, batch=None) -> SelectionLog:
+                     subsets, request_schema=None, batch=None, model_override: bool = False,
+                     turns=None) -> SelectionLog:
     """The shared wiring of the request/response readers (``openai``, ``anthropic``): read the attempts
     (:func:`read_attempts`), resolve the clusters from the tool lists offered (a catalog, declared clusters or
     inferred ones) and build the log; the cluster source and the responses file go into the diagnostics.
@@ -1070,32 +1225,34 @@ def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, 
     from .._clusters import catalog_for
 
     path = Path(path)
-    check_meta(meta, path)
+    check_meta(meta, path, model_required=False)
     with paused_gc():
         cols = None
         if responses is not None:
             cols = read_batch_columns(path, Path(responses), batch, parse_request, parse_response)
         if cols is None:
             cols = AttemptColumns.from_attempts(read_attempts(path, responses, parse_request, parse_response, fmt,
-                                                              request_schema=request_schema))
+                                                              request_schema=request_schema, turns=turns))
         cs = catalog_for(cols.offered(), catalog=catalog, clusters=clusters)
         return build_log(cols, catalog=cs.catalog, meta=meta, source=path, fmt=fmt, subsets=subsets,
                          extra_diagnostics={"cluster_source": str(cs),
-                                            "responses": None if responses is None else str(responses)})
+                                            "responses": None if responses is None else str(responses)},
+                         model_override=model_override)
 
 
-def read_attempts(path, responses, parse_request, parse_response, fmt: str, request_schema=None) -> list[Attempt]:
+def read_attempts(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
+                  turns=None) -> list[Attempt]:
     """The attempts of a request/response log before cluster resolution: a batch (request file + ``responses``
     file joined by ``custom_id``) or one JSONL of ``{"request", "response"}`` records. ``request_schema``: the
     typed decoder of a batch's request lines (:func:`typed_decoder`)."""
     path = Path(path)
     if responses is not None:
         return join_batch(path, Path(responses), parse_request, parse_response, fmt, request_schema)
-    return read_pairs(path, parse_request, parse_response, fmt)
+    return read_pairs(path, parse_request, parse_response, fmt, turns)
 
 
 def read_offered(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
-                 batch=None) -> list[tuple]:
+                 batch=None, turns=None) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request of a request/response log (for inferring clusters):
     a batch read column by column (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
     with paused_gc():
@@ -1104,9 +1261,63 @@ def read_offered(path, responses, parse_request, parse_response, fmt: str, reque
             cols = read_batch_columns(Path(path), Path(responses), batch, parse_request, parse_response)
         if cols is None:
             return offered_lists(read_attempts(path, responses, parse_request, parse_response, fmt,
-                                               request_schema=request_schema))
+                                               request_schema=request_schema, turns=turns))
         return [(None if t is None else list(t), f, r) for t, f, r in zip(cols.tools, cols.source_file,
                                                                            cols.source_row)]
+
+
+@dataclass
+class Turn:
+    """One assistant turn of a conversation record, as a reader reads it (issue 36)."""
+
+    #: names of the tools offered at this turn (None: the record's ``tools``)
+    tools: list | None
+    #: names of the tools the turn calls, in order (empty: a text turn)
+    calls: list
+    #: the turn's text (audit text of a ``no_call``)
+    text: str | None = None
+
+
+@dataclass
+class Conversation:
+    """What a reader reads of a conversation record: the record's tools, its assistant turns, query and model."""
+
+    tools: list | None
+    turns: list
+    query_text: str | None = None
+    query_id: str | None = None
+    cluster: str | None = None
+    model: str | None = None
+
+
+def conversation_attempts(path: Path, line: int, rec: dict, conv: Conversation) -> list[Attempt]:
+    """The attempts of a conversation record (issue 36): each assistant turn that calls a tool is an attempt with
+    the tools offered at that turn; a text turn before any call is a ``no_call`` attempt; a text turn after a call
+    (the closing answer of an agent loop) is not an attempt (the previous attempt is flagged
+    ``closing_text_turn``, so the notes count them). The turns of one record share its query and are one group."""
+    out: list[Attempt] = []
+    called = False
+    for k, turn in enumerate(conv.turns, start=1):
+        if not turn.calls and called:
+            if out:
+                out[-1].flags += ("closing_text_turn",)
+            continue
+        tools = turn.tools if turn.tools is not None else conv.tools
+        att = Attempt(str(path), line, None if tools is None else list(tools), "no_call",
+                      label=f"line {line}, assistant turn {k}", query_id=conv.query_id, query_text=conv.query_text,
+                      cluster=conv.cluster, model=conv.model, group=f"{path}:{line}", n_calls=len(turn.calls))
+        att.flags += ("conversation_turn",)
+        if turn.calls:
+            called = True
+            name = turn.calls[0]
+            if not isinstance(name, str) or not name.strip():
+                att.status, att.raw = "parse_error", short(name)
+            else:
+                att.status, att.name = "call", name
+        else:
+            att.raw = short(turn.text)
+        out.append(att)
+    return out
 
 
 def offered_lists(attempts: list[Attempt]) -> list[tuple]:

@@ -13,6 +13,8 @@ from .._selection_log import SelectionLog
 from ._toolcalls import (
     KEEP,
     Attempt,
+    Conversation,
+    Turn,
     _error_text,
     _msgspec,
     api_error,
@@ -37,7 +39,7 @@ _CALL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
 
 def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta = None,
                    responses: PathLike | None = None, clusters: Clusters = None,
-                   subsets: bool = False) -> SelectionLog:
+                   subsets: bool = False, model_override: bool = False) -> SelectionLog:
     """Read Anthropic Messages logs into a SelectionLog, one row per request.
 
     Parameters
@@ -50,7 +52,8 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
     catalog : ToolCatalog, optional
         The clusters; without it, ``clusters`` decides.
     meta : dict
-        Design metadata: ``model`` (required), ``run``, ``condition``, extra scalar keys.
+        Design metadata: ``model``, ``run``, ``condition``, extra scalar keys. ``model`` may be left out when
+        every record names its model (the request's ``model``, else the response message's).
     responses : path-like, optional
         The batch **results** (JSONL; each line ``{"custom_id", "result": {"type": "succeeded" | "errored" |
         "canceled" | "expired", "message" | "error"}}``), joined to ``path`` by ``custom_id``.
@@ -58,6 +61,10 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
         Without ``catalog``: declared clusters, a ``tool_id, cluster_id`` CSV, or ``"infer"`` (default).
     subsets : bool, default False
         Allow requests that offer a proper subset of their cluster's tools.
+    model_override : bool, default False
+        Label every record with ``meta["model"]`` whatever model the record names (by default a record's own
+        ``model`` must agree with ``meta["model"]``, a dated snapshot of it agrees, and without ``meta["model"]``
+        each record is labelled with its own model: a log that mixes models; issue 36).
 
     Returns
     -------
@@ -104,13 +111,14 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
     """
     return read_request_log(path, fmt="anthropic", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
-                            request_schema=_REQUEST_LINE, batch=_BATCH)
+                            request_schema=_REQUEST_LINE, batch=_BATCH, model_override=model_override,
+                            turns=conversation)
 
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
     return read_offered(path, responses, parse_request, parse_response, "anthropic", request_schema=_REQUEST_LINE,
-                        batch=_BATCH)
+                        batch=_BATCH, turns=conversation)
 
 
 # What parse_request reads of a batch request line (decoded with msgspec, the rest of the line is skipped: tool
@@ -121,6 +129,7 @@ class _Named(TypedDict, total=False):
 
 class _Params(TypedDict, total=False):
     tools: list[_Named]
+    model: Any
     tool_choice: Any
     messages: Any
     query_id: Any
@@ -150,6 +159,7 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
     class _PParams(_msgspec.Struct, gc=False):
         tools: _msgspec.Raw          # decoded by _TOOLS once per distinct text (a batch repeats a few lists)
         messages: list[_PMsg] | None = None
+        model: Any = None
         tool_choice: Any = None
         query_id: Any = _msgspec.UNSET
         metadata: Any = None
@@ -216,7 +226,8 @@ def _plain_request(ln, lists):
     if ln.cluster_id is not None or ln.metadata is not None or p.cluster_id is not None or p.metadata is not None:
         cluster = record_field("cluster_id", None, {"cluster_id": ln.cluster_id, "metadata": ln.metadata},
                                {"cluster_id": p.cluster_id, "metadata": p.metadata})
-    return cid, tool_names(p.tools, lists, _TOOLS, _names), qid, text, cluster, forced
+    model = p.model if type(p.model) is str and p.model else None
+    return cid, tool_names(p.tools, lists, _TOOLS, _names), qid, text, cluster, forced, model
 
 
 def _names(tools):
@@ -299,7 +310,42 @@ def parse_request(obj, path, line, record=None) -> Attempt:
             att.query_id = str(qid)
             break
     att.cluster = record_field("cluster_id", record, obj, params)
+    att.model = _model(params)
     return att
+
+
+def _model(obj):
+    """The ``model`` a request or message names (a non-empty string), else None."""
+    m = obj.get("model") if isinstance(obj, dict) else None
+    return m if isinstance(m, str) and m else None
+
+
+def conversation(rec: dict) -> Conversation:
+    """A conversation record (``{"messages": [...], "tools": [...]}`` with Messages-API content blocks; issue
+    36): its tools, each assistant turn's ``tool_use`` blocks and text, the first user message and the model. An
+    assistant message with its own ``tools`` list was offered those tools at that turn."""
+    def names(tools):
+        if not isinstance(tools, list):
+            return None
+        return [t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+
+    turns, first_user = [], None
+    for m in rec["messages"]:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "user" and first_user is None:
+            first_user = message_text(m.get("content"))
+        if m.get("role") != "assistant":
+            continue
+        blocks = m.get("content")
+        blocks = blocks if isinstance(blocks, list) else []
+        calls = [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") in _CALL_BLOCKS]
+        turns.append(Turn(names(m.get("tools")), calls, message_text(m.get("content"))))
+    md = rec.get("metadata")
+    md = md if isinstance(md, dict) else {}
+    qid = rec.get("query_id", md.get("query_id"))
+    return Conversation(names(rec.get("tools")), turns, first_user, None if qid is None else str(qid),
+                        record_field("cluster_id", rec), _model(rec))
 
 
 def parse_response(obj, att: Attempt) -> None:
@@ -325,6 +371,8 @@ def parse_response(obj, att: Attempt) -> None:
     if not isinstance(msg, dict):
         att.status, att.raw = "parse_error", short(msg)
         return
+    if att.model is None:        # the request names no model: the message's
+        att.model = _model(msg)
     if msg.get("type") == "error" or (msg.get("error") and "content" not in msg):
         return api_error(att, msg.get("error"))
     content = msg.get("content")

@@ -15,6 +15,8 @@ from .._selection_log import SelectionLog
 from ._toolcalls import (
     KEEP,
     Attempt,
+    Conversation,
+    Turn,
     _msgspec,
     api_error,
     batch_shape,
@@ -34,7 +36,8 @@ __all__ = ["read_openai", "offered_openai"]
 
 
 def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta = None,
-                responses: PathLike | None = None, clusters: Clusters = None, subsets: bool = False) -> SelectionLog:
+                responses: PathLike | None = None, clusters: Clusters = None, subsets: bool = False,
+                model_override: bool = False) -> SelectionLog:
     """Read OpenAI request/response logs into a SelectionLog, one row per request.
 
     Parameters
@@ -47,7 +50,8 @@ def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Met
     catalog : ToolCatalog, optional
         The clusters; the tool names offered must resolve to catalog tools. Without it, ``clusters`` decides.
     meta : dict
-        Design metadata: ``model`` (required), ``run``, ``condition``, extra scalar keys.
+        Design metadata: ``model``, ``run``, ``condition``, extra scalar keys. ``model`` may be left out when
+        every record names its model (the request's ``model``, else the response's).
     responses : path-like, optional
         The Batch API **output** file (JSONL; each line ``{"id", "custom_id", "response": {"status_code",
         "body"}, "error"}``), joined to ``path`` by ``custom_id``. The batch's error file has the same shape
@@ -58,6 +62,10 @@ def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Met
     subsets : bool, default False
         Allow requests that offer a proper subset of their cluster's tools (otherwise an error: the tool list
         must not change within one cluster).
+    model_override : bool, default False
+        Label every record with ``meta["model"]`` whatever model the record names (by default a record's own
+        ``model`` must agree with ``meta["model"]``, a dated snapshot of it agrees, and without ``meta["model"]``
+        each record is labelled with its own model: a log that mixes models; issue 36).
 
     Returns
     -------
@@ -110,13 +118,14 @@ def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Met
     """
     return read_request_log(path, fmt="openai", parse_request=parse_request, parse_response=parse_response,
                             catalog=catalog, meta=meta, responses=responses, clusters=clusters, subsets=subsets,
-                            request_schema=_REQUEST_LINE, batch=_BATCH)
+                            request_schema=_REQUEST_LINE, batch=_BATCH, model_override=model_override,
+                            turns=conversation)
 
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
     """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
     return read_offered(path, responses, parse_request, parse_response, "openai", request_schema=_REQUEST_LINE,
-                        batch=_BATCH)
+                        batch=_BATCH, turns=conversation)
 
 
 # ---------------------------------------------------------------------------------------
@@ -157,6 +166,7 @@ class _Tool(TypedDict, total=False):
 
 class _Body(TypedDict, total=False):
     tools: list[_Tool]
+    model: Any
     functions: Any
     tool_choice: Any
     function_call: Any
@@ -224,7 +234,44 @@ def parse_request(obj, path, line, record=None) -> Attempt:
     att.query_text = text
     att.query_id = _query_id(record, obj, body)
     att.cluster = record_field("cluster_id", record, obj, body)
+    att.model = _model(body)
     return att
+
+
+def _model(obj):
+    """The ``model`` a request or response body names (a non-empty string), else None."""
+    m = obj.get("model") if isinstance(obj, dict) else None
+    return m if isinstance(m, str) and m else None
+
+
+def conversation(rec: dict) -> Conversation:
+    """A conversation record (``{"messages": [...], "tools": [...]}``, the chat format of fine-tuning and eval
+    files; issue 36): its tools, each assistant turn's calls (``tool_calls``, legacy ``function_call``) and
+    text, the first user message (the task) and the record's model. An assistant message with its own
+    ``tools`` list was offered those tools at that turn."""
+    def names(tools):
+        if not isinstance(tools, list):
+            return None
+        return [n for n in (_tool_name(t) for t in tools) if n is not None]
+
+    tools = rec.get("tools")
+    if tools is None and isinstance(rec.get("functions"), list):
+        tools = [{"type": "function", "function": f} for f in rec["functions"]]
+    turns, first_user = [], None
+    for m in rec["messages"]:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "user" and first_user is None:
+            first_user = message_text(m.get("content"))
+        if m.get("role") != "assistant":
+            continue
+        calls = m.get("tool_calls")
+        calls = calls if isinstance(calls, list) else []
+        if not calls and isinstance(m.get("function_call"), dict):
+            calls = [{"type": "function", "function": m["function_call"]}]
+        turns.append(Turn(names(m.get("tools")), [_tool_name(c) for c in calls], message_text(m.get("content"))))
+    return Conversation(names(tools), turns, first_user, _query_id(rec), record_field("cluster_id", rec),
+                        _model(rec))
 
 
 def _last_user(messages):
@@ -267,6 +314,7 @@ if _msgspec is not None:   # the Structs of plain batch lines (BatchShape)
     class _PBody(_msgspec.Struct, gc=False):
         tools: _msgspec.Raw          # decoded by _TOOLS once per distinct text (a batch repeats a few lists)
         messages: list[_PMsg]
+        model: Any = None
         tool_choice: Any = _msgspec.UNSET
         function_call: Any = _msgspec.UNSET
         query_id: Any = None
@@ -329,7 +377,8 @@ def _plain_request(ln, lists):
         body = {"query_id": b.query_id, "metadata": b.metadata, "cluster_id": b.cluster_id}
         qid = _query_id(None, top, body)
         cluster = record_field("cluster_id", None, top, body)
-    return cid, tool_names(b.tools, lists, _TOOLS, _names), qid, text, cluster, forced
+    model = b.model if type(b.model) is str and b.model else None
+    return cid, tool_names(b.tools, lists, _TOOLS, _names), qid, text, cluster, forced, model
 
 
 def _names(tools):
@@ -392,6 +441,8 @@ def parse_response(obj, att: Attempt) -> None:
         if not isinstance(body, dict):
             att.status, att.raw = "parse_error", "response without a body"
             return
+    if att.model is None:        # the request names no model: the response's
+        att.model = _model(body)
     if isinstance(body.get("choices"), list):
         return _chat(body, att)
     if isinstance(body.get("output"), list) or body.get("object") == "response":

@@ -47,7 +47,7 @@ _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR")
 
 
 def read_otel(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta = None, clusters: Clusters = None,
-              subsets: bool = False) -> SelectionLog:
+              subsets: bool = False, model_override: bool = False) -> SelectionLog:
     """Read OTLP JSON traces of GenAI spans into a SelectionLog, one row per inference span with tools.
 
     Parameters
@@ -58,11 +58,15 @@ def read_otel(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta 
     catalog : ToolCatalog, optional
         The clusters; without it, ``clusters`` decides.
     meta : dict
-        Design metadata: ``model`` (required), ``run``, ``condition``, extra scalar keys.
+        Design metadata: ``model``, ``run``, ``condition``, extra scalar keys. Without ``model`` each span is
+        labelled with its own ``gen_ai.request.model`` (else ``gen_ai.response.model``): traces that mix models.
     clusters : dict, "infer" or path-like, optional
         Without ``catalog``: declared clusters, a ``tool_id, cluster_id`` CSV, or ``"infer"`` (default).
     subsets : bool, default False
         Allow spans that offer a proper subset of their cluster's tools.
+    model_override : bool, default False
+        Label every span with ``meta["model"]`` whatever model it names (by default a span's own model must
+        agree with ``meta["model"]``; a dated snapshot of it agrees).
 
     Returns
     -------
@@ -111,7 +115,7 @@ def read_otel(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta 
     1  geo_a+geo_b       geo_b                2
     """
     path = Path(path)
-    check_meta(meta, path)
+    check_meta(meta, path, model_required=False)
     declared = ((catalog is not None and not str(catalog.source).startswith("<clusters inferred"))
                 or (clusters is not None and not (isinstance(clusters, str) and clusters == "infer")))
     with paused_gc():
@@ -119,7 +123,7 @@ def read_otel(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Meta 
         cs = catalog_for(_lists(attempts), catalog=catalog, clusters=clusters)
         extra.update(cluster_source=str(cs), semconv=SEMCONV_VERSION)
         return build_log(attempts, catalog=cs.catalog, meta=meta, source=path, fmt="otel", subsets=subsets,
-                         extra_diagnostics=extra)
+                         extra_diagnostics=extra, model_override=model_override)
 
 
 def offered_otel(path, **_) -> list[tuple]:
@@ -391,6 +395,11 @@ def _new_attempt(path: str, s: _Span, names, cache=None) -> Attempt:
     unnamed = None in names
     offered = [n for n in names if n is not None] if unnamed else list(names)
     att = Attempt(path, s.n, offered, "no_call", label=_Label(s))
+    # issue 36: the span's own model; its trace groups the attempts of one run (a call outside every cluster takes
+    # the cluster of the run's other attempts)
+    model = s.attrs.get("gen_ai.request.model") or s.attrs.get("gen_ai.response.model")
+    att.model = model if isinstance(model, str) and model else None
+    att.group = s.trace if isinstance(s.trace, str) and s.trace else None
     if unnamed:
         att.flags += ("unnamed_tools_not_candidates",)
     attrs = s.attrs

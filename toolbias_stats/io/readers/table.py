@@ -38,11 +38,15 @@ if TYPE_CHECKING:
 
     from ._common import Meta, PathLike
 
-__all__ = ["read_table", "read_catalog_table"]
+__all__ = ["read_table", "read_catalog_table", "engine_entry", "split_columns", "SHEET_SUFFIXES"]
 
 # TABLE_SUFFIXES (file extensions of the tabular format, by reader) lives in io/_dataset.py.
 #: Catalog tables also accept a plain JSON list of records.
 CATALOG_SUFFIXES = {**TABLE_SUFFIXES, ".json": "json"}
+#: Spreadsheets read with openpyxl (issue 36): the first worksheet, its first row the header. The count engines
+#: get them as an in-memory frame (:func:`engine_entry`).
+SHEET_SUFFIXES = {".xlsx": "xlsx"}
+_READ_SUFFIXES = {**TABLE_SUFFIXES, **SHEET_SUFFIXES}
 
 _DESIGN = ("model", "run", "condition")
 _PROVENANCE = ("source_file", "source_row")
@@ -163,11 +167,13 @@ def read_table(path: PathLike, *, catalog: ToolCatalog, meta: Meta = None, colum
     from .._catalog import check_cluster_sizes
 
     path = Path(path)
-    kind = _check_path(path, TABLE_SUFFIXES)
+    kind = _check_path(path, _READ_SUFFIXES)
     check_cluster_sizes(catalog)
     frame, rows = _read_frame(path, kind)
-    frame = _rename(frame, columns, path)
-    if kind == "csv":
+    renames, values = split_columns(columns, path)
+    frame = _map_values(frame, values, path)
+    frame = _rename(frame, renames, path)
+    if kind in ("csv", "xlsx"):
         frame = _type_csv(frame)
     frame = _merge_design(frame, meta, path, rows)
     check_options(path, design=design, positions=positions, duplicates=duplicates)
@@ -297,6 +303,9 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
         _check_scalars(records, path)
         frame = pd.DataFrame([rec for _, rec in records])
         rows = np.array([ln for ln, _ in records], dtype=np.int64)
+    elif kind == "xlsx":
+        frame = _read_sheet(path)
+        rows = np.arange(1, len(frame) + 1)
     else:
         try:
             frame = pd.read_parquet(path)
@@ -307,6 +316,128 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
     if len(frame) == 0:
         raise SelectionLogError(empty)
     return frame, rows
+
+
+def _sheet_text(v):
+    """A spreadsheet cell as the text a CSV export would hold (None: empty): whole numbers without ``.0``,
+    booleans ``true`` / ``false``, dates in ISO format."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)
+
+
+def _read_sheet(path: Path) -> pd.DataFrame:
+    """The first worksheet of an ``.xlsx`` workbook as text columns (openpyxl, read-only, cached values of
+    formulas); trailing empty rows are dropped, an empty header cell is named as pandas names it."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise SelectionLogError(problem(path, None, None, "reading .xlsx files needs openpyxl (pip install "
+                                                          "'toolbias-stats[xlsx]' or pip install openpyxl)")) from None
+    try:
+        wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:   # a corrupt or encrypted workbook: openpyxl raises many types
+        raise SelectionLogError(problem(path, None, None, f"not a readable .xlsx workbook: {exc}")) from None
+    try:
+        rows = [[_sheet_text(v) for v in r] for r in wb.worksheets[0].iter_rows(values_only=True)]
+    finally:
+        wb.close()
+    while rows and all(v is None for v in rows[-1]):
+        rows.pop()
+    if len(rows) < 2:
+        raise SelectionLogError(problem(path, None, None, "the selection log is empty (no data rows)"))
+    header = [h if h is not None else f"Unnamed: {i}" for i, h in enumerate(rows[0])]
+    width = len(header)
+    body = [(r + [None] * width)[:width] for r in rows[1:]]
+    return pd.DataFrame(body, columns=header, dtype=object)
+
+
+def split_columns(columns, path) -> tuple[dict | None, dict]:
+    """``(renames, value maps)`` of a ``columns`` mapping (issue 36).
+
+    A value is the new name (``{"http_status": "status"}``) or a table ``{"to": new name (default: the same),
+    "values": {their value: ours}}`` that also translates the column's cells (``{"http_status": {"to": "status",
+    "values": {"500": "parse_error", "200": "ok"}}}``). Value-map keys are compared with each cell's text
+    (``500``, ``500.0`` and ``"500"`` are the same cell); a cell not in the map is kept as it is.
+
+    Examples
+    --------
+    >>> split_columns({"pick": "chosen_tool", "code": {"to": "status", "values": {"500": "parse_error"}}}, "f.csv")
+    ({'pick': 'chosen_tool', 'code': 'status'}, {'code': {'500': 'parse_error'}})
+    """
+    if columns is None:
+        return None, {}
+    if not isinstance(columns, dict):
+        raise SelectionLogError(problem(path, None, "columns",
+                                        f"expected a mapping {{their_name: our_name}} of strings, got {columns!r}"))
+    renames, values, problems = {}, {}, []
+    for k, v in columns.items():
+        if isinstance(v, dict):
+            bad = sorted(set(v) - {"to", "values"})
+            to, vmap = v.get("to", k), v.get("values", {})
+            if bad or not isinstance(to, str) or not isinstance(vmap, dict) or not all(
+                    isinstance(x, (str, int, float, bool)) and isinstance(y, str) for x, y in vmap.items()):
+                problems.append(problem(path, None, "columns", f"{k!r}: expected {{to = \"our_name\", values = "
+                                                               f"{{their_value = \"our_value\"}}}}, got {v!r}"))
+                continue
+            renames[k] = to
+            values[k] = {_cell_key(x): y for x, y in vmap.items()}
+        else:
+            renames[k] = v
+    if problems:
+        raise SelectionLogError(problems)
+    return renames, values
+
+
+def _cell_key(v) -> str:
+    """The text a value map compares a cell on."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, np.generic):
+        return _cell_key(v.item())
+    return str(v).strip()
+
+
+def _map_values(frame: pd.DataFrame, values: dict, path: Path) -> pd.DataFrame:
+    """Translate the cells of value-mapped columns (before renaming; a column not in the file is an error)."""
+    if not values:
+        return frame
+    missing = [problem(path, None, k, f"column named in `columns` ({k!r}) is not in the file; the file has "
+                                      f"{list(frame.columns)}") for k in values if k not in frame.columns]
+    if missing:
+        raise SelectionLogError(missing)
+    frame = frame.copy()
+    for col, vmap in values.items():
+        frame[col] = frame[col].map(lambda v, m=vmap: v if _is_missing(v) else m.get(_cell_key(v), v)).astype(object)
+    return frame
+
+
+def engine_entry(entry: dict) -> dict:
+    """A table entry as the count engines take it: an ``.xlsx`` file or a file with value-mapped ``columns`` is
+    read here (the same frame :func:`read_table` reads, typed as a CSV's text) and handed over in memory
+    (``frame``, the path kept for messages), so every engine applies the same rules; other entries unchanged."""
+    path = entry["path"]
+    if entry.get("frame") is None and Path(path).suffix.lower() not in _READ_SUFFIXES and Path(path).is_file():
+        _check_path(Path(path), _READ_SUFFIXES)     # the message read_table gives (naming .xlsx too)
+    renames, values = split_columns(entry.get("columns"), path)
+    sheet = Path(path).suffix.lower() in SHEET_SUFFIXES
+    if not sheet and not values:
+        return entry
+    kind = _check_path(Path(path), _READ_SUFFIXES)
+    frame, _rows = _read_frame(Path(path), kind)
+    frame = _map_values(frame, values, Path(path))
+    if kind in ("csv", "xlsx"):   # typed under our names (schema columns stay text), as read_table does
+        back = {v: k for k, v in (renames or {}).items()}
+        frame = _type_csv(frame.rename(columns=renames or {})).rename(columns=back)
+    return {**entry, "path": str(path), "frame": frame, "columns": renames}
 
 
 def _check_csv_shape(path: Path) -> None:
