@@ -25,8 +25,37 @@ ChoiceLogLike = ChoiceLog | str | PathLike[str]
 #: Accepted ``rng``: a seed, a Generator or None (fresh entropy).
 RngLike = np.random.Generator | int | None
 
-__all__ = ["option_position_bias", "accuracy_by_gold_position", "judge_consistency", "OptionPositionBias",
-           "GoldPositionAccuracy", "JudgeConsistency"]
+__all__ = ["option_position_bias", "accuracy_by_gold_position", "OptionPositionBias", "GoldPositionAccuracy"]
+
+
+def json_records(frame: pd.DataFrame) -> list[dict]:
+    """Rows of a result table for ``to_dict()``: every interval as one ``[low, high]`` list and ``excluded`` as a
+    dict (never JSON inside a string).
+
+    ``<x>_ci_low`` / ``<x>_ci_high`` become ``<x>_ci``, ``ci_low`` / ``ci_high`` become ``ci`` and another
+    ``<x>_low`` / ``<x>_high`` pair (``wilson_low``) becomes ``<x>_ci``.
+
+    Examples
+    --------
+    >>> json_records(pd.DataFrame({"rate": [0.5], "rate_ci_low": [0.25], "rate_ci_high": [0.75],
+    ...                            "wilson_low": [0.2], "wilson_high": [0.8], "excluded": ['{"unpaired": 2}']}))
+    [{'rate': 0.5, 'rate_ci': [0.25, 0.75], 'wilson_ci': [0.2, 0.8], 'excluded': {'unpaired': 2}}]
+    """
+    out = []
+    for rec in _frame_records(frame):
+        row: dict = {}
+        for k, v in rec.items():
+            if k.endswith("_high") and k[:-5] + "_low" in rec:
+                continue
+            if k.endswith("_low") and k[:-4] + "_high" in rec:
+                stem = k[:-4]
+                row[stem if stem == "ci" or stem.endswith("_ci") else stem + "_ci"] = [v, rec[stem + "_high"]]
+            elif k == "excluded" and isinstance(v, str):
+                row[k] = json.loads(v)
+            else:
+                row[k] = v
+        out.append(row)
+    return out
 
 
 def _as_choice_log(log) -> ChoiceLog:
@@ -97,8 +126,8 @@ class OptionPositionBias(ReprHTMLMixin):
 
     def to_dict(self) -> dict:
         d = self.bias.to_dict()
-        return {"by": list(self.by), "delta_pos": _frame_records(self.to_frame()),
-                "positions": _frame_records(self.rates_frame()), "bias": d}
+        return {"by": list(self.by), "delta_pos": json_records(self.to_frame()),
+                "positions": json_records(self.rates_frame()), "bias": d}
 
 
 def option_position_bias(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
@@ -230,8 +259,8 @@ class GoldPositionAccuracy(ReprHTMLMixin):
     def to_dict(self) -> dict:
         return {"by": list(self.by), "n_resamples": self.n_resamples, "confidence_level": self.confidence_level,
                 "invalid": self.invalid, "seed": self.seed if isinstance(self.seed, (int, type(None))) else
-                repr(self.seed), "summary": _frame_records(self.overview),
-                "positions": _frame_records(self.positions)}
+                repr(self.seed), "summary": json_records(self.overview),
+                "positions": json_records(self.positions)}
 
 
 def _gold_rows_used(sub: pd.DataFrame, invalid: str) -> tuple[pd.DataFrame, dict]:
@@ -373,159 +402,3 @@ def accuracy_by_gold_position(log: ChoiceLogLike, *, by: str | Sequence[str] = (
                          "excluded": json.dumps(excluded, sort_keys=True)})
     return GoldPositionAccuracy(positions=pd.DataFrame(pos_rows), overview=pd.DataFrame(sum_rows), by=by,
                                 n_resamples=n_resamples, confidence_level=level, invalid=invalid, seed=seed)
-
-
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JudgeConsistency(ReprHTMLMixin):
-    """Result of :func:`judge_consistency`: one row per group in :attr:`table`.
-
-    Columns: ``n_pairs`` (complete swapped pairs), ``consistent`` (same option preferred in both
-    orders), ``consistency`` with Wilson CI, ``both_first`` / ``both_second`` (inconsistent pairs that
-    picked the first / second slot both times) with rates and Wilson CIs, ``first_position_rate``
-    (share of the pairs' judgements that picked slot 1; 0.5 for a position-blind judge) with a
-    pair-bootstrap CI, and ``excluded`` (rows left out, by reason).
-
-    Examples
-    --------
-    Four pairs judged in both orders, always answered "first" (never consistent):
-
-    >>> import json
-    >>> import pandas as pd
-    >>> import toolbias_stats as tbs
-    >>> rows = [{"item_id": f"p{i}", "n_options": 2, "options": json.dumps([f"{a}{i}" for a in o]),
-    ...          "chosen_position": 1, "status": "ok"} for i in range(4) for o in (["x", "y"], ["y", "x"])]
-    >>> res = tbs.judge_consistency(tbs.ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=50, rng=0)
-    >>> res.to_frame()[["n_pairs", "consistent", "consistency", "first_position_rate"]]
-       n_pairs  consistent  consistency  first_position_rate
-    0        4           0          0.0                  1.0
-    """
-
-    table: pd.DataFrame
-    pairs: pd.DataFrame = field(repr=False)
-    by: list = field(default_factory=list)
-    confidence_level: float = 0.95
-
-    def to_frame(self) -> pd.DataFrame:
-        return self.table.copy()
-
-    def _headline(self):
-        cols = list(self.by) + ["n_pairs", "consistency", "consistency_ci_low", "consistency_ci_high",
-                                "first_position_rate", "first_ci_low", "first_ci_high"]
-        return "Pairwise judge position consistency", self.table[[c for c in cols if c in self.table.columns]], None
-
-    def to_dict(self) -> dict:
-        return {"by": list(self.by), "confidence_level": self.confidence_level, "groups": _frame_records(self.table)}
-
-
-def judge_consistency(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
-                      confidence_level: float = 0.95, rng: RngLike = None) -> JudgeConsistency:
-    """Position consistency of a pairwise judge shown each pair in both orders (A/B and B/A).
-
-    Parameters
-    ----------
-    log : ChoiceLog or path to a choice-study manifest
-        Two-option rows. Two rows form a *swapped pair* when they share the design columns, the
-        ``question``, the ``epoch`` and the two option texts, shown in opposite orders.
-    by : str or sequence of str, default ("model",)
-    n_resamples : int, default 2000
-        Pair-bootstrap replicates for the first-position rate (the two judgements of a pair are
-        not independent); 0 skips that CI.
-    confidence_level : float, default 0.95
-    rng : None, int or numpy.random.Generator
-
-    Returns
-    -------
-    JudgeConsistency
-
-    Notes
-    -----
-    A pair is *consistent* when the judge prefers the same option in both orders (its chosen
-    positions differ). The consistency rate is a binomial proportion over independent pairs
-    (Wilson interval). A judge that ignores content and always answers "first" has consistency 0
-    and first-position rate 1; one that picks a slot at random has expected consistency 1/2.
-    Rows with more than two options, rows whose swapped partner is missing, and pairs with an
-    invalid judgement are excluded and counted by reason.
-
-    Examples
-    --------
-    Ten pairs, each judged in both orders: the judge answers "first" on five of them and picks the same answer
-    in both orders on the other five.
-
-    >>> import json
-    >>> import pandas as pd
-    >>> import toolbias_stats as tbs
-    >>> rows = []
-    >>> for i in range(10):
-    ...     for order in (["x", "y"], ["y", "x"]):
-    ...         rows.append({"item_id": f"p{i}", "question": f"Which answer is better? ({i})", "n_options": 2,
-    ...                      "options": json.dumps([f"{o}{i}" for o in order]), "status": "ok",
-    ...                      "chosen_position": 1 if i < 5 else order.index("x") + 1})
-    >>> res = tbs.judge_consistency(tbs.ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=200, rng=1)
-    >>> res.to_frame()[["n_pairs", "consistent", "consistency", "first_position_rate"]]
-       n_pairs  consistent  consistency  first_position_rate
-    0       10           5          0.5                 0.75
-    >>> res.to_frame()[["consistency_ci_low", "consistency_ci_high"]].round(3).to_dict("records")
-    [{'consistency_ci_low': 0.237, 'consistency_ci_high': 0.763}]
-    """
-    clog = _as_choice_log(log)
-    by = check_by(by, clog.design_columns)
-    level = check_confidence_level(confidence_level)
-    n_resamples = check_n_resamples(n_resamples)
-    gen = check_rng(rng)
-    d = clog.data.copy()
-    design = clog.design_columns
-    opts = clog.option_lists
-    d["_set"] = [json.dumps(sorted(o), ensure_ascii=False) for o in opts]
-    d["_first"] = [o[0] for o in opts]
-    rows, pair_rows = [], []
-    grouped = list(d.groupby(by, sort=True)) if by else [((), d)]
-    for key, sub in grouped:
-        key = key if isinstance(key, tuple) else (key,)
-        keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
-        excluded = {}
-        two = sub[sub["n_options"] == 2]
-        if len(sub) - len(two):
-            excluded["not_two_options"] = int(len(sub) - len(two))
-        n_pairs = cons = ff = ss = 0
-        first_counts = []
-        for _, grp in two.groupby(design + ["question", "epoch", "_set"], sort=False, dropna=False):
-            orders = grp.groupby("_first", sort=True)
-            if orders.ngroups != 2 or any(len(g) != 1 for _, g in orders):
-                excluded["unpaired"] = excluded.get("unpaired", 0) + len(grp)
-                continue
-            a, b = (g.iloc[0] for _, g in orders)
-            if a["status"] != "ok" or b["status"] != "ok":
-                excluded["invalid_judgement"] = excluded.get("invalid_judgement", 0) + 2
-                continue
-            pa, pb = int(a["chosen_position"]), int(b["chosen_position"])
-            n_pairs += 1
-            consistent = pa != pb
-            cons += consistent
-            ff += pa == pb == 1
-            ss += pa == pb == 2
-            first_counts.append((pa == 1) + (pb == 1))
-            pair_rows.append({**keys, "item_id": a["item_id"], "epoch": int(a["epoch"]),
-                              "rows": f"{a['source_file']}:{a['source_row']}|{b['source_file']}:{b['source_row']}",
-                              "consistent": bool(consistent), "first_picks": int((pa == 1) + (pb == 1))})
-        nan = (np.nan, np.nan)
-        cl, ch = wilson_interval(cons, n_pairs, level) if n_pairs else nan
-        fl, fh = wilson_interval(ff, n_pairs, level) if n_pairs else nan
-        sl, sh = wilson_interval(ss, n_pairs, level) if n_pairs else nan
-        fc = np.asarray(first_counts, dtype=float)
-        first_rate = fc.sum() / (2 * n_pairs) if n_pairs else np.nan
-        if n_resamples and n_pairs:
-            w = query_weights(n_pairs, n_resamples, gen)
-            ci_first = percentile_ci((w @ fc) / (2 * n_pairs), level)
-        else:
-            ci_first = percentile_ci([], level)
-        rows.append({**keys, "n_rows": len(sub), "n_pairs": n_pairs, "consistent": int(cons),
-                     "consistency": cons / n_pairs if n_pairs else np.nan, "consistency_ci_low": float(cl),
-                     "consistency_ci_high": float(ch), "both_first": int(ff),
-                     "both_first_rate": ff / n_pairs if n_pairs else np.nan, "both_first_ci_low": float(fl),
-                     "both_first_ci_high": float(fh), "both_second": int(ss),
-                     "both_second_rate": ss / n_pairs if n_pairs else np.nan, "both_second_ci_low": float(sl),
-                     "both_second_ci_high": float(sh), "first_position_rate": first_rate,
-                     "first_ci_low": ci_first.low, "first_ci_high": ci_first.high,
-                     "excluded": json.dumps(excluded, sort_keys=True)})
-    return JudgeConsistency(table=pd.DataFrame(rows), pairs=pd.DataFrame(pair_rows), by=by, confidence_level=level)

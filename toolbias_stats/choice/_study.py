@@ -9,13 +9,15 @@ from pathlib import Path
 
 from ..exceptions import ManifestError, problem
 from ..io._manifest import CHOICE_ONLY_FORMATS, load_toml
-from ..io._manifest import CHOICE_OPTION_KEYS as _OPTION_KEYS
+from ..io._manifest import CHOICE_OPTION_KEYS
 from ._log import ChoiceLog
 
 __all__ = ["read_choice_study", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
 
 #: ``format`` values of a choice study and the reader options each takes.
-CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item"), "choice_table": ()}
+CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item", "options"), "choice_table": ()}
+#: Reader options of the choice formats (``options``: lm_eval's field of option texts, e.g. ``"doc.choices"``).
+_OPTION_KEYS = tuple(dict.fromkeys((*CHOICE_OPTION_KEYS, "options")))
 _STUDY_KEYS = {"name", "description", "format", "logs", *_OPTION_KEYS}
 _ENTRY_READER_KEYS = {"path", "format", *_OPTION_KEYS}
 
@@ -35,7 +37,8 @@ def read_choice_study(path: str | PathLike[str]) -> ChoiceLog:
 
     Options: ``scorer`` (inspect: the score holding the ``choice`` verdict), ``score`` (lm_eval:
     ``"acc"`` or ``"acc_norm"``-style recomputation), ``item`` (lm_eval: the field naming the
-    question across its rotations, e.g. ``"doc.item"``); see :func:`read_lm_eval`. An lm_eval
+    question across its rotations, e.g. ``"doc.item"``), ``options`` (lm_eval: the field holding the option
+    texts shown, e.g. ``"doc.choices"`` for letter tasks whose rotations permute it); see :func:`read_lm_eval`. An lm_eval
     ``path`` may be a samples file, lm-eval's ``--output_path`` folder (every
     ``samples_<task>_<date>.jsonl`` under it; the model of each comes from lm-eval's
     ``results_<date>.json`` unless the entry gives ``model``) or a glob. Relative paths are
@@ -114,10 +117,12 @@ def _choice_entry(path: Path, where: str, merged: dict, entry: dict, problems: l
             problems.append(problem(path, where, "path", f"no file matches the pattern {p}"))
     elif not p.exists():
         problems.append(problem(path, where, "path", f"file not found: {p}"))
-    if "item" in merged and fmt == "lm_eval" and not (isinstance(merged["item"], str) and merged["item"]
-                                                      and all(merged["item"].split("."))):
-        problems.append(problem(path, where, "item", "expected a field name or dotted path such as "
-                                                     f"'doc.item', got {merged['item']!r}"))
+    for key in ("item", "options"):
+        if key in merged and fmt == "lm_eval" and not (isinstance(merged[key], str) and merged[key]
+                                                       and all(merged[key].split("."))):
+            problems.append(problem(path, where, key, "expected a field name or dotted path such as "
+                                                      f"'doc.{'choices' if key == 'options' else key}', got "
+                                                      f"{merged[key]!r}"))
     meta = {k: v for k, v in entry.items() if k not in _ENTRY_READER_KEYS}
     for k, v in meta.items():
         if not isinstance(v, (str, numbers.Number)):

@@ -190,17 +190,27 @@ def _signed_ci(lo, hi) -> str:
 
 
 def format_choice_judge_text(judge) -> str:
-    """Swapped-pair position consistency of a :class:`~toolbias_stats.choice.JudgeConsistency`."""
+    """Swapped-pair position bias of a :class:`~toolbias_stats.choice.JudgeConsistency` (Shi et al. 2024 metrics)."""
     by = list(judge.by)
-    lines = ["Pairwise judge position consistency (swapped pairs)"]
+    lines = [f"Pairwise judge position bias (swapped pairs; intervals resample the {judge.unit}s, runs and epochs "
+             "are replicates)"]
     for _, r in judge.table.iterrows():
         if r["n_pairs"] == 0:
             continue
-        lines.append(f"  {_keys(r, by)}: {int(r['n_pairs'])} pairs, consistency "
-                     f"{fmt_estimate_ci(r['consistency'], (r['consistency_ci_low'], r['consistency_ci_high']))} "
-                     f"(Wilson); first-position rate "
-                     f"{fmt_estimate_ci(r['first_position_rate'], (r['first_ci_low'], r['first_ci_high']))}; "
-                     f"both-first {int(r['both_first'])}, both-second {int(r['both_second'])}")
+
+        def ci(name, prefix=None, r=r):
+            prefix = prefix or name
+            return fmt_estimate_ci(r[name], (r[f"{prefix}_ci_low"], r[f"{prefix}_ci_high"]))
+
+        lines.append(f"  {_keys(r, by)}: {int(r['n_pairs'])} pairs of {int(r['n_units'])} {judge.unit}s: "
+                     f"consistent {int(r['consistent'])}, primacy-preferred {int(r['primacy_preferred'])}, "
+                     f"recency-preferred {int(r['recency_preferred'])}")
+        lines.append(f"    position consistency {ci('consistency')}; preference score {ci('preference_score')} "
+                     f"(-1 primacy, +1 recency); first-position rate {ci('first_position_rate', 'first')}; "
+                     f"ties {ci('tie_rate')}")
+        if r["n_repeated"] > 0:
+            lines.append(f"    repetition stability {ci('repetition_stability')} over {int(r['n_repeated'])} "
+                         "repeated judgements")
     return "\n".join(lines)
 
 
