@@ -110,3 +110,44 @@ def test_manifest_key_and_wrong_length(rotated, tmp_path):
     f.write_text("\n".join(lines) + "\n")
     with pytest.raises(SelectionLogError, match=r":6:doc.choices: 3 option texts for 4 scored continuations"):
         read_choice_study(m)
+
+
+def judge_line(doc_id, pair, order, verdict_ll, question="Which answer is better?"):
+    """A pairwise judge as an lm-eval letter task: continuations " A", " B" and " C" (tie), texts in doc.choices."""
+    shown = list(pair) if order == 0 else list(pair[::-1])
+    context = f"{question}\nA. {shown[0]}\nB. {shown[1]}\nC. Tie\nAnswer:"
+    args = [(context, f" {L}") for L in "ABC"]
+    return json.dumps({
+        "doc_id": doc_id, "doc": {"item": f"pair-{pair[0]}", "choices": shown, "answer": 0}, "target": 0,
+        "arguments": {f"gen_args_{i}": {f"arg_{j}": x for j, x in enumerate(a)} for i, a in enumerate(args)},
+        "resps": [[[str(ll), "False"]] for ll in verdict_ll], "filtered_resps": [[str(ll), "False"] for ll in verdict_ll],
+        "filter": "none", "metrics": ["acc"], "doc_hash": "0" * 64, "prompt_hash": "1" * 64,
+        "target_hash": "2" * 64, "acc": float(int(np.argmax(verdict_ll)) == 0)})
+
+
+def test_judge_with_a_tie_continuation(tmp_path):
+    from toolbias_stats.choice import judge_consistency
+
+    A, B, C = [-0.1, -5, -5], [-5, -0.1, -5], [-5, -5, -0.1]
+    verdicts = {"p0": (A, A), "p1": (A, B), "p2": (C, C), "p3": (C, A), "p4": (B, C)}
+    lines = [judge_line(2 * i + o, (f"{k}x", f"{k}y"), o, v[o]) for i, (k, v) in enumerate(verdicts.items())
+             for o in (0, 1)]
+    f = tmp_path / "samples_judge_2025-03-01T09-00-00.000001.jsonl"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    log = read_lm_eval(f, meta={"model": "judge"}, item="doc.item", options="doc.choices", tie="C")
+    d = log.data
+    assert len(d) == 10 and (d["n_options"] == 2).all()                   # rows in = rows out
+    assert d["status"].tolist() == ["ok", "ok", "ok", "ok", "tie", "tie", "tie", "ok", "ok", "tie"]
+    assert d["chosen_position"].tolist()[:4] == [1, 1, 1, 2]
+    r = judge_consistency(log, n_resamples=0).to_frame().iloc[0]
+    # (first, first) primacy; (first, second) consistent; (tie, tie) consistent; (tie, first) primacy;
+    # (second, tie) recency
+    assert (r["consistent"], r["primacy_preferred"], r["recency_preferred"]) == (2, 2, 1)
+    assert r["preference_score"] == pytest.approx(-1 / 3) and r["tie_rate"] == pytest.approx(0.4)
+    with pytest.raises(SelectionLogError, match="3 option texts for 2 scored continuations"):
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        rec = json.loads(lines[0])
+        rec["doc"]["choices"].append("Tie")
+        (bad / f.name).write_text(json.dumps(rec) + "\n", encoding="utf-8")
+        read_lm_eval(bad / f.name, meta={"model": "judge"}, options="doc.choices", tie="C")

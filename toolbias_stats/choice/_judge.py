@@ -90,7 +90,9 @@ def judge_consistency(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",
     ----------
     log : ChoiceLog or path to a choice-study manifest
         Two-option rows; a tie is a row with status ``"tie"``. Two rows form a *swapped pair* when they share
-        the design columns, the ``question``, the ``epoch`` and the two option texts, shown in opposite orders.
+        the design columns, the ``epoch``, the two option texts, shown in opposite orders, and the item: the
+        ``item_id`` where an item is shown in both orders (lm-eval's ``item``), else the ``question`` (Inspect,
+        one sample per order).
     by : str or sequence of str, default ("model",)
     n_resamples : int, default 2000
         Item-bootstrap replicates; 0 skips the intervals.
@@ -183,7 +185,12 @@ def _judge_frame(clog) -> pd.DataFrame:
     verdict = np.where(ok & (pos == 1), "first", np.where(ok & (pos == 2), "second",
                                                           np.where(d["status"] == "tie", "tie", "")))
     d["_verdict"] = verdict
-    d["_unit"] = d["question"].astype(object).where(d["question"].notna(), "") + "\x1f" + d["_set"]
+    # the two orders of a pair share their item id (lm-eval's `item`, a table's item_id) or, where every order is
+    # its own sample (Inspect sample ids), their question
+    both = d.groupby(["item_id", "_set"], sort=False)["_first"].transform("nunique") >= 2
+    question = d["question"].astype(object).where(d["question"].notna(), "")
+    d["_pk"] = np.where(both, "i:" + d["item_id"].astype(str), "q:" + question.astype(str))
+    d["_unit"] = d["_pk"] + "\x1f" + d["_set"]
     return d
 
 
@@ -193,7 +200,7 @@ def _pairs(sub: pd.DataFrame, design: list) -> tuple[pd.DataFrame, dict]:
     two = sub[sub["n_options"] == 2]
     if len(sub) - len(two):
         excluded["not_two_options"] = int(len(sub) - len(two))
-    keys = design + ["question", "epoch", "_set"]
+    keys = design + ["_pk", "epoch", "_set"]
     grp = two.groupby(keys, sort=False, dropna=False)
     size = grp["_first"].transform("size")
     orders = grp["_first"].transform("nunique")

@@ -51,7 +51,8 @@ _SCORES = ("acc", "acc_norm")
 
 
 def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "acc_norm"] = "acc",
-                 item: str | None = None, options: str | None = None, task_prefix: bool | None = None) -> ChoiceLog:
+                 item: str | None = None, options: str | None = None, tie: str | None = None,
+                 task_prefix: bool | None = None) -> ChoiceLog:
     """Read lm-eval ``samples_<task>_<date>.jsonl`` files of multiple-choice tasks into a ChoiceLog.
 
     Parameters
@@ -86,6 +87,11 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
         the list must have one text per continuation. Without it, a file whose continuations are
         letters beside a ``doc.choices`` list of as many texts is noted in ``diagnostics``
         (``letter_choices``) and ``toolbias-stats validate`` says to set it.
+    tie : str, optional
+        Pairwise judges with a tie verdict: the continuation that declares the two answers equal (``"C"``,
+        ``"tie"``; compared without surrounding spaces and case). Where the loglikelihoods pick it, the row's
+        status is ``tie`` (no chosen position); it is not one of the options shown (``n_options`` = the
+        other continuations, or the ``options`` texts, which then hold one text fewer than the continuations).
     task_prefix : bool, optional
         Without ``item``: whether item ids are ``task:doc_id``. Default: when the files read hold
         several tasks (:func:`~toolbias_stats.choice.read_choice_study` decides it for the whole
@@ -134,6 +140,8 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
     """
     from ...choice._log import ChoiceLog
 
+    if tie is not None and (not isinstance(tie, str) or not tie.strip()):
+        raise ValueError(f"`tie` must be the text of the tie continuation, such as 'C' or 'tie'; got {tie!r} instead.")
     if score not in _SCORES:
         raise ValueError(f"`score` must be one of {list(_SCORES)}; got {score!r} instead.")
     for name, value in (("item", item), ("options", options)):
@@ -176,7 +184,7 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
     several_tasks = len({m_meta["task"] for _, m_meta, _ in plan}) > 1 if task_prefix is None else bool(task_prefix)
     frames, diag = [], {}
     for f, m_meta, origin in plan:
-        rows = _read_file(f, score, item, problems, options)
+        rows = _read_file(f, score, item, problems, options, tie)
         if rows is None:
             continue
         frame = add_meta(pd.DataFrame(rows), m_meta)
@@ -187,7 +195,7 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
                         "status": Counter(frame["status"]), "filters": sorted(set(frame["_filter"])),
                         "model": m_meta["model"], "model_from": origin, "task": m_meta["task"],
                         "item": item or ("task:doc_id" if several_tasks else "doc_id"),
-                        "options": options or "continuations"}
+                        "options": options or "continuations", "tie": tie}
         if letters:
             diag[str(f)]["letter_choices"] = letters
         frames.append(frame.drop(columns=["_filter", "_letters_beside"]))
@@ -265,7 +273,7 @@ def _letter_note(frame: pd.DataFrame, item, f: Path, problems: list) -> dict | N
     return note
 
 
-def _read_file(path: Path, score: str, item, problems: list, options: str | None = None):
+def _read_file(path: Path, score: str, item, problems: list, options: str | None = None, tie: str | None = None):
     """Rows of one samples file, or None after adding its problems to ``problems``."""
     before = len(problems)
     rows = []
@@ -292,7 +300,7 @@ def _read_file(path: Path, score: str, item, problems: list, options: str | None
             problems.append(problem(path, ln, None, f"expected a JSON object, got {type(rec).__name__}"))
             continue
         try:
-            row = _row(rec, path, ln, score, options)
+            row = _row(rec, path, ln, score, options, tie)
             if item is not None:
                 row["item_id"] = _item(rec, item)
             rows.append(row)
@@ -369,7 +377,8 @@ def _letters_beside(rec: dict, conts: list[str]) -> str | None:
     return None
 
 
-def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None = None) -> dict:
+def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None = None,
+         tie: str | None = None) -> dict:
     for key in ("doc_id", "arguments", "target"):
         if key not in rec:
             raise _Bad(key, "missing key (is this an lm-eval samples_*.jsonl line?)")
@@ -394,8 +403,10 @@ def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None =
     else:
         raise _Bad("arguments", "the requests differ in both context and continuation: not one multiple-choice item")
     k = len(options)
-    shown = _shown_texts(rec, options_field, k) if options_field else [o.strip() for o in options]
-    gold = _gold(rec["target"], options, shown)
+    j = _tie_index(options, tie)
+    shown = (_shown_texts(rec, options_field, k - (j is not None)) if options_field else
+             [o.strip() for i, o in enumerate(options) if i != j])
+    gold = _gold(rec["target"], options, shown if j is None else None)
     arr = np.array(lls, dtype=float)
     if score == "acc_norm":
         lengths = np.array([float(len(o.lstrip())) or 1.0 for o in options])
@@ -407,14 +418,31 @@ def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None =
             raise _Bad(score, f"the line records {score} = {rec[score]} but the argmax of its loglikelihoods is "
                               f"option {chosen} and the gold option(s) {gold}: the responses do not match the "
                               "options (changed choice list or another filter?)")
-    return {"item_id": str(rec["doc_id"]), "epoch": 1, "n_options": k,
+    if j is not None:   # the tie continuation is a verdict, not an option: positions after it move up by one
+        status, chosen = ("tie", None) if chosen == j + 1 else (status, chosen if chosen is None or chosen <= j
+                                                                 else chosen - 1)
+        gold = [g if g <= j else g - 1 for g in gold if g != j + 1]
+    kk = len(shown)
+    return {"item_id": str(rec["doc_id"]), "epoch": 1, "n_options": kk,
             "options": json.dumps(shown, ensure_ascii=False),
-            "option_ids": None if options_field else "|".join(_letter(i) for i in range(k)),
+            "option_ids": None if options_field else "|".join(_letter(i) for i in range(k) if i != j),
             "chosen_position": chosen, "gold_position": gold[0] if len(gold) == 1 else None,
             "gold_positions": "|".join(map(str, gold)) if gold else None, "status": status,
             "raw_answer": json.dumps(lls), "question": str(question)[:2000], "source_file": str(path),
             "source_row": ln, "_filter": str(rec.get("filter", "")),
-            "_letters_beside": None if options_field else _letters_beside(rec, options)}
+            "_letters_beside": None if options_field or j is not None else _letters_beside(rec, options)}
+
+
+def _tie_index(options: list[str], tie: str | None) -> int | None:
+    """The index of the continuation that declares a tie (the manifest's ``tie``, compared without surrounding
+    spaces and case), or None."""
+    if tie is None:
+        return None
+    stripped = [o.strip().casefold() for o in options]
+    t = tie.strip().casefold()
+    if stripped.count(t) > 1:
+        raise _Bad("tie", f"{stripped.count(t)} continuations read {tie!r}: the tie verdict must be one of them")
+    return stripped.index(t) if t in stripped else None
 
 
 def _letter(i: int) -> str:
