@@ -15,7 +15,7 @@ from .._validation import check_by, check_confidence_level, check_n_resamples, c
 from ..metrics._bootstrap import percentile_ci, query_weights
 from ._stats import ChoiceLogLike, RngLike, _as_choice_log, json_records
 
-__all__ = ["judge_consistency", "JudgeConsistency", "JUDGE_VERDICTS", "REPLICATE_COLUMNS"]
+__all__ = ["judge_consistency", "JudgeConsistency", "JUDGE_VERDICTS", "REPLICATE_COLUMNS", "expanded_level"]
 
 #: A judgement of a 2-option row: the slot it preferred, or a tie (status ``"tie"``).
 JUDGE_VERDICTS = ("first", "second", "tie")
@@ -122,7 +122,8 @@ def judge_consistency(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",
     over every run and epoch are not independent, so every interval is an item-bootstrap percentile interval
     (all pairs and judgements of an item drawn together; ``unit = "item"``). Treating the repetitions as
     independent pairs (a Wilson interval over pairs) gave intervals 1.1-1.6 times too narrow and coverage below
-    nominal; ``analyses/judge_coverage.py`` measures the item bootstrap. A pair with an invalid judgement
+    nominal. The intervals are *expanded* percentile intervals (:func:`expanded_level`: the plain percentile
+    interval of a few dozen items covers 93%); ``analyses/judge_coverage.py`` measures their coverage. A pair with an invalid judgement
     (no answer, an unparseable one), rows with more than two options and rows without their swapped partner are
     excluded and counted by reason.
 
@@ -151,7 +152,7 @@ def judge_consistency(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",
        n_pairs  consistent  primacy_preferred  consistency  preference_score
     0       10           6                  4          0.6              -1.0
     >>> res.to_frame()[["consistency_ci_low", "consistency_ci_high"]].round(3).to_dict("records")
-    [{'consistency_ci_low': 0.298, 'consistency_ci_high': 0.9}]
+    [{'consistency_ci_low': 0.2, 'consistency_ci_high': 0.9}]
     """
     clog = _as_choice_log(log)
     by = check_by(by, clog.design_columns)
@@ -257,6 +258,25 @@ def _stability(sub: pd.DataFrame, design: list) -> pd.DataFrame:
                         index=pd.Index(units, name="_unit")).groupby(level=0).sum()
 
 
+def expanded_level(level: float, n_units: int) -> float:
+    """The percentile level of the *expanded* bootstrap percentile interval (Hesterberg 2015) for ``n_units`` units.
+
+    The plain percentile interval is too narrow in small samples (its spread is that of the plug-in, n rather than
+    n - 1, and it uses normal rather than t quantiles); the expanded interval reads the bootstrap distribution at
+    ``Phi(-sqrt(n / (n - 1)) * t_{n-1, (1 + level) / 2})`` on each side instead of ``(1 - level) / 2``.
+
+    Examples
+    --------
+    >>> round(expanded_level(0.95, 40), 4), round(expanded_level(0.95, 10_000), 4)
+    (0.9595, 0.95)
+    """
+    from scipy.stats import norm, t
+
+    if n_units < 2:
+        return level
+    return float(1 - 2 * norm.cdf(-np.sqrt(n_units / (n_units - 1)) * t.ppf((1 + level) / 2, n_units - 1)))
+
+
 def _estimates(sums: pd.DataFrame, n_resamples: int, level: float, gen: np.random.Generator) -> dict:
     """Counts, ratios and their item-bootstrap percentile intervals from the per-unit sums."""
     s = sums.copy()
@@ -273,13 +293,14 @@ def _estimates(sums: pd.DataFrame, n_resamples: int, level: float, gen: np.rando
     units = {"n_pairs": s[s["n_pairs"] > 0], "n_repeated": s[s["n_repeated"] > 0]}
     weights = {k: query_weights(len(u), n_resamples, gen) if n_resamples and len(u) else None
                for k, u in units.items()}
+    levels = {k: expanded_level(level, len(u)) for k, u in units.items()}
     for name, (num, den) in ratios.items():
         out[name] = tot[num] / tot[den] if tot[den] > 0 else np.nan
         basis = "n_repeated" if name == "repetition_stability" else "n_pairs"
         w, u = weights[basis], units[basis]
         if w is not None and tot[den] > 0:
             with np.errstate(invalid="ignore", divide="ignore"):
-                ci = percentile_ci((w @ u[num].to_numpy()) / (w @ u[den].to_numpy()), level)
+                ci = percentile_ci((w @ u[num].to_numpy()) / (w @ u[den].to_numpy()), levels[basis])
         else:
             ci = percentile_ci([], level)
         prefix = _CI_NAME.get(name, name)

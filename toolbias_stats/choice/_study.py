@@ -9,10 +9,10 @@ from pathlib import Path
 
 from ..exceptions import ManifestError, problem
 from ..io._manifest import CHOICE_ONLY_FORMATS, load_toml
-from ..io._manifest import CHOICE_OPTION_KEYS
+from ..io._manifest import CHOICE_OPTION_KEYS, choice_manifest_problem
 from ._log import ChoiceLog
 
-__all__ = ["read_choice_study", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
+__all__ = ["read_choice_study", "is_choice_manifest", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
 
 #: ``format`` values of a choice study and the reader options each takes.
 CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item", "options", "tie"), "choice_table": ()}
@@ -95,6 +95,48 @@ def read_choice_study(path: str | PathLike[str]) -> ChoiceLog:
     log = _read_choice_entries([e for e in entries if e is not None])
     log.diagnostics["__study__"] = {"name": str(doc.get("name", path.stem)), "manifest": str(path)}
     return log
+
+
+#: Keys that make a manifest a tool study (a catalog or the clusters of the tools).
+_TOOL_KEYS = ("catalog", "clusters", "clusters_file", "cluster")
+
+
+def is_choice_manifest(path: str | PathLike[str]) -> bool:
+    """Whether a manifest describes a choice study (read by :func:`read_choice_study`) rather than a tool study.
+
+    A choice study uses a multiple-choice-only format (``lm_eval``, ``choice_table``) or a choice reader's option
+    (``score``, ``scorer``, ``item``, ...) without a catalog, or reads only Inspect logs without a catalog or
+    clusters (an Inspect tool study needs one of them). ``toolbias-stats validate`` and ``shift`` use it to
+    dispatch. A file that is not a readable manifest is not a choice study (the tool reader then reports why).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> m = Path(tempfile.mkdtemp()) / "study.toml"
+    >>> _ = m.write_text('format = "lm_eval"\\n[[logs]]\\npath = "samples.jsonl"\\n')
+    >>> is_choice_manifest(m)
+    True
+    >>> _ = m.write_text('format = "inspect"\\ncatalog = "tools.csv"\\n[[logs]]\\npath = "logs"\\n')
+    >>> is_choice_manifest(m)
+    False
+    """
+    from ..exceptions import ManifestError
+
+    try:
+        doc = load_toml(Path(path))
+    except (ManifestError, OSError):
+        return False
+    logs = doc.get("logs")
+    if not isinstance(logs, list) or not logs or not all(isinstance(e, dict) for e in logs):
+        return False
+    if choice_manifest_problem(path, doc) is not None:
+        return True
+    tables = [doc, *logs]
+    if any(k in t for t in tables for k in _TOOL_KEYS):
+        return False
+    formats = {e.get("format", doc.get("format")) for e in logs}
+    return formats == {"inspect"} or any(k in t for t in tables for k in _OPTION_KEYS)
 
 
 def _choice_entry(path: Path, where: str, merged: dict, entry: dict, problems: list) -> tuple | None:
