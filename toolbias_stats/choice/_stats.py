@@ -41,21 +41,13 @@ def json_records(frame: pd.DataFrame) -> list[dict]:
     ...                            "wilson_low": [0.2], "wilson_high": [0.8], "excluded": ['{"unpaired": 2}']}))
     [{'rate': 0.5, 'rate_ci': [0.25, 0.75], 'wilson_ci': [0.2, 0.8], 'excluded': {'unpaired': 2}}]
     """
-    out = []
-    for rec in _frame_records(frame):
-        row: dict = {}
-        for k, v in rec.items():
-            if k.endswith("_high") and k[:-5] + "_low" in rec:
-                continue
-            if k.endswith("_low") and k[:-4] + "_high" in rec:
-                stem = k[:-4]
-                row[stem if stem == "ci" or stem.endswith("_ci") else stem + "_ci"] = [v, rec[stem + "_high"]]
-            elif k == "excluded" and isinstance(v, str):
-                row[k] = json.loads(v)
-            else:
-                row[k] = v
-        out.append(row)
-    return out
+    from .._json import interval_lists
+
+    rows = interval_lists(_frame_records(frame))
+    for row in rows:
+        if isinstance(row.get("excluded"), str):
+            row["excluded"] = json.loads(row["excluded"])
+    return rows
 
 
 def _as_choice_log(log) -> ChoiceLog:
