@@ -126,8 +126,8 @@ def interval_lists(value: Any) -> Any:
     one ``[low, high]`` list, recursively.
 
     ``ci_low`` / ``ci_high`` become ``ci``, ``<x>_ci_low`` / ``<x>_ci_high`` become ``<x>_ci`` and another
-    ``<x>_low`` / ``<x>_high`` pair (``wilson_low``, ``se_ci``...) becomes ``<x>_ci`` (``<x>`` when it already ends
-    in ``ci``). The key takes the place of the lower bound; a lone ``_low`` or ``_high`` key stays as it is.
+    ``<x>_low`` / ``<x>_high`` pair (``wilson_low``) becomes ``<x>_ci`` (``<x>`` when it already names an
+    interval: ``ci_percentile_low`` -> ``ci_percentile``). The key takes the place of the lower bound; a lone ``_low`` or ``_high`` key stays as it is.
 
     Parameters
     ----------
@@ -155,7 +155,8 @@ def interval_lists(value: Any) -> Any:
             continue
         if isinstance(k, str) and k.endswith("_low") and k[:-4] + "_high" in value:
             stem = k[:-4]
-            out[stem if stem == "ci" or stem.endswith("_ci") else stem + "_ci"] = [v, value[stem + "_high"]]
+            named = stem == "ci" or stem.endswith("_ci") or stem.startswith("ci_")
+            out[stem if named else stem + "_ci"] = [v, value[stem + "_high"]]
         else:
             out[k] = interval_lists(v)
     return out

@@ -11,12 +11,13 @@ from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
 _lazy.add('._log', 'CHOICE_COLUMNS', 'CHOICE_STATUSES', 'ChoiceLog', 'read_choice_table')
-_lazy.add('._stats', 'GoldPositionAccuracy', 'OptionPositionBias', 'accuracy_by_gold_position', 'option_position_bias')
+_lazy.add('._stats', 'GoldPositionAccuracy', 'OptionPositionBias', 'accuracy_by_gold_position', 'option_position_bias',
+           'k_weighted_delta_pos')
 _lazy.add('._judge', 'JUDGE_VERDICTS', 'JudgeConsistency', 'judge_consistency')
 _lazy.add('._study', 'CHOICE_FORMATS', 'is_choice_manifest', 'read_choice_study')
 
 __all__ = ["ChoiceLog", "CHOICE_COLUMNS", "CHOICE_STATUSES", "CHOICE_FORMATS", "read_choice_study", "is_choice_manifest",
            "read_choice_table", "option_position_bias", "accuracy_by_gold_position", "judge_consistency",
-           "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency", "JUDGE_VERDICTS"]
+           "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency", "JUDGE_VERDICTS", "k_weighted_delta_pos"]
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -152,9 +152,23 @@ def format_choice_position_text(pos) -> str:
     for _, r in pos.to_frame().iterrows():
         corrected = fmt_estimate_ci(r["corrected"], (r["corrected_ci_low"], r["corrected_ci_high"]))
         corrected = "" if corrected == MISSING else f"  bias-corrected {corrected}"
-        lines.append(f"  {_keys(r, by)}: delta_pos {fmt_estimate_ci(r['mean_over_runs'], (r['ci_low'], r['ci_high']))}"
+        several_k = "n_k" in r and r["n_k"] > 1
+        if several_k:   # items with different numbers of options: the weighted value first (issue 35)
+            lines.append(f"  {_keys(r, by)}: delta_pos weighted by {r['weights']} over {int(r['n_k'])} K groups "
+                         f"{fmt_estimate_ci(r['weighted'], (r['weighted_ci_low'], r['weighted_ci_high']))}")
+        label = "unweighted mean over K" if several_k else "delta_pos"
+        lines.append(f"  {_keys(r, by)}: {label} {fmt_estimate_ci(r['mean_over_runs'], (r['ci_low'], r['ci_high']))}"
                      f"{corrected}  uniform-null {fmt_num(r['null_expected'])}, {fmt_p(r['p_value'])}  "
                      f"(n = {int(r['n_used'])}, excluded {int(r['n_excluded'])})")
+        if several_k and isinstance(r.get("k_note"), str):
+            lines.append(f"    note: {r['k_note']}")
+    bk = pos.by_k
+    mixed = len(bk) > 0 and (bk.groupby(by)["n_options"].nunique().max() if by else bk["n_options"].nunique()) > 1
+    if mixed:
+        for _, r in bk.iterrows():
+            lines.append(f"    {_keys(r, by)} K={int(r['n_options'])}: delta_pos "
+                         f"{fmt_estimate_ci(r['delta_pos'], (r['ci_low'], r['ci_high']))} "
+                         f"({int(r['n_answers'])} answers, {100 * r['share_answers']:.1f}%; {int(r['n_items'])} items)")
     for _, r in pos.rates_frame().iterrows():
         gold = r.get("gold_rate") if "gold_rate" in r else None
         gold = "" if gold is None or fmt_num(gold) == MISSING else f"   gold here {fmt_num(gold)}"
