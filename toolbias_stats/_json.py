@@ -127,7 +127,8 @@ def interval_lists(value: Any) -> Any:
 
     ``ci_low`` / ``ci_high`` become ``ci``, ``<x>_ci_low`` / ``<x>_ci_high`` become ``<x>_ci`` and another
     ``<x>_low`` / ``<x>_high`` pair (``wilson_low``) becomes ``<x>_ci`` (``<x>`` when it already names an
-    interval: ``ci_percentile_low`` -> ``ci_percentile``). The key takes the place of the lower bound; a lone ``_low`` or ``_high`` key stays as it is.
+    interval: ``ci_percentile_low`` -> ``ci_percentile``). The key takes the place of the lower bound; a lone
+    ``_low`` or ``_high`` key stays as it is.
 
     Parameters
     ----------

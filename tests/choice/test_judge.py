@@ -130,7 +130,7 @@ class TestJudgeConsistency:
         d = res.to_dict()
         g = d["groups"][0]
         assert d["unit"] == "item" and isinstance(g["excluded"], dict)
-        assert not [k for k in g if k.endswith("_low") or k.endswith("_high")]
+        assert not [k for k in g if k.endswith(("_low", "_high"))]
         assert len(g["consistency_ci"]) == 2 and len(g["first_ci"]) == 2
         json.dumps(d, allow_nan=False)
 

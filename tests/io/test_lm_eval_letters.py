@@ -120,7 +120,8 @@ def judge_line(doc_id, pair, order, verdict_ll, question="Which answer is better
     return json.dumps({
         "doc_id": doc_id, "doc": {"item": f"pair-{pair[0]}", "choices": shown, "answer": 0}, "target": 0,
         "arguments": {f"gen_args_{i}": {f"arg_{j}": x for j, x in enumerate(a)} for i, a in enumerate(args)},
-        "resps": [[[str(ll), "False"]] for ll in verdict_ll], "filtered_resps": [[str(ll), "False"] for ll in verdict_ll],
+        "resps": [[[str(ll), "False"]] for ll in verdict_ll],
+        "filtered_resps": [[str(ll), "False"] for ll in verdict_ll],
         "filter": "none", "metrics": ["acc"], "doc_hash": "0" * 64, "prompt_hash": "1" * 64,
         "target_hash": "2" * 64, "acc": float(int(np.argmax(verdict_ll)) == 0)})
 

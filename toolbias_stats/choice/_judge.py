@@ -123,9 +123,9 @@ def judge_consistency(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",
     (all pairs and judgements of an item drawn together; ``unit = "item"``). Treating the repetitions as
     independent pairs (a Wilson interval over pairs) gave intervals 1.1-1.6 times too narrow and coverage below
     nominal. The intervals are *expanded* percentile intervals (:func:`expanded_level`: the plain percentile
-    interval of a few dozen items covers 93%); ``analyses/judge_coverage.py`` measures their coverage. A pair with an invalid judgement
-    (no answer, an unparseable one), rows with more than two options and rows without their swapped partner are
-    excluded and counted by reason.
+    interval of a few dozen items covers 93%); ``analyses/judge_coverage.py`` measures their coverage. A pair
+    with an invalid judgement (no answer, an unparseable one), rows with more than two options and rows without
+    their swapped partner are excluded and counted by reason.
 
     References
     ----------

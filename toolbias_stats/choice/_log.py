@@ -167,7 +167,8 @@ class ChoiceLog:
         ``option_ids`` on every row, e.g. Inspect's solver shuffling, or positions when the source
         never shuffles, as lm-eval). ``query_id`` is the item, ``epoch`` and ``attempt`` (the n-th
         presentation of the item with the same order) become design columns. Statuses map
-        ``tie`` and ``no_answer -> no_call`` (no option chosen), ``invalid_answer -> unknown_tool``, ``multiple_answers`` and
+        ``tie`` and ``no_answer -> no_call`` (no option chosen), ``invalid_answer -> unknown_tool``,
+        ``multiple_answers`` and
         ``error -> parse_error``.
         """
         from ..io._catalog import ToolCatalog

@@ -8,8 +8,7 @@ from os import PathLike
 from pathlib import Path
 
 from ..exceptions import ManifestError, problem
-from ..io._manifest import CHOICE_ONLY_FORMATS, load_toml
-from ..io._manifest import CHOICE_OPTION_KEYS, choice_manifest_problem
+from ..io._manifest import CHOICE_ONLY_FORMATS, CHOICE_OPTION_KEYS, choice_manifest_problem, load_toml
 from ._log import ChoiceLog
 
 __all__ = ["read_choice_study", "is_choice_manifest", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
@@ -195,7 +194,13 @@ def _read_choice_entries(entries: list) -> ChoiceLog:
             prefix = len(tasks) > 1 if "item" not in options else None
             parts.append(read_lm_eval(p, meta=meta, task_prefix=prefix, **options))
         else:
-            parts.append(read_choice_table(p))
+            table = read_choice_table(p)
+            if meta:   # the entry's design keys (model, run, condition, extras) label every row of the table
+                frame = table.data.copy()
+                for k, v in meta.items():
+                    frame[k] = v
+                table = ChoiceLog.from_frame(frame, diagnostics=table.diagnostics, source=str(p))
+            parts.append(table)
     return parts[0] if len(parts) == 1 else ChoiceLog.concat(parts)
 
 

@@ -206,8 +206,8 @@ def _signed_ci(lo, hi) -> str:
 def format_choice_judge_text(judge) -> str:
     """Swapped-pair position bias of a :class:`~toolbias_stats.choice.JudgeConsistency` (Shi et al. 2024 metrics)."""
     by = list(judge.by)
-    lines = [f"Pairwise judge position bias (swapped pairs; intervals resample the {judge.unit}s, runs and epochs "
-             "are replicates)"]
+    lines = [(f"Pairwise judge position bias (swapped pairs; intervals resample the {judge.unit}s, runs and epochs "
+              "are replicates)")]
     for _, r in judge.table.iterrows():
         if r["n_pairs"] == 0:
             continue

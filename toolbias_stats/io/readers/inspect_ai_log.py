@@ -371,8 +371,8 @@ def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | Non
     ``answer``, else from the final output (``ANSWER: X``, the multiple_choice template). One
     letter inside the choices -> ``ok``; ``tie`` (``ANSWER: tie``) on a two-choice sample -> ``tie`` (a
     pairwise judge declaring the answers equal, :func:`~toolbias_stats.choice.judge_consistency`); none ->
-    ``no_answer``; a letter beyond the choices or unparseable text -> ``invalid_answer``; several letters -> ``multiple_answers``; a sample
-    error -> ``error``.
+    ``no_answer``; a letter beyond the choices or unparseable text -> ``invalid_answer``; several letters ->
+    ``multiple_answers``; a sample error -> ``error``.
 
     Examples
     --------
