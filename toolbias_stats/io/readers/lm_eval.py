@@ -140,14 +140,7 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
     """
     from ...choice._log import ChoiceLog
 
-    if tie is not None and (not isinstance(tie, str) or not tie.strip()):
-        raise ValueError(f"`tie` must be the text of the tie continuation, such as 'C' or 'tie'; got {tie!r} instead.")
-    if score not in _SCORES:
-        raise ValueError(f"`score` must be one of {list(_SCORES)}; got {score!r} instead.")
-    for name, value in (("item", item), ("options", options)):
-        if value is not None and (not isinstance(value, str) or not value or any(not k for k in value.split("."))):
-            raise ValueError(f"`{name}` must be a field name or dotted path such as 'doc.{name}'; got {value!r} "
-                             "instead.")
+    _check_options(score, item, options, tie)
     files = samples_files(path)
     meta = dict(meta or {})
     plan, problems = [], []
@@ -203,6 +196,18 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
         raise SelectionLogError(problems)
     frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     return ChoiceLog.from_frame(frame, diagnostics=diag, source=str(path))
+
+
+def _check_options(score, item, options, tie) -> None:
+    """The reader options (ValueError naming the argument)."""
+    if tie is not None and (not isinstance(tie, str) or not tie.strip()):
+        raise ValueError(f"`tie` must be the text of the tie continuation, such as 'C' or 'tie'; got {tie!r} instead.")
+    if score not in _SCORES:
+        raise ValueError(f"`score` must be one of {list(_SCORES)}; got {score!r} instead.")
+    for name, value in (("item", item), ("options", options)):
+        if value is not None and (not isinstance(value, str) or not value or any(not k for k in value.split("."))):
+            raise ValueError(f"`{name}` must be a field name or dotted path such as 'doc.{name}'; got {value!r} "
+                             "instead.")
 
 
 def samples_files(path) -> list[Path]:
@@ -377,8 +382,8 @@ def _letters_beside(rec: dict, conts: list[str]) -> str | None:
     return None
 
 
-def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None = None,
-         tie: str | None = None) -> dict:
+def _requests(rec: dict) -> tuple[list[str], str, list[float]]:
+    """``(options, question, loglikelihoods)`` of a line: its requests' continuations (or contexts) and scores."""
     for key in ("doc_id", "arguments", "target"):
         if key not in rec:
             raise _Bad(key, "missing key (is this an lm-eval samples_*.jsonl line?)")
@@ -397,11 +402,15 @@ def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None =
     contexts = [a[0] for a in args]
     conts = [a[1] for a in args]
     if len(set(contexts)) == 1:
-        options, question = conts, contexts[0]
-    elif len(set(conts)) == 1:  # options are contexts (winogrande-style "multiple input" tasks)
-        options, question = contexts, conts[0]
-    else:
-        raise _Bad("arguments", "the requests differ in both context and continuation: not one multiple-choice item")
+        return conts, contexts[0], lls
+    if len(set(conts)) == 1:  # options are contexts (winogrande-style "multiple input" tasks)
+        return contexts, conts[0], lls
+    raise _Bad("arguments", "the requests differ in both context and continuation: not one multiple-choice item")
+
+
+def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None = None,
+         tie: str | None = None) -> dict:
+    options, question, lls = _requests(rec)
     k = len(options)
     j = _tie_index(options, tie)
     shown = (_shown_texts(rec, options_field, k - (j is not None)) if options_field else
