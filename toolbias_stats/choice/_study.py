@@ -108,6 +108,15 @@ def is_choice_manifest(path: str | PathLike[str]) -> bool:
     clusters (an Inspect tool study needs one of them). ``toolbias-stats validate`` and ``shift`` use it to
     dispatch. A file that is not a readable manifest is not a choice study (the tool reader then reports why).
 
+    Parameters
+    ----------
+    path : path-like
+        The TOML manifest.
+
+    Returns
+    -------
+    bool
+
     Examples
     --------
     >>> import tempfile
