@@ -82,7 +82,7 @@ def test_coverage_unbalanced_k_small():
     truth = float(np.dot(n / n.sum(), [m * (k - 1) / k for k, _ in design]))
     rng = np.random.default_rng(5)
     hits = []
-    for _ in range(40):
+    for _ in range(60):
         rows = []
         for k, items in design:
             s = rng.beta(m * conc, (1 - m) * conc, items)
@@ -91,6 +91,6 @@ def test_coverage_unbalanced_k_small():
                     rows.append({"item_id": f"K{k}-{i}", "n_options": k, "status": "ok",
                                  "options": json.dumps([f"{i}-{(j + r) % k}" for j in range(k)]),
                                  "chosen_position": 1 if rng.random() < s[i] else int(rng.integers(1, k + 1))})
-        w, _ = k_weighted_delta_pos(ChoiceLog.from_frame(pd.DataFrame(rows)), by=(), n_resamples=300, rng=rng)
+        w, _ = k_weighted_delta_pos(ChoiceLog.from_frame(pd.DataFrame(rows)), by=(), n_resamples=400, rng=rng)
         hits.append(w.iloc[0]["ci_low"] <= truth <= w.iloc[0]["ci_high"])
-    assert np.mean(hits) >= 0.85          # nominal 0.95; 40 studies: MC s.e. ~0.035
+    assert np.mean(hits) >= 0.86          # nominal 0.95; 60 studies: MC s.e. ~0.028
