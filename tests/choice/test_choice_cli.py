@@ -109,7 +109,7 @@ def test_validate_and_shift_accept_a_choice_manifest(tmp_path, capsys):
 
 
 def test_choice_json_judge_block_with_ties(tmp_path, capsys):
-    m, frame = _judge_table_study(tmp_path)
+    m, _ = _judge_table_study(tmp_path)
     assert main(["choice", str(m), "--by", "condition", "--bootstrap", "50", "--null", "50", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert_one_json_shape(out)
