@@ -108,9 +108,11 @@ class OptionPositionBias(ReprHTMLMixin):
         f = self.bias.to_frame()
         f = f[f["metric"] == "delta_pos"].reset_index(drop=True)
         if len(self.weighted):
-            w = self.weighted[list(self.by) + ["weights", "n_k", "delta_pos", "ci_low", "ci_high", "unit", "note"]]
+            w = self.weighted[list(self.by) + ["weights", "n_k", "delta_pos", "ci_low", "ci_high", "corrected",
+                                               "corrected_ci_low", "corrected_ci_high", "unit", "note"]]
             w = w.rename(columns={"delta_pos": "weighted", "ci_low": "weighted_ci_low", "ci_high": "weighted_ci_high",
-                                  "note": "k_note"})
+                                  "corrected": "weighted_corrected", "corrected_ci_low": "weighted_corrected_ci_low",
+                                  "corrected_ci_high": "weighted_corrected_ci_high", "note": "k_note"})
             f = w.merge(f, on=list(self.by), how="right") if self.by else pd.concat([w, f], axis=1)
             f = f[["metric"] + [c for c in f.columns if c != "metric"]]
         return f
@@ -236,7 +238,10 @@ def k_weighted_delta_pos(log: ChoiceLogLike, *, by: str | Sequence[str] = ("mode
     -------
     (weighted, by_k) : tuple of pandas.DataFrame
         ``weighted``: one row per group with ``weights``, ``n_k`` (K groups), ``delta_pos`` = sum_K w_K delta_K
-        with its percentile CI (``ci_low``, ``ci_high``), ``unweighted`` (the mean over K), ``unit`` and a
+        with its percentile CI (``ci_low``, ``ci_high``), ``corrected`` = delta_pos minus its bootstrap bias
+        (mean of the replicates minus the estimate; the plug-in TV is biased upward, most in small K groups)
+        with the percentile CI shifted by the same amount (``corrected_ci_low`` / ``_high``, within [0, 1]; the
+        recommended interval), ``unweighted`` (the mean over K), ``unit`` and a
         ``note`` when the K groups are unbalanced (the smallest holds under 5% of the answers, or the
         weighted and unweighted values differ by more than 0.02). ``by_k``: one row per group and K with
         ``n_items``, ``n_answers``, ``share_answers``, ``share_items``, ``delta_pos`` and its CI.
@@ -314,10 +319,15 @@ def _k_group(sub: pd.DataFrame, keys: dict, weights: str, n_resamples: int, leve
         bt, bn = np.array(boot_tv), np.array(boot_n)      # (K groups, replicates)
         bw = {"answers": bn, "items": np.repeat(i_a[:, None], n_resamples, 1),
               "k": np.ones_like(bn)}[weights]
-        ci = percentile_ci((bw * np.nan_to_num(bt)).sum(0) / bw.sum(0), level)
+        boot = (bw * np.nan_to_num(bt)).sum(0) / bw.sum(0)
+        ci = percentile_ci(boot, level)
+        # the plug-in TV is biased upward (most in small K groups): the bootstrap estimate of that bias
+        shift = float(np.mean(boot)) - est
+        corr = (max(est - shift, 0.0), max(ci.low - shift, 0.0), min(max(ci.high - shift, 0.0), 1.0))
         ci_k = [percentile_ci(x, level) for x in bt]
     else:
         ci = percentile_ci([], level)
+        corr = (np.nan, np.nan, np.nan)
         ci_k = [ci] * len(ks)
     share = n_a / n_a.sum()
     rows = [{**keys, "n_options": k, "n_items": int(i_a[j]), "n_answers": int(n_a[j]), "share_answers": share[j],
@@ -330,6 +340,7 @@ def _k_group(sub: pd.DataFrame, keys: dict, weights: str, n_resamples: int, leve
         note = (f"K groups unbalanced (answers: {parts}): delta_pos weighted by {weights} {est:.3f}, unweighted "
                 f"mean over K {unweighted:.3f}; per-K values in by_k")
     head = {**keys, "weights": weights, "n_k": len(ks), "delta_pos": est, "ci_low": ci.low, "ci_high": ci.high,
+            "corrected": corr[0], "corrected_ci_low": corr[1], "corrected_ci_high": corr[2],
             "unweighted": unweighted, "unit": "item", "note": note}
     return head, rows
 
