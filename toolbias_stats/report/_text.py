@@ -154,8 +154,10 @@ def format_choice_position_text(pos) -> str:
         corrected = "" if corrected == MISSING else f"  bias-corrected {corrected}"
         several_k = "n_k" in r and r["n_k"] > 1
         if several_k:   # items with different numbers of options: the weighted value first (issue 35)
+            wc = (r["weighted_corrected_ci_low"], r["weighted_corrected_ci_high"])
             lines.append(f"  {_keys(r, by)}: delta_pos weighted by {r['weights']} over {int(r['n_k'])} K groups "
-                         f"{fmt_estimate_ci(r['weighted'], (r['weighted_ci_low'], r['weighted_ci_high']))}")
+                         f"{fmt_estimate_ci(r['weighted'], (r['weighted_ci_low'], r['weighted_ci_high']))}  "
+                         f"bias-corrected {fmt_estimate_ci(r['weighted_corrected'], wc)}")
         label = "unweighted mean over K" if several_k else "delta_pos"
         lines.append(f"  {_keys(r, by)}: {label} {fmt_estimate_ci(r['mean_over_runs'], (r['ci_low'], r['ci_high']))}"
                      f"{corrected}  uniform-null {fmt_num(r['null_expected'])}, {fmt_p(r['p_value'])}  "
