@@ -81,7 +81,7 @@ def test_coverage_unbalanced_k_small():
     n = np.array([k * i for k, i in design], float)
     truth = float(np.dot(n / n.sum(), [m * (k - 1) / k for k, _ in design]))
     rng = np.random.default_rng(5)
-    hits = []
+    hits, corrected = [], []
     for _ in range(60):
         rows = []
         for k, items in design:
@@ -91,6 +91,8 @@ def test_coverage_unbalanced_k_small():
                     rows.append({"item_id": f"K{k}-{i}", "n_options": k, "status": "ok",
                                  "options": json.dumps([f"{i}-{(j + r) % k}" for j in range(k)]),
                                  "chosen_position": 1 if rng.random() < s[i] else int(rng.integers(1, k + 1))})
-        w, _ = k_weighted_delta_pos(ChoiceLog.from_frame(pd.DataFrame(rows)), by=(), n_resamples=400, rng=rng)
+        w, _ = k_weighted_delta_pos(ChoiceLog.from_frame(pd.DataFrame(rows)), by=(), n_resamples=250, rng=rng)
         hits.append(w.iloc[0]["ci_low"] <= truth <= w.iloc[0]["ci_high"])
+        corrected.append(w.iloc[0]["corrected_ci_low"] <= truth <= w.iloc[0]["corrected_ci_high"])
     assert np.mean(hits) >= 0.86          # nominal 0.95; 60 studies: MC s.e. ~0.028
+    assert np.mean(corrected) >= 0.86

@@ -165,7 +165,7 @@ def test_coverage_with_correlated_repetitions_small():
     rng = np.random.default_rng(2024)
     hits, naive_hits, ratio = [], [], []
     for _ in range(60):
-        r = judge_consistency(_simulate(rng, 40), n_resamples=300, rng=rng).to_frame().iloc[0]
+        r = judge_consistency(_simulate(rng, 40), n_resamples=200, rng=rng).to_frame().iloc[0]
         hits.append(r["consistency_ci_low"] <= true_cons <= r["consistency_ci_high"])
         lo, hi = proportion_confint(int(r["consistent"]), int(r["n_pairs"]), method="wilson")
         naive_hits.append(lo <= true_cons <= hi)
