@@ -10,7 +10,8 @@ target is sum_K w_K delta_K with w_K = the design's answer shares (960, 32, 10) 
 
 For each study: ``k_weighted_delta_pos`` (weights = answers; items resampled within K groups; the percentile
 interval and the bias-corrected one, shifted by the bootstrap estimate of the plug-in's upward bias) and,
-before the change, the headline of ``option_position_bias``: the unweighted mean over K with its BCa interval and its bias-corrected calibrated interval, both read as estimates of the answer-weighted target.
+before the change, the headline of ``option_position_bias``: the unweighted mean over K with its BCa interval
+and its bias-corrected calibrated interval, both read as estimates of the answer-weighted target.
 Reported: 95% coverage with the Monte-Carlo standard error, misses on each side, mean width.
 
 Usage::
