@@ -23,6 +23,9 @@ def add_parser(subparsers):
     p.add_argument("--by", default="model", help="comma-separated grouping columns (default: model; '' for none)")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="item-bootstrap replicates (default 2000)")
     p.add_argument("--null", type=int, default=2000, metavar="N", help="uniform-chooser draws for p-values")
+    p.add_argument("--weights", choices=("answers", "items", "k"), default="answers",
+                   help="how delta_pos of items with different numbers of options K combines over K: by answers "
+                        "(default), by items, or equally (the mean over K)")
     p.add_argument("--invalid", choices=("incorrect", "exclude"), default="incorrect",
                    help="rows without a valid answer count as wrong (default) or are left out of accuracies")
     p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
@@ -40,7 +43,7 @@ def run(args) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pos = option_position_bias(log, by=by, n_resamples=args.bootstrap, n_null=args.null,
-                                   confidence_level=args.confidence_level, rng=args.seed)
+                                   confidence_level=args.confidence_level, weights=args.weights, rng=args.seed)
         has_gold = log.data["gold_position"].notna().any()
         acc = (accuracy_by_gold_position(log, by=by, n_resamples=args.bootstrap, invalid=args.invalid,
                                          confidence_level=args.confidence_level, rng=args.seed) if has_gold else None)
