@@ -11,7 +11,7 @@ probability logistic(logit(q) + b); in the order (y, x) with logistic(logit(1 - 
 Truth: every metric is a ratio of expectations over pairs, computed exactly given the latents (pair outcomes, and
 for repetition stability the expected modal share of 3 categorical draws) and averaged over 400,000 latent draws.
 
-For each study the package's ``judge_consistency`` gives its item-bootstrap percentile intervals (the fix); the
+For each study the package's ``judge_consistency`` gives its item-bootstrap (expanded percentile) intervals; the
 script also computes the intervals the package gave before the fix, which treat every (pair, epoch) as an
 independent pair: a Wilson interval for the consistency, a bootstrap of (pair, epoch) units for the first-position
 rate. Reported: 95% coverage, the share of studies whose interval lies entirely below / above the truth (misses on
