@@ -23,7 +23,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["finite", "plain", "records"]
+__all__ = ["finite", "plain", "records", "interval_lists"]
 
 
 def finite(value: Any) -> float | None:
@@ -119,3 +119,45 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     [{'n': 1, 'ok': True}, {'n': 2, 'ok': False}]
     """
     return [{str(k): plain(v) for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
+
+
+def interval_lists(value: Any) -> Any:
+    """``value`` in the one JSON shape of every ``--json`` output (issue 36): each pair of interval bounds becomes
+    one ``[low, high]`` list, recursively.
+
+    ``ci_low`` / ``ci_high`` become ``ci``, ``<x>_ci_low`` / ``<x>_ci_high`` become ``<x>_ci`` and another
+    ``<x>_low`` / ``<x>_high`` pair (``wilson_low``) becomes ``<x>_ci`` (``<x>`` when it already names an
+    interval: ``ci_percentile_low`` -> ``ci_percentile``). The key takes the place of the lower bound; a lone
+    ``_low`` or ``_high`` key stays as it is.
+
+    Parameters
+    ----------
+    value : object
+        A JSON-ready value (mappings, lists, scalars).
+
+    Returns
+    -------
+    object
+
+    Examples
+    --------
+    >>> interval_lists({"rate": 0.5, "ci_low": 0.2, "ci_high": 0.8, "rows": [{"se_ci_low": 1, "se_ci_high": 2}]})
+    {'rate': 0.5, 'ci': [0.2, 0.8], 'rows': [{'se_ci': [1, 2]}]}
+    >>> interval_lists({"wilson_low": 0.1, "wilson_high": 0.3, "low": 1})
+    {'wilson_ci': [0.1, 0.3], 'low': 1}
+    """
+    if isinstance(value, list):
+        return [interval_lists(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict = {}
+    for k, v in value.items():
+        if isinstance(k, str) and k.endswith("_high") and k[:-5] + "_low" in value:
+            continue
+        if isinstance(k, str) and k.endswith("_low") and k[:-4] + "_high" in value:
+            stem = k[:-4]
+            named = stem == "ci" or stem.endswith("_ci") or stem.startswith("ci_")
+            out[stem if named else stem + "_ci"] = [v, value[stem + "_high"]]
+        else:
+            out[k] = interval_lists(v)
+    return out

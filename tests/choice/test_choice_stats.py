@@ -123,8 +123,10 @@ def test_judge_consistency_counts_and_intervals():
     res = judge_consistency(judge_log(decisions, unpaired=3), n_resamples=500, rng=0).to_frame().iloc[0]
     assert res["n_pairs"] == 40 and res["consistent"] == 20 and res["consistency"] == 0.5
     assert res["both_first"] == 15 and res["both_second"] == 5
+    # one pair per item, no repetition: the item bootstrap is close to the binomial (Wilson) interval
     lo, hi = proportion_confint(20, 40, alpha=0.05, method="wilson")
-    assert res["consistency_ci_low"] == pytest.approx(lo) and res["consistency_ci_high"] == pytest.approx(hi)
+    assert res["consistency_ci_low"] == pytest.approx(lo, abs=0.04) and res["consistency_ci_high"] == pytest.approx(
+        hi, abs=0.04)
     # first picks: 12 + 8 (one each) + 2 * 15 = 50 of 80 judgements
     assert res["first_position_rate"] == pytest.approx(50 / 80)
     assert res["first_ci_low"] < 50 / 80 < res["first_ci_high"]

@@ -89,8 +89,8 @@ def _make_logs(root):
             msg = ChatMessageAssistant(content="" if tc else "I will not call a tool.", tool_calls=tc or None,
                                        model="mockllm/model")
             out = ModelOutput(model="mockllm/model", choices=[ChatCompletionChoice(message=msg)])
-        elif "Judge" in text:  # pairwise judge: always prefers the first answer shown
-            out = ModelOutput.from_content("mockllm/model", "ANSWER: A")
+        elif "Judge" in text:  # pairwise judge: always prefers the first answer shown, or declares a tie
+            out = ModelOutput.from_content("mockllm/model", "ANSWER: tie" if "tie me" in text else "ANSWER: A")
         else:
             item = text.split("[")[1].split("]")[0]
             out = ModelOutput.from_content("mockllm/model", MC_ITEMS[item][2])
@@ -110,7 +110,8 @@ def _make_logs(root):
         for i, (c, t, _) in list(MC_ITEMS.items())[:3]]), solver=multiple_choice(shuffle=Random(5)), scorer=choice())
     judge = [Sample(id=f"p{j}{o}", input="Judge: which answer is better?",
                     choices=list(pair) if o == "ab" else list(pair[::-1]), target="A")
-             for j, pair in enumerate([("answer one", "answer two"), ("short", "long"), ("yes", "no")])
+             for j, pair in enumerate([("answer one", "answer two"), ("short", "long"), ("yes", "no"),
+                                       ("tie me", "tie you")])
              for o in ("ab", "ba")]
     judge_task = Task(name="judge", dataset=MemoryDataset(judge), solver=multiple_choice(), scorer=choice())
     model = get_model("mockllm/model", custom_outputs=chooser)
@@ -325,8 +326,12 @@ def test_choice_study_manifest_and_statistics(inspect_logs, tmp_path):
     row = pb.to_frame().iloc[0]
     assert row["mean_over_runs"] == pytest.approx(0.75)   # every valid answer at position 1 of 4: TV = 3/4
     jc = judge_consistency(log, by=["model", "task"], n_resamples=100, rng=0).to_frame().set_index("task")
-    assert jc.at["judge", "n_pairs"] == 6                  # 3 pairs x 2 epochs
-    assert jc.at["judge", "consistency"] == 0 and jc.at["judge", "first_position_rate"] == 1
+    assert jc.at["judge", "n_pairs"] == 8                  # 4 pairs x 2 epochs
+    assert (log.data["status"] == "tie").sum() == 4        # issue 36: "ANSWER: tie" is a tie, not an invalid answer
+    # the tie pair is consistent (tie both times); the others always prefer the first slot (primacy)
+    assert jc.at["judge", "consistent"] == 2 and jc.at["judge", "primacy_preferred"] == 6
+    assert jc.at["judge", "consistency"] == 0.25 and jc.at["judge", "first_position_rate"] == 1
+    assert jc.at["judge", "preference_score"] == -1 and jc.at["judge", "repetition_stability"] == 1
     assert jc.at["mc", "n_pairs"] == 0
     from toolbias_stats.exceptions import DegenerateDataWarning
 

@@ -4,19 +4,22 @@ Readers (:func:`read_choice_study`, ``io.readers.inspect_ai_log.read_inspect_cho
 ``io.readers.lm_eval.read_lm_eval``) give a :class:`ChoiceLog`; the statistics are
 :func:`option_position_bias` (delta_pos with item-bootstrap CIs, through the tool machinery),
 :func:`accuracy_by_gold_position` (accuracy by gold position and under random orderings) and
-:func:`judge_consistency` (swapped-pair consistency). See docs/choice.md.
+:func:`judge_consistency` (swapped-pair consistency, primacy / recency preference, ties, repetition
+stability). See docs/choice.md.
 """
 
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
 _lazy.add('._log', 'CHOICE_COLUMNS', 'CHOICE_STATUSES', 'ChoiceLog', 'read_choice_table')
-_lazy.add('._stats', 'GoldPositionAccuracy', 'JudgeConsistency', 'OptionPositionBias', 'accuracy_by_gold_position',
-           'judge_consistency', 'option_position_bias')
-_lazy.add('._study', 'CHOICE_FORMATS', 'read_choice_study')
+_lazy.add('._stats', 'GoldPositionAccuracy', 'OptionPositionBias', 'accuracy_by_gold_position', 'option_position_bias',
+           'k_weighted_delta_pos')
+_lazy.add('._judge', 'JUDGE_VERDICTS', 'JudgeConsistency', 'judge_consistency')
+_lazy.add('._study', 'CHOICE_FORMATS', 'is_choice_manifest', 'read_choice_study')
 
 __all__ = ["ChoiceLog", "CHOICE_COLUMNS", "CHOICE_STATUSES", "CHOICE_FORMATS", "read_choice_study",
+           "is_choice_manifest",
            "read_choice_table", "option_position_bias", "accuracy_by_gold_position", "judge_consistency",
-           "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency"]
+           "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency", "JUDGE_VERDICTS", "k_weighted_delta_pos"]
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ChoiceLog", "CHOICE_STATUSES", "CHOICE_COLUMNS"]
 
-#: Allowed ``status`` values; only ``"ok"`` rows have a chosen position.
-CHOICE_STATUSES = ("ok", "no_answer", "invalid_answer", "multiple_answers", "error")
+#: Allowed ``status`` values; only ``"ok"`` rows have a chosen position. ``"tie"``: a judge that declared the
+#: compared answers equal (a verdict, counted by :func:`~toolbias_stats.choice.judge_consistency`).
+CHOICE_STATUSES = ("ok", "tie", "no_answer", "invalid_answer", "multiple_answers", "error")
 
 #: Core columns (after the design columns ``model, run, condition`` and extras) and their dtypes.
 CHOICE_COLUMNS = {
@@ -40,7 +41,7 @@ CHOICE_COLUMNS = {
     "source_row": "int64",
 }
 #: Statuses of a ChoiceLog -> statuses of a SelectionLog (:meth:`ChoiceLog.to_selection_log`).
-_TO_SELECTION = {"ok": "ok", "no_answer": "no_call", "invalid_answer": "unknown_tool",
+_TO_SELECTION = {"ok": "ok", "tie": "no_call", "no_answer": "no_call", "invalid_answer": "unknown_tool",
                  "multiple_answers": "parse_error", "error": "parse_error"}
 
 
@@ -166,7 +167,8 @@ class ChoiceLog:
         ``option_ids`` on every row, e.g. Inspect's solver shuffling, or positions when the source
         never shuffles, as lm-eval). ``query_id`` is the item, ``epoch`` and ``attempt`` (the n-th
         presentation of the item with the same order) become design columns. Statuses map
-        ``no_answer -> no_call``, ``invalid_answer -> unknown_tool``, ``multiple_answers`` and
+        ``tie`` and ``no_answer -> no_call`` (no option chosen), ``invalid_answer -> unknown_tool``,
+        ``multiple_answers`` and
         ``error -> parse_error``.
         """
         from ..io._catalog import ToolCatalog

@@ -25,8 +25,30 @@ ChoiceLogLike = ChoiceLog | str | PathLike[str]
 #: Accepted ``rng``: a seed, a Generator or None (fresh entropy).
 RngLike = np.random.Generator | int | None
 
-__all__ = ["option_position_bias", "accuracy_by_gold_position", "judge_consistency", "OptionPositionBias",
-           "GoldPositionAccuracy", "JudgeConsistency"]
+__all__ = ["option_position_bias", "accuracy_by_gold_position", "k_weighted_delta_pos", "OptionPositionBias",
+           "GoldPositionAccuracy", "K_WEIGHTS"]
+
+
+def json_records(frame: pd.DataFrame) -> list[dict]:
+    """Rows of a result table for ``to_dict()``: every interval as one ``[low, high]`` list and ``excluded`` as a
+    dict (never JSON inside a string).
+
+    ``<x>_ci_low`` / ``<x>_ci_high`` become ``<x>_ci``, ``ci_low`` / ``ci_high`` become ``ci`` and another
+    ``<x>_low`` / ``<x>_high`` pair (``wilson_low``) becomes ``<x>_ci``.
+
+    Examples
+    --------
+    >>> json_records(pd.DataFrame({"rate": [0.5], "rate_ci_low": [0.25], "rate_ci_high": [0.75],
+    ...                            "wilson_low": [0.2], "wilson_high": [0.8], "excluded": ['{"unpaired": 2}']}))
+    [{'rate': 0.5, 'rate_ci': [0.25, 0.75], 'wilson_ci': [0.2, 0.8], 'excluded': {'unpaired': 2}}]
+    """
+    from .._json import interval_lists
+
+    rows = interval_lists(_frame_records(frame))
+    for row in rows:
+        if isinstance(row.get("excluded"), str):
+            row["excluded"] = json.loads(row["excluded"])
+    return rows
 
 
 def _as_choice_log(log) -> ChoiceLog:
@@ -69,17 +91,31 @@ class OptionPositionBias(ReprHTMLMixin):
           metric  pooled
     0  delta_pos     0.5
     >>> sorted(res.to_dict())
-    ['bias', 'by', 'delta_pos', 'positions']
+    ['bias', 'by', 'by_k', 'delta_pos', 'positions']
     """
 
     bias: Any
     gold: pd.DataFrame
     by: list
+    weighted: pd.DataFrame = field(default_factory=pd.DataFrame)
+    by_k: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per group: delta_pos (mean over K-groups), its CI, bias-corrected value, null and p-value."""
+        """One row per group: delta_pos weighted over the K groups (``weights``: by answers by default) with its
+        item-bootstrap CI (``weighted_ci_low`` / ``_high``), then the tool machinery's columns: the mean over K
+        groups (``mean_over_runs``), its CI, bias-corrected value, null and p-value; ``k_note`` when the K groups
+        are unbalanced."""
         f = self.bias.to_frame()
-        return f[f["metric"] == "delta_pos"].reset_index(drop=True)
+        f = f[f["metric"] == "delta_pos"].reset_index(drop=True)
+        if len(self.weighted):
+            w = self.weighted[list(self.by) + ["weights", "n_k", "delta_pos", "ci_low", "ci_high", "corrected",
+                                               "corrected_ci_low", "corrected_ci_high", "unit", "note"]]
+            w = w.rename(columns={"delta_pos": "weighted", "ci_low": "weighted_ci_low", "ci_high": "weighted_ci_high",
+                                  "corrected": "weighted_corrected", "corrected_ci_low": "weighted_corrected_ci_low",
+                                  "corrected_ci_high": "weighted_corrected_ci_high", "note": "k_note"})
+            f = w.merge(f, on=list(self.by), how="right") if self.by else pd.concat([w, f], axis=1)
+            f = f[["metric"] + [c for c in f.columns if c != "metric"]]
+        return f
 
     def rates_frame(self) -> pd.DataFrame:
         """Share of answers at each position, with Wilson and item-bootstrap CIs, next to the gold share."""
@@ -97,13 +133,13 @@ class OptionPositionBias(ReprHTMLMixin):
 
     def to_dict(self) -> dict:
         d = self.bias.to_dict()
-        return {"by": list(self.by), "delta_pos": _frame_records(self.to_frame()),
-                "positions": _frame_records(self.rates_frame()), "bias": d}
+        return {"by": list(self.by), "delta_pos": json_records(self.to_frame()), "by_k": json_records(self.by_k),
+                "positions": json_records(self.rates_frame()), "bias": d}
 
 
 def option_position_bias(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
                          confidence_level: float = 0.95, ci_method: str = "bca",
-                         n_null: int = 2000, rng: RngLike = None) -> OptionPositionBias:
+                         n_null: int = 2000, weights: str = "answers", rng: RngLike = None) -> OptionPositionBias:
     """Answer-position bias delta_pos of multiple-choice answers, with item-bootstrap CIs and a uniform null.
 
     The unit is "the option shown at position p": each number of options K is a cluster whose
@@ -118,6 +154,10 @@ def option_position_bias(log: ChoiceLogLike, *, by: str | Sequence[str] = ("mode
     by : str or sequence of str, default ("model",)
     n_resamples, confidence_level, ci_method, n_null, rng
         As in :func:`~toolbias_stats.selection_bias`.
+    weights : {"answers", "items", "k"}, default "answers"
+        How the per-K values of items with different numbers of options K combine into one delta_pos
+        (``to_frame()["weighted"]``): by each K group's valid answers, by its items, or equally (``"k"``: the
+        unweighted mean over K, what ``mean_over_runs`` holds).
 
     Returns
     -------
@@ -168,7 +208,141 @@ def option_position_bias(log: ChoiceLogLike, *, by: str | Sequence[str] = ("mode
         g = g.drop(columns=["n_options", "gold_position"])
     else:
         g = pd.DataFrame(columns=by + ["options", "position", "gold_count", "gold_rate"])
-    return OptionPositionBias(bias=res, gold=g, by=by)
+    weighted, by_k = k_weighted_delta_pos(clog, by=by, weights=weights, n_resamples=n_resamples,
+                                          confidence_level=confidence_level, rng=rng)
+    return OptionPositionBias(bias=res, gold=g, by=by, weighted=weighted, by_k=by_k)
+
+
+#: ``weights`` of :func:`k_weighted_delta_pos`.
+K_WEIGHTS = ("answers", "items", "k")
+
+
+def k_weighted_delta_pos(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), weights: str = "answers",
+                         n_resamples: int = 2000, confidence_level: float = 0.95,
+                         rng: RngLike = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """delta_pos of items with different numbers of options K: per K, and weighted over K (issue 35).
+
+    Parameters
+    ----------
+    log : ChoiceLog or path to a choice-study manifest
+    by : str or sequence of str, default ("model",)
+    weights : {"answers", "items", "k"}, default "answers"
+        Weight of each K group: its share of the valid answers, of the items, or 1 / (number of K groups).
+    n_resamples : int, default 2000
+        Item-bootstrap replicates (items resampled within each K group, every presentation, run and epoch of an
+        item together); 0 skips the intervals.
+    confidence_level : float, default 0.95
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    (weighted, by_k) : tuple of pandas.DataFrame
+        ``weighted``: one row per group with ``weights``, ``n_k`` (K groups), ``delta_pos`` = sum_K w_K delta_K
+        with its percentile CI (``ci_low``, ``ci_high``), ``corrected`` = delta_pos minus its bootstrap bias
+        (mean of the replicates minus the estimate; the plug-in TV is biased upward, most in small K groups)
+        with the percentile CI shifted by the same amount (``corrected_ci_low`` / ``_high``, within [0, 1]; the
+        recommended interval), ``unweighted`` (the mean over K), ``unit`` and a
+        ``note`` when the K groups are unbalanced (the smallest holds under 5% of the answers, or the
+        weighted and unweighted values differ by more than 0.02). ``by_k``: one row per group and K with
+        ``n_items``, ``n_answers``, ``share_answers``, ``share_items``, ``delta_pos`` and its CI.
+
+    Notes
+    -----
+    delta_K = TV(P_pos, U_K) = 1/2 sum_p |P_K(p) - 1/K| over the valid answers of the K group (runs and epochs
+    pooled: they are replicates). The unweighted mean over K lets 3 five-option questions weigh as much as 261
+    three-option ones; weighting by answers estimates the position bias of the study's answers. The plug-in TV
+    is biased upward in small groups (the ``corrected`` columns of :func:`option_position_bias` correct it for
+    the mean over K); with answer weights a small group's bias weighs only its share.
+    ``analyses/choice_mixed_K_coverage.py`` measures the coverage of the weighted interval.
+
+    Examples
+    --------
+    300 three-option answers that always pick position 1 and 10 five-option answers spread evenly:
+
+    >>> import json
+    >>> import pandas as pd
+    >>> rows = [{"item_id": f"a{i}", "n_options": 3, "options": json.dumps(["x", "y", "z"]), "status": "ok",
+    ...          "chosen_position": 1} for i in range(300)]
+    >>> rows += [{"item_id": f"b{i}", "n_options": 5, "options": json.dumps(list("vwxyz")), "status": "ok",
+    ...           "chosen_position": i % 5 + 1} for i in range(10)]
+    >>> weighted, by_k = k_weighted_delta_pos(ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=0)
+    >>> weighted[["delta_pos", "unweighted"]].round(4)
+       delta_pos  unweighted
+    0     0.6452      0.3333
+    >>> by_k[["n_options", "n_answers", "delta_pos"]].round(4)
+       n_options  n_answers  delta_pos
+    0          3        300     0.6667
+    1          5         10     0.0000
+    """
+    clog = _as_choice_log(log)
+    by = check_by(by, clog.design_columns)
+    if weights not in K_WEIGHTS:
+        raise ValueError(f"`weights` must be one of {list(K_WEIGHTS)}; got {weights!r} instead.")
+    level = check_confidence_level(confidence_level)
+    n_resamples = check_n_resamples(n_resamples)
+    gen = check_rng(rng)
+    d = clog.data[clog.data["status"] == "ok"]
+    head, per_k = [], []
+    groups = list(d.groupby(by, sort=True)) if by else [((), d)]
+    for key, sub in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
+        h, rows = _k_group(sub, keys, weights, n_resamples, level, gen)
+        head.append(h)
+        per_k.extend(rows)
+    return pd.DataFrame(head), pd.DataFrame(per_k)
+
+
+def _k_group(sub: pd.DataFrame, keys: dict, weights: str, n_resamples: int, level: float, gen) -> tuple:
+    """The weighted row and the per-K rows of one group (valid answers only)."""
+    ks = sorted(int(k) for k in sub["n_options"].unique())
+    tv, n_ans, n_items, boot_tv, boot_n = [], [], [], [], []
+    for k in ks:
+        part = sub[sub["n_options"] == k]
+        items, inv = np.unique(part["item_id"].to_numpy(dtype=object).astype(str), return_inverse=True)
+        counts = np.zeros((len(items), k))
+        np.add.at(counts, (inv, part["chosen_position"].astype(int).to_numpy() - 1), 1.0)
+        tot = counts.sum(0)
+        tv.append(0.5 * np.abs(tot / tot.sum() - 1 / k).sum())
+        n_ans.append(tot.sum())
+        n_items.append(len(items))
+        if n_resamples:
+            b = query_weights(len(items), n_resamples, gen) @ counts
+            bn = b.sum(1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot_tv.append(0.5 * np.abs(b / bn[:, None] - 1 / k).sum(1))
+            boot_n.append(bn)
+    tv_a, n_a, i_a = np.array(tv), np.array(n_ans), np.array(n_items, dtype=float)
+    w = {"answers": n_a, "items": i_a, "k": np.ones(len(ks))}[weights]
+    est = float((w * tv_a).sum() / w.sum())
+    if n_resamples:
+        bt, bn = np.array(boot_tv), np.array(boot_n)      # (K groups, replicates)
+        bw = {"answers": bn, "items": np.repeat(i_a[:, None], n_resamples, 1),
+              "k": np.ones_like(bn)}[weights]
+        boot = (bw * np.nan_to_num(bt)).sum(0) / bw.sum(0)
+        ci = percentile_ci(boot, level)
+        # the plug-in TV is biased upward (most in small K groups): the bootstrap estimate of that bias
+        shift = float(np.mean(boot)) - est
+        corr = (max(est - shift, 0.0), max(ci.low - shift, 0.0), min(max(ci.high - shift, 0.0), 1.0))
+        ci_k = [percentile_ci(x, level) for x in bt]
+    else:
+        ci = percentile_ci([], level)
+        corr = (np.nan, np.nan, np.nan)
+        ci_k = [ci] * len(ks)
+    share = n_a / n_a.sum()
+    rows = [{**keys, "n_options": k, "n_items": int(i_a[j]), "n_answers": int(n_a[j]), "share_answers": share[j],
+             "share_items": i_a[j] / i_a.sum(), "delta_pos": tv_a[j], "ci_low": ci_k[j].low, "ci_high": ci_k[j].high}
+            for j, k in enumerate(ks)]
+    unweighted = float(tv_a.mean())
+    note = None
+    if len(ks) > 1 and (share.min() < 0.05 or abs(est - unweighted) > 0.02):
+        parts = ", ".join(f"K={k} {100 * s:.0f}%" for k, s in zip(ks, share))
+        note = (f"K groups unbalanced (answers: {parts}): delta_pos weighted by {weights} {est:.3f}, unweighted "
+                f"mean over K {unweighted:.3f}; per-K values in by_k")
+    head = {**keys, "weights": weights, "n_k": len(ks), "delta_pos": est, "ci_low": ci.low, "ci_high": ci.high,
+            "corrected": corr[0], "corrected_ci_low": corr[1], "corrected_ci_high": corr[2],
+            "unweighted": unweighted, "unit": "item", "note": note}
+    return head, rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,8 +404,8 @@ class GoldPositionAccuracy(ReprHTMLMixin):
     def to_dict(self) -> dict:
         return {"by": list(self.by), "n_resamples": self.n_resamples, "confidence_level": self.confidence_level,
                 "invalid": self.invalid, "seed": self.seed if isinstance(self.seed, (int, type(None))) else
-                repr(self.seed), "summary": _frame_records(self.overview),
-                "positions": _frame_records(self.positions)}
+                repr(self.seed), "summary": json_records(self.overview),
+                "positions": json_records(self.positions)}
 
 
 def _gold_rows_used(sub: pd.DataFrame, invalid: str) -> tuple[pd.DataFrame, dict]:
@@ -373,159 +547,3 @@ def accuracy_by_gold_position(log: ChoiceLogLike, *, by: str | Sequence[str] = (
                          "excluded": json.dumps(excluded, sort_keys=True)})
     return GoldPositionAccuracy(positions=pd.DataFrame(pos_rows), overview=pd.DataFrame(sum_rows), by=by,
                                 n_resamples=n_resamples, confidence_level=level, invalid=invalid, seed=seed)
-
-
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JudgeConsistency(ReprHTMLMixin):
-    """Result of :func:`judge_consistency`: one row per group in :attr:`table`.
-
-    Columns: ``n_pairs`` (complete swapped pairs), ``consistent`` (same option preferred in both
-    orders), ``consistency`` with Wilson CI, ``both_first`` / ``both_second`` (inconsistent pairs that
-    picked the first / second slot both times) with rates and Wilson CIs, ``first_position_rate``
-    (share of the pairs' judgements that picked slot 1; 0.5 for a position-blind judge) with a
-    pair-bootstrap CI, and ``excluded`` (rows left out, by reason).
-
-    Examples
-    --------
-    Four pairs judged in both orders, always answered "first" (never consistent):
-
-    >>> import json
-    >>> import pandas as pd
-    >>> import toolbias_stats as tbs
-    >>> rows = [{"item_id": f"p{i}", "n_options": 2, "options": json.dumps([f"{a}{i}" for a in o]),
-    ...          "chosen_position": 1, "status": "ok"} for i in range(4) for o in (["x", "y"], ["y", "x"])]
-    >>> res = tbs.judge_consistency(tbs.ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=50, rng=0)
-    >>> res.to_frame()[["n_pairs", "consistent", "consistency", "first_position_rate"]]
-       n_pairs  consistent  consistency  first_position_rate
-    0        4           0          0.0                  1.0
-    """
-
-    table: pd.DataFrame
-    pairs: pd.DataFrame = field(repr=False)
-    by: list = field(default_factory=list)
-    confidence_level: float = 0.95
-
-    def to_frame(self) -> pd.DataFrame:
-        return self.table.copy()
-
-    def _headline(self):
-        cols = list(self.by) + ["n_pairs", "consistency", "consistency_ci_low", "consistency_ci_high",
-                                "first_position_rate", "first_ci_low", "first_ci_high"]
-        return "Pairwise judge position consistency", self.table[[c for c in cols if c in self.table.columns]], None
-
-    def to_dict(self) -> dict:
-        return {"by": list(self.by), "confidence_level": self.confidence_level, "groups": _frame_records(self.table)}
-
-
-def judge_consistency(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
-                      confidence_level: float = 0.95, rng: RngLike = None) -> JudgeConsistency:
-    """Position consistency of a pairwise judge shown each pair in both orders (A/B and B/A).
-
-    Parameters
-    ----------
-    log : ChoiceLog or path to a choice-study manifest
-        Two-option rows. Two rows form a *swapped pair* when they share the design columns, the
-        ``question``, the ``epoch`` and the two option texts, shown in opposite orders.
-    by : str or sequence of str, default ("model",)
-    n_resamples : int, default 2000
-        Pair-bootstrap replicates for the first-position rate (the two judgements of a pair are
-        not independent); 0 skips that CI.
-    confidence_level : float, default 0.95
-    rng : None, int or numpy.random.Generator
-
-    Returns
-    -------
-    JudgeConsistency
-
-    Notes
-    -----
-    A pair is *consistent* when the judge prefers the same option in both orders (its chosen
-    positions differ). The consistency rate is a binomial proportion over independent pairs
-    (Wilson interval). A judge that ignores content and always answers "first" has consistency 0
-    and first-position rate 1; one that picks a slot at random has expected consistency 1/2.
-    Rows with more than two options, rows whose swapped partner is missing, and pairs with an
-    invalid judgement are excluded and counted by reason.
-
-    Examples
-    --------
-    Ten pairs, each judged in both orders: the judge answers "first" on five of them and picks the same answer
-    in both orders on the other five.
-
-    >>> import json
-    >>> import pandas as pd
-    >>> import toolbias_stats as tbs
-    >>> rows = []
-    >>> for i in range(10):
-    ...     for order in (["x", "y"], ["y", "x"]):
-    ...         rows.append({"item_id": f"p{i}", "question": f"Which answer is better? ({i})", "n_options": 2,
-    ...                      "options": json.dumps([f"{o}{i}" for o in order]), "status": "ok",
-    ...                      "chosen_position": 1 if i < 5 else order.index("x") + 1})
-    >>> res = tbs.judge_consistency(tbs.ChoiceLog.from_frame(pd.DataFrame(rows)), n_resamples=200, rng=1)
-    >>> res.to_frame()[["n_pairs", "consistent", "consistency", "first_position_rate"]]
-       n_pairs  consistent  consistency  first_position_rate
-    0       10           5          0.5                 0.75
-    >>> res.to_frame()[["consistency_ci_low", "consistency_ci_high"]].round(3).to_dict("records")
-    [{'consistency_ci_low': 0.237, 'consistency_ci_high': 0.763}]
-    """
-    clog = _as_choice_log(log)
-    by = check_by(by, clog.design_columns)
-    level = check_confidence_level(confidence_level)
-    n_resamples = check_n_resamples(n_resamples)
-    gen = check_rng(rng)
-    d = clog.data.copy()
-    design = clog.design_columns
-    opts = clog.option_lists
-    d["_set"] = [json.dumps(sorted(o), ensure_ascii=False) for o in opts]
-    d["_first"] = [o[0] for o in opts]
-    rows, pair_rows = [], []
-    grouped = list(d.groupby(by, sort=True)) if by else [((), d)]
-    for key, sub in grouped:
-        key = key if isinstance(key, tuple) else (key,)
-        keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
-        excluded = {}
-        two = sub[sub["n_options"] == 2]
-        if len(sub) - len(two):
-            excluded["not_two_options"] = int(len(sub) - len(two))
-        n_pairs = cons = ff = ss = 0
-        first_counts = []
-        for _, grp in two.groupby(design + ["question", "epoch", "_set"], sort=False, dropna=False):
-            orders = grp.groupby("_first", sort=True)
-            if orders.ngroups != 2 or any(len(g) != 1 for _, g in orders):
-                excluded["unpaired"] = excluded.get("unpaired", 0) + len(grp)
-                continue
-            a, b = (g.iloc[0] for _, g in orders)
-            if a["status"] != "ok" or b["status"] != "ok":
-                excluded["invalid_judgement"] = excluded.get("invalid_judgement", 0) + 2
-                continue
-            pa, pb = int(a["chosen_position"]), int(b["chosen_position"])
-            n_pairs += 1
-            consistent = pa != pb
-            cons += consistent
-            ff += pa == pb == 1
-            ss += pa == pb == 2
-            first_counts.append((pa == 1) + (pb == 1))
-            pair_rows.append({**keys, "item_id": a["item_id"], "epoch": int(a["epoch"]),
-                              "rows": f"{a['source_file']}:{a['source_row']}|{b['source_file']}:{b['source_row']}",
-                              "consistent": bool(consistent), "first_picks": int((pa == 1) + (pb == 1))})
-        nan = (np.nan, np.nan)
-        cl, ch = wilson_interval(cons, n_pairs, level) if n_pairs else nan
-        fl, fh = wilson_interval(ff, n_pairs, level) if n_pairs else nan
-        sl, sh = wilson_interval(ss, n_pairs, level) if n_pairs else nan
-        fc = np.asarray(first_counts, dtype=float)
-        first_rate = fc.sum() / (2 * n_pairs) if n_pairs else np.nan
-        if n_resamples and n_pairs:
-            w = query_weights(n_pairs, n_resamples, gen)
-            ci_first = percentile_ci((w @ fc) / (2 * n_pairs), level)
-        else:
-            ci_first = percentile_ci([], level)
-        rows.append({**keys, "n_rows": len(sub), "n_pairs": n_pairs, "consistent": int(cons),
-                     "consistency": cons / n_pairs if n_pairs else np.nan, "consistency_ci_low": float(cl),
-                     "consistency_ci_high": float(ch), "both_first": int(ff),
-                     "both_first_rate": ff / n_pairs if n_pairs else np.nan, "both_first_ci_low": float(fl),
-                     "both_first_ci_high": float(fh), "both_second": int(ss),
-                     "both_second_rate": ss / n_pairs if n_pairs else np.nan, "both_second_ci_low": float(sl),
-                     "both_second_ci_high": float(sh), "first_position_rate": first_rate,
-                     "first_ci_low": ci_first.low, "first_ci_high": ci_first.high,
-                     "excluded": json.dumps(excluded, sort_keys=True)})
-    return JudgeConsistency(table=pd.DataFrame(rows), pairs=pd.DataFrame(pair_rows), by=by, confidence_level=level)

@@ -8,14 +8,15 @@ from os import PathLike
 from pathlib import Path
 
 from ..exceptions import ManifestError, problem
-from ..io._manifest import CHOICE_ONLY_FORMATS, load_toml
-from ..io._manifest import CHOICE_OPTION_KEYS as _OPTION_KEYS
+from ..io._manifest import CHOICE_ONLY_FORMATS, CHOICE_OPTION_KEYS, choice_manifest_problem, load_toml
 from ._log import ChoiceLog
 
-__all__ = ["read_choice_study", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
+__all__ = ["read_choice_study", "is_choice_manifest", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
 
 #: ``format`` values of a choice study and the reader options each takes.
-CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item"), "choice_table": ()}
+CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item", "options", "tie"), "choice_table": ()}
+#: Reader options of the choice formats (``options``: lm_eval's field of option texts, e.g. ``"doc.choices"``).
+_OPTION_KEYS = tuple(dict.fromkeys((*CHOICE_OPTION_KEYS, "options", "tie")))
 _STUDY_KEYS = {"name", "description", "format", "logs", *_OPTION_KEYS}
 _ENTRY_READER_KEYS = {"path", "format", *_OPTION_KEYS}
 
@@ -35,7 +36,9 @@ def read_choice_study(path: str | PathLike[str]) -> ChoiceLog:
 
     Options: ``scorer`` (inspect: the score holding the ``choice`` verdict), ``score`` (lm_eval:
     ``"acc"`` or ``"acc_norm"``-style recomputation), ``item`` (lm_eval: the field naming the
-    question across its rotations, e.g. ``"doc.item"``); see :func:`read_lm_eval`. An lm_eval
+    question across its rotations, e.g. ``"doc.item"``), ``options`` (lm_eval: the field holding the option
+    texts shown, e.g. ``"doc.choices"`` for letter tasks whose rotations permute it), ``tie`` (lm_eval: the
+    continuation of a judge's tie verdict, e.g. ``"C"``); see :func:`read_lm_eval`. An lm_eval
     ``path`` may be a samples file, lm-eval's ``--output_path`` folder (every
     ``samples_<task>_<date>.jsonl`` under it; the model of each comes from lm-eval's
     ``results_<date>.json`` unless the entry gives ``model``) or a glob. Relative paths are
@@ -93,6 +96,57 @@ def read_choice_study(path: str | PathLike[str]) -> ChoiceLog:
     return log
 
 
+#: Keys that make a manifest a tool study (a catalog or the clusters of the tools).
+_TOOL_KEYS = ("catalog", "clusters", "clusters_file", "cluster")
+
+
+def is_choice_manifest(path: str | PathLike[str]) -> bool:
+    """Whether a manifest describes a choice study (read by :func:`read_choice_study`) rather than a tool study.
+
+    A choice study uses a multiple-choice-only format (``lm_eval``, ``choice_table``) or a choice reader's option
+    (``score``, ``scorer``, ``item``, ...) without a catalog, or reads only Inspect logs without a catalog or
+    clusters (an Inspect tool study needs one of them). ``toolbias-stats validate`` and ``shift`` use it to
+    dispatch. A file that is not a readable manifest is not a choice study (the tool reader then reports why).
+
+    Parameters
+    ----------
+    path : path-like
+        The TOML manifest.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> m = Path(tempfile.mkdtemp()) / "study.toml"
+    >>> _ = m.write_text('format = "lm_eval"\\n[[logs]]\\npath = "samples.jsonl"\\n')
+    >>> is_choice_manifest(m)
+    True
+    >>> _ = m.write_text('format = "inspect"\\ncatalog = "tools.csv"\\n[[logs]]\\npath = "logs"\\n')
+    >>> is_choice_manifest(m)
+    False
+    """
+    from ..exceptions import ManifestError
+
+    try:
+        doc = load_toml(Path(path))
+    except (ManifestError, OSError):
+        return False
+    logs = doc.get("logs")
+    if not isinstance(logs, list) or not logs or not all(isinstance(e, dict) for e in logs):
+        return False
+    if choice_manifest_problem(path, doc) is not None:
+        return True
+    tables = [doc, *logs]
+    if any(k in t for t in tables for k in _TOOL_KEYS):
+        return False
+    formats = {e.get("format", doc.get("format")) for e in logs}
+    return formats == {"inspect"} or any(k in t for t in tables for k in _OPTION_KEYS)
+
+
 def _choice_entry(path: Path, where: str, merged: dict, entry: dict, problems: list) -> tuple | None:
     """``(format, path, meta, options)`` of one ``[[logs]]`` entry (``merged``: with the study defaults); its
     problems are appended (None when the format or path is unusable)."""
@@ -114,10 +168,15 @@ def _choice_entry(path: Path, where: str, merged: dict, entry: dict, problems: l
             problems.append(problem(path, where, "path", f"no file matches the pattern {p}"))
     elif not p.exists():
         problems.append(problem(path, where, "path", f"file not found: {p}"))
-    if "item" in merged and fmt == "lm_eval" and not (isinstance(merged["item"], str) and merged["item"]
-                                                      and all(merged["item"].split("."))):
-        problems.append(problem(path, where, "item", "expected a field name or dotted path such as "
-                                                     f"'doc.item', got {merged['item']!r}"))
+    for key in ("item", "options"):
+        if key in merged and fmt == "lm_eval" and not (isinstance(merged[key], str) and merged[key]
+                                                       and all(merged[key].split("."))):
+            problems.append(problem(path, where, key, "expected a field name or dotted path such as "
+                                                      f"'doc.{'choices' if key == 'options' else key}', got "
+                                                      f"{merged[key]!r}"))
+    if "tie" in merged and fmt == "lm_eval" and not (isinstance(merged["tie"], str) and merged["tie"].strip()):
+        problems.append(problem(path, where, "tie", f"expected the tie continuation's text such as 'C', got "
+                                                    f"{merged['tie']!r}"))
     meta = {k: v for k, v in entry.items() if k not in _ENTRY_READER_KEYS}
     for k, v in meta.items():
         if not isinstance(v, (str, numbers.Number)):
@@ -144,7 +203,13 @@ def _read_choice_entries(entries: list) -> ChoiceLog:
             prefix = len(tasks) > 1 if "item" not in options else None
             parts.append(read_lm_eval(p, meta=meta, task_prefix=prefix, **options))
         else:
-            parts.append(read_choice_table(p))
+            table = read_choice_table(p)
+            if meta:   # the entry's design keys (model, run, condition, extras) label every row of the table
+                frame = table.data.copy()
+                for k, v in meta.items():
+                    frame[k] = v
+                table = ChoiceLog.from_frame(frame, diagnostics=table.diagnostics, source=str(p))
+            parts.append(table)
     return parts[0] if len(parts) == 1 else ChoiceLog.concat(parts)
 
 

@@ -199,9 +199,14 @@ def _read(args):
 
 
 def _validate(args) -> int:
+    from ..choice import is_choice_manifest
     from ..report._text import format_validation
     from ._output import emit
 
+    if is_choice_manifest(args.study):   # a multiple-choice / judge study (issue 36)
+        from ._choice import run_validate
+
+        return run_validate(args)
     study = _read(args)
     counts = study.counts
     import pandas as pd

@@ -53,6 +53,12 @@ def add_parsers(subparsers):
 
 
 def run_shift(args) -> int:
+    from ..choice import is_choice_manifest
+
+    if is_choice_manifest(args.study):   # a multiple-choice / judge study (issue 36)
+        from ._choice import run_shift as run_choice_shift
+
+        return run_choice_shift(args)
     from ..experiments import selection_shift
     from ..io import read_study
     from ..report._experiments_html import format_shift_text

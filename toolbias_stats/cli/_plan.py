@@ -115,9 +115,11 @@ def run(args) -> int:
 
         write_planned_design(args, study, plan)
     if args.json:
+        from .._json import interval_lists
+
         out = {"study": study.name, "manifest": str(study.path), "version": _version(), **plan.to_dict(),
                "components": comps.to_dict()}
-        print(json.dumps(out, indent=2, allow_nan=False))
+        print(json.dumps(interval_lists(out), indent=2, allow_nan=False))   # intervals as [low, high] (issue 36)
     else:
         from ..report._design_html import format_plan_text
 

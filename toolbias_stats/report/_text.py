@@ -152,9 +152,25 @@ def format_choice_position_text(pos) -> str:
     for _, r in pos.to_frame().iterrows():
         corrected = fmt_estimate_ci(r["corrected"], (r["corrected_ci_low"], r["corrected_ci_high"]))
         corrected = "" if corrected == MISSING else f"  bias-corrected {corrected}"
-        lines.append(f"  {_keys(r, by)}: delta_pos {fmt_estimate_ci(r['mean_over_runs'], (r['ci_low'], r['ci_high']))}"
+        several_k = "n_k" in r and r["n_k"] > 1
+        if several_k:   # items with different numbers of options: the weighted value first (issue 35)
+            wc = (r["weighted_corrected_ci_low"], r["weighted_corrected_ci_high"])
+            lines.append(f"  {_keys(r, by)}: delta_pos weighted by {r['weights']} over {int(r['n_k'])} K groups "
+                         f"{fmt_estimate_ci(r['weighted'], (r['weighted_ci_low'], r['weighted_ci_high']))}  "
+                         f"bias-corrected {fmt_estimate_ci(r['weighted_corrected'], wc)}")
+        label = "unweighted mean over K" if several_k else "delta_pos"
+        lines.append(f"  {_keys(r, by)}: {label} {fmt_estimate_ci(r['mean_over_runs'], (r['ci_low'], r['ci_high']))}"
                      f"{corrected}  uniform-null {fmt_num(r['null_expected'])}, {fmt_p(r['p_value'])}  "
                      f"(n = {int(r['n_used'])}, excluded {int(r['n_excluded'])})")
+        if several_k and isinstance(r.get("k_note"), str):
+            lines.append(f"    note: {r['k_note']}")
+    bk = pos.by_k
+    mixed = len(bk) > 0 and (bk.groupby(by)["n_options"].nunique().max() if by else bk["n_options"].nunique()) > 1
+    if mixed:
+        for _, r in bk.iterrows():
+            lines.append(f"    {_keys(r, by)} K={int(r['n_options'])}: delta_pos "
+                         f"{fmt_estimate_ci(r['delta_pos'], (r['ci_low'], r['ci_high']))} "
+                         f"({int(r['n_answers'])} answers, {100 * r['share_answers']:.1f}%; {int(r['n_items'])} items)")
     for _, r in pos.rates_frame().iterrows():
         gold = r.get("gold_rate") if "gold_rate" in r else None
         gold = "" if gold is None or fmt_num(gold) == MISSING else f"   gold here {fmt_num(gold)}"
@@ -190,17 +206,27 @@ def _signed_ci(lo, hi) -> str:
 
 
 def format_choice_judge_text(judge) -> str:
-    """Swapped-pair position consistency of a :class:`~toolbias_stats.choice.JudgeConsistency`."""
+    """Swapped-pair position bias of a :class:`~toolbias_stats.choice.JudgeConsistency` (Shi et al. 2024 metrics)."""
     by = list(judge.by)
-    lines = ["Pairwise judge position consistency (swapped pairs)"]
+    lines = [(f"Pairwise judge position bias (swapped pairs; intervals resample the {judge.unit}s, runs and epochs "
+              "are replicates)")]
     for _, r in judge.table.iterrows():
         if r["n_pairs"] == 0:
             continue
-        lines.append(f"  {_keys(r, by)}: {int(r['n_pairs'])} pairs, consistency "
-                     f"{fmt_estimate_ci(r['consistency'], (r['consistency_ci_low'], r['consistency_ci_high']))} "
-                     f"(Wilson); first-position rate "
-                     f"{fmt_estimate_ci(r['first_position_rate'], (r['first_ci_low'], r['first_ci_high']))}; "
-                     f"both-first {int(r['both_first'])}, both-second {int(r['both_second'])}")
+
+        def ci(name, prefix=None, r=r):
+            prefix = prefix or name
+            return fmt_estimate_ci(r[name], (r[f"{prefix}_ci_low"], r[f"{prefix}_ci_high"]))
+
+        lines.append(f"  {_keys(r, by)}: {int(r['n_pairs'])} pairs of {int(r['n_units'])} {judge.unit}s: "
+                     f"consistent {int(r['consistent'])}, primacy-preferred {int(r['primacy_preferred'])}, "
+                     f"recency-preferred {int(r['recency_preferred'])}")
+        lines.append(f"    position consistency {ci('consistency')}; preference score {ci('preference_score')} "
+                     f"(-1 primacy, +1 recency); first-position rate {ci('first_position_rate', 'first')}; "
+                     f"ties {ci('tie_rate')}")
+        if r["n_repeated"] > 0:
+            lines.append(f"    repetition stability {ci('repetition_stability')} over {int(r['n_repeated'])} "
+                         "repeated judgements")
     return "\n".join(lines)
 
 

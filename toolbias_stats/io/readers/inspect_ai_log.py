@@ -369,9 +369,10 @@ def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | Non
 
     The chosen letters come from the ``choice`` score's explanation when shuffled, else from its
     ``answer``, else from the final output (``ANSWER: X``, the multiple_choice template). One
-    letter inside the choices -> ``ok``; none -> ``no_answer``; a letter beyond the choices or
-    unparseable text -> ``invalid_answer``; several letters -> ``multiple_answers``; a sample
-    error -> ``error``.
+    letter inside the choices -> ``ok``; ``tie`` (``ANSWER: tie``) on a two-choice sample -> ``tie`` (a
+    pairwise judge declaring the answers equal, :func:`~toolbias_stats.choice.judge_consistency`); none ->
+    ``no_answer``; a letter beyond the choices or unparseable text -> ``invalid_answer``; several letters ->
+    ``multiple_answers``; a sample error -> ``error``.
 
     Examples
     --------
@@ -501,6 +502,8 @@ def _status(letters, k, raw, s):
     if len(letters) > 1:
         return "multiple_answers", None
     tok = letters[0]
+    if k == 2 and tok.strip(".").lower() == "tie":   # a pairwise judge declaring the two answers equal
+        return "tie", None
     if len(tok) != 1 or not tok.isalpha() or ord(tok.upper()) - 65 >= k:
         return "invalid_answer", None
     return "ok", ord(tok.upper()) - 64

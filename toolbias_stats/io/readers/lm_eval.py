@@ -51,7 +51,8 @@ _SCORES = ("acc", "acc_norm")
 
 
 def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "acc_norm"] = "acc",
-                 item: str | None = None, task_prefix: bool | None = None) -> ChoiceLog:
+                 item: str | None = None, options: str | None = None, tie: str | None = None,
+                 task_prefix: bool | None = None) -> ChoiceLog:
     """Read lm-eval ``samples_<task>_<date>.jsonl`` files of multiple-choice tasks into a ChoiceLog.
 
     Parameters
@@ -76,6 +77,21 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
         value are one item, the resampling unit of every bootstrap, across files and tasks too.
         Default: each line is its own item, ``doc_id`` (prefixed with the task, ``arc_easy:12``,
         when files of several tasks are read together, since doc ids restart in every task).
+    options : str, optional
+        The field holding the option texts in the order shown, as a dotted path into the line
+        (``"doc.choices"``; ``"doc.choices.text"`` for ARC-style documents). Letter tasks (MMLU's
+        template) score the continuations ``" A"``, ``" B"``, ... and show the texts in the prompt:
+        the rotations of a question then share their continuations and differ only in
+        ``doc.choices``. With ``options`` the shown options are those texts (so each rotation is a
+        different order of the same options; ``option_ids`` is null, the identity being the text);
+        the list must have one text per continuation. Without it, a file whose continuations are
+        letters beside a ``doc.choices`` list of as many texts is noted in ``diagnostics``
+        (``letter_choices``) and ``toolbias-stats validate`` says to set it.
+    tie : str, optional
+        Pairwise judges with a tie verdict: the continuation that declares the two answers equal (``"C"``,
+        ``"tie"``; compared without surrounding spaces and case). Where the loglikelihoods pick it, the row's
+        status is ``tie`` (no chosen position); it is not one of the options shown (``n_options`` = the
+        other continuations, or the ``options`` texts, which then hold one text fewer than the continuations).
     task_prefix : bool, optional
         Without ``item``: whether item ids are ``task:doc_id``. Default: when the files read hold
         several tasks (:func:`~toolbias_stats.choice.read_choice_study` decides it for the whole
@@ -124,10 +140,7 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
     """
     from ...choice._log import ChoiceLog
 
-    if score not in _SCORES:
-        raise ValueError(f"`score` must be one of {list(_SCORES)}; got {score!r} instead.")
-    if item is not None and (not isinstance(item, str) or not item or any(not k for k in item.split("."))):
-        raise ValueError(f"`item` must be a field name or dotted path such as 'doc.item'; got {item!r} instead.")
+    _check_options(score, item, options, tie)
     files = samples_files(path)
     meta = dict(meta or {})
     plan, problems = [], []
@@ -164,21 +177,37 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
     several_tasks = len({m_meta["task"] for _, m_meta, _ in plan}) > 1 if task_prefix is None else bool(task_prefix)
     frames, diag = [], {}
     for f, m_meta, origin in plan:
-        rows = _read_file(f, score, item, problems)
+        rows = _read_file(f, score, item, problems, options, tie)
         if rows is None:
             continue
         frame = add_meta(pd.DataFrame(rows), m_meta)
+        letters = _letter_note(frame, item, f, problems)
         if item is None and several_tasks:
             frame["item_id"] = m_meta["task"] + ":" + frame["item_id"]
         diag[str(f)] = {"format": "lm_eval", "schema": LM_EVAL_SCHEMA, "score": score, "attempts": len(frame),
                         "status": Counter(frame["status"]), "filters": sorted(set(frame["_filter"])),
                         "model": m_meta["model"], "model_from": origin, "task": m_meta["task"],
-                        "item": item or ("task:doc_id" if several_tasks else "doc_id")}
-        frames.append(frame.drop(columns="_filter"))
+                        "item": item or ("task:doc_id" if several_tasks else "doc_id"),
+                        "options": options or "continuations", "tie": tie}
+        if letters:
+            diag[str(f)]["letter_choices"] = letters
+        frames.append(frame.drop(columns=["_filter", "_letters_beside"]))
     if problems:
         raise SelectionLogError(problems)
     frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     return ChoiceLog.from_frame(frame, diagnostics=diag, source=str(path))
+
+
+def _check_options(score, item, options, tie) -> None:
+    """The reader options (ValueError naming the argument)."""
+    if tie is not None and (not isinstance(tie, str) or not tie.strip()):
+        raise ValueError(f"`tie` must be the text of the tie continuation, such as 'C' or 'tie'; got {tie!r} instead.")
+    if score not in _SCORES:
+        raise ValueError(f"`score` must be one of {list(_SCORES)}; got {score!r} instead.")
+    for name, value in (("item", item), ("options", options)):
+        if value is not None and (not isinstance(value, str) or not value or any(not k for k in value.split("."))):
+            raise ValueError(f"`{name}` must be a field name or dotted path such as 'doc.{name}'; got {value!r} "
+                             "instead.")
 
 
 def samples_files(path) -> list[Path]:
@@ -227,7 +256,29 @@ def _model_from_results(f: Path):
     return None, f"looked for *_{date}.json in {f.parent}"
 
 
-def _read_file(path: Path, score: str, item, problems: list):
+def _letter_note(frame: pd.DataFrame, item, f: Path, problems: list) -> dict | None:
+    """Rows whose continuations are letters beside a ``doc.choices``-style list (options not read from it): the
+    note for ``diagnostics``; with ``item``, rotations that then look like duplicate presentations are an error
+    that names the fix."""
+    field = frame["_letters_beside"].dropna()
+    if field.empty:
+        return None
+    name = field.iloc[0]
+    note = {"rows": int(len(field)), "field": name,
+            "note": f"the continuations are letters (A, B, ...) and {name} holds the option texts: the position "
+                    f"identifies only a letter; add options = \"{name}\" to the manifest entry so that each "
+                    "rotation is a different order of the same options"}
+    if item is not None:
+        dup = frame.duplicated(["item_id", "options"], keep="first")
+        if dup.any():
+            first = frame.index[dup][0]
+            problems.append(problem(f, int(frame.at[first, "source_row"]), "options",
+                                    f"item {frame.at[first, 'item_id']!r} is shown with the same letter "
+                                    f"continuations again (a rotation of {name}?); {note['note']}"))
+    return note
+
+
+def _read_file(path: Path, score: str, item, problems: list, options: str | None = None, tie: str | None = None):
     """Rows of one samples file, or None after adding its problems to ``problems``."""
     before = len(problems)
     rows = []
@@ -254,7 +305,7 @@ def _read_file(path: Path, score: str, item, problems: list):
             problems.append(problem(path, ln, None, f"expected a JSON object, got {type(rec).__name__}"))
             continue
         try:
-            row = _row(rec, path, ln, score)
+            row = _row(rec, path, ln, score, options, tie)
             if item is not None:
                 row["item_id"] = _item(rec, item)
             rows.append(row)
@@ -292,7 +343,47 @@ class _Bad(Exception):
         self.field, self.msg = field, msg
 
 
-def _row(rec: dict, path: Path, ln: int, score: str) -> dict:
+def _field(rec: dict, dotted: str):
+    """The value at a dotted path of a line (``_Bad`` naming the path when a key is missing)."""
+    x = rec
+    for i, key in enumerate(dotted.split(".")):
+        if not isinstance(x, dict) or key not in x:
+            raise _Bad(dotted, f"missing key {'.'.join(dotted.split('.')[:i + 1])!r}")
+        x = x[key]
+    return x
+
+
+def _shown_texts(rec: dict, options: str, k: int) -> list[str]:
+    """The option texts of a line from the manifest's ``options`` field, one per continuation."""
+    texts = _field(rec, options)
+    if not isinstance(texts, list) or not all(isinstance(t, (str, int, float)) and not isinstance(t, bool)
+                                              for t in texts):
+        raise _Bad(options, f"expected a list of option texts, got {str(texts)[:80]!r}")
+    if len(texts) != k:
+        raise _Bad(options, f"{len(texts)} option texts for {k} scored continuations")
+    return [str(t).strip() for t in texts]
+
+
+_LETTER = re.compile(r"^\(?([A-Z])[).:]?$")
+
+
+def _letters_beside(rec: dict, conts: list[str]) -> str | None:
+    """``"doc.choices"`` (or ``"doc.choices.text"``) when the continuations are the letters A, B, ... and the doc
+    holds a list of as many option texts beside them; else None."""
+    letters = [_LETTER.match(c.strip()) for c in conts]
+    if not all(letters) or [m.group(1) for m in letters if m] != [_letter(i) for i in range(len(conts))]:
+        return None
+    doc = rec.get("doc")
+    ch = doc.get("choices") if isinstance(doc, dict) else None
+    if isinstance(ch, list) and len(ch) == len(conts):
+        return "doc.choices"
+    if isinstance(ch, dict) and isinstance(ch.get("text"), list) and len(ch["text"]) == len(conts):
+        return "doc.choices.text"
+    return None
+
+
+def _requests(rec: dict) -> tuple[list[str], str, list[float]]:
+    """``(options, question, loglikelihoods)`` of a line: its requests' continuations (or contexts) and scores."""
     for key in ("doc_id", "arguments", "target"):
         if key not in rec:
             raise _Bad(key, "missing key (is this an lm-eval samples_*.jsonl line?)")
@@ -311,13 +402,20 @@ def _row(rec: dict, path: Path, ln: int, score: str) -> dict:
     contexts = [a[0] for a in args]
     conts = [a[1] for a in args]
     if len(set(contexts)) == 1:
-        options, question = conts, contexts[0]
-    elif len(set(conts)) == 1:  # options are contexts (winogrande-style "multiple input" tasks)
-        options, question = contexts, conts[0]
-    else:
-        raise _Bad("arguments", "the requests differ in both context and continuation: not one multiple-choice item")
+        return conts, contexts[0], lls
+    if len(set(conts)) == 1:  # options are contexts (winogrande-style "multiple input" tasks)
+        return contexts, conts[0], lls
+    raise _Bad("arguments", "the requests differ in both context and continuation: not one multiple-choice item")
+
+
+def _row(rec: dict, path: Path, ln: int, score: str, options_field: str | None = None,
+         tie: str | None = None) -> dict:
+    options, question, lls = _requests(rec)
     k = len(options)
-    gold = _gold(rec["target"], options)
+    j = _tie_index(options, tie)
+    shown = (_shown_texts(rec, options_field, k - (j is not None)) if options_field else
+             [o.strip() for i, o in enumerate(options) if i != j])
+    gold = _gold(rec["target"], options, shown if j is None else None)
     arr = np.array(lls, dtype=float)
     if score == "acc_norm":
         lengths = np.array([float(len(o.lstrip())) or 1.0 for o in options])
@@ -329,13 +427,31 @@ def _row(rec: dict, path: Path, ln: int, score: str) -> dict:
             raise _Bad(score, f"the line records {score} = {rec[score]} but the argmax of its loglikelihoods is "
                               f"option {chosen} and the gold option(s) {gold}: the responses do not match the "
                               "options (changed choice list or another filter?)")
-    return {"item_id": str(rec["doc_id"]), "epoch": 1, "n_options": k,
-            "options": json.dumps([o.strip() for o in options], ensure_ascii=False),
-            "option_ids": "|".join(_letter(i) for i in range(k)),
+    if j is not None:   # the tie continuation is a verdict, not an option: positions after it move up by one
+        status, chosen = ("tie", None) if chosen == j + 1 else (status, chosen if chosen is None or chosen <= j
+                                                                 else chosen - 1)
+        gold = [g if g <= j else g - 1 for g in gold if g != j + 1]
+    kk = len(shown)
+    return {"item_id": str(rec["doc_id"]), "epoch": 1, "n_options": kk,
+            "options": json.dumps(shown, ensure_ascii=False),
+            "option_ids": None if options_field else "|".join(_letter(i) for i in range(k) if i != j),
             "chosen_position": chosen, "gold_position": gold[0] if len(gold) == 1 else None,
             "gold_positions": "|".join(map(str, gold)) if gold else None, "status": status,
             "raw_answer": json.dumps(lls), "question": str(question)[:2000], "source_file": str(path),
-            "source_row": ln, "_filter": str(rec.get("filter", ""))}
+            "source_row": ln, "_filter": str(rec.get("filter", "")),
+            "_letters_beside": None if options_field or j is not None else _letters_beside(rec, options)}
+
+
+def _tie_index(options: list[str], tie: str | None) -> int | None:
+    """The index of the continuation that declares a tie (the manifest's ``tie``, compared without surrounding
+    spaces and case), or None."""
+    if tie is None:
+        return None
+    stripped = [o.strip().casefold() for o in options]
+    t = tie.strip().casefold()
+    if stripped.count(t) > 1:
+        raise _Bad("tie", f"{stripped.count(t)} continuations read {tie!r}: the tie verdict must be one of them")
+    return stripped.index(t) if t in stripped else None
 
 
 def _letter(i: int) -> str:
@@ -371,8 +487,8 @@ def _loglik(r) -> float:
         raise _Bad("filtered_resps", f"not a loglikelihood: {r!r}") from None
 
 
-def _gold(target, options) -> list[int]:
-    """1-based gold positions from lm-eval's ``str(target)``."""
+def _gold(target, options, shown=None) -> list[int]:
+    """1-based gold positions from lm-eval's ``str(target)`` (an index, a continuation or a shown text)."""
     t = target
     if isinstance(t, str):
         s = t.strip()
@@ -392,9 +508,9 @@ def _gold(target, options) -> list[int]:
     if isinstance(t, list):
         out = []
         for x in t:
-            out.extend(_gold(x, options))
+            out.extend(_gold(x, options, shown))
         return sorted(set(out))
-    stripped = [o.strip() for o in options]
-    if str(t).strip() in stripped:
-        return [stripped.index(str(t).strip()) + 1]
+    for texts in ([o.strip() for o in options], shown or []):
+        if str(t).strip() in texts:
+            return [texts.index(str(t).strip()) + 1]
     raise _Bad("target", f"unknown option: {str(target)[:80]!r} is neither an option index nor an option text")
