@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 __all__ = ["OutputError", "check_output", "study_inputs", "atomic_path", "atomic_folder", "write_text",
-           "write_bytes", "term_safe", "safe_cell", "spreadsheet_safe", "FORMULA_PREFIXES"]
+           "write_bytes", "output_failure", "term_safe", "safe_cell", "spreadsheet_safe", "FORMULA_PREFIXES"]
 
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP's list: = + - @ tab CR).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -205,9 +205,20 @@ _REASONS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quo
             errno.EFBIG: "file too large"}
 
 
-def _failed(option, out, exc: OSError) -> OutputError:
+def output_failure(option, out, exc: OSError, *, outcome: str = "nothing was written") -> OutputError:
+    """The :class:`OutputError` for an ``OSError`` met while writing ``out``: names the output and the reason.
+
+    Examples
+    --------
+    >>> import errno
+    >>> str(output_failure("--out", "x.csv", OSError(errno.ENOSPC, "No space left on device")))
+    'cannot write --out x.csv: no space left on the device; nothing was written.'
+    """
     reason = (_REASONS.get(exc.errno) if exc.errno is not None else None) or (exc.strerror or str(exc)).lower()
-    return OutputError(f"cannot write {option} {out}: {reason}; nothing was written.")
+    return OutputError(f"cannot write {option} {out}: {reason}; {outcome}.")
+
+
+_failed = output_failure
 
 
 def _umask() -> int:

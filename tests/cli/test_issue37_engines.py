@@ -7,7 +7,6 @@ there instead of 0. Both engines must give the same counts and the same command 
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import pandas as pd
