@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from .._output import safe_cell, spreadsheet_safe
 from .._validation import check_choice
 
 if TYPE_CHECKING:
@@ -45,6 +46,10 @@ _NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PARAM_TYPES = {"string": "string", "str": "string", "text": "string", "number": "number", "float": "number",
                 "double": "number", "integer": "integer", "int": "integer", "boolean": "boolean", "bool": "boolean",
                 "array": "array", "list": "array", "object": "object", "dict": "object"}
+
+
+#: A cluster id that is a plain number (``-1``): a spreadsheet reads it as a number, not as a formula.
+_NUMBER = re.compile(r"^[+-]?\d+(\.\d+)?$")
 
 
 def send_name(tool_id: str) -> str:
@@ -258,6 +263,12 @@ def _check_request_args(design: StudyDesign, format: str, endpoint: str, model: 
         raise ValueError(f"`model` is required for {format!r}: the batch API needs it in every request.")
     if endpoint == "responses" and format != "openai-batch":
         raise ValueError("`endpoint='responses'` applies to format 'openai-batch' only.")
+    for cid in design.catalog.clusters:
+        text = str(cid)
+        if safe_cell(text) != text and not _NUMBER.match(text):
+            raise ValueError(f"{design.catalog.source}:cluster_id: cluster {text!r} starts with {text[:1]!r}, "
+                             "which a spreadsheet runs as a formula (catalog.csv and design.csv open in "
+                             "spreadsheets); rename the cluster.")
     return design.catalog
 
 
@@ -313,8 +324,14 @@ def _write_inputs(design: StudyDesign, catalog: ToolCatalog, out: Path, files: d
     if "source_tool_id" not in cat.columns:       # a catalog written by an earlier design keeps its sources
         cat.insert(1, "source_tool_id", cat["tool_id"])
     cat["tool_id"] = cat["tool_id"].map(names)
+    # text a spreadsheet would run as a formula gets a leading ' (issue 37); the keys the importer joins on stay
+    # as sent: tool ids are send names (no formula can be spelled in [A-Za-z0-9_-]) and formula-like cluster
+    # ids are refused up front (_check_request_args)
+    keys = cat[["tool_id", "cluster_id"]]
+    cat = spreadsheet_safe(cat)
+    cat[["tool_id", "cluster_id"]] = keys
     atomic_write_text(out / files["catalog"], cat.to_csv(index=False))
-    atomic_write_text(out / files["design"], design.table.to_csv(index=False))
+    atomic_write_text(out / files["design"], spreadsheet_safe(design.table).to_csv(index=False))
     queries = design.settings.get("_queries") or {c: list(dict.fromkeys(sub["query"]))
                                                   for c, sub in design.table.groupby("cluster_id", sort=False)}
     atomic_write_text(out / files["queries"], json.dumps([{"cluster_id": c, "queries": q} for c, q in queries.items()],
