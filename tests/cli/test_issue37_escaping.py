@@ -4,13 +4,11 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
 
-from toolbias_stats._output import FORMULA_PREFIXES
 from toolbias_stats.cli._commands import main
 
 EVIL = "evil\x1b]0;pwn\x07\x1b[2J\u202e"   # OSC title, bell, clear screen, bidi override
@@ -27,7 +25,8 @@ def build(tmp_path: Path) -> Path:
     rows, cat = [], ["tool_id,cluster_id,tool_name,description"]
     for c in ("c1", "c2"):
         for t in range(1, 4):
-            cat.append(f'{c}t{t}{EVIL},{c},"{EVIL}{c}t{t}","Finds {EVIL} things {t} {FORMULA.replace(chr(34), chr(34) * 2)}"')
+            desc = f"Finds {EVIL} things {t} " + FORMULA.replace('"', '""')
+            cat.append(f'{c}t{t}{EVIL},{c},"{EVIL}{c}t{t}","{desc}"')
     for model, status in ((EVIL, "ok"), (EVIL + "b", "no_call")):
         for c in ("c1", "c2"):
             for q in range(6):
@@ -41,7 +40,8 @@ def build(tmp_path: Path) -> Path:
     (tmp_path / "queries.json").write_text(json.dumps(queries), encoding="utf-8")
     # a feature table whose constant column is named with escape sequences (explain notes it as dropped)
     (tmp_path / "features.csv").write_text(f'tool_id,cluster_id,score,"{EVIL}const"\n' + "".join(
-        f'"{c}t{t}{EVIL}",{c},{t * (1 + (c == "c2"))},1\n' for c in ("c1", "c2") for t in range(1, 4)), encoding="utf-8")
+        f'"{c}t{t}{EVIL}",{c},{t * (1 + (c == "c2"))},1\n' for c in ("c1", "c2") for t in range(1, 4)),
+        encoding="utf-8")
     (tmp_path / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\nqueries = "queries.json"\n'
                                          '[[logs]]\npath = "log.csv"\n', encoding="utf-8")
     return tmp_path
@@ -64,7 +64,8 @@ def _run(capsys, *argv):
     ["choice-model", "{s}", "--by", "model"],
 ], ids=lambda a: a[0])
 def test_no_escape_sequence_reaches_the_terminal(capsys, study, argv):
-    code, out, err = _run(capsys, *[{"{s}": study / "study.toml", "{f}": study / "features.csv"}.get(a, a) for a in argv])
+    paths = {"{s}": study / "study.toml", "{f}": study / "features.csv"}
+    code, out, err = _run(capsys, *[paths.get(a, a) for a in argv])
     _assert_escaped(out)
     _assert_escaped(err)
     assert code == 0, err
