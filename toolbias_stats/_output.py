@@ -28,15 +28,18 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 import tomllib
 from pathlib import Path
 
 import pandas as pd
 
 __all__ = ["OutputError", "check_output", "study_inputs", "atomic_path", "atomic_folder", "write_text",
-           "write_bytes", "output_failure", "term_safe", "safe_cell", "spreadsheet_safe", "FORMULA_PREFIXES"]
+           "write_bytes", "output_failure", "cleanup_on_signals", "term_safe", "safe_cell", "spreadsheet_safe",
+           "FORMULA_PREFIXES"]
 
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP's list: = + - @ tab CR).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -221,6 +224,70 @@ def output_failure(option, out, exc: OSError, *, outcome: str = "nothing was wri
 _failed = output_failure
 
 
+# -- terminating signals ----------------------------------------------------------------------------------------
+#: Signals that end a process by default and that a writer turns into clean-up first (Ctrl-C is a
+#: KeyboardInterrupt already).
+TERMINATING_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+_SIGNALS: dict = {"depth": 0, "previous": {}, "pending": None, "cleaning": 0}
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM / SIGHUP while an output is being written."""
+
+
+def _on_terminating_signal(signum, frame):
+    _SIGNALS["pending"] = signum
+    if not _SIGNALS["cleaning"]:
+        raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def cleanup_on_signals():
+    """While the block runs, SIGTERM and SIGHUP unwind it (its ``finally`` clauses remove temporary files);
+    at the end the signal is delivered again with its default action, so the process ends as it would have
+    (exit status 128 + signal number in a shell) with nothing half-written left behind.
+
+    Only the main thread installs handlers, and only over the default ones (a handler the program set is left
+    alone). Nested blocks share the outermost one's handlers.
+
+    Examples
+    --------
+    >>> with cleanup_on_signals():
+    ...     pass
+    """
+    if threading.current_thread() is not threading.main_thread() or not TERMINATING_SIGNALS:
+        yield
+        return
+    outer = _SIGNALS["depth"] == 0
+    if outer:
+        _SIGNALS["pending"] = None
+        for sig in TERMINATING_SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                _SIGNALS["previous"][sig] = signal.signal(sig, _on_terminating_signal)
+    _SIGNALS["depth"] += 1
+    try:
+        yield
+    finally:
+        _SIGNALS["depth"] -= 1
+        if outer:
+            for sig, old in _SIGNALS["previous"].items():
+                signal.signal(sig, old)
+            _SIGNALS["previous"] = {}
+            pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
+            if pending is not None:   # everything is cleaned up: end as the signal asked
+                os.kill(os.getpid(), pending)
+
+
+@contextlib.contextmanager
+def _cleaning():
+    """A clean-up that a second signal does not interrupt (it is delivered after)."""
+    _SIGNALS["cleaning"] += 1
+    try:
+        yield
+    finally:
+        _SIGNALS["cleaning"] -= 1
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -249,24 +316,25 @@ def atomic_path(out, *, option: str = "--out", inputs=()):
     'hello'
     """
     out = check_output(out, inputs, option=option)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp")
-        os.close(fd)
-    except OSError as exc:
-        raise _failed(option, out, exc) from None
-    tmp = Path(name)
-    try:
+    with cleanup_on_signals():
         try:
-            mode = stat.S_IMODE(out.stat().st_mode) if out.exists() else _umask_mode()
-            os.chmod(tmp, mode)
-            yield tmp
-            os.replace(tmp, out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp")
+            os.close(fd)
         except OSError as exc:
             raise _failed(option, out, exc) from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        tmp = Path(name)
+        try:
+            try:
+                mode = stat.S_IMODE(out.stat().st_mode) if out.exists() else _umask_mode()
+                os.chmod(tmp, mode)
+                yield tmp
+                os.replace(tmp, out)
+            except OSError as exc:
+                raise _failed(option, out, exc) from None
+        finally:
+            with _cleaning(), contextlib.suppress(OSError):
+                tmp.unlink()
 
 
 def write_text(out, text: str, *, option: str = "--out", inputs=()) -> Path:
@@ -296,11 +364,17 @@ def atomic_folder(out, *, option: str = "--out", inputs=()):
     removed and ``out`` is left as it was.
     """
     out = check_output(out, inputs, option=option, kind="folder")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp"))
-    except OSError as exc:
-        raise _failed(option, out, exc) from None
+    with cleanup_on_signals():
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp"))
+        except OSError as exc:
+            raise _failed(option, out, exc) from None
+        yield from _fill_folder(out, tmp, option)
+
+
+def _fill_folder(out: Path, tmp: Path, option: str):
+    """The body of :func:`atomic_folder`: yield ``tmp``, then move its entries into ``out``; always clean up."""
     try:
         try:
             os.chmod(tmp, 0o777 & ~_umask())
@@ -317,21 +391,24 @@ def atomic_folder(out, *, option: str = "--out", inputs=()):
                         os.rename(dest, old / entry.name)
                     moved.append(entry.name)
                     os.rename(entry, dest)
-            except OSError:
-                for name in moved:   # put the previous entries back
-                    with contextlib.suppress(OSError):
-                        if (out / name).exists():
-                            os.rename(out / name, tmp / name)
-                        if (old / name).exists() or (old / name).is_symlink():
-                            os.rename(old / name, out / name)
+            except BaseException:   # a failure, Ctrl-C or a signal: put the previous entries back
+                with _cleaning():
+                    for name in moved:
+                        with contextlib.suppress(OSError):
+                            if (out / name).exists():
+                                os.rename(out / name, tmp / name)
+                            if (old / name).exists() or (old / name).is_symlink():
+                                os.rename(old / name, out / name)
                 raise
             finally:
-                shutil.rmtree(old, ignore_errors=True)
+                with _cleaning():
+                    shutil.rmtree(old, ignore_errors=True)
         except OSError as exc:
             raise _failed(option, out, exc) from None
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        with _cleaning():
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- untrusted text ---------------------------------------------------------------------------------------------

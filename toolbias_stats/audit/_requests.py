@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from .._output import atomic_folder, output_failure, safe_cell, spreadsheet_safe
+from .._output import atomic_folder, cleanup_on_signals, output_failure, safe_cell, spreadsheet_safe
 from .._validation import check_choice
 
 if TYPE_CHECKING:
@@ -152,6 +152,11 @@ def atomic_write_text(path: Path, text: str) -> None:
     A failure (a full disk, a read-only folder) removes the temporary file and raises
     :class:`~toolbias_stats._output.OutputError` naming ``path``."""
     path = Path(path)
+    with cleanup_on_signals():
+        _replace_text(path, text)
+
+
+def _replace_text(path: Path, text: str) -> None:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

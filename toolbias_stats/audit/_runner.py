@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._display import ReprHTMLMixin
-from .._output import output_failure
+from .._output import cleanup_on_signals, output_failure
 from ._lock import folder_lock
 from ._requests import DEFAULT_MODEL, atomic_write_text, read_design
 
@@ -491,7 +491,8 @@ def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, c
     _check_run_args(concurrency, max_requests, base_url, model, timeout)
     study_dir = Path(study_dir)
     info = _read_run_design(study_dir, model)
-    with folder_lock(study_dir) as stale:
+    # SIGTERM / SIGHUP unwind the run like Ctrl-C (whole lines kept, the lock removed), then end the process
+    with cleanup_on_signals(), folder_lock(study_dir) as stale:
         outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
         todo, skipped, repaired = _pending(study_dir, info, outs)
         budget = len(todo) if max_requests is None else min(max_requests, len(todo))

@@ -1,0 +1,81 @@
+"""Issue 37: SIGTERM or SIGHUP while an output is written leaves no temporary file; the process then ends
+as the signal asks (status -signal), with the previous output, if any, untouched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIGNALS = [signal.SIGTERM, signal.SIGHUP]
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from toolbias_stats._output import atomic_folder, atomic_path
+kind, out = sys.argv[1], Path(sys.argv[2])
+if kind == "file":
+    with atomic_path(out) as tmp:
+        tmp.write_text("new")
+        print("ready", flush=True)
+        time.sleep(30)
+else:
+    with atomic_folder(out) as tmp:
+        (tmp / "a.txt").write_text("new")
+        print("ready", flush=True)
+        time.sleep(30)
+"""
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _leftovers(d: Path) -> list:
+    return sorted(p.name for p in d.rglob("*") if p.name.endswith((".tmp", ".old")) or ".tmp" in p.name)
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_signal_while_writing(tmp_path, sig, kind):
+    out = tmp_path / ("report.html" if kind == "file" else "qmd")
+    if kind == "file":
+        out.write_text("old")
+    else:
+        out.mkdir()
+        (out / "a.txt").write_text("old")
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, kind, str(out)], env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    assert _leftovers(tmp_path)                          # the temporary output exists now
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -sig, err                  # ended by the signal, as without the clean-up
+    assert "Traceback" not in err
+    assert _leftovers(tmp_path) == []
+    assert (out if kind == "file" else out / "a.txt").read_text() == "old"
+
+
+def test_design_killed_mid_write_leaves_no_temporary_files(tmp_path, bb_data_dir):
+    """The CLI end to end: `design` of the whole vendored study, SIGTERM as soon as its temporary folder
+    appears."""
+    out = tmp_path / "s"
+    proc = subprocess.Popen([sys.executable, "-m", "toolbias_stats.cli", "design", str(bb_data_dir / "clusters.json"),
+                             str(bb_data_dir / "queries.json"), "--out", str(out), "--runs", "3"], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _leftovers(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (-signal.SIGTERM, 0), err
+    assert "Traceback" not in err
+    assert _leftovers(tmp_path) == []
+    if proc.returncode != 0:
+        assert not out.exists()                          # all or nothing
