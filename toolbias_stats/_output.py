@@ -218,7 +218,8 @@ def output_failure(option, out, exc: OSError, *, outcome: str = "nothing was wri
     'cannot write --out x.csv: no space left on the device; nothing was written.'
     """
     reason = (_REASONS.get(exc.errno) if exc.errno is not None else None) or (exc.strerror or str(exc)).lower()
-    return OutputError(f"cannot write {option} {out}: {reason}; {outcome}.")
+    target = option if out is None or str(out) == "" else f"{option} {out}"
+    return OutputError(f"cannot write {target}: {reason}; {outcome}.")
 
 
 _failed = output_failure

@@ -79,3 +79,50 @@ def test_design_killed_mid_write_leaves_no_temporary_files(tmp_path, bb_data_dir
     assert _leftovers(tmp_path) == []
     if proc.returncode != 0:
         assert not out.exists()                          # all or nothing
+
+
+# -- standard output on a full disk (issue 37: `bias --json > file`) --------------------------------------------
+def _study(d: Path) -> Path:
+    (d / "catalog.csv").write_text("tool_id,cluster_id\n" + "".join(f"t{i},c1\n" for i in range(1, 6)))
+    (d / "log.csv").write_text("cluster_id,query_id,rotation,chosen_tool,status\n"
+                               + "".join(f"c1,q{q},{r},t{(q + r) % 5 + 1},ok\n" for q in range(20) for r in (1, 2)))
+    (d / "study.toml").write_text('format = "table"\ncatalog = "catalog.csv"\n[[logs]]\npath = "log.csv"\n'
+                                  'model = "m"\n')
+    return d / "study.toml"
+
+
+BIAS = ["-m", "toolbias_stats.cli", "bias", "--bootstrap", "0", "--null", "0", "--json"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_stdout_on_a_full_device(tmp_path):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, *BIAS, str(_study(tmp_path))], env=_env(), stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["toolbias-stats bias: error: cannot write standard output: no space left on the device; "
+                     "nothing was written."], proc.stderr
+
+
+def test_stdout_file_on_a_full_tmpfs(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                                           capture_output=True, check=False).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root); /dev/full covers it")
+    try:
+        filler = mnt / "filler"
+        with open(filler, "wb") as fh:     # leave ~1 KiB: less than the JSON document
+            with __import__("contextlib").suppress(OSError):
+                fh.write(b"x" * (64 * 1024 - 1024))
+        out = mnt / "out.json"
+        with open(out, "w") as fh:
+            proc = subprocess.run([sys.executable, *BIAS, str(_study(tmp_path))], env=_env(), stdout=fh,
+                                  stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"cannot write standard output ({out}): no space left on the device" in lines[0]
+        assert out.stat().st_size == 0                    # no partial document left
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
