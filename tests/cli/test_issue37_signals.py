@@ -3,6 +3,7 @@ as the signal asks (status -signal), with the previous output, if any, untouched
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -101,8 +102,8 @@ def test_stdout_on_a_full_device(tmp_path):
                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines == ["toolbias-stats bias: error: cannot write standard output: no space left on the device; "
-                     "nothing was written."], proc.stderr
+    want = "toolbias-stats bias: error: cannot write standard output: no space left on the device; nothing was written."
+    assert lines == [want], proc.stderr
 
 
 def test_stdout_file_on_a_full_tmpfs(tmp_path):
@@ -113,9 +114,8 @@ def test_stdout_file_on_a_full_tmpfs(tmp_path):
         pytest.skip("cannot mount a small tmpfs here (needs root); /dev/full covers it")
     try:
         filler = mnt / "filler"
-        with open(filler, "wb") as fh:     # leave ~1 KiB: less than the JSON document
-            with __import__("contextlib").suppress(OSError):
-                fh.write(b"x" * (64 * 1024 - 1024))
+        with open(filler, "wb") as fh, contextlib.suppress(OSError):   # leave ~1 KiB: less than the document
+            fh.write(b"x" * (64 * 1024 - 1024))
         out = mnt / "out.json"
         with open(out, "w") as fh:
             proc = subprocess.run([sys.executable, *BIAS, str(_study(tmp_path))], env=_env(), stdout=fh,
