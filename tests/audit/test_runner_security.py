@@ -225,6 +225,22 @@ class TestLock:
         assert f"note: removed a stale lock left by process {holder.pid} on host " in out
         assert "that process is gone" in out and not (study / LOCK_NAME).exists()
 
+    def test_sigterm_ends_the_run_cleanly(self, study):
+        responses = study / "responses-run1.jsonl"
+        with FakeOpenAI(delay=0.2, lifetime=60) as srv:
+            proc = _cli("run", str(study), "--base-url", srv.base_url, "--model", "m", "--concurrency", "1")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not (responses.exists() and responses.read_bytes().count(b"\n")):
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+            assert proc.returncode == -signal.SIGTERM and "Traceback" not in err, err
+            assert not (study / LOCK_NAME).exists()                 # the lock went with the run
+            data = responses.read_bytes()
+            assert data.endswith(b"\n") and 1 <= data.count(b"\n") < 10   # whole lines only
+            res = run_study(study, base_url=srv.base_url, model="m")
+        assert res.notes == [] and res.skipped + res.sent == 10
+
     def test_lock_in_process(self, tmp_path):
         with folder_lock(tmp_path) as note:
             assert note is None
