@@ -125,6 +125,7 @@ class TestRedirects:
         assert _origin("http://127.0.0.1:8000/v1") != _origin("http://127.0.0.1:8001/v1")
         assert _origin("https://api.example.com/v1") != _origin("http://api.example.com/v1")
         assert _origin("https://user:pw@api.example.com/v1") == "https://api.example.com:443"   # no password
+        assert _origin("http://127.0.0.1:x/v1") != _origin("http://127.0.0.1/v1")
 
     def test_same_origin_redirect_is_followed(self, study, monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", KEY)

@@ -235,7 +235,10 @@ class _Writer:
 def _origin(url: str) -> str:
     """``scheme://host:port`` of a URL (default ports spelled out; no user name or password)."""
     parts = urllib.parse.urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    try:
+        port: Any = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:   # a port that is not a number: an origin of its own (never the endpoint's)
+        port = "?"
     host = (parts.hostname or "").lower()
     return f"{parts.scheme.lower()}://{'[' + host + ']' if ':' in host else host}:{port}"
 
