@@ -230,6 +230,9 @@ _failed = output_failure
 #: KeyboardInterrupt already).
 TERMINATING_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
 _SIGNALS: dict = {"depth": 0, "previous": {}, "pending": None, "cleaning": 0}
+#: Temporary outputs being written: removed before a terminating signal ends the process, whatever line of the
+#: writer the signal interrupted.
+_TEMPS: set = set()
 
 
 class _Terminated(BaseException):
@@ -275,8 +278,26 @@ def cleanup_on_signals():
                 signal.signal(sig, old)
             _SIGNALS["previous"] = {}
             pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
-            if pending is not None:   # everything is cleaned up: end as the signal asked
+            if pending is not None:   # clean up what is left, then end as the signal asked
+                for path in list(_TEMPS):
+                    _remove(path)
                 os.kill(os.getpid(), pending)
+
+
+def _remove(path: Path) -> None:
+    """Remove a temporary file or folder (and forget it)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    _TEMPS.discard(path)
+
+
+def _raise_pending() -> None:
+    """Deliver a signal that arrived while a temporary output was being created (and registered)."""
+    if _SIGNALS["pending"] is not None and not _SIGNALS["cleaning"] and _SIGNALS["depth"]:
+        raise _Terminated(_SIGNALS["pending"])
 
 
 @contextlib.contextmanager
@@ -318,14 +339,17 @@ def atomic_path(out, *, option: str = "--out", inputs=()):
     """
     out = check_output(out, inputs, option=option)
     with cleanup_on_signals():
+        with _cleaning():   # a signal here waits until the temporary file is registered for removal
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp")
+                os.close(fd)
+            except OSError as exc:
+                raise _failed(option, out, exc) from None
+            tmp = Path(name)
+            _TEMPS.add(tmp)
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp")
-            os.close(fd)
-        except OSError as exc:
-            raise _failed(option, out, exc) from None
-        tmp = Path(name)
-        try:
+            _raise_pending()
             try:
                 mode = stat.S_IMODE(out.stat().st_mode) if out.exists() else _umask_mode()
                 os.chmod(tmp, mode)
@@ -334,8 +358,8 @@ def atomic_path(out, *, option: str = "--out", inputs=()):
             except OSError as exc:
                 raise _failed(option, out, exc) from None
         finally:
-            with _cleaning(), contextlib.suppress(OSError):
-                tmp.unlink()
+            with _cleaning():
+                _remove(tmp)
 
 
 def write_text(out, text: str, *, option: str = "--out", inputs=()) -> Path:
@@ -366,11 +390,13 @@ def atomic_folder(out, *, option: str = "--out", inputs=()):
     """
     out = check_output(out, inputs, option=option, kind="folder")
     with cleanup_on_signals():
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp"))
-        except OSError as exc:
-            raise _failed(option, out, exc) from None
+        with _cleaning():   # a signal here waits until the temporary folder is registered for removal
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp"))
+            except OSError as exc:
+                raise _failed(option, out, exc) from None
+            _TEMPS.add(tmp)
         yield from _fill_folder(out, tmp, option)
 
 
@@ -378,10 +404,13 @@ def _fill_folder(out: Path, tmp: Path, option: str):
     """The body of :func:`atomic_folder`: yield ``tmp``, then move its entries into ``out``; always clean up."""
     try:
         try:
+            _raise_pending()
             os.chmod(tmp, 0o777 & ~_umask())
             yield tmp
             if not out.exists():
-                os.rename(tmp, out)
+                with _cleaning():   # renamed: no longer a temporary folder
+                    os.rename(tmp, out)
+                    _TEMPS.discard(tmp)
                 return
             old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".old"))
             moved = []
@@ -408,8 +437,7 @@ def _fill_folder(out: Path, tmp: Path, option: str):
             raise _failed(option, out, exc) from None
     finally:
         with _cleaning():
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            _remove(tmp)
 
 
 # -- untrusted text ---------------------------------------------------------------------------------------------

@@ -19,14 +19,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from .._output import atomic_folder, cleanup_on_signals, output_failure, safe_cell, spreadsheet_safe
+from .._output import atomic_folder, safe_cell, spreadsheet_safe, write_text
 from .._validation import check_choice
 
 if TYPE_CHECKING:
@@ -149,31 +148,10 @@ def tool_schema(row: Mapping[str, Any] | Any) -> tuple[str, dict[str, Any]]:
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename.
 
-    A failure (a full disk, a read-only folder) removes the temporary file and raises
-    :class:`~toolbias_stats._output.OutputError` naming ``path``."""
-    path = Path(path)
-    with cleanup_on_signals():
-        _replace_text(path, text)
-
-
-def _replace_text(path: Path, text: str) -> None:
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)          # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise output_failure("the file", path, exc) from None
-        raise
+    :func:`toolbias_stats._output.write_text`: a failure (a full disk, a read-only folder) or a terminating
+    signal leaves no temporary file; failures raise :class:`~toolbias_stats._output.OutputError` naming
+    ``path``."""
+    write_text(path, text, option="the file")
 
 
 def _write_file(path: Path, text: str) -> None:

@@ -143,7 +143,7 @@ def _add_core_parsers(sub) -> None:
 
 def main(argv=None) -> int:
     """Run ``toolbias-stats``; returns the exit code (0 ok, 2 bad input or output, 130 Ctrl-C, 141 closed pipe)."""
-    from ._output import stdout_failed, stdout_size
+    from ._common import stdout_failed, stdout_size
 
     size = stdout_size()
     try:

@@ -7,17 +7,13 @@ command line needs: the ``--seed`` argument type and the wording of what was wri
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
-import os
-import stat
 import sys
 from pathlib import Path
 
 from .._output import OutputError, atomic_path, check_output, study_inputs, term_safe, write_text
 
 __all__ = ["write_report", "check_output", "study_inputs", "emit", "seed", "OutputError", "named_inputs",
-           "atomic_path", "write_text", "term_safe", "stdout_size", "stdout_failed"]
+           "atomic_path", "write_text", "term_safe"]
 
 
 def write_report(out, text: str, *, inputs=(), option: str = "--out") -> Path:
@@ -51,49 +47,3 @@ def named_inputs(*groups) -> list:
             if p:
                 out.append((Path(p), label))
     return out
-
-
-#: Errors of a write that has run out of room (what standard output meets on a full disk).
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
-
-
-def stdout_size() -> int | None:
-    """The size of the file standard output writes to, when it is a regular file (``> out.json``), else None:
-    what :func:`stdout_failed` cuts the file back to."""
-    try:
-        st = os.fstat(sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        return None
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
-
-
-def stdout_failed(command: str, exc: OSError, size: int | None) -> int:
-    """Standard output could not be written (``--json > file`` on a full disk): one message naming the file,
-    the file cut back to its size before the command (no partial document left), exit code 2. Any other
-    ``OSError`` that reached the top is said in one line too (exit code 2), never as a traceback.
-
-    Examples
-    --------
-    >>> import errno, contextlib, io
-    >>> err = io.StringIO()
-    >>> with contextlib.redirect_stderr(err):
-    ...     stdout_failed("bias", PermissionError(errno.EACCES, "Permission denied", "log.csv"), None)
-    2
-    >>> err.getvalue()
-    "toolbias-stats bias: error: [Errno 13] Permission denied: 'log.csv'\\n"
-    """
-    from .._output import output_failure
-
-    if exc.filename is not None or exc.errno not in _WRITE_ERRNOS:
-        # not a write without a file name (every file writer reports its own): say it in one line
-        print(term_safe(f"toolbias-stats {command}: error: {exc}"), file=sys.stderr)
-        return 2
-    name = None
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        fd = sys.stdout.fileno()
-        if size is not None:
-            os.ftruncate(fd, size)
-            name = "(" + os.readlink(f"/proc/self/fd/{fd}") + ")"
-    print(term_safe(f"toolbias-stats {command}: error: {output_failure('standard output', name, exc)}"),
-          file=sys.stderr)
-    return 2
