@@ -302,3 +302,144 @@ def test_look_alike_tools_are_warned_in_validate(tmp_path, capsys):
         assert main(["validate", str(manifest), "--engine", engine]) == 0
         text = capsys.readouterr().out
         assert text.count("WARNING: catalog cluster 'c1' has tools that look identical") == 2, text
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 37: faults of the commands that write (design, run) and of the engines, one line per class. A builder
+# gets the input folder and an ExitStack (servers and held locks live until the command has run) and returns
+# the command line; ``{dir}`` in ``expect`` stands for the folder. Checked as above: exit code 2, one message
+# with the fragments, nothing on stdout, nothing written or left in the folder.
+@dataclass(frozen=True)
+class CommandCase:
+    name: str
+    build: Callable
+    expect: tuple
+
+
+def _files(d: Path) -> dict:
+    """Every file under ``d`` with its size and time (folders' times change when a lock comes and goes)."""
+    return {k: v for k, v in _snapshot(d).items() if not (d / k).is_dir()}
+
+
+def _design_inputs(d: Path, cluster: str = "c1") -> list:
+    (d / "cat.csv").write_text("tool_id,cluster_id\n" + "".join(f"t{i},{cluster}\n" for i in range(1, 4)))
+    (d / "queries.csv").write_text(f"cluster_id,query\n{cluster},find x\n{cluster},find y\n")
+    return [str(d / "cat.csv"), str(d / "queries.csv")]
+
+
+def _run_folder(d: Path) -> Path:
+    from toolbias_stats import ToolCatalog
+    from toolbias_stats.audit import design_study, write_requests
+
+    cat = pd.DataFrame({"tool_id": ["t1", "t2", "t3"], "cluster_id": "c1"})
+    write_requests(design_study(ToolCatalog(cat), {"c1": ["find x", "find y"]}), d / "s")
+    return d / "s"
+
+
+def _loopback(stack, answer) -> str:
+    """A loopback HTTP server answering every request with ``answer(handler)``; its origin."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            answer(self)
+
+        do_GET = do_POST
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    stack.callback(httpd.server_close)
+    stack.callback(httpd.shutdown)
+    return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def run_cross_origin_redirect(d, stack):
+    def record(h):
+        raise AssertionError("the second origin was contacted")
+
+    other = _loopback(stack, record)
+
+    def redirect(h):
+        h.send_response(302)
+        h.send_header("Location", other + "/v1/chat/completions")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    return ["run", str(_run_folder(d)), "--base-url", _loopback(stack, redirect) + "/v1", "--model", "m"]
+
+
+def run_locked_folder(d, stack):
+    from toolbias_stats.audit._lock import folder_lock
+
+    folder = _run_folder(d)
+    stack.enter_context(folder_lock(folder))        # another run holds the folder
+    return ["run", str(folder), "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+
+
+COMMAND_CASES = [
+    CommandCase("design_formula_cluster", lambda d, s: ["design", *_design_inputs(d, "=c(1)"), "--out",
+                                                        str(d / "out")], ("cluster_id: cluster '=c(1)'", "formula")),
+    CommandCase("design_out_holds_inputs", lambda d, s: ["design", *_design_inputs(d), "--out", str(d)],
+                ("--out {dir} contains an input",)),
+    CommandCase("design_out_under_a_file", lambda d, s: ["design", *_design_inputs(d), "--out",
+                                                         str(d / "cat.csv" / "out")], ("{dir}/cat.csv",)),
+    CommandCase("run_max_requests_zero", lambda d, s: ["run", str(_run_folder(d)), "--base-url",
+                                                       "http://127.0.0.1:9/v1", "--model", "m", "--max-requests",
+                                                       "0"], ("--max-requests must be at least 1",)),
+    CommandCase("run_cross_origin_redirect", run_cross_origin_redirect, ("redirecting to another origin",)),
+    CommandCase("run_locked_folder", run_locked_folder, ("{dir}/s is in use by another run (process ",)),
+]
+
+
+@pytest.mark.parametrize("case", COMMAND_CASES, ids=lambda c: c.name)
+def test_command_fault(case, tmp_path, capsys, monkeypatch):
+    import contextlib
+
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    d = tmp_path / "in"
+    d.mkdir()
+    with contextlib.ExitStack() as stack:
+        argv = case.build(d, stack)
+        before = _files(d)
+        try:
+            code = main(argv)
+        except BaseException as exc:   # any escape is the failure this module looks for
+            pytest.fail(f"{case.name}: {type(exc).__name__} escaped the CLI: {exc}"[:2000])
+        out = capsys.readouterr()
+        after = _files(d)
+    assert code == 2 and out.out == "", (code, out.out[-2000:], out.err[-2000:])
+    lines = [ln for ln in out.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"toolbias-stats {argv[0]}: error: "), out.err[-3000:]
+    for fragment in case.expect:
+        assert fragment.format(dir=d) in lines[0], (fragment, lines[0])
+    assert after == before, "a file was written or left next to the inputs"
+
+
+def _wide_cluster(d: Path) -> Path:
+    """Issue 37: 32 tools in the largest cluster and a query whose 2 attempts are both no_call (DuckDB said
+    `cannot convert NA to integer`)."""
+    catalog = "tool_id,cluster_id\n" + "".join(f"t{i},big\n" for i in range(1, 33)) + "a,small\nb,small\n"
+    return _study(d, "l.csv", _csv("big,q1,1,t1,ok", "big,q2,1,t2,ok", "small,q5,1,a,ok", "small,q6,1,b,ok",
+                                   "small,q9,1,,no_call", "small,q9,2,,no_call"), catalog=catalog)
+
+
+VALID_CASES = [("wide_cluster_all_no_call", _wide_cluster)]
+
+
+@pytest.mark.parametrize("name, build", VALID_CASES, ids=[c[0] for c in VALID_CASES])
+def test_valid_study_same_answer_every_engine(name, build, tmp_path, capsys):
+    outputs = {}
+    for engine in ENGINES:
+        d = tmp_path / engine
+        d.mkdir()
+        code = main(["bias", str(build(d)), "--engine", engine, "--bootstrap", "0", "--null", "0", "--json"])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        outputs[engine] = out.out.replace(str(d), "<dir>")
+    assert outputs["pandas"] == outputs["duckdb"]

@@ -28,15 +28,18 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 import tomllib
 from pathlib import Path
 
 import pandas as pd
 
 __all__ = ["OutputError", "check_output", "study_inputs", "atomic_path", "atomic_folder", "write_text",
-           "write_bytes", "term_safe", "safe_cell", "spreadsheet_safe", "FORMULA_PREFIXES"]
+           "write_bytes", "output_failure", "cleanup_on_signals", "term_safe", "safe_cell", "spreadsheet_safe",
+           "FORMULA_PREFIXES"]
 
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP's list: = + - @ tab CR).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -205,9 +208,106 @@ _REASONS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quo
             errno.EFBIG: "file too large"}
 
 
-def _failed(option, out, exc: OSError) -> OutputError:
+def output_failure(option, out, exc: OSError, *, outcome: str = "nothing was written") -> OutputError:
+    """The :class:`OutputError` for an ``OSError`` met while writing ``out``: names the output and the reason.
+
+    Examples
+    --------
+    >>> import errno
+    >>> str(output_failure("--out", "x.csv", OSError(errno.ENOSPC, "No space left on device")))
+    'cannot write --out x.csv: no space left on the device; nothing was written.'
+    """
     reason = (_REASONS.get(exc.errno) if exc.errno is not None else None) or (exc.strerror or str(exc)).lower()
-    return OutputError(f"cannot write {option} {out}: {reason}; nothing was written.")
+    target = option if out is None or str(out) == "" else f"{option} {out}"
+    return OutputError(f"cannot write {target}: {reason}; {outcome}.")
+
+
+_failed = output_failure
+
+
+# -- terminating signals ----------------------------------------------------------------------------------------
+#: Signals that end a process by default and that a writer turns into clean-up first (Ctrl-C is a
+#: KeyboardInterrupt already).
+TERMINATING_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+_SIGNALS: dict = {"depth": 0, "previous": {}, "pending": None, "cleaning": 0}
+#: Temporary outputs being written: removed before a terminating signal ends the process, whatever line of the
+#: writer the signal interrupted.
+_TEMPS: set = set()
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM / SIGHUP while an output is being written."""
+
+
+def _on_terminating_signal(signum, frame):
+    _SIGNALS["pending"] = signum
+    if not _SIGNALS["cleaning"]:
+        raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def cleanup_on_signals():
+    """While the block runs, SIGTERM and SIGHUP unwind it (its ``finally`` clauses remove temporary files);
+    at the end the signal is delivered again with its default action, so the process ends as it would have
+    (exit status 128 + signal number in a shell) with nothing half-written left behind.
+
+    Only the main thread installs handlers, and only over the default ones (a handler the program set is left
+    alone). Nested blocks share the outermost one's handlers.
+
+    Examples
+    --------
+    >>> with cleanup_on_signals():
+    ...     pass
+    """
+    if threading.current_thread() is not threading.main_thread() or not TERMINATING_SIGNALS:
+        yield
+        return
+    outer = _SIGNALS["depth"] == 0
+    if outer:
+        _SIGNALS["pending"] = None
+        for sig in TERMINATING_SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                _SIGNALS["previous"][sig] = signal.signal(sig, _on_terminating_signal)
+    _SIGNALS["depth"] += 1
+    try:
+        yield
+    finally:
+        _SIGNALS["depth"] -= 1
+        if outer:
+            for sig, old in _SIGNALS["previous"].items():
+                signal.signal(sig, old)
+            _SIGNALS["previous"] = {}
+            pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
+            if pending is not None:   # clean up what is left, then end as the signal asked
+                for path in list(_TEMPS):
+                    _remove(path)
+                os.kill(os.getpid(), pending)
+
+
+def _remove(path: Path) -> None:
+    """Remove a temporary file or folder (and forget it)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    _TEMPS.discard(path)
+
+
+def _raise_pending() -> None:
+    """Deliver a signal that arrived while a temporary output was being created (and registered)."""
+    if _SIGNALS["pending"] is not None and not _SIGNALS["cleaning"] and _SIGNALS["depth"]:
+        raise _Terminated(_SIGNALS["pending"])
+
+
+@contextlib.contextmanager
+def _cleaning():
+    """A clean-up that a second signal does not interrupt (it is delivered after)."""
+    _SIGNALS["cleaning"] += 1
+    try:
+        yield
+    finally:
+        _SIGNALS["cleaning"] -= 1
 
 
 def _umask() -> int:
@@ -238,24 +338,28 @@ def atomic_path(out, *, option: str = "--out", inputs=()):
     'hello'
     """
     out = check_output(out, inputs, option=option)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp")
-        os.close(fd)
-    except OSError as exc:
-        raise _failed(option, out, exc) from None
-    tmp = Path(name)
-    try:
+    with cleanup_on_signals():
+        with _cleaning():   # a signal here waits until the temporary file is registered for removal
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp")
+                os.close(fd)
+            except OSError as exc:
+                raise _failed(option, out, exc) from None
+            tmp = Path(name)
+            _TEMPS.add(tmp)
         try:
-            mode = stat.S_IMODE(out.stat().st_mode) if out.exists() else _umask_mode()
-            os.chmod(tmp, mode)
-            yield tmp
-            os.replace(tmp, out)
-        except OSError as exc:
-            raise _failed(option, out, exc) from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+            _raise_pending()
+            try:
+                mode = stat.S_IMODE(out.stat().st_mode) if out.exists() else _umask_mode()
+                os.chmod(tmp, mode)
+                yield tmp
+                os.replace(tmp, out)
+            except OSError as exc:
+                raise _failed(option, out, exc) from None
+        finally:
+            with _cleaning():
+                _remove(tmp)
 
 
 def write_text(out, text: str, *, option: str = "--out", inputs=()) -> Path:
@@ -285,17 +389,28 @@ def atomic_folder(out, *, option: str = "--out", inputs=()):
     removed and ``out`` is left as it was.
     """
     out = check_output(out, inputs, option=option, kind="folder")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp"))
-    except OSError as exc:
-        raise _failed(option, out, exc) from None
+    with cleanup_on_signals():
+        with _cleaning():   # a signal here waits until the temporary folder is registered for removal
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".tmp"))
+            except OSError as exc:
+                raise _failed(option, out, exc) from None
+            _TEMPS.add(tmp)
+        yield from _fill_folder(out, tmp, option)
+
+
+def _fill_folder(out: Path, tmp: Path, option: str):
+    """The body of :func:`atomic_folder`: yield ``tmp``, then move its entries into ``out``; always clean up."""
     try:
         try:
+            _raise_pending()
             os.chmod(tmp, 0o777 & ~_umask())
             yield tmp
             if not out.exists():
-                os.rename(tmp, out)
+                with _cleaning():   # renamed: no longer a temporary folder
+                    os.rename(tmp, out)
+                    _TEMPS.discard(tmp)
                 return
             old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{out.name}.", suffix=".old"))
             moved = []
@@ -306,21 +421,23 @@ def atomic_folder(out, *, option: str = "--out", inputs=()):
                         os.rename(dest, old / entry.name)
                     moved.append(entry.name)
                     os.rename(entry, dest)
-            except OSError:
-                for name in moved:   # put the previous entries back
-                    with contextlib.suppress(OSError):
-                        if (out / name).exists():
-                            os.rename(out / name, tmp / name)
-                        if (old / name).exists() or (old / name).is_symlink():
-                            os.rename(old / name, out / name)
+            except BaseException:   # a failure, Ctrl-C or a signal: put the previous entries back
+                with _cleaning():
+                    for name in moved:
+                        with contextlib.suppress(OSError):
+                            if (out / name).exists():
+                                os.rename(out / name, tmp / name)
+                            if (old / name).exists() or (old / name).is_symlink():
+                                os.rename(old / name, out / name)
                 raise
             finally:
-                shutil.rmtree(old, ignore_errors=True)
+                with _cleaning():
+                    shutil.rmtree(old, ignore_errors=True)
         except OSError as exc:
             raise _failed(option, out, exc) from None
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        with _cleaning():
+            _remove(tmp)
 
 
 # -- untrusted text ---------------------------------------------------------------------------------------------

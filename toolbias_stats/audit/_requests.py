@@ -19,13 +19,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from .._output import atomic_folder, safe_cell, spreadsheet_safe, write_text
 from .._validation import check_choice
 
 if TYPE_CHECKING:
@@ -45,6 +45,10 @@ _NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PARAM_TYPES = {"string": "string", "str": "string", "text": "string", "number": "number", "float": "number",
                 "double": "number", "integer": "integer", "int": "integer", "boolean": "boolean", "bool": "boolean",
                 "array": "array", "list": "array", "object": "object", "dict": "object"}
+
+
+#: A cluster id that is a plain number (``-1``): a spreadsheet reads it as a number, not as a formula.
+_NUMBER = re.compile(r"^[+-]?\d+(\.\d+)?$")
 
 
 def send_name(tool_id: str) -> str:
@@ -142,21 +146,21 @@ def tool_schema(row: Mapping[str, Any] | Any) -> tuple[str, dict[str, Any]]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)          # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename.
+
+    :func:`toolbias_stats._output.write_text`: a failure (a full disk, a read-only folder) or a terminating
+    signal leaves no temporary file; failures raise :class:`~toolbias_stats._output.OutputError` naming
+    ``path``."""
+    write_text(path, text, option="the file")
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write a file of a design being built in its temporary folder (an ``OSError`` is reported for the folder
+    by :func:`~toolbias_stats._output.atomic_folder`)."""
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _toml_str(text: str) -> str:
@@ -203,7 +207,10 @@ def write_requests(design: StudyDesign, out: str | os.PathLike[str], *,
     ------
     ValueError
         Multiple-choice designs, an unknown format, a batch format without ``model``, a folder that already
-        holds a design, an output path that is an input.
+        holds a design, an output path that is an input or a folder that holds one, a formula-like cluster id;
+        :class:`~toolbias_stats._output.OutputError` (a ``ValueError``) when the folder cannot be written (a
+        full disk, a read-only file system), naming it. All files are written into a temporary folder beside
+        ``out`` and renamed into place at the end, so a failure leaves ``out`` as it was.
 
     Notes
     -----
@@ -236,15 +243,18 @@ def write_requests(design: StudyDesign, out: str | os.PathLike[str], *,
         raise ValueError("two tools map to the same function name; rename them in the catalog.")
     files = _output_files(out, runs, inputs)
     shape = {"openai-batch": "openai-" + endpoint, "anthropic-batch": "anthropic", "chat-jsonl": "chat"}[format]
-    counts = _write_request_lines(design, catalog, out, files, runs, names, shape, model, system, max_tokens)
-    _write_inputs(design, catalog, out, files, names)
-    fmt = "anthropic" if format == "anthropic-batch" else "openai"
-    atomic_write_text(out / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
-    summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
-               "model": model, "system": system, "files": dict(files),
-               "requests": int(sum(counts.values())), "requests_per_run": counts, **design.to_dict()}
-    summary["settings"] = {k: v for k, v in summary["settings"].items() if not k.startswith("_")}
-    atomic_write_text(out / files["summary"], json.dumps(summary, indent=2, default=str) + "\n")
+    # every file goes into a temporary folder beside --out, renamed into place at the end: a full disk, a
+    # read-only folder or a signal leaves --out as it was (issue 37)
+    with atomic_folder(out, option="--out", inputs=[p for p in inputs if p is not None]) as tmp:
+        counts = _write_request_lines(design, catalog, tmp, files, runs, names, shape, model, system, max_tokens)
+        _write_inputs(design, catalog, tmp, files, names)
+        fmt = "anthropic" if format == "anthropic-batch" else "openai"
+        _write_file(tmp / files["manifest"], _manifest(design, fmt, files, runs, model or DEFAULT_MODEL))
+        summary = {"format": format, "endpoint": endpoint if format == "openai-batch" else None,
+                   "model": model, "system": system, "files": dict(files),
+                   "requests": int(sum(counts.values())), "requests_per_run": counts, **design.to_dict()}
+        summary["settings"] = {k: v for k, v in summary["settings"].items() if not k.startswith("_")}
+        _write_file(tmp / files["summary"], json.dumps(summary, indent=2, default=str) + "\n")
     return {"out": str(out), "files": files, "requests": int(sum(counts.values())), "format": format}
 
 
@@ -258,6 +268,12 @@ def _check_request_args(design: StudyDesign, format: str, endpoint: str, model: 
         raise ValueError(f"`model` is required for {format!r}: the batch API needs it in every request.")
     if endpoint == "responses" and format != "openai-batch":
         raise ValueError("`endpoint='responses'` applies to format 'openai-batch' only.")
+    for cid in design.catalog.clusters:
+        text = str(cid)
+        if safe_cell(text) != text and not _NUMBER.match(text):
+            raise ValueError(f"{design.catalog.source}:cluster_id: cluster {text!r} starts with {text[:1]!r}, "
+                             "which a spreadsheet runs as a formula (catalog.csv and design.csv open in "
+                             "spreadsheets); rename the cluster.")
     return design.catalog
 
 
@@ -269,7 +285,6 @@ def _output_folder(out: str | os.PathLike) -> Path:
     if (out / "design.json").exists():
         raise ValueError(f"{out} already holds a design (design.json); choose a new folder (a design is never "
                          "overwritten: its results may already be arriving).")
-    out.mkdir(parents=True, exist_ok=True)
     return out
 
 
@@ -302,7 +317,7 @@ def _write_request_lines(design: StudyDesign, catalog: ToolCatalog, out: Path, f
             order = rec.ordering.split("|")
             lines.append(json.dumps(_request(shape, rec, [tools[t] for t in order], model, system, max_tokens),
                                     ensure_ascii=False))
-        atomic_write_text(out / files["requests"][r], "\n".join(lines) + "\n")
+        _write_file(out / files["requests"][r], "\n".join(lines) + "\n")
         counts[r] = len(lines)
     return counts
 
@@ -313,11 +328,17 @@ def _write_inputs(design: StudyDesign, catalog: ToolCatalog, out: Path, files: d
     if "source_tool_id" not in cat.columns:       # a catalog written by an earlier design keeps its sources
         cat.insert(1, "source_tool_id", cat["tool_id"])
     cat["tool_id"] = cat["tool_id"].map(names)
-    atomic_write_text(out / files["catalog"], cat.to_csv(index=False))
-    atomic_write_text(out / files["design"], design.table.to_csv(index=False))
+    # text a spreadsheet would run as a formula gets a leading ' (issue 37); the keys the importer joins on stay
+    # as sent: tool ids are send names (no formula can be spelled in [A-Za-z0-9_-]) and formula-like cluster
+    # ids are refused up front (_check_request_args)
+    keys = cat[["tool_id", "cluster_id"]]
+    cat = spreadsheet_safe(cat)
+    cat[["tool_id", "cluster_id"]] = keys
+    _write_file(out / files["catalog"], cat.to_csv(index=False))
+    _write_file(out / files["design"], spreadsheet_safe(design.table).to_csv(index=False))
     queries = design.settings.get("_queries") or {c: list(dict.fromkeys(sub["query"]))
                                                   for c, sub in design.table.groupby("cluster_id", sort=False)}
-    atomic_write_text(out / files["queries"], json.dumps([{"cluster_id": c, "queries": q} for c, q in queries.items()],
+    _write_file(out / files["queries"], json.dumps([{"cluster_id": c, "queries": q} for c, q in queries.items()],
                                                          ensure_ascii=False, indent=1) + "\n")
 
 

@@ -10,13 +10,17 @@ only to ``base_url``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
+import http.client
 import json
 import os
 import random
 import re
+import socket
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -24,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._display import ReprHTMLMixin
+from .._output import cleanup_on_signals, output_failure
+from ._lock import folder_lock
 from ._requests import DEFAULT_MODEL, atomic_write_text, read_design
 
 if TYPE_CHECKING:
@@ -35,6 +41,15 @@ __all__ = ["run_study", "RunResult", "RETRY_STATUSES", "done_custom_ids"]
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _CUSTOM_ID_RE = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _PATHS = {"chat": "chat/completions", "responses": "responses"}
+
+#: The stop on a redirect to another origin (``code``, ``source``, ``target``): the request (and the API key in
+#: its headers) is not sent there.
+REDIRECT_MESSAGE = ("the endpoint {source} answered HTTP {code} redirecting to another origin, {target}; the "
+                    "runner does not follow redirects to another origin (the API key would be sent there) and "
+                    "stopped. Check --base-url (give the address the endpoint redirects to if you trust it); "
+                    "answers received before are saved.")
+#: A request that took longer than ``--timeout`` in all (``timeout``).
+TIMEOUT_MESSAGE = "no complete answer within {timeout:g} s (--timeout bounds the whole request)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,8 @@ class RunResult(ReprHTMLMixin):
     stopped : str or None
         Why the run stopped early: the endpoint did not answer at all (connection refused, timeouts) after the
         retries. Such a request gets no line (it may never have arrived) and is sent by the next call.
+    notes : list of str
+        What the run handled on its way (a stale lock of a process that is gone, taken over).
 
     Examples
     --------
@@ -81,12 +98,13 @@ class RunResult(ReprHTMLMixin):
     files: dict
     repaired: list = field(default_factory=list)
     stopped: str | None = None
+    notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"sent": self.sent, "skipped": self.skipped, "remaining": self.remaining,
                 "by_outcome": dict(self.by_outcome), "retries": self.retries,
                 "files": {str(k): str(v) for k, v in self.files.items()}, "repaired": list(self.repaired),
-                "stopped": self.stopped}
+                "stopped": self.stopped, "notes": list(self.notes)}
 
     def to_frame(self) -> pd.DataFrame:
         """One row: requests sent, skipped and remaining, retries, lines per outcome (``n_<outcome>``), stopped."""
@@ -104,6 +122,7 @@ class RunResult(ReprHTMLMixin):
                   f"answered, {self.remaining} remaining")]
         lines += [f"note: removed a line cut short at the end of {f} (its request was sent again)"
                   for f in self.repaired]
+        lines += [f"note: {n}" for n in self.notes]
         if self.remaining:
             lines.append("run the same command again to send the rest")
         return "\n".join(lines)
@@ -166,33 +185,186 @@ def _load_requests(path: Path, fmt: str) -> list[tuple[str, str, dict]]:
 
 
 class _Writer:
-    """Appends one complete line per ``os.write`` (a kill leaves whole lines, or one cut-short last line)."""
+    """Appends one complete line per ``os.write`` (a kill leaves whole lines, or one cut-short last line).
+
+    A write that fails (a full disk) is undone (the file is cut back to its last whole line) and raised as an
+    :class:`~toolbias_stats._output.OutputError` naming the file."""
 
     def __init__(self, path: Path):
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.path = path
+        self.fd: int | None = None          # opened at the first line (a run that writes nothing creates nothing)
+        self.size = 0
         self.lock = threading.Lock()
+
+    def _open(self) -> int:
+        try:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self.size = os.fstat(self.fd).st_size
+        except OSError as exc:
+            raise output_failure("the responses file", self.path, exc) from None
+        return self.fd
 
     def write(self, obj: dict) -> None:
         data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         with self.lock:
-            os.write(self.fd, data)
+            fd = self.fd if self.fd is not None else self._open()
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # a short write: the disk is full
+            except OSError as exc:
+                with contextlib.suppress(OSError):   # back to the last whole line
+                    os.ftruncate(fd, self.size)
+                raise output_failure("the responses file", self.path, exc,
+                                     outcome="the answers received before are saved; run the same command "
+                                             "again to resume") from None
+            self.size += len(data)
 
     def close(self):
-        os.fsync(self.fd)
-        os.close(self.fd)
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise output_failure("the responses file", self.path, exc,
+                                 outcome="run the same command again to check it and resume") from None
+        finally:
+            os.close(fd)
 
 
-def _post(url, body, headers, timeout):
-    """(status, headers, raw body) of one POST; urllib raises HTTPError for non-2xx, which is an answer too."""
-    req = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of a URL (default ports spelled out; no user name or password)."""
+    parts = urllib.parse.urlsplit(url)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers or {}), exc.read() or b""
+        port: Any = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:   # a port that is not a number: an origin of its own (never the endpoint's)
+        port = "?"
+    host = (parts.hostname or "").lower()
+    return f"{parts.scheme.lower()}://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
-def _send(cid, endpoint, body, *, base_url, model, headers, timeout, max_retries, backoff, stop, counters):
+class _CrossOriginRedirect(Exception):
+    """A redirect to another origin: not followed (never an OSError: it is not retried)."""
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the endpoint's origin only (as urllib does); any other stops the run."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if _origin(newurl) != _origin(req.full_url):
+            with contextlib.suppress(Exception):
+                fp.close()
+            raise _CrossOriginRedirect(REDIRECT_MESSAGE.format(code=code, source=_origin(req.full_url),
+                                                               target=_origin(newurl)))
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+class _Deadline:
+    """Bounds a whole request: when ``seconds`` have passed, the request's sockets are shut down (a server
+    that sends its answer a byte at a time never resets a per-read timeout for long)."""
+
+    local = threading.local()
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._socks: list = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self):
+        _Deadline.local.current = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._timer.cancel()
+        _Deadline.local.current = None
+        return False
+
+    def _expire(self):
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                _shutdown(sock)
+
+    def watch(self, sock):
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:
+                _shutdown(sock)
+
+
+def _shutdown(sock) -> None:
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)   # the raw socket, also under TLS
+
+
+class _Timed:
+    """An ``http.client`` connection whose sockets the current :class:`_Deadline` watches."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        deadline = getattr(_Deadline.local, "current", None)
+        create = self._create_connection
+
+        def timed(*a, **kw):
+            sock = create(*a, **kw)
+            if deadline is not None:
+                deadline.watch(sock)
+            return sock
+
+        self._create_connection = timed
+
+
+class _TimedHTTPConnection(_Timed, http.client.HTTPConnection):
+    pass
+
+
+class _TimedHTTPSConnection(_Timed, http.client.HTTPSConnection):
+    pass
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def do_open(self, http_class, req, **kw):
+        return super().do_open(_TimedHTTPConnection, req, **kw)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def do_open(self, http_class, req, **kw):
+        return super().do_open(_TimedHTTPSConnection, req, **kw)
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """urllib's opener (proxies from the environment as usual) with whole-request deadlines and redirects kept
+    to the endpoint's origin."""
+    return urllib.request.build_opener(_HTTPHandler, _HTTPSHandler, _SameOriginRedirects)
+
+
+def _post(url, body, headers, timeout, opener=None):
+    """(status, headers, raw body) of one POST; urllib raises HTTPError for non-2xx, which is an answer too.
+
+    ``timeout`` bounds the whole request (connection, headers and body): past it, ``TimeoutError``."""
+    req = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+    opener = opener or _opener()
+    with _Deadline(timeout) as deadline:
+        try:
+            try:
+                with opener.open(req, timeout=timeout) as resp:
+                    out = resp.status, dict(resp.headers), resp.read()
+            except urllib.error.HTTPError as exc:
+                out = exc.code, dict(exc.headers or {}), exc.read() or b""
+        except (OSError, http.client.HTTPException):
+            if deadline.expired:
+                raise TimeoutError(TIMEOUT_MESSAGE.format(timeout=timeout)) from None
+            raise
+    if deadline.expired:   # a body read to a close forced by the deadline: cut short, not an answer
+        raise TimeoutError(TIMEOUT_MESSAGE.format(timeout=timeout))
+    return out
+
+
+def _send(cid, endpoint, body, *, base_url, model, headers, timeout, max_retries, backoff, stop, counters,
+          opener=None):
     url = base_url.rstrip("/") + "/" + _PATHS[endpoint]
     body = dict(body)
     body["model"] = model
@@ -201,8 +373,10 @@ def _send(cid, endpoint, body, *, base_url, model, headers, timeout, max_retries
     while True:
         status, rheaders, raw, err = None, {}, b"", None
         try:
-            status, rheaders, raw = _post(url, body, hdrs, timeout)
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            status, rheaders, raw = _post(url, body, hdrs, timeout, opener)
+        except _CrossOriginRedirect as exc:
+            return {"message": str(exc)}, "redirect"     # never retried, never recorded: the run stops
+        except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException) as exc:
             err = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
         retry = err is not None or status in RETRY_STATUSES
         if retry and stop.is_set():
@@ -259,7 +433,8 @@ def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, c
     api_key : str, optional
         Sent as ``Authorization: Bearer ...``.
     timeout : float, default 120
-        Seconds per HTTP request.
+        Seconds per HTTP request, in all: connecting, the headers and the whole body (a server that answers a
+        byte at a time is cut off at ``timeout``; that counts as no answer, retried like a refused connection).
     max_retries : int, default 5
         Re-sends of a request answered with 408/409/429/5xx or not answered at all; the wait doubles from
         ``backoff`` seconds (at least ``Retry-After`` when the server sends it, at most 60 s). After the last
@@ -276,7 +451,12 @@ def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, c
     ------
     ValueError
         A folder without a design, an Anthropic batch design (send it with the Message Batches API), a design
-        written for another model, a malformed requests file, a responses file the runner did not write.
+        written for another model, a malformed requests file, a responses file the runner did not write; the
+        endpoint redirecting to another origin (:data:`REDIRECT_MESSAGE`: not followed, the run stops).
+    toolbias_stats.audit._lock.RunLockError
+        Another run holds the folder (the message names its process, host and start time).
+    toolbias_stats._output.OutputError
+        A responses file or the lock that cannot be written (read-only folder, full disk), naming the path.
 
     Notes
     -----
@@ -287,6 +467,10 @@ def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, c
     A body that is not JSON becomes ``error = {"code": "malformed_response"}`` and an HTTP error its status and
     body: the importer reads both as ``parse_error`` rows (nothing is lost). A request that gets no answer at all
     after the retries stops the run without a line (the endpoint is down: recording it would mark it done).
+
+    Only ``base_url``'s origin (scheme, host, port) is contacted: a redirect within it is followed as urllib
+    does, a redirect to another origin is not (the request and its ``Authorization`` header never go there) and
+    stops the run. One run at a time per folder: the folder is locked (``.toolbias-run.lock``) while it runs.
 
     Examples
     --------
@@ -307,28 +491,36 @@ def run_study(study_dir: str | os.PathLike[str], *, base_url: str, model: str, c
     appends each answer to ``responses-run1.jsonl``; calling it again sends only what is still missing, and
     ``tbs.selection_bias(out / "study.toml")`` reads the answers.
     """
-    _check_run_args(concurrency, max_requests, base_url, model)
+    _check_run_args(concurrency, max_requests, base_url, model, timeout)
     study_dir = Path(study_dir)
     info = _read_run_design(study_dir, model)
-    outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
-    todo, skipped, repaired = _pending(study_dir, info, outs)
-    _name_model(study_dir, model)
-    budget = len(todo) if max_requests is None else min(max_requests, len(todo))
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    counters: dict[str, Any] = {"lock": threading.Lock(), "retries": 0}
-    outcomes: dict = {}
-    unreachable: list = []
-    send = functools.partial(_send, base_url=base_url, model=model, headers=headers, timeout=timeout,
-                             max_retries=max_retries, backoff=backoff, counters=counters)
-    sent = _send_all(todo[:budget], outs, send, concurrency, progress, outcomes, unreachable)
+    # SIGTERM / SIGHUP unwind the run like Ctrl-C (whole lines kept, the lock removed), then end the process
+    with cleanup_on_signals(), folder_lock(study_dir) as stale:
+        outs = {int(r): study_dir / f for r, f in info["files"]["responses"].items()}
+        todo, skipped, repaired = _pending(study_dir, info, outs)
+        budget = len(todo) if max_requests is None else min(max_requests, len(todo))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        counters: dict[str, Any] = {"lock": threading.Lock(), "retries": 0}
+        outcomes: dict = {}
+        halts: list = []
+        send = functools.partial(_send, base_url=base_url, model=model, headers=headers, timeout=timeout,
+                                 max_retries=max_retries, backoff=backoff, counters=counters, opener=_opener())
+        try:
+            sent = _send_all(todo[:budget], outs, send, concurrency, progress, outcomes, halts)
+        finally:   # the manifest names the model once there are answers (also after Ctrl-C or an error)
+            if any(p.exists() and p.stat().st_size for p in outs.values()):
+                _name_model(study_dir, model)
+    refused = [message for outcome, message in halts if outcome == "redirect"]
+    if refused:
+        raise ValueError(refused[0])
     return RunResult(sent=sent, skipped=skipped, remaining=len(todo) - sent, by_outcome=outcomes,
                      retries=counters["retries"], files=outs, repaired=repaired,
-                     stopped=f"endpoint unreachable after {max_retries} retries: {unreachable[0]}" if unreachable
-                     else None)
+                     stopped=f"endpoint unreachable after {max_retries} retries: {halts[0][1]}" if halts
+                     else None, notes=[stale] if stale else [])
 
 
 # -- run_study's stages: check the arguments -> read the design -> what is left -> send ----------
-def _check_run_args(concurrency: Any, max_requests: Any, base_url: Any, model: Any) -> None:
+def _check_run_args(concurrency: Any, max_requests: Any, base_url: Any, model: Any, timeout: Any) -> None:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError(f"`concurrency` must be a positive integer; got {concurrency!r} instead.")
     if max_requests is not None and (not isinstance(max_requests, int) or max_requests < 0):
@@ -337,6 +529,8 @@ def _check_run_args(concurrency: Any, max_requests: Any, base_url: Any, model: A
         raise ValueError(f"`base_url` must be an http(s) URL; got {base_url!r} instead.")
     if not model:
         raise ValueError("`model` is required.")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise ValueError(f"`timeout` must be a positive number of seconds; got {timeout!r} instead.")
 
 
 def _read_run_design(study_dir: Path, model: str) -> dict:
@@ -368,7 +562,7 @@ def _pending(study_dir: Path, info: dict, outs: dict) -> tuple[list, int, list]:
 
 
 def _send_all(items: list, outs: dict, send: Any, concurrency: int, progress: bool, outcomes: dict,
-              unreachable: list) -> int:
+              halts: list) -> int:
     """Send ``items`` with ``concurrency`` threads, writing each answer as it arrives; the number written."""
     writers = {r: _Writer(outs[r]) for r in sorted({t[0] for t in items})}
     stop = threading.Event()
@@ -388,11 +582,11 @@ def _send_all(items: list, outs: dict, send: Any, concurrency: int, progress: bo
             if len(running) >= concurrency:
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    sent += _record(fut, running.pop(fut), writers, outcomes, bar, stop, unreachable)
+                    sent += _record(fut, running.pop(fut), writers, outcomes, bar, stop, halts)
         while running:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
-                sent += _record(fut, running.pop(fut), writers, outcomes, bar, stop, unreachable)
+                sent += _record(fut, running.pop(fut), writers, outcomes, bar, stop, halts)
     except BaseException:
         stop.set()                # in-flight requests stop retrying; their lines are not written (sent again)
         pool.shutdown(wait=False, cancel_futures=True)
@@ -407,12 +601,12 @@ def _send_all(items: list, outs: dict, send: Any, concurrency: int, progress: bo
     return sent
 
 
-def _record(fut, item, writers, outcomes, bar, stop, unreachable) -> int:
+def _record(fut, item, writers, outcomes, bar, stop, halts) -> int:
     line, outcome = fut.result()
     if outcome == "interrupted":
         return 0
-    if outcome == "connection_error":
-        unreachable.append(line["message"])
+    if outcome in ("connection_error", "redirect"):   # no line: the run stops (and says why)
+        halts.append((outcome, line["message"]))
         stop.set()
         return 0
     writers[item[0]].write(line)

@@ -66,7 +66,8 @@ def add_parsers(subparsers):
     r.add_argument("--concurrency", type=int, default=4, metavar="N", help="requests in flight (default 4)")
     r.add_argument("--max-requests", type=int, default=None, metavar="N", help="send at most N requests now")
     r.add_argument("--max-retries", type=int, default=5, metavar="N", help="re-sends after 429/5xx (default 5)")
-    r.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request (default 120)")
+    r.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="seconds per request in all: connecting, headers and the whole body (default 120)")
     r.add_argument("--json", action="store_true", help="print the run summary as JSON")
     return d, r
 
@@ -123,6 +124,10 @@ def run_run(args) -> int:
     from ..audit._runner import run_study
     from ._common import progress_wanted as _progress_wanted
 
+    if args.max_requests is not None and args.max_requests < 1:
+        # 0 would send nothing and end quietly: say so instead (leave the option out to send everything left)
+        raise ValueError(f"--max-requests must be at least 1 (got {args.max_requests}): it is how many requests "
+                         "to send now; leave it out to send every request without an answer.")
     try:
         res = run_study(args.study_dir, base_url=args.base_url, model=args.model, concurrency=args.concurrency,
                         max_requests=args.max_requests, api_key=os.environ.get("OPENAI_API_KEY") or None,
@@ -133,14 +138,11 @@ def run_run(args) -> int:
         return 130
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
-        return 0
-    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(res.by_outcome.items())) or "none"
-    print(f"sent {res.sent} requests ({outcomes}; {res.retries} retries), {res.skipped} already answered, "
-          f"{res.remaining} remaining")
-    for f in res.repaired:
-        print(f"note: removed a line cut short at the end of {f} (its request was sent again)")
+    else:
+        print(res._text())
     if res.stopped:
-        print(f"toolbias-stats run: stopped: {res.stopped}", file=sys.stderr)
-    if res.remaining:
-        print("run the same command again to send the rest")
+        from .._output import term_safe
+
+        print(term_safe(f"toolbias-stats run: stopped: {res.stopped}"), file=sys.stderr)
+    # the same exit code in both modes: 1 when the run stopped before sending what it was asked to
     return 1 if res.stopped else 0

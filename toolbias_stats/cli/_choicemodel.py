@@ -50,12 +50,12 @@ def add_parser(subparsers):
 def run(args) -> int:
     """Run ``toolbias-stats choice-model``; 0 on success, 2 on bad input."""
     from ..exceptions import SelectionLogError
+    from ._common import fail
 
     try:
         return _run(args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
-        print(f"toolbias-stats choice-model: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("choice-model", exc)   # control characters from the data escaped
 
 
 def _split(text):
@@ -65,6 +65,7 @@ def _split(text):
 def _run(args) -> int:
     import pandas as pd
 
+    from .._output import term_safe
     from ..choicemodel import choice_model
     from ..io import read_study
     from ._common import version as _version
@@ -91,8 +92,8 @@ def _run(args) -> int:
     contrasts = _contrasts(result, args.contrast)
     for _, g in result.groups[~result.groups["fitted"]].iterrows():
         keys = ", ".join(f"{k}={g[k]}" for k in result.by)
-        print(f"toolbias-stats choice-model: note: group {keys or 'all'} not fitted: no usable attempt "
-              f"(excluded {g['excluded']})", file=sys.stderr)
+        print(term_safe(f"toolbias-stats choice-model: note: group {keys or 'all'} not fitted: no usable "
+                        f"attempt (excluded {g['excluded']})"), file=sys.stderr)
     if not result.converged:
         print("toolbias-stats choice-model: WARNING: a group did not converge (see `converged`)", file=sys.stderr)
     if args.json:
@@ -100,9 +101,9 @@ def _run(args) -> int:
                "contrasts": [_contrast_json(c) for c in contrasts]}
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(str(result), end="")
+        print(term_safe(str(result)), end="")
         if contrasts:
-            print(_contrasts_text(contrasts, args.confidence_level), end="")
+            print(term_safe(_contrasts_text(contrasts, args.confidence_level)), end="")
     return 0
 
 

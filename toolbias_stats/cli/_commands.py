@@ -143,6 +143,9 @@ def _add_core_parsers(sub) -> None:
 
 def main(argv=None) -> int:
     """Run ``toolbias-stats``; returns the exit code (0 ok, 2 bad input or output, 130 Ctrl-C, 141 closed pipe)."""
+    from ._common import stdout_failed, stdout_size
+
+    size = stdout_size()
     try:
         code = _main(argv)
         sys.stdout.flush()   # a closed pipe (`... | head`) fails here, inside the handler below
@@ -152,6 +155,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:   # the reader of stdout went away (`--json | head`): end quietly
         _silence_stdout()
         return 141
+    except OSError as exc:   # stdout on a full disk (`--json > file`); files go through _output (OutputError)
+        code = stdout_failed(_command_in(sys.argv[1:] if argv is None else list(argv)), exc, size)
+        _silence_stdout()
+        return code
 
 
 def _silence_stdout() -> None:

@@ -85,7 +85,7 @@ def run_features(args) -> int:
     provenance as JSON in the schema metadata key ``toolbias_stats``. Nothing is written when an
     error occurs (exit 2).
     """
-    from .._output import check_output, spreadsheet_safe, study_inputs
+    from .._output import check_output, spreadsheet_safe, study_inputs, term_safe
     from ..exceptions import SelectionLogError
 
     try:
@@ -103,13 +103,14 @@ def run_features(args) -> int:
         table = feats.to_frame()
         table["reference_date"] = feats.reference_date.isoformat() if feats.reference_date else None
         if args.out is None:
-            sys.stdout.write(spreadsheet_safe(table).to_csv(index=False))   # formula cells neutralised
+            # formula cells neutralised, control characters from the catalog escaped (stdout may be a terminal)
+            sys.stdout.write(term_safe(spreadsheet_safe(table).to_csv(index=False)))
         else:
             _write_table(table, Path(args.out), cast(str, kind), feats.provenance, inputs=inputs)
             print(f"wrote {args.out} ({len(table)} tools, {len(feats.feature_names)} features, reference date "
                   f"{table['reference_date'].iloc[0]})")
         for m in msgs:
-            print(f"note: {m}", file=sys.stderr)
+            print(term_safe(f"note: {m}"), file=sys.stderr)
         return 0
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
         return fail("features", exc)
@@ -155,7 +156,7 @@ def run_explain(args) -> int:
 
             print(term_safe(format_explain(result)))
             for m in dict.fromkeys(notes + result.warnings):
-                print(f"note: {m}", file=sys.stderr)
+                print(term_safe(f"note: {m}"), file=sys.stderr)
         return 0
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
         return fail("explain", exc)

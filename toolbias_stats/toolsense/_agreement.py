@@ -255,9 +255,15 @@ def agreement(annotations: pd.DataFrame, *, by: str | Sequence[str] | None = Non
             warnings.simplefilter("ignore")
             ref_kappa = float(fleiss_kappa(full, method="fleiss")) if len(cats) > 1 else np.nan
             rel = _reliability(sub, cats)
+            # krippendorff.alpha raises without an item that two raters labelled: undefined, as ours says
             ref_alpha = float(krippendorff.alpha(reliability_data=rel, level_of_measurement="nominal")) \
-                if len(cats) > 1 else np.nan
-        if len(cats) < 2:
+                if len(cats) > 1 and m.max() > 1 else np.nan
+        if m.max() < 2:
+            msg = (f"{name}: no item has more than one rater ({len(items)} item(s), one rating each); agreement "
+                   "coefficients are undefined (NaN)")
+            warns.append(msg)
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=2)
+        elif len(cats) < 2:
             msg = f"{name}: every rating has the same label; agreement coefficients are undefined"
             warns.append(msg)
             warnings.warn(msg, DegenerateDataWarning, stacklevel=2)

@@ -1006,9 +1006,12 @@ def _aggregate_query(con, design, dkeys, k_max, value_names):
     if bad1 or bad:
         return None, flags
     if n_max >= 2 ** bits:   # a query with very many attempts: count each column on its own
+        # count_if of a predicate that is NULL on every row of a group is NULL, not 0 (a query whose attempts
+        # all lack a pick has no api_index / chosen_rank): count `pred IS TRUE` instead
         sums = ([f"CAST(count_if(status = {_lit(st)}) AS BIGINT) AS n_{st}" for st in STATUSES]
-                + [f"CAST(count_if(api_index = {i}) AS BIGINT) AS tool_{i}" for i in range(1, k_max + 1)]
-                + [f"CAST(count_if(chosen_rank = {i}) AS BIGINT) AS pos_{i}" for i in range(1, k_max + 1)])
+                + [f"CAST(count_if((api_index = {i}) IS TRUE) AS BIGINT) AS tool_{i}" for i in range(1, k_max + 1)]
+                + [f"CAST(count_if((chosen_rank = {i}) IS TRUE) AS BIGINT) AS pos_{i}"
+                   for i in range(1, k_max + 1)])
         con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                     f"{', '.join(sums)} FROM study GROUP BY ALL")
         return _enum_keys_table(con, design, value_names), flags
