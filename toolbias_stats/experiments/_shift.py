@@ -152,9 +152,9 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
     >>> res.to_frame()[["condition", "metric", "estimate", "ci_low", "ci_high", "p_value"]].round(3)
         condition       metric  estimate  ci_low  ci_high  p_value
-    0  first_wins    shift_api     0.112   0.092    0.234    0.507
+    0  first_wins    shift_api     0.112   0.092    0.234    0.468
     1  first_wins    shift_pos     0.283   0.225    0.362    0.000
-    2  first_wins    delta_api    -0.046  -0.092    0.021    0.089
+    2  first_wins    delta_api    -0.046  -0.092    0.021    0.053
     3  first_wins    delta_pos     0.212   0.096    0.242    0.000
     4  first_wins  delta_model     0.083   0.023    0.113    0.000
 
@@ -166,6 +166,7 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     confidence_level, n_resamples, n_permutations, by_cols = _checked(counts, between, by, n_resamples,
                                                                       n_permutations, confidence_level, pairing)
     design = list(counts.design_columns)
+    design_of = counts.design
     table = counts.table
     numeric = _is_numeric(table[between])
     all_levels = _levels(table[between])
@@ -195,7 +196,7 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
             skipped.append(f"group {keys} {why} ({between!r} levels: {[_py(v) for v in levels]})")
             continue
         ctx = _GroupData(sub, counts.catalog, between, base_here, levels, others, keys, pairing, n_resamples, gen,
-                         caught, numeric)
+                         caught, numeric, replicates=design_of.replicates)
         found, trend = _compare_levels(ctx, n_permutations, confidence_level,
                                        numeric and len(levels) >= 2 and n_resamples)
         groups += found

@@ -19,11 +19,74 @@ from ._shift_results import PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, Shift
 from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
 
 
+#: ``null_method`` of paired comparisons (issue 35).
+PAIRED_NULL = "permute valid choices within query"
+
+
+def deal_within_units(x, strata, n_perm, gen):
+    """Permutations of valid choices within each unit under "no change": ``(n_perm, S, K)`` summed over units.
+
+    Parameters
+    ----------
+    x : ndarray, shape (Q, S, K)
+        Counts per unit (query), run slot and category (tool or position), integral.
+    strata : ndarray, shape (S,)
+        The combination of the other factors of each slot: choices move only between slots of one combination.
+    n_perm : int
+    gen : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (n_perm, S, K)
+        Each permutation deals a unit's valid choices (of the slots of one stratum) at random to those slots,
+        keeping the number of valid choices of every (unit, slot): missing choices stay where they were, so that
+        a change in missingness is not read as a change in selection. Drawn slot by slot and category by
+        category from the multivariate hypergeometric law (numpy's ``hypergeometric``, vectorised over units and
+        permutations).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[[3, 0], [0, 1]], [[1, 1], [0, 0]]])   # 2 units, 2 slots, 2 tools
+    >>> out = deal_within_units(x, np.array([0, 0]), 4000, np.random.default_rng(0))
+    >>> out.sum(-1)[0].tolist(), out.sum(1)[0].tolist()     # slot sizes and tool totals are kept
+    ([5.0, 1.0], [4.0, 2.0])
+    >>> bool(abs(out[:, 1, 1].mean() - 0.25) < 0.02)       # unit 1's one slot-2 choice is tool 2 with p = 1/4
+    True
+    """
+    x = np.rint(np.asarray(x, dtype=float)).astype(np.int64)
+    q, s, k = x.shape
+    out = np.zeros((n_perm, s, k))
+    for g in np.unique(strata):
+        idx = np.flatnonzero(strata == g)
+        sub = x[:, idx]
+        size = sub.sum(-1)                                         # (Q, s)
+        movable = (size > 0).sum(1) > 1                            # a unit with choices in one slot only stays
+        out[:, idx] += sub[~movable].sum(0)[None]
+        if len(idx) < 2 or not movable.any():
+            continue
+        sub, size = sub[movable], size[movable]
+        pool = np.repeat(sub.sum(1)[None], n_perm, axis=0)         # (N, Qm, K) still to deal
+        for j in range(len(idx) - 1):
+            need = np.repeat(size[None, :, j], n_perm, axis=0)
+            rest = pool.sum(-1)
+            for t in range(k - 1):
+                rest -= pool[..., t]                               # the categories after t still in the pool
+                draw = gen.hypergeometric(pool[..., t], rest, need) if need.any() else np.zeros_like(need)
+                pool[..., t] -= draw
+                need = need - draw
+                out[:, idx[j], t] += draw.sum(1)
+            pool[..., k - 1] -= need
+            out[:, idx[j], k - 1] += need.sum(1)
+        out[:, idx[-1]] += pool.sum(1)
+    return out
+
+
 class _GroupData:
     """Per-cluster count tensors of every level of one ``by`` group, and their bootstrap replicates."""
 
     def __init__(self, sub, catalog, between, base, levels, others, keys, pairing, n_resamples, gen, caught,
-                 numeric):
+                 numeric, replicates=("run",)):
         self.keys, self.between, self.base, self.gen, self.caught = keys, between, base, gen, caught
         self.n_resamples = n_resamples
         self.levels = levels
@@ -36,6 +99,14 @@ class _GroupData:
         run_cols = ["_level"] + others
         sub["run"] = sub.groupby(run_cols, sort=True, dropna=False, observed=True).ngroup().to_numpy()
         level_of_run = sub.groupby("run", sort=True)["_level"].first().to_numpy()
+        # the other factors' combination of each run slot (replicates left out): under "no change" a unit's valid
+        # choices are exchangeable between the slots of one combination, never across combinations (issue 35)
+        factor_cols = [c for c in others if c not in set(replicates)]
+        if factor_cols:
+            firsts = sub.groupby("run", sort=True)[factor_cols].first()
+            self.slot_stratum = firsts.groupby(factor_cols, sort=True, dropna=False, observed=True).ngroup().to_numpy()
+        else:
+            self.slot_stratum = np.zeros(len(level_of_run), dtype=np.int64)
         self.runs_of = {i: np.flatnonzero(level_of_run == i) for i in range(len(levels))}
         self.n_runs = len(level_of_run)
         present = set(sub["cluster_id"].unique())
@@ -245,17 +316,16 @@ class _GroupData:
         joined = api if pos is None else np.concatenate([api, pos], axis=-1)     # (Q, S, K + Kp)
         off = api.shape[-1]
         gen = self.gen
-        if self.pairing == "paired" and len(rb) != len(rl):
-            return self._permute_runs(joined, rb, rl, n_perm) + (off,)
         if self.pairing == "paired":
-            xb, xl = joined[:, rb], joined[:, rl]
-            method = "swap query blocks"
-            q = xb.shape[0]
-            z = (gen.random((n_perm, q)) < 0.5).astype(float)
-            d = (xl - xb).reshape(q, -1)
-            moved = (z @ d).reshape((n_perm,) + xb.shape[1:])
-            sb, sl = xb.sum(0), xl.sum(0)
-            return sb + moved, sl - moved, method, sb, sl, off
+            slots = np.concatenate([rb, rl])
+            strata = self.slot_stratum[slots]
+            parts = [deal_within_units(api[:, slots], strata, n_perm, gen)]
+            if pos is not None:
+                parts.append(deal_within_units(pos[:, slots], strata, n_perm, gen))
+            perm = np.concatenate(parts, axis=-1)
+            obs = joined[:, slots].sum(0)
+            nb = len(rb)
+            return perm[:, :nb], perm[:, nb:], PAIRED_NULL, obs[:nb], obs[nb:], off
         # independent: re-allocate whole queries (runs pooled) between the levels
         mb, ml = self.qmask[c][:, b], self.qmask[c][:, i]
         yb = joined[mb][:, rb].sum(1)
@@ -274,30 +344,6 @@ class _GroupData:
         pb = (m @ y)[:, None, :]
         pl = y.sum(0)[None, None, :] - pb
         return pb, pl, method, yb.sum(0)[None], yl.sum(0)[None], off
-
-    def _permute_runs(self, joined, rb, rl, n_perm, chunk_elements=2_000_000):
-        """Paired levels with different numbers of runs: permute each query's run blocks between the levels.
-
-        Under "no change" the ``S_b + S_l`` run blocks of one query (all its rotations in one run) are
-        exchangeable, whatever level they were run under. Each permutation draws, independently per query, which
-        ``S_b`` of them fill the base's run slots and which ``S_l`` the level's; the run axis is kept, so every
-        statistic is recomputed exactly as observed (mean over runs of the per-run rates). Swapping pooled
-        blocks instead would balance the two levels' sample sizes in every permutation, so that the permutation
-        law is narrower than the observed statistic's (size 8-24% at nominal 5%, ``analyses/shift_pvalue_size.py``).
-        """
-        x = joined[:, np.concatenate([rb, rl])]                                   # (Q, S_b + S_l, K')
-        q, s_tot, kk = x.shape
-        nb = len(rb)
-        out = np.empty((n_perm, s_tot, kk))
-        qi = np.arange(q)[None, :]
-        step = max(1, chunk_elements // max(1, q * kk))
-        for start in range(0, n_perm, step):
-            stop = min(n_perm, start + step)
-            order = np.argsort(self.gen.random((stop - start, q, s_tot)), axis=-1)   # slot -> source run, per query
-            for j in range(s_tot):
-                out[start:stop, j] = x[qi, order[:, :, j]].sum(1)
-        obs = x.sum(0)
-        return out[:, :nb], out[:, nb:], "permute runs within query", obs[:nb], obs[nb:]
 
     def _shift_estimate(self, name, st, conf, null_method) -> ShiftEstimate:
         shift = np.array(st["shift"])
@@ -344,7 +390,11 @@ class _GroupData:
         if parts[0]["pdelta_b"]:
             perm = avg("pdelta_l", 1) - avg("pdelta_b", 1)
             obs = float(avg("pdelta_obs"))
-            kw["p_value"] = float((1 + np.sum(np.abs(perm) >= abs(obs) - 1e-12)) / (1 + len(perm)))
+            # centred on the null law's mean (the observed value included, so that it stays exchangeable with the
+            # permuted ones): with unequal valid counts the plug-in bias of the two deltas differs, so the law of
+            # the change under "no change" is not centred at 0 (issue 35)
+            centre = (float(np.sum(perm)) + obs) / (len(perm) + 1)
+            kw["p_value"] = float((1 + np.sum(np.abs(perm - centre) >= abs(obs - centre) - 1e-12)) / (1 + len(perm)))
         return ChangeEstimate(metric=name, base_value=base_v, value=val, estimate=val - base_v, **kw)
 
     # -- trend over a numeric column ----------------------------------------------------------

@@ -83,7 +83,7 @@ class ShiftEstimate:
     >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
     >>> s = res.groups[0].shift_pos
     >>> s.metric, round(s.mean_over_clusters, 3), s.n_clusters, s.null_method
-    ('shift_pos', 0.283, 3, 'swap query blocks')
+    ('shift_pos', 0.283, 3, 'permute valid choices within query')
     >>> s.ci.low < s.mean_over_clusters < s.ci.high, s.p_value < 0.01
     (True, True)
     """

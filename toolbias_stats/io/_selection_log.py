@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,7 @@ from ._row_rules import plain as _plain
 if TYPE_CHECKING:
     from ._counts import SelectionCounts
 
-__all__ = ["SelectionLog"]
+__all__ = ["SelectionLog", "StudyDesign", "REPLICATE_COLUMNS", "DESIGN_KEYS"]
 
 #: Columns of the design, before extra manifest columns.
 _DESIGN = ("model", "run", "condition")
@@ -48,6 +48,140 @@ _ATTEMPT = (
     "cluster_id", "query_id", "rotation", "ordering", "n_candidates", "chosen_tool",
     "chosen_position", "chosen_rank", "status", "raw_choice", "source_file", "source_row",
 )
+
+
+#: Design columns that are replicates unless the manifest says otherwise: repeats of one condition (runs, repeated
+#: requests of the same query and list numbered by the API-log readers' ``attempt`` column). ``epoch`` is not among
+#: them by default: an Inspect epoch is a replicate, a continued pre-training epoch a factor; declare it.
+REPLICATE_COLUMNS = ("run", "attempt", "repeat", "replicate")
+#: Keys of a declared design (the manifest's ``[design]`` table, :meth:`SelectionLog.with_design`).
+DESIGN_KEYS = ("unit", "replicates", "factors", "strata")
+#: Units a design may name: the rows' query id (a choice study's item id is its query id).
+_UNITS = ("query_id", "query", "item")
+ERR_DESIGN_COLUMN = ("`{key}` names {names}, which {verb} not a design column of this log; the design columns are "
+                     "{cols}.")
+
+
+@dataclass(frozen=True)
+class StudyDesign:
+    """What is independent in a study, declared once: the unit, the replicates, the factors and the strata.
+
+    Every interval and test of the package reads it: bootstraps resample **units** within **strata**,
+    sandwiches cluster on units, **replicates** (runs, epochs, repeated requests) are pooled or averaged and never
+    compared, and only **factors** are compared (the report's Experiments section, ``selection_shift``).
+
+    Parameters
+    ----------
+    unit : str, default "query_id"
+        The column whose values are the independent units (a query; an item of a choice study).
+    replicates : tuple of str, default ()
+        Design columns that number repeats of one condition: ``run``, ``attempt`` (repeated requests of the
+        same query and list), an Inspect ``epoch`` (declared), ...
+    factors : tuple of str, default ()
+        Design columns that results compare: ``model``, ``condition``, ``temperature``, any declared column.
+    strata : tuple of str, default ``("cluster_id", "n_candidates")``
+        Columns within which units are resampled (a cluster, the number of options K).
+    source : str, default "columns"
+        ``"columns"`` (derived from the column names), ``"declared"`` (set by a manifest's ``[design]`` table
+        or :meth:`SelectionLog.with_design`).
+
+    Notes
+    -----
+    Derived from a log's design columns (:meth:`from_columns`): the columns named in :data:`REPLICATE_COLUMNS`
+    (``run``, ``attempt``, ``repeat``, ``replicate``) are replicates, every other design column is a factor
+    (``epoch`` too: an Inspect epoch is a replicate, a training epoch a factor; declare which). A declaration
+    moves named columns between the two; every design column is exactly one of them.
+    A choice study (``ChoiceLog``) can carry the same object with ``unit="item"``.
+
+    Examples
+    --------
+    >>> d = StudyDesign.from_columns(["model", "run", "condition", "attempt", "temperature"])
+    >>> d.replicates, d.factors
+    (('run', 'attempt'), ('model', 'condition', 'temperature'))
+    >>> print(d.describe(n_units=40).replace("; ", "\n"))
+    unit query_id (40 units)
+    replicates: run, attempt
+    factors: model, condition, temperature
+    strata: cluster_id, n_candidates
+    >>> StudyDesign.from_columns(["model", "run", "seed"], declared={"replicates": ["seed"]}).factors
+    ('model',)
+    """
+
+    unit: str = "query_id"
+    replicates: tuple[str, ...] = ()
+    factors: tuple[str, ...] = ()
+    strata: tuple[str, ...] = ("cluster_id", "n_candidates")
+    source: str = "columns"
+
+    @classmethod
+    def from_columns(cls, columns: Sequence[str], *, declared: Mapping[str, Any] | StudyDesign | None = None
+                     ) -> StudyDesign:
+        """The design of a log with these design columns, with an optional declaration applied.
+
+        Parameters
+        ----------
+        columns : sequence of str
+            The log's design columns (``model``, ``run``, ``condition`` and the extra columns).
+        declared : mapping or StudyDesign, optional
+            ``{"unit": ..., "replicates": [...], "factors": [...], "strata": [...]}`` (any subset).
+
+        Raises
+        ------
+        ValueError
+            An unknown key, a name that is not a design column, a column declared both a replicate and a factor.
+        """
+        cols = [str(c) for c in columns]
+        reps = [c for c in cols if c in REPLICATE_COLUMNS]
+        unit, strata, source = "query_id", ("cluster_id", "n_candidates"), "columns"
+        if declared is not None:
+            decl = declared.to_dict() if isinstance(declared, StudyDesign) else dict(declared)
+            decl.pop("source", None)
+            decl.pop("n_units", None)
+            _check_declared(decl, cols)
+            reps = [c for c in cols if (c in reps or c in decl.get("replicates", ()))
+                    and c not in decl.get("factors", ())]
+            unit = str(decl.get("unit", unit))
+            strata = tuple(str(s) for s in decl.get("strata", strata))
+            source = "declared"
+        factors = tuple(c for c in cols if c not in reps)
+        return cls(unit=unit, replicates=tuple(reps), factors=factors, strata=strata, source=source)
+
+    def is_factor(self, column: str) -> bool:
+        """Whether results may compare the levels of ``column`` (a factor, not a replicate)."""
+        return column in self.factors
+
+    def describe(self, n_units: int | None = None) -> str:
+        """One line for ``validate`` and results: unit (with the number of units), replicates, factors, strata."""
+        units = f" ({n_units} units)" if n_units is not None else ""
+        parts = [f"unit {self.unit}{units}", "replicates: " + (", ".join(self.replicates) or "none"),
+                 "factors: " + (", ".join(self.factors) or "none"), "strata: " + (", ".join(self.strata) or "none")]
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict:
+        """The design as plain lists (JSON-ready)."""
+        return {"unit": self.unit, "replicates": list(self.replicates), "factors": list(self.factors),
+                "strata": list(self.strata), "source": self.source}
+
+
+def _check_declared(decl: Mapping[str, Any], cols: list[str]) -> None:
+    """A declaration's keys and names (ValueError naming the key and the design columns)."""
+    unknown = [k for k in decl if k not in DESIGN_KEYS]
+    if unknown:
+        raise ValueError(f"the design takes the keys {list(DESIGN_KEYS)}; got {unknown} instead.")
+    if "unit" in decl and decl["unit"] not in _UNITS:
+        raise ValueError(f"`unit` must be one of {list(_UNITS)}; got {decl['unit']!r} instead.")
+    for key in ("replicates", "factors", "strata"):
+        value = decl.get(key, ())
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"`{key}` must be a list of column names; got {value!r} instead.")
+    for key in ("replicates", "factors"):
+        bad = [v for v in decl.get(key, ()) if v not in cols]
+        if bad:
+            raise ValueError(ERR_DESIGN_COLUMN.format(key=key, names=bad, verb="is" if len(bad) == 1 else "are",
+                                                      cols=cols))
+    both = set(decl.get("replicates", ())) & set(decl.get("factors", ()))
+    if both:
+        raise ValueError(f"{sorted(both)} cannot be both a replicate and a factor; declare each column once.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +204,12 @@ class SelectionLog:
     ----------
     design_columns : list of str
         ``model``, ``run``, ``condition`` and every extra manifest column, in order.
+    design : StudyDesign
+        The unit, replicates, factors and strata (derived from the columns unless declared; a column named
+        ``attempt`` or ``run`` is a replicate). ``declared_design`` holds a declaration, if any
+        (:meth:`with_design`, a manifest's ``[design]`` table).
+    n_units : int
+        Independent units (distinct cluster and query).
     schema_version : str
 
     Notes
@@ -99,20 +239,23 @@ class SelectionLog:
     catalog: ToolCatalog
     diagnostics: dict = field(default_factory=dict)
     schema_version: str = SCHEMA_VERSION
+    declared_design: Mapping[str, Any] | None = None
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics: Mapping[str, Any] | None = None,
-                   source: str = "<frame>", duplicates: str = "error") -> SelectionLog:
+                   source: str = "<frame>", duplicates: str = "error",
+                   declared_design: Mapping[str, Any] | None = None) -> SelectionLog:
         """Validate a DataFrame against the schema and wrap it.
 
         Derives ``ordering`` from ``rotation`` (and ``chosen_position`` from ``ordering``) where
         they are missing. Raises one :class:`SelectionLogError` listing every problem.
         ``duplicates="count"`` accepts two attempts with the same identity (the same query shown the
-        same list again: independent calls; issue 20); ``"error"`` names both rows.
+        same list again: independent calls; issue 20); ``"error"`` names both rows. ``declared_design``: a
+        declared :class:`StudyDesign` mapping (see :meth:`with_design`).
         """
         data = _validate(frame, catalog, source, duplicates=duplicates)
-        return cls(data, catalog, dict(diagnostics or {}))
+        return cls(data, catalog, dict(diagnostics or {}), declared_design=declared_design)
 
     @classmethod
     def concat(cls, logs: Iterable[SelectionLog], *, catalog: ToolCatalog | None = None) -> SelectionLog:
@@ -128,20 +271,49 @@ class SelectionLog:
         diagnostics = {}
         for lg in logs:
             diagnostics.update(lg.diagnostics)
+        declared = next((lg.declared_design for lg in logs if lg.declared_design), None)
         # repeats are allowed when a part allowed them (a table file read with duplicates = "count")
         mode = "count" if any(isinstance(d, dict) and d.get("duplicates") == "count"
                               for d in diagnostics.values()) else "error"
         if _FAST_CONCAT and all(lg.catalog is catalog for lg in logs):
             # every part is valid against this catalog; validating a valid table again changes nothing, so only
             # the attempts of different parts can still clash (tests/io/test_fast_paths.py compares the two)
-            return cls(_check_stacked(frame, duplicates=mode), catalog, diagnostics)
-        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode)
+            return cls(_check_stacked(frame, duplicates=mode), catalog, diagnostics, declared_design=declared)
+        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode,
+                              declared_design=declared)
 
     # -- views ------------------------------------------------------------------------
     @property
     def design_columns(self) -> list[str]:
         """``model``, ``run``, ``condition`` and the extra manifest columns."""
         return [c for c in self.data.columns if c not in _ATTEMPT and c != COUNT_COLUMN]
+
+    @property
+    def design(self) -> StudyDesign:
+        """The study design (:class:`StudyDesign`): the declared one, else derived from the design columns (a
+        ``run`` or ``attempt`` column is a replicate, every other design column a factor)."""
+        return StudyDesign.from_columns(self.design_columns, declared=self.declared_design)
+
+    @property
+    def n_units(self) -> int:
+        """Independent units: distinct (cluster, unit id) pairs (the unit is the query)."""
+        return int(self.data.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
+
+    def with_design(self, design: Mapping[str, Any] | StudyDesign | None = None, **keys: Any) -> SelectionLog:
+        """A copy of this log with a declared design (``unit``, ``replicates``, ``factors``, ``strata``).
+
+        Examples
+        --------
+        >>> from toolbias_stats.simulate import simulate_selection_log
+        >>> log = simulate_selection_log(n_clusters=1, n_queries=4, rng=0).log
+        >>> log.design.replicates, log.with_design(factors=["run"]).design.factors
+        (('run',), ('model', 'run', 'condition'))
+        """
+        decl = dict(design.to_dict() if isinstance(design, StudyDesign) else (design or {}))
+        decl.update(keys)
+        decl.pop("source", None)
+        StudyDesign.from_columns(self.design_columns, declared=decl)   # checked now, not at first use
+        return replace(self, declared_design=decl or None)
 
     @property
     def weighted(self) -> bool:
@@ -233,7 +405,8 @@ class SelectionLog:
         cells["source_row"] = np.arange(1, len(cells) + 1)
         if not queries:
             cells = cells.assign(query_id=AGGREGATED_QUERY_ID)
-        return type(self).from_frame(cells, self.catalog, diagnostics=self.diagnostics, source="<aggregate>")
+        return type(self).from_frame(cells, self.catalog, diagnostics=self.diagnostics, source="<aggregate>",
+                                     declared_design=self.declared_design)
 
     def write(self, path: str | PathLike[str]) -> Path:
         """Write the log in the generic tabular format (``.csv``, ``.jsonl`` or ``.parquet``).
