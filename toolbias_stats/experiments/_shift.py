@@ -77,7 +77,7 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
         ``"paired"``: queries are resampled jointly across the levels of a group (all rotations and runs of
         a query in every level together), so shared query difficulty cancels in the differences.
         ``"independent"``: each level's queries are resampled on their own. ``"auto"``: paired when each
-        level shares at least half of the union of its and the base's query ids (per group), else independent;
+        level shares at least half of the smaller level's query ids with the base (per group), else independent;
         the choice is recorded in ``ShiftGroup.pairing``.
     rng : None, int or numpy.random.Generator
 

@@ -15,7 +15,7 @@ from ..metrics._bias import _tensors
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
 from ..metrics._tv import rates_from_counts
 from ._shift_levels import _level_codes, _py, _same
-from ._shift_results import PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
+from ._shift_results import MIN_UNITS, PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
 from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
 
 
@@ -82,6 +82,37 @@ def deal_within_units(x, strata, n_perm, gen):
     return out
 
 
+def _mover_change(parts, conf):
+    """``corrected`` and ``corrected_ci`` of a change in delta: the calibrated delta of each level (valid choices,
+    runs pooled; :func:`~toolbias_stats.calibrated_mean_tv`) and the MOVER interval of their difference.
+
+    MOVER (Zou & Donner 2008): for ``d = e_L - e_B`` with intervals ``[l, u]`` of each,
+    ``lo = d - sqrt((e_L - l_L)^2 + (u_B - e_B)^2)`` and ``hi = d + sqrt((u_L - e_L)^2 + (e_B - l_B)^2)``; a sum over
+    parts (delta_model = (delta_API + delta_pos) / 2) adds the squares. Each calibrated interval follows the plug-in
+    kink of its own level, which the percentile interval of the difference does not (a base without effect: covered
+    in 35% of studies, issue 35). The two levels' estimates are treated as independent: conservative when paired.
+    """
+    from ..metrics._calibrated import calibrated_mean_tv
+
+    est, low, high = 0.0, 0.0, 0.0
+    for p in parts:
+        cal = {}
+        for side in ("b", "l"):
+            counts = [np.rint(x).astype(np.int64) for x in p["c" + side]]
+            boots = [np.rint(np.nan_to_num(x)).astype(np.int64) for x in p["bc" + side]]
+            if any(x.sum() == 0 for x in counts):
+                return {}
+            cal[side] = calibrated_mean_tv(counts, boots, confidence_level=conf)
+        b, lv = cal["b"], cal["l"]
+        est += lv.estimate - b.estimate
+        low += (lv.estimate - lv.ci_low) ** 2 + (b.ci_high - b.estimate) ** 2
+        high += (lv.ci_high - lv.estimate) ** 2 + (b.estimate - b.ci_low) ** 2
+    n = len(parts)
+    est /= n
+    lo, hi = max(est - np.sqrt(low) / n, -1.0), min(est + np.sqrt(high) / n, 1.0)
+    return {"corrected": float(est), "corrected_ci": ConfidenceInterval(float(lo), float(hi))}
+
+
 class _GroupData:
     """Per-cluster count tensors of every level of one ``by`` group, and their bootstrap replicates."""
 
@@ -89,6 +120,7 @@ class _GroupData:
                  numeric, replicates=("run",)):
         self.keys, self.between, self.base, self.gen, self.caught = keys, between, base, gen, caught
         self.n_resamples = n_resamples
+        self.note = ""
         self.levels = levels
         self.others = [lv for lv in levels if not _same(lv, base)]
         self.numeric = numeric
@@ -146,8 +178,10 @@ class _GroupData:
             # only clusters both levels were run on (a targeted condition covers some clusters only)
             both = [m for m in self.qmask.values() if m[:, b].any() and m[:, i].any()]
             inter = sum(int((m[:, b] & m[:, i]).sum()) for m in both)
-            union = sum(int((m[:, b] | m[:, i]).sum()) for m in both)
-            if union == 0 or inter / union < PAIRED_OVERLAP:
+            # of the smaller level's queries (issue 35: a level of a few repeated attempts on the base's queries is
+            # paired; the valid choices of shared queries are what the null makes exchangeable)
+            smaller = min(sum(int(m[:, b].sum()) for m in both), sum(int(m[:, i].sum()) for m in both))
+            if smaller == 0 or inter / smaller < PAIRED_OVERLAP:
                 return "independent"
         return "paired"
 
@@ -199,6 +233,7 @@ class _GroupData:
             self.caught.append(msg)
         pos_clusters = [c for c in clusters if self.pos[c] is not None
                         and self.pos[c][:, rb].sum() > 0 and self.pos[c][:, rl].sum() > 0]
+        self.note = self._few_units(clusters, rb, rl, level)
         perms = {c: self._permute(c, rb, rl, b, i, n_perm) for c in clusters} if n_perm else {}
         null_method = next(iter(perms.values()))[2] if perms else "none"
 
@@ -221,9 +256,23 @@ class _GroupData:
                           clusters=crow, shift_api=shift_api, shift_pos=shift_pos, change=change,
                           tools=pd.DataFrame(trow), rows=rows)
 
+    def _few_units(self, clusters, rb, rl, level):
+        """Why no bootstrap interval is given (a level with valid choices on fewer than MIN_UNITS queries of a
+        compared cluster), or ``""``."""
+        few = []
+        for c in clusters:
+            for name, runs in ((self.base, rb), (level, rl)):
+                n = int((self.api[c][:, runs].sum(axis=(1, 2)) > 0).sum())
+                if n < MIN_UNITS:
+                    few.append(f"{name!r} has valid choices on {n} queries of cluster {c}")
+        if not few:
+            return ""
+        return ("no interval: " + "; ".join(few[:3]) + ("; ..." if len(few) > 3 else "")
+                + f" (a query bootstrap needs at least {MIN_UNITS}; the permutation p-value stays exact)")
+
     def _cluster_rows(self, clusters, pos_clusters, api, pos, b, i, conf):
         """The per-cluster table of one comparison: shifts with intervals, delta at the base and at the level."""
-        r = self.n_resamples
+        r = self.n_resamples if not self.note else 0
         crow = []
         for j, c in enumerate(clusters):
             row = {"cluster": str(c), "K": int(self.k[c][0]), "n_base": self.rows[c][b][1],
@@ -249,7 +298,7 @@ class _GroupData:
             tools = self.k[c][2]
             pb = _mean_rates(self.api[c][:, rb].sum(0))
             pl = _mean_rates(self.api[c][:, rl].sum(0))
-            if r:
+            if r and not self.note:
                 lo, hi = np.nanquantile(api["bdiff"][j], [(1 - conf) / 2, 1 - (1 - conf) / 2], axis=0)
             else:
                 lo = hi = np.full(len(tools), np.nan)
@@ -272,7 +321,7 @@ class _GroupData:
         r = self.n_resamples
         out = {"shift": [], "pooled": [], "diff": [], "bdiff": [], "bshift": [], "db": [], "dl": [],
                "bdb": [], "bdl": [], "norm": [], "pshift": [], "pdelta_b": [], "pdelta_l": [], "pdiff": [],
-               "pstat_obs": [], "pdelta_obs": []}
+               "pstat_obs": [], "pdelta_obs": [], "cb": [], "cl": [], "bcb": [], "bcl": []}
         for c in cl:
             t = tensors[c]
             ob, ol = t[:, rb].sum(0), t[:, rl].sum(0)
@@ -282,6 +331,8 @@ class _GroupData:
             out["pooled"].append(0.5 * np.abs(rates_from_counts(ol.sum(0)) - rates_from_counts(ob.sum(0))).sum())
             out["db"].append(_delta(ob))
             out["dl"].append(_delta(ol))
+            out["cb"].append(ob.sum(0))
+            out["cl"].append(ol.sum(0))
             k = t.shape[-1]
             out["norm"].append(1 - 1 / k)
             if r:
@@ -292,6 +343,8 @@ class _GroupData:
                 out["bshift"].append(0.5 * np.abs(d).sum(-1))
                 out["bdb"].append(_delta(bb))
                 out["bdl"].append(_delta(bl))
+                out["bcb"].append(bb.sum(1))
+                out["bcl"].append(bl.sum(1))
             if n_perm:
                 pb_, pl_, _, ob_, ol_, off = perms[c]
                 sl = slice(0, k) if kind == "api" else slice(off, off + k)
@@ -348,8 +401,8 @@ class _GroupData:
     def _shift_estimate(self, name, st, conf, null_method) -> ShiftEstimate:
         shift = np.array(st["shift"])
         stat = float(shift.mean())
-        kw: dict = {}
-        if self.n_resamples:
+        kw: dict = {"note": self.note}
+        if self.n_resamples and not self.note:
             boot = np.stack(st["bshift"], axis=1).mean(1)
             cal = calibrated_mean_shift(st["diff"], st["bdiff"], confidence_level=conf)
             kw.update(ci=percentile_ci(boot, conf), corrected=cal.estimate,
@@ -382,11 +435,12 @@ class _GroupData:
             return sum(vals) / len(vals)
 
         base_v, val = float(avg("db")), float(avg("dl"))
-        kw: dict[str, Any] = {"normalised_estimate": float(avg_norm("db", "dl"))}
-        if self.n_resamples:
+        kw: dict[str, Any] = {"normalised_estimate": float(avg_norm("db", "dl")), "note": self.note}
+        if self.n_resamples and not self.note:
             boot = avg("bdl", 1) - avg("bdb", 1)
             kw.update(ci=percentile_ci(boot, conf), normalised_ci=percentile_ci(avg_norm("bdb", "bdl", 1), conf),
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
+            kw.update(_mover_change(parts, conf))
         if parts[0]["pdelta_b"]:
             perm = avg("pdelta_l", 1) - avg("pdelta_b", 1)
             obs = float(avg("pdelta_obs"))
