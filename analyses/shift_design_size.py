@@ -155,6 +155,8 @@ def run_cell(cell, n_studies, seed, n_resamples, n_permutations):
             res = selection_shift(log.counts(), by=[], n_resamples=n_resamples, n_permutations=n_permutations,
                                   rng=gen.integers(2**63))
             runs.append(one(res, true))
+            if len(runs) % 50 == 0:
+                print(f"{cell}: {len(runs)} studies, {time.time() - start:.0f} s", flush=True)
     return summarise(cell, runs, time.time() - start)
 
 
