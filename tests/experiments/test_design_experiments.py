@@ -51,7 +51,7 @@ class TestShiftRanges:
             res = selection_shift(log, between="attempt", base=1, by=[], n_resamples=100, n_permutations=100, rng=1)
         g = res.groups[0]
         for s in (g.shift_api, g.shift_pos):
-            assert "no interval" in s.note and f"at least {MIN_UNITS}" in s.note or \
+            assert ("no interval" in s.note and f"at least {MIN_UNITS}" in s.note) or \
                 (0 <= s.corrected_ci.low <= s.corrected_ci.high <= 1)
             assert 0 < s.p_value <= 1
         for c in g.change.values():

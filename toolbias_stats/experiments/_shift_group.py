@@ -18,7 +18,6 @@ from ._shift_levels import _level_codes, _py, _same
 from ._shift_results import MIN_UNITS, PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
 from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
 
-
 #: ``null_method`` of paired comparisons (issue 35).
 PAIRED_NULL = "permute valid choices within query"
 
@@ -55,7 +54,7 @@ def deal_within_units(x, strata, n_perm, gen):
     True
     """
     x = np.rint(np.asarray(x, dtype=float)).astype(np.int64)
-    q, s, k = x.shape
+    _, s, k = x.shape
     out = np.zeros((n_perm, s, k))
     for g in np.unique(strata):
         idx = np.flatnonzero(strata == g)

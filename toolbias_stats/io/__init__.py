@@ -8,7 +8,8 @@ _lazy.add('._catalog', 'ToolCatalog')
 _lazy.add('._counts', 'COUNT_LEVELS', 'SelectionCounts')
 _lazy.add('._load', 'count_table', 'load_selection_log', 'read_study')
 _lazy.add('._manifest', 'ENGINES', 'FORMATS', 'Study')
-_lazy.add('._selection_log', 'SelectionLog', 'StudyDesign')
+_lazy.add('._selection_log', 'SelectionLog')
+_lazy.add('._study_design', 'StudyDesign')
 _lazy.add('.readers', 'READERS', 'read_biasbusters', 'read_biasbusters_catalog', 'read_biasbusters_queries',
            'read_catalog_table', 'read_table', 'read_transcripts')
 

@@ -19,7 +19,8 @@ from .._schema import COUNT_COLUMN, STATUSES
 from ._catalog import ToolCatalog
 
 if TYPE_CHECKING:
-    from ._selection_log import SelectionLog, StudyDesign
+    from ._selection_log import SelectionLog
+    from ._study_design import StudyDesign
 
 __all__ = ["SelectionCounts", "QueryArrays", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
 
@@ -200,7 +201,7 @@ class SelectionCounts:
     def design(self) -> StudyDesign:
         """The study design (:class:`~toolbias_stats.io.StudyDesign`): declared, else derived from the design
         columns (``run`` and ``attempt`` are replicates; the other design columns are factors)."""
-        from ._selection_log import StudyDesign
+        from ._study_design import StudyDesign
 
         return StudyDesign.from_columns(self.design_columns, declared=self.declared_design)
 
@@ -220,7 +221,7 @@ class SelectionCounts:
         """A copy with a declared design (see :meth:`SelectionLog.with_design`)."""
         from dataclasses import replace
 
-        from ._selection_log import StudyDesign
+        from ._study_design import StudyDesign
 
         decl = dict(design.to_dict() if isinstance(design, StudyDesign) else (design or {}))
         decl.update(keys)

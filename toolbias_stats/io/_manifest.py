@@ -133,7 +133,7 @@ class Study:
         return self._counts
 
     def _declared(self, obj):
-        """``obj`` (a log or counts) with the manifest's ``[design]`` table applied (issue 35); unchanged without one."""
+        """``obj`` (a log or counts) with the manifest's ``[design]`` table applied (issue 35), else unchanged."""
         decl = self.settings.get("design")
         if obj is None or not isinstance(decl, dict) or obj.declared_design:
             return obj
@@ -390,11 +390,12 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
         if not p.exists():
             problems.append(problem(path, None, key, f"file not found: {p}"))
     if isinstance(doc.get("design"), dict):
-        from ._selection_log import DESIGN_KEYS
+        from ._study_design import DESIGN_KEYS
 
         for key, value in doc["design"].items():
             if key not in DESIGN_KEYS:
-                problems.append(problem(path, "design", key, f"unknown design key (expected one of {list(DESIGN_KEYS)})"))
+                problems.append(problem(path, "design", key,
+                                        f"unknown design key (expected one of {list(DESIGN_KEYS)})"))
             elif key != "unit" and (isinstance(value, str) or not isinstance(value, list)):
                 problems.append(problem(path, "design", key, f"expected a list of column names, got {value!r}"))
     ref = doc.get("reference_date")
