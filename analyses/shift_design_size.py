@@ -160,6 +160,41 @@ def run_cell(cell, n_studies, seed, n_resamples, n_permutations):
     return summarise(cell, runs, time.time() - start)
 
 
+def pct(r, mc=True):
+    """``4.8% (±1.0)``: a rate with its Monte-Carlo error, in percent."""
+    if not isinstance(r, dict) or not np.isfinite(r.get("rate", np.nan)):
+        return "–"
+    return f"{100 * r['rate']:.1f}%" + (f" (±{100 * r['mc_error']:.1f})" if mc else "")
+
+
+def markdown(results):
+    """The two tables of docs/experiments.md from the JSON: size of the tests, coverage of the intervals."""
+    lines = ["| cell | studies | per-tool | shift_api | shift_pos | Δδ_API | Δδ_pos | Δδ_model |",
+             "|---|---|---|---|---|---|---|---|"]
+    for cell, r in results.items():
+        if "per_tool_size" not in r:
+            continue
+        lines.append(f"| {cell} | {r['studies']} | {pct(r['per_tool_size'])} | {pct(r['shift_api_size'])} | "
+                     f"{pct(r['shift_pos_size'])} | {pct(r['delta_api_size'])} | {pct(r['delta_pos_size'])} | "
+                     f"{pct(r['delta_model_size'])} |")
+    lines += ["", ("| cell | metric | truth | percentile `ci`: cover (miss low / high) | `corrected_ci`: cover "
+                   "(miss low / high) | refused |"), "|---|---|---|---|---|---|"]
+    for cell, r in results.items():
+        if "per_tool_cover" in r:
+            lines.append(f"| {cell} | per-tool share | 0 | {pct(r['per_tool_cover'])} ({pct(r['per_tool_miss_low'], 0)}"
+                         f" / {pct(r['per_tool_miss_high'], 0)}) | – | |")
+            for m in ("shift_api", "shift_pos"):
+                lines.append(f"| {cell} | {m} | 0 | – | {pct(r[f'{m}_cover0'])} (– / "
+                             f"{100 * (1 - r[f'{m}_cover0']['rate']):.1f}%) | "
+                             f"{100 * r[f'{m}_interval_refused']:.0f}% |")
+        for m in DELTAS:
+            lines.append(f"| {cell} | {m} | {r[f'{m}_true']:.3f} | {pct(r[f'{m}_percentile_cover'])} "
+                         f"({pct(r[f'{m}_percentile_miss_low'], 0)} / {pct(r[f'{m}_percentile_miss_high'], 0)}) | "
+                         f"{pct(r[f'{m}_corrected_cover'])} ({pct(r[f'{m}_corrected_miss_low'], 0)} / "
+                         f"{pct(r[f'{m}_corrected_miss_high'], 0)}) | {100 * r[f'{m}_interval_refused']:.0f}% |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-studies", type=int, default=500)
@@ -169,7 +204,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
+    ap.add_argument("--table", action="store_true", help="print the docs tables from --out and stop")
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown(json.loads(Path(args.out).read_text())))
+        return
     cells = args.cells.split(",")
     work = [(c, args.n_studies, args.seed, args.n_resamples, args.n_permutations) for c in cells]
     out = Path(args.out)

@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from toolbias_stats.experiments import selection_shift, simulate_conditions
 from toolbias_stats.experiments._shift_results import MIN_UNITS
@@ -66,3 +67,36 @@ class TestShiftRanges:
         boot = [diffs[0] + gen.normal(0, 0.4, size=(400, 3))]
         res = calibrated_mean_shift(diffs, boot)
         assert 0 <= res.ci_low <= res.estimate <= res.ci_high <= 1
+
+
+class TestCorrectedChange:
+    """The change in delta from the two levels' calibrated deltas, with a MOVER interval (issue 35)."""
+
+    def test_mover_combines_the_two_calibrated_intervals(self):
+        from toolbias_stats.experiments._shift_group import _mover_change
+        from toolbias_stats.metrics._calibrated import calibrated_mean_tv
+
+        gen = np.random.default_rng(5)
+        cb, cl = [np.array([30, 25, 20, 15, 10])], [np.array([20, 20, 20, 20, 20])]
+        bb = [gen.multinomial(100, cb[0] / 100, size=200)]
+        bl = [gen.multinomial(100, cl[0] / 100, size=200)]
+        got = _mover_change([{"cb": cb, "cl": cl, "bcb": bb, "bcl": bl}], 0.95)
+        b = calibrated_mean_tv(cb, bb, confidence_level=0.95)
+        lv = calibrated_mean_tv(cl, bl, confidence_level=0.95)
+        d = lv.estimate - b.estimate
+        assert got["corrected"] == pytest.approx(d)
+        assert got["corrected_ci"].low == pytest.approx(
+            d - np.hypot(lv.estimate - lv.ci_low, b.ci_high - b.estimate))
+        assert got["corrected_ci"].high == pytest.approx(
+            d + np.hypot(lv.ci_high - lv.estimate, b.estimate - b.ci_low))
+
+    def test_in_the_result_and_its_frame(self):
+        pref = np.tile(PREFS, (2, 1))
+        log = simulate_conditions({"base": (pref, None), "first": (pref, [1.5, 1, 1, 1, 1])}, n_queries=20, rng=6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = selection_shift(log, by=[], n_resamples=100, n_permutations=50, rng=1)
+        c = res.groups[0].change["delta_pos"]
+        assert -1 <= c.corrected_ci.low <= c.corrected <= c.corrected_ci.high <= 1 and c.note == ""
+        row = res.to_frame().set_index("metric").loc["delta_pos"]
+        assert row["corrected"] == c.corrected and row["corrected_ci_high"] == c.corrected_ci.high

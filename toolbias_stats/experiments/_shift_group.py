@@ -99,7 +99,7 @@ def _mover_change(parts, conf):
         for side in ("b", "l"):
             counts = [np.rint(x).astype(np.int64) for x in p["c" + side]]
             boots = [np.rint(np.nan_to_num(x)).astype(np.int64) for x in p["bc" + side]]
-            if any(x.sum() == 0 for x in counts):
+            if any(x.sum() == 0 for x in counts) or boots[0].shape[0] < 20:   # the calibration needs 20 replicates
                 return {}
             cal[side] = calibrated_mean_tv(counts, boots, confidence_level=conf)
         b, lv = cal["b"], cal["l"]
