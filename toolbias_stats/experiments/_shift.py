@@ -219,7 +219,8 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     groups = _adjust_tools(_adjust(groups), 1.0 - confidence_level)
     return ShiftResult(groups=groups, trends=trends, between=between, base=_py(base_value), by=by_cols, numeric=numeric,
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
-                       pairing=pairing, seed=seed, skipped=skipped, warnings=caught)
+                       pairing=pairing, seed=seed, skipped=skipped, warnings=caught,
+                       design=design_of.describe(n_units=counts.n_units))
 
 
 def _checked(counts, between, by, n_resamples, n_permutations, confidence_level, pairing):

@@ -373,13 +373,15 @@ class ShiftResult(ReprHTMLMixin):
     >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
     >>> res.to_frame()[["condition", "metric", "estimate", "p_value"]].round(3)
         condition       metric  estimate  p_value
-    0  first_wins    shift_api     0.112    0.507
+    0  first_wins    shift_api     0.112    0.468
     1  first_wins    shift_pos     0.283    0.000
-    2  first_wins    delta_api    -0.046    0.089
+    2  first_wins    delta_api    -0.046    0.053
     3  first_wins    delta_pos     0.212    0.000
     4  first_wins  delta_model     0.083    0.000
     >>> res.clusters_frame().shape[0], res.tools_frame().shape[0], res.to_dict()["between"]
     (3, 12, 'condition')
+    >>> res.design
+    'unit query_id (60 units); replicates: run; factors: model, condition; strata: cluster_id, n_candidates'
     """
 
     groups: list
@@ -395,6 +397,8 @@ class ShiftResult(ReprHTMLMixin):
     seed: object
     skipped: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    #: the study design the comparison honoured, with its number of units (issue 35; ``StudyDesign.describe``)
+    design: str = ""
 
     def _headline(self):
         frame = self.to_frame()
@@ -494,4 +498,5 @@ class ShiftResult(ReprHTMLMixin):
             "trends": [t.to_dict() for t in self.trends] if self.numeric else [],
             "skipped": [str(s) for s in self.skipped],
             "warnings": [str(w) for w in self.warnings],
+            "design": self.design,
         }

@@ -30,6 +30,8 @@ def format_shift_text(result) -> str:
              f"{result.n_permutations} permutations{f', {lv} intervals' if result.n_resamples else ''}; "
              "corrected = bias-corrected with calibrated CI; "
              "null = expected shift without any change)")]
+    if getattr(result, "design", ""):   # issue 35: the design the comparison honoured
+        lines.append(f"design: {result.design}")
     n_tools = int(sum(g.tools["p_value"].notna().sum() for g in result.groups if len(g.tools)))
     for g in result.groups:
         lines.append("")
