@@ -184,8 +184,9 @@ def markdown(results):
             lines.append(f"| {cell} | per-tool share | 0 | {pct(r['per_tool_cover'])} ({pct(r['per_tool_miss_low'], 0)}"
                          f" / {pct(r['per_tool_miss_high'], 0)}) | – | |")
             for m in ("shift_api", "shift_pos"):
-                lines.append(f"| {cell} | {m} | 0 | – | {pct(r[f'{m}_cover0'])} (– / "
-                             f"{100 * (1 - r[f'{m}_cover0']['rate']):.1f}%) | "
+                c0 = r[f"{m}_cover0"]
+                miss = f"{100 * (1 - c0['rate']):.1f}%" if np.isfinite(c0["rate"]) else "–"
+                lines.append(f"| {cell} | {m} | 0 | – | {pct(c0)} (– / {miss}) | "
                              f"{100 * r[f'{m}_interval_refused']:.0f}% |")
         for m in DELTAS:
             lines.append(f"| {cell} | {m} | {r[f'{m}_true']:.3f} | {pct(r[f'{m}_percentile_cover'])} "
