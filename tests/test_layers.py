@@ -30,7 +30,7 @@ LAYERS = (
               "toolbias_stats._output", "toolbias_stats.datasets", "toolbias_stats._lazy", "toolbias_stats._format",
               "toolbias_stats._json", "toolbias_stats._multitest")),
     ("selection_log", ("toolbias_stats.io._catalog", "toolbias_stats.io._row_rules",
-                       "toolbias_stats.io._selection_log")),
+                       "toolbias_stats.io._study_design", "toolbias_stats.io._selection_log")),
     ("readers", ("toolbias_stats.io.readers", "toolbias_stats.io._clusters", "toolbias_stats.io._manifest",
                  "toolbias_stats.io._dataset")),
     ("selection_counts", ("toolbias_stats.io._counts", "toolbias_stats.io.engines", "toolbias_stats.io._load",

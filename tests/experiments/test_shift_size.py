@@ -47,7 +47,7 @@ def rejection_rates(n_studies, seed, **kw):
     return float(np.mean(np.concatenate(tools) <= 0.05)), float(np.mean(np.array(shift) <= 0.05)), method
 
 
-@pytest.mark.parametrize("design, method", [("paired", "permute runs within query"),
+@pytest.mark.parametrize("design, method", [("paired", "permute valid choices within query"),
                                             ("independent", "re-allocate queries (runs averaged)")])
 def test_size_with_unequal_runs(design, method):
     # 30 studies x 25 tools; before the fix: per-tool 0.09-0.10, shift 0.2-0.3
@@ -57,35 +57,40 @@ def test_size_with_unequal_runs(design, method):
     assert shift <= 0.10
 
 
-def test_equal_runs_keep_the_exact_block_swap():
+def test_equal_runs_permute_valid_choices_within_query():
     gen = np.random.default_rng(5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = selection_shift(unequal_runs_study(gen, runs_base=2, runs_level=2).counts(), by=[], n_resamples=0,
                               n_permutations=50, rng=1)
-    assert res.groups[0].shift_api.null_method == "swap query blocks"
+    assert res.groups[0].shift_api.null_method == "permute valid choices within query"
 
 
-def test_run_permutation_re_deals_each_querys_run_blocks():
-    """Each permutation deals a query's S_b + S_l run blocks to the run slots of the two levels, uniformly at random."""
-    from types import SimpleNamespace
+class TestDealWithinUnits:
+    """Issue 35: a unit's valid choices are dealt to its slots, keeping every (unit, slot) count of valid choices."""
 
-    from toolbias_stats.experiments._shift import _GroupData
+    def test_margins_are_kept_and_the_deal_is_hypergeometric(self):
+        from scipy.stats import hypergeom
 
-    # 2 queries x 3 runs (1 base, 2 level) x 2 categories; every block distinguishable
-    joined = np.array([[[1, 0], [2, 0], [4, 0]], [[0, 10], [0, 20], [0, 40]]], dtype=float)
-    ctx = SimpleNamespace(gen=np.random.default_rng(0))
-    pb, pl, method, ob, ol = _GroupData._permute_runs(ctx, joined, np.array([0]), np.array([1, 2]), 3000)
-    assert method == "permute runs within query" and pb.shape == (3000, 1, 2) and pl.shape == (3000, 2, 2)
-    np.testing.assert_array_equal(ob, [[1, 10]])
-    np.testing.assert_array_equal(ol, [[2, 20], [4, 40]])
-    slots = np.concatenate([pb, pl], axis=1)                                   # (N, 3, 2)
-    # every slot holds one block of each query, and the three slots hold all three blocks of each query
-    for col, blocks in ((0, [1, 2, 4]), (1, [10, 20, 40])):
-        np.testing.assert_array_equal(np.sort(slots[..., col], axis=1), np.tile(blocks, (3000, 1)))
-    # queries are dealt independently and uniformly: base slot gets each of the 3 x 3 combinations ~1/9 of the time
-    combos, freq = np.unique(pb[:, 0], axis=0, return_counts=True)
-    assert len(combos) == 9 and np.all(np.abs(freq / 3000 - 1 / 9) < 0.025)
+        from toolbias_stats.experiments._shift_group import deal_within_units
+
+        # unit 0: slot 0 holds 3 of tool 0, slot 1 holds 1 of tool 1, slot 2 holds 2 of tool 2; unit 1: slot 0 only
+        x = np.array([[[3, 0, 0], [0, 1, 0], [0, 0, 2]], [[1, 1, 0], [0, 0, 0], [0, 0, 0]]])
+        out = deal_within_units(x, np.zeros(3, dtype=int), 20000, np.random.default_rng(0))
+        np.testing.assert_array_equal(out.sum(-1), np.tile([5, 1, 2], (20000, 1)))     # slot sizes kept
+        np.testing.assert_array_equal(out.sum(1), np.tile([4, 2, 2], (20000, 1)))      # choices kept
+        # slot 2 (2 draws from unit 0's pool of 3 + 1 + 2): tool-0 count is hypergeometric(6, 3, 2); unit 1 stays
+        law = hypergeom(6, 3, 2)
+        freq = np.bincount(out[:, 2, 0].astype(int), minlength=3) / 20000
+        np.testing.assert_allclose(freq, law.pmf(np.arange(3)), atol=0.01)
+
+    def test_choices_never_move_between_strata(self):
+        from toolbias_stats.experiments._shift_group import deal_within_units
+
+        x = np.array([[[2, 0], [0, 2], [1, 0], [0, 1]]])
+        out = deal_within_units(x, np.array([0, 1, 0, 1]), 2000, np.random.default_rng(1))
+        np.testing.assert_array_equal(out[:, 0] + out[:, 2], np.tile([3, 0], (2000, 1)))
+        np.testing.assert_array_equal(out[:, 1] + out[:, 3], np.tile([0, 3], (2000, 1)))
 
 
 # ------------------------------------------------------------------------------------------------

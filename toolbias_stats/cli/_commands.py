@@ -237,6 +237,7 @@ def _validate(args) -> int:
             "clusters": sorted(counts.table["cluster_id"].unique().tolist(), key=_natural),
             "models": sorted(counts.table["model"].unique().tolist()),
             "runs": sorted(int(r) for r in counts.table["run"].unique()),
+            "design": {**counts.design.to_dict(), "n_units": counts.n_units},   # issue 35
             "diagnostics": counts.diagnostics,
             "catalog_defaults": list(study.catalog.defaulted),
             "cluster_source": study.settings.get("cluster_source", {"kind": "catalog",

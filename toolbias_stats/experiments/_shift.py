@@ -77,7 +77,7 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
         ``"paired"``: queries are resampled jointly across the levels of a group (all rotations and runs of
         a query in every level together), so shared query difficulty cancels in the differences.
         ``"independent"``: each level's queries are resampled on their own. ``"auto"``: paired when each
-        level shares at least half of the union of its and the base's query ids (per group), else independent;
+        level shares at least half of the smaller level's query ids with the base (per group), else independent;
         the choice is recorded in ``ShiftGroup.pairing``.
     rng : None, int or numpy.random.Generator
 
@@ -117,27 +117,39 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     calibration paths of :func:`~toolbias_stats.calibrated_mean_tv`, with the deviations ``P_L - P_base``
     (see :func:`calibrated_mean_shift`).
 
-    *Null.* Under "no change" the level labels are exchangeable within a query. With paired data and the
-    same number of runs in both levels a permutation swaps a query's whole block (all runs and rotations)
-    between the two levels with probability 1/2 (``null_method = "swap query blocks"``). With paired data and
-    different numbers of runs, each query's ``S_base + S_level`` run blocks are dealt at random to the two
-    levels' run slots (``"permute runs within query"``). In both cases the run axis is kept and every
-    statistic (per-tool difference, shift, change in bias) is recomputed exactly as observed. Independent
-    levels re-allocate whole queries at random (``"re-allocate queries (runs pooled)"``; with different numbers
-    of runs a query carries the mean of its runs' counts, ``"... (runs averaged)"``, so that it weighs the same
-    in either level), and the observed statistic is computed in the same representation. Swapping or
-    re-allocating pooled blocks of unequal size would balance the two levels' sample sizes in every
-    permutation, a permutation law narrower than the observed statistic's (size 8-24% at nominal 5%;
-    ``analyses/shift_pvalue_size.py``). ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T})
-    / (1 + N)`` (two-sided ``|T*| >= |T|`` for changes in bias and per-tool differences). Holm and
+    *Null.* Under "no change" a query's valid choices are exchangeable between the two levels and between the
+    replicates (runs) of each, within one combination of the other factors (``run`` and an ``attempt`` column are
+    replicates, see :class:`~toolbias_stats.io.StudyDesign`; e.g. ``temperature`` is a factor when comparing
+    conditions). With paired data each permutation deals every query's valid choices at random to the run slots
+    of that query, keeping the number of valid choices of every (query, run slot): missing choices stay where they
+    were, so a change in the ``no_call`` rate is not read as a change in selection, and unequal runs keep their
+    sizes (``null_method = "permute valid choices within query"``; exact when a query's runs are replicates; the
+    tool and the position statistics are permuted separately, from the per-query counts). The run axis is kept, so
+    every statistic (per-tool difference, shift, change in bias) is recomputed exactly as observed. Independent
+    levels re-allocate whole queries at random (``"re-allocate queries (runs pooled)"``; with different numbers of
+    runs a query carries the mean of its runs' counts, ``"... (runs averaged)"``), and the observed statistic is
+    computed in the same representation. ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T})
+    / (1 + N)``; two-sided for per-tool differences (``|T*| >= |T|``) and for changes in bias, measured from the
+    permutation law's centre (the two levels' plug-in biases differ when their valid counts do). Before issue 35
+    whole query blocks were swapped, which balanced the two levels' valid counts in every permutation (size up to
+    84% at nominal 5% when only the ``no_call`` rate differed; ``analyses/shift_design_size.py``). Holm and
     Benjamini-Hochberg adjust all levels x metrics of the result together, and separately all per-tool tests
     (levels x clusters x tools) of the result (statsmodels ``multipletests``).
+
+    *Few units.* Where a level has valid choices on fewer than ``MIN_UNITS`` (10) queries of a compared cluster,
+    no bootstrap interval is given (NaN; ``note`` on each estimate says why): the p-values stay exact.
+
+    *Corrected change.* ``ChangeEstimate.corrected`` is the difference of the two levels' calibrated deltas
+    (:func:`~toolbias_stats.calibrated_mean_tv`, runs pooled) and ``corrected_ci`` its MOVER interval (Zou &
+    Donner 2008); unlike the percentile ``ci`` it follows the plug-in kink of a level near uniformity.
 
     References
     ----------
     Blankenstein et al., "BiasBusters", sec. 4.3 (Fig. 5), 4.4 (Table 5), App. E (Fig. 9), J, Fig. 17.
     Good, P. (2005), Permutation, Parametric and Bootstrap Tests of Hypotheses, ch. 3.
     Efron & Tibshirani (1993), An Introduction to the Bootstrap, ch. 13.
+    Zou, G. Y. & Donner, A. (2008), Construction of confidence limits about effect measures: a general approach,
+    Statistics in Medicine 27, 1693-1702.
 
     Examples
     --------
@@ -152,9 +164,9 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
     >>> res.to_frame()[["condition", "metric", "estimate", "ci_low", "ci_high", "p_value"]].round(3)
         condition       metric  estimate  ci_low  ci_high  p_value
-    0  first_wins    shift_api     0.112   0.092    0.234    0.507
+    0  first_wins    shift_api     0.112   0.092    0.234    0.468
     1  first_wins    shift_pos     0.283   0.225    0.362    0.000
-    2  first_wins    delta_api    -0.046  -0.092    0.021    0.089
+    2  first_wins    delta_api    -0.046  -0.092    0.021    0.053
     3  first_wins    delta_pos     0.212   0.096    0.242    0.000
     4  first_wins  delta_model     0.083   0.023    0.113    0.000
 
@@ -166,6 +178,7 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     confidence_level, n_resamples, n_permutations, by_cols = _checked(counts, between, by, n_resamples,
                                                                       n_permutations, confidence_level, pairing)
     design = list(counts.design_columns)
+    design_of = counts.design
     table = counts.table
     numeric = _is_numeric(table[between])
     all_levels = _levels(table[between])
@@ -195,7 +208,7 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
             skipped.append(f"group {keys} {why} ({between!r} levels: {[_py(v) for v in levels]})")
             continue
         ctx = _GroupData(sub, counts.catalog, between, base_here, levels, others, keys, pairing, n_resamples, gen,
-                         caught, numeric)
+                         caught, numeric, replicates=design_of.replicates)
         found, trend = _compare_levels(ctx, n_permutations, confidence_level,
                                        numeric and len(levels) >= 2 and n_resamples)
         groups += found
@@ -206,7 +219,8 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     groups = _adjust_tools(_adjust(groups), 1.0 - confidence_level)
     return ShiftResult(groups=groups, trends=trends, between=between, base=_py(base_value), by=by_cols, numeric=numeric,
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
-                       pairing=pairing, seed=seed, skipped=skipped, warnings=caught)
+                       pairing=pairing, seed=seed, skipped=skipped, warnings=caught,
+                       design=design_of.describe(n_units=counts.n_units))
 
 
 def _checked(counts, between, by, n_resamples, n_permutations, confidence_level, pairing):

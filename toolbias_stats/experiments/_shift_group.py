@@ -15,17 +15,111 @@ from ..metrics._bias import _tensors
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
 from ..metrics._tv import rates_from_counts
 from ._shift_levels import _level_codes, _py, _same
-from ._shift_results import PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
+from ._shift_results import MIN_UNITS, PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
 from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
+
+#: ``null_method`` of paired comparisons (issue 35).
+PAIRED_NULL = "permute valid choices within query"
+
+
+def deal_within_units(x, strata, n_perm, gen):
+    """Permutations of valid choices within each unit under "no change": ``(n_perm, S, K)`` summed over units.
+
+    Parameters
+    ----------
+    x : ndarray, shape (Q, S, K)
+        Counts per unit (query), run slot and category (tool or position), integral.
+    strata : ndarray, shape (S,)
+        The combination of the other factors of each slot: choices move only between slots of one combination.
+    n_perm : int
+    gen : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (n_perm, S, K)
+        Each permutation deals a unit's valid choices (of the slots of one stratum) at random to those slots,
+        keeping the number of valid choices of every (unit, slot): missing choices stay where they were, so that
+        a change in missingness is not read as a change in selection. Drawn slot by slot and category by
+        category from the multivariate hypergeometric law (numpy's ``hypergeometric``, vectorised over units and
+        permutations).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[[3, 0], [0, 1]], [[1, 1], [0, 0]]])   # 2 units, 2 slots, 2 tools
+    >>> out = deal_within_units(x, np.array([0, 0]), 4000, np.random.default_rng(0))
+    >>> out.sum(-1)[0].tolist(), out.sum(1)[0].tolist()     # slot sizes and tool totals are kept
+    ([5.0, 1.0], [4.0, 2.0])
+    >>> bool(abs(out[:, 1, 1].mean() - 0.25) < 0.02)       # unit 1's one slot-2 choice is tool 2 with p = 1/4
+    True
+    """
+    x = np.rint(np.asarray(x, dtype=float)).astype(np.int64)
+    _, s, k = x.shape
+    out = np.zeros((n_perm, s, k))
+    for g in np.unique(strata):
+        idx = np.flatnonzero(strata == g)
+        sub = x[:, idx]
+        size = sub.sum(-1)                                         # (Q, s)
+        movable = (size > 0).sum(1) > 1                            # a unit with choices in one slot only stays
+        out[:, idx] += sub[~movable].sum(0)[None]
+        if len(idx) < 2 or not movable.any():
+            continue
+        sub, size = sub[movable], size[movable]
+        pool = np.repeat(sub.sum(1)[None], n_perm, axis=0)         # (N, Qm, K) still to deal
+        for j in range(len(idx) - 1):
+            need = np.repeat(size[None, :, j], n_perm, axis=0)
+            rest = pool.sum(-1)
+            for t in range(k - 1):
+                rest -= pool[..., t]                               # the categories after t still in the pool
+                draw = gen.hypergeometric(pool[..., t], rest, need) if need.any() else np.zeros_like(need)
+                pool[..., t] -= draw
+                need = need - draw
+                out[:, idx[j], t] += draw.sum(1)
+            pool[..., k - 1] -= need
+            out[:, idx[j], k - 1] += need.sum(1)
+        out[:, idx[-1]] += pool.sum(1)
+    return out
+
+
+def _mover_change(parts, conf):
+    """``corrected`` and ``corrected_ci`` of a change in delta: the calibrated delta of each level (valid choices,
+    runs pooled; :func:`~toolbias_stats.calibrated_mean_tv`) and the MOVER interval of their difference.
+
+    MOVER (Zou & Donner 2008): for ``d = e_L - e_B`` with intervals ``[l, u]`` of each,
+    ``lo = d - sqrt((e_L - l_L)^2 + (u_B - e_B)^2)`` and ``hi = d + sqrt((u_L - e_L)^2 + (e_B - l_B)^2)``; a sum over
+    parts (delta_model = (delta_API + delta_pos) / 2) adds the squares. Each calibrated interval follows the plug-in
+    kink of its own level, which the percentile interval of the difference does not (a base without effect: covered
+    in 35% of studies, issue 35). The two levels' estimates are treated as independent: conservative when paired.
+    """
+    from ..metrics._calibrated import calibrated_mean_tv
+
+    est, low, high = 0.0, 0.0, 0.0
+    for p in parts:
+        cal = {}
+        for side in ("b", "l"):
+            counts = [np.rint(x).astype(np.int64) for x in p["c" + side]]
+            boots = [np.rint(np.nan_to_num(x)).astype(np.int64) for x in p["bc" + side]]
+            if any(x.sum() == 0 for x in counts) or boots[0].shape[0] < 20:   # the calibration needs 20 replicates
+                return {}
+            cal[side] = calibrated_mean_tv(counts, boots, confidence_level=conf)
+        b, lv = cal["b"], cal["l"]
+        est += lv.estimate - b.estimate
+        low += (lv.estimate - lv.ci_low) ** 2 + (b.ci_high - b.estimate) ** 2
+        high += (lv.ci_high - lv.estimate) ** 2 + (b.estimate - b.ci_low) ** 2
+    n = len(parts)
+    est /= n
+    lo, hi = max(est - np.sqrt(low) / n, -1.0), min(est + np.sqrt(high) / n, 1.0)
+    return {"corrected": float(est), "corrected_ci": ConfidenceInterval(float(lo), float(hi))}
 
 
 class _GroupData:
     """Per-cluster count tensors of every level of one ``by`` group, and their bootstrap replicates."""
 
     def __init__(self, sub, catalog, between, base, levels, others, keys, pairing, n_resamples, gen, caught,
-                 numeric):
+                 numeric, replicates=("run",)):
         self.keys, self.between, self.base, self.gen, self.caught = keys, between, base, gen, caught
         self.n_resamples = n_resamples
+        self.note = ""
         self.levels = levels
         self.others = [lv for lv in levels if not _same(lv, base)]
         self.numeric = numeric
@@ -36,6 +130,14 @@ class _GroupData:
         run_cols = ["_level"] + others
         sub["run"] = sub.groupby(run_cols, sort=True, dropna=False, observed=True).ngroup().to_numpy()
         level_of_run = sub.groupby("run", sort=True)["_level"].first().to_numpy()
+        # the other factors' combination of each run slot (replicates left out): under "no change" a unit's valid
+        # choices are exchangeable between the slots of one combination, never across combinations (issue 35)
+        factor_cols = [c for c in others if c not in set(replicates)]
+        if factor_cols:
+            firsts = sub.groupby("run", sort=True)[factor_cols].first()
+            self.slot_stratum = firsts.groupby(factor_cols, sort=True, dropna=False, observed=True).ngroup().to_numpy()
+        else:
+            self.slot_stratum = np.zeros(len(level_of_run), dtype=np.int64)
         self.runs_of = {i: np.flatnonzero(level_of_run == i) for i in range(len(levels))}
         self.n_runs = len(level_of_run)
         present = set(sub["cluster_id"].unique())
@@ -75,8 +177,10 @@ class _GroupData:
             # only clusters both levels were run on (a targeted condition covers some clusters only)
             both = [m for m in self.qmask.values() if m[:, b].any() and m[:, i].any()]
             inter = sum(int((m[:, b] & m[:, i]).sum()) for m in both)
-            union = sum(int((m[:, b] | m[:, i]).sum()) for m in both)
-            if union == 0 or inter / union < PAIRED_OVERLAP:
+            # of the smaller level's queries (issue 35: a level of a few repeated attempts on the base's queries is
+            # paired; the valid choices of shared queries are what the null makes exchangeable)
+            smaller = min(sum(int(m[:, b].sum()) for m in both), sum(int(m[:, i].sum()) for m in both))
+            if smaller == 0 or inter / smaller < PAIRED_OVERLAP:
                 return "independent"
         return "paired"
 
@@ -128,6 +232,7 @@ class _GroupData:
             self.caught.append(msg)
         pos_clusters = [c for c in clusters if self.pos[c] is not None
                         and self.pos[c][:, rb].sum() > 0 and self.pos[c][:, rl].sum() > 0]
+        self.note = self._few_units(clusters, rb, rl, level)
         perms = {c: self._permute(c, rb, rl, b, i, n_perm) for c in clusters} if n_perm else {}
         null_method = next(iter(perms.values()))[2] if perms else "none"
 
@@ -150,9 +255,23 @@ class _GroupData:
                           clusters=crow, shift_api=shift_api, shift_pos=shift_pos, change=change,
                           tools=pd.DataFrame(trow), rows=rows)
 
+    def _few_units(self, clusters, rb, rl, level):
+        """Why no bootstrap interval is given (a level with valid choices on fewer than MIN_UNITS queries of a
+        compared cluster), or ``""``."""
+        few = []
+        for c in clusters:
+            for name, runs in ((self.base, rb), (level, rl)):
+                n = int((self.api[c][:, runs].sum(axis=(1, 2)) > 0).sum())
+                if n < MIN_UNITS:
+                    few.append(f"{name!r} has valid choices on {n} queries of cluster {c}")
+        if not few:
+            return ""
+        return ("no interval: " + "; ".join(few[:3]) + ("; ..." if len(few) > 3 else "")
+                + f" (a query bootstrap needs at least {MIN_UNITS}; the permutation p-value stays exact)")
+
     def _cluster_rows(self, clusters, pos_clusters, api, pos, b, i, conf):
         """The per-cluster table of one comparison: shifts with intervals, delta at the base and at the level."""
-        r = self.n_resamples
+        r = self.n_resamples if not self.note else 0
         crow = []
         for j, c in enumerate(clusters):
             row = {"cluster": str(c), "K": int(self.k[c][0]), "n_base": self.rows[c][b][1],
@@ -178,7 +297,7 @@ class _GroupData:
             tools = self.k[c][2]
             pb = _mean_rates(self.api[c][:, rb].sum(0))
             pl = _mean_rates(self.api[c][:, rl].sum(0))
-            if r:
+            if r and not self.note:
                 lo, hi = np.nanquantile(api["bdiff"][j], [(1 - conf) / 2, 1 - (1 - conf) / 2], axis=0)
             else:
                 lo = hi = np.full(len(tools), np.nan)
@@ -201,7 +320,7 @@ class _GroupData:
         r = self.n_resamples
         out = {"shift": [], "pooled": [], "diff": [], "bdiff": [], "bshift": [], "db": [], "dl": [],
                "bdb": [], "bdl": [], "norm": [], "pshift": [], "pdelta_b": [], "pdelta_l": [], "pdiff": [],
-               "pstat_obs": [], "pdelta_obs": []}
+               "pstat_obs": [], "pdelta_obs": [], "cb": [], "cl": [], "bcb": [], "bcl": []}
         for c in cl:
             t = tensors[c]
             ob, ol = t[:, rb].sum(0), t[:, rl].sum(0)
@@ -211,6 +330,8 @@ class _GroupData:
             out["pooled"].append(0.5 * np.abs(rates_from_counts(ol.sum(0)) - rates_from_counts(ob.sum(0))).sum())
             out["db"].append(_delta(ob))
             out["dl"].append(_delta(ol))
+            out["cb"].append(ob.sum(0))
+            out["cl"].append(ol.sum(0))
             k = t.shape[-1]
             out["norm"].append(1 - 1 / k)
             if r:
@@ -221,6 +342,8 @@ class _GroupData:
                 out["bshift"].append(0.5 * np.abs(d).sum(-1))
                 out["bdb"].append(_delta(bb))
                 out["bdl"].append(_delta(bl))
+                out["bcb"].append(bb.sum(1))
+                out["bcl"].append(bl.sum(1))
             if n_perm:
                 pb_, pl_, _, ob_, ol_, off = perms[c]
                 sl = slice(0, k) if kind == "api" else slice(off, off + k)
@@ -245,17 +368,16 @@ class _GroupData:
         joined = api if pos is None else np.concatenate([api, pos], axis=-1)     # (Q, S, K + Kp)
         off = api.shape[-1]
         gen = self.gen
-        if self.pairing == "paired" and len(rb) != len(rl):
-            return self._permute_runs(joined, rb, rl, n_perm) + (off,)
         if self.pairing == "paired":
-            xb, xl = joined[:, rb], joined[:, rl]
-            method = "swap query blocks"
-            q = xb.shape[0]
-            z = (gen.random((n_perm, q)) < 0.5).astype(float)
-            d = (xl - xb).reshape(q, -1)
-            moved = (z @ d).reshape((n_perm,) + xb.shape[1:])
-            sb, sl = xb.sum(0), xl.sum(0)
-            return sb + moved, sl - moved, method, sb, sl, off
+            slots = np.concatenate([rb, rl])
+            strata = self.slot_stratum[slots]
+            parts = [deal_within_units(api[:, slots], strata, n_perm, gen)]
+            if pos is not None:
+                parts.append(deal_within_units(pos[:, slots], strata, n_perm, gen))
+            perm = np.concatenate(parts, axis=-1)
+            obs = joined[:, slots].sum(0)
+            nb = len(rb)
+            return perm[:, :nb], perm[:, nb:], PAIRED_NULL, obs[:nb], obs[nb:], off
         # independent: re-allocate whole queries (runs pooled) between the levels
         mb, ml = self.qmask[c][:, b], self.qmask[c][:, i]
         yb = joined[mb][:, rb].sum(1)
@@ -275,35 +397,11 @@ class _GroupData:
         pl = y.sum(0)[None, None, :] - pb
         return pb, pl, method, yb.sum(0)[None], yl.sum(0)[None], off
 
-    def _permute_runs(self, joined, rb, rl, n_perm, chunk_elements=2_000_000):
-        """Paired levels with different numbers of runs: permute each query's run blocks between the levels.
-
-        Under "no change" the ``S_b + S_l`` run blocks of one query (all its rotations in one run) are
-        exchangeable, whatever level they were run under. Each permutation draws, independently per query, which
-        ``S_b`` of them fill the base's run slots and which ``S_l`` the level's; the run axis is kept, so every
-        statistic is recomputed exactly as observed (mean over runs of the per-run rates). Swapping pooled
-        blocks instead would balance the two levels' sample sizes in every permutation, so that the permutation
-        law is narrower than the observed statistic's (size 8-24% at nominal 5%, ``analyses/shift_pvalue_size.py``).
-        """
-        x = joined[:, np.concatenate([rb, rl])]                                   # (Q, S_b + S_l, K')
-        q, s_tot, kk = x.shape
-        nb = len(rb)
-        out = np.empty((n_perm, s_tot, kk))
-        qi = np.arange(q)[None, :]
-        step = max(1, chunk_elements // max(1, q * kk))
-        for start in range(0, n_perm, step):
-            stop = min(n_perm, start + step)
-            order = np.argsort(self.gen.random((stop - start, q, s_tot)), axis=-1)   # slot -> source run, per query
-            for j in range(s_tot):
-                out[start:stop, j] = x[qi, order[:, :, j]].sum(1)
-        obs = x.sum(0)
-        return out[:, :nb], out[:, nb:], "permute runs within query", obs[:nb], obs[nb:]
-
     def _shift_estimate(self, name, st, conf, null_method) -> ShiftEstimate:
         shift = np.array(st["shift"])
         stat = float(shift.mean())
-        kw: dict = {}
-        if self.n_resamples:
+        kw: dict = {"note": self.note}
+        if self.n_resamples and not self.note:
             boot = np.stack(st["bshift"], axis=1).mean(1)
             cal = calibrated_mean_shift(st["diff"], st["bdiff"], confidence_level=conf)
             kw.update(ci=percentile_ci(boot, conf), corrected=cal.estimate,
@@ -336,15 +434,20 @@ class _GroupData:
             return sum(vals) / len(vals)
 
         base_v, val = float(avg("db")), float(avg("dl"))
-        kw: dict[str, Any] = {"normalised_estimate": float(avg_norm("db", "dl"))}
-        if self.n_resamples:
+        kw: dict[str, Any] = {"normalised_estimate": float(avg_norm("db", "dl")), "note": self.note}
+        if self.n_resamples and not self.note:
             boot = avg("bdl", 1) - avg("bdb", 1)
             kw.update(ci=percentile_ci(boot, conf), normalised_ci=percentile_ci(avg_norm("bdb", "bdl", 1), conf),
                       standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
+            kw.update(_mover_change(parts, conf))
         if parts[0]["pdelta_b"]:
             perm = avg("pdelta_l", 1) - avg("pdelta_b", 1)
             obs = float(avg("pdelta_obs"))
-            kw["p_value"] = float((1 + np.sum(np.abs(perm) >= abs(obs) - 1e-12)) / (1 + len(perm)))
+            # centred on the null law's mean (the observed value included, so that it stays exchangeable with the
+            # permuted ones): with unequal valid counts the plug-in bias of the two deltas differs, so the law of
+            # the change under "no change" is not centred at 0 (issue 35)
+            centre = (float(np.sum(perm)) + obs) / (len(perm) + 1)
+            kw["p_value"] = float((1 + np.sum(np.abs(perm - centre) >= abs(obs - centre) - 1e-12)) / (1 + len(perm)))
         return ChangeEstimate(metric=name, base_value=base_v, value=val, estimate=val - base_v, **kw)
 
     # -- trend over a numeric column ----------------------------------------------------------

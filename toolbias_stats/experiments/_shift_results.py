@@ -23,8 +23,12 @@ PAIRINGS = ("auto", "paired", "independent")
 SHIFT_METRICS = ("shift_api", "shift_pos")
 #: Change-in-bias metrics (level minus base).
 CHANGE_METRICS = ("delta_api", "delta_pos", "delta_model")
-#: Share of the union of query ids two levels must have in common for ``pairing="auto"`` to pair them.
+#: Share of the smaller level's query ids the two levels must have in common for ``pairing="auto"`` to pair them.
 PAIRED_OVERLAP = 0.5
+#: Fewest queries with valid choices that each level needs in every compared cluster for bootstrap intervals: a query
+#: bootstrap of fewer units understates the spread, and a level of a few repeated attempts gives intervals that cover
+#: a true zero shift in 10-15% of studies (issue 35); below it the intervals are NaN and ``note`` says why.
+MIN_UNITS = 10
 
 ERR_BETWEEN = "`between` names column {col!r} that the selection counts do not have; available: {cols}."
 ERR_BETWEEN_IN_BY = "`between` ({col!r}) cannot also be a `by` column; got by={by}."
@@ -70,6 +74,9 @@ class ShiftEstimate:
     standard_error : float
     bootstrap_distribution : numpy.ndarray
     confidence_level : float
+    note : str
+        Why no interval is given (empty when one is): a level with valid choices on fewer than
+        :data:`MIN_UNITS` queries of a compared cluster (issue 35).
 
     Examples
     --------
@@ -83,7 +90,7 @@ class ShiftEstimate:
     >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
     >>> s = res.groups[0].shift_pos
     >>> s.metric, round(s.mean_over_clusters, 3), s.n_clusters, s.null_method
-    ('shift_pos', 0.283, 3, 'swap query blocks')
+    ('shift_pos', 0.283, 3, 'permute valid choices within query')
     >>> s.ci.low < s.mean_over_clusters < s.ci.high, s.p_value < 0.01
     (True, True)
     """
@@ -104,6 +111,7 @@ class ShiftEstimate:
     standard_error: float = np.nan
     bootstrap_distribution: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     confidence_level: float = 0.95
+    note: str = ""
 
     def to_dict(self) -> dict:
         """The ``shift_api`` / ``shift_pos`` objects of ``toolbias-stats shift --json``."""
@@ -115,6 +123,7 @@ class ShiftEstimate:
             "ci": [_json_num(x) for x in self.ci],
             "corrected": _json_num(self.corrected),
             "corrected_ci": [_json_num(x) for x in self.corrected_ci],
+            "note": self.note,
             "null_expected": _json_num(self.null_expected),
             "p_value": _json_num(self.p_value),
             "p_adjusted": _json_num(self.p_adjusted),
@@ -143,10 +152,20 @@ class ChangeEstimate:
         The same difference of TV / (1 - 1/K).
     normalised_ci : ConfidenceInterval
     p_value : float
-        Two-sided permutation p-value of "no change".
+        Two-sided permutation p-value of "no change" (valid choices dealt within query; the distance from the
+        permutation law's centre, which is not 0 when the two levels' plug-in biases differ).
     p_adjusted, p_adjusted_bh : float
     standard_error : float
     bootstrap_distribution : numpy.ndarray
+    corrected : float
+        Bias-corrected change: the difference of the two levels' calibrated deltas
+        (:func:`~toolbias_stats.calibrated_mean_tv` of each level's valid choices, runs pooled).
+    corrected_ci : ConfidenceInterval
+        MOVER interval of that difference (Zou & Donner 2008) from the two calibrated intervals: it follows the
+        plug-in kink of a level without effect, which the percentile ``ci`` does not (issue 35).
+    note : str
+        Why no interval is given (empty when one is): a level with valid choices on fewer than
+        :data:`MIN_UNITS` queries of a compared cluster.
 
     Examples
     --------
@@ -175,6 +194,9 @@ class ChangeEstimate:
     p_adjusted_bh: float = np.nan
     standard_error: float = np.nan
     bootstrap_distribution: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    corrected: float = np.nan
+    corrected_ci: ConfidenceInterval = _NAN_CI
+    note: str = ""
 
     def to_dict(self) -> dict:
         return {"base_value": _json_num(self.base_value), "value": _json_num(self.value),
@@ -182,7 +204,9 @@ class ChangeEstimate:
                 "normalised_estimate": _json_num(self.normalised_estimate),
                 "normalised_ci": [_json_num(x) for x in self.normalised_ci],
                 "p_value": _json_num(self.p_value), "p_adjusted": _json_num(self.p_adjusted),
-                "p_adjusted_bh": _json_num(self.p_adjusted_bh), "standard_error": _json_num(self.standard_error)}
+                "p_adjusted_bh": _json_num(self.p_adjusted_bh), "standard_error": _json_num(self.standard_error),
+                "corrected": _json_num(self.corrected), "corrected_ci": [_json_num(x) for x in self.corrected_ci],
+                "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -349,13 +373,15 @@ class ShiftResult(ReprHTMLMixin):
     >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
     >>> res.to_frame()[["condition", "metric", "estimate", "p_value"]].round(3)
         condition       metric  estimate  p_value
-    0  first_wins    shift_api     0.112    0.507
+    0  first_wins    shift_api     0.112    0.468
     1  first_wins    shift_pos     0.283    0.000
-    2  first_wins    delta_api    -0.046    0.089
+    2  first_wins    delta_api    -0.046    0.053
     3  first_wins    delta_pos     0.212    0.000
     4  first_wins  delta_model     0.083    0.000
     >>> res.clusters_frame().shape[0], res.tools_frame().shape[0], res.to_dict()["between"]
     (3, 12, 'condition')
+    >>> res.design
+    'unit query_id (60 units); replicates: run; factors: model, condition; strata: cluster_id, n_candidates'
     """
 
     groups: list
@@ -371,6 +397,8 @@ class ShiftResult(ReprHTMLMixin):
     seed: object
     skipped: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    #: the study design the comparison honoured, with its number of units (issue 35; ``StudyDesign.describe``)
+    design: str = ""
 
     def _headline(self):
         frame = self.to_frame()
@@ -401,6 +429,8 @@ class ShiftResult(ReprHTMLMixin):
                     continue
                 rows.append({**g.keys, "base": g.base, "metric": m, "estimate": c.estimate,
                              "base_value": c.base_value, "value": c.value, "ci_low": c.ci.low, "ci_high": c.ci.high,
+                             "corrected": c.corrected, "corrected_ci_low": c.corrected_ci.low,
+                             "corrected_ci_high": c.corrected_ci.high,
                              "normalised_estimate": c.normalised_estimate, "normalised_ci_low": c.normalised_ci.low,
                              "normalised_ci_high": c.normalised_ci.high, "p_value": c.p_value,
                              "p_adjusted": c.p_adjusted, "p_adjusted_bh": c.p_adjusted_bh,
@@ -468,4 +498,5 @@ class ShiftResult(ReprHTMLMixin):
             "trends": [t.to_dict() for t in self.trends] if self.numeric else [],
             "skipped": [str(s) for s in self.skipped],
             "warnings": [str(w) for w in self.warnings],
+            "design": self.design,
         }

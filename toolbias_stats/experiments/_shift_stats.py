@@ -109,7 +109,9 @@ def calibrated_mean_shift(diffs: Sequence[npt.ArrayLike], boot_diffs: Sequence[n
     xm = xm * (np.abs(x).sum() / np.abs(xm).sum()) if np.abs(xm).sum() > 0 else xm
     _, hi_m, _ = _invert(lambda t: t * xm, e, w, t_obs, qs, lower=False)
     p = float((1 + np.sum(null >= t_obs - 1e-15)) / (1 + null.size))
-    high = max(hi_s, hi_l, hi_m)
+    # a shift is a TV distance: at most 1 (the inversion can step past it on few attempts: 1.050 was seen, issue 35)
+    high = min(max(hi_s, hi_l, hi_m), 1.0)
+    lo_s = min(max(lo_s, 0.0), high)
     est = min(max(0.5 * (est_s + est_l), lo_s), high)
     return CalibratedTV(estimate=float(est), ci_low=float(lo_s), ci_high=float(high),
                         confidence_level=confidence_level, method="test-inversion (differences)",

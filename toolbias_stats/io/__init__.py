@@ -9,6 +9,7 @@ _lazy.add('._counts', 'COUNT_LEVELS', 'SelectionCounts')
 _lazy.add('._load', 'count_table', 'load_selection_log', 'read_study')
 _lazy.add('._manifest', 'ENGINES', 'FORMATS', 'Study')
 _lazy.add('._selection_log', 'SelectionLog')
+_lazy.add('._study_design', 'StudyDesign')
 _lazy.add('.readers', 'READERS', 'read_biasbusters', 'read_biasbusters_catalog', 'read_biasbusters_queries',
            'read_catalog_table', 'read_table', 'read_transcripts')
 
@@ -21,5 +22,6 @@ __all__ = ["ToolCatalog", "SelectionLog", "SelectionCounts", "count_table", "COU
 _lazy.add('.readers', 'read_anthropic', 'read_openai', 'read_otel')
 
 __all__ += ["read_openai", "read_anthropic", "read_otel"]
+__all__ += ["StudyDesign"]   # issue 35: the declared study design
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -8,7 +8,7 @@ attempts ended in each status. An *engine* computes these counts (``pandas`` fro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from ._catalog import ToolCatalog
 
 if TYPE_CHECKING:
     from ._selection_log import SelectionLog
+    from ._study_design import StudyDesign
 
 __all__ = ["SelectionCounts", "QueryArrays", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
 
@@ -155,6 +156,9 @@ class SelectionCounts:
         Reader notes keyed by source file (rows, rows by status, ...).
     engine : str
         The engine that produced the counts.
+    declared_design : mapping, optional
+        A declared study design; :attr:`design` gives the design in force (unit, replicates, factors, strata)
+        and :attr:`n_units` the number of units.
 
     Notes
     -----
@@ -189,8 +193,43 @@ class SelectionCounts:
     engine: str = "pandas"
     #: the query-level table as compact arrays (DuckDB engine, unweighted logs); None otherwise
     query_arrays: QueryArrays | None = field(default=None, repr=False)
+    #: a declared design (a mapping of :data:`~toolbias_stats.io._selection_log.DESIGN_KEYS`), if any
+    declared_design: Mapping[str, Any] | None = field(default=None, repr=False)
 
     # -- views ------------------------------------------------------------------------------
+    @property
+    def design(self) -> StudyDesign:
+        """The study design (:class:`~toolbias_stats.io.StudyDesign`): declared, else derived from the design
+        columns (``run`` and ``attempt`` are replicates; the other design columns are factors)."""
+        from ._study_design import StudyDesign
+
+        return StudyDesign.from_columns(self.design_columns, declared=self.declared_design)
+
+    @property
+    def n_units(self) -> int | None:
+        """Independent units (distinct cluster and query); None for cluster-level counts."""
+        if self.level != "query":
+            return None
+        if self.compact is not None:
+            keys = self.compact.keys
+            pairs = np.asarray(keys["cluster_id"].codes, dtype=np.int64) * (len(keys["query_id"].categories) + 1) \
+                + np.asarray(keys["query_id"].codes, dtype=np.int64)
+            return int(np.unique(pairs).size)
+        return int(self.table.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
+
+    def with_design(self, design: Mapping[str, Any] | StudyDesign | None = None, **keys: Any) -> SelectionCounts:
+        """A copy with a declared design (see :meth:`SelectionLog.with_design`)."""
+        from dataclasses import replace
+
+        from ._study_design import StudyDesign
+
+        decl = dict(design.to_dict() if isinstance(design, StudyDesign) else (design or {}))
+        decl.update(keys)
+        decl.pop("source", None)
+        StudyDesign.from_columns(self.design_columns, declared=decl)
+        table = self.__dict__.get("_lazy_table")
+        return replace(self, table=table, declared_design=decl or None)
+
     @property
     def compact(self) -> QueryArrays | None:
         """:attr:`query_arrays` while the table has not been built (then the arrays answer the views)."""
@@ -254,7 +293,7 @@ class SelectionCounts:
         tab = self.table.groupby(keys, sort=False, dropna=False)[value_cols].sum().reset_index()
         tab.insert(len(self.design_columns) + 1, "query_id", pd.array([pd.NA] * len(tab), dtype="string"))
         return SelectionCounts(tab, self.cells, self.catalog, self.design_columns, "cluster", self.diagnostics,
-                               self.engine)
+                               self.engine, declared_design=self.declared_design)
 
     def to_frame(self) -> pd.DataFrame:
         """The per-query (or per-cluster) count table (a copy)."""
@@ -332,7 +371,8 @@ def counts_from_log(log: SelectionLog, *, level: str = "query") -> SelectionCoun
         for s in STATUSES:
             out[f"rows_{s}"] = np.bincount(codes[status == s], minlength=n_groups).astype(np.int64)
     out = finalize_table(out, design, k_max)
-    return SelectionCounts(out, cells, catalog, design, level, dict(log.diagnostics), "pandas")
+    return SelectionCounts(out, cells, catalog, design, level, dict(log.diagnostics), "pandas",
+                           declared_design=log.declared_design)
 
 
 def finalize_table(table: pd.DataFrame, design, k_max: int) -> pd.DataFrame:

@@ -106,6 +106,10 @@ class Study:
             raise ValueError("a Study needs a `log`, `counts` or a loader; got none.")
         # loader() reads the rows, counter() counts them with the study's engine (both on first use)
         self._log, self._counts, self._loader, self._counter = log, counts, loader, counter
+        self.settings = dict(settings or {})
+        self.path = path
+        self._log = self._declared(log)
+        self._counts = self._declared(counts)
         if catalog is None:
             catalog = log.catalog if log is not None else cast("SelectionCounts", counts).catalog
         self.catalog = catalog
@@ -122,15 +126,26 @@ class Study:
         if self._log is None:
             if self._loader is None:
                 raise ValueError("this study holds counts only; it has no row-level log to read.")
-            self._log = self._loader()
+            self._log = self._declared(self._loader())
         return self._log
 
     @property
     def counts(self) -> SelectionCounts:
         """The counts of the log (counted on first use: by the study's engine, or from :attr:`log`)."""
         if self._counts is None:
-            self._counts = self._counter() if self._counter is not None and self._log is None else self.log.counts()
+            self._counts = self._declared(self._counter() if self._counter is not None and self._log is None
+                                          else self.log.counts())
         return self._counts
+
+    def _declared(self, obj):
+        """``obj`` (a log or counts) with the manifest's ``[design]`` table applied (issue 35), else unchanged."""
+        decl = self.settings.get("design")
+        if obj is None or not isinstance(decl, dict) or obj.declared_design:
+            return obj
+        try:
+            return obj.with_design(decl)
+        except ValueError as exc:
+            raise ManifestError(problem(self.path or "<study>", "design", None, str(exc))) from None
 
     @property
     def has_rows(self) -> bool:
@@ -257,7 +272,9 @@ def read_manifest(path: str | PathLike[str]) -> StudyManifest:
         raise ManifestError(mc)
     problems = [problem(path, None, k, "unknown study-level key (put design keys in each [[logs]] entry)")
                 for k in doc if k not in _STUDY_KEYS and not isinstance(doc[k], (dict, list))]
-    defaults = {k: v for k, v in doc.items() if k != "logs" and k in READER_KEYS}
+    # a [design] table is the study design (issue 35); a `design` list stays the table reader's option
+    defaults = {k: v for k, v in doc.items() if k != "logs" and k in READER_KEYS
+                and not (k == "design" and isinstance(v, dict))}
     entries = [_check_entry(path, f"logs[{i}]", {**defaults, **entry}, entry, problems)
                for i, entry in enumerate(logs, start=1)]
     _check_study_keys(path, doc, problems)
@@ -386,6 +403,15 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
         p = (base / doc[key]).resolve() if not Path(doc[key]).is_absolute() else Path(doc[key])
         if not p.exists():
             problems.append(problem(path, None, key, f"file not found: {p}"))
+    if isinstance(doc.get("design"), dict):
+        from ._study_design import DESIGN_KEYS
+
+        for key, value in doc["design"].items():
+            if key not in DESIGN_KEYS:
+                problems.append(problem(path, "design", key,
+                                        f"unknown design key (expected one of {list(DESIGN_KEYS)})"))
+            elif key != "unit" and (isinstance(value, str) or not isinstance(value, list)):
+                problems.append(problem(path, "design", key, f"expected a list of column names, got {value!r}"))
     ref = doc.get("reference_date")
     if ref is not None and not isinstance(ref, _dt.date):
         problems.append(problem(path, None, "reference_date", f"expected a TOML date (2025-09-01), got {ref!r}"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,11 +36,15 @@ from ._row_rules import duplicate_cell_message as duplicate_cell_message
 from ._row_rules import duplicate_message as duplicate_message
 from ._row_rules import not_in_cluster_message as not_in_cluster_message
 from ._row_rules import plain as _plain
+from ._study_design import DESIGN_KEYS as DESIGN_KEYS  # re-exported: the design's keys and defaults
+from ._study_design import ERR_DESIGN_COLUMN as ERR_DESIGN_COLUMN
+from ._study_design import REPLICATE_COLUMNS as REPLICATE_COLUMNS
+from ._study_design import StudyDesign
 
 if TYPE_CHECKING:
     from ._counts import SelectionCounts
 
-__all__ = ["SelectionLog"]
+__all__ = ["SelectionLog", "StudyDesign", "REPLICATE_COLUMNS", "DESIGN_KEYS"]
 
 #: Columns of the design, before extra manifest columns.
 _DESIGN = ("model", "run", "condition")
@@ -70,6 +74,12 @@ class SelectionLog:
     ----------
     design_columns : list of str
         ``model``, ``run``, ``condition`` and every extra manifest column, in order.
+    design : StudyDesign
+        The unit, replicates, factors and strata (derived from the columns unless declared; a column named
+        ``attempt`` or ``run`` is a replicate). ``declared_design`` holds a declaration, if any
+        (:meth:`with_design`, a manifest's ``[design]`` table).
+    n_units : int
+        Independent units (distinct cluster and query).
     schema_version : str
 
     Notes
@@ -99,20 +109,23 @@ class SelectionLog:
     catalog: ToolCatalog
     diagnostics: dict = field(default_factory=dict)
     schema_version: str = SCHEMA_VERSION
+    declared_design: Mapping[str, Any] | None = None
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, catalog: ToolCatalog, *, diagnostics: Mapping[str, Any] | None = None,
-                   source: str = "<frame>", duplicates: str = "error") -> SelectionLog:
+                   source: str = "<frame>", duplicates: str = "error",
+                   declared_design: Mapping[str, Any] | None = None) -> SelectionLog:
         """Validate a DataFrame against the schema and wrap it.
 
         Derives ``ordering`` from ``rotation`` (and ``chosen_position`` from ``ordering``) where
         they are missing. Raises one :class:`SelectionLogError` listing every problem.
         ``duplicates="count"`` accepts two attempts with the same identity (the same query shown the
-        same list again: independent calls; issue 20); ``"error"`` names both rows.
+        same list again: independent calls; issue 20); ``"error"`` names both rows. ``declared_design``: a
+        declared :class:`StudyDesign` mapping (see :meth:`with_design`).
         """
         data = _validate(frame, catalog, source, duplicates=duplicates)
-        return cls(data, catalog, dict(diagnostics or {}))
+        return cls(data, catalog, dict(diagnostics or {}), declared_design=declared_design)
 
     @classmethod
     def concat(cls, logs: Iterable[SelectionLog], *, catalog: ToolCatalog | None = None) -> SelectionLog:
@@ -128,20 +141,49 @@ class SelectionLog:
         diagnostics = {}
         for lg in logs:
             diagnostics.update(lg.diagnostics)
+        declared = next((lg.declared_design for lg in logs if lg.declared_design), None)
         # repeats are allowed when a part allowed them (a table file read with duplicates = "count")
         mode = "count" if any(isinstance(d, dict) and d.get("duplicates") == "count"
                               for d in diagnostics.values()) else "error"
         if _FAST_CONCAT and all(lg.catalog is catalog for lg in logs):
             # every part is valid against this catalog; validating a valid table again changes nothing, so only
             # the attempts of different parts can still clash (tests/io/test_fast_paths.py compares the two)
-            return cls(_check_stacked(frame, duplicates=mode), catalog, diagnostics)
-        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode)
+            return cls(_check_stacked(frame, duplicates=mode), catalog, diagnostics, declared_design=declared)
+        return cls.from_frame(frame, catalog, diagnostics=diagnostics, source="<concat>", duplicates=mode,
+                              declared_design=declared)
 
     # -- views ------------------------------------------------------------------------
     @property
     def design_columns(self) -> list[str]:
         """``model``, ``run``, ``condition`` and the extra manifest columns."""
         return [c for c in self.data.columns if c not in _ATTEMPT and c != COUNT_COLUMN]
+
+    @property
+    def design(self) -> StudyDesign:
+        """The study design (:class:`StudyDesign`): the declared one, else derived from the design columns (a
+        ``run`` or ``attempt`` column is a replicate, every other design column a factor)."""
+        return StudyDesign.from_columns(self.design_columns, declared=self.declared_design)
+
+    @property
+    def n_units(self) -> int:
+        """Independent units: distinct (cluster, unit id) pairs (the unit is the query)."""
+        return int(self.data.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
+
+    def with_design(self, design: Mapping[str, Any] | StudyDesign | None = None, **keys: Any) -> SelectionLog:
+        """A copy of this log with a declared design (``unit``, ``replicates``, ``factors``, ``strata``).
+
+        Examples
+        --------
+        >>> from toolbias_stats.simulate import simulate_selection_log
+        >>> log = simulate_selection_log(n_clusters=1, n_queries=4, rng=0).log
+        >>> log.design.replicates, log.with_design(factors=["run"]).design.factors
+        (('run',), ('model', 'run', 'condition'))
+        """
+        decl = dict(design.to_dict() if isinstance(design, StudyDesign) else (design or {}))
+        decl.update(keys)
+        decl.pop("source", None)
+        StudyDesign.from_columns(self.design_columns, declared=decl)   # checked now, not at first use
+        return replace(self, declared_design=decl or None)
 
     @property
     def weighted(self) -> bool:
@@ -233,7 +275,8 @@ class SelectionLog:
         cells["source_row"] = np.arange(1, len(cells) + 1)
         if not queries:
             cells = cells.assign(query_id=AGGREGATED_QUERY_ID)
-        return type(self).from_frame(cells, self.catalog, diagnostics=self.diagnostics, source="<aggregate>")
+        return type(self).from_frame(cells, self.catalog, diagnostics=self.diagnostics, source="<aggregate>",
+                                     declared_design=self.declared_design)
 
     def write(self, path: str | PathLike[str]) -> Path:
         """Write the log in the generic tabular format (``.csv``, ``.jsonl`` or ``.parquet``).

@@ -326,16 +326,20 @@ def plan_for_study(study, *, rng=20251121, confidence_level=0.95) -> dict:
 
 
 def _comparisons(counts):
-    """(between, base) pairs worth showing: condition (base "base") and numeric design columns (base = smallest)."""
+    """(between, base) pairs worth showing: condition (base "base") and numeric design columns (base = smallest).
+
+    Only the design's factors are compared (issue 35): a replicate (``run``, the API readers' ``attempt`` numbering
+    repeated requests, a declared ``epoch``) is never an experiment, whatever its levels."""
     from ..experiments._shift_levels import _is_numeric, _levels
 
     tab = counts.table
+    factors = set(getattr(counts, "design", None).factors if hasattr(counts, "design") else counts.design_columns)
     out = []
-    if "condition" in tab.columns and len(_levels(tab["condition"])) > 1:
+    if "condition" in factors and "condition" in tab.columns and len(_levels(tab["condition"])) > 1:
         levels = _levels(tab["condition"])
         out.append(("condition", "base" if "base" in [str(v) for v in levels] else levels[0]))
     for col in counts.design_columns:
-        if col in ("run", "condition", "model") or not _is_numeric(tab[col]):
+        if col in ("run", "condition", "model") or col not in factors or not _is_numeric(tab[col]):
             continue
         by = ["model"] if "model" in tab.columns else []
         n_levels = tab.groupby(by, observed=True)[col].nunique().max() if by else tab[col].nunique()

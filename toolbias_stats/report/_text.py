@@ -96,6 +96,9 @@ def format_validation(study, summary: pd.DataFrame) -> str:
              f"models: {sorted(tab['model'].unique())}",
              f"clusters: {tab['cluster_id'].nunique()}; runs: {sorted(int(r) for r in tab['run'].unique())}",
              f"catalog: {len(study.catalog)} tools in {len(study.catalog.clusters)} clusters", ""]
+    design = getattr(counts, "design", None)
+    if design is not None:   # issue 35: the declared study design with its number of units
+        lines.insert(-1, f"design: {design.describe(n_units=counts.n_units)}")
     cluster_source = (getattr(study, "settings", None) or {}).get("cluster_source")
     if cluster_source:   # clusters declared in the manifest, read from a clusters_file or inferred (issue 13)
         lines.insert(-1, f"clusters: {cluster_source['detail']}")
