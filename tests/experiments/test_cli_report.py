@@ -97,14 +97,16 @@ class TestSubsetsCommand:
         p = tmp_path / "p.jsonl"
         p.write_text("\n".join(lines) + "\n", encoding="utf-8")
         # a direct computation: predicted sets as written (deduplicated), false positives included
+        # (ToolBench keeps a function name's last 64 characters: a name is compared by that spelling, issue 36)
         from toolbias_stats import function_name
+        from toolbias_stats._schema import toolbench_key
 
         tp = npred = ntrue = 0
         for line in lines:
             r = json.loads(line)
             t = truth[str(r["query_id"])]
             correct = {function_name(a["api_name"], a["tool"]) for a in t["correct_apis"]}
-            pred = set(r["selected_tools"])
+            pred = {toolbench_key(n) for n in r["selected_tools"]}
             tp, npred, ntrue = tp + len(pred & correct), npred + len(pred), ntrue + len(correct)
         assert main(["subsets", str(p), "--truth", TRUTH, "--bootstrap", "0", "--json"]) == 0
         out = _strict(capsys.readouterr().out)
