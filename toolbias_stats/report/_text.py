@@ -21,8 +21,11 @@ def resampling_note(n_resamples, confidence_level, unit="bootstrap") -> str:
     return f"{n_resamples} {unit} replicates, {fmt_level(confidence_level)} CIs"
 
 
-def format_bias_table(result) -> str:
-    """Table-1-style text table of a :class:`~toolbias_stats.BiasResult`."""
+def format_bias_table(result, *, plugin_ci: bool = False) -> str:
+    """Table-1-style text table of a :class:`~toolbias_stats.BiasResult`.
+
+    The plug-in's bootstrap interval (``ci``) is a column only with ``plugin_ci=True`` (``bias --plugin-ci``): near
+    uniformity it covers neither the true delta nor E[plug-in] (issue 35; docs/guide/metrics.md has the coverage)."""
     rows = []
     shown = [getattr(g, m) for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")
              if getattr(g, m) is not None]
@@ -53,6 +56,8 @@ def format_bias_table(result) -> str:
                 "excluded": str(g.rows["total"] - g.rows["used"]),
             })
     table = pd.DataFrame(rows).fillna("")
+    if not plugin_ci:
+        table = table.drop(columns=[c for c in table.columns if c.startswith("plug-in ") and c.endswith(" CI")])
     method = getattr(result, "interval_method", "query bootstrap")
     kind = "query-bootstrap" if method.startswith(("query bootstrap", "none")) else "resampled"
     if not result.n_resamples:   # --bootstrap 0: no interval column, no "0 replicates, 95% CIs"
@@ -64,14 +69,21 @@ def format_bias_table(result) -> str:
             f"{resampling_note(result.n_resamples, result.confidence_level, kind)}; seed {result.seed}.\n")
     if "corrected" in table.columns:
         head += ("'corrected' and 'CI (true δ)': the bias-corrected δ and its calibrated interval, the interval to "
-                 "report. 'plug-in' is the paper's estimate; its CI covers E[plug-in], which lies above the true δ "
-                 "near uniformity. 'null E[TV]' is what a perfectly fair chooser would show with the same counts.")
+                 "report. 'plug-in' is the paper's estimate" + (
+                     "; its bootstrap CI covers the true δ only far from uniformity (near uniformity neither the "
+                     "true δ nor E[plug-in]). " if plugin_ci else
+                     " (its bootstrap CI is not shown: near uniformity it covers neither the true δ nor E[plug-in]; "
+                     "--plugin-ci shows it). ") +
+                 "'null E[TV]' is what a perfectly fair chooser would show with the same counts.")
     else:
         head += "'null E[TV]' is what a perfectly fair chooser would show with the same counts."
-    if result.n_resamples and any(r.ci_method != ci_kind for r in shown):
+    if plugin_ci and result.n_resamples and any(r.ci_method != ci_kind for r in shown):
         head += (f"\n* percentile interval instead of {ci_kind}: its bias correction is degenerate there (|z0| > z/2, "
                  "as near uniformity) or there is no jackknife over queries (`ci_note` in the JSON).")
     p_methods = {r.p_value_method for r in shown}
+    if any(pm.startswith("exact multinomial") or "exact multinomial reference" in pm for pm in p_methods):
+        head += ("\np(no bias): exact multinomial reference (mid-p) in clusters with one valid attempt per query, "
+                 "where attempts are independent and the query bootstrap's null is too narrow (issue 35).")
     if any(pm.startswith("uniform multinomial") for pm in p_methods):
         head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
                  "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
