@@ -35,7 +35,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bias_audit import STRONG5, U5, one_study  # noqa: E402
+from bias_audit import STRONG5, U5, one_study
 
 # name -> (section, chooser p, clusters, queries, runs, attempts per query, heterogeneity h)
 CELLS = {
@@ -54,7 +54,7 @@ def _se(r, n):
 
 
 def summarise(name, d):
-    section, p, c, q, s, r, h = CELLS[name]
+    section, p, c, q, _s, r, h = CELLS[name]
     eps, n = 1e-9, len(d)
     low, high = d["truth"] < d["lo"] - eps, d["truth"] > d["hi"] + eps
     mean_plugin = float(d["est"].mean())

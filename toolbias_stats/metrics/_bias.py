@@ -53,7 +53,8 @@ CORRECTED_LABEL = ("interval for the true delta: bias-corrected estimate with it
                    "interval; the interval to report")
 #: What the plug-in's bootstrap intervals are (``ci_label`` in the JSON).
 PLUGIN_CI_LABEL = ("plug-in intervals: bootstrap intervals of the plug-in mean_over_runs (ci) and pooled (ci_pooled); "
-                   "they cover E[plug-in], which lies above the true delta near uniformity")
+                   "they cover the true delta only far from uniformity, and near uniformity neither the true delta "
+                   "nor E[plug-in] (docs/guide/metrics.md); not shown in the tables: report corrected_ci")
 #: ``p_value_method`` of the test of "no bias" that keeps the resampling unit (the default whenever queries are
 #: resampled): the law of the statistic under a fair chooser is that of the centred query-bootstrap replicates.
 P_QUERY = "query bootstrap (centred replicates: a fair chooser with the observed query heterogeneity)"
@@ -90,8 +91,10 @@ class TVResult(ReprHTMLMixin):
     n_runs : int
     ci : ConfidenceInterval
         Plug-in interval: bootstrap CI of ``mean_over_runs`` (``ci_method``; every replicate recomputes that
-        statistic). It covers E[plug-in], not the true delta, near uniformity: report ``corrected_ci``
-        (:attr:`interval`). BCa only where its bias correction is not degenerate (see ``ci_note``).
+        statistic). It covers the true delta only far from uniformity; near uniformity it covers neither the true
+        delta nor E[plug-in] (issue 35: fair chooser, K = 5 / 7, it excludes its own estimate in 55% / 92% of
+        studies), so the tables and the report do not show it: report ``corrected_ci`` (:attr:`interval`). BCa only
+        where its bias correction is not degenerate (see ``ci_note``).
     ci_method : str
     ci_percentile : ConfidenceInterval
         Percentile CI of ``mean_over_runs`` (shown alongside BCa).
@@ -110,8 +113,10 @@ class TVResult(ReprHTMLMixin):
     p_value : float
         p-value of "no bias" for ``mean_over_runs`` (``p_value_method`` says which test): with per-query rows,
         a fair chooser with the observed query heterogeneity (the centred query-bootstrap replicates, scaled by
-        ``sqrt(Q / (Q - 1))``), which keeps its level when queries have favourite tools; only for aggregated logs
-        (no per-query rows) or ``n_resamples=0`` the uniform multinomial chooser (independent attempts).
+        ``sqrt(Q / (Q - 1))``), which keeps its level when queries have favourite tools; in clusters with one valid
+        attempt per query the exact uniform multinomial reference (mid-p; ``P_EXACT``: attempts are independent
+        there and a tool never chosen has no bootstrap variance, issue 35); for aggregated logs (no per-query rows)
+        or ``n_resamples=0`` the uniform multinomial chooser (independent attempts).
     p_value_method : str
     p_value_multinomial : float
         The uniform multinomial chooser's p-value (``n_null`` draws); too small when queries differ.
@@ -569,6 +574,19 @@ def selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLi
     ``1/K + sqrt(Q/(Q-1)) (p* - mean p*)`` per cluster and run), i.e. a fair chooser with the observed
     heterogeneity; the multinomial p-value is kept as ``p_value_multinomial`` and is ``p_value`` only where
     it is the only choice (no per-query rows, or no bootstrap), which ``p_value_method`` says.
+
+    *One valid attempt per query (issue 35).* Where every query of a cluster has at most one valid attempt
+    (one rotation, one run), the attempts are independent draws of the population's choice distribution
+    whatever the queries' preferences, so the uniform multinomial chooser is the exact law of the statistic
+    under "no bias"; the centred query bootstrap is too narrow there (a tool never chosen never varies: 5
+    clusters x 10 attempts, 16% rejections at 5%). Such clusters take the exact reference (Monte-Carlo draws of
+    the uniform chooser with the cluster's n, combined with the other clusters' centred replicates; mid-p, as
+    the statistic is discrete) and their calibrated interval takes multinomial replicates of the attempts at
+    the rates smoothed by 1/2 per tool; ``p_value_method`` and ``corrected_method`` say so.
+
+    *Weighting.* ``delta_api`` and ``delta_pos`` are unweighted means over clusters (then over runs), as in the
+    paper: every cluster counts once whatever its number of attempts or tools K (each cluster's delta_pos is
+    over its own K positions). The per-cluster values, with ``K`` and ``n_used``, are in ``clusters_frame``.
 
     *Aggregated counts (no per-query rows).* A cluster with a single query in a group (typically an
     aggregated table with a ``count`` column and no ``query_id``, where all attempts form one
