@@ -1064,6 +1064,9 @@ class _Metric:
         # clusters whose queries each have at most one valid attempt (issue 35): attempts independent, exact multinomial
         self.single = {c for c in clusters if c not in self._multinomial and targets[c].counts.shape[0] >= 2
                        and float(targets[c].counts.sum(axis=(1, 2)).max(initial=0)) <= 1}
+        # their draws come from a child of ``gen`` (the stream of every other draw, and so every other group's
+        # numbers, stays what it was)
+        self._single_rng = _child_rng(gen) if self.single else None
         ks = np.array([targets[c].k for c in clusters], dtype=float)
         self.ks = ks
         norm = (1 - 1 / ks)
@@ -1082,14 +1085,15 @@ class _Metric:
             self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
-            self._calibrate(targets, obs, boot, level, cluster_corrected, pool, gen)
+            self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
         self._null(obs, boot, clusters, ks, gen, n_null, r)
 
-    def _calibrate(self, targets, obs, boot, level, cluster_corrected, pool, gen=None):
+    def _calibrate(self, targets, obs, boot, level, cluster_corrected, pool):
         """The calibrated intervals' inputs, and the intervals themselves (computed by ``pool`` when given).
 
         A cluster with one valid attempt per query (:attr:`single`) gets multinomial replicates of its attempts at
-        the rates smoothed by :data:`SINGLE_PSEUDO` (drawn from ``gen``) instead of its query-bootstrap ones."""
+        the rates smoothed by :data:`SINGLE_PSEUDO` (drawn from a child of the group's generator) instead of its
+        query-bootstrap ones."""
         clusters = self.clusters
         # pooled-over-runs counts per cluster and their replicates: the calibrated interval's inputs
         # (clusters without a valid choice are left out, as they are of the means)
@@ -1100,10 +1104,10 @@ class _Metric:
                  for c in clusters}
         reps = {c: np.rint(boot[c].sum(1)).astype(np.int64) for c in seen}
         for c in seen:
-            if c in self.single and gen is not None:
+            if c in self.single and self._single_rng is not None:
                 x = obs[c].sum(0)
-                reps[c] = gen.multinomial(int(x.sum()), (x + SINGLE_PSEUDO) / (x.sum() + SINGLE_PSEUDO * x.size),
-                                          size=len(reps[c]))
+                smoothed = (x + SINGLE_PSEUDO) / (x.sum() + SINGLE_PSEUDO * x.size)
+                reps[c] = self._single_rng.multinomial(int(x.sum()), smoothed, size=len(reps[c]))
         self.cal_inputs = ([obs[c].sum(0) for c in seen], [reps[c] for c in seen], [units[c] for c in seen])
         self.units = units
         self._calibrated = (_submit(pool, calibrated_mean_tv, *self.cal_inputs[:2], n_units=self.cal_inputs[2],
@@ -1147,7 +1151,8 @@ class _Metric:
             cols = []
             for c, n, k in zip(clusters, n_cs, ks):
                 if c in self.single:   # attempts independent: the uniform chooser's own draws (exact)
-                    cols.append(_tv_runs(gen.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))))
+                    draws = self._single_rng.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))
+                    cols.append(_tv_runs(draws))
                     continue
                 rates = rates_from_counts(boot[c])                                  # (R, S, K)
                 centred = (rates - _nanmean(rates, 0)[None]) * scale[c]
@@ -1336,6 +1341,15 @@ class _Metric:
             normalised=(a.normalised + p.normalised) / 2,
             normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
             confidence_level=level, **kw)
+
+
+def _child_rng(gen):
+    """An independent generator derived from ``gen`` without drawing from it (``Generator.spawn``), so that draws
+    made only in some designs leave ``gen``'s stream, and every number drawn from it, unchanged."""
+    try:
+        return gen.spawn(1)[0]
+    except (AttributeError, TypeError, ValueError):   # pragma: no cover - a bit generator without a seed sequence
+        return np.random.default_rng(gen.integers(0, 2**63))
 
 
 def _calibration_pool(n_resamples):
