@@ -69,6 +69,16 @@ P_EXACT = ("exact multinomial reference, mid-p (one valid attempt per query: att
 #: with one valid attempt per query (Jeffreys' 1/2): the query bootstrap draws from the observed rates, where a tool
 #: never chosen has no variance (5 clusters x 10 attempts, fair chooser: 90% coverage; with these 96%).
 SINGLE_PSEUDO = 0.5
+#: Valid attempts per tool below which a cluster whose queries have several attempts each is flagged in
+#: ``p_value_method``: the centred query bootstrap's null is too narrow there and no exact reference exists for
+#: correlated attempts (issue 35: K = 20, 20 queries x 4 attempts, fair on average with query favourites: 17.6%
+#: rejections at 5%; 80 queries x 1 attempt takes the exact reference instead).
+SPARSE_PER_TOOL = 5
+#: The note on such clusters.
+NOTE_SPARSE = ("clusters with fewer than {n} valid attempts per tool and several attempts per query: the centred "
+               "query bootstrap's null is too narrow there and liberal (K = 20, 20 queries x 4 attempts: 17.6% at 5%); "
+               "no exact reference exists for correlated attempts; one attempt per query gets the exact one "
+               "(docs/guide/metrics.md)")
 #: What delta_pos is computed on (issue 20): the rank of the chosen tool among its cluster's tools as shown
 #: (default; the cluster's uniform reference), or its position in the whole list offered (see docs/schema.md).
 POSITIONS = ("cluster_rank", "list")
@@ -1064,6 +1074,9 @@ class _Metric:
         # clusters whose queries each have at most one valid attempt (issue 35): attempts independent, exact multinomial
         self.single = {c for c in clusters if c not in self._multinomial and targets[c].counts.shape[0] >= 2
                        and float(targets[c].counts.sum(axis=(1, 2)).max(initial=0)) <= 1}
+        # clusters with few attempts per tool and several per query: flagged in ``p_value_method`` (liberal test)
+        self.sparse = {c for c in clusters if c not in self._multinomial and c not in self.single
+                       and float(obs[c].sum()) < SPARSE_PER_TOOL * targets[c].k}
         # their draws come from a child of ``gen`` (the stream of every other draw, and so every other group's
         # numbers, stays what it was)
         self._single_rng = _child_rng(gen) if self.single else None
@@ -1198,7 +1211,8 @@ class _Metric:
                               f"; {self.n_multinomial} clusters without per-query rows: multinomial replicates "
                               "(attempts assumed independent)") + (
                 f"; {len(self.single)} clusters with one valid attempt per query: exact multinomial reference, "
-                "mid-p" if self.single else "")
+                "mid-p" if self.single else "") + (
+                f"; {len(self.sparse)} " + NOTE_SPARSE.format(n=SPARSE_PER_TOOL) if self.sparse else "")
         if self.null_stat is not None:
             return P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
                                     if self.n_multinomial == len(self.clusters) and self.n_resamples

@@ -104,6 +104,9 @@ def _p_value_notes(p_methods) -> str:
     if any(pm.startswith("uniform multinomial") for pm in p_methods):
         head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
                  "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
+    if any("null is too narrow there and liberal" in pm for pm in p_methods):
+        head += ("\np(no bias) is liberal where a cluster has fewer than 5 valid attempts per tool and several "
+                 "attempts per query (`p_value_method` in the JSON names them).")
     return head
 
 
