@@ -69,16 +69,18 @@ P_EXACT = ("exact multinomial reference, mid-p (one valid attempt per query: att
 #: with one valid attempt per query (Jeffreys' 1/2): the query bootstrap draws from the observed rates, where a tool
 #: never chosen has no variance (5 clusters x 10 attempts, fair chooser: 90% coverage; with these 96%).
 SINGLE_PSEUDO = 0.5
-#: Valid attempts per tool below which a cluster whose queries have several attempts each is flagged in
-#: ``p_value_method``: the centred query bootstrap's null is too narrow there and no exact reference exists for
-#: correlated attempts (issue 35: K = 20, 20 queries x 4 attempts, fair on average with query favourites: 17.6%
-#: rejections at 5%; 80 queries x 1 attempt takes the exact reference instead).
+#: Valid attempts per tool below which a cluster whose queries have several attempts each takes the tool-relabelling
+#: reference: the centred query bootstrap's null is too narrow there (issue 35: K = 20, 20 queries x 4 attempts, fair
+#: on average with query favourites: 17.6% rejections at 5%) and the multinomial one ignores the correlation (47%).
 SPARSE_PER_TOOL = 5
-#: The note on such clusters.
-NOTE_SPARSE = ("clusters with fewer than {n} valid attempts per tool and several attempts per query: the centred "
-               "query bootstrap's null is too narrow there and liberal (K = 20, 20 queries x 4 attempts: 17.6% at 5%); "
-               "no exact reference exists for correlated attempts; one attempt per query gets the exact one "
-               "(docs/guide/metrics.md)")
+#: ``p_value_method`` of such a cluster: every query's counts permuted over the tools (independently per query and
+#: replicate) is a fair chooser with the observed query heterogeneity, exact when the queries' preferences are
+#: exchangeable over the tools.
+P_RELABEL = ("tool-relabelling reference, mid-p (each query's counts permuted over the tools: a fair chooser with "
+             "the observed query heterogeneity)")
+#: The note on such clusters in a group's ``p_value_method``.
+NOTE_SPARSE = ("clusters with fewer than {n} valid attempts per tool and several attempts per query: " + P_RELABEL +
+               " (the centred query bootstrap's null is too narrow there)")
 #: What delta_pos is computed on (issue 20): the rank of the chosen tool among its cluster's tools as shown
 #: (default; the cluster's uniform reference), or its position in the whole list offered (see docs/schema.md).
 POSITIONS = ("cluster_rank", "list")
@@ -1074,12 +1076,13 @@ class _Metric:
         # clusters whose queries each have at most one valid attempt (issue 35): attempts independent, exact multinomial
         self.single = {c for c in clusters if c not in self._multinomial and targets[c].counts.shape[0] >= 2
                        and float(targets[c].counts.sum(axis=(1, 2)).max(initial=0)) <= 1}
-        # clusters with few attempts per tool and several per query: flagged in ``p_value_method`` (liberal test)
+        # clusters with few attempts per tool and several per query: the tool-relabelling reference (P_RELABEL)
         self.sparse = {c for c in clusters if c not in self._multinomial and c not in self.single
                        and float(obs[c].sum()) < SPARSE_PER_TOOL * targets[c].k}
         # their draws come from a child of ``gen`` (the stream of every other draw, and so every other group's
         # numbers, stays what it was)
-        self._single_rng = _child_rng(gen) if self.single else None
+        self._single_rng = _child_rng(gen) if self.single or self.sparse else None
+        self.relabelled: dict = {}
         ks = np.array([targets[c].k for c in clusters], dtype=float)
         self.ks = ks
         norm = (1 - 1 / ks)
@@ -1098,6 +1101,7 @@ class _Metric:
             self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
+            self.relabelled = {c: _relabelled(targets[c].counts, r, self._single_rng) for c in self.sparse}
             self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
         self._null(obs, boot, clusters, ks, gen, n_null, r)
 
@@ -1116,17 +1120,22 @@ class _Metric:
         units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
                  for c in clusters}
         reps = {c: np.rint(boot[c].sum(1)).astype(np.int64) for c in seen}
+        cal_units = dict(units)
+        for c in seen:
+            if c in self.sparse:   # relabelled replicates: the errors of a fair chooser, no bootstrap shrinkage
+                reps[c] = np.rint(self.relabelled[c].sum(1)).astype(np.int64)
+                cal_units[c] = 1
         for c in seen:
             if c in self.single and self._single_rng is not None:
                 x = obs[c].sum(0)
                 smoothed = (x + SINGLE_PSEUDO) / (x.sum() + SINGLE_PSEUDO * x.size)
                 reps[c] = self._single_rng.multinomial(int(x.sum()), smoothed, size=len(reps[c]))
-        self.cal_inputs = ([obs[c].sum(0) for c in seen], [reps[c] for c in seen], [units[c] for c in seen])
+        self.cal_inputs = ([obs[c].sum(0) for c in seen], [reps[c] for c in seen], [cal_units[c] for c in seen])
         self.units = units
         self._calibrated = (_submit(pool, calibrated_mean_tv, *self.cal_inputs[:2], n_units=self.cal_inputs[2],
                                     confidence_level=level) if seen
                             else CalibratedTV(np.nan, np.nan, np.nan, level, "none (no valid choice)", np.nan, np.nan))
-        self._cal_cluster = [_submit(pool, calibrated_mean_tv, [obs[c].sum(0)], [reps[c]], n_units=[units[c]],
+        self._cal_cluster = [_submit(pool, calibrated_mean_tv, [obs[c].sum(0)], [reps[c]], n_units=[cal_units[c]],
                                      confidence_level=level)
                              if cluster_corrected and obs[c].sum() > 0 else None
                              for c in clusters]
@@ -1166,6 +1175,9 @@ class _Metric:
                 if c in self.single:   # attempts independent: the uniform chooser's own draws (exact)
                     draws = self._single_rng.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))
                     cols.append(_tv_runs(draws))
+                    continue
+                if c in self.sparse:   # each query's counts permuted over the tools: the fair chooser's law
+                    cols.append(_tv_runs(self.relabelled[c]))
                     continue
                 rates = rates_from_counts(boot[c])                                  # (R, S, K)
                 centred = (rates - _nanmean(rates, 0)[None]) * scale[c]
@@ -1280,7 +1292,8 @@ class _Metric:
         multinomial = self.clusters[i] in self._multinomial
         nq = None if self.null_query is None or multinomial else _nanmean(self.null_query_sims[:, i, :], 1)
         nm = None if self.null_stat is None else _nanmean(self.null_sims[:, i, :], 1)
-        method = ((P_EXACT if self.clusters[i] in self.single else P_QUERY) if nq is not None else
+        method = ((P_EXACT if self.clusters[i] in self.single else P_RELABEL if self.clusters[i] in self.sparse
+                   else P_QUERY) if nq is not None else
                   "none" if nm is None else
                   P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
                                    if multinomial and self.n_resamples   # as the group-level `p_method`
@@ -1355,6 +1368,20 @@ class _Metric:
             normalised=(a.normalised + p.normalised) / 2,
             normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
             confidence_level=level, **kw)
+
+
+def _relabelled(counts, n_resamples, rng, chunk=64):
+    """(R, S, K) sums over queries of the (Q, S, K) counts with every query's tools permuted at random (the same
+    permutation for all runs of a query; independently per query and replicate)."""
+    q, s, k = counts.shape
+    out = np.empty((n_resamples, s, k))
+    for start in range(0, n_resamples, chunk):
+        r = min(chunk, n_resamples - start)
+        perm = np.argsort(rng.random((r, q, k)), axis=-1)                          # (r, Q, K)
+        moved = np.take_along_axis(np.broadcast_to(counts[None], (r, q, s, k)),
+                                   np.broadcast_to(perm[:, :, None, :], (r, q, s, k)), axis=-1)
+        out[start:start + r] = moved.sum(1)
+    return out
 
 
 def _child_rng(gen):
