@@ -92,9 +92,9 @@ def main(argv=None):
             rows.append(summarise(name, d))
             print(pd.DataFrame([rows[-1]]).drop(columns=["section", "K", "clusters", "h"]).round(4)
                   .to_string(index=False, header=len(rows) == 1), flush=True)
-    out = {"settings": {"studies": args.studies, "resamples": args.resamples, "seed": args.seed,
-                        "seconds": round(time.time() - t0, 1)}, "cells": rows}
-    Path(args.out).write_text(json.dumps(out, indent=1))
+            out = {"settings": {"studies": args.studies, "resamples": args.resamples, "seed": args.seed,
+                                "seconds": round(time.time() - t0, 1)}, "cells": rows}
+            Path(args.out).write_text(json.dumps(out, indent=1))   # after every cell: a long run can be stopped
     print(f"{len(names)} cells x {args.studies} studies, {args.resamples} replicates: {time.time() - t0:.0f} s; "
           f"written to {args.out}")
 
