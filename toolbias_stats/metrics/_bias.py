@@ -104,7 +104,7 @@ class TVResult(ReprHTMLMixin):
     ci : ConfidenceInterval
         Plug-in interval: bootstrap CI of ``mean_over_runs`` (``ci_method``; every replicate recomputes that
         statistic). It covers the true delta only far from uniformity; near uniformity it covers neither the true
-        delta nor E[plug-in] (issue 35: fair chooser, K = 5 / 7, it excludes its own estimate in 55% / 92% of
+        delta nor E[plug-in] (issue 35: fair chooser, K = 5 / 7, it excludes its own estimate in 60% / 89% of
         studies), so the tables and the report do not show it: report ``corrected_ci`` (:attr:`interval`). BCa only
         where its bias correction is not degenerate (see ``ci_note``).
     ci_method : str
