@@ -1082,7 +1082,7 @@ class _Metric:
         # their draws come from a child of ``gen`` (the stream of every other draw, and so every other group's
         # numbers, stays what it was)
         self._single_rng = _child_rng(gen) if self.single or self.sparse else None
-        self.relabelled: dict = {}
+        self.relabelled = {}
         ks = np.array([targets[c].k for c in clusters], dtype=float)
         self.ks = ks
         norm = (1 - 1 / ks)
