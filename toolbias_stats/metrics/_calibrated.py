@@ -268,16 +268,33 @@ def _unit_scale(n_units, n_clusters):
     return np.where(n > 1, np.sqrt(n / np.maximum(n - 1, 1)), 1.0)
 
 
-def _spread_shape(x):
-    """A more evenly spread deviation shape than the data's: a quarter of the way to equal magnitudes.
+def _spread_fraction(x, v):
+    """How far the spread path moves towards equal magnitudes: ``clip(0.6 * rho, 0.25, 0.75)``.
+
+    ``rho = sqrt(mean v) / mean |x|`` is the noise of a component relative to the mean observed deviation. Where
+    the noise is small (``rho <= 0.42``: e.g. 100 choices per cluster and a strong chooser) the fraction is the
+    quarter of issue 21 and nothing changes; where the noise is as large as the deviations (10-25 choices per
+    cluster) the data's shape says little about the true one and the path spreads up to three quarters of the
+    way (issue 35: 5 clusters x 25 attempts, strong chooser, misses above 6-7% with a quarter, 3% with this).
+    """
+    mag = float(np.abs(x).mean())
+    if mag <= 0:
+        return 0.75
+    rho = float(np.sqrt(np.mean(v))) / mag
+    return float(np.clip(0.6 * rho, 0.25, 0.75))
+
+
+def _spread_shape(x, fraction=0.25):
+    """A more evenly spread deviation shape than the data's: ``fraction`` of the way to equal magnitudes.
 
     Same total ``sum |x|``. Noise can push a real deviation towards 0 (more so in small clusters); a path that
     keeps that component small explains the plug-in with too small a truth, and the upper bound comes out low
     (5 clusters x 25 choices, strong chooser: 7-9% misses above the upper bound on the data's own shape, 4-5%
-    with this one). Zero components get the mean magnitude with a positive sign (their sign is unknown).
+    with a quarter; :func:`_spread_fraction` chooses the fraction from the noise). Zero components get the mean
+    magnitude with a positive sign (their sign is unknown).
     """
     mag = np.abs(x).mean()
-    xm = 0.75 * x + 0.25 * np.where(x == 0, mag, np.sign(x) * mag)
+    xm = (1.0 - fraction) * x + fraction * np.where(x == 0, mag, np.sign(x) * mag)
     total = np.abs(xm).sum()
     return xm * (np.abs(x).sum() / total) if total > 0 else xm
 
@@ -410,10 +427,15 @@ def calibrated_mean_tv(
     * ``ci_low``  = lower belt bound along the shrinkage path,
     * ``ci_high`` = max(upper bound along the shrinkage path, upper bound along
       the linear path, upper bound along a more evenly spread path
-      :math:`t\,x_m`, :math:`x_m` a quarter of the way from the data's shape to
-      equal magnitudes, same total; issue 21: in small clusters noise pushes a
-      real deviation towards 0 and the data's own shape under-spreads it),
-      and never below a power-constrained floor (below),
+      :math:`t\,x_m`, :math:`x_m` a fraction :math:`f` of the way from the
+      data's shape to equal magnitudes, same total; issue 21: in small clusters
+      noise pushes a real deviation towards 0 and the data's own shape
+      under-spreads it; :math:`f = \mathrm{clip}(0.6\,\rho, 1/4, 3/4)` with
+      :math:`\rho` the errors' sd over the mean :math:`|x|`, issue 35: a
+      quarter where the noise is small, up to three quarters where it is as
+      large as the deviations), and never below a power-constrained floor
+      (below); every bound and the estimate are at most
+      :math:`\frac1C\sum_c (1 - 1/K_c)`, the largest possible ``D``,
     * ``estimate`` = average of the two median-matched estimates
       :math:`D(\hat t)`, :math:`\operatorname{median} T(\hat t) = T_{obs}`
       (0 if :math:`T_{obs}` is below the null median), clipped into the CI.
@@ -516,7 +538,7 @@ def calibrated_mean_tv(
     null_stats = w * np.abs(e).sum(axis=1)
     p_value = float((1 + np.sum(null_stats >= t_obs - 1e-15)) / (1 + null_stats.size))
 
-    xm = _spread_shape(x)
+    xm = _spread_shape(x, _spread_fraction(x, v))
 
     def path_spread(t):
         return t * xm
@@ -530,6 +552,9 @@ def calibrated_mean_tv(
     # sensitivity floor of the upper bound (an empty or nearly empty belt: the data look more uniform than noise)
     floor = _upper_floor((path_shrink, path_linear, path_spread), errors, w, null_stats, alpha)
     ci_high = max(ci_high, floor)
+    # the estimand's range (issue 35): D <= mean_c (1 - 1/K_c), reached by a chooser that always picks one tool
+    d_max = w * 2.0 * sum(1.0 - 1.0 / xc.size for xc in xs)
+    ci_low, ci_high = min(ci_low, d_max), min(ci_high, d_max)
     estimate = 0.5 * (est_s + est_l)
     # keep the ordering exact (zero-noise / degenerate cases)
     estimate = min(max(estimate, ci_low), ci_high)

@@ -102,8 +102,10 @@ def key_findings(result: BiasResult, catalog: ToolCatalog | None = None, *, alph
                 verdict = "not tested against a fair chooser (no null draws)"
             # the interval for the true delta leads (issue 21); the plug-in and its interval follow, labelled
             if np.isfinite(r.corrected) and np.all(np.isfinite(r.corrected_ci)):
-                lead = (f"The {_NAMES[m]} is {corr} (bias-corrected, {level} calibrated CI; plug-in {est}, whose "
-                        "interval covers the expected plug-in value, not the true bias)")
+                # the plug-in without its bootstrap interval (issue 35: near uniformity it covers neither the true
+                # delta nor the expected plug-in value)
+                lead = (f"The {_NAMES[m]} is {corr} (bias-corrected, {level} calibrated CI; plug-in "
+                        f"{fmt_num(r.mean_over_runs)}, biased upward by sampling noise)")
             else:
                 lead = f"The {_NAMES[m]} is {est} (plug-in, {level} CI)"
             s.append(f"{lead}; a fair chooser would show about {fair} from noise alone, so it is {verdict}.")

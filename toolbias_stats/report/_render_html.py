@@ -376,13 +376,14 @@ def _section_bias(result) -> str:
                 cells = [c.replace("<td", f'<td rowspan="3"{cls}', 1) for c in _key_cells(g, keys)]
             cells.append(f"<td{cls}>{_METRIC_LABEL[m]}</td>")
             if r is None:
-                cells.append(f'<td colspan="7"{cls}>{_NO_POS}</td>')
+                cells.append(f'<td colspan="6"{cls}>{_NO_POS}</td>')
             else:
                 corrected = fmt_estimate_ci(r.corrected, r.corrected_ci)
                 if np.isfinite(r.corrected) and not np.all(np.isfinite(r.corrected_ci)):
                     corrected += " (no interval)"
-                plug_ci = fmt_ci(r.ci) + ("*" if r.ci_method != result.ci_method else "")
-                vals = [corrected, _mean_sd(r), plug_ci, fmt_num(r.pooled),
+                # no plug-in bootstrap interval (issue 35: near uniformity it covers neither the true delta nor
+                # E[plug-in]; it stays in the JSON as ci)
+                vals = [corrected, _mean_sd(r), fmt_num(r.pooled),
                         fmt_num(r.null_expected), fmt_p(r.p_value, prefix=False),
                         f"{fmt_int(g.rows['used'])} / {fmt_int(g.rows['total'] - g.rows['used'])}"]
                 cells += [f'<td class="num"{cls}>{_e(v)}</td>' for v in vals]
@@ -391,7 +392,7 @@ def _section_bias(result) -> str:
     head = (f"<tr>{key_heads}<th>metric</th>"
             f"<th class=\"num\">true &delta;: bias-corrected<br>[{_e(level)} calibrated CI]</th>"
             "<th class=\"num\">plug-in: mean \u00b1 sd<br>over runs</th>"
-            f"<th class=\"num\">plug-in {_e(level)}<br>{_e(ci_name)} CI</th><th class=\"num\">pooled<br>runs</th>"
+            "<th class=\"num\">pooled<br>runs</th>"
             "<th class=\"num\">uniform<br>chooser</th><th class=\"num\">p<br>(no bias)</th>"
             "<th class=\"num\">rows used /<br>excluded</th></tr>")
     detailed = _table(head, body, caption="Each metric with its uncertainty (one block of rows per group).",
@@ -403,7 +404,7 @@ def _section_bias(result) -> str:
 distribution and the uniform one (&frac12;&sum;|p<sub>i</sub> &minus; 1/K|): 0 means every tool (&delta;<sub>API</sub>)
 or every list position (&delta;<sub>pos</sub>) is chosen equally often; 1 &minus; 1/K means always the same one.
 &delta;<sub>model</sub> is their average. As in BiasBusters Table 1, the estimate is the mean over clusters, then over
-runs, &plusmn; the standard deviation over runs; the {_e(ci_name)} interval comes from {_e(fmt_int(result.n_resamples))}
+runs, &plusmn; the standard deviation over runs; the intervals come from {_e(fmt_int(result.n_resamples))}
 bootstrap replicates that {"resample queries" if result.resample == "query" else
 "resample queries where a cluster has per-query rows and otherwise draw the attempts (" +
 _e(getattr(result, "interval_method", "")) + ")"}.</p>
@@ -411,9 +412,9 @@ _e(getattr(result, "interval_method", "")) + ")"}.</p>
 makes observed rates uneven, so even a perfectly fair (uniform) chooser with the same numbers of valid choices would
 score about {_e(fmt_range(nulls))} here (column &ldquo;uniform chooser&rdquo;). The <em>bias-corrected</em> column
 (first) removes this upward bias, and its calibrated interval is the one meant to cover the true TV at the stated
-level (test inversion on the same bootstrap replicates): it is the interval to report. The plug-in intervals cover the
-expected plug-in value, not the true TV, near uniformity; an asterisk marks a percentile interval shown where BCa's
-bias correction is degenerate. {_p_note(result)}</p>
+level (test inversion on the same bootstrap replicates): it is the interval to report. The plug-in's own bootstrap
+interval ({_e(ci_name)}, in the JSON as <code>ci</code>) is not shown: near uniformity it covers neither the true TV nor
+the expected plug-in value. {_p_note(result)}</p>
 </div>"""
     return f"{compact}\n{note}\n{detailed}"
 
@@ -432,6 +433,10 @@ def _p_note(result) -> str:
         text.append(f"{'Where there are no per-query rows (or no bootstrap), the' if query else 'The'} p-value is "
                     f"that of a uniform multinomial chooser ({_e(fmt_int(result.n_null))} draws), which assumes "
                     "independent attempts: too small when queries differ.")
+    if any("exact multinomial" in pm for pm in methods):
+        text.append("Where a cluster has one valid attempt per query the attempts are independent and the uniform "
+                    "multinomial chooser is the exact reference (mid-p): the query bootstrap's null is too narrow "
+                    "there.")
     return " ".join(text)
 
 

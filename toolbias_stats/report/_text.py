@@ -21,13 +21,21 @@ def resampling_note(n_resamples, confidence_level, unit="bootstrap") -> str:
     return f"{n_resamples} {unit} replicates, {fmt_level(confidence_level)} CIs"
 
 
-def format_bias_table(result) -> str:
-    """Table-1-style text table of a :class:`~toolbias_stats.BiasResult`."""
-    rows = []
+def format_bias_table(result, *, plugin_ci: bool = False) -> str:
+    """Table-1-style text table of a :class:`~toolbias_stats.BiasResult`.
+
+    The plug-in's bootstrap interval (``ci``) is a column only with ``plugin_ci=True`` (``bias --plugin-ci``): near
+    uniformity it covers neither the true delta nor E[plug-in] (issue 35; docs/guide/metrics.md has the coverage)."""
     shown = [getattr(g, m) for g in result.groups for m in ("delta_api", "delta_pos", "delta_model")
              if getattr(g, m) is not None]
     kinds = {r.ci_method for r in shown}
     ci_kind = kinds.pop() if len(kinds) == 1 else result.ci_method    # '*' marks rows whose interval differs
+    return _bias_table_end(result, pd.DataFrame(_bias_rows(result, ci_kind)).fillna(""), shown, ci_kind, plugin_ci)
+
+
+def _bias_rows(result, ci_kind) -> list:
+    """One row of formatted cells per group and metric."""
+    rows = []
     for g in result.groups:
         label = ", ".join(f"{v}" for v in g.keys.values()) or "all"
         for m in ("delta_api", "delta_pos", "delta_model"):
@@ -52,7 +60,13 @@ def format_bias_table(result) -> str:
                 "used": str(g.rows["used"]),
                 "excluded": str(g.rows["total"] - g.rows["used"]),
             })
-    table = pd.DataFrame(rows).fillna("")
+    return rows
+
+
+def _bias_table_end(result, table, shown, ci_kind, plugin_ci) -> str:
+    """The head (what each column is) and the table, with the columns this result has."""
+    if not plugin_ci:
+        table = table.drop(columns=[c for c in table.columns if c.startswith("plug-in ") and c.endswith(" CI")])
     method = getattr(result, "interval_method", "query bootstrap")
     kind = "query-bootstrap" if method.startswith(("query bootstrap", "none")) else "resampled"
     if not result.n_resamples:   # --bootstrap 0: no interval column, no "0 replicates, 95% CIs"
@@ -64,17 +78,14 @@ def format_bias_table(result) -> str:
             f"{resampling_note(result.n_resamples, result.confidence_level, kind)}; seed {result.seed}.\n")
     if "corrected" in table.columns:
         head += ("'corrected' and 'CI (true δ)': the bias-corrected δ and its calibrated interval, the interval to "
-                 "report. 'plug-in' is the paper's estimate; its CI covers E[plug-in], which lies above the true δ "
-                 "near uniformity. 'null E[TV]' is what a perfectly fair chooser would show with the same counts.")
+                 "report. 'plug-in' is the paper's estimate" + _plugin_sentence(plugin_ci) +
+                 "'null E[TV]' is what a perfectly fair chooser would show with the same counts.")
     else:
         head += "'null E[TV]' is what a perfectly fair chooser would show with the same counts."
-    if result.n_resamples and any(r.ci_method != ci_kind for r in shown):
+    if plugin_ci and result.n_resamples and any(r.ci_method != ci_kind for r in shown):
         head += (f"\n* percentile interval instead of {ci_kind}: its bias correction is degenerate there (|z0| > z/2, "
                  "as near uniformity) or there is no jackknife over queries (`ci_note` in the JSON).")
-    p_methods = {r.p_value_method for r in shown}
-    if any(pm.startswith("uniform multinomial") for pm in p_methods):
-        head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
-                 "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
+    head += _p_value_notes({r.p_value_method for r in shown})
     if hasattr(result, "position_label"):   # issue 20: what delta_pos is computed on
         head += f"\ndelta_pos on {result.position_label} (position={result.position!r})."
     if kind != "query-bootstrap":   # aggregated counts (issue 13): say which intervals these are
@@ -82,6 +93,30 @@ def format_bias_table(result) -> str:
                  "query-bootstrapped; their replicates are multinomial draws of the observed counts, and 'used' / "
                  "'excluded' count attempts (sums of the count column).")
     return head + "\n\n" + table.to_string(index=False)
+
+
+def _p_value_notes(p_methods) -> str:
+    """The lines of the bias table's head that say which test gave p(no bias)."""
+    head = ""
+    if any("exact multinomial reference" in pm for pm in p_methods):
+        head += ("\np(no bias): exact multinomial reference (mid-p) in clusters with one valid attempt per query, "
+                 "where attempts are independent and the query bootstrap's null is too narrow (issue 35).")
+    if any(pm.startswith("uniform multinomial") for pm in p_methods):
+        head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
+                 "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
+    if any("null is too narrow there and liberal" in pm for pm in p_methods):
+        head += ("\np(no bias) is liberal where a cluster has fewer than 5 valid attempts per tool and several "
+                 "attempts per query (`p_value_method` in the JSON names them).")
+    return head
+
+
+def _plugin_sentence(plugin_ci) -> str:
+    """What the head says about the plug-in and its (shown or not shown) bootstrap interval."""
+    if plugin_ci:
+        return ("; its bootstrap CI covers the true δ only far from uniformity (near uniformity neither the true δ "
+                "nor E[plug-in]). ")
+    return (" (its bootstrap CI is not shown: near uniformity it covers neither the true δ nor E[plug-in]; "
+            "--plugin-ci shows it). ")
 
 
 def format_validation(study, summary: pd.DataFrame) -> str:
