@@ -57,7 +57,10 @@ class TestKeyFindings:
         (f,) = key_findings(res, sim.log.catalog)
         api, pos, fav, first = f.sentences
         g = res.groups[0]
-        assert f"{g.delta_api.mean_over_runs:.3f} [{g.delta_api.ci.low:.3f}, {g.delta_api.ci.high:.3f}]" in api
+        # the corrected estimate with its calibrated interval leads; the plug-in value follows without its interval
+        d = g.delta_api
+        assert f"{d.corrected:.3f} [{d.corrected_ci.low:.3f}, {d.corrected_ci.high:.3f}]" in api
+        assert f"plug-in {d.mean_over_runs:.3f}" in api
         assert "so it is distinguishable from a fair chooser" in api and "distinguishable" in pos
         # the most favoured tool is the one with the largest rate above 1/K, computed here from the rates
         best = max(((r - 1 / c.K, t) for c in g.clusters for t, r in c.rates.items()))
