@@ -57,9 +57,9 @@ _lazy.add('.design', 'StudyPlan', 'VarianceComponents', 'plan_study', 'variance_
 __all__ += ["design", "variance_components", "VarianceComponents", "plan_study", "StudyPlan"]
 
 # -- importers for other teams' API logs: OpenAI, Anthropic, OpenTelemetry GenAI traces (issue 13) -----------
-_lazy.add('.io', 'read_anthropic', 'read_openai', 'read_otel')
+_lazy.add('.io', 'read_anthropic', 'read_openai', 'read_otel', 'read_mcp', 'read_langchain')
 
-__all__ += ["read_openai", "read_anthropic", "read_otel"]
+__all__ += ["read_openai", "read_anthropic", "read_otel", "read_mcp", "read_langchain"]
 
 # -- Inspect AI logs and multiple-choice / judge position bias (issue 13) ----------------------------------------
 _lazy.submodules('choice')

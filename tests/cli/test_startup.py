@@ -23,7 +23,7 @@ ALL = [
     "ToolSenseError", "shadow", "ShadowAudit", "ShadowResult", "read_shadow_audit", "tool_shadow", "experiments",
     "selection_shift", "ShiftResult", "subset_selection_metrics", "SubsetMetricsResult", "design",
     "variance_components", "VarianceComponents", "plan_study", "StudyPlan", "read_openai", "read_anthropic",
-    "read_otel", "choice", "ChoiceLog", "read_choice_study", "option_position_bias", "accuracy_by_gold_position",
+    "read_otel", "read_mcp", "read_langchain", "choice", "ChoiceLog", "read_choice_study", "option_position_bias", "accuracy_by_gold_position",
     "judge_consistency", "read_inspect", "read_inspect_choices", "read_lm_eval", "audit", "design_study",
     "StudyDesign", "write_requests", "run_study", "choicemodel", "choice_model", "ChoiceModelResult",
 ]
@@ -39,7 +39,7 @@ PUBLIC_DIR = [
     "judge_consistency", "load_selection_log", "metrics", "model_alignment", "models", "normalised_tv", "ols_fit",
     "option_position_bias", "plan_study", "plots", "read_anthropic", "read_biasbusters",
     "read_biasbusters_catalog", "read_choice_study", "read_feature_table", "read_inspect", "read_inspect_choices",
-    "read_lm_eval", "read_openai", "read_otel", "read_shadow_audit", "read_study", "read_table",
+    "read_langchain", "read_lm_eval", "read_mcp", "read_openai", "read_otel", "read_shadow_audit", "read_study", "read_table",
     "read_transcripts", "report", "run_study", "selection_bias", "selection_shift", "shadow", "standardise_name",
     "subset_selection_metrics", "tool_features", "tool_shadow", "toolsense", "tv_distance", "tv_to_uniform",
     "variance_components", "write_requests",

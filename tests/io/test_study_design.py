@@ -9,7 +9,7 @@ import toolbias_stats as tbs
 from toolbias_stats.cli._commands import main
 from toolbias_stats.exceptions import ManifestError
 from toolbias_stats.io import SelectionLog, Study
-from toolbias_stats.io._selection_log import ERR_DESIGN_COLUMN, StudyDesign
+from toolbias_stats.io._selection_log import ERR_DESIGN_COLUMN, DeclaredDesign
 from toolbias_stats.simulate import simulate_selection_log
 
 DATA = tbs.datasets.path("experiments/study.toml").parent
@@ -32,14 +32,14 @@ def with_attempts(log, n=2):
 
 class TestStudyDesign:
     def test_defaults_from_the_columns(self):
-        d = StudyDesign.from_columns(["model", "run", "condition", "attempt", "temperature", "epoch"])
+        d = DeclaredDesign.from_columns(["model", "run", "condition", "attempt", "temperature", "epoch"])
         assert d.unit == "query_id" and d.source == "columns"
         assert d.replicates == ("run", "attempt")
         assert d.factors == ("model", "condition", "temperature", "epoch")   # an epoch is declared, not guessed
         assert d.strata == ("cluster_id", "n_candidates")
 
     def test_declaration_moves_columns(self):
-        d = StudyDesign.from_columns(["model", "run", "epoch"], declared={"replicates": ["epoch"], "factors": ["run"]})
+        d = DeclaredDesign.from_columns(["model", "run", "epoch"], declared={"replicates": ["epoch"], "factors": ["run"]})
         assert d.replicates == ("epoch",) and d.factors == ("model", "run") and d.source == "declared"
 
     @pytest.mark.parametrize("declared, text", [
@@ -52,11 +52,11 @@ class TestStudyDesign:
     ])
     def test_bad_declarations_are_named(self, declared, text):
         with pytest.raises(ValueError) as exc:
-            StudyDesign.from_columns(["model", "run"], declared=declared)
+            DeclaredDesign.from_columns(["model", "run"], declared=declared)
         assert text in str(exc.value)
 
     def test_describe_and_dict(self):
-        d = StudyDesign.from_columns(["model", "run"])
+        d = DeclaredDesign.from_columns(["model", "run"])
         assert d.describe(12) == ("unit query_id (12 units); replicates: run; factors: model; "
                                   "strata: cluster_id, n_candidates")
         assert d.to_dict() == {"unit": "query_id", "replicates": ["run"], "factors": ["model"],

@@ -119,7 +119,7 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
 
     *Null.* Under "no change" a query's valid choices are exchangeable between the two levels and between the
     replicates (runs) of each, within one combination of the other factors (``run`` and an ``attempt`` column are
-    replicates, see :class:`~toolbias_stats.io.StudyDesign`; e.g. ``temperature`` is a factor when comparing
+    replicates, see :class:`~toolbias_stats.io.DeclaredDesign`; e.g. ``temperature`` is a factor when comparing
     conditions). With paired data each permutation deals every query's valid choices at random to the run slots
     of that query, keeping the number of valid choices of every (query, run slot): missing choices stay where they
     were, so a change in the ``no_call`` rate is not read as a change in selection, and unequal runs keep their

@@ -397,7 +397,7 @@ class ShiftResult(ReprHTMLMixin):
     seed: object
     skipped: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
-    #: the study design the comparison honoured, with its number of units (issue 35; ``StudyDesign.describe``)
+    #: the study design the comparison honoured, with its number of units (issue 35; ``DeclaredDesign.describe``)
     design: str = ""
 
     def _headline(self):

@@ -9,7 +9,7 @@ _lazy.add('._counts', 'COUNT_LEVELS', 'SelectionCounts')
 _lazy.add('._load', 'count_table', 'load_selection_log', 'read_study')
 _lazy.add('._manifest', 'ENGINES', 'FORMATS', 'Study')
 _lazy.add('._selection_log', 'SelectionLog')
-_lazy.add('._study_design', 'StudyDesign')
+_lazy.add('._study_design', 'DeclaredDesign')
 _lazy.add('.readers', 'READERS', 'read_biasbusters', 'read_biasbusters_catalog', 'read_biasbusters_queries',
            'read_catalog_table', 'read_table', 'read_transcripts')
 
@@ -19,9 +19,9 @@ __all__ = ["ToolCatalog", "SelectionLog", "SelectionCounts", "count_table", "COU
            "read_catalog_table", "read_transcripts"]
 
 # API logs of other teams (issue 13)
-_lazy.add('.readers', 'read_anthropic', 'read_openai', 'read_otel')
+_lazy.add('.readers', 'read_anthropic', 'read_openai', 'read_otel', 'read_mcp', 'read_langchain')
 
-__all__ += ["read_openai", "read_anthropic", "read_otel"]
-__all__ += ["StudyDesign"]   # issue 35: the declared study design
+__all__ += ["read_openai", "read_anthropic", "read_otel", "read_mcp", "read_langchain"]
+__all__ += ["DeclaredDesign"]   # issue 35: the declared study design
 
 __getattr__, __dir__ = _lazy.hooks(globals())

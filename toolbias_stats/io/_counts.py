@@ -20,7 +20,7 @@ from ._catalog import ToolCatalog
 
 if TYPE_CHECKING:
     from ._selection_log import SelectionLog
-    from ._study_design import StudyDesign
+    from ._study_design import DeclaredDesign
 
 __all__ = ["SelectionCounts", "QueryArrays", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
 
@@ -198,12 +198,12 @@ class SelectionCounts:
 
     # -- views ------------------------------------------------------------------------------
     @property
-    def design(self) -> StudyDesign:
-        """The study design (:class:`~toolbias_stats.io.StudyDesign`): declared, else derived from the design
+    def design(self) -> DeclaredDesign:
+        """The study design (:class:`~toolbias_stats.io.DeclaredDesign`): declared, else derived from the design
         columns (``run`` and ``attempt`` are replicates; the other design columns are factors)."""
-        from ._study_design import StudyDesign
+        from ._study_design import DeclaredDesign
 
-        return StudyDesign.from_columns(self.design_columns, declared=self.declared_design)
+        return DeclaredDesign.from_columns(self.design_columns, declared=self.declared_design)
 
     @property
     def n_units(self) -> int | None:
@@ -217,16 +217,16 @@ class SelectionCounts:
             return int(np.unique(pairs).size)
         return int(self.table.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
 
-    def with_design(self, design: Mapping[str, Any] | StudyDesign | None = None, **keys: Any) -> SelectionCounts:
+    def with_design(self, design: Mapping[str, Any] | DeclaredDesign | None = None, **keys: Any) -> SelectionCounts:
         """A copy with a declared design (see :meth:`SelectionLog.with_design`)."""
         from dataclasses import replace
 
-        from ._study_design import StudyDesign
+        from ._study_design import DeclaredDesign
 
-        decl = dict(design.to_dict() if isinstance(design, StudyDesign) else (design or {}))
+        decl = dict(design.to_dict() if isinstance(design, DeclaredDesign) else (design or {}))
         decl.update(keys)
         decl.pop("source", None)
-        StudyDesign.from_columns(self.design_columns, declared=decl)
+        DeclaredDesign.from_columns(self.design_columns, declared=decl)
         table = self.__dict__.get("_lazy_table")
         return replace(self, table=table, declared_design=decl or None)
 

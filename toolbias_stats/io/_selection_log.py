@@ -39,12 +39,12 @@ from ._row_rules import plain as _plain
 from ._study_design import DESIGN_KEYS as DESIGN_KEYS  # re-exported: the design's keys and defaults
 from ._study_design import ERR_DESIGN_COLUMN as ERR_DESIGN_COLUMN
 from ._study_design import REPLICATE_COLUMNS as REPLICATE_COLUMNS
-from ._study_design import StudyDesign
+from ._study_design import DeclaredDesign
 
 if TYPE_CHECKING:
     from ._counts import SelectionCounts
 
-__all__ = ["SelectionLog", "StudyDesign", "REPLICATE_COLUMNS", "DESIGN_KEYS"]
+__all__ = ["SelectionLog", "DeclaredDesign", "REPLICATE_COLUMNS", "DESIGN_KEYS"]
 
 #: Columns of the design, before extra manifest columns.
 _DESIGN = ("model", "run", "condition")
@@ -74,7 +74,7 @@ class SelectionLog:
     ----------
     design_columns : list of str
         ``model``, ``run``, ``condition`` and every extra manifest column, in order.
-    design : StudyDesign
+    design : DeclaredDesign
         The unit, replicates, factors and strata (derived from the columns unless declared; a column named
         ``attempt`` or ``run`` is a replicate). ``declared_design`` holds a declaration, if any
         (:meth:`with_design`, a manifest's ``[design]`` table).
@@ -122,7 +122,7 @@ class SelectionLog:
         they are missing. Raises one :class:`SelectionLogError` listing every problem.
         ``duplicates="count"`` accepts two attempts with the same identity (the same query shown the
         same list again: independent calls; issue 20); ``"error"`` names both rows. ``declared_design``: a
-        declared :class:`StudyDesign` mapping (see :meth:`with_design`).
+        declared :class:`DeclaredDesign` mapping (see :meth:`with_design`).
         """
         data = _validate(frame, catalog, source, duplicates=duplicates)
         return cls(data, catalog, dict(diagnostics or {}), declared_design=declared_design)
@@ -159,17 +159,17 @@ class SelectionLog:
         return [c for c in self.data.columns if c not in _ATTEMPT and c != COUNT_COLUMN]
 
     @property
-    def design(self) -> StudyDesign:
-        """The study design (:class:`StudyDesign`): the declared one, else derived from the design columns (a
+    def design(self) -> DeclaredDesign:
+        """The study design (:class:`DeclaredDesign`): the declared one, else derived from the design columns (a
         ``run`` or ``attempt`` column is a replicate, every other design column a factor)."""
-        return StudyDesign.from_columns(self.design_columns, declared=self.declared_design)
+        return DeclaredDesign.from_columns(self.design_columns, declared=self.declared_design)
 
     @property
     def n_units(self) -> int:
         """Independent units: distinct (cluster, unit id) pairs (the unit is the query)."""
         return int(self.data.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
 
-    def with_design(self, design: Mapping[str, Any] | StudyDesign | None = None, **keys: Any) -> SelectionLog:
+    def with_design(self, design: Mapping[str, Any] | DeclaredDesign | None = None, **keys: Any) -> SelectionLog:
         """A copy of this log with a declared design (``unit``, ``replicates``, ``factors``, ``strata``).
 
         Examples
@@ -179,10 +179,10 @@ class SelectionLog:
         >>> log.design.replicates, log.with_design(factors=["run"]).design.factors
         (('run',), ('model', 'run', 'condition'))
         """
-        decl = dict(design.to_dict() if isinstance(design, StudyDesign) else (design or {}))
+        decl = dict(design.to_dict() if isinstance(design, DeclaredDesign) else (design or {}))
         decl.update(keys)
         decl.pop("source", None)
-        StudyDesign.from_columns(self.design_columns, declared=decl)   # checked now, not at first use
+        DeclaredDesign.from_columns(self.design_columns, declared=decl)   # checked now, not at first use
         return replace(self, declared_design=decl or None)
 
     @property

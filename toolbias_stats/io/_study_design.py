@@ -1,4 +1,4 @@
-"""StudyDesign: what is independent in a study (unit, replicates, factors, strata), declared once (issue 35).
+"""DeclaredDesign: what is independent in a study (unit, replicates, factors, strata), declared once (issue 35).
 
 Below both containers that carry it (:class:`~toolbias_stats.io.SelectionLog`,
 :class:`~toolbias_stats.io.SelectionCounts`; a choice study's ``ChoiceLog`` can carry it too).
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StudyDesign", "REPLICATE_COLUMNS", "DESIGN_KEYS", "ERR_DESIGN_COLUMN"]
+__all__ = ["DeclaredDesign", "REPLICATE_COLUMNS", "DESIGN_KEYS", "ERR_DESIGN_COLUMN"]
 
 #: Design columns that are replicates unless the manifest says otherwise: repeats of one condition (runs, repeated
 #: requests of the same query and list numbered by the API-log readers' ``attempt`` column). ``epoch`` is not among
@@ -25,7 +25,7 @@ ERR_DESIGN_COLUMN = ("`{key}` names {names}, which {verb} not a design column of
 
 
 @dataclass(frozen=True)
-class StudyDesign:
+class DeclaredDesign:
     """What is independent in a study, declared once: the unit, the replicates, the factors and the strata.
 
     Every interval and test of the package reads it: bootstraps resample **units** within **strata**,
@@ -57,7 +57,7 @@ class StudyDesign:
 
     Examples
     --------
-    >>> d = StudyDesign.from_columns(["model", "run", "condition", "attempt", "temperature"])
+    >>> d = DeclaredDesign.from_columns(["model", "run", "condition", "attempt", "temperature"])
     >>> d.replicates, d.factors
     (('run', 'attempt'), ('model', 'condition', 'temperature'))
     >>> print(d.describe(n_units=40).replace("; ", chr(10)))
@@ -65,7 +65,7 @@ class StudyDesign:
     replicates: run, attempt
     factors: model, condition, temperature
     strata: cluster_id, n_candidates
-    >>> StudyDesign.from_columns(["model", "run", "seed"], declared={"replicates": ["seed"]}).factors
+    >>> DeclaredDesign.from_columns(["model", "run", "seed"], declared={"replicates": ["seed"]}).factors
     ('model',)
     """
 
@@ -76,15 +76,15 @@ class StudyDesign:
     source: str = "columns"
 
     @classmethod
-    def from_columns(cls, columns: Sequence[str], *, declared: Mapping[str, Any] | StudyDesign | None = None
-                     ) -> StudyDesign:
+    def from_columns(cls, columns: Sequence[str], *, declared: Mapping[str, Any] | DeclaredDesign | None = None
+                     ) -> DeclaredDesign:
         """The design of a log with these design columns, with an optional declaration applied.
 
         Parameters
         ----------
         columns : sequence of str
             The log's design columns (``model``, ``run``, ``condition`` and the extra columns).
-        declared : mapping or StudyDesign, optional
+        declared : mapping or DeclaredDesign, optional
             ``{"unit": ..., "replicates": [...], "factors": [...], "strata": [...]}`` (any subset).
 
         Raises
@@ -97,7 +97,7 @@ class StudyDesign:
         unit, source = "query_id", "columns"
         strata: tuple[str, ...] = ("cluster_id", "n_candidates")
         if declared is not None:
-            decl = declared.to_dict() if isinstance(declared, StudyDesign) else dict(declared)
+            decl = declared.to_dict() if isinstance(declared, DeclaredDesign) else dict(declared)
             decl.pop("source", None)
             decl.pop("n_units", None)
             _check_declared(decl, cols)
