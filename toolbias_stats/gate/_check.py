@@ -230,15 +230,15 @@ def _with_plan(d: GateDecision, counts, by, level, rng, notes) -> GateDecision:
 
     gap = abs(d.estimate - d.threshold)
     if gap < MIN_HALF_WIDTH:
-        return dataclasses.replace(d, design_to_decide=f"estimate within {MIN_HALF_WIDTH} of the threshold: no "
-                                                         "feasible study decides")
+        why = f"the estimate is within {MIN_HALF_WIDTH} of the threshold: no feasible study decides"
+        return dataclasses.replace(d, design_to_decide=why, message=f"{d.message}; {why}")
     from ..design import plan_study
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             plan = plan_study(counts, target=gap, target_kind="width", metrics=[d.metric], by=by or None,
-                              confidence_level=level, rng=rng, n_draws=500)
+                              confidence_level=level, rng=rng, n_draws=500, run_effect=False)
     except ValueError as exc:   # e.g. an aggregated log (no queries): the planner cannot say
         notes.append(f"{d.name}: the planner cannot say how many attempts would decide: {exc}")
         return dataclasses.replace(d, design_to_decide=f"planner: {exc}")
@@ -247,7 +247,8 @@ def _with_plan(d: GateDecision, counts, by, level, rng, notes) -> GateDecision:
         if k in row.columns:
             row = row[row[k].astype(str) == str(v)]
     if not len(row) or not bool(row["feasible"].iloc[0]):
-        return dataclasses.replace(d, design_to_decide="no design up to the planner's max_queries decides")
+        why = "no design up to the planner's max_queries decides"
+        return dataclasses.replace(d, design_to_decide=why, message=f"{d.message}; {why}")
     r = row.iloc[0]
     calls = float(r["calls"])
     design = f"{int(r['queries'])} queries per cluster x {int(r['runs'])} run(s) x {int(r['rotations'])} rotation(s)"
