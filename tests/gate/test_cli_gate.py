@@ -163,3 +163,31 @@ class TestCompare:
         assert code == 0, out
         tools = [d for d in out["decisions"] if d["metric"] == "tools"][0]
         assert tools["outcome"] == "no change" and tools["moved"] == []
+
+
+class TestToolsDecision:
+    def test_too_few_permutations_cannot_tell(self, studies, capsys):
+        # 25 tools, 20 permutations: the smallest Holm-adjusted p is 25/21 > 0.05, no tool could ever be flagged
+        code = main(["compare", str(studies["fair"]), str(studies["fair"]), "--max-shift", "0.1", *FAST,
+                     "--permutations", "20", "--json"])
+        tools = [d for d in json.loads(capsys.readouterr().out)["decisions"] if d["metric"] == "tools"][0]
+        assert code == 0 and tools["outcome"] == "cannot tell" and tools["status"] == "warn"
+        assert "use at least 500" in tools["message"]
+
+    def test_moved_tools_are_named(self):
+        import numpy as np
+
+        from toolbias_stats.gate import compare_selection
+        from toolbias_stats.simulate import simulate_selection_log
+
+        base = simulate_selection_log(n_clusters=2, n_queries=60, permute_tools=False, rng=5).log
+        new = simulate_selection_log(n_clusters=2, n_queries=60, tool_probs=[4, 1, 1, 1, 1], permute_tools=False,
+                                     rng=6).log
+        res = compare_selection(base, new, max_shift=0.5, n_resamples=100, n_permutations=500, rng=1)
+        tools = [d for d in res.decisions if d.metric == "tools"][0]
+        assert tools.status == "fail" and tools.outcome == "changed"
+        firsts = [m for m in tools.moved if m["tool"].endswith("_1")]
+        assert {m["cluster"] for m in firsts} == {"1", "2"}
+        assert all(m["difference"] > 0.2 and m["p_adjusted"] <= 0.05 for m in firsts)
+        assert all(np.isclose(m["share"] - m["share_base"], m["difference"]) for m in tools.moved)
+        assert "tool_1_1" in tools.message and "->" in tools.message

@@ -31,6 +31,21 @@ CHECK_METRICS = {"delta_api": "max_delta_api", "delta_pos": "max_delta_pos"}
 def check_threshold(name: str, value: Any) -> float:
     """``value`` as a float in [0, 1], else a ValueError naming ``name``.
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    value : object
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not a number in [0, 1] (:data:`ERR_THRESHOLD`).
+
     Examples
     --------
     >>> check_threshold("max_delta_api", 0.2)

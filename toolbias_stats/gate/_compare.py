@@ -167,7 +167,8 @@ def compare_selection(base: SelectionLog | Study | str | os.PathLike[str],
             decisions.append(_shift_decision(getattr(g, metric), keys, metric, threshold, rule, confidence_level,
                                              n_used, n_excluded, g.pairing))
         if tool_tests:
-            decisions.append(_tools_decision(g.tools, keys, rule, confidence_level, n_used, n_excluded))
+            decisions.append(_tools_decision(g.tools, keys, rule, confidence_level, n_used, n_excluded,
+                                             n_permutations))
     notes += [f"{d.name}: {d.message}" for d in decisions if d.status == "warn"]
     pairings = sorted({g.pairing for g in res.groups})
     return GateResult(command="compare", decisions=decisions, rule=rule, confidence_level=confidence_level,
@@ -197,10 +198,21 @@ def _shift_decision(s, keys, metric, threshold, rule, level, n_used, n_excluded,
                         message=f"{text}; {pairing}", n_used=n_used, n_excluded=n_excluded)
 
 
-def _tools_decision(tools: pd.DataFrame, keys, rule, level, n_used, n_excluded) -> GateDecision:
+def _tools_decision(tools: pd.DataFrame, keys, rule, level, n_used, n_excluded, n_permutations) -> GateDecision:
     """Fail when any tool's share changed significantly after Holm; name the tools and their changes."""
     alpha = 1 - level
     tested = tools[np.isfinite(tools["p_adjusted"].to_numpy(float))] if len(tools) else tools
+    if len(tested) and len(tested) / (n_permutations + 1) > alpha:
+        # the smallest permutation p-value is 1 / (N + 1); Holm multiplies it by the number of tools: no tool
+        # could ever be significant, so "no change" would be a vacuous pass
+        tested = tested.iloc[0:0]
+        status = "warn" if rule == "exceeds" else "fail"
+        need = int(np.ceil(len(tools) / alpha))
+        return GateDecision(keys=keys, metric="tools", threshold=np.nan, rule=rule, estimate=np.nan,
+                            ci_low=np.nan, ci_high=np.nan, confidence_level=level, outcome="cannot tell",
+                            status=status, message=f"{n_permutations} permutations cannot show a change of any of "
+                                                   f"{len(tools)} tools after Holm (use at least {need}): cannot "
+                                                   f"tell ({status.upper()})", n_used=n_used, n_excluded=n_excluded)
     sig = tested[tested["significant"].astype(bool)] if len(tested) else tested
     biggest = float(np.nanmax(np.abs(tools["difference"].to_numpy(float)))) if len(tools) else np.nan
     moved = tuple({"cluster": str(r["cluster"]), "tool": str(r["tool_id"]), "share_base": float(r["share_base"]),

@@ -92,6 +92,17 @@ def _md_cell(text: object) -> str:
 def markdown_summary(result: GateResult) -> str:
     """A compact Markdown table for a CI job summary (e.g. appended to ``$GITHUB_STEP_SUMMARY``).
 
+    Parameters
+    ----------
+    result : GateResult
+
+    Returns
+    -------
+    str
+        A heading with the verdict, the rule's promise, one table row per decision (group, metric, threshold,
+        estimate, interval, outcome, status) and the message of every decision that did not simply pass. Text from
+        the logs is escaped (pipes, backticks, HTML).
+
     Examples
     --------
     >>> from toolbias_stats.gate import check_selection_bias
@@ -126,6 +137,15 @@ def markdown_summary(result: GateResult) -> str:
 
 def text_table(result: GateResult) -> str:
     """The terminal text: the decision table, each non-passing decision's message and the rule's promise.
+
+    Parameters
+    ----------
+    result : GateResult
+
+    Returns
+    -------
+    str
+        Control characters from the logs are escaped.
 
     Examples
     --------

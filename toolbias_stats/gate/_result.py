@@ -46,6 +46,15 @@ def _num(v):
 def promise(rule: str, confidence_level: float) -> str:
     """The sentence stating what ``rule`` promises at ``confidence_level`` (one-sided level ``(1 - level) / 2``).
 
+    Parameters
+    ----------
+    rule : {"exceeds", "within"}
+    confidence_level : float
+
+    Returns
+    -------
+    str
+
     Examples
     --------
     >>> promise("within", 0.95)[:60]
