@@ -60,10 +60,11 @@ def rate(hits: int, n: int) -> dict:
             "wilson_high": float(hi)}
 
 
-def check_part(reps: int, seed: int) -> dict:
+def check_part(reps: int, seed: int, at_threshold_only: bool = False) -> dict:
     out = {}
+    cases = (("at_threshold", X),) if at_threshold_only else (("at_threshold", X), ("threshold_plus_0.10", X + 0.10))
     for metric, arg in (("delta_api", "tool_probs"), ("delta_pos", "position_probs")):
-        for label, true in (("at_threshold", X), ("threshold_plus_0.10", X + 0.10)):
+        for label, true in cases:
             n = reps if label == "at_threshold" else max(reps // 2, 1)
             fails_exceeds = passes_within = 0
             truth = None
@@ -124,6 +125,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--part", choices=("check", "compare", "all"), default="all")
     ap.add_argument("--seed", type=int, default=39)
+    ap.add_argument("--at-threshold-only", action="store_true",
+                    help="check: only the cases at the threshold (more replicates where the rate is small)")
+    ap.add_argument("--key", default=None, help="store the part under this key (default: the part's name)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     def merged(part, value):   # re-read before writing: the two parts may run as two processes
@@ -136,11 +140,12 @@ def main() -> None:
     settings = {"size": SIZE, "check_threshold": X, "compare_threshold": Z, "reps": args.reps, "seed": args.seed,
                 "n_resamples": 2000, "n_permutations": 2000, "confidence_level": 0.95}
     if args.part in ("check", "all"):
-        found = merged("check", {"settings": settings, "results": check_part(args.reps, args.seed)})
+        found = merged(args.key or "check", {"settings": settings, "results": check_part(
+            args.reps, args.seed, args.at_threshold_only)})
     if args.part in ("compare", "all"):
         found = merged("compare", {"settings": settings, "results": compare_part(args.reps, args.seed)})
     rows = [{"part": part, "case": k, **{m: v["rate"] for m, v in res.items() if isinstance(v, dict) and "rate" in v}}
-            for part in ("check", "compare") if part in found for k, res in found[part]["results"].items()]
+            for part in found for k, res in found[part]["results"].items()]
     print(pd.DataFrame(rows).to_string(index=False))
 
 

@@ -161,7 +161,7 @@ class TestCompare:
                      "--permutations", "200", "--json"])
         out = json.loads(capsys.readouterr().out)
         assert code == 0, out
-        tools = [d for d in out["decisions"] if d["metric"] == "tools"][0]
+        tools = next(d for d in out["decisions"] if d["metric"] == "tools")
         assert tools["outcome"] == "no change" and tools["moved"] == []
 
 
@@ -170,7 +170,7 @@ class TestToolsDecision:
         # 25 tools, 20 permutations: the smallest Holm-adjusted p is 25/21 > 0.05, no tool could ever be flagged
         code = main(["compare", str(studies["fair"]), str(studies["fair"]), "--max-shift", "0.1", *FAST,
                      "--permutations", "20", "--json"])
-        tools = [d for d in json.loads(capsys.readouterr().out)["decisions"] if d["metric"] == "tools"][0]
+        tools = next(d for d in json.loads(capsys.readouterr().out)["decisions"] if d["metric"] == "tools")
         assert code == 0 and tools["outcome"] == "cannot tell" and tools["status"] == "warn"
         assert "use at least 500" in tools["message"]
 
@@ -184,7 +184,7 @@ class TestToolsDecision:
         new = simulate_selection_log(n_clusters=2, n_queries=60, tool_probs=[4, 1, 1, 1, 1], permute_tools=False,
                                      rng=6).log
         res = compare_selection(base, new, max_shift=0.5, n_resamples=100, n_permutations=500, rng=1)
-        tools = [d for d in res.decisions if d.metric == "tools"][0]
+        tools = next(d for d in res.decisions if d.metric == "tools")
         assert tools.status == "fail" and tools.outcome == "changed"
         firsts = [m for m in tools.moved if m["tool"].endswith("_1")]
         assert {m["cluster"] for m in firsts} == {"1", "2"}

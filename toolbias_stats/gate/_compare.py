@@ -57,8 +57,8 @@ def combine_versions(base: SelectionLog | Study | str | os.PathLike[str],
     >>> col, log.data[col].value_counts().to_dict()
     ('version', {'base': 50, 'new': 50})
     """
-    from ..io import SelectionLog, load_selection_log
     from .._schema import COUNT_COLUMN
+    from ..io import SelectionLog, load_selection_log
 
     a, b = load_selection_log(base), load_selection_log(new)
     col = VERSION_COLUMN
@@ -172,7 +172,7 @@ def compare_selection(base: SelectionLog | Study | str | os.PathLike[str],
     notes += [f"{d.name}: {d.message}" for d in decisions if d.status == "warn"]
     pairings = sorted({g.pairing for g in res.groups})
     return GateResult(command="compare", decisions=decisions, rule=rule, confidence_level=confidence_level,
-                      thresholds={m: threshold for m in SHIFT_METRICS}, by=list(res.by),
+                      thresholds=dict.fromkeys(SHIFT_METRICS, threshold), by=list(res.by),
                       interval=f"calibrated corrected_ci of selection_shift ({', '.join(pairings) or 'no groups'}; "
                                f"{n_resamples} query-bootstrap replicates)",
                       settings={"n_resamples": n_resamples, "n_permutations": n_permutations, "pairing": pairing,

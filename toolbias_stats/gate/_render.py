@@ -118,8 +118,8 @@ def markdown_summary(result: GateResult) -> str:
     failed = sum(not d.passed for d in result.decisions)
     level = f"{result.confidence_level:.0%}"
     lines = [f"### Selection-bias gate ({result.command}): {verdict}", "",
-             f"{failed} of {len(result.decisions)} decision(s) failed. Rule `{result.rule}`: "
-             f"{_md_cell(result.promise)}.", ""]
+             (f"{failed} of {len(result.decisions)} decision(s) failed. Rule `{result.rule}`: "
+             f"{_md_cell(result.promise)}."), ""]
     head = [*result.by, "metric", "threshold", "estimate", f"{level} CI", "outcome", "status"]
     lines += ["| " + " | ".join(_md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
     for d in result.decisions:

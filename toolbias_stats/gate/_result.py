@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -245,7 +246,7 @@ class GateResult(ReprHTMLMixin):
 
 def _records_safe(settings: dict) -> dict:
     """Settings as strict JSON (numbers checked, anything else as text)."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in settings.items():
         if v is None or isinstance(v, (str, bool)):
             out[k] = v
