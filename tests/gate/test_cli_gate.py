@@ -158,7 +158,7 @@ class TestCompare:
 
     def test_a_version_against_itself_passes(self, studies, capsys):
         code = main(["compare", str(studies["fair"]), str(studies["fair"]), "--max-shift", "0.1", *FAST,
-                     "--permutations", "200", "--json"])
+                     "--permutations", "1000", "--json"])
         out = json.loads(capsys.readouterr().out)
         assert code == 0, out
         tools = next(d for d in out["decisions"] if d["metric"] == "tools")

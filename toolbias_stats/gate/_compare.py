@@ -134,12 +134,12 @@ def compare_selection(base: SelectionLog | Study | str | os.PathLike[str],
     >>> from toolbias_stats.simulate import simulate_selection_log
     >>> base = simulate_selection_log(n_clusters=3, n_queries=40, rng=0).log
     >>> new = simulate_selection_log(n_clusters=3, n_queries=40, position_probs=[3, 1, 1, 1, 1], rng=1).log
-    >>> res = compare_selection(base, new, max_shift=0.1, n_resamples=200, n_permutations=200, rng=1)
+    >>> res = compare_selection(base, new, max_shift=0.1, n_resamples=200, n_permutations=400, rng=2)
     >>> res.to_frame()[["metric", "outcome", "status", "n_tools_moved"]]
-          metric      outcome status  n_tools_moved
-    0  shift_api  cannot tell   warn              0
-    1  shift_pos        above   fail              0
-    2      tools    no change   pass              0
+          metric    outcome status  n_tools_moved
+    0  shift_api      below   pass              0
+    1  shift_pos      above   fail              0
+    2      tools  no change   pass              0
     >>> res.exit_code
     1
     """
