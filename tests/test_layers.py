@@ -40,7 +40,7 @@ LAYERS = (
                         "toolbias_stats.simulate")),
     ("analysis", ("toolbias_stats.experiments", "toolbias_stats.choice", "toolbias_stats.choicemodel",
                   "toolbias_stats.toolsense", "toolbias_stats.shadow", "toolbias_stats.design",
-                  "toolbias_stats.audit")),
+                  "toolbias_stats.audit", "toolbias_stats.gate")),
     ("api", ("toolbias_stats",)),
     ("plots", ("toolbias_stats.plots",)),
     ("report", ("toolbias_stats.report",)),

@@ -36,7 +36,7 @@ EXEMPT = {
 }
 
 SUBPACKAGES = ["choice", "choicemodel", "design", "experiments", "features", "io", "metrics", "models", "plots",
-               "report", "shadow", "toolsense", "audit"]
+               "report", "shadow", "toolsense", "audit", "gate"]
 
 
 def _public_callables():

@@ -350,6 +350,15 @@ def build_run():
         os.environ.update({k: v for k, v in saved.items() if v is not None})
 
 
+@_quiet
+def build_gate():
+    from toolbias_stats.simulate import simulate_selection_log
+
+    sim = simulate_selection_log(n_clusters=2, n_queries=12, position_probs=[3, 1, 1, 1, 1], rng=1)
+    return tbs.check_selection_bias(sim.log, max_delta_api=0.1, max_delta_pos=0.1, n_resamples=50, plan=False,
+                                    rng=1)
+
+
 #: Result types (full contract) -> a builder returning a real instance.
 BUILDERS = {
     "BiasResult": build_bias,
@@ -385,6 +394,7 @@ BUILDERS = {
     "BaselineResult": build_baselines,
     "CorrectSetBiasResult": build_correct_set,
     "RunResult": build_run,
+    "GateResult": build_gate,
 }
 
 #: Parts of a result (reached from a built result): ``to_dict()`` is strict JSON where the part has one.
@@ -405,6 +415,7 @@ COMPONENTS = {
     "RecallEstimate": lambda: next(iter(build_retrieval().estimates.values()))["rc"],
     "ISEstimate": lambda: next(iter(build_retrieval().estimates.values()))["is"],
     "ConfidenceInterval": lambda: build_bias().groups[0].delta_api.ci,
+    "GateDecision": lambda: build_gate().decisions[0],
     "Finding": lambda: __import__("toolbias_stats.report._findings", fromlist=["x"]).key_findings(
         build_bias(), _tiny().catalog)[0],
 }

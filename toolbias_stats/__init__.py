@@ -83,4 +83,11 @@ _lazy.add('.choicemodel', 'ChoiceModelResult', 'choice_model')
 
 __all__ += ["choicemodel", "choice_model", "ChoiceModelResult"]
 
+
+# -- release gate: check / compare decisions for CI, the pytest helper (issue 39) -------------------------------
+_lazy.submodules('gate')
+_lazy.add('.gate', 'GateResult', 'assert_selection_fair', 'check_selection_bias', 'compare_selection')
+
+__all__ += ["gate", "check_selection_bias", "compare_selection", "assert_selection_fair", "GateResult"]
+
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -23,29 +23,32 @@ ALL = [
     "ToolSenseError", "shadow", "ShadowAudit", "ShadowResult", "read_shadow_audit", "tool_shadow", "experiments",
     "selection_shift", "ShiftResult", "subset_selection_metrics", "SubsetMetricsResult", "design",
     "variance_components", "VarianceComponents", "plan_study", "StudyPlan", "read_openai", "read_anthropic",
-    "read_otel", "read_mcp", "read_langchain", "choice", "ChoiceLog", "read_choice_study", "option_position_bias", "accuracy_by_gold_position",
+    "read_otel", "read_mcp", "read_langchain", "choice", "ChoiceLog", "read_choice_study", "option_position_bias",
+    "accuracy_by_gold_position",
     "judge_consistency", "read_inspect", "read_inspect_choices", "read_lm_eval", "audit", "design_study",
     "StudyDesign", "write_requests", "run_study", "choicemodel", "choice_model", "ChoiceModelResult",
+    "gate", "check_selection_bias", "compare_selection", "assert_selection_fair", "GateResult",
 ]
 PUBLIC_DIR = [
     "BayesResult", "BiasResult", "CalibratedTV", "ChoiceLog", "ChoiceModelResult", "ConfidenceInterval",
-    "ConvergenceWarning", "DegenerateDataWarning", "ExcludedRowsWarning", "ExplainResult", "ManifestError",
-    "MisfitWarning", "SCHEMA_VERSION", "STATUSES", "SelectionCounts", "SelectionLog", "SelectionLogError",
-    "ShadowAudit", "ShadowResult", "ShiftResult", "SmallSampleWarning", "Study", "StudyDesign", "StudyPlan",
-    "SubsetMetricsResult", "TVResult", "ToolCatalog", "ToolFeatures", "ToolSenseError", "VarianceComponents",
-    "accuracy_by_gold_position", "audit", "calibrated_mean_tv", "choice", "choice_model", "choicemodel",
-    "count_table", "datasets", "design", "design_study", "exceptions", "expected_tv_uniform", "experiments",
-    "explain_selection", "feature_correlations", "features", "fit_bayes", "function_name", "io",
-    "judge_consistency", "load_selection_log", "metrics", "model_alignment", "models", "normalised_tv", "ols_fit",
-    "option_position_bias", "plan_study", "plots", "read_anthropic", "read_biasbusters",
-    "read_biasbusters_catalog", "read_choice_study", "read_feature_table", "read_inspect", "read_inspect_choices",
-    "read_langchain", "read_lm_eval", "read_mcp", "read_openai", "read_otel", "read_shadow_audit", "read_study", "read_table",
+    "ConvergenceWarning", "DegenerateDataWarning", "ExcludedRowsWarning", "ExplainResult", "GateResult",
+    "ManifestError", "MisfitWarning", "SCHEMA_VERSION", "STATUSES", "SelectionCounts", "SelectionLog",
+    "SelectionLogError", "ShadowAudit", "ShadowResult", "ShiftResult", "SmallSampleWarning", "Study", "StudyDesign",
+    "StudyPlan", "SubsetMetricsResult", "TVResult", "ToolCatalog", "ToolFeatures", "ToolSenseError",
+    "VarianceComponents", "accuracy_by_gold_position", "assert_selection_fair", "audit", "calibrated_mean_tv",
+    "check_selection_bias", "choice", "choice_model", "choicemodel", "compare_selection", "count_table", "datasets",
+    "design", "design_study", "exceptions", "expected_tv_uniform", "experiments", "explain_selection",
+    "feature_correlations", "features", "fit_bayes", "function_name", "gate", "io", "judge_consistency",
+    "load_selection_log", "metrics", "model_alignment", "models", "normalised_tv", "ols_fit",
+    "option_position_bias", "plan_study", "plots", "read_anthropic", "read_biasbusters", "read_biasbusters_catalog",
+    "read_choice_study", "read_feature_table", "read_inspect", "read_inspect_choices", "read_langchain",
+    "read_lm_eval", "read_mcp", "read_openai", "read_otel", "read_shadow_audit", "read_study", "read_table",
     "read_transcripts", "report", "run_study", "selection_bias", "selection_shift", "shadow", "standardise_name",
     "subset_selection_metrics", "tool_features", "tool_shadow", "toolsense", "tv_distance", "tv_to_uniform",
     "variance_components", "write_requests",
 ]
 SUBPACKAGES = ["audit", "choice", "choicemodel", "design", "experiments", "features", "io", "metrics", "models",
-               "plots", "report", "shadow", "toolsense"]
+               "plots", "report", "shadow", "toolsense", "gate"]
 HEAVY = ["pandas", "scipy", "scipy.stats", "statsmodels", "duckdb", "sklearn", "matplotlib", "pymc"]
 
 

@@ -35,6 +35,10 @@ _COMMANDS = {
     "design": "counterbalanced design -> provider request files and the study.toml that reads results",
     "run": "send a design folder's requests to an OpenAI-compatible endpoint (resumable)",
     "choice-model": "conditional / mixed logit over the lists shown: tool worths, position effects, features",
+    "check": "release gate: fail (exit 1) when a group's delta_API / delta_pos is beyond a threshold; JUnit, "
+             "Markdown, JSON",
+    "compare": "release gate for two versions: fail on a selection shift beyond a threshold or on tools whose "
+               "share changed (Holm)",
 }
 # (commands, module in this package or None for this one, function adding their parsers)
 _GROUPS = (
@@ -48,6 +52,7 @@ _GROUPS = (
     (("choice",), "_choice", "add_parser"),
     (("design", "run"), "_audit", "add_parsers"),
     (("choice-model",), "_choicemodel", "add_parser"),
+    (("check", "compare"), "_gate", "add_parsers"),
 )
 
 
@@ -188,6 +193,7 @@ def _main(argv=None) -> int:
     commands["choice"] = _run_choice
     commands.update({"design": _runner("_audit", "run_design"), "run": _runner("_audit", "run_run")})
     commands["choice-model"] = _run_choicemodel
+    commands.update({"check": _runner("_gate", "run_check"), "compare": _runner("_gate", "run_compare")})
     try:
         return commands[args.command](args)
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
