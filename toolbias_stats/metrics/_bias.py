@@ -30,6 +30,15 @@ from ._bootstrap import (
 )
 from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
+from ._vectorised import (
+    centred_null_tv,
+    jackknife_means,
+    leave_one_out_tv,
+    stacked,
+    tv_runs,
+    uniform_expected_tv,
+    uniform_null_tv,
+)
 
 if TYPE_CHECKING:
     from ..io._counts import SelectionCounts
@@ -1036,18 +1045,18 @@ class _Metric:
         self.ks = ks
         norm = (1 - 1 / ks)
         # observed per-cluster, per-run TV: (C, S); pooled: (C,)
-        self.per_cluster_obs = np.stack([_tv_runs(obs[c]) for c in clusters])
-        self.pooled_cluster_obs = np.array([_tv_runs(obs[c].sum(0)) for c in clusters])
+        self.per_cluster_obs = stacked(tv_runs, [obs[c] for c in clusters])
+        self.pooled_cluster_obs = stacked(tv_runs, [obs[c].sum(0) for c in clusters])
         self.per_run = _nanmean(self.per_cluster_obs, 0)                       # (S,)
         self.norm_per_run = _nanmean(self.per_cluster_obs / norm[:, None], 0)
         r = boot[clusters[0]].shape[0]
         self.n_resamples = r
         if r:
-            b = np.stack([_tv_runs(boot[c]) for c in clusters], axis=1)        # (R, C, S)
+            b = stacked(tv_runs, [boot[c] for c in clusters], axis=1)           # (R, C, S)
             self.boot_cluster_runs = b
             self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
             self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
-            self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
+            self.boot_pooled_cluster = stacked(tv_runs, [boot[c].sum(1) for c in clusters], axis=1)  # (R, C)
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
             self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
@@ -1096,7 +1105,7 @@ class _Metric:
         """The null references: exact expectations, the centred replicates and the uniform chooser's draws."""
         # Null: uniform multinomial chooser with the same valid counts per (cluster, run).
         n_cs = [obs[c].sum(-1).astype(np.int64) for c in clusters]             # each (S,)
-        self.null_cluster_runs = np.stack([expected_tv_uniform(n, int(k)) for n, k in zip(n_cs, ks)])
+        self.null_cluster_runs = uniform_expected_tv(n_cs, ks)
         self.null_cluster_pooled = np.array([expected_tv_uniform(int(n.sum()), int(k)) for n, k in zip(n_cs, ks)])
         # Test of "no bias" that respects the resampling unit: a fair chooser with the observed query heterogeneity.
         # The replicates' per-run rates, centred on their mean (and scaled by sqrt(Q / (Q - 1)), the bootstrap's
@@ -1104,37 +1113,21 @@ class _Metric:
         self.null_query = None
         if r:
             scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
-            cols = []
-            for c in clusters:
-                rates = rates_from_counts(boot[c])                                  # (R, S, K)
-                centred = (rates - _nanmean(rates, 0)[None]) * scale[c]
-                cols.append(0.5 * np.abs(centred).sum(-1))                           # (R, S); NaN: no valid choice
-            nq = np.stack(cols, axis=1)                                              # (R, C, S)
+            nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
             nq[:, np.isnan(self.per_cluster_obs)] = np.nan
             self.null_query_sims = nq
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
         self.null_stat = None
         if n_null:
-            sims = []
-            for n, k in zip(n_cs, ks):
-                draws = gen.multinomial(n, np.full(int(k), 1.0 / k), size=(n_null, len(n)))
-                sims.append(_tv_runs(draws))                                     # (N, S)
-            sims = np.stack(sims, axis=1)                                        # (N, C, S)
+            sims = uniform_null_tv(gen, n_cs, ks, n_null)           # (N, C, S): the stream of a call per cluster
             sims[:, np.isnan(self.per_cluster_obs)] = np.nan
             self.null_stat = _nanmean(_nanmean(sims, 1), 1)
             self.null_sims = sims
 
     def _jackknife(self, targets):
         """Leave-one-query-out values of mean_over_runs (one per query of every cluster)."""
-        full = self.per_cluster_obs
-        out = []
-        for i, c in enumerate(self.clusters):
-            cnt = targets[c].counts                                              # (Q, S, K)
-            loo = _tv_runs(cnt.sum(0)[None] - cnt)                               # (Q, S)
-            tv = np.repeat(full[None], len(cnt), axis=0)                         # (Q, C, S)
-            tv[:, i, :] = loo
-            out.append(_nanmean(_nanmean(tv, 1), 1))
-        return np.concatenate(out)
+        loo, cluster = leave_one_out_tv([targets[c].counts for c in self.clusters])   # (sum Q, S)
+        return jackknife_means(self.per_cluster_obs, loo, cluster)
 
     @property
     def stat(self):
