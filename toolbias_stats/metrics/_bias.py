@@ -34,6 +34,7 @@ from ._vectorised import (
     centred_null_tv,
     jackknife_means,
     leave_one_out_tv,
+    percentile_cis,
     stacked,
     tv_runs,
     uniform_expected_tv,
@@ -1192,9 +1193,10 @@ class _Metric:
         if self.n_resamples:
             b = _nanmean(self.boot_cluster_runs[:, i, :], 1)
             cal = _resolved(self._cal_cluster[i])
-            kw = dict(ci=percentile_ci(b, level), ci_method="percentile", ci_percentile=percentile_ci(b, level),
-                      ci_pooled=percentile_ci(self.boot_pooled_cluster[:, i], level),
-                      normalised_ci=percentile_ci(b / (1 - 1 / self.ks[i]), level),
+            cis = self._cluster_cis(level)
+            kw = dict(ci=ConfidenceInterval(*cis[0][:, i]), ci_method="percentile",
+                      ci_percentile=ConfidenceInterval(*cis[0][:, i]), ci_pooled=ConfidenceInterval(*cis[1][:, i]),
+                      normalised_ci=ConfidenceInterval(*cis[2][:, i]),
                       standard_error=float(np.nanstd(b, ddof=1)))
             if cal is not None:
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
@@ -1217,6 +1219,15 @@ class _Metric:
             null_expected_pooled=float(self.null_cluster_pooled[i]),
             normalised=stat / (1 - 1 / k), normalised_pooled=float(self.pooled_cluster_obs[i]) / (1 - 1 / k),
             confidence_level=level, **kw)
+
+    def _cluster_cis(self, level):
+        """Every cluster's percentile intervals (of its mean over runs, pooled and normalised), computed for all
+        clusters at once on first use: arrays (2, C) of (low, high)."""
+        if getattr(self, "_cis", (None,))[0] != level:
+            b = _nanmean(self.boot_cluster_runs, 2)                                       # (R, C)
+            self._cis = (level, [np.array(percentile_cis(x, level)) for x in
+                                 (b, self.boot_pooled_cluster, b / (1 - 1 / self.ks)[None, :])])
+        return self._cis[1]
 
     @staticmethod
     def model_calibration(api, pos, level, pool=None):

@@ -204,3 +204,28 @@ def jackknife_means(full: np.ndarray, loo: np.ndarray, cluster: np.ndarray) -> n
     with np.errstate(invalid="ignore", divide="ignore"):
         per_run = np.where(n > 0, s / np.where(n > 0, n, 1), np.nan)    # (n, S)
     return nanmean(per_run, 1)
+
+
+def percentile_cis(distributions: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`percentile_ci` of every column of ``distributions`` (R, C): ``(low, high)``, each (C,).
+
+    Columns without a NaN are computed in one ``np.quantile`` call (the same values as column by column); the
+    others one by one, ignoring their NaN replicates.
+
+    Examples
+    --------
+    >>> d = np.array([[0.1, 1.0], [0.2, np.nan], [0.3, 3.0]])
+    >>> percentile_cis(d, 0.5)
+    (array([0.15, 1.5 ]), array([0.25, 2.5 ]))
+    """
+    from ._bootstrap import percentile_ci
+
+    d = np.asarray(distributions, dtype=float)
+    alpha = 1 - confidence_level
+    low, high = np.full(d.shape[1], np.nan), np.full(d.shape[1], np.nan)
+    finite = np.isfinite(d).all(0)
+    if finite.any() and len(d):
+        low[finite], high[finite] = np.quantile(d[:, finite], [alpha / 2, 1 - alpha / 2], axis=0)
+    for j in np.flatnonzero(~finite):
+        low[j], high[j] = percentile_ci(d[:, j], confidence_level)
+    return low, high
