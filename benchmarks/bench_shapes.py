@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import run_cli  # noqa: E402  (the fresh-process CLI timer shared with the scale benchmark)
+from bench_scale import run_cli  # the fresh-process CLI timer shared with the scale benchmark
 
 SHAPES = {  # name: (clusters, K, design columns, files, models)
     "base": (10, 5, 0, 1, 7),

@@ -112,7 +112,11 @@ def uniform_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Se
         k = int(ks[s.start])
         n = np.stack(n_cs[s])                                           # (G, S)
         draws = gen.multinomial(n[:, None, :], np.full(k, 1.0 / k), size=(len(n), n_null, n.shape[1]))
-        parts.append(np.moveaxis(tv_runs(draws), 0, 1))                 # (G, N, S) -> (N, G, S)
+        # the rates are draws / n (their sum is n by construction): rates_from_counts without summing them again
+        total = np.where(n > 0, n, 1).astype(float)[:, None, :, None]
+        with np.errstate(invalid="ignore"):
+            tv = np.where(n[:, None, :] > 0, 0.5 * np.abs(draws / total - 1.0 / k).sum(-1), np.nan)
+        parts.append(np.moveaxis(tv, 0, 1))                             # (G, N, S) -> (N, G, S)
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 

@@ -23,6 +23,7 @@ Rules
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import numbers
 import unicodedata
@@ -135,10 +136,8 @@ def _names_of(catalog) -> _Names:
         return _NAMES[catalog]
     except (KeyError, TypeError):   # TypeError: an object that cannot be a weak key (built each time)
         names = _Names(catalog)
-    try:
+    with contextlib.suppress(TypeError):
         _NAMES[catalog] = names
-    except TypeError:
-        pass
     return names
 
 
