@@ -127,7 +127,8 @@ def main():
             try:
                 wall, peak, res, cpu = run_cli(study, b, args.engine, args.package)
             except RuntimeError as exc:
-                print(f"{shape:>13}  bootstrap {b:>4}  FAILED: {str(exc).strip().splitlines()[-1][:200]}", flush=True)
+                why = (str(exc).strip().splitlines() or ["no message (killed, e.g. out of memory?)"])[-1]
+                print(f"{shape:>13}  bootstrap {b:>4}  FAILED: {why[:200]}", flush=True)
                 continue
             if args.save:
                 Path(args.save).mkdir(parents=True, exist_ok=True)
