@@ -1116,14 +1116,14 @@ class _Metric:
             scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
             nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
             nq[:, np.isnan(self.per_cluster_obs)] = np.nan
-            self.null_query_sims = nq
+            self.null_query_sims = _nanmean(nq, 2)    # (R, C): what the clusters' p-values read (1/S of the memory)
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
         self.null_stat = None
         if n_null:
             sims = uniform_null_tv(gen, n_cs, ks, n_null)           # (N, C, S): the stream of a call per cluster
             sims[:, np.isnan(self.per_cluster_obs)] = np.nan
             self.null_stat = _nanmean(_nanmean(sims, 1), 1)
-            self.null_sims = sims
+            self.null_sims = _nanmean(sims, 2)        # (N, C)
 
     def _jackknife(self, targets):
         """Leave-one-query-out values of mean_over_runs (one per query of every cluster)."""
@@ -1204,8 +1204,8 @@ class _Metric:
                                                          if self.clusters[i] in self._multinomial else ""))
         stat = float(per_run.mean()) if per_run.size else np.nan
         multinomial = self.clusters[i] in self._multinomial
-        nq = None if self.null_query is None or multinomial else _nanmean(self.null_query_sims[:, i, :], 1)
-        nm = None if self.null_stat is None else _nanmean(self.null_sims[:, i, :], 1)
+        nq = None if self.null_query is None or multinomial else self.null_query_sims[:, i]
+        nm = None if self.null_stat is None else self.null_sims[:, i]
         method = (P_QUERY if nq is not None else "none" if nm is None else
                   P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
                                    if multinomial and self.n_resamples   # as the group-level `p_method`
