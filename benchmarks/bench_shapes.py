@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import run_cli  # noqa: E402  (the fresh-process CLI timer shared with the scale benchmark)
+from bench_scale import run_cli  # the fresh-process CLI timer shared with the scale benchmark
 
 SHAPES = {  # name: (clusters, K, design columns, files, models)
     "base": (10, 5, 0, 1, 7),
@@ -106,6 +106,11 @@ def main():
     ap.add_argument("--engine", default="duckdb")
     ap.add_argument("--dir", default="/tmp/toolbias_shapes")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--package", default=None,
+                    help="a folder holding another version of toolbias_stats (e.g. `git archive <commit> "
+                         "toolbias_stats | tar -x -C DIR`), timed instead of this checkout")
+    ap.add_argument("--save", default=None, help="write each run's JSON output to SAVE/<shape>_<bootstrap>.json "
+                                                 "(to compare two versions byte for byte)")
     args = ap.parse_args()
     out = Path(args.dir)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
@@ -120,10 +125,14 @@ def main():
         for b in args.bootstrap:
             load = os.getloadavg()[0]
             try:
-                wall, peak, res, cpu = run_cli(study, b, args.engine)
+                wall, peak, res, cpu = run_cli(study, b, args.engine, args.package)
             except RuntimeError as exc:
-                print(f"{shape:>13}  bootstrap {b:>4}  FAILED: {str(exc).strip().splitlines()[-1][:200]}", flush=True)
+                why = (str(exc).strip().splitlines() or ["no message (killed, e.g. out of memory?)"])[-1]
+                print(f"{shape:>13}  bootstrap {b:>4}  FAILED: {why[:200]}", flush=True)
                 continue
+            if args.save:
+                Path(args.save).mkdir(parents=True, exist_ok=True)
+                (Path(args.save) / f"{shape}_{b}.json").write_text(res["__text__"], encoding="utf-8")
             rows = sum(g["rows"]["total"] for g in res["groups"])
             base.setdefault(b, wall) if shape == "base" else None
             ratio = f"{wall / base[b]:5.1f}x base" if b in base else ""

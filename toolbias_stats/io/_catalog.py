@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -113,19 +114,19 @@ class ToolCatalog:
         characters) and untruncated, the last 64 characters of a longer tool_id (issue 36), and the bare
         standardised tool name (when it is unique in the scope).
         """
-        tab = self.table if cluster_id is None else self.table[self.table["cluster_id"] == str(cluster_id)]
-        out: dict[str, str] = {}
-        bare: dict[str, set] = {}
-        for row in tab.itertuples(index=False):
-            out[str(row.tool_id).lower()] = row.tool_id
-            out.setdefault(function_name(row.api_name, row.tool_name), row.tool_id)
-            out.setdefault(function_name(row.api_name, row.tool_name, truncate=False), row.tool_id)
-            out.setdefault(toolbench_key(str(row.tool_id).lower()), row.tool_id)
-            bare.setdefault(standardise_name(row.tool_name), set()).add(row.tool_id)
-        for name, ids in bare.items():
-            if len(ids) == 1:
-                out.setdefault(name, next(iter(ids)))
-        return out
+        if cluster_id is None:
+            return _alias_map(zip(self.table["tool_id"], self.table["api_name"], self.table["tool_name"]))
+        # every cluster's map is made in one pass over the table, on first use: filtering the table once per
+        # cluster made a catalog of 2,000 clusters cost seconds (issue 37)
+        return dict(self._cluster_aliases.get(str(cluster_id), {}))
+
+    @functools.cached_property
+    def _cluster_aliases(self) -> dict[str, dict[str, str]]:
+        rows: dict[str, list] = {}
+        tab = self.table
+        for rec in zip(tab["cluster_id"], tab["tool_id"], tab["api_name"], tab["tool_name"]):
+            rows.setdefault(rec[0], []).append(rec[1:])
+        return {c: _alias_map(recs) for c, recs in rows.items()}
 
     def to_frame(self) -> pd.DataFrame:
         """The catalog as a DataFrame (a copy)."""
@@ -136,6 +137,22 @@ class ToolCatalog:
 
     def __repr__(self):
         return f"ToolCatalog({len(self.table)} tools in {len(self._index)} clusters, source={self.source!r})"
+
+
+def _alias_map(records) -> dict[str, str]:
+    """:meth:`ToolCatalog.aliases` of ``(tool_id, api_name, tool_name)`` records (in catalog order)."""
+    out: dict[str, str] = {}
+    bare: dict[str, set] = {}
+    for tool_id, api_name, tool_name in records:
+        out[str(tool_id).lower()] = tool_id
+        out.setdefault(function_name(api_name, tool_name), tool_id)
+        out.setdefault(function_name(api_name, tool_name, truncate=False), tool_id)
+        out.setdefault(toolbench_key(str(tool_id).lower()), tool_id)
+        bare.setdefault(standardise_name(tool_name), set()).add(tool_id)
+    for name, ids in bare.items():
+        if len(ids) == 1:
+            out.setdefault(name, next(iter(ids)))
+    return out
 
 
 def _normalise_catalog(table: pd.DataFrame, source: str) -> pd.DataFrame:

@@ -30,6 +30,16 @@ from ._bootstrap import (
 )
 from ._calibrated import CalibratedTV, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
+from ._vectorised import (
+    centred_null_tv,
+    jackknife_means,
+    leave_one_out_tv,
+    percentile_cis,
+    stacked,
+    tv_runs,
+    uniform_expected_tv,
+    uniform_null_tv,
+)
 
 if TYPE_CHECKING:
     from ..io._counts import SelectionCounts
@@ -1090,18 +1100,18 @@ class _Metric:
         self.ks = ks
         norm = (1 - 1 / ks)
         # observed per-cluster, per-run TV: (C, S); pooled: (C,)
-        self.per_cluster_obs = np.stack([_tv_runs(obs[c]) for c in clusters])
-        self.pooled_cluster_obs = np.array([_tv_runs(obs[c].sum(0)) for c in clusters])
+        self.per_cluster_obs = stacked(tv_runs, [obs[c] for c in clusters])
+        self.pooled_cluster_obs = stacked(tv_runs, [obs[c].sum(0) for c in clusters])
         self.per_run = _nanmean(self.per_cluster_obs, 0)                       # (S,)
         self.norm_per_run = _nanmean(self.per_cluster_obs / norm[:, None], 0)
         r = boot[clusters[0]].shape[0]
         self.n_resamples = r
         if r:
-            b = np.stack([_tv_runs(boot[c]) for c in clusters], axis=1)        # (R, C, S)
+            b = stacked(tv_runs, [boot[c] for c in clusters], axis=1)           # (R, C, S)
             self.boot_cluster_runs = b
             self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
             self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
-            self.boot_pooled_cluster = np.stack([_tv_runs(boot[c].sum(1)) for c in clusters], axis=1)  # (R, C)
+            self.boot_pooled_cluster = stacked(tv_runs, [boot[c].sum(1) for c in clusters], axis=1)  # (R, C)
             self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
             self.jack = self._jackknife(targets)
             self.relabelled = {c: _relabelled(targets[c].counts, r, self._single_rng) for c in self.sparse}
@@ -1169,7 +1179,7 @@ class _Metric:
         """The null references: exact expectations, the centred replicates and the uniform chooser's draws."""
         # Null: uniform multinomial chooser with the same valid counts per (cluster, run).
         n_cs = [obs[c].sum(-1).astype(np.int64) for c in clusters]             # each (S,)
-        self.null_cluster_runs = np.stack([expected_tv_uniform(n, int(k)) for n, k in zip(n_cs, ks)])
+        self.null_cluster_runs = uniform_expected_tv(n_cs, ks)
         self.null_cluster_pooled = np.array([expected_tv_uniform(int(n.sum()), int(k)) for n, k in zip(n_cs, ks)])
         # Test of "no bias" that respects the resampling unit: a fair chooser with the observed query heterogeneity.
         # The replicates' per-run rates, centred on their mean (and scaled by sqrt(Q / (Q - 1)), the bootstrap's
@@ -1177,44 +1187,27 @@ class _Metric:
         self.null_query = None
         if r:
             scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
-            cols = []
-            for c, n, k in zip(clusters, n_cs, ks):
+            nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
+            for j, (c, n, k) in enumerate(zip(clusters, n_cs, ks)):
                 if c in self.single:   # attempts independent: the uniform chooser's own draws (exact)
-                    draws = self._single_rng.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))
-                    cols.append(_tv_runs(draws))
-                    continue
-                if c in self.sparse:   # each query's counts permuted over the tools: the fair chooser's law
-                    cols.append(_tv_runs(self.relabelled[c]))
-                    continue
-                rates = rates_from_counts(boot[c])                                  # (R, S, K)
-                centred = (rates - _nanmean(rates, 0)[None]) * scale[c]
-                cols.append(0.5 * np.abs(centred).sum(-1))                           # (R, S); NaN: no valid choice
-            nq = np.stack(cols, axis=1)                                              # (R, C, S)
+                    nq[:, j, :] = _tv_runs(self._single_rng.multinomial(n, np.full(int(k), 1.0 / k),
+                                                                        size=(r, len(n))))
+                elif c in self.sparse:   # each query's counts permuted over the tools: the fair chooser's law
+                    nq[:, j, :] = _tv_runs(self.relabelled[c])
             nq[:, np.isnan(self.per_cluster_obs)] = np.nan
-            self.null_query_sims = nq
+            self.null_query_sims = _nanmean(nq, 2)    # (R, C): what the clusters' p-values read (1/S of the memory)
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
         self.null_stat = None
         if n_null:
-            sims = []
-            for n, k in zip(n_cs, ks):
-                draws = gen.multinomial(n, np.full(int(k), 1.0 / k), size=(n_null, len(n)))
-                sims.append(_tv_runs(draws))                                     # (N, S)
-            sims = np.stack(sims, axis=1)                                        # (N, C, S)
+            sims = uniform_null_tv(gen, n_cs, ks, n_null)           # (N, C, S): the stream of a call per cluster
             sims[:, np.isnan(self.per_cluster_obs)] = np.nan
             self.null_stat = _nanmean(_nanmean(sims, 1), 1)
-            self.null_sims = sims
+            self.null_sims = _nanmean(sims, 2)        # (N, C)
 
     def _jackknife(self, targets):
         """Leave-one-query-out values of mean_over_runs (one per query of every cluster)."""
-        full = self.per_cluster_obs
-        out = []
-        for i, c in enumerate(self.clusters):
-            cnt = targets[c].counts                                              # (Q, S, K)
-            loo = _tv_runs(cnt.sum(0)[None] - cnt)                               # (Q, S)
-            tv = np.repeat(full[None], len(cnt), axis=0)                         # (Q, C, S)
-            tv[:, i, :] = loo
-            out.append(_nanmean(_nanmean(tv, 1), 1))
-        return np.concatenate(out)
+        loo, cluster = leave_one_out_tv([targets[c].counts for c in self.clusters])   # (sum Q, S)
+        return jackknife_means(self.per_cluster_obs, loo, cluster)
 
     @property
     def stat(self):
@@ -1287,9 +1280,10 @@ class _Metric:
         if self.n_resamples:
             b = _nanmean(self.boot_cluster_runs[:, i, :], 1)
             cal = _resolved(self._cal_cluster[i])
-            kw = dict(ci=percentile_ci(b, level), ci_method="percentile", ci_percentile=percentile_ci(b, level),
-                      ci_pooled=percentile_ci(self.boot_pooled_cluster[:, i], level),
-                      normalised_ci=percentile_ci(b / (1 - 1 / self.ks[i]), level),
+            cis = self._cluster_cis(level)
+            kw = dict(ci=ConfidenceInterval(*cis[0][:, i]), ci_method="percentile",
+                      ci_percentile=ConfidenceInterval(*cis[0][:, i]), ci_pooled=ConfidenceInterval(*cis[1][:, i]),
+                      normalised_ci=ConfidenceInterval(*cis[2][:, i]),
                       standard_error=float(np.nanstd(b, ddof=1)))
             if cal is not None:
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
@@ -1297,8 +1291,8 @@ class _Metric:
                                                          if self.clusters[i] in self._multinomial else ""))
         stat = float(per_run.mean()) if per_run.size else np.nan
         multinomial = self.clusters[i] in self._multinomial
-        nq = None if self.null_query is None or multinomial else _nanmean(self.null_query_sims[:, i, :], 1)
-        nm = None if self.null_stat is None else _nanmean(self.null_sims[:, i, :], 1)
+        nq = None if self.null_query is None or multinomial else self.null_query_sims[:, i]
+        nm = None if self.null_stat is None else self.null_sims[:, i]
         method = ((P_EXACT if self.clusters[i] in self.single else P_RELABEL if self.clusters[i] in self.sparse
                    else P_QUERY) if nq is not None else
                   "none" if nm is None else
@@ -1314,6 +1308,15 @@ class _Metric:
             null_expected_pooled=float(self.null_cluster_pooled[i]),
             normalised=stat / (1 - 1 / k), normalised_pooled=float(self.pooled_cluster_obs[i]) / (1 - 1 / k),
             confidence_level=level, **kw)
+
+    def _cluster_cis(self, level):
+        """Every cluster's percentile intervals (of its mean over runs, pooled and normalised), computed for all
+        clusters at once on first use: arrays (2, C) of (low, high)."""
+        if getattr(self, "_cis", (None,))[0] != level:
+            b = _nanmean(self.boot_cluster_runs, 2)                                       # (R, C)
+            self._cis = (level, [np.array(percentile_cis(x, level)) for x in
+                                 (b, self.boot_pooled_cluster, b / (1 - 1 / self.ks)[None, :])])
+        return self._cis[1]
 
     @staticmethod
     def model_calibration(api, pos, level, pool=None):

@@ -10,6 +10,7 @@ the line; DuckDB only has to notice that something is wrong.
 from __future__ import annotations
 
 import numbers
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -95,23 +96,48 @@ def _lit(value) -> str:
 #: so DuckDB and the Python side together stay near 2 GiB (at "2GB" the process peaked at 2.7-3.75 GiB on 100M rows;
 #: 10M rows run as fast at either limit: docs/performance.md, "Lead's check").
 MEMORY_LIMIT = "1GB"
+#: The environment variable that sets DuckDB's memory limit instead (a DuckDB size such as ``"4GB"``); named by
+#: the message when the limit is reached.
+MEMORY_ENV = "TOOLBIAS_DUCKDB_MEMORY_LIMIT"
+#: The message when DuckDB's memory limit is reached although it spills to its temporary folder.
+OUT_OF_MEMORY = ("DuckDB ran out of memory counting the logs (memory limit {limit}; what does not fit is spilled "
+                 "to {spill}): set the environment variable {env} to a larger limit (e.g. {env}=4GB), free space "
+                 "in that folder (or point TMPDIR elsewhere), or use --engine pandas. DuckDB said: {detail}")
 
 
-def connect(threads: int | None = None, memory_limit: str | None = MEMORY_LIMIT, progress: bool = False):
-    """A fresh in-memory DuckDB connection (insertion order preserved: row numbers follow the file)."""
+def spill_folder() -> Path:
+    """DuckDB's temporary folder: what does not fit in memory (a parsed CSV, a large aggregation) spills here."""
+    return Path(tempfile.gettempdir()) / "toolbias_stats_duckdb"
+
+
+def memory_limit_setting() -> str:
+    """DuckDB's memory limit: ``$TOOLBIAS_DUCKDB_MEMORY_LIMIT`` when set, else :data:`MEMORY_LIMIT`."""
+    return os.environ.get(MEMORY_ENV, "").strip() or MEMORY_LIMIT
+
+
+def connect(threads: int | None = None, memory_limit: str | None = "", progress: bool = False):
+    """A fresh in-memory DuckDB connection (insertion order preserved: row numbers follow the file).
+
+    ``memory_limit``: a DuckDB size; ``""`` (default) :func:`memory_limit_setting`; None leaves DuckDB's own."""
     import duckdb
 
+    if memory_limit == "":
+        memory_limit = memory_limit_setting()
     con = duckdb.connect(":memory:")
     con.execute("SET preserve_insertion_order = true")
     # what does not fit in memory (a parsed CSV, a large aggregation) spills here, not into the working directory
-    spill = Path(tempfile.gettempdir()) / "toolbias_stats_duckdb"
+    spill = spill_folder()
     con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
     # DuckDB's own bar (long queries, on a terminal only); quiet otherwise.
     con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit:
-        con.execute(f"SET memory_limit = '{memory_limit}'")
+        try:
+            con.execute(f"SET memory_limit = '{memory_limit}'")
+        except duckdb.Error as exc:   # a malformed size in the environment variable
+            con.close()
+            raise ValueError(f"{MEMORY_ENV}={memory_limit!r} is not a DuckDB memory size (e.g. 4GB): {exc}") from None
     return con
 
 
@@ -494,13 +520,28 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     from .._catalog import check_cluster_sizes
 
     check_cluster_sizes(catalog)
+    import duckdb
+
     own = con is None
     con = con or connect(progress=progress)
     try:
         return _count_files(con, entries, catalog, level, progress, check_duplicates, cells)
+    except duckdb.OutOfMemoryException as exc:
+        # one message naming the setting to change (exit 2 in the CLI), not DuckDB's traceback
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        try:
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        except duckdb.Error:
+            limit = memory_limit_setting()
+        raise MemoryLimitError(OUT_OF_MEMORY.format(limit=limit, spill=spill_folder(), env=MEMORY_ENV,
+                                                    detail=detail)) from None
     finally:
         if own:   # DuckDB's memory goes back before the statistics start
             con.close()
+
+
+class MemoryLimitError(ValueError):
+    """DuckDB's memory limit was reached (the message names :data:`MEMORY_ENV`, the setting to change)."""
 
 
 def _count_files(con, entries, catalog, level, progress, check_duplicates, cells) -> SelectionCounts:
@@ -522,8 +563,7 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
             if c not in extras_all:
                 extras_all.append(c)
     design = list(_DESIGN) + extras_all
-    union = " UNION ALL BY NAME ".join(f"SELECT * FROM {f.name}_valid" for f in files)
-    con.execute(f"CREATE TEMP VIEW study AS {union}")
+    _study_rows(con, files)
     weighted = any(f.weighted for f in files)
     strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
     table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted,
@@ -558,6 +598,26 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
 
 
 # ------------------------------------------------------------------------------------------------
+#: Files read by one query. A study of more files is copied into a table a batch at a time: a view over the union
+#: of hundreds of files makes DuckDB plan them all in one query, whose buffers exceeded the memory limit with
+#: 240 files of 2 MB (issue 37).
+_FILES_PER_QUERY = 32
+
+
+def _study_rows(con, files) -> None:
+    """``study``: the validated rows of every file (a view, or a table filled ``_FILES_PER_QUERY`` files at a
+    time; the same columns and rows in the same order)."""
+    selects = [f"SELECT * FROM {f.name}_valid" for f in files]
+    union = " UNION ALL BY NAME ".join(selects)
+    if len(files) <= _FILES_PER_QUERY:
+        con.execute(f"CREATE TEMP VIEW study AS {union}")
+        return
+    # the union's columns and types (binding only), then the rows batch by batch
+    con.execute(f"CREATE TEMP TABLE study AS SELECT * FROM ({union}) LIMIT 0")
+    for i in range(0, len(selects), _FILES_PER_QUERY):
+        con.execute(f"INSERT INTO study BY NAME {' UNION ALL BY NAME '.join(selects[i:i + _FILES_PER_QUERY])}")
+
+
 def _register_catalog(con, catalog: ToolCatalog):
     tools = []
     for c in catalog.clusters:

@@ -24,9 +24,11 @@ Rules
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import numbers
 import unicodedata
+import weakref
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -106,7 +108,6 @@ class _Names:
     of each normalised name."""
 
     def __init__(self, catalog):
-        self.catalog = catalog
         self.by_cluster, self.clusters_of = {}, {}
         for c in catalog.clusters:
             tools = catalog.tools(c)
@@ -124,6 +125,21 @@ class _Names:
             return raw, True
         tool = names.get(normalise_name(raw))
         return tool, False
+
+
+#: The name lookups of each catalog (a catalog is immutable): a study of many files builds them once, not per file.
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _names_of(catalog) -> _Names:
+    """The (cached) :class:`_Names` of ``catalog``."""
+    try:
+        return _NAMES[catalog]
+    except (KeyError, TypeError):   # TypeError: an object that cannot be a weak key (built each time)
+        names = _Names(catalog)
+    with contextlib.suppress(TypeError):
+        _NAMES[catalog] = names
+    return names
 
 
 def _missing(v) -> bool:
@@ -227,7 +243,7 @@ def prepare_combos(combos: pd.DataFrame, catalog: ToolCatalog, *, positions: str
       cluster_new tool_new status_new  normalised
     0           1    b_api         ok        True
     """
-    names = _Names(catalog)
+    names = _names_of(catalog)
     cols = set(combos.columns)
     out: dict[str, list] = {k: [] for k in _NEW_COLUMNS}
     for rec in combos.to_dict(orient="records"):
