@@ -39,7 +39,8 @@ class TestStudyDesign:
         assert d.strata == ("cluster_id", "n_candidates")
 
     def test_declaration_moves_columns(self):
-        d = DeclaredDesign.from_columns(["model", "run", "epoch"], declared={"replicates": ["epoch"], "factors": ["run"]})
+        d = DeclaredDesign.from_columns(["model", "run", "epoch"],
+                                        declared={"replicates": ["epoch"], "factors": ["run"]})
         assert d.replicates == ("epoch",) and d.factors == ("model", "run") and d.source == "declared"
 
     @pytest.mark.parametrize("declared, text", [
