@@ -433,6 +433,7 @@ NOT_RESULTS = {
     "SubsetData": "input container (subset predictions and truth)",
     "ToolFeatures": "input container (the feature table); has to_frame/_repr_html_/__str__ for display",
     "StudyDesign": "a design to send (input of write_requests), not an analysis result",
+    "DeclaredDesign": "the declared study design (unit, replicates, factors, strata) that a log carries, an input",
     "Encoder": "a sentence encoder (helper)",
     "Split": "one cross-validation split (train/test indices) of grouped_splits: a helper, not a result",
 }

@@ -158,7 +158,7 @@ def check_selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.
     >>> res = check_selection_bias(sim.log, max_delta_api=0.1, max_delta_pos=0.1, n_resamples=200, rng=1)
     >>> res.to_frame()[["metric", "estimate", "ci_low", "ci_high", "outcome", "status"]].round(3)
           metric  estimate  ci_low  ci_high outcome status
-    0  delta_api     0.000   0.000    0.043   below   pass
+    0  delta_api     0.000   0.000    0.052   below   pass
     1  delta_pos     0.196   0.154    0.240   above   fail
     >>> res.exit_code
     1

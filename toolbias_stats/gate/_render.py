@@ -156,7 +156,7 @@ def text_table(result: GateResult) -> str:
     ... # doctest: +NORMALIZE_WHITESPACE
     Selection-bias gate (check, rule exceeds): PASS
         model    metric threshold estimate ci_low ci_high outcome status
-    simulated delta_pos     0.100    0.029  0.000   0.086   below   pass
+    simulated delta_pos     0.100    0.029  0.000   0.088   below   pass
     Rule exceeds: fail when the 95% interval lies wholly above the threshold (evidence of bias beyond it; a
     chooser exactly at the threshold fails at most 2.5% of the time); an interval across the threshold cannot
     tell and passes with a warning.
