@@ -1355,6 +1355,22 @@ def record_field(key, *objs):
     return None
 
 
+def assistant_turns(messages, names, calls_of) -> tuple[list[Turn], str | None]:
+    """Every assistant message of a conversation as a :class:`Turn`, and the text of the first user message.
+
+    ``names(tools)`` gives the tool names of a ``tools`` list (None: the message has none of its own) and
+    ``calls_of(message)`` the names an assistant message calls, in each provider's own shape (issue 36)."""
+    turns, first_user = [], None
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "user" and first_user is None:
+            first_user = message_text(m.get("content"))
+        if m.get("role") == "assistant":
+            turns.append(Turn(names(m.get("tools")), calls_of(m), message_text(m.get("content"))))
+    return turns, first_user
+
+
 def message_text(content) -> str | None:
     """Plain text of a message ``content``: a string, or the text of its text parts (OpenAI, Anthropic, OTel)."""
     if content is None:

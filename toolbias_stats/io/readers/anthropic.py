@@ -14,10 +14,10 @@ from ._toolcalls import (
     KEEP,
     Attempt,
     Conversation,
-    Turn,
     _error_text,
     _msgspec,
     api_error,
+    assistant_turns,
     batch_shape,
     message_text,
     read_offered,
@@ -329,18 +329,12 @@ def conversation(rec: dict) -> Conversation:
             return None
         return [t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
 
-    turns, first_user = [], None
-    for m in rec["messages"]:
-        if not isinstance(m, dict):
-            continue
-        if m.get("role") == "user" and first_user is None:
-            first_user = message_text(m.get("content"))
-        if m.get("role") != "assistant":
-            continue
+    def calls_of(m):
         blocks = m.get("content")
         blocks = blocks if isinstance(blocks, list) else []
-        calls = [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") in _CALL_BLOCKS]
-        turns.append(Turn(names(m.get("tools")), calls, message_text(m.get("content"))))
+        return [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") in _CALL_BLOCKS]
+
+    turns, first_user = assistant_turns(rec["messages"], names, calls_of)
     md = rec.get("metadata")
     md = md if isinstance(md, dict) else {}
     qid = rec.get("query_id", md.get("query_id"))

@@ -16,9 +16,9 @@ from ._toolcalls import (
     KEEP,
     Attempt,
     Conversation,
-    Turn,
     _msgspec,
     api_error,
+    assistant_turns,
     batch_shape,
     message_text,
     read_offered,
@@ -257,19 +257,14 @@ def conversation(rec: dict) -> Conversation:
     tools = rec.get("tools")
     if tools is None and isinstance(rec.get("functions"), list):
         tools = [{"type": "function", "function": f} for f in rec["functions"]]
-    turns, first_user = [], None
-    for m in rec["messages"]:
-        if not isinstance(m, dict):
-            continue
-        if m.get("role") == "user" and first_user is None:
-            first_user = message_text(m.get("content"))
-        if m.get("role") != "assistant":
-            continue
+    def calls_of(m):
         calls = m.get("tool_calls")
         calls = calls if isinstance(calls, list) else []
         if not calls and isinstance(m.get("function_call"), dict):
             calls = [{"type": "function", "function": m["function_call"]}]
-        turns.append(Turn(names(m.get("tools")), [_tool_name(c) for c in calls], message_text(m.get("content"))))
+        return [_tool_name(c) for c in calls]
+
+    turns, first_user = assistant_turns(rec["messages"], names, calls_of)
     return Conversation(names(tools), turns, first_user, _query_id(rec), record_field("cluster_id", rec),
                         _model(rec))
 
