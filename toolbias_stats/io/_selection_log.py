@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SelectionLog", "DeclaredDesign", "REPLICATE_COLUMNS", "DESIGN_KEYS"]
 
+#: Statuses whose row may have no cluster (``cluster_id`` missing): every status but a valid choice (issue 36).
+UNASSIGNABLE = tuple(s for s in STATUSES if s != "ok")
 #: Columns of the design, before extra manifest columns.
 _DESIGN = ("model", "run", "condition")
 _ATTEMPT = (
@@ -395,8 +397,13 @@ def _check_values(rows: _RowProblems, catalog: ToolCatalog, weighted: bool) -> N
     """Missing keys, integers (``run``, ``rotation``, ``n_candidates``, ``chosen_position``, ``count``), statuses and
     cluster ids; ids become strings and integers Int64."""
     df, where = rows.df, rows.where
-    for col in ("cluster_id", "query_id", "status", "model", "condition"):
+    for col in ("query_id", "status", "model", "condition"):
         where(df[col].isna(), col, MISSING)
+    # a row without a valid choice may have no cluster (an attempt that no tool list, call or record assigns to one:
+    # kept, counted and excluded by its status; issue 36); a valid choice always names its cluster
+    no_cluster = df["cluster_id"].isna()
+    if no_cluster.any():
+        where(no_cluster & ~df["status"].astype("string").isin(UNASSIGNABLE).fillna(False), "cluster_id", MISSING)
     df["cluster_id"] = _id_strings(df["cluster_id"])
     df["query_id"] = _id_strings(df["query_id"])
 
@@ -430,10 +437,11 @@ def _resolve_orderings(rows: _RowProblems, catalog: ToolCatalog) -> pd.Series:
     """``ordering`` from ``rotation`` where missing, every ordering checked, ``n_candidates`` = the cluster's tools
     shown; returns ``n_listed``, the length of the whole list shown (issue 20: it may offer other tools too)."""
     df = rows.df
-    k = df["cluster_id"].map({c: catalog.n_tools(c) for c in set(catalog.clusters)}).astype("int64")
+    assigned = df["cluster_id"].notna()
+    k = df["cluster_id"].map({c: catalog.n_tools(c) for c in set(catalog.clusters)}).astype("Int64")
     df["n_candidates"] = df["n_candidates"].fillna(k)
-    # ordering from rotation where missing
-    need = df["ordering"].isna() & df["rotation"].notna()
+    # ordering from rotation where missing (a row without a cluster keeps its rotation and gets no ordering)
+    need = df["ordering"].isna() & df["rotation"].notna() & assigned
     rot_bad = need & ((df["rotation"] < 1) | (df["rotation"] > k)).fillna(False)
     rows.where(rot_bad, "rotation", ROTATION_RANGE)
     need &= ~rot_bad
@@ -447,7 +455,10 @@ def _resolve_orderings(rows: _RowProblems, catalog: ToolCatalog) -> pd.Series:
     # outside the cluster are other tools offered with it (another cluster's, send_email, ...; issue 20).
     # n_candidates = the cluster's tools shown; the list may be longer (n_listed).
     n_listed = df["n_candidates"].astype("Int64").copy()
-    has_ord = df["ordering"].notna()
+    unassigned_ord = df["ordering"].notna() & ~assigned
+    if unassigned_ord.any():   # the list shown to a row without a cluster: its length, nothing to check against
+        n_listed[unassigned_ord.to_numpy()] = [len(str(o).split("|")) for o in df.loc[unassigned_ord, "ordering"]]
+    has_ord = df["ordering"].notna() & assigned
     if has_ord.any():
         combos = df.loc[has_ord, ["cluster_id", "ordering"]].drop_duplicates()
         bad_combo, length = {}, {}
@@ -466,6 +477,8 @@ def _resolve_orderings(rows: _RowProblems, catalog: ToolCatalog) -> pd.Series:
                     rows.add(i, "ordering", bad_combo[key])
         df.loc[has_ord, "n_candidates"] = np.array([length[k][0] for k in keys], dtype=np.int64)
         n_listed[has_ord.to_numpy()] = np.array([length[k][1] for k in keys], dtype=np.int64)
+    if not assigned.all():   # a row without a cluster: the cluster's tools shown are unknown (0) unless given
+        df["n_candidates"] = df["n_candidates"].fillna(0)
     return n_listed
 
 

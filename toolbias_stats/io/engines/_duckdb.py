@@ -49,6 +49,7 @@ from .._selection_log import (
     COUNT_MESSAGE,
     MAX_COUNT,
     MAX_INT,
+    UNASSIGNABLE,
     duplicate_cell_message,
     duplicate_message,
     not_in_cluster_message,
@@ -723,9 +724,12 @@ def _validate_file(con, f: _File, catalog: ToolCatalog):
         FROM (SELECT {', '.join(select)}, __ksize, __api, __scode FROM {named}) t""")
     # stage 2: rotations, orderings, tools, positions, provenance
     bad = _ordering_info(con, o, catalog)
-    ncand = ("CASE WHEN ordering_in IS NOT NULL THEN __n_in WHEN rot IS NOT NULL THEN k "
+    # a row without a cluster: the cluster's tools shown are unknown (0) unless given; its list is only counted
+    ncand = ("CASE WHEN cluster_id IS NULL THEN COALESCE(n_candidates_in, 0) "
+             "WHEN ordering_in IS NOT NULL THEN __n_in WHEN rot IS NOT NULL THEN k "
              "ELSE COALESCE(n_candidates_in, k) END")
-    nlist = f"CASE WHEN ordering_in IS NOT NULL THEN __n_list ELSE {ncand} END"
+    nlist = ("CASE WHEN cluster_id IS NULL AND ordering_in IS NOT NULL THEN len(string_split(ordering_in, '|')) "
+             f"WHEN ordering_in IS NOT NULL THEN __n_list ELSE {ncand} END")
     # Stage 2 runs inside the aggregation (a flag per row, counted); the rows are listed only when one is bad.
     f.stage2 = checks = _stage2_checks(bad, nlist, with_provenance)
     bad_row = " OR ".join(f"COALESCE(({pred}), FALSE)" for _, pred, _, _ in checks)
@@ -790,7 +794,10 @@ def _design_exprs(con, f: _File, cols) -> dict:
 def _stage1_checks(f: _File, cols, catalog, cid) -> list[_Check]:
     """Stage 1: missing values, integers, status, clusters (the checks of SelectionLog.from_frame, in its order)."""
     missing = lambda v: MISSING  # noqa: E731
-    checks = [(c, f"{_q(c)} IS NULL", "NULL", missing)
+    # a row without a valid choice may have no cluster (issue 36; SelectionLog's UNASSIGNABLE statuses)
+    unassignable = ", ".join(_lit(s) for s in UNASSIGNABLE)
+    checks = [(c, f"{_q(c)} IS NULL" + (f" AND (status IS NULL OR CAST(status AS VARCHAR) NOT IN ({unassignable}))"
+                                        if c == "cluster_id" else ""), "NULL", missing)
               for c in ("cluster_id", "query_id", "status", "model", "condition") if c in cols]
     for c, nullable in _INT_COLS:
         if c in cols:
