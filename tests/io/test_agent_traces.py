@@ -108,7 +108,8 @@ def _mcp_expected():
         for n, name, shown in calls:
             cluster = OWNER.get(name) or (own.pop() if len(own) == 1 else None)
             members = [t for t in shown if OWNER.get(t) == cluster]
-            status = "ok" if OWNER.get(name) == cluster else ("off_cluster" if name in shown else "unknown_tool")
+            status = ("ok" if cluster is not None and OWNER.get(name) == cluster else
+                      ("off_cluster" if name in shown else "unknown_tool"))
             rank = members.index(name) + 1 if status == "ok" else None
             rows.append((f.stem, n, cluster, status, name if status == "ok" else None, rank))
     return pd.DataFrame(rows, columns=["session", "line", "cluster", "status", "tool", "rank"])
@@ -119,28 +120,34 @@ class TestMcp:
         exp = _mcp_expected()
         with pytest.warns(ExcludedRowsWarning, match="1 of 53 attempt"):
             log = read_mcp(MCP, meta={"model": "claude-sonnet-4-5"}, clusters=CLUSTERS)
-        kept = exp[exp["cluster"].notna()].reset_index(drop=True)
         d = log.data
-        assert list(zip(Path(p).stem for p in d["source_file"])) == list(zip(kept["session"]))
-        assert list(d["source_row"]) == list(kept["line"])
-        assert list(d["cluster_id"]) == list(kept["cluster"]) and list(d["status"]) == list(kept["status"])
+        # every call is a row, the one whose cluster cannot be decided too (cluster_id missing; issue 36)
+        assert list(zip(Path(p).stem for p in d["source_file"])) == list(zip(exp["session"]))
+        assert list(d["source_row"]) == list(exp["line"]) and list(d["status"]) == list(exp["status"])
+        assert [None if pd.isna(c) else c for c in d["cluster_id"]] == [None if pd.isna(c) else c
+                                                                        for c in exp["cluster"]]
         assert list(d["chosen_rank"].astype(object).where(d["chosen_rank"].notna(), None)) == [
-            None if pd.isna(r) else int(r) for r in kept["rank"]]
+            None if pd.isna(r) else int(r) for r in exp["rank"]]
         # a web_search in the middle of a run: off_cluster, its raw name kept, the cluster its session's
-        off = d["status"] == "off_cluster"
+        off = (d["status"] == "off_cluster") & d["cluster_id"].notna()
         assert off.sum() == 6 and set(d.loc[off, "raw_choice"]) == {"web_search"}
         diag = log.diagnostics[str(MCP)]
         assert diag["cluster_from_group"]["rows"] == 6
-        # the session that only searched: left out, counted, named
+        # the session that only searched: a row without a cluster (web_search was offered: off_cluster), its raw
+        # name kept, counted and named
+        lone = d[d["cluster_id"].isna()]
+        assert list(lone["source_row"]) == [5] and list(lone["status"]) == ["off_cluster"]
+        assert list(lone["raw_choice"]) == ["web_search"] and list(lone["query_id"]) == ["session23"]
         un = diag["unassigned"]
-        assert un == {**un, "rows": 1, "by_status": {"unknown_tool": 1}, "names": {"web_search": 1}}
+        assert un == {**un, "rows": 1, "by_status": {"off_cluster": 1}, "names": {"web_search": 1}}
         assert "session23.jsonl:5:tools:" in un["messages"][0]
-        assert diag["attempts_read"] == len(exp) == len(log) + un["rows"] == 53
+        assert diag["attempts_read"] == len(exp) == len(log) == 53
         assert diag["sessions"] == 24 and diag["tools_list_results"] == 25
         # the calls of a session are repeated attempts at one task (the session is the query)
-        assert set(d["query_id"]) == {f"session{s:02d}" for s in range(23)}
+        assert set(d["query_id"]) == {f"session{s:02d}" for s in range(24)}
         assert d.groupby("query_id")["attempt"].max().max() == 3
-        _check_against(log, kept, tmp_path)
+        # rows in (53) = rows used + rows excluded by status, the unassigned row among the off_cluster ones
+        _check_against(log, exp, tmp_path)
 
     def test_list_changed_then_listed_again_in_another_order(self):
         with pytest.warns(ExcludedRowsWarning):
@@ -176,7 +183,7 @@ class TestMcp:
             f'"weather_b"]}}\n[[logs]]\npath = "{MCP}"\nmodel = "claude-sonnet-4-5"\n', encoding="utf-8")
         with pytest.warns(ExcludedRowsWarning):
             study = tbs.read_study(tmp_path / "study.toml")
-        assert len(study.log) == 52
+        assert len(study.log) == 53 and study.log.data["cluster_id"].isna().sum() == 1   # the unassigned call kept
         (tmp_path / "bad.toml").write_text(f'format = "mcp"\n[[logs]]\npath = "{MCP}"\n', encoding="utf-8")
         with pytest.raises(ManifestError, match="model: missing required key"):
             tbs.read_study(tmp_path / "bad.toml")
@@ -322,20 +329,26 @@ class TestOtelCallOutsideTheClusters:
         path, exp = _otel_agent_runs(tmp_path)
         with pytest.warns(ExcludedRowsWarning, match="2 of 48 attempt"):
             log = read_otel(path, clusters=CLUSTERS_OTEL)
-        kept = exp[exp["cluster"].notna()]
+        kept = exp
         d = log.data
         assert list(d["source_row"]) == list(kept["line"]) and list(d["status"]) == list(kept["status"])
-        assert list(d["cluster_id"]) == list(kept["cluster"])
+        # the run that only searched: two rows without a cluster (issue 36), unknown_tool, the raw name kept
+        assert [None if pd.isna(c) else c for c in d["cluster_id"]] == [None if pd.isna(c) else c
+                                                                        for c in kept["cluster"]]
+        assert list(d.loc[d["cluster_id"].isna(), "source_row"]) == [45, 46]
         assert set(d["model"]) == {"gpt-4o-mini"}             # each span's own gen_ai.request.model
         assert set(d.loc[d["status"] == "unknown_tool", "raw_choice"]) == {"web_search"}
         diag = log.diagnostics[str(path)]
         assert diag["unassigned"]["rows"] == 2 and diag["unassigned"]["source_rows"] == [45, 46]
-        assert diag["attempts_read"] == len(exp) == len(d) + 2
+        assert diag["unassigned"]["by_status"] == {"unknown_tool": 2}
+        assert diag["attempts_read"] == len(exp) == len(d) == 48
         for engine, counts in _engines(log, tmp_path).items():
             g = _bias(counts).groups[0]
             excluded = {s: int(n) for s, n in kept["status"].value_counts().items() if s != "ok"}
-            assert g.rows == {"total": len(kept), "used": int((kept["status"] == "ok").sum()),
-                              "excluded": excluded}, engine
+            # rows in 48 = used 43 + excluded unknown_tool 5 (three searches placed by their run, two not)
+            assert g.rows == {"total": 48, "used": int((kept["status"] == "ok").sum()),
+                              "excluded": excluded} == {"total": 48, "used": 43, "excluded": {"unknown_tool": 5}}, \
+                engine
             assert g.delta_api.mean_over_runs == pytest.approx(_pandas_delta(kept, "tool", CLUSTERS_OTEL),
                                                                abs=1e-12)
             assert g.delta_pos is None                          # the order shown is unknown without definitions

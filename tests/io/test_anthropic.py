@@ -153,7 +153,11 @@ class TestBadInput:
         with pytest.warns(ExcludedRowsWarning, match="1 of 12 attempt"):
             log = read_anthropic(_write(tmp_path / "req.jsonl", req), responses=RES, meta=META, clusters=clusters)
         un = log.diagnostics[str(tmp_path / "req.jsonl")]["unassigned"]
-        assert un["rows"] == 1 and un["source_rows"] == [8] and len(log) == 11
+        # kept as a row without a cluster (issue 36), excluded by its status (the HTTP error: parse_error)
+        assert un["rows"] == 1 and un["source_rows"] == [8] and len(log) == 12
+        row = log.data.set_index("source_row").loc[8]
+        assert pd.isna(row["cluster_id"]) and row["status"] == "parse_error" and un["by_status"] == {"parse_error": 1}
+        assert "geo_a" in row["ordering"].split("|") and "wx_a" in row["ordering"].split("|")   # the list shown
         assert ("req.jsonl:8:tools: the tools offered span several clusters ['geo', 'wx'] and the query's cluster "
                 "cannot be decided") in un["messages"][0]
 

@@ -240,8 +240,10 @@ class TestRequestLogs:
         with pytest.warns(ExcludedRowsWarning):
             log = read_openai(path, meta=META, model_override=True, clusters=CLUSTERS)
         un = log.diagnostics[str(path)]["unassigned"]
-        assert un["rows"] == 1 and un["by_status"] == {"no_call": 1} and 3 not in set(log.data["source_row"])
-        assert len(log) + un["rows"] == log.diagnostics[str(path)]["attempts_read"] == 50
+        assert un["rows"] == 1 and un["by_status"] == {"no_call": 1}
+        row = log.data.set_index("source_row").loc[3]          # kept, without a cluster (issue 36)
+        assert pd.isna(row["cluster_id"]) and row["status"] == "no_call" and row["raw_choice"] == "No idea."
+        assert len(log) == log.diagnostics[str(path)]["attempts_read"] == 50
         assert (f"{path}:3:tools: the tools offered span several clusters ['geocoding', 'weather'] and the query's "
                 "cluster cannot be decided (line 3: no cluster_id in the record, and no tool was called)"
                 ) in un["messages"][0]
@@ -327,7 +329,10 @@ class TestOtelWithoutDefinitions:
         assert (f"{path}:4:gen_ai.tool.definitions: no tool definitions recorded and the cluster cannot be decided "
                 f"(span 4 ('chat gpt-4o-mini', spanId {sp['spanId']}): the call 'send_email' is not a declared tool"
                 ) in un["messages"][0]
-        assert len(log) == 47 and 4 not in set(log.data["source_row"])
+        # kept as a row without a cluster (issue 36): unknown_tool, the raw name kept, excluded by its status
+        row = log.data.set_index("source_row").loc[4]
+        assert len(log) == 48 and pd.isna(row["cluster_id"]) and row["status"] == "unknown_tool"
+        assert row["raw_choice"] == "send_email" and pd.isna(row["chosen_tool"])
 
     def test_cluster_id_attribute_keeps_text_answers(self, tmp_path):
         doc = json.loads(OTEL.read_text(encoding="utf-8"))

@@ -243,7 +243,12 @@ class TestBadInput:
         with pytest.warns(ExcludedRowsWarning):
             log = read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
         un = log.diagnostics[str(BATCH_IN)]["unassigned"]
-        assert un["source_rows"] == [7, 8, 9, 10] and len(log) + un["rows"] == 11     # the wx requests
+        assert un["source_rows"] == [7, 8, 9, 10] and len(log) == 11     # the wx requests: rows without a cluster
+        wx = log.data[log.data["cluster_id"].isna()]
+        assert list(wx["source_row"]) == [7, 8, 9, 10] and set(wx["status"]) <= {"off_cluster", "no_call",
+                                                                                  "parse_error", "forced"}
+        assert set(wx.loc[wx["status"] == "off_cluster", "raw_choice"]) <= {"wx_a", "wx_b"}
+        assert un["by_status"] == dict(sorted(wx["status"].value_counts().items()))
         assert ("chat_batch_input.jsonl:7:tools: none of the tools offered ['wx_a', 'wx_b'] is in the declared "
                 "clusters") in un["messages"][0]
         with pytest.raises(SelectionLogError, match=r"no selection attempts in this log: none of the 11 attempt"):

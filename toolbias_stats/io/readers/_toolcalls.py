@@ -353,10 +353,7 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
     cols = attempts if isinstance(attempts, AttemptColumns) else AttemptColumns.from_attempts(attempts)
     n_read = len(cols)
     hits, qids, unassigned = _resolve_attempts(cols, _Resolver(catalog, subsets))
-    if unassigned:
-        gone = {i for i, _ in unassigned}
-        cols_all, cols = cols, cols.take([i for i in range(n_read) if i not in gone])
-    if not hits:
+    if not hits or len(unassigned) == n_read:
         why = "" if not unassigned else (f": none of the {n_read} attempt(s) could be assigned to a cluster; "
                                          f"{unassigned[0][1]}")
         raise SelectionLogError(problem(source, None, None, f"no selection attempts in this log{why}"))
@@ -378,15 +375,15 @@ def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
         frame.insert(len(meta), "attempt", repeats)
     diag = _log_diagnostics(cols, o_status, o_raw, hows, repeats, fmt=fmt, catalog=catalog)
     if unassigned:
-        diag["unassigned"] = _unassigned_diagnostics(cols_all, unassigned)
+        diag["unassigned"] = _unassigned_diagnostics(cols, unassigned, o_status)
         diag["attempts_read"] = n_read
         import warnings
 
         from ...exceptions import ExcludedRowsWarning
 
-        warnings.warn(f"{source}: {len(unassigned)} of {n_read} attempt(s) could not be assigned to a cluster and "
-                      "are left out (counted in diagnostics['unassigned']); first: " + unassigned[0][1],
-                      ExcludedRowsWarning, stacklevel=3)
+        warnings.warn(f"{source}: {len(unassigned)} of {n_read} attempt(s) could not be assigned to a cluster: "
+                      "kept as rows without a cluster_id and excluded by their status (counted in "
+                      "diagnostics['unassigned']); first: " + unassigned[0][1], ExcludedRowsWarning, stacklevel=3)
     if models is not None:
         diag["models"] = dict(Counter(models))
     diag.update(extra_diagnostics or {})
@@ -450,7 +447,8 @@ class _Unassigned(str):
 
 def _assign_by_group(cols: AttemptColumns, res: _Resolver, hits: list, qids: list, unassigned: list):
     """Give each unassigned attempt the one cluster the other attempts of its group were resolved to; the hits and
-    query ids in attempt order, and the attempts still unassigned."""
+    query ids of every attempt in attempt order (an attempt still unassigned is a row without a cluster:
+    :func:`_unassigned_hit`), and the attempts still unassigned."""
     gone = {i for i, _ in unassigned}
     order = [i for i in range(len(cols)) if i not in gone]
     by_group: dict = {}
@@ -463,32 +461,50 @@ def _assign_by_group(cols: AttemptColumns, res: _Resolver, hits: list, qids: lis
     for i, msg in unassigned:
         found = by_group.get(cols.group[i], set()) if cols.group[i] is not None else set()
         row_out, err = None, None
+        a = cols.attempt(i)
         if len(found) == 1:
-            a = cols.attempt(i)
             row_out, err, _how = _resolve_row(res, a.source_file, a.source_row, a.tools, a.status, a.name, a.raw,
                                               a.query_id, a.query_text, a.label or "", a.forced, next(iter(found)),
                                               a.no_list)
+        qid = a.query_id or (query_key(a.query_text) if a.query_text else f"row{a.source_row}")
         if row_out is None or err is not None:
             left.append((i, msg))
+            placed[i] = (_unassigned_hit(res, a), qid)
             continue
-        qid = a.query_id or (query_key(a.query_text) if a.query_text else f"row{a.source_row}")
         placed[i] = ((*row_out, "group", _position(row_out[1], row_out[2])), qid)
     keep = sorted(placed)
     return [placed[i][0] for i in keep], [placed[i][1] for i in keep], left
 
 
-def _unassigned_diagnostics(cols: AttemptColumns, unassigned: list) -> dict:
-    """What the attempts left out for want of a cluster were: counts by status (a call to a name outside every
-    cluster is ``unknown_tool``), the names called, their rows and the first messages."""
+def _unassigned_hit(res: _Resolver, a: Attempt) -> tuple:
+    """The row of an attempt whose cluster cannot be decided (issue 36): no cluster, the list shown as given (tool
+    ids where the catalog knows the name), no chosen tool, and a status that excludes it: a call to a tool that was
+    offered is ``off_cluster`` (offered, but of no cluster the attempt can be given), to any other name (or without
+    a list) ``unknown_tool``; the raw name is kept."""
+    ordering = None
+    if a.tools and not a.no_list:
+        _dup, ids, _clusters, ordering = res.info(tuple(a.tools))
+    status, raw = a.status, a.raw
+    if a.forced is not None and status in ("call", "no_call"):
+        status, raw = "forced", short(f"{a.forced}; {'called ' + repr(a.name) if status == 'call' else 'no call'}")
+    elif status == "call":
+        offered = ordering is not None and res.match(tuple(a.tools), ids, a.name) is not None
+        status, raw = ("off_cluster" if offered else "unknown_tool"), a.name
+    return None, ordering, None, status, raw, "unassigned", None
+
+
+def _unassigned_diagnostics(cols: AttemptColumns, unassigned: list, o_status: list) -> dict:
+    """What the attempts without a cluster were: counts by status, the names called, their rows and the first
+    messages."""
     idx = [i for i, _ in unassigned]
-    status = Counter("unknown_tool" if cols.status[i] == "call" else cols.status[i] for i in idx)
+    status = Counter(o_status[i] for i in idx)
     return {"rows": len(idx), "by_status": dict(sorted(status.items())),
             "names": dict(Counter(cols.name[i] for i in idx if cols.name[i] is not None)),
             "source_rows": [int(cols.source_row[i]) for i in idx[:50]],
             "messages": [str(m) for _, m in unassigned[:5]],
             "note": ("attempts whose cluster cannot be decided (no tool list and a call outside every declared "
-                     "cluster, or tools of several clusters and nothing naming the query's): left out of the rows, "
-                     "excluded from every rate; attempts_read = rows + unassigned rows")}
+                     "cluster, or tools of several clusters and nothing naming the query's): kept as rows with "
+                     "cluster_id missing and excluded from every rate by their status; attempts_read = rows")}
 
 
 #: Records whose model disagrees with the manifest's: ``<manifest model>-<date>`` (a dated snapshot) agrees.
