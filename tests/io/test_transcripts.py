@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.exceptions import ExcludedRowsWarning, SelectionLogError
 from toolbias_stats.io._catalog import ToolCatalog
 from toolbias_stats.io.readers import READERS
 from toolbias_stats.io.readers.transcripts import read_transcripts
@@ -128,10 +128,19 @@ class TestReactFolder:
 
     def test_cluster_needed_for_rows_without_a_tool(self, catalog, tmp_path):
         folder = _folder(tmp_path, {"1.txt": f"Action: {WHAT_S}\n", "2.txt": "Action: Finish\n"})
+        # issue 36: the Finish transcript has no cluster: kept as a row without one, excluded by its status
+        with pytest.warns(ExcludedRowsWarning, match=r"1 of 2 attempt.*set `cluster` in the manifest entry"):
+            log = read_transcripts(folder, catalog=catalog, meta=META)
+        assert log.data["status"].tolist() == ["ok", "no_call"] and log.data["cluster_id"].isna().tolist() == [
+            False, True]
+        assert log.diagnostics[str(folder)]["unassigned"]["by_status"] == {"no_call": 1}
+        # nothing assignable at all: refused, naming the row and the remedy
+        (tmp_path / "b").mkdir()
+        folder2 = _folder(tmp_path / "b", {"2.txt": "Action: Finish\n"})
         with pytest.raises(SelectionLogError) as err:
-            read_transcripts(folder, catalog=catalog, meta=META)
+            read_transcripts(folder2, catalog=catalog, meta=META)
         msg = str(err.value)
-        assert f"{folder}:2:cluster_id: cannot tell the cluster of this no_call attempt (file 2.txt)" in msg
+        assert f"{folder2}:1:cluster_id: no attempt can be assigned to a cluster" in msg
         assert "set `cluster` in the manifest entry" in msg
 
     def test_other_cluster_names_are_not_matched(self, catalog, tmp_path):
@@ -262,11 +271,13 @@ class TestJsonl:
 
     def test_cluster_needed(self, catalog, tmp_path):
         path = _jsonl(tmp_path, [_openai("nope"), dict(_openai("nope"), cluster_id=8)])
-        with pytest.raises(SelectionLogError) as err:
-            read_transcripts(path, catalog=catalog, meta=META)
-        msg = str(err.value)
-        assert "calls.jsonl:1:cluster_id: cannot tell the cluster of this unknown_tool attempt (line 1)" in msg
-        assert "calls.jsonl:2:" not in msg  # the record's own cluster_id is enough
+        # issue 36: line 1 (an unknown name, no cluster_id) is kept without a cluster, excluded as unknown_tool;
+        # the record's own cluster_id is enough for line 2
+        with pytest.warns(ExcludedRowsWarning, match=r"1 of 2 attempt"):
+            log = read_transcripts(path, catalog=catalog, meta=META)
+        d = log.data
+        assert d["cluster_id"].isna().tolist() == [True, False] and d["cluster_id"].iloc[1] == "8"
+        assert d["status"].tolist() == ["unknown_tool", "unknown_tool"] and d["raw_choice"].iloc[0] == "nope"
 
 
 class TestBiasBustersTranscripts:

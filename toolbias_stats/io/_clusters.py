@@ -25,7 +25,7 @@ from typing import Any
 from ..exceptions import ManifestError, SelectionLogError, problem
 from ._catalog import ToolCatalog
 
-__all__ = ["ClusterSource", "declared_catalog", "infer_catalog", "inferred_cluster_id", "catalog_for",
+__all__ = ["ClusterSource", "ClusterIndex", "declared_catalog", "infer_catalog", "inferred_cluster_id", "catalog_for",
            "declares_clusters", "study_clusters", "CLUSTER_KINDS"]
 
 #: How the clusters of a study were obtained.
@@ -317,3 +317,52 @@ def _declaration_kind(manifest: Path, entries: list, decls: list, inferable) -> 
         return None   # the manifest reports the missing catalog as before
     return "infer"
 
+
+
+class ClusterIndex:
+    """Which cluster a list of tools shown belongs to, when a tool id may belong to several clusters (issue 36:
+    a tournament of description variants, each pair of variants a cluster, each variant in nine pairs).
+
+    A tool in one cluster decides it alone; a tool shared by several clusters does not, and the cluster is decided
+    by the set of tools shown: the cluster(s) all of whose tools were shown, else (a subset shown) the cluster(s)
+    holding every tool shown.
+
+    Examples
+    --------
+    >>> cat = ToolCatalog.from_records([{"cluster_id": c, "tool_id": t} for c, pair in
+    ...                                 {"a~b": "ab", "a~c": "ac", "b~c": "bc"}.items() for t in pair])
+    >>> idx = ClusterIndex(cat)
+    >>> idx.of_shown(["b", "a"]), idx.of_shown(["a"]), idx.of_shown(["a", "b", "c"])
+    (['a~b'], ['a~b', 'a~c'], ['a~b', 'a~c', 'b~c'])
+    """
+
+    def __init__(self, catalog: ToolCatalog):
+        self.members: dict[str, frozenset] = {c: frozenset(catalog.tools(c)) for c in catalog.clusters}
+        clusters_of: dict[str, list] = {}
+        for c, tools in self.members.items():
+            for t in tools:
+                clusters_of.setdefault(t, []).append(c)
+        self.clusters_of: dict[str, tuple] = {t: tuple(sorted(cs)) for t, cs in clusters_of.items()}
+        #: the cluster of each tool that belongs to one only
+        self.only: dict[str, str] = {t: cs[0] for t, cs in self.clusters_of.items() if len(cs) == 1}
+        self.shared = len(self.only) < len(self.clusters_of)
+
+    def of_shown(self, ids) -> list[str]:
+        """The clusters the tools shown (catalog ids; None for names outside the catalog) can belong to, sorted:
+        every cluster of a tool shown when no tool shown is shared; else the clusters all of whose tools were shown,
+        else the clusters that hold every tool shown (empty: no cluster holds them all)."""
+        known = {i for i in ids if i is not None}
+        if not self.shared or all(i in self.only for i in known):
+            return sorted({self.only[i] for i in known})
+        touched = {c for i in known for c in self.clusters_of[i]}
+        full = sorted(c for c in touched if self.members[c] <= known)
+        if full:
+            return full
+        return sorted(c for c in touched if known <= self.members[c])
+
+    def of_tool(self, tool, among=None) -> str | None:
+        """The one cluster of ``tool`` (within ``among`` when given), or None when it has none or several."""
+        cs = self.clusters_of.get(tool, ())
+        if among is not None:
+            cs = tuple(c for c in cs if c in among)
+        return cs[0] if len(cs) == 1 else None

@@ -162,3 +162,27 @@ def add_meta(frame: pd.DataFrame, meta: dict) -> pd.DataFrame:
     for i, (k, v) in enumerate(front.items()):
         frame.insert(i, k, v)
     return frame
+
+
+def unassigned_rows(frame: pd.DataFrame, source, hint: str) -> dict | None:
+    """Diagnostics of the rows of ``frame`` without a cluster (issue 36: kept, excluded by their status), with an
+    ``ExcludedRowsWarning`` naming them; None when every row has a cluster. Raises when no row has one (nothing
+    usable is left); ``hint`` says how to name the cluster."""
+    import warnings
+
+    from ...exceptions import ExcludedRowsWarning
+
+    none = frame["cluster_id"].isna().to_numpy()
+    if not none.any():
+        return None
+    rows = [int(r) for r in frame.loc[none, "source_row"]]
+    if none.all():
+        raise SelectionLogError(problem(source, rows[0], "cluster_id", f"no attempt can be assigned to a cluster "
+                                                                       f"(no tools offered or resolved); {hint}"))
+    by_status = {str(k): int(v) for k, v in sorted(frame.loc[none, "status"].value_counts().items())}
+    warnings.warn(f"{source}: {len(rows)} of {len(frame)} attempt(s) could not be assigned to a cluster: kept as "
+                  f"rows without a cluster_id and excluded by their status {by_status} (rows {rows[:10]}); {hint}",
+                  ExcludedRowsWarning, stacklevel=3)
+    return {"rows": len(rows), "by_status": by_status, "source_rows": rows[:50],
+            "note": "attempts whose cluster cannot be decided: kept as rows with cluster_id missing, excluded from "
+                    "every rate by their status"}

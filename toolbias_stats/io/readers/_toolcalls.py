@@ -29,6 +29,7 @@ import pandas as pd
 from ..._schema import standardise_name
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
+from .._clusters import ClusterIndex
 from .._selection_log import SelectionLog
 from ._common import TOO_DEEP, add_meta, check_meta, check_regular_file, utf8_bytes, utf8_message, utf8_position
 
@@ -637,9 +638,9 @@ def _resolve(res, key, hint, status, name, forced):
         how = "hint"
     else:
         chosen = _match_offered(name, key, ids, res.aliases) if status == "call" else None
-        if chosen is None:
+        cid = None if chosen is None else res.aliases.index.of_tool(chosen, offered_clusters)
+        if cid is None:
             return None
-        cid = res.aliases.cluster_of[chosen]
         how = "choice"
     in_cluster, err = res.fit(key, ids, cid)
     if err is not None:
@@ -694,6 +695,10 @@ def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, force
     dup, ids, offered_clusters, ordering = res.info(key)
     if dup:
         return None, problem(sf, row, "tools", f"tool name(s) offered twice: {dup}"), None
+    if not offered_clusters and any(i is not None for i in ids):   # shared tools, no cluster holds them all
+        return None, _Unassigned(problem(sf, row, "tools",
+                                         f"the tools offered {list(tools)} match no cluster of the {aliases.what} "
+                                         f"({catalog.source}): no cluster holds all of them ({where})")), None
     if not offered_clusters:     # issue 36: kept out and counted (a study is refused only when nothing is left)
         return None, _Unassigned(problem(sf, row, "tools",
                                          f"none of the tools offered {list(tools)} is in the {aliases.what} "
@@ -716,11 +721,12 @@ def _resolve_row(res, sf, row, tools, status, name, raw, qid, text, label, force
             how = "hint"
     else:
         chosen = _match_offered(name, key, ids, aliases) if status == "call" else None
-        if chosen is not None:
-            cid = aliases.cluster_of[chosen]
+        if chosen is not None and aliases.index.of_tool(chosen, offered_clusters) is not None:
+            cid = aliases.index.of_tool(chosen, offered_clusters)
             how = "choice"
         else:
             did = ("no tool was called" if status != "call" else
+                   f"the call {name!r} is a tool of several of them" if chosen is not None else
                    f"the call {name!r} is not a tool of any of them")
             err = (f"the tools offered span several clusters {offered_clusters} and the query's cluster cannot "
                    f"be decided ({where}: no cluster_id in the record, and {did}); give each request a "
@@ -741,7 +747,7 @@ def _list_info(names: tuple, aliases) -> tuple:
     the catalog), the clusters offered (empty when no name is in the catalog) and the ordering string."""
     dup = [] if len(set(names)) == len(names) else sorted(n for n, c in Counter(names).items() if c > 1)
     ids = [aliases.resolve(n) for n in names]
-    offered_clusters = sorted({aliases.cluster_of[i] for i in ids if i is not None})
+    offered_clusters = aliases.index.of_shown(ids)
     ordering = "|".join(i if i is not None else n for n, i in zip(names, ids))
     return dup, ids, offered_clusters, ordering
 
@@ -749,7 +755,7 @@ def _list_info(names: tuple, aliases) -> tuple:
 def _fit(names: tuple, ids, cid, catalog, aliases, subsets) -> tuple:
     """``(the offered tools of cluster cid, error)``: without ``subsets`` the list must hold the whole cluster."""
     members = catalog.tools(cid)
-    in_cluster = {i for i in ids if i is not None and aliases.cluster_of[i] == cid}
+    in_cluster = {i for i in ids if i is not None and i in aliases.index.members[cid]}
     if subsets or in_cluster == set(members):
         return in_cluster, None
     missing = [t for t in members if t not in in_cluster]
@@ -792,8 +798,8 @@ def _row_without_list(a: Attempt, aliases, where):
     if qid is None:
         qid = query_key(a.query_text) if a.query_text else f"row{a.source_row}"
     hit = aliases.resolve(a.name) if a.status == "call" else None
-    cid = str(a.cluster) if a.cluster is not None else (aliases.cluster_of[hit] if hit is not None else None)
-    if cid is None or cid not in set(aliases.cluster_of.values()):
+    cid = str(a.cluster) if a.cluster is not None else (aliases.index.of_tool(hit) if hit is not None else None)
+    if cid is None or cid not in aliases.index.members:
         did = ("no tool was called" if a.status != "call" else f"the call {a.name!r} is not a declared tool")
         return None, _Unassigned(problem(a.source_file, a.source_row, "gen_ai.tool.definitions",
                                          f"no tool definitions recorded and the cluster cannot be decided ({where}: "
@@ -805,7 +811,7 @@ def _row_without_list(a: Attempt, aliases, where):
         raw = a.name
         if hit is None:
             status = "unknown_tool"
-        elif aliases.cluster_of[hit] == cid:
+        elif cid in aliases.index.clusters_of[hit]:
             tool, status = hit, "ok"
         else:
             status = "off_cluster"
@@ -819,7 +825,8 @@ class _Aliases:
         tab = catalog.table
         self.ids = set(tab["tool_id"])
         self.aliases = catalog.aliases()
-        self.cluster_of = dict(zip(tab["tool_id"], tab["cluster_id"]))
+        #: the clusters of each tool (a tool id may be in several: a tournament's variants; issue 36)
+        self.index = ClusterIndex(catalog)
         self.what = "declared clusters" if str(catalog.source).startswith("<") else "catalog"
 
     def resolve(self, name):

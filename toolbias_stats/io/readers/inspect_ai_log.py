@@ -28,7 +28,7 @@ import pandas as pd
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._selection_log import SelectionLog
-from ._common import add_meta, check_meta
+from ._common import add_meta, check_meta, unassigned_rows
 
 if TYPE_CHECKING:
     from ...choice._log import ChoiceLog
@@ -208,7 +208,7 @@ def _tool_rows(f: Path, catalog, meta, cluster):
             t = matcher.resolve(forced)
             offered = None
             if cid is None and t is not None:
-                cid = matcher.cluster_of[t]
+                cid = matcher.cluster_of(t)
         if offered:
             ids = [matcher.resolve(n) for n in offered]
             unknown = [n for n, t in zip(offered, ids) if t is None]
@@ -216,12 +216,11 @@ def _tool_rows(f: Path, catalog, meta, cluster):
                 problems.append(problem(f, i, "tools", f"{where}: tool(s) {unknown} offered to the model are not "
                                                        "catalog tools (of the cluster)"))
                 continue
-            clusters = {matcher.cluster_of[t] for t in ids}
-            if len(clusters) > 1:
-                problems.append(problem(f, i, "tools", f"{where}: the tools offered span several clusters "
-                                                       f"{sorted(clusters)}"))
-                continue
-            cid = cid if cid is not None else clusters.pop()
+            if cid is None:   # the cluster of the set offered (a tool may be in several clusters; issue 36)
+                cid, bad = matcher.cluster_of_shown(ids, offered)
+                if bad:
+                    problems.append(problem(f, i, "tools", f"{where}: {bad.replace('shown', 'offered', 1)}"))
+                    continue
             ordering = "|".join(ids)
         tool, raw = None, call
         if forced is not None:
@@ -234,16 +233,16 @@ def _tool_rows(f: Path, catalog, meta, cluster):
             tool = matcher.resolve(call)
             status = "ok" if tool is not None else "unknown_tool"
             if tool is not None and cid is None:
-                cid = matcher.cluster_of[tool]
+                cid = matcher.cluster_of(tool)
+            if tool is not None and (cid is None or tool not in matcher.index.members[cid]):
+                # a tool of several clusters that nothing decides, or of another cluster than the one offered
+                status, tool = "off_cluster", None
         elif s.error is not None:
             status, raw = "parse_error", str(getattr(s.error, "message", s.error))[:500]
         else:
             status, raw = "no_call", (text or None) and text[:200]
-        if cid is None:
-            problems.append(problem(f, i, "cluster_id", f"{where}: cannot tell the cluster of this {status} sample "
-                                                        "(no tools offered or resolved); set `cluster` in the "
-                                                        "manifest"))
-            continue
+        # issue 36: a sample whose cluster cannot be decided (no tools offered or resolved) is a row without a
+        # cluster, excluded by its status
         rows.append((int(s.epoch), cid, str(s.id), None, ordering, tool, status, raw, str(f), i))
     if problems:
         raise SelectionLogError(problems)
@@ -259,6 +258,9 @@ def _tool_rows(f: Path, catalog, meta, cluster):
             "attempts": len(frame), "status": Counter(frame["status"]), "several_calls": len(several),
             "multiple_calls_rows": several,
             "unresolved": Counter(frame.loc[frame["status"] == "unknown_tool", "raw_choice"])}
+    un = unassigned_rows(frame, f, "set `cluster` in the manifest")
+    if un is not None:
+        diag["unassigned"] = un
     return frame, diag
 
 

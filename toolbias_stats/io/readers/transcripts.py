@@ -18,8 +18,9 @@ import pandas as pd
 from ..._schema import standardise_name
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
+from .._clusters import ClusterIndex
 from .._selection_log import SelectionLog
-from ._common import add_meta, check_meta, utf8_message, utf8_position
+from ._common import add_meta, check_meta, unassigned_rows, utf8_message, utf8_position
 from .table import read_jsonl
 
 if TYPE_CHECKING:
@@ -163,6 +164,9 @@ def read_transcripts(path: PathLike, *, catalog: ToolCatalog, meta: Meta = None,
     unresolved = Counter(frame.loc[frame["status"] == "unknown_tool", "raw_choice"])
     diagnostics = {str(path): {"format": fmt, "attempts": len(frame), "status": Counter(frame["status"]),
                                "unresolved": unresolved, "cluster": cluster}}
+    un = unassigned_rows(frame, path, "set `cluster` in the manifest entry (or pass cluster=...)")
+    if un is not None:
+        diagnostics[str(path)]["unassigned"] = un
     return SelectionLog.from_frame(frame, catalog, diagnostics=diagnostics, source=str(path))
 
 
@@ -178,8 +182,22 @@ class _Matcher:
         self.pattern = re.compile(
             r"(?<![A-Za-z0-9])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9])", re.IGNORECASE
         )
-        tab = catalog.table
-        self.cluster_of = dict(zip(tab["tool_id"], tab["cluster_id"]))
+        #: the clusters of every tool (a tool may be in several clusters: a tournament; issue 36)
+        self.index = ClusterIndex(catalog)
+
+    def cluster_of(self, tool) -> str | None:
+        """The one cluster of ``tool``; None when it is in several (the tools shown decide then)."""
+        return self.index.of_tool(tool)
+
+    def cluster_of_shown(self, ids, names) -> tuple[str | None, str | None]:
+        """``(cluster, problem)`` of a list of tools shown (catalog ids): the one cluster the set shown belongs to
+        (:class:`~toolbias_stats.io._clusters.ClusterIndex`), else a message naming the set and the clusters."""
+        found = self.index.of_shown(ids)
+        if len(found) == 1:
+            return found[0], None
+        if not found:
+            return None, f"the tools shown {list(names)} match no cluster of the catalog (no cluster holds them all)"
+        return None, f"the tools shown {list(names)} span several clusters: {found}"
 
     def search(self, text: str):
         """First catalog name in ``text``: (tool_id, matched text) or None."""
@@ -238,19 +256,14 @@ def _read_react_folder(path: Path, catalog: ToolCatalog, cluster) -> list[tuple]
             problems.append(problem(path, i, f.name, utf8_message(utf8_position(f))))
             continue
         status, tool, raw = parse_react(text, matcher)
-        cid = cluster if cluster is not None else (matcher.cluster_of[tool] if tool is not None else None)
-        if cid is None:
-            problems.append(_no_cluster(path, i, status, f"file {f.name}"))
+        cid = cluster if cluster is not None else (matcher.cluster_of(tool) if tool is not None else None)
+        if cid is None and status == "ok":   # a tool of several clusters and nothing naming the cluster
+            status, tool = "off_cluster", None
+        # issue 36: an attempt whose cluster cannot be decided is a row without a cluster, excluded by its status
         rows.append((cid, f.stem, None, None, tool, status, raw, str(path), i))
     if problems:
         raise SelectionLogError(problems)
     return rows
-
-
-def _no_cluster(path, row, status, what) -> str:
-    return problem(path, row, "cluster_id", f"cannot tell the cluster of this {status} attempt ({what}): no tool "
-                                            "resolved and no cluster_id; set `cluster` in the manifest entry "
-                                            "(or pass cluster=...)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -288,12 +301,11 @@ def _read_jsonl(path: Path, catalog: ToolCatalog, cluster) -> list[tuple]:
             if bad:
                 problems.append(problem(path, line, "tools", bad))
                 continue
-            clusters = {matcher(cid).cluster_of[t] for t in shown}
-            if len(clusters) > 1:
-                problems.append(problem(path, line, "tools",
-                                        f"the tools shown span several clusters: {sorted(clusters)}"))
-                continue
-            cid = cid if cid is not None else clusters.pop()
+            if cid is None:
+                cid, bad = matcher(cid).cluster_of_shown(shown, _tool_list_names(rec["tools"]))
+                if bad:
+                    problems.append(problem(path, line, "tools", bad))
+                    continue
             ordering = "|".join(shown)
         status, name = _first_call(rec)
         tool, raw = None, name
@@ -301,16 +313,28 @@ def _read_jsonl(path: Path, catalog: ToolCatalog, cluster) -> list[tuple]:
             tool = matcher(cid).resolve(name)
             status = "ok" if tool is not None else "unknown_tool"
             if tool is not None and cid is None:
-                cid = matcher(cid).cluster_of[tool]
-        if cid is None:
-            problems.append(_no_cluster(path, line, status, f"line {line}"))
-            continue
+                cid = matcher(cid).cluster_of(tool)
+                if cid is None:   # a tool of several clusters, no list nor cluster_id naming one
+                    status, tool = "off_cluster", None
+            elif tool is not None and ordering is not None and tool not in shown:
+                status, tool = "off_cluster", None   # a tool of the catalog that was not shown
+        # issue 36: an attempt whose cluster cannot be decided is a row without a cluster, excluded by its status
         qid = rec.get("query_id")
         rows.append((cid, line if qid is None else qid, rec.get("rotation"), ordering, tool, status, raw,
                      str(path), line))
     if problems:
         raise SelectionLogError(problems)
     return rows
+
+
+def _tool_list_names(tools) -> list:
+    """The names of a record's ``tools`` (strings, or objects with ``name`` / ``function.name``)."""
+    out = []
+    for t in tools:
+        if isinstance(t, dict):
+            t = (t.get("function") or {}).get("name") if isinstance(t.get("function"), dict) else t.get("name")
+        out.append(t)
+    return out
 
 
 def _resolve_tools(tools, matcher: _Matcher):
