@@ -236,6 +236,7 @@ def _validate(args) -> int:
                                 for f, d in counts.diagnostics.items()])
     totals = counts.status_totals()
     components = _components(study)
+    unassigned = _unassigned(counts)
     if args.json:
         out = {
             "study": study.name,
@@ -243,7 +244,8 @@ def _validate(args) -> int:
             "rows": counts.n_rows,
             "by_status": {k: v for k, v in sorted(totals.items(), key=lambda kv: -kv[1]) if v},
             "files": json.loads(summary.to_json(orient="records")),
-            "clusters": sorted(counts.table["cluster_id"].unique().tolist(), key=_natural),
+            "clusters": sorted(counts.table["cluster_id"].dropna().unique().tolist(), key=_natural),
+            "unassigned": unassigned,   # issue 36: rows no cluster could be given (kept, excluded by status)
             "models": sorted(counts.table["model"].unique().tolist()),
             "runs": sorted(int(r) for r in counts.table["run"].unique()),
             "design": {**counts.design.to_dict(), "n_units": counts.n_units},   # issue 35
@@ -256,6 +258,7 @@ def _validate(args) -> int:
         print(json.dumps(out, indent=2, default=str))
     else:
         emit(format_validation(study, summary))
+        emit(_unassigned_text(unassigned, totals))
         if isinstance(components, dict):
             from ..report._choicemodel import format_components_text
 
@@ -263,6 +266,27 @@ def _validate(args) -> int:
         else:
             emit(f"\nComparison graph (choice model): not available: {components}")
     return 0
+
+
+def _unassigned(counts) -> dict:
+    """Attempts without a cluster (issue 36: an attempt no tool list, call or cluster_id assigns; kept as a row
+    with ``cluster_id`` missing and excluded by its status): ``{"rows": n, "by_status": {status: n}}``."""
+    from .._schema import STATUSES
+
+    table = counts.table
+    none = table["cluster_id"].isna().to_numpy()
+    by_status = {s: int(table.loc[none, f"n_{s}"].sum()) for s in STATUSES}
+    by_status = {s: n for s, n in sorted(by_status.items(), key=lambda kv: -kv[1]) if n}
+    return {"rows": sum(by_status.values()), "by_status": by_status}
+
+
+def _unassigned_text(unassigned: dict, totals: dict) -> str:
+    """The validate line counting the attempts without a cluster and the off-cluster calls."""
+    n = unassigned["rows"]
+    detail = f" (excluded: {', '.join(f'{s} {k}' for s, k in unassigned['by_status'].items())})" if n else ""
+    return (f"unassigned (no cluster could be decided): {n} attempt(s){detail}; "
+            f"off_cluster (a call to an offered tool outside the attempt's cluster): {totals.get('off_cluster', 0)} "
+            "attempt(s) in all")
 
 
 def _components(study):
