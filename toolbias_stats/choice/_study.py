@@ -14,7 +14,7 @@ from ._log import ChoiceLog
 __all__ = ["read_choice_study", "is_choice_manifest", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
 
 #: ``format`` values of a choice study and the reader options each takes.
-CHOICE_FORMATS = {"inspect": ("scorer",), "lm_eval": ("score", "item", "options", "tie"), "choice_table": ()}
+CHOICE_FORMATS = {"inspect": ("scorer", "tie"), "lm_eval": ("score", "item", "options", "tie"), "choice_table": ()}
 #: Reader options of the choice formats (``options``: lm_eval's field of option texts, e.g. ``"doc.choices"``).
 _OPTION_KEYS = tuple(dict.fromkeys((*CHOICE_OPTION_KEYS, "options", "tie")))
 _STUDY_KEYS = {"name", "description", "format", "logs", *_OPTION_KEYS}
@@ -38,7 +38,8 @@ def read_choice_study(path: str | PathLike[str]) -> ChoiceLog:
     ``"acc"`` or ``"acc_norm"``-style recomputation), ``item`` (lm_eval: the field naming the
     question across its rotations, e.g. ``"doc.item"``), ``options`` (lm_eval: the field holding the option
     texts shown, e.g. ``"doc.choices"`` for letter tasks whose rotations permute it), ``tie`` (lm_eval: the
-    continuation of a judge's tie verdict, e.g. ``"C"``); see :func:`read_lm_eval`. An lm_eval
+    continuation of a judge's tie verdict, e.g. ``"C"``; inspect: the text of the choice that declares a tie, e.g.
+    ``"Tie"``); see :func:`read_lm_eval` and :func:`read_inspect_choices`. An lm_eval
     ``path`` may be a samples file, lm-eval's ``--output_path`` folder (every
     ``samples_<task>_<date>.jsonl`` under it; the model of each comes from lm-eval's
     ``results_<date>.json`` unless the entry gives ``model``) or a glob. Relative paths are
@@ -174,9 +175,10 @@ def _choice_entry(path: Path, where: str, merged: dict, entry: dict, problems: l
             problems.append(problem(path, where, key, "expected a field name or dotted path such as "
                                                       f"'doc.{'choices' if key == 'options' else key}', got "
                                                       f"{merged[key]!r}"))
-    if "tie" in merged and fmt == "lm_eval" and not (isinstance(merged["tie"], str) and merged["tie"].strip()):
-        problems.append(problem(path, where, "tie", f"expected the tie continuation's text such as 'C', got "
-                                                    f"{merged['tie']!r}"))
+    if "tie" in merged and fmt in ("lm_eval", "inspect") and not (isinstance(merged["tie"], str)
+                                                                  and merged["tie"].strip()):
+        what = "continuation's text such as 'C'" if fmt == "lm_eval" else "choice's text such as 'Tie'"
+        problems.append(problem(path, where, "tie", f"expected the tie {what}, got {merged['tie']!r}"))
     meta = {k: v for k, v in entry.items() if k not in _ENTRY_READER_KEYS}
     for k, v in meta.items():
         if not isinstance(v, (str, numbers.Number)):

@@ -327,7 +327,8 @@ def _call_error(call):
 
 # ---------------------------------------------------------------------------------------
 # multiple choice
-def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | None = None) -> ChoiceLog:
+def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | None = None,
+                         tie: str | None = None) -> ChoiceLog:
     """Read the multiple-choice samples of Inspect AI eval logs into a ChoiceLog (one row per sample and epoch).
 
     Parameters
@@ -339,6 +340,12 @@ def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | Non
     scorer : str, optional
         Name of the score that holds the ``choice`` scorer's verdict (default: the score named
         ``"choice"`` when there is one, else none).
+    tie : str, optional
+        Pairwise judges whose tie verdict is a choice of its own (a model-graded pairwise task with choices such
+        as ``["answer one", "answer two", "Tie"]``): the text of that choice (compared without surrounding spaces
+        and case; manifest key ``tie``). It is a verdict, not an option: the row shows the other choices
+        (``n_options`` = 2 for a pair), picking it is the status ``tie``, and a target naming it has no gold
+        position. Every sample must list it exactly once.
 
     Returns
     -------
@@ -399,7 +406,7 @@ def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | Non
         rows = []
         for i, s in enumerate(samples, start=1):
             try:
-                rows.append(_choice_row(f, i, s, scorer))
+                rows.append(_choice_row(f, i, s, scorer, tie))
             except SelectionLogError as exc:
                 problems.extend(exc.problems)
         if not rows:
@@ -421,7 +428,7 @@ def _letter(i: int) -> str:
     return chr(ord("A") + i)
 
 
-def _choice_row(f, i, s, scorer_name):
+def _choice_row(f, i, s, scorer_name, tie=None):
     """One multiple-choice sample as a ChoiceLog row: the options as shown, the answer and the gold positions."""
     where = f"sample {s.id!r} epoch {s.epoch}"
     choices = list(s.choices or [])
@@ -437,6 +444,9 @@ def _choice_row(f, i, s, scorer_name):
         letters = _answer_letters(completion)
     gold_pos = [order.index(g) + 1 for g in _gold(f, i, s, k, where)]
     status, chosen = _status(letters, k, raw, s)
+    if tie is not None:   # the tie verdict is a choice of the task, not an option shown (issue 36)
+        shown, ids, gold_pos, status, chosen = _without_tie(f, i, where, tie, shown, ids, gold_pos, status, chosen)
+        k = len(shown)
     return {
         "item_id": str((s.metadata or {}).get("item_id", s.id)), "epoch": int(s.epoch), "n_options": k,
         "options": json.dumps(list(map(str, shown)), ensure_ascii=False),
@@ -448,6 +458,28 @@ def _choice_row(f, i, s, scorer_name):
         "question": _input_text(s)[:2000], "source_file": str(f), "source_row": i,
         "shuffled_by_solver": shuffled,
     }
+
+
+def _without_tie(f, i, where, tie: str, shown, ids, gold_pos, status, chosen):
+    """The row without the choice that declares a tie: the other options (positions after it move up by one), the
+    status ``tie`` when it was picked, and no gold position for a target naming it."""
+    t = tie.strip().casefold()
+    hits = [j for j, c in enumerate(shown) if str(c).strip().casefold() == t]
+    if len(hits) != 1:
+        raise SelectionLogError(problem(f, i, "choices", f"{where}: {len(hits)} choices read {tie!r} (the manifest's "
+                                                         "`tie`): the tie verdict must be exactly one of them"))
+    j = hits[0] + 1                       # its 1-based position as shown
+
+    def moved(p):
+        return p if p < j else p - 1
+
+    if status == "ok" and chosen == j:
+        status, chosen = "tie", None
+    elif status == "ok":
+        chosen = moved(chosen)
+    shown = [c for p, c in enumerate(shown, start=1) if p != j]
+    ids = None if ids is None else [x for p, x in enumerate(ids, start=1) if p != j]
+    return shown, ids, [moved(g) for g in gold_pos if g != j], status, chosen
 
 
 def _sample_score(f, i, s, scorer_name, where):
