@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from toolbias_stats.choice import judge_consistency, read_choice_study  # noqa: E402
-from toolbias_stats.exceptions import SelectionLogError  # noqa: E402
-from toolbias_stats.io.readers.inspect_ai_log import read_inspect_choices  # noqa: E402
+from toolbias_stats.choice import judge_consistency, read_choice_study
+from toolbias_stats.exceptions import SelectionLogError
+from toolbias_stats.io.readers.inspect_ai_log import read_inspect_choices
 
 PAIRS = {"p0": ("answer one", "answer two"), "p1": ("short", "long"), "p2": ("yes", "no"), "p3": ("red", "blue"),
          "p4": ("cat", "dog")}

@@ -175,15 +175,22 @@ def _choice_entry(path: Path, where: str, merged: dict, entry: dict, problems: l
             problems.append(problem(path, where, key, "expected a field name or dotted path such as "
                                                       f"'doc.{'choices' if key == 'options' else key}', got "
                                                       f"{merged[key]!r}"))
-    if "tie" in merged and fmt in ("lm_eval", "inspect") and not (isinstance(merged["tie"], str)
-                                                                  and merged["tie"].strip()):
-        what = "continuation's text such as 'C'" if fmt == "lm_eval" else "choice's text such as 'Tie'"
-        problems.append(problem(path, where, "tie", f"expected the tie {what}, got {merged['tie']!r}"))
+    problems += _tie_problems(merged, fmt, path, where)
     meta = {k: v for k, v in entry.items() if k not in _ENTRY_READER_KEYS}
     for k, v in meta.items():
         if not isinstance(v, (str, numbers.Number)):
             problems.append(problem(path, where, k, f"expected a scalar (string, number, boolean), got {v!r}"))
     return fmt, p, meta, {k: merged[k] for k in CHOICE_FORMATS[fmt] if k in merged}
+
+
+def _tie_problems(merged: dict, fmt: str, path, where) -> list:
+    """The manifest's ``tie`` (lm_eval: the tie continuation; inspect: the tie choice) must be a non-empty text."""
+    if "tie" not in merged or fmt not in ("lm_eval", "inspect"):
+        return []
+    if isinstance(merged["tie"], str) and merged["tie"].strip():
+        return []
+    what = "continuation's text such as 'C'" if fmt == "lm_eval" else "choice's text such as 'Tie'"
+    return [problem(path, where, "tie", f"expected the tie {what}, got {merged['tie']!r}")]
 
 
 def _read_choice_entries(entries: list) -> ChoiceLog:

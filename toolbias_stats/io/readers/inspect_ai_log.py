@@ -222,25 +222,9 @@ def _tool_rows(f: Path, catalog, meta, cluster):
                     problems.append(problem(f, i, "tools", f"{where}: {bad.replace('shown', 'offered', 1)}"))
                     continue
             ordering = "|".join(ids)
-        tool, raw = None, call
-        if forced is not None:
-            status, raw = "forced", f"tool_choice forced {forced}; the model called {call or 'no tool'}"
-        elif parse_err is not None:
-            status, raw = "parse_error", parse_err
-        elif call is not None:
-            if n_calls > 1:
-                several.append(i)
-            tool = matcher.resolve(call)
-            status = "ok" if tool is not None else "unknown_tool"
-            if tool is not None and cid is None:
-                cid = matcher.cluster_of(tool)
-            if tool is not None and (cid is None or tool not in matcher.index.members[cid]):
-                # a tool of several clusters that nothing decides, or of another cluster than the one offered
-                status, tool = "off_cluster", None
-        elif s.error is not None:
-            status, raw = "parse_error", str(getattr(s.error, "message", s.error))[:500]
-        else:
-            status, raw = "no_call", (text or None) and text[:200]
+        if call is not None and forced is None and parse_err is None and n_calls > 1:
+            several.append(i)
+        cid, tool, status, raw = _sample_outcome(s, matcher, cid, call, parse_err, forced, text)
         # issue 36: a sample whose cluster cannot be decided (no tools offered or resolved) is a row without a
         # cluster, excluded by its status
         rows.append((int(s.epoch), cid, str(s.id), None, ordering, tool, status, raw, str(f), i))
@@ -262,6 +246,27 @@ def _tool_rows(f: Path, catalog, meta, cluster):
     if un is not None:
         diag["unassigned"] = un
     return frame, diag
+
+
+def _sample_outcome(s, matcher, cid, call, parse_err, forced, text):
+    """``(cluster, tool, status, raw)`` of a tool-calling sample whose offered list gave cluster ``cid`` (or None)."""
+    tool, raw = None, call
+    if forced is not None:
+        return cid, None, "forced", f"tool_choice forced {forced}; the model called {call or 'no tool'}"
+    if parse_err is not None:
+        return cid, None, "parse_error", parse_err
+    if call is None:
+        if s.error is not None:
+            return cid, None, "parse_error", str(getattr(s.error, "message", s.error))[:500]
+        return cid, None, "no_call", (text or None) and text[:200]
+    tool = matcher.resolve(call)
+    status = "ok" if tool is not None else "unknown_tool"
+    if tool is not None and cid is None:
+        cid = matcher.cluster_of(tool)
+    if tool is not None and (cid is None or tool not in matcher.index.members[cid]):
+        # a tool of several clusters that nothing decides, or of another cluster than the one offered
+        status, tool = "off_cluster", None
+    return cid, tool, status, raw
 
 
 def offered_inspect(path, **_) -> list[tuple]:
