@@ -482,14 +482,15 @@ def _unassigned_hit(res: _Resolver, a: Attempt) -> tuple:
     ids where the catalog knows the name), no chosen tool, and a status that excludes it: a call to a tool that was
     offered is ``off_cluster`` (offered, but of no cluster the attempt can be given), to any other name (or without
     a list) ``unknown_tool``; the raw name is kept."""
-    ordering = None
+    ordering, key, ids = None, (), []
     if a.tools and not a.no_list:
-        _dup, ids, _clusters, ordering = res.info(tuple(a.tools))
+        key = tuple(a.tools)
+        _dup, ids, _clusters, ordering = res.info(key)
     status, raw = a.status, a.raw
     if a.forced is not None and status in ("call", "no_call"):
         status, raw = "forced", short(f"{a.forced}; {'called ' + repr(a.name) if status == 'call' else 'no call'}")
     elif status == "call":
-        offered = ordering is not None and res.match(tuple(a.tools), ids, a.name) is not None
+        offered = ordering is not None and res.match(key, ids, a.name) is not None
         status, raw = ("off_cluster" if offered else "unknown_tool"), a.name
     return None, ordering, None, status, raw, "unassigned", None
 
