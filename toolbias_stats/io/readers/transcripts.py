@@ -175,7 +175,7 @@ def read_transcripts(path: PathLike, *, catalog: ToolCatalog, meta: Meta = None,
 class _Matcher:
     """Catalog names of one scope (a cluster or the whole catalog), as one regex."""
 
-    def __init__(self, catalog: ToolCatalog, cluster):
+    def __init__(self, catalog: ToolCatalog, cluster, index: ClusterIndex | None = None):
         self.aliases = catalog.aliases(cluster)
         names = sorted(self.aliases, key=lambda n: (-len(n), n))
         # Longest first, so that at the leftmost match position the longest name wins.
@@ -183,7 +183,7 @@ class _Matcher:
             r"(?<![A-Za-z0-9])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9])", re.IGNORECASE
         )
         #: the clusters of every tool (a tool may be in several clusters: a tournament; issue 36)
-        self.index = ClusterIndex(catalog)
+        self.index = index if index is not None else ClusterIndex(catalog)
 
     def cluster_of(self, tool) -> str | None:
         """The one cluster of ``tool``; None when it is in several (the tools shown decide then)."""
@@ -275,10 +275,11 @@ def _read_jsonl(path: Path, catalog: ToolCatalog, cluster) -> list[tuple]:
     if problems:
         raise SelectionLogError(problems)
     matchers: dict = {}
+    index = ClusterIndex(catalog)   # one index of the catalog's clusters for every scope (there may be thousands)
 
     def matcher(cid):
         if cid not in matchers:
-            matchers[cid] = _Matcher(catalog, cid)
+            matchers[cid] = _Matcher(catalog, cid, index)
         return matchers[cid]
 
     rows = []
