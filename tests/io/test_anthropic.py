@@ -145,7 +145,8 @@ class TestBadInput:
         assert (row["cluster_id"], row["ordering"], row["n_candidates"]) == ("wx", "wx_a|wx_b|geo_a", 2)
         diag = log.diagnostics[str(tmp_path / "req.jsonl")]["cluster_of_multi_cluster_requests"]
         assert diag["from_chosen_tool_rows"] == [7]
-        # ... and, when nothing decides it (r08: an HTTP error, no call), issue 36: it is left out and counted (one
+        # ... and, when nothing decides it (r08: an HTTP error, no call), issue 36: it is kept as a row without a
+        # cluster and counted (one
         # unassignable request never refuses the study), the message naming the request
         rec = json.loads(req[7])
         rec["params"]["tools"].append({"name": "geo_a", "input_schema": {"type": "object"}})

@@ -321,7 +321,7 @@ class TestOtelWithoutDefinitions:
                 a["value"]["stringValue"] = json.dumps(out)
         path = tmp_path / "t.json"
         path.write_text(json.dumps(doc), encoding="utf-8")
-        # issue 36: the span (its own trace: nothing decides its cluster) is left out and counted
+        # issue 36: the span (its own trace: nothing decides its cluster) is kept as a row without a cluster and counted
         with pytest.warns(ExcludedRowsWarning):
             log = read_otel(path, meta=META, model_override=True, clusters=CLUSTERS)
         un = log.diagnostics[str(path)]["unassigned"]

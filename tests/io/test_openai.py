@@ -239,7 +239,8 @@ class TestBadInput:
 
     def test_tools_outside_the_declared_clusters(self):
         # issue 20: tools outside the clusters may be offered beside a cluster's; issue 36: a request offering none
-        # is left out and counted (named in the diagnostics), and only a log where nothing is left is refused
+        # is kept as a row without a cluster and counted (named in the diagnostics), and only a log where nothing is
+        # left is refused
         with pytest.warns(ExcludedRowsWarning):
             log = read_openai(BATCH_IN, responses=BATCH_OUT, meta=META, clusters={"geo": ["geo_a", "geo_b", "geo_c"]})
         un = log.diagnostics[str(BATCH_IN)]["unassigned"]
