@@ -28,8 +28,14 @@ class TestDeclaredCatalog:
         assert cat.clusters == ["geo", "wx"] and cat.tools("geo") == ["b", "a"]
 
     def test_tool_in_two_clusters(self):
-        with pytest.raises(ManifestError, match=r"clusters.wx: tool 'a' is declared also in cluster 'geo'"):
+        # issue 36: a tool may be in several clusters (a tournament's pairs) ...
+        cat = declared_catalog({"a~b": ["a", "b"], "a~c": ["a", "c"], "b~c": ["b", "c"]})
+        assert cat.tools("a~c") == ["a", "c"] and len(cat) == 6
+        # ... but a cluster inside another could never be told apart from it
+        with pytest.raises(ManifestError, match=r"clusters.wx: every tool of cluster 'wx' is also in cluster 'geo'"):
             declared_catalog({"geo": ["a", "b"], "wx": ["a"]})
+        with pytest.raises(ManifestError, match=r"clusters.geo: tool\(s\) \['a'\] declared twice in this cluster"):
+            declared_catalog({"geo": ["a", "b", "a"]})
 
     @pytest.mark.parametrize("bad", [{"geo": []}, {"geo": "a"}, {"geo": ["a", 3]}, {"geo": ["a", ""]}])
     def test_bad_values(self, bad):

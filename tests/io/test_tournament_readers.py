@@ -131,6 +131,15 @@ class TestOpenAI:
         log = read_openai(path, catalog=_catalog(), meta={"model": "gpt-4o-mini"})
         _check(log, exp, tmp_path)
 
+    def test_clusters_declared_in_the_manifest(self, exp, tmp_path):
+        # the 45 pairs declared in study.toml (each variant in nine of them), read through read_study
+        _jsonl(tmp_path / "log.jsonl", _openai_records(exp))
+        pairs = ", ".join(f'"{c}" = ["{c.split("~")[0]}", "{c.split("~")[1]}"]' for c in _catalog().clusters)
+        (tmp_path / "study.toml").write_text(f'format = "openai"\nclusters = {{{pairs}}}\n[[logs]]\n'
+                                             'path = "log.jsonl"\nmodel = "gpt-4o-mini"\n', encoding="utf-8")
+        study = tbs.read_study(tmp_path / "study.toml")
+        _check(study.log, exp, tmp_path)
+
     def test_a_list_of_three_variants_spans_several_pairs(self, exp, tmp_path):
         recs = _openai_records(exp)
         recs[0]["request"]["tools"].append({"type": "function", "function": {"name": "variant_9"}})

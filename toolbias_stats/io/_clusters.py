@@ -61,10 +61,15 @@ class ClusterSource:
 def declared_catalog(mapping, *, where=None, path=None) -> ToolCatalog:
     """A catalog from ``{cluster_id: [tool_id, ...]}`` (the manifest's ``clusters = {...}`` table).
 
+    A tool may be declared in several clusters (a tournament of description variants: each pair of variants a
+    cluster; issue 36): the set of tools a request lists then decides its cluster
+    (:class:`ClusterIndex`).
+
     Raises
     ------
     ManifestError
-        A value that is not a non-empty list of distinct non-empty strings, or a tool declared in two clusters.
+        A value that is not a non-empty list of distinct non-empty strings, or a cluster whose tools are all tools
+        of another (a list showing the larger one could not be told apart from it).
     """
     src = path if path is not None else "<clusters>"
     if not isinstance(mapping, dict) or not mapping:
@@ -79,18 +84,35 @@ def declared_catalog(mapping, *, where=None, path=None) -> ToolCatalog:
             problems.append(problem(src, where, f"clusters.{cid}",
                                     f"expected a non-empty list of tool names, got {tools!r}"))
             continue
+        if len(set(tools)) < len(tools):
+            twice = sorted({t for t in tools if tools.count(t) > 1})
+            problems.append(problem(src, where, f"clusters.{cid}", f"tool(s) {twice} declared twice in this cluster"))
+            continue
         for i, t in enumerate(tools, start=1):
-            if t in owner:
-                again = "twice in this cluster" if owner[t] == cid else f"also in cluster {owner[t]!r}"
-                problems.append(problem(src, where, f"clusters.{cid}", f"tool {t!r} is declared {again} (a tool "
-                                                                       "belongs to one cluster)"))
-                continue
-            owner[t] = cid
+            owner.setdefault(t, []).append(cid)
             records.append({"tool_id": t, "cluster_id": str(cid), "api_index": i})
+    problems += _nested_clusters(mapping, owner, src, where)
     if problems:
         raise ManifestError(problems)
     label = f"<clusters declared in {Path(str(src)).name}>" if path is not None else "<clusters declared>"
     return ToolCatalog.from_records(records, source=label)
+
+
+def _nested_clusters(mapping: dict, owner: dict, src, where) -> list:
+    """Problems of declared clusters whose tools are all tools of another cluster (issue 36: tools may be shared, but
+    a list showing the larger cluster would show the smaller one too, and its cluster could not be decided)."""
+    out, seen = [], set()
+    for cids in owner.values():
+        for a in cids:
+            for b in cids:
+                if a == b or (a, b) in seen:
+                    continue
+                seen.add((a, b))
+                if set(mapping[a]) <= set(mapping[b]):
+                    msg = (f"every tool of cluster {a!r} is also in cluster {b!r}: a request showing {b!r}'s tools "
+                           f"could not be told apart from one showing {a!r}'s")
+                    out.append(problem(src, where, f"clusters.{a}", msg))
+    return out
 
 
 def inferred_cluster_id(tools) -> str:
