@@ -67,6 +67,10 @@ def test_engines_count_them_alike(traces):
     counts = {e: tbs.read_study(traces["dir"] / "study.toml", engine=e).counts for e in ("pandas", "duckdb")}
     pd.testing.assert_frame_equal(counts["pandas"].table, counts["duckdb"].table)
     pd.testing.assert_frame_equal(counts["pandas"].table, traces["log"].counts().table)
+    # rows without a cluster are no unit of the bootstrap: the units are the assigned (cluster, query) pairs
+    d = traces["log"].data
+    units = len(set(zip(d.loc[d["cluster_id"].notna(), "cluster_id"], d.loc[d["cluster_id"].notna(), "query_id"])))
+    assert counts["pandas"].n_units == counts["duckdb"].n_units == traces["log"].n_units == units
     none = counts["duckdb"].table["cluster_id"].isna()
     assert int(counts["duckdb"].table.loc[none, "n_unknown_tool"].sum()) == 2 and none.sum() == 2   # two queries
 

@@ -207,15 +207,17 @@ class SelectionCounts:
 
     @property
     def n_units(self) -> int | None:
-        """Independent units (distinct cluster and query); None for cluster-level counts."""
+        """Independent units (distinct cluster and query); None for cluster-level counts. Rows without a cluster
+        (attempts no cluster could be given, excluded by status; issue 36) are no unit."""
         if self.level != "query":
             return None
         if self.compact is not None:
             keys = self.compact.keys
-            pairs = np.asarray(keys["cluster_id"].codes, dtype=np.int64) * (len(keys["query_id"].categories) + 1) \
-                + np.asarray(keys["query_id"].codes, dtype=np.int64)
-            return int(np.unique(pairs).size)
-        return int(self.table.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
+            cl = np.asarray(keys["cluster_id"].codes, dtype=np.int64)
+            pairs = cl * (len(keys["query_id"].categories) + 1) + np.asarray(keys["query_id"].codes, dtype=np.int64)
+            return int(np.unique(pairs[cl >= 0]).size)
+        table = self.table[self.table["cluster_id"].notna()]
+        return int(table.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
 
     def with_design(self, design: Mapping[str, Any] | DeclaredDesign | None = None, **keys: Any) -> SelectionCounts:
         """A copy with a declared design (see :meth:`SelectionLog.with_design`)."""

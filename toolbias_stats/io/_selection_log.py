@@ -168,8 +168,10 @@ class SelectionLog:
 
     @property
     def n_units(self) -> int:
-        """Independent units: distinct (cluster, unit id) pairs (the unit is the query)."""
-        return int(self.data.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
+        """Independent units: distinct (cluster, unit id) pairs (the unit is the query); a row without a cluster
+        (issue 36) is no unit."""
+        data = self.data[self.data["cluster_id"].notna()]
+        return int(data.groupby(["cluster_id", "query_id"], observed=True, dropna=False).ngroups)
 
     def with_design(self, design: Mapping[str, Any] | DeclaredDesign | None = None, **keys: Any) -> SelectionLog:
         """A copy of this log with a declared design (``unit``, ``replicates``, ``factors``, ``strata``).
