@@ -462,9 +462,10 @@ def _split_datasets(manifest: Path, entries, problems) -> list:
         root = merged.pop("__root", None)
         if files is None:
             out.append(merged)
+            merged["__where"] = where
             continue
         for f in files:
-            part = dict(merged, path=f)
+            part = dict(merged, path=f, __where=where, __part=True)
             if hive and root is not None:
                 for k, v in hive_values(f, root).items():
                     if k in merged and merged[k] != v:
@@ -472,7 +473,32 @@ def _split_datasets(manifest: Path, entries, problems) -> list:
                                                                     f"of {f} says {v!r}"))
                     part[k] = v
             out.append(part)
+    _check_counted_once(manifest, out, problems)
+    for m in out:
+        m.pop("__where", None)
+        m.pop("__part", None)
     return out
+
+
+def _check_counted_once(manifest: Path, entries: list, problems: list) -> None:
+    """Issue 37: a file reached by two ``[[logs]]`` entries (a folder and one of its parts, or one file twice
+    with the same model, run and condition) would have its rows counted twice: an error naming the part."""
+    import os
+
+    seen: dict = {}
+    for m in entries:
+        if m.get("format") != "table" or not isinstance(m.get("path"), Path):
+            continue
+        real = os.path.realpath(m["path"])
+        design = tuple(m.get(k) for k in ("model", "run", "condition"))
+        if real in seen:
+            where, part, design0 = seen[real]
+            if part or m.get("__part") or design == design0:
+                problems.append(problem(manifest, m["__where"], "path",
+                                        f"{m['path']} is also read by {where}: its rows would be counted twice "
+                                        "(list each file once)"))
+                continue
+        seen[real] = (m["__where"], bool(m.get("__part")), design)
 
 
 def _resolve(base: Path, value: str) -> Path:
