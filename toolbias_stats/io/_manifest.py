@@ -403,6 +403,9 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
         p = (base / doc[key]).resolve() if not Path(doc[key]).is_absolute() else Path(doc[key])
         if not p.exists():
             problems.append(problem(path, None, key, f"file not found: {p}"))
+        elif (other := _names_an_input(base, doc, p)) is not None:
+            problems.append(problem(path, None, key, f"names {p}, which is the study's {other}; `{key}` is a "
+                                                     "file of its own (see docs/formats.md)"))
     if isinstance(doc.get("design"), dict):
         from ._study_design import DESIGN_KEYS
 
@@ -415,6 +418,20 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
     ref = doc.get("reference_date")
     if ref is not None and not isinstance(ref, _dt.date):
         problems.append(problem(path, None, "reference_date", f"expected a TOML date (2025-09-01), got {ref!r}"))
+
+
+def _names_an_input(base: Path, doc: dict, p: Path) -> str | None:
+    """Issue 37: which input (a log entry's file, the catalog, ...) the study-level file ``p`` also is, else None."""
+    import os
+
+    real = os.path.realpath(p)
+    tables = [(None, doc)] + [(i, e) for i, e in enumerate(doc.get("logs") or [], start=1) if isinstance(e, dict)]
+    for i, table in tables:
+        for key in _PATH_KEYS:
+            value = table.get(key)
+            if isinstance(value, str) and os.path.realpath(_resolve(base, value)) == real:
+                return f"{key} file" if i is None else f"log file (logs[{i}].{key})"
+    return None
 
 
 def _study_catalog(path: Path, doc: dict, entries: list) -> tuple:

@@ -211,8 +211,9 @@ def read_catalog_table(path: PathLike) -> ToolCatalog:
     ----------
     path : path-like
         One row per tool with the ToolCatalog columns of ``docs/schema.md``. ``tool_id`` may
-        be absent or empty (it is then the ToolBench function name ``{api}_for_{tool}``) and so
-        may ``api_index`` (then the order of the rows within each cluster).
+        be absent (it is then the ToolBench function name ``{api}_for_{tool}``), but not empty in a
+        row when the column exists; ``api_index`` may be absent (then the order of the rows within
+        each cluster).
 
     Returns
     -------
@@ -250,6 +251,13 @@ def read_catalog_table(path: PathLike) -> ToolCatalog:
         frame = pd.DataFrame(raw)
     else:
         frame, _ = _read_frame(path, kind, what="catalog")
+    if "tool_id" in frame.columns:   # issue 37: an empty id is not derived from api_name when the column exists
+        empty = [i + 1 for i, v in enumerate(frame["tool_id"]) if _is_missing(v) or not str(v).strip()]
+        if empty:
+            raise SelectionLogError([problem(path, r, "tool_id", "missing value: the catalog has a tool_id column, "
+                                                                 "so every row needs its id (an id filled from "
+                                                                 "api_name would take the log's picks silently)")
+                                     for r in empty])
     records = []
     for rec in frame.to_dict(orient="records"):
         clean = {k: (None if _is_missing(v) else v) for k, v in rec.items()}
