@@ -199,8 +199,28 @@ def _main(argv=None) -> int:
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
         from .._output import term_safe
 
-        print(term_safe(f"toolbias-stats {args.command}: error: {exc}"), file=sys.stderr)
+        note = ""
+        if type(exc).__name__ == "MemoryLimitError" and (cap := _cap_note()):
+            note = f" ({cap})"
+        print(term_safe(f"toolbias-stats {args.command}: error: {exc}{note}"), file=sys.stderr)
         return 2
+    except Exception as exc:   # issue 37: NumPy's MemoryError, DuckDB's out-of-memory outside the counting
+        if not isinstance(exc, MemoryError) and type(exc).__name__ != "OutOfMemoryException":
+            raise
+        from .._memory import out_of_memory_message
+        from .._output import term_safe
+
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        print(term_safe(f"toolbias-stats {args.command}: error: {out_of_memory_message(detail)}"), file=sys.stderr)
+        return 2
+
+
+def _cap_note() -> str:
+    from .._memory import address_space_limit
+
+    limit = address_space_limit()
+    return "" if limit is None else (f"the process also runs under an address-space limit of {limit / 1e9:.1f} GB "
+                                     "(ulimit -v / prlimit --as): raise it or lower the DuckDB limit with it")
 
 
 def _read(args):

@@ -286,6 +286,10 @@ def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFra
     """Parse the file; return the frame and each row's 1-based row (CSV/Parquet) or line (JSONL)."""
     empty = problem(path, None, None, f"the {what} is empty (no data rows)")
     check_cells(path, kind)
+    if kind in ("csv", "jsonl"):   # issue 37: under a memory cap, a message instead of the parser's SIGSEGV
+        from ..._memory import READ_FACTOR, check_headroom
+
+        check_headroom(READ_FACTOR * path.stat().st_size, f"{path}: reading this file with pandas")
     if kind == "csv":
         _check_csv_shape(path)
         try:
