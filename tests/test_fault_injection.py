@@ -445,14 +445,20 @@ def test_engines_give_the_same_message(case, tmp_path, capsys):
     assert messages["pandas"] == messages["duckdb"]
 
 
-def test_look_alike_tools_are_warned_in_validate(tmp_path, capsys):
-    """NFC / NFD forms and a zero-width space: two tools that print the same. Not an error, but said."""
-    catalog = "tool_id,cluster_id\nM\u00e9t\u00e9o,c1\nMe\u0301te\u0301o,c1\nwe\u200bather,c1\nweather,c1\n"
+def test_look_alike_tools_are_refused_case_is_warned(tmp_path, capsys):
+    """Issue 37: NFC / NFD forms and a zero-width space print the same: refused, both spellings named with their
+    code points (issue 21 only warned). Tools that differ only in case are visible: still a warning."""
+    catalog = "tool_id,cluster_id\nM\u00e9t\u00e9o,c1\nMe\u0301te\u0301o,c1\nweather,c1\n"
     manifest = _study(tmp_path, "l.csv", _csv("c1,q1,1,weather,ok"), catalog=catalog)
     for engine in ENGINES:
+        assert main(["validate", str(manifest), "--engine", engine]) == 2
+        err = capsys.readouterr().err
+        assert "catalog.csv:2:tool_id: tool id 'Me\\u0301te\\u0301o' (U+0301 COMBINING ACUTE ACCENT)" in err, err
+        assert "'M\\xe9t\\xe9o' (U+00E9 LATIN SMALL LETTER E WITH ACUTE) at row 1" in err, err
+    (tmp_path / "catalog.csv").write_text("tool_id,cluster_id\nWeather,c1\nweather,c1\n", encoding="utf-8")
+    for engine in ENGINES:
         assert main(["validate", str(manifest), "--engine", engine]) == 0
-        text = capsys.readouterr().out
-        assert text.count("WARNING: catalog cluster 'c1' has tools that look identical") == 2, text
+        assert "WARNING: catalog cluster 'c1' has tools that look identical" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------------------------------------
