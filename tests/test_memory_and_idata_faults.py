@@ -144,8 +144,8 @@ def test_bayes_idata_full_disk_is_one_message(how, reason, tmp_path, capsys, mon
     out = capsys.readouterr()
     lines = out.err.strip().splitlines()
     assert code == 2 and out.out == "" and len(lines) == 1, (code, out.err)
-    assert lines[0] == f"toolbias-stats bayes: error: cannot write --idata {out_dir / 'fit.nc'}: {reason}; nothing " \
-                       "was written."
+    expected = f"toolbias-stats bayes: error: cannot write --idata {out_dir / 'fit.nc'}: {reason}; nothing was written."
+    assert lines[0] == expected
     assert list(out_dir.iterdir()) == []
 
 

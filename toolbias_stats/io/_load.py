@@ -291,16 +291,18 @@ def _check_lookalike_design(manifest: Any, log: SelectionLog | None, counts: Sel
         if not pairs:
             continue
         first, other = pairs[0]
-
-        def where(value: str) -> tuple:
-            for i, entry in enumerate(manifest.doc.get("logs", []), start=1):
-                if entry.get(col) == value:
-                    return manifest.path, f"logs[{i}]"
-            rows = (log if log is not None else manifest.read_rows()).data
-            hit = rows[rows[col].astype(str) == value].iloc[0]
-            return hit["source_file"], int(hit["source_row"])
-
-        file, row = where(other)
-        first_at = where(first)
+        file, row = _where_value(manifest, log, col, other)
+        first_file, first_row = _where_value(manifest, log, col, first)
         raise SelectionLogError(problem(file, row, col, lookalike_message(col, first, other,
-                                                                          f"{first_at[0]}:{first_at[1]}")))
+                                                                          f"{first_file}:{first_row}")))
+
+
+def _where_value(manifest: Any, log: SelectionLog | None, col: str, value: str) -> tuple:
+    """``(file, row)`` that gives ``value`` in column ``col``: a manifest entry, else the first row of a file (the
+    rows are read with pandas only here, when a fault was found)."""
+    for i, entry in enumerate(manifest.doc.get("logs", []), start=1):
+        if entry.get(col) == value:
+            return manifest.path, f"logs[{i}]"
+    rows = (log if log is not None else manifest.read_rows()).data
+    hit = rows[rows[col].astype(str) == value].iloc[0]
+    return hit["source_file"], int(hit["source_row"])

@@ -184,7 +184,7 @@ def lookalike_pairs(values: Iterable[Any]) -> list[tuple[str, str]]:
 def _spelling(text: str) -> str:
     odd = [c for c in text if not (c.isascii() and c.isprintable())]
     points = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in dict.fromkeys(odd))
-    return f"{ascii(text)} ({points or 'ASCII only'})"
+    return f"{text!a} ({points or 'ASCII only'})"
 
 
 def lookalike_message(what: str, first: str, other: str, where: str) -> str:
