@@ -405,7 +405,7 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
             problems.append(problem(path, None, key, f"file not found: {p}"))
         elif (other := _names_an_input(base, doc, p)) is not None:
             problems.append(problem(path, None, key, f"names {p}, which is the study's {other}; `{key}` is a "
-                                                     "file of its own (see docs/formats.md)"))
+                                                     f"file of its own ({_STUDY_FILE_KIND[key]})"))
     if isinstance(doc.get("design"), dict):
         from ._study_design import DESIGN_KEYS
 
@@ -418,6 +418,10 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
     ref = doc.get("reference_date")
     if ref is not None and not isinstance(ref, _dt.date):
         problems.append(problem(path, None, "reference_date", f"expected a TOML date (2025-09-01), got {ref!r}"))
+
+
+#: What each study-level file is (named when one of them is given an input of the study instead, issue 37).
+_STUDY_FILE_KIND = {"tool_dates": "a CSV of tool_id, created", "features": "a table of tool features"}
 
 
 def _names_an_input(base: Path, doc: dict, p: Path) -> str | None:
