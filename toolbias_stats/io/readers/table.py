@@ -899,6 +899,23 @@ def _locate_jsonl(path: Path) -> str | None:
     return None
 
 
+def _text_suspicious(arr) -> bool:
+    """Whether a pyarrow string array may hold a NUL or a value over the cell limit: a scan of its raw buffers
+    (a dictionary array: of its dictionary), no per-value work."""
+    from .._row_rules import MAX_CELL_BYTES
+
+    if hasattr(arr, "dictionary"):
+        arr = arr.dictionary
+    if len(arr) == 0:
+        return False
+    _validity, offsets, data = arr.buffers()[:3]
+    width = np.int64 if "large" in str(arr.type) else np.int32
+    off = np.frombuffer(offsets, dtype=width)[arr.offset:arr.offset + len(arr) + 1]
+    if data is None:
+        return False
+    return bool(np.diff(off).max() > MAX_CELL_BYTES) or b"\x00" in memoryview(data)[int(off[0]):int(off[-1])].tobytes()
+
+
 def _locate_parquet(path: Path) -> str | None:
     """The first text cell of a Parquet file holding a NUL or over the size limit (pyarrow compute, by batch)."""
     import pyarrow as pa
@@ -908,16 +925,19 @@ def _locate_parquet(path: Path) -> str | None:
     from .._row_rules import MAX_CELL_BYTES
 
     try:
-        pf = pq.ParquetFile(path)
-        names = [f.name for f in pf.schema_arrow
+        schema = pq.read_schema(path)
+        names = [f.name for f in schema
                  if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
                  or (pa.types.is_dictionary(f.type) and pa.types.is_string(f.type.value_type))]
         if not names:
             return None
+        pf = pq.ParquetFile(path)
         offset = 0
         for batch in pf.iter_batches(columns=names, batch_size=1 << 20):
             for name in names:
                 col = batch.column(name)
+                if not _text_suspicious(col):
+                    continue
                 if pa.types.is_dictionary(col.type):
                     col = col.dictionary_decode()
                 bad = pc.or_(pc.match_substring(col, "\x00"), pc.greater(pc.binary_length(col), MAX_CELL_BYTES))
