@@ -82,6 +82,9 @@ def ordering_message(cluster: str, ordering: str, seq: list) -> str | None:
 
 def not_in_cluster_message(tool: Any, cluster: Any) -> str:
     """Message for a valid-looking choice of a tool that the row's cluster does not have."""
+    if isinstance(tool, str) and not (tool.isascii() and tool.isprintable()):   # issue 37: show what it is
+        return (f"tool {_spelling(tool)} is not in cluster {cluster!r} (status 'ok' needs a tool of the row's "
+                "cluster)")
     return f"tool {tool!r} is not in cluster {cluster!r} (status 'ok' needs a tool of the row's cluster)"
 
 
