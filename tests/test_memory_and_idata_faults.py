@@ -158,3 +158,24 @@ def test_write_in_child_reports_enospc():
     with pytest.raises(OSError) as info:
         write_in_child(full)
     assert info.value.errno == errno.ENOSPC
+
+
+def test_duckdb_oom_while_reading_is_one_line(tmp_path, capsys, monkeypatch):
+    """DuckDB's out-of-memory met while reading a file (a full spill folder did this on a 1 MiB tmpfs) came with
+    DuckDB's SQL advice over 8 lines: now one line naming the limit, the spill folder and what to change."""
+    import toolbias_stats.io
+    from toolbias_stats.exceptions import SelectionLogError
+
+    said = ("l.csv: cannot read the file: Out of Memory Error: could not allocate block of size 30.5 MiB (27.9 KiB/"
+            "28.6 MiB used)\n\nPossible solutions:\n* Reducing the number of threads (SET threads=X)\n")
+
+    def fail(*args, **kwargs):
+        raise SelectionLogError(said)
+
+    monkeypatch.setattr(toolbias_stats.io, "read_study", fail, raising=False)
+    code = main(["bias", str(_study(tmp_path / "in", 10)), "--bootstrap", "0"])
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert code == 2 and out.out == "" and len(lines) == 1, out.err
+    assert "could not allocate block of size 30.5 MiB" in lines[0] and "SET threads" not in lines[0]
+    assert "TOOLBIAS_DUCKDB_MEMORY_LIMIT" in lines[0] and "toolbias_stats_duckdb" in lines[0] and "TMPDIR" in lines[0]

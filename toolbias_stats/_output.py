@@ -397,6 +397,9 @@ def write_in_child(write, *, what: str = "the writer") -> None:
     if pid == 0:   # the child: quiet (the C library prints its own diagnostics), never returns
         code = 1
         try:
+            import faulthandler
+
+            faulthandler.disable()   # a crash of the writer is reported by the parent, not dumped here
             os.close(rfd)
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
