@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -199,6 +200,125 @@ def openai_dev_zero(d):
     return _openai_study(d, "in.jsonl", "out.jsonl")
 
 
+# -- issue 37: names that print alike, NUL characters, quietly lost values, partitioned logs --------------------
+def lookalike_tool_cyrillic(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok"), catalog="tool_id,cluster_id\ngeo_a,c1\nge\u043e_a,c1\nt1,c1\n")
+
+
+def lookalike_tool_fullwidth(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok"), catalog="tool_id,cluster_id\nwx_a,c1\nwx_\uff41,c1\nt1,c1\n")
+
+
+def lookalike_model_column(d):
+    m = _study(d, "l.csv", "model," + _HEADER + "m1,c1,q1,1,t1,ok\nm1\u200b,c1,q2,1,t2,ok\n")
+    m.write_text(m.read_text(encoding="utf-8").replace('model = "m"\n', ""), encoding="utf-8")
+    return m
+
+
+def lookalike_model_entries(d):
+    m = _study(d, "a.csv", _csv("c1,q1,1,t1,ok"))
+    (d / "b.csv").write_text(_csv("c1,q1,1,t2,ok"), encoding="utf-8")
+    m.write_text(m.read_text(encoding="utf-8").replace('model = "m"', 'model = "m1"')
+                 + '\n[[logs]]\npath = "b.csv"\nmodel = "m1\u200b"\n', encoding="utf-8")
+    return m
+
+
+def nul_csv(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok", "c1,q2,1,t\x002,ok"))
+
+
+def nul_jsonl(d):
+    return _study(d, "l.jsonl", _jsonl(_ok(query_id="q0"), _ok(query_id="q\x001")))
+
+
+def nul_parquet(d):
+    return _study(d, "l.parquet", pd.DataFrame([_ok(query_id="q0"), _ok(query_id="q\x001")]))
+
+
+def nul_catalog(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok"), catalog="tool_id,cluster_id,tool_name\nt1,c1,a\nt2,c1,b\x00c\n")
+
+
+def rotation_nan(d):
+    """Issue 37: ``NaN`` (which Python's JSON parser accepts) read as a missing rotation: the row left the
+    position analysis silently (delta_pos 0.3337 -> 0.3283 on the study of the report)."""
+    return _study(d, "l.jsonl", _jsonl(_ok(query_id="q0"), '{"cluster_id": "c1", "query_id": "q1", "rotation": NaN, '
+                                       '"chosen_tool": "t1", "status": "ok"}'))
+
+
+def big_cell(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok", "c1,q2,1,t2,ok" + "x" * 1_000_000))
+
+
+def empty_tool_id(d):
+    return _study(d, "l.csv", _csv("c1,q1,1,t1,ok"), catalog="tool_id,cluster_id,api_name\nt1,c1,a\n,c1,t3\n"
+                                                           "t4,c1,d\n")
+
+
+BB = Path(__file__).resolve().parents[1] / "toolbias_stats" / "_data" / "biasbusters"
+
+
+def _bb_study(d, clusters: str, names: str) -> Path:
+    (d / "clusters.json").write_text(clusters, encoding="utf-8")
+    (d / "cluster_names.json").write_text(names, encoding="utf-8")
+    (d / "log.json").write_bytes((BB / "selection_logs" / "api_selection_stats_chatgpt_no_func.json").read_bytes())
+    (d / "study.toml").write_text('format = "biasbusters"\ncatalog = "clusters.json"\ncluster_names = '
+                                  '"cluster_names.json"\n\n[[logs]]\npath = "log.json"\nmodel = "m"\n',
+                                  encoding="utf-8")
+    return d / "study.toml"
+
+
+def clusters_json_key_twice(d):
+    text = (BB / "clusters.json").read_text(encoding="utf-8")
+    return _bb_study(d, text.replace('"category": "Mapping",', '"category": "Mapping",\n      "category": "x",', 1),
+                     (BB / "cluster_names.json").read_text(encoding="utf-8"))
+
+
+def cluster_name_list(d):
+    names = json.loads((BB / "cluster_names.json").read_text(encoding="utf-8"))
+    names["2"] = ["Coordinates", "Address"]
+    return _bb_study(d, (BB / "clusters.json").read_text(encoding="utf-8"), json.dumps(names))
+
+
+def tool_dates_is_the_log(d):
+    m = _study(d, "l.csv", _csv("c1,q1,1,t1,ok"))
+    m.write_text('tool_dates = "l.csv"\n' + m.read_text(encoding="utf-8"), encoding="utf-8")
+    return m
+
+
+def _parts(d, manifest_logs: str, b_header: str = _HEADER) -> Path:
+    (d / "parts").mkdir()
+    (d / "parts" / "a.csv").write_text(_csv("c1,q1,1,t1,ok", "c1,q2,2,t2,ok"), encoding="utf-8")
+    (d / "parts" / "b.csv").write_text(b_header + "c1,q3,1,t1,ok\n", encoding="utf-8")
+    (d / "catalog.csv").write_text(CATALOG, encoding="utf-8")
+    (d / "study.toml").write_text(f'format = "table"\ncatalog = "catalog.csv"\n\n{manifest_logs}', encoding="utf-8")
+    return d / "study.toml"
+
+
+def part_listed_twice(d):
+    return _parts(d, '[[logs]]\npath = ["parts/a.csv", "parts/b.csv", "parts/a.csv"]\nmodel = "m"\n')
+
+
+def folder_and_its_part(d):
+    return _parts(d, '[[logs]]\npath = "parts"\nmodel = "m"\n\n[[logs]]\npath = "parts/b.csv"\nmodel = "m"\n')
+
+
+def part_other_schema(d):
+    return _parts(d, '[[logs]]\npath = "parts"\nmodel = "m"\n', b_header=_HEADER.replace("status", "state"))
+
+
+def part_dangling_link(d):
+    m = _parts(d, '[[logs]]\npath = "parts"\nmodel = "m"\n')
+    os.symlink("gone.csv", d / "parts" / "c.csv")
+    return m
+
+
+def part_fifo(d):
+    m = _parts(d, '[[logs]]\npath = "parts"\nmodel = "m"\n')
+    os.mkfifo(d / "parts" / "c.csv")
+    return m
+
+
 CASES = [
     Case("manifest_directory", manifest_directory, ("{dir}/study.toml:", "got a directory")),
     Case("manifest_dev_zero", manifest_dev_zero, ("{dir}/study.toml:", "device"), crash=True, timeout=60),
@@ -226,6 +346,35 @@ CASES = [
     Case("reserved_design_column", reserved_design_column, ("{dir}/l.csv:k:", "reserved")),
     Case("openai_deep_line", openai_deep_line, ("{dir}/out.jsonl:3:", "nested too deeply"), engines=("pandas",)),
     Case("openai_dev_zero", openai_dev_zero, ("/dev/zero:", "device"), engines=("pandas",), crash=True, timeout=60),
+    # issue 37
+    Case("lookalike_tool_cyrillic", lookalike_tool_cyrillic,
+         ("{dir}/catalog.csv:2:tool_id:", "'ge\\u043e_a' (U+043E CYRILLIC SMALL LETTER O)", "'geo_a' (ASCII only)")),
+    Case("lookalike_tool_fullwidth", lookalike_tool_fullwidth,
+         ("{dir}/catalog.csv:2:tool_id:", "U+FF41 FULLWIDTH LATIN SMALL LETTER A", "'wx_a'")),
+    Case("lookalike_model_column", lookalike_model_column,
+         ("{dir}/l.csv:2:model:", "'m1\\u200b' (U+200B ZERO WIDTH SPACE)", "{dir}/l.csv:1")),
+    Case("lookalike_model_entries", lookalike_model_entries,
+         ("{dir}/study.toml:logs[2]:model:", "U+200B ZERO WIDTH SPACE", "{dir}/study.toml:logs[1]")),
+    Case("nul_csv", nul_csv, ("{dir}/l.csv:2:chosen_tool:", "NUL character")),
+    Case("nul_jsonl", nul_jsonl, ("{dir}/l.jsonl:2:query_id:", "NUL character")),
+    Case("nul_parquet", nul_parquet, ("{dir}/l.parquet:2:query_id:", "NUL character")),
+    Case("nul_catalog", nul_catalog, ("{dir}/catalog.csv:2:tool_name:", "NUL character")),
+    Case("rotation_nan", rotation_nan, ("{dir}/l.jsonl:2:rotation:", "NaN is not a JSON value")),
+    Case("big_cell", big_cell, ("{dir}/l.csv:2:status:", "1000002 bytes", "131072"),
+         commands=("validate", "bias", "report")),
+    Case("empty_tool_id", empty_tool_id, ("{dir}/catalog.csv:2:tool_id:", "missing value")),
+    Case("clusters_json_key_twice", clusters_json_key_twice, ("{dir}/clusters.json:5:category:", "twice"),
+         engines=("pandas",)),
+    Case("cluster_name_list", cluster_name_list, ("{dir}/cluster_names.json:2:", "expected a cluster name"),
+         engines=("pandas",)),
+    Case("tool_dates_is_the_log", tool_dates_is_the_log,
+         ("{dir}/study.toml:tool_dates:", "log file (logs[1].path)", "a file of its own (a CSV of tool_id, created)")),
+    Case("part_listed_twice", part_listed_twice, ("{dir}/parts/a.csv:", "counted twice")),
+    Case("folder_and_its_part", folder_and_its_part,
+         ("{dir}/study.toml:logs[2]:path:", "{dir}/parts/b.csv is also read by logs[1]", "counted twice")),
+    Case("part_other_schema", part_other_schema, ("{dir}/parts/b.csv:", "missing ['status']", "['state']")),
+    Case("part_dangling_link", part_dangling_link, ("{dir}/parts/c.csv:", "symbolic link to a missing file")),
+    Case("part_fifo", part_fifo, ("{dir}/parts/c.csv:", "FIFO"), crash=True, timeout=60),
 ]
 
 
@@ -236,6 +385,8 @@ def _snapshot(d: Path) -> dict:
 
 def _run(case: Case, command: str, engine: str, manifest: Path, capsys):
     argv = [command, str(manifest), "--engine", engine] + (["--bootstrap", "0"] if command == "bias" else [])
+    if command == "report":   # written outside the input folder (and never, since the input is refused)
+        argv += ["--out", str(manifest.parent.parent / "report.html")]
     if case.crash:
         import toolbias_stats
 
@@ -271,7 +422,8 @@ def test_fault(case, engine, command, tmp_path, capsys):
     assert "Traceback" not in err and "Error:" not in err.split("error:", 1)[-1][:40], err[-3000:]
     assert code == 2, (code, out[-2000:], err[-2000:])
     assert out == "", out[-2000:]
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    # report's progress lines ("[   0.0 s] reading ...") aside
+    lines = [ln for ln in err.splitlines() if ln.strip() and not re.match(r"toolbias-stats \S+: \[ *[\d.]+ s\]", ln)]
     assert len(lines) == 1 and lines[0].startswith(f"toolbias-stats {command}: error: "), err[-3000:]
     for fragment in case.expect:
         assert fragment.format(dir=d) in lines[0], (fragment, lines[0])
@@ -294,14 +446,20 @@ def test_engines_give_the_same_message(case, tmp_path, capsys):
     assert messages["pandas"] == messages["duckdb"]
 
 
-def test_look_alike_tools_are_warned_in_validate(tmp_path, capsys):
-    """NFC / NFD forms and a zero-width space: two tools that print the same. Not an error, but said."""
-    catalog = "tool_id,cluster_id\nM\u00e9t\u00e9o,c1\nMe\u0301te\u0301o,c1\nwe\u200bather,c1\nweather,c1\n"
+def test_look_alike_tools_are_refused_case_is_warned(tmp_path, capsys):
+    """Issue 37: NFC / NFD forms and a zero-width space print the same: refused, both spellings named with their
+    code points (issue 21 only warned). Tools that differ only in case are visible: still a warning."""
+    catalog = "tool_id,cluster_id\nM\u00e9t\u00e9o,c1\nMe\u0301te\u0301o,c1\nweather,c1\n"
     manifest = _study(tmp_path, "l.csv", _csv("c1,q1,1,weather,ok"), catalog=catalog)
     for engine in ENGINES:
+        assert main(["validate", str(manifest), "--engine", engine]) == 2
+        err = capsys.readouterr().err
+        assert "catalog.csv:2:tool_id: tool id 'Me\\u0301te\\u0301o' (U+0301 COMBINING ACUTE ACCENT)" in err, err
+        assert "'M\\xe9t\\xe9o' (U+00E9 LATIN SMALL LETTER E WITH ACUTE) at row 1" in err, err
+    (tmp_path / "catalog.csv").write_text("tool_id,cluster_id\nWeather,c1\nweather,c1\n", encoding="utf-8")
+    for engine in ENGINES:
         assert main(["validate", str(manifest), "--engine", engine]) == 0
-        text = capsys.readouterr().out
-        assert text.count("WARNING: catalog cluster 'c1' has tools that look identical") == 2, text
+        assert "WARNING: catalog cluster 'c1' has tools that look identical" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 #: report -> CLI) become this import order: the SelectionLog type sits below the readers that construct it.
 LAYERS = (
     ("core", ("toolbias_stats._schema", "toolbias_stats._validation", "toolbias_stats.exceptions",
-              "toolbias_stats._output", "toolbias_stats.datasets", "toolbias_stats._lazy", "toolbias_stats._format",
-              "toolbias_stats._json", "toolbias_stats._multitest")),
+              "toolbias_stats._memory", "toolbias_stats._output", "toolbias_stats.datasets", "toolbias_stats._lazy",
+              "toolbias_stats._format", "toolbias_stats._json", "toolbias_stats._multitest")),
     ("selection_log", ("toolbias_stats.io._catalog", "toolbias_stats.io._row_rules",
                        "toolbias_stats.io._study_design", "toolbias_stats.io._selection_log")),
     ("readers", ("toolbias_stats.io.readers", "toolbias_stats.io._clusters", "toolbias_stats.io._manifest",

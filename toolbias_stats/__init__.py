@@ -9,6 +9,9 @@ result objects with ``.to_frame()``; plots and reports only render results.
 """
 
 from ._lazy import LazyNames as _LazyNames
+from ._memory import adapt_to_address_limit as _adapt
+
+_adapt()   # issue 37: under `ulimit -v`, pyarrow must not reserve a 1 GiB arena (DuckDB then had no room: SIGSEGV)
 
 _lazy = _LazyNames(__name__)
 _lazy.submodules('exceptions', 'io', 'metrics', 'plots', 'report')   # were attributes after the eager imports

@@ -362,6 +362,69 @@ def atomic_path(out, *, option: str = "--out", inputs=()):
                 _remove(tmp)
 
 
+def write_in_child(write, *, what: str = "the writer") -> None:
+    """Run ``write()`` in a forked child process, so that a native library that crashes on a full disk (the
+    HDF5 / netCDF writer dies with SIGSEGV after ``No space left on device``, issue 37) cannot take this process
+    down; its failure comes back as an ``OSError`` (``ENOSPC`` when the disk was full), which
+    :func:`atomic_path` turns into one message. Where ``fork`` is missing, ``write()`` runs here.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
+    >>> write_in_child(lambda: p.write_text("hi"))
+    >>> p.read_text()
+    'hi'
+    >>> try:
+    ...     write_in_child(lambda: 1 / 0)
+    ... except OSError as exc:
+    ...     print(exc.strerror)
+    the writer failed (ZeroDivisionError)
+    """
+    if not hasattr(os, "fork"):
+        write()
+        return
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    import warnings
+
+    rfd, wfd = os.pipe()
+    with warnings.catch_warnings():   # JAX warns of threads; the child only writes a file and exits
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pid = os.fork()
+    if pid == 0:   # the child: quiet (the C library prints its own diagnostics), never returns
+        code = 1
+        try:
+            import faulthandler
+
+            faulthandler.disable()   # a crash of the writer is reported by the parent, not dumped here
+            os.close(rfd)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            write()
+            code = 0
+        except BaseException as exc:   # any failure is reported to the parent, which gives the message
+            text = str(exc)
+            full = getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in text or "errno = 28" in text
+            os.write(wfd, (("ENOSPC " if full else "") + type(exc).__name__).encode()[:200])
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as fh:
+        said = fh.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0:
+        return
+    if said.startswith("ENOSPC"):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    cause = said or (f"killed by signal {-code}" if code < 0 else f"exit status {code}")
+    raise OSError(errno.EIO, f"{what} failed ({cause})")
+
+
 def write_text(out, text: str, *, option: str = "--out", inputs=()) -> Path:
     """Write ``text`` (UTF-8) to ``out`` atomically (see :func:`atomic_path`); returns the path."""
     with atomic_path(out, option=option, inputs=inputs) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:

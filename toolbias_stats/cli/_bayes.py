@@ -82,8 +82,11 @@ def _run(args) -> int:
                            mismatch=args.mismatch,
                            rng=args.seed, progress=_progress_wanted(args))
     if args.idata:
+        from .._output import write_in_child
+
         with atomic_path(args.idata, option="--idata", inputs=inputs) as tmp:
-            result.idata.to_netcdf(str(tmp))
+            # issue 37: the netCDF (HDF5) writer dies with SIGSEGV on a full disk: it runs in a child process
+            write_in_child(lambda: result.idata.to_netcdf(str(tmp)), what="the netCDF writer")
     if not result.diagnostics.converged:
         # loud on stderr whatever the output format, so that scripts piping --json still see it
         print("toolbias-stats bayes: WARNING: NOT CONVERGED: " + "; ".join(result.diagnostics.flags),

@@ -231,6 +231,7 @@ def _check_catalog_values(tab: pd.DataFrame, source: str) -> None:
                 for i, t in enumerate(tab["tool_id"]) if "|" in str(t)]
     problems += [problem(source, i + 1, "num_parameters", f"expected a number of parameters >= 0, got {int(v)}")
                  for i, v in enumerate(tab["num_parameters"]) if not pd.isna(v) and v < 0]
+    problems += _lookalike_problems(tab, source)
     for cid, sub in tab.groupby("cluster_id", sort=False):
         twice = sub["api_index"][sub["api_index"].duplicated(keep=False)]
         for v in sorted(set(twice)):
@@ -240,6 +241,24 @@ def _check_catalog_values(tab: pd.DataFrame, source: str) -> None:
                                                                "cluster needs its own place in the catalog order"))
     if problems:
         raise SelectionLogError(problems)
+
+
+def _lookalike_problems(tab: pd.DataFrame, source: str) -> list:
+    """Issue 37: tool or cluster ids that print alike (homoglyphs, full-width forms, invisible characters), and
+    NUL characters in any text cell, each named by row and column."""
+    from ._row_rules import NUL_IN_CELL, lookalike_message, lookalike_pairs
+
+    out = []
+    for col, what in (("tool_id", "tool id"), ("cluster_id", "cluster id")):
+        values = tab[col].astype(str).tolist()
+        for first, other in lookalike_pairs(values):
+            out.append(problem(source, values.index(other) + 1, col,
+                               lookalike_message(what, first, other, f"row {values.index(first) + 1}")))
+    for col in tab.columns:
+        if tab[col].dtype == object or isinstance(tab[col].dtype, pd.StringDtype):
+            out += [problem(source, i + 1, col, NUL_IN_CELL) for i, v in enumerate(tab[col])
+                    if isinstance(v, str) and "\x00" in v]
+    return out
 
 
 #: Most tools one cluster may have: counts keep a column per tool and per position, and a uniform reference over

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..exceptions import SelectionLogError, problem
 
-__all__ = ["expand_dataset", "hive_values", "is_dataset"]
+__all__ = ["expand_dataset", "hive_values", "is_dataset", "check_part_schemas"]
 
 _GLOB_CHARS = set("*?[")
 
@@ -37,7 +37,78 @@ def is_dataset(path) -> bool:
 
 def _visible(p: Path, root: Path) -> bool:
     parts = p.relative_to(root).parts
-    return not any(s.startswith((".", "_")) for s in parts[:-1] + (p.name,)) and p.is_file()
+    return not any(s.startswith((".", "_")) for s in parts[:-1] + (p.name,)) and _part_kind(p) != "dir"
+
+
+def _part_kind(p: Path) -> str:
+    """``"file"``, ``"dir"``, or what else a name in a dataset is (a dangling link, a FIFO, a device...)."""
+    import stat
+
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        return "a symbolic link to a missing file" if p.is_symlink() else "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "not a regular file (a socket or a device)"
+
+
+def _check_parts(files: list[Path]) -> None:
+    """Issue 37: every part is a regular file (a dangling link or a FIFO named like a part is an error, not
+    skipped), and no part is listed twice (its rows would be counted twice)."""
+    import os
+
+    seen: dict[str, Path] = {}
+    for f in files:
+        kind = _part_kind(f)
+        if kind != "file":
+            raise SelectionLogError(problem(f, None, None, f"this part of the dataset is {kind}; remove it or "
+                                                           "replace it with the data file"))
+        real = os.path.realpath(f)
+        if real in seen:
+            raise SelectionLogError(problem(f, None, None, f"the same file as {seen[real]} (listed twice in "
+                                                           "the dataset): its rows would be counted twice"))
+        seen[real] = f
+
+
+def check_part_schemas(files: list[Path]) -> None:
+    """Issue 37: the parts of one dataset have the same columns (a CSV header or a Parquet schema); a part with
+    another schema (a column renamed) is an error naming the part and the columns that differ."""
+    first = cols0 = None
+    for f in files:
+        cols = _columns_of(f)
+        if cols is None:
+            continue
+        if cols0 is None:
+            first, cols0 = f, cols
+        elif cols != cols0:
+            missing = [c for c in cols0 if c not in cols]
+            extra = [c for c in cols if c not in cols0]
+            raise SelectionLogError(problem(f, None, None, f"this part has other columns than {first}: missing "
+                                                           f"{missing}, not in the first part {extra}; the parts "
+                                                           "of one dataset share one schema"))
+
+
+def _columns_of(f: Path) -> list | None:
+    """The column names of a CSV (its header) or Parquet part, else None."""
+    kind = TABLE_SUFFIXES.get(f.suffix.lower())
+    try:
+        if kind == "csv":
+            import csv
+
+            with f.open(encoding="utf-8-sig", newline="") as fh:
+                return next(csv.reader(fh), None)
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return [n for n in pq.read_schema(f).names if n != "__index_level_0__"]
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None      # the reader names an unreadable part
+    return None
 
 
 def expand_dataset(path, base: Path | None = None, origin="path") -> list[Path]:
@@ -95,12 +166,13 @@ def expand_dataset(path, base: Path | None = None, origin="path") -> list[Path]:
                                                                f"ending in {', '.join(suffixes)})"))
             where = "the folder"
         elif _GLOB_CHARS & set(str(path)):
-            files = sorted(Path(f) for f in _glob.glob(str(p), recursive=True) if Path(f).is_file())
+            files = sorted(Path(f) for f in _glob.glob(str(p), recursive=True) if _part_kind(Path(f)) != "dir")
             if not files:
                 raise SelectionLogError(problem(p, None, None, "no file matches this glob"))
             where = "the glob"
         else:
             return [p]
+    _check_parts(files)
     kinds: dict[str, list[Path]] = {}
     for f in files:
         kinds.setdefault(suffixes.get(f.suffix.lower(), f.suffix.lower() or f.name), []).append(f)
@@ -110,6 +182,7 @@ def expand_dataset(path, base: Path | None = None, origin="path") -> list[Path]:
         raise SelectionLogError(problem(resolve(path) if not isinstance(path, (list, tuple)) else origin, None, None,
                                         f"{where} mixes file formats: {found}; a dataset holds files of one format "
                                         "(.csv, .jsonl or .parquet)"))
+    check_part_schemas(files)
     return files
 
 

@@ -263,6 +263,46 @@ def read_study(path: str | PathLike[str], *, engine: str = "auto", level: str = 
             log = manifest.read_rows()
         else:
             counts = count()
+        _check_lookalike_design(manifest, log, counts)
     return manifest.study(engine=engine, log=log, counts=counts,
                           loader=None if log is not None else manifest.read_rows,
                           counter=None if engine == "pandas" else count)
+
+
+def _design_values(log: SelectionLog | None, counts: SelectionCounts | None, col: str) -> list:
+    if log is not None:
+        return list(log.data[col].unique()) if col in log.data.columns else []
+    if counts is None:
+        return []
+    if counts.compact is not None:
+        keys = counts.compact.keys
+        return list(getattr(keys[col], "categories", keys.get(col, []))) if col in keys else []
+    return list(counts.table[col].unique()) if col in counts.table.columns else []
+
+
+def _check_lookalike_design(manifest: Any, log: SelectionLog | None, counts: SelectionCounts | None) -> None:
+    """Issue 37: two models (or conditions) whose names print alike (``m1`` and ``m1`` + a zero-width space) are
+    refused, named by the manifest entry or the file row that gives the second spelling (every engine)."""
+    from ..exceptions import SelectionLogError, problem
+    from ._row_rules import lookalike_message, lookalike_pairs
+
+    for col in ("model", "condition"):
+        pairs = lookalike_pairs(_design_values(log, counts, col))
+        if not pairs:
+            continue
+        first, other = pairs[0]
+        file, row = _where_value(manifest, log, col, other)
+        first_file, first_row = _where_value(manifest, log, col, first)
+        raise SelectionLogError(problem(file, row, col, lookalike_message(col, first, other,
+                                                                          f"{first_file}:{first_row}")))
+
+
+def _where_value(manifest: Any, log: SelectionLog | None, col: str, value: str) -> tuple:
+    """``(file, row)`` that gives ``value`` in column ``col``: a manifest entry, else the first row of a file (the
+    rows are read with pandas only here, when a fault was found)."""
+    for i, entry in enumerate(manifest.doc.get("logs", []), start=1):
+        if entry.get(col) == value:
+            return manifest.path, f"logs[{i}]"
+    rows = (log if log is not None else manifest.read_rows()).data
+    hit = rows[rows[col].astype(str) == value].iloc[0]
+    return hit["source_file"], int(hit["source_row"])

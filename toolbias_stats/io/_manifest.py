@@ -403,6 +403,9 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
         p = (base / doc[key]).resolve() if not Path(doc[key]).is_absolute() else Path(doc[key])
         if not p.exists():
             problems.append(problem(path, None, key, f"file not found: {p}"))
+        elif (other := _names_an_input(base, doc, p)) is not None:
+            problems.append(problem(path, None, key, f"names {p}, which is the study's {other}; `{key}` is a "
+                                                     f"file of its own ({_STUDY_FILE_KIND[key]})"))
     if isinstance(doc.get("design"), dict):
         from ._study_design import DESIGN_KEYS
 
@@ -415,6 +418,24 @@ def _check_study_keys(path: Path, doc: dict, problems: list) -> None:
     ref = doc.get("reference_date")
     if ref is not None and not isinstance(ref, _dt.date):
         problems.append(problem(path, None, "reference_date", f"expected a TOML date (2025-09-01), got {ref!r}"))
+
+
+#: What each study-level file is (named when one of them is given an input of the study instead, issue 37).
+_STUDY_FILE_KIND = {"tool_dates": "a CSV of tool_id, created", "features": "a table of tool features"}
+
+
+def _names_an_input(base: Path, doc: dict, p: Path) -> str | None:
+    """Issue 37: which input (a log entry's file, the catalog, ...) the study-level file ``p`` also is, else None."""
+    import os
+
+    real = os.path.realpath(p)
+    tables = [(None, doc)] + [(i, e) for i, e in enumerate(doc.get("logs") or [], start=1) if isinstance(e, dict)]
+    for i, table in tables:
+        for key in _PATH_KEYS:
+            value = table.get(key)
+            if isinstance(value, str) and os.path.realpath(_resolve(base, value)) == real:
+                return f"{key} file" if i is None else f"log file (logs[{i}].{key})"
+    return None
 
 
 def _study_catalog(path: Path, doc: dict, entries: list) -> tuple:
@@ -462,9 +483,10 @@ def _split_datasets(manifest: Path, entries, problems) -> list:
         root = merged.pop("__root", None)
         if files is None:
             out.append(merged)
+            merged["__where"] = where
             continue
         for f in files:
-            part = dict(merged, path=f)
+            part = dict(merged, path=f, __where=where, __part=True)
             if hive and root is not None:
                 for k, v in hive_values(f, root).items():
                     if k in merged and merged[k] != v:
@@ -472,7 +494,32 @@ def _split_datasets(manifest: Path, entries, problems) -> list:
                                                                     f"of {f} says {v!r}"))
                     part[k] = v
             out.append(part)
+    _check_counted_once(manifest, out, problems)
+    for m in out:
+        m.pop("__where", None)
+        m.pop("__part", None)
     return out
+
+
+def _check_counted_once(manifest: Path, entries: list, problems: list) -> None:
+    """Issue 37: a file reached by two ``[[logs]]`` entries (a folder and one of its parts, or one file twice
+    with the same model, run and condition) would have its rows counted twice: an error naming the part."""
+    import os
+
+    seen: dict = {}
+    for m in entries:
+        if m.get("format") != "table" or not isinstance(m.get("path"), Path):
+            continue
+        real = os.path.realpath(m["path"])
+        design = tuple(m.get(k) for k in ("model", "run", "condition"))
+        if real in seen:
+            where, part, design0 = seen[real]
+            if part or m.get("__part") or design == design0:
+                problems.append(problem(manifest, m["__where"], "path",
+                                        f"{m['path']} is also read by {where}: its rows would be counted twice "
+                                        "(list each file once)"))
+                continue
+        seen[real] = (m["__where"], bool(m.get("__part")), design)
 
 
 def _resolve(base: Path, value: str) -> Path:

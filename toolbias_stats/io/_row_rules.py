@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,7 +28,8 @@ import pandas as pd
 __all__ = ["MAX_COUNT", "MAX_INT", "CELL_OUTCOME", "MISSING", "REQUIRED_COLUMN", "NOT_INTEGER", "RUN_BELOW_ONE",
            "ROTATION_RANGE", "OK_WITHOUT_TOOL", "POSITION_RANGE", "RANK_RANGE", "COUNT_MESSAGE", "one_of_message",
            "unknown_cluster_message", "ordering_message", "not_in_cluster_message", "duplicate_message",
-           "duplicate_cell_message", "count_problems", "plain"]
+           "duplicate_cell_message", "count_problems", "plain", "name_key", "lookalike_pairs", "lookalike_message",
+           "NUL_IN_CELL", "MAX_CELL_BYTES", "BIG_CELL"]
 
 #: Largest accepted ``count`` of one row (exact in float64, far below int64 overflow when summed).
 MAX_COUNT = 10**15
@@ -80,6 +82,9 @@ def ordering_message(cluster: str, ordering: str, seq: list) -> str | None:
 
 def not_in_cluster_message(tool: Any, cluster: Any) -> str:
     """Message for a valid-looking choice of a tool that the row's cluster does not have."""
+    if isinstance(tool, str) and not (tool.isascii() and tool.isprintable()):   # issue 37: show what it is
+        return (f"tool {_spelling(tool)} is not in cluster {cluster!r} (status 'ok' needs a tool of the row's "
+                "cluster)")
     return f"tool {tool!r} is not in cluster {cluster!r} (status 'ok' needs a tool of the row's cluster)"
 
 
@@ -124,3 +129,75 @@ def plain(v: Any) -> Any:
     if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
     return v.item() if isinstance(v, np.generic) else v
+
+
+# -- names that print alike (issue 37) ------------------------------------------------------------------------
+#: Letters of other scripts that print like a Latin letter (Cyrillic, Greek): the common homoglyphs of
+#: identifiers. NFKC already folds full-width and compatibility forms; this table adds what it leaves.
+_HOMOGLYPHS = str.maketrans({
+    "\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u0441": "c", "\u0443": "y", "\u0445": "x",
+    "\u0455": "s", "\u0456": "i", "\u0458": "j", "\u0501": "d", "\u04bb": "h", "\u04cf": "l", "\u051b": "q",
+    "\u051d": "w", "\u0410": "A", "\u0412": "B", "\u0415": "E", "\u041a": "K", "\u041c": "M", "\u041d": "H",
+    "\u041e": "O", "\u0420": "P", "\u0421": "C", "\u0422": "T", "\u0425": "X", "\u0405": "S", "\u0406": "I",
+    "\u0408": "J", "\u03bf": "o", "\u03bd": "v", "\u03c1": "p", "\u0391": "A", "\u0392": "B", "\u0395": "E",
+    "\u0396": "Z", "\u0397": "H", "\u0399": "I", "\u039a": "K", "\u039c": "M", "\u039d": "N", "\u039f": "O",
+    "\u03a1": "P", "\u03a4": "T", "\u03a5": "Y", "\u03a7": "X"})
+
+#: A NUL character inside a cell (every reader, every engine).
+NUL_IN_CELL = "contains a NUL character (\\x00); remove it (a NUL ends text in C libraries and terminals)"
+#: Largest cell any command reads (one limit for every command and engine; the CSV parser's own limit).
+MAX_CELL_BYTES = 131072
+#: A cell over :data:`MAX_CELL_BYTES`.
+BIG_CELL = "cell of {value} bytes is larger than the limit of 131072 bytes (128 KiB) for one cell"
+
+
+def name_key(text: Any) -> str:
+    """The key two names are compared on for looking the same: NFKC, invisible (format) characters removed,
+    Cyrillic and Greek homoglyphs of Latin letters replaced (case is kept: a case difference is visible).
+
+    Examples
+    --------
+    >>> name_key("ge\u043e_a") == name_key("geo_a"), name_key("wx_\uff41") == name_key("wx_a")
+    (True, True)
+    >>> name_key("m1\u200b") == name_key("m1"), name_key("Geo_a") == name_key("geo_a")
+    (True, False)
+    """
+    s = unicodedata.normalize("NFKC", str(text))
+    s = "".join(c for c in s if unicodedata.category(c) != "Cf")
+    return s.translate(_HOMOGLYPHS)
+
+
+def lookalike_pairs(values: Iterable[Any]) -> list[tuple[str, str]]:
+    """``[(first, other)]``: distinct names (in order of appearance) that share a :func:`name_key`.
+
+    Examples
+    --------
+    >>> lookalike_pairs(["geo_a", "t1", "ge\u043e_a", "geo_a"])
+    [('geo_a', 'geо_a')]
+    """
+    seen: dict[str, str] = {}
+    out = []
+    for v in dict.fromkeys(str(x) for x in values if x is not None and x is not pd.NA):
+        first = seen.setdefault(name_key(v), v)
+        if first != v:
+            out.append((first, v))
+    return out
+
+
+def _spelling(text: str) -> str:
+    odd = [c for c in text if not (c.isascii() and c.isprintable())]
+    points = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in dict.fromkeys(odd))
+    return f"{text!a} ({points or 'ASCII only'})"
+
+
+def lookalike_message(what: str, first: str, other: str, where: str) -> str:
+    """Message for a name that prints like another one (both spellings with their code points).
+
+    Examples
+    --------
+    >>> print(lookalike_message("tool id", "geo_a", "ge\u043e_a", "row 1"))
+    tool id 'ge\\u043e_a' (U+043E CYRILLIC SMALL LETTER O) looks the same as 'geo_a' (ASCII only) at row 1 but is \
+another name: names that print alike are refused (rename one, or write both the same way)
+    """
+    return (f"{what} {_spelling(other)} looks the same as {_spelling(first)} at {where} but is another name: "
+            "names that print alike are refused (rename one, or write both the same way)")

@@ -109,9 +109,24 @@ def load_json(path: PathLike):
     """Parse a JSON file; a syntax error names file, line and column."""
     path = Path(path)
     check_regular_file(path)
+    twice: list = []
+
+    def hook(pairs):
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set = set()
+            twice.extend(k for k, _ in pairs if k in seen or seen.add(k))
+        return out
+
     try:
         with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
+            text = fh.read()
+        out = json.loads(text, object_pairs_hook=hook)
+        if twice:   # issue 37: a key twice in one object (JSON keeps the last value silently), with its line
+            at = [i for i, ln in enumerate(text.splitlines(), start=1) if json.dumps(twice[0]) in ln]
+            raise SelectionLogError(problem(path, at[1] if len(at) > 1 else None, twice[0],
+                                            "the key appears twice in one JSON object"))
+        return out
     except UnicodeDecodeError:
         raise SelectionLogError(utf8_problem(path)) from None
     except json.JSONDecodeError as exc:

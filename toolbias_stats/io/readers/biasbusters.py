@@ -25,6 +25,20 @@ if TYPE_CHECKING:
 __all__ = ["read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries", "read_tool_dates"]
 
 
+def _cluster_names(path: PathLike) -> dict:
+    """``{cluster: name}`` of a cluster_names.json: an object of strings (issue 37: a list where a name belongs
+    is an error naming the key)."""
+    raw = load_json(path)
+    if not isinstance(raw, dict):
+        raise SelectionLogError(problem(path, None, None, f"expected a JSON object {{cluster: name}}, got "
+                                                          f"{type(raw).__name__}"))
+    bad = [problem(path, None, str(k), f"expected a cluster name (a string), got {v!r}"[:300])
+           for k, v in raw.items() if v is not None and not isinstance(v, str)]
+    if bad:
+        raise SelectionLogError(bad)
+    return {str(k): v for k, v in raw.items()}
+
+
 def read_biasbusters_catalog(clusters: PathLike, *, api_meta: PathLike | None = None,
                              cluster_names: PathLike | None = None, dates: PathLike | None = None) -> ToolCatalog:
     """Read a BiasBusters ``clusters.json`` (list of clusters, each a list of tools) into a ToolCatalog.
@@ -71,7 +85,7 @@ def read_biasbusters_catalog(clusters: PathLike, *, api_meta: PathLike | None = 
                 meta[(int(m["cluster_id"]), int(m["api"]))] = m
             except (KeyError, TypeError, ValueError):
                 raise SelectionLogError(problem(api_meta, i, "cluster_id/api", "expected integer fields")) from None
-    names = {str(k): v for k, v in load_json(cluster_names).items()} if cluster_names is not None else {}
+    names = _cluster_names(cluster_names) if cluster_names is not None else {}
     records, problems = [], []
     for c, tools in enumerate(raw, start=1):
         for j, t in enumerate(tools, start=1):

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ._common import Meta, PathLike
 
-__all__ = ["read_table", "read_catalog_table", "engine_entry", "split_columns", "SHEET_SUFFIXES"]
+__all__ = ["read_table", "read_catalog_table", "engine_entry", "split_columns", "SHEET_SUFFIXES", "check_cells"]
 
 # TABLE_SUFFIXES (file extensions of the tabular format, by reader) lives in io/_dataset.py.
 #: Catalog tables also accept a plain JSON list of records.
@@ -211,8 +211,9 @@ def read_catalog_table(path: PathLike) -> ToolCatalog:
     ----------
     path : path-like
         One row per tool with the ToolCatalog columns of ``docs/schema.md``. ``tool_id`` may
-        be absent or empty (it is then the ToolBench function name ``{api}_for_{tool}``) and so
-        may ``api_index`` (then the order of the rows within each cluster).
+        be absent (it is then the ToolBench function name ``{api}_for_{tool}``), but not empty in a
+        row when the column exists; ``api_index`` may be absent (then the order of the rows within
+        each cluster).
 
     Returns
     -------
@@ -250,6 +251,13 @@ def read_catalog_table(path: PathLike) -> ToolCatalog:
         frame = pd.DataFrame(raw)
     else:
         frame, _ = _read_frame(path, kind, what="catalog")
+    if "tool_id" in frame.columns:   # issue 37: an empty id is not derived from api_name when the column exists
+        empty = [i + 1 for i, v in enumerate(frame["tool_id"]) if _is_missing(v) or not str(v).strip()]
+        if empty:
+            raise SelectionLogError([problem(path, r, "tool_id", "missing value: the catalog has a tool_id column, "
+                                                                 "so every row needs its id (an id filled from "
+                                                                 "api_name would take the log's picks silently)")
+                                     for r in empty])
     records = []
     for rec in frame.to_dict(orient="records"):
         clean = {k: (None if _is_missing(v) else v) for k, v in rec.items()}
@@ -277,6 +285,11 @@ def _check_path(path: Path, suffixes: dict) -> str:
 def _read_frame(path: Path, kind: str, what="selection log") -> tuple[pd.DataFrame, np.ndarray]:
     """Parse the file; return the frame and each row's 1-based row (CSV/Parquet) or line (JSONL)."""
     empty = problem(path, None, None, f"the {what} is empty (no data rows)")
+    check_cells(path, kind)
+    if kind in ("csv", "jsonl"):   # issue 37: under a memory cap, a message instead of the parser's SIGSEGV
+        from ..._memory import READ_FACTOR, check_headroom
+
+        check_headroom(READ_FACTOR * path.stat().st_size, f"{path}: reading this file with pandas")
     if kind == "csv":
         _check_csv_shape(path)
         try:
@@ -355,6 +368,10 @@ def _read_sheet(path: Path) -> pd.DataFrame:
     header = [h if h is not None else f"Unnamed: {i}" for i, h in enumerate(rows[0])]
     width = len(header)
     body = [(r + [None] * width)[:width] for r in rows[1:]]
+    for i, r in enumerate(body, start=1):   # issue 37: a NUL or an oversized cell, as in the other formats
+        for name, v in zip(header, r):
+            if (found := _cell_problem(path, i, name, v)) is not None:
+                raise SelectionLogError(found)
     return pd.DataFrame(body, columns=header, dtype=object)
 
 
@@ -427,6 +444,8 @@ def engine_entry(entry: dict) -> dict:
     path = entry["path"]
     if entry.get("frame") is None and Path(path).suffix.lower() not in _READ_SUFFIXES and Path(path).is_file():
         _check_path(Path(path), _READ_SUFFIXES)     # the message read_table gives (naming .xlsx too)
+    if entry.get("frame") is None and not isinstance(path, (list, tuple)):
+        check_cells(path)     # issue 37: NUL, oversized cells, JSON NaN: the message read_table gives
     renames, values = split_columns(entry.get("columns"), path)
     sheet = Path(path).suffix.lower() in SHEET_SUFFIXES
     if not sheet and not values:
@@ -480,7 +499,8 @@ def read_jsonl(path: Path) -> list[tuple[int, object]]:
                 if not line.strip():
                     continue
                 try:
-                    out.append((lineno, json.loads(line, object_pairs_hook=no_duplicate_keys(path, lineno))))
+                    out.append((lineno, json.loads(line, object_pairs_hook=no_duplicate_keys(path, lineno),
+                                                   parse_constant=_json_constant)))
                 except json.JSONDecodeError as exc:
                     problems.append(problem(path, lineno, None,
                                             f"malformed JSON (line {lineno}, column {exc.colno}): {exc.msg}"))
@@ -755,3 +775,176 @@ def _id_str(v) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
+
+
+# -- cells every engine refuses (issue 37): a NUL character, a cell over the size limit, a JSON NaN ------------
+class _NotANumber(float):
+    """A JSON ``NaN`` as parsed (kept as a marker so that the cell can be named)."""
+
+
+def _json_constant(name: str) -> float:
+    return _NotANumber("nan") if name == "NaN" else float(name.replace("Infinity", "inf"))
+
+
+#: A JSON ``NaN`` (not a JSON value; Python's parser accepts it, and it would read as a missing cell).
+JSON_NAN = ("NaN is not a JSON value: write null (or leave the key out) for a missing value, or the number that "
+            "was meant (a NaN would drop the row from the analysis without a word)")
+
+
+def check_cells(path: PathLike, kind: str | None = None) -> None:
+    """Refuse a NUL character in a cell, a cell over :data:`~toolbias_stats.io._row_rules.MAX_CELL_BYTES` and a
+    JSON ``NaN``: one message naming file, row and column (every engine calls this before reading a file).
+
+    A fast byte scan of the file (or of the Parquet text columns) finds whether anything is suspicious; only
+    then is the file parsed again to name the cell.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
+    >>> _ = p.write_text("query_id,chosen_tool\\nq1,t\\x001\\n")
+    >>> try:
+    ...     check_cells(p)
+    ... except SelectionLogError as exc:
+    ...     print(str(exc).replace(str(p), "log.csv"))
+    log.csv:1:chosen_tool: contains a NUL character (\\x00); remove it (a NUL ends text in C libraries and terminals)
+    """
+    path = Path(path)
+    kind = kind or _READ_SUFFIXES.get(path.suffix.lower())
+    if not path.is_file():
+        return
+    if kind in ("csv", "jsonl") and _suspicious_text(path, kind):
+        found = _locate_csv(path) if kind == "csv" else _locate_jsonl(path)
+    elif kind == "parquet":
+        found = _locate_parquet(path)
+    else:
+        return
+    if found is not None:
+        raise SelectionLogError(found)
+
+
+def _suspicious_text(path: Path, kind: str) -> bool:
+    """Whether a text file may hold a NUL, a JSON NaN or a line longer than the cell limit (a byte scan)."""
+    from .._row_rules import MAX_CELL_BYTES
+
+    marks = (b"\x00",) + ((b"\\u0000", b"NaN") if kind == "jsonl" else ())
+    long_lines = path.stat().st_size > MAX_CELL_BYTES
+    run = 0    # bytes of the current line before this chunk
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 24):
+            if any(m in chunk for m in marks):
+                return True
+            if not long_lines:
+                continue
+            nl = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+            if not len(nl):
+                run += len(chunk)
+            else:
+                longest = max(run + int(nl[0]), int(np.diff(nl).max()) if len(nl) > 1 else 0)
+                run = len(chunk) - 1 - int(nl[-1])
+                if longest > MAX_CELL_BYTES:
+                    return True
+            if run > MAX_CELL_BYTES:
+                return True
+    return False
+
+
+def _cell_problem(path, row, column, value) -> str | None:
+    from .._row_rules import BIG_CELL, MAX_CELL_BYTES, NUL_IN_CELL
+
+    if isinstance(value, _NotANumber):
+        return problem(path, row, column, JSON_NAN)
+    if not isinstance(value, str):
+        return None
+    if "\x00" in value:
+        return problem(path, row, column, NUL_IN_CELL)
+    if len(value) > MAX_CELL_BYTES // 4 and len(value.encode("utf-8")) > MAX_CELL_BYTES:
+        return problem(path, row, column, BIG_CELL.format(value=len(value.encode("utf-8"))))
+    return None
+
+
+def _locate_csv(path: Path) -> str | None:
+    import csv
+    import sys
+
+    old = csv.field_size_limit(sys.maxsize)
+    try:
+        with path.open(encoding="utf-8-sig", newline="", errors="replace") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, [])
+            for i, rec in enumerate(reader, start=1):
+                for j, v in enumerate(rec):
+                    found = _cell_problem(path, i, header[j] if j < len(header) else None, v)
+                    if found is not None:
+                        return found
+    except csv.Error:
+        return None     # the reader names a malformed file
+    finally:
+        csv.field_size_limit(old)
+    return None
+
+
+def _locate_jsonl(path: Path) -> str | None:
+    with path.open(encoding="utf-8-sig", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                rec = json.loads(line, parse_constant=_json_constant)
+            except (ValueError, RecursionError):
+                continue   # the reader names a malformed line
+            if isinstance(rec, dict):
+                for key, v in rec.items():
+                    found = _cell_problem(path, lineno, key, v)
+                    if found is not None:
+                        return found
+    return None
+
+
+def _text_suspicious(arr) -> bool:
+    """Whether a pyarrow string array may hold a NUL or a value over the cell limit: a scan of its raw buffers
+    (a dictionary array: of its dictionary), no per-value work."""
+    from .._row_rules import MAX_CELL_BYTES
+
+    if hasattr(arr, "dictionary"):
+        arr = arr.dictionary
+    if len(arr) == 0:
+        return False
+    _validity, offsets, data = arr.buffers()[:3]
+    width = np.int64 if "large" in str(arr.type) else np.int32
+    off = np.frombuffer(offsets, dtype=width)[arr.offset:arr.offset + len(arr) + 1]
+    if data is None:
+        return False
+    return bool(np.diff(off).max() > MAX_CELL_BYTES) or b"\x00" in memoryview(data)[int(off[0]):int(off[-1])].tobytes()
+
+
+def _locate_parquet(path: Path) -> str | None:
+    """The first text cell of a Parquet file holding a NUL or over the size limit (pyarrow compute, by batch)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from .._row_rules import MAX_CELL_BYTES
+
+    try:
+        schema = pq.read_schema(path)
+        names = [f.name for f in schema
+                 if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                 or (pa.types.is_dictionary(f.type) and pa.types.is_string(f.type.value_type))]
+        if not names:
+            return None
+        pf = pq.ParquetFile(path)
+        offset = 0
+        for batch in pf.iter_batches(columns=names, batch_size=1 << 20):
+            for name in names:
+                col = batch.column(name)
+                if not _text_suspicious(col):
+                    continue
+                if pa.types.is_dictionary(col.type):
+                    col = col.dictionary_decode()
+                bad = pc.or_(pc.match_substring(col, "\x00"), pc.greater(pc.binary_length(col), MAX_CELL_BYTES))
+                if pc.any(bad).as_py():
+                    i = int(np.flatnonzero(bad.fill_null(False).to_numpy(zero_copy_only=False))[0])
+                    return _cell_problem(path, offset + i + 1, name, col[i].as_py())
+            offset += batch.num_rows
+    except (OSError, ValueError, pa.ArrowException):
+        return None   # the reader names an unreadable file
+    return None
