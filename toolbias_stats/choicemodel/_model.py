@@ -848,8 +848,8 @@ def _position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, lo
     V = cov[np.ix_(pidx, pidx)]
     try:
         w = float(th @ np.linalg.solve(V, th))
-        st = _stats()
-        p = float(st.f.sf(w * (G - q) / (q * (G - 1)), q, G - q)) if small else float(st.chi2.sf(w, q))
+        dist = _stats()
+        p = float(dist.f.sf(w * (G - q) / (q * (G - 1)), q, G - q)) if small else float(dist.chi2.sf(w, q))
         out.update(wald_stat=w, wald_df=q, wald_p=p, wald_df_resid=float(G - q) if small else np.inf)
     except np.linalg.LinAlgError:
         pass

@@ -197,7 +197,7 @@ def _cluster_law(ns: tuple, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     Examples
     --------
     >>> v, p = _cluster_law((2, 2), 2)       # the mean of two TVs that are 0 or 1/2 with probability 1/2
-    >>> v.tolist(), p.tolist()
+    >>> v.tolist(), p.round(12).tolist()
     ([0.0, 0.25, 0.5], [0.25, 0.5, 0.25])
     """
     lcm = int(np.lcm.reduce(np.array(ns, dtype=np.int64)))
