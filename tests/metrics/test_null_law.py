@@ -118,11 +118,18 @@ def test_same_seed_same_draws_and_the_small_route_unchanged(monkeypatch):
     np.testing.assert_allclose(a[0], a[1].mean(1), rtol=1e-13)
 
 
-def test_runs_missing_in_some_clusters_only_keep_the_multinomial_route(monkeypatch):
+def test_runs_missing_in_some_clusters_only_take_per_run_exact_draws(monkeypatch):
+    """The group's mean does not factor through the clusters' means: each cluster-run from its own law."""
     monkeypatch.setattr(vec, "EXACT_MIN_DRAWS", 0)
     n_cs, ks = _study(np.random.default_rng(6), 6)
     n_cs[2][1] = 0                                           # cluster 2 has no valid choice in run 1
     missing = np.array([n == 0 for n in n_cs])
+    assert vec._cluster_weights(~missing) is None
+    stat, sims = vec.uniform_null_means(np.random.default_rng(8), n_cs, ks, 20_000, missing)
+    ref_stat, ref_sims = _multinomial_route(np.random.default_rng(9), n_cs, ks, 20_000, missing)
+    assert stats.ks_2samp(stat, ref_stat).pvalue > 1e-3
+    assert min(stats.ks_2samp(sims[:, c].round(10), ref_sims[:, c].round(10)).pvalue for c in range(6)) > 1e-3 / 6
+    monkeypatch.setattr(vec, "EXACT_MAX_OPS", 0)              # no law computable: the multinomial route, as before
     got = vec.uniform_null_means(np.random.default_rng(8), n_cs, ks, 40, missing)
     ref = _multinomial_route(np.random.default_rng(8), n_cs, ks, 40, missing)
     np.testing.assert_array_equal(got[0], ref[0])

@@ -278,12 +278,13 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
     ``uniform_null_tv`` followed by those means, by one of two routes:
 
     * multinomial (``uniform_null_tv``): ``n_null x C x S`` draws of K-vectors, a cost that follows clusters x runs;
-      taken below :data:`EXACT_MIN_DRAWS` draws (the numbers of a given seed stay those of earlier versions), and
-      when the means over clusters do not factor through the clusters' means (a run missing in some clusters only);
+      taken below :data:`EXACT_MIN_DRAWS` draws (the numbers of a given seed stay those of earlier versions);
     * exact law: each cluster's mean over runs is drawn from its exact law (:func:`_cluster_law`; clusters with the
       same valid choices share it) by inverse CDF (:func:`inverse_cdf_draws`): ``n_null x C`` uniforms. Clusters
       whose law is too large to hold keep the multinomial draws. ``null_stat`` is the weighted sum of the clusters'
-      draws (:func:`_cluster_weights`).
+      draws (:func:`_cluster_weights`). When the means over clusters do not factor through the clusters' means (a
+      run missing in some clusters only), every cluster and run is drawn from its own exact law instead
+      (:func:`_run_draws`, ``n_null x C x S`` uniforms), or by the multinomial route if a law is too large.
 
     Examples
     --------
@@ -297,6 +298,10 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
     missing = np.asarray(missing, dtype=bool)
     valid = ~missing & (np.stack(n_cs) > 0) if n_cs else missing
     weights = _cluster_weights(valid)
+    if n_null * valid.size >= EXACT_MIN_DRAWS and weights is None:
+        sims = _run_draws(gen, n_cs, ks, n_null, valid)
+        if sims is not None:
+            return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
     if weights is None or n_null * valid.size < EXACT_MIN_DRAWS:
         sims = uniform_null_tv(gen, n_cs, ks, n_null)
         sims[:, missing] = np.nan
@@ -321,6 +326,24 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
         out[rest] = nanmean(sims, 2).T
     seen = np.flatnonzero(weights > 0)
     return weights[seen] @ out[seen], out.T
+
+
+def _run_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float], n_null: int,
+               valid: np.ndarray) -> np.ndarray | None:
+    """(N, C, S) TVs of the uniform chooser, each valid (cluster, run) drawn from its exact law (NaN elsewhere):
+    the route of :func:`uniform_null_means` when the group's mean does not factor through the clusters' means
+    (``n_null x C x S`` uniforms). None when some run's law is too large to compute."""
+    units: dict[tuple, list] = {}
+    for c, s in zip(*np.nonzero(valid)):
+        units.setdefault((int(ks[c]), int(n_cs[c][s])), []).append((c, s))
+    if any(_pmf_ops(n, k) > EXACT_MAX_OPS for k, n in units):
+        return None
+    sims = np.full((n_null,) + valid.shape, np.nan)
+    for (k, n), cells in sorted(units.items()):
+        values, cdf, guide = _cluster_sampler((n,), k)       # one run's law: TV = e / (n K)
+        at = np.array(cells)
+        sims[:, at[:, 0], at[:, 1]] = values[inverse_cdf_draws(gen.random((n_null, len(cells))), cdf, guide)]
+    return sims
 
 
 def _cluster_weights(valid: np.ndarray) -> np.ndarray | None:
