@@ -203,7 +203,8 @@ def _cluster_law(ns: tuple, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     lcm = int(np.lcm.reduce(np.array(ns, dtype=np.int64)))
     if lcm > 1 << 40 or any(_pmf_ops(n, k) > EXACT_MAX_OPS for n in set(ns)):
         return None
-    vals, probs = np.zeros(1, dtype=np.int64), np.ones(1)
+    vals: np.ndarray = np.zeros(1, dtype=np.int64)
+    probs: np.ndarray = np.ones(1)
     dense = len(ns) * lcm * (k - 1) < 1 << 24                      # the lattice small enough to bin densely
     for n in ns:
         p = tv_uniform_pmf(int(n), int(k))
@@ -340,7 +341,10 @@ def _run_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequenc
         return None
     sims = np.full((n_null,) + valid.shape, np.nan)
     for (k, n), cells in sorted(units.items()):
-        values, cdf, guide = _cluster_sampler((n,), k)       # one run's law: TV = e / (n K)
+        sampler = _cluster_sampler((n,), k)                  # one run's law: TV = e / (n K)
+        if sampler is None:
+            return None
+        values, cdf, guide = sampler
         at = np.array(cells)
         sims[:, at[:, 0], at[:, 1]] = values[inverse_cdf_draws(gen.random((n_null, len(cells))), cdf, guide)]
     return sims
