@@ -19,6 +19,7 @@ clusters with the same shape (the same K) are stacked and computed in one call:
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -200,8 +201,10 @@ def _cluster_law(ns: tuple, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     >>> v.tolist(), p.round(12).tolist()
     ([0.0, 0.25, 0.5], [0.25, 0.5, 0.25])
     """
-    lcm = int(np.lcm.reduce(np.array(ns, dtype=np.int64)))
-    if lcm > 1 << 40 or any(_pmf_ops(n, k) > EXACT_MAX_OPS for n in set(ns)):
+    if any(_pmf_ops(n, k) > EXACT_MAX_OPS for n in set(ns)):
+        return None
+    lcm = math.lcm(*(int(n) for n in ns))                         # Python integers: no overflow
+    if lcm * (k - 1) * len(ns) > 1 << 52:                         # the lattice's integers exact in int64 and float
         return None
     vals: np.ndarray = np.zeros(1, dtype=np.int64)
     probs: np.ndarray = np.ones(1)
