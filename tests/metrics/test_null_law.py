@@ -157,3 +157,17 @@ def test_inverse_cdf_draws_equal_searchsorted():
     cdf, guide = vec._guide_table(probs / probs.sum())
     u = rng.random((300, 700))
     np.testing.assert_array_equal(vec.inverse_cdf_draws(u, cdf, guide), np.searchsorted(cdf, u, side="right"))
+
+
+def test_clusters_whose_law_is_too_large_draw_each_run_from_its_own_law(monkeypatch):
+    monkeypatch.setattr(vec, "EXACT_MIN_DRAWS", 0)
+    monkeypatch.setattr(vec, "EXACT_MAX_SUPPORT", 500)      # a run's law (<= 97 values) fits, a cluster's does not
+    vec._cluster_sampler.cache_clear()
+    try:
+        n_cs = [np.array([21, 24, 25]), np.array([22, 23, 26])]
+        stat, sims = vec.uniform_null_means(np.random.default_rng(1), n_cs, [5, 5], 20_000, np.zeros((2, 3), bool))
+    finally:
+        vec._cluster_sampler.cache_clear()
+    ref_stat, ref_sims = _multinomial_route(np.random.default_rng(2), n_cs, [5, 5], 20_000, np.zeros((2, 3), bool))
+    assert stats.ks_2samp(stat.round(10), ref_stat.round(10)).pvalue > 1e-3
+    assert min(stats.ks_2samp(sims[:, c].round(10), ref_sims[:, c].round(10)).pvalue for c in range(2)) > 5e-4

@@ -285,10 +285,12 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
       taken below :data:`EXACT_MIN_DRAWS` draws (the numbers of a given seed stay those of earlier versions);
     * exact law: each cluster's mean over runs is drawn from its exact law (:func:`_cluster_law`; clusters with the
       same valid choices share it) by inverse CDF (:func:`inverse_cdf_draws`): ``n_null x C`` uniforms. Clusters
-      whose law is too large to hold keep the multinomial draws. ``null_stat`` is the weighted sum of the clusters'
-      draws (:func:`_cluster_weights`). When the means over clusters do not factor through the clusters' means (a
-      run missing in some clusters only), every cluster and run is drawn from its own exact law instead
-      (:func:`_run_draws`, ``n_null x C x S`` uniforms), or by the multinomial route if a law is too large.
+      whose law is too large to hold (many runs with different n) draw each run from its own law, or keep the
+      multinomial draws when a run's law is too large too (large n with large K). ``null_stat`` is the weighted
+      sum of the clusters' draws (:func:`_cluster_weights`). When the means over clusters do not factor through
+      the clusters' means (a run missing in some clusters only), every cluster and run is drawn from its own exact
+      law instead (:func:`_run_draws`, ``n_null x C x S`` uniforms), or by the multinomial route if a law is too
+      large.
 
     Examples
     --------
@@ -323,10 +325,13 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
             continue
         values, cdf, guide = sampler
         out[rows] = values[inverse_cdf_draws(gen.random((len(rows), n_null)), cdf, guide)]
-    if rest:
+    if rest:   # clusters whose law is too large: each run from its own law, else multinomial draws
         rest.sort()
-        sims = uniform_null_tv(gen, [n_cs[c] for c in rest], [ks[c] for c in rest], n_null)
-        sims[:, ~valid[rest]] = np.nan
+        sub_n, sub_k = [n_cs[c] for c in rest], [ks[c] for c in rest]
+        sims = _run_draws(gen, sub_n, sub_k, n_null, valid[rest])
+        if sims is None:
+            sims = uniform_null_tv(gen, sub_n, sub_k, n_null)
+            sims[:, ~valid[rest]] = np.nan
         out[rest] = nanmean(sims, 2).T
     seen = np.flatnonzero(weights > 0)
     return weights[seen] @ out[seen], out.T
