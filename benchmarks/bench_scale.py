@@ -106,10 +106,12 @@ def _cpu_of(stderr: str) -> float:
     return next(float(line.split()[1]) for line in stderr.splitlines() if line.startswith("CPU_S"))
 
 
-def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None) -> tuple[float, float, dict, float]:
+def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None,
+            command: list | None = None) -> tuple[float, float, dict, float]:
     """Wall time (s), peak RSS (GiB), the JSON output and the CPU time (s, all threads) of one CLI run in a fresh
-    process (``package``: a folder holding another version of ``toolbias_stats``, put first on the path)."""
-    cli_args = ["bias", str(study), "--bootstrap", str(bootstrap), "--json", "--engine", engine]
+    process (``package``: a folder holding another version of ``toolbias_stats``, put first on the path;
+    ``command``: the CLI arguments, ``bias STUDY --bootstrap N --json --engine E`` by default)."""
+    cli_args = command or ["bias", str(study), "--bootstrap", str(bootstrap), "--json", "--engine", engine]
     code = ("import resource, sys\n"
             "import toolbias_stats.cli.__main__ as m\n"
             "try:\n    rc = m.main(sys.argv[1:])\nfinally:\n"

@@ -2,6 +2,7 @@
 
 Usage:  python benchmarks/bench_shapes.py [--rows 1e6] [--shapes base clusters2000 design3 k40 files240]
                                           [--bootstrap 0 2000] [--dir /tmp/toolbias_shapes] [--keep]
+                                          [--validate 100000] [--package DIR]
 
 Each shape is a synthetic `table` log of about ``--rows`` rows with its own catalog and manifest, timed through
 the CLI in a fresh process (``toolbias-stats bias STUDY --bootstrap N --json``, as ``bench_scale.py`` does), with
@@ -14,6 +15,10 @@ the peak resident memory. The shapes (issue 37's table):
 ``files240``      240 Parquet files, one model per file (240 groups; the model comes from the manifest)
 
 Each time is printed with its ratio to ``base`` at the same bootstrap setting; the target is <= 1.5x.
+
+``--validate N`` (issue 37) also times ``toolbias-stats validate STUDY --json`` end to end on an OpenAI Batch
+input/output pair of N requests (``bench_api_logs.write_openai``'s synthetic requests, clusters inferred), with
+the requests per second by the wall clock and per CPU second; the target is >= 50,000 requests/s.
 """
 
 from __future__ import annotations
@@ -101,7 +106,8 @@ def generate(folder: Path, shape: str, n_rows: int, seed: int = 1) -> Path:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=float, default=1e6)
-    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES),
+                    help="the bias shapes to time (none: `--shapes` alone, e.g. with --validate)")
     ap.add_argument("--bootstrap", type=int, nargs="+", default=[0, 2000])
     ap.add_argument("--engine", default="duckdb")
     ap.add_argument("--dir", default="/tmp/toolbias_shapes")
@@ -111,12 +117,14 @@ def main():
                          "toolbias_stats | tar -x -C DIR`), timed instead of this checkout")
     ap.add_argument("--save", default=None, help="write each run's JSON output to SAVE/<shape>_<bootstrap>.json "
                                                  "(to compare two versions byte for byte)")
+    ap.add_argument("--validate", type=int, default=0, metavar="N",
+                    help="also time `validate` end to end on an OpenAI batch of N requests (e.g. 100000)")
     args = ap.parse_args()
     out = Path(args.dir)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"engine {args.engine}; ~{int(args.rows):,} rows per shape")
     base: dict[int, float] = {}
-    for shape in (["base"] if "base" not in args.shapes else []) + args.shapes:
+    for shape in (["base"] if args.shapes and "base" not in args.shapes else []) + args.shapes:
         study = out / shape / "study.toml"
         if not study.exists():
             t = time.perf_counter()
@@ -138,8 +146,26 @@ def main():
             ratio = f"{wall / base[b]:5.1f}x base" if b in base else ""
             print(f"{shape:>13}  bootstrap {b:>4}  rows {rows:>10,}  groups {len(res['groups']):>4}  wall {wall:7.2f} s"
                   f"  CPU {cpu:7.2f} s  peak {peak:5.2f} GiB  load {load:.2f}  {ratio}", flush=True)
+    if args.validate:
+        validate_shape(out / "validate", args.validate, args.package)
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def validate_shape(folder: Path, n: int, package: str | None = None) -> None:
+    """Time ``validate`` on an OpenAI batch of ``n`` requests (written once into ``folder``)."""
+    from bench_api_logs import write_openai
+
+    study = folder / "study.toml"
+    if not study.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_openai(folder, n, np.random.default_rng(0))
+        study.write_text('name = "validate shape"\n\n[[logs]]\nformat = "openai"\npath = "in.jsonl"\n'
+                         'responses = "out.jsonl"\nmodel = "gpt-4o-mini"\n', encoding="utf-8")
+    load = os.getloadavg()[0]
+    wall, peak, res, cpu = run_cli(study, 0, "", package, command=["validate", str(study), "--json"])
+    print(f"{'validate':>13}  requests {res['rows']:>10,}  wall {wall:7.2f} s ({res['rows'] / wall:,.0f}/s)  "
+          f"CPU {cpu:7.2f} s ({res['rows'] / cpu:,.0f}/s)  peak {peak:5.2f} GiB  load {load:.2f}", flush=True)
 
 
 if __name__ == "__main__":

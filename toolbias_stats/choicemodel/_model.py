@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning
@@ -24,6 +23,15 @@ if TYPE_CHECKING:
     from ..io._counts import SelectionCounts
     from ..io._manifest import Study
     from ..io._selection_log import SelectionLog
+
+
+def _stats():
+    """``scipy.stats``, imported on first use: ``validate`` imports this module for the comparison graph only, and
+    scipy.stats costs a fifth of a second to import (issue 37)."""
+    from scipy import stats
+
+    return stats
+
 
 __all__ = ["choice_model", "comparison_components", "POSITION_FORMS", "PENALTIES", "SE_METHODS", "WORTHS"]
 
@@ -154,7 +162,7 @@ def choice_model(log_or_counts: SelectionLog | SelectionCounts | Study, *, by: s
                     interactions=tuple(interactions), penalty=penalty_form, prior_scale=float(prior_scale),
                     se=se_method, mixed=bool(mixed), n_draws=int(n_draws), n_resamples=int(n_resamples),
                     confidence_level=confidence_level, mismatch=on_mismatch)
-    z = stats.norm.ppf(0.5 + confidence_level / 2)
+    z = _stats().norm.ppf(0.5 + confidence_level / 2)
     # the matrices are small (P x P, a few hundred merged cells): one BLAS thread is fastest and avoids
     # thread oversubscription (measured 50x slower with 2 busy threads on a shared machine)
     from threadpoolctl import threadpool_limits
@@ -698,7 +706,7 @@ def _fit_tables(g, p, n_params):
         n_tools_q = np.bincount(np.unique(key_e) // n, minlength=len(g.query_labels))
         df = float(np.sum(np.maximum(n_tools_q - 1, 0)) - n_params)
         if df > 0:
-            disp = dict(pearson_chi2=chi2, df=df, dispersion=chi2 / df, p_value=float(stats.chi2.sf(chi2, df)))
+            disp = dict(pearson_chi2=chi2, df=df, dispersion=chi2 / df, p_value=float(_stats().chi2.sf(chi2, df)))
     return table, disp
 
 
@@ -732,7 +740,7 @@ def _position_heterogeneity(g, p, terms, cov, cov_model, st):
         if df > 0:
             x2 = float(np.sum((O[ok] - E[ok]) ** 2 / V[ok]))
             out.update(position_dispersion=x2 / df, position_dispersion_df=df,
-                       position_dispersion_p=float(stats.chi2.sf(x2, df)))
+                       position_dispersion_p=float(_stats().chi2.sf(x2, df)))
     if pidx and cov_model is not None:
         try:
             V_m = cov_model[np.ix_(pidx, pidx)]
@@ -840,7 +848,8 @@ def _position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, lo
     V = cov[np.ix_(pidx, pidx)]
     try:
         w = float(th @ np.linalg.solve(V, th))
-        p = float(stats.f.sf(w * (G - q) / (q * (G - 1)), q, G - q)) if small else float(stats.chi2.sf(w, q))
+        dist = _stats()
+        p = float(dist.f.sf(w * (G - q) / (q * (G - 1)), q, G - q)) if small else float(dist.chi2.sf(w, q))
         out.update(wald_stat=w, wald_df=q, wald_p=p, wald_df_resid=float(G - q) if small else np.inf)
     except np.linalg.LinAlgError:
         pass
@@ -856,9 +865,9 @@ def _position_tests(terms, theta, cov, cov_model, n_clusters, Xa, ma, ca, wa, lo
             except np.linalg.LinAlgError:
                 deff = np.nan
         if small and np.isfinite(deff) and deff > 0:
-            p = float(stats.f.sf(lr / (deff * q), q, G - q))
+            p = float(_stats().f.sf(lr / (deff * q), q, G - q))
         else:
-            p = float(stats.chi2.sf(lr, q))
+            p = float(_stats().chi2.sf(lr, q))
         out.update(lr_stat=lr, lr_deff=deff, lr_p=p)
     return out
 

@@ -327,7 +327,10 @@ def _components(study):
     from ..report._choicemodel import components_summary
 
     try:
-        return components_summary(study.log if study.has_rows else study.counts)
+        # the counts' cells (every list shown with its choices) give the components of the rows at a fraction of
+        # the cost (issue 37: a third of `validate` on 100,000 requests); the rows when there are no cells
+        counts = study.counts
+        return components_summary(counts if counts.cells is not None or not study.has_rows else study.log)
     except (ValueError, SelectionLogError) as exc:
         return str(exc)
 

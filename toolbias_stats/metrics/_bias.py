@@ -38,7 +38,7 @@ from ._vectorised import (
     stacked,
     tv_runs,
     uniform_expected_tv,
-    uniform_null_tv,
+    uniform_null_means,
 )
 
 if TYPE_CHECKING:
@@ -1199,10 +1199,8 @@ class _Metric:
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
         self.null_stat = None
         if n_null:
-            sims = uniform_null_tv(gen, n_cs, ks, n_null)           # (N, C, S): the stream of a call per cluster
-            sims[:, np.isnan(self.per_cluster_obs)] = np.nan
-            self.null_stat = _nanmean(_nanmean(sims, 1), 1)
-            self.null_sims = _nanmean(sims, 2)        # (N, C)
+            # (N,) and (N, C): multinomial draws, or each cluster's mean from its exact law when they would be many
+            self.null_stat, self.null_sims = uniform_null_means(gen, n_cs, ks, n_null, np.isnan(self.per_cluster_obs))
 
     def _jackknife(self, targets):
         """Leave-one-query-out values of mean_over_runs (one per query of every cluster)."""

@@ -18,6 +18,8 @@ clusters with the same shape (the same K) are stacked and computed in one call:
 
 from __future__ import annotations
 
+import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -118,6 +120,267 @@ def uniform_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Se
             tv = np.where(n[:, None, :] > 0, 0.5 * np.abs(draws / total - 1.0 / k).sum(-1), np.nan)
         parts.append(np.moveaxis(tv, 0, 1))                             # (G, N, S) -> (N, G, S)
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+
+#: The exact-law route of the uniform null (:func:`uniform_null_means`) is taken when the multinomial route would
+#: draw at least this many vectors (n_null x clusters x runs; about a second). Below it the multinomial draws are
+#: kept, so a smaller study gives for a given seed the same numbers as before the exact route existed.
+EXACT_MIN_DRAWS = 1 << 21
+#: The largest per-run law computed by :func:`tv_uniform_pmf` (elementwise operations of its recursion, ~0.1 s);
+#: larger (n, K) keep the multinomial draws, whose cost per row is small there (K draws for n rows).
+EXACT_MAX_OPS = 1e8
+#: The largest support of one cluster's law (its mean over runs); larger ones keep the multinomial draws.
+EXACT_MAX_SUPPORT = 1 << 16
+
+
+def _pmf_ops(n: int, k: int) -> float:
+    """Elementwise operations of :func:`tv_uniform_pmf` (n, k)."""
+    return (k - 1) * (n + 1) ** 2 * (n * (k - 1) + 1) / 2
+
+
+@functools.lru_cache(maxsize=1024)
+def tv_uniform_pmf(n: int, k: int) -> np.ndarray:
+    """Exact law of the plug-in TV to uniform of ``Multinomial(n, [1/K] * K)`` counts.
+
+    ``TV = 1/2 sum_j |x_j / n - 1/K| = sum_j max(K x_j - n, 0) / (n K)`` (the signed terms sum to zero), so TV
+    lives on the lattice ``e / (n K)``, ``e = 0 .. n (K - 1)``. The counts are K independent Poisson(n / K)
+    conditioned on their sum being n; a recursion over the tools on (running sum, running e) gives the joint law,
+    and its row ``sum = n``, normalised, is the law of e. Sums of non-negative terms only (no cancellation):
+    exact to floating-point rounding. Cost about ``(K - 1) n^3 (K - 1) / 2`` operations (:func:`_pmf_ops`).
+
+    Returns ``p`` of length ``n (K - 1) + 1``: ``p[e] = P(TV = e / (n K))`` (read-only, cached).
+
+    Examples
+    --------
+    >>> tv_uniform_pmf(2, 2)        # counts (2,0), (1,1), (0,2): TV 1/2, 0, 1/2
+    array([0.5, 0. , 0.5])
+    >>> from toolbias_stats.metrics import expected_tv_uniform
+    >>> p = tv_uniform_pmf(30, 5)
+    >>> bool(np.isclose(p @ (np.arange(p.size) / 150), expected_tv_uniform(30, 5), rtol=1e-12))
+    True
+    """
+    from scipy import stats
+
+    if n < 1 or k < 1:
+        raise ValueError(f"need n >= 1 and K >= 1, got n={n}, K={k}")
+    if k == 1:
+        return _frozen(np.ones(1))
+    x = np.arange(n + 1)
+    w = stats.poisson.pmf(x, n / k)
+    g = np.maximum(k * x - n, 0)
+    width = n * (k - 1) + 1
+    f = np.zeros((n + 1, width))
+    f[x, g] = w                                                  # one tool: (sum, e) of its own count
+    live = [int(i) for i in x if w[i] > 0]
+    for _ in range(k - 2):                                       # the tools but the last
+        nxt = np.zeros_like(f)
+        for i in live:
+            nxt[i:, g[i]:] += w[i] * f[:n + 1 - i, :width - g[i]]
+        f = nxt
+    last = np.zeros(width)                                       # the last tool brings the sum to n
+    for i in live:
+        last[g[i]:] += w[i] * f[n - i, :width - g[i]]
+    return _frozen(last / last.sum())
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _cluster_law(ns: tuple, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Exact law of a cluster's mean over runs of the uniform chooser's TV, the runs having ``ns`` valid choices
+    (each > 0; the runs independent): ``(values, probabilities)``, or None when too large to hold.
+
+    The mean is ``sum_s e_s (L / n_s) / (L K S)`` with ``L = lcm(ns)``: the laws of the runs are convolved on that
+    integer lattice (exact), the values divided once at the end.
+
+    Examples
+    --------
+    >>> v, p = _cluster_law((2, 2), 2)       # the mean of two TVs that are 0 or 1/2 with probability 1/2
+    >>> v.tolist(), p.round(12).tolist()
+    ([0.0, 0.25, 0.5], [0.25, 0.5, 0.25])
+    """
+    if any(_pmf_ops(n, k) > EXACT_MAX_OPS for n in set(ns)):
+        return None
+    lcm = math.lcm(*(int(n) for n in ns))                         # Python integers: no overflow
+    if lcm * (k - 1) * len(ns) > 1 << 52:                         # the lattice's integers exact in int64 and float
+        return None
+    vals: np.ndarray = np.zeros(1, dtype=np.int64)
+    probs: np.ndarray = np.ones(1)
+    dense = len(ns) * lcm * (k - 1) < 1 << 24                      # the lattice small enough to bin densely
+    for n in ns:
+        p = tv_uniform_pmf(int(n), int(k))
+        e = np.flatnonzero(p)
+        outer = (vals[:, None] + (e * (lcm // n))[None, :]).ravel()
+        weight = (probs[:, None] * p[e][None, :]).ravel()
+        if dense:
+            binned = np.bincount(outer, weights=weight)
+            vals = np.flatnonzero(binned)
+            probs = binned[vals]
+        else:
+            vals, inverse = np.unique(outer, return_inverse=True)
+            probs = np.bincount(inverse.ravel(), weights=weight, minlength=vals.size)
+        if vals.size > EXACT_MAX_SUPPORT:
+            return None
+    return vals / float(lcm * k * len(ns)), probs / probs.sum()
+
+
+@functools.lru_cache(maxsize=4096)
+def _cluster_sampler(ns: tuple, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(values, cdf, guide)``: :func:`_cluster_law`, its cumulative probabilities and their guide table
+    (:func:`inverse_cdf_draws`); cached, as the groups and metrics of a study share them. None: no exact law."""
+    law = _cluster_law(ns, k)
+    if law is None:
+        return None
+    return (law[0], *_guide_table(law[1]))
+
+
+def _guide_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(cdf, guide)`` of a discrete law for :func:`inverse_cdf_draws`: the cumulative probabilities (the last one
+    infinite, so that rounding never leaves a uniform above them all) and, for 4 m buckets of [0, 1), the first
+    index whose cdf is above the bucket's lower end (a lower bound of the draws landing in it)."""
+    cdf = np.cumsum(probs)
+    cdf[-1] = np.inf
+    buckets = 4 * probs.size
+    lows = np.arange(buckets) / buckets * (1 - 1e-12)         # below the bucket's end, whatever the rounding
+    return cdf, np.searchsorted(cdf, lows, side="right")
+
+
+def inverse_cdf_draws(u: np.ndarray, cdf: np.ndarray, guide: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(cdf, u, side="right")`` (the inverse-CDF draw of uniforms ``u``: index i with probability
+    ``cdf[i] - cdf[i - 1]``), started from a guide table (Chen & Asau 1974): a few vectorised steps from the
+    bucket's first candidate instead of a binary search per draw, the same indices at a fraction of the cost.
+
+    Examples
+    --------
+    >>> cdf, guide = _guide_table(np.array([0.5, 0.25, 0.25]))
+    >>> u = np.random.default_rng(0).random(10_000)
+    >>> bool((inverse_cdf_draws(u, cdf, guide) == np.searchsorted(cdf, u, side="right")).all())
+    True
+    """
+    shape, u = np.shape(u), np.ravel(u)
+    at = np.minimum((u * guide.size).astype(np.intp), guide.size - 1)
+    idx = guide[at]
+    ahead = np.flatnonzero(cdf[idx] <= u)                       # draws above their bucket's first candidate
+    for _ in range(4):                                          # one or two steps for most of them
+        if not ahead.size:
+            break
+        idx[ahead] += 1
+        ahead = ahead[cdf[idx[ahead]] <= u[ahead]]
+    idx[ahead] = np.searchsorted(cdf, u[ahead], side="right")   # a bucket holding many small probabilities
+    return idx.reshape(shape)
+
+
+def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float], n_null: int,
+                       missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The uniform chooser's null of a group: ``(null_stat (N,), null_sims (N, C))``.
+
+    ``null_sims[:, c]`` are ``n_null`` draws of cluster c's mean over its runs of the TV of uniform multinomial
+    counts with its valid choices ``n_cs[c]`` (S,), ``null_stat`` of the mean over runs of the mean over clusters
+    (the same draws); ``missing`` (C, S) marks the runs left out (no valid choice). The same law as
+    ``uniform_null_tv`` followed by those means, by one of two routes:
+
+    * multinomial (``uniform_null_tv``): ``n_null x C x S`` draws of K-vectors, a cost that follows clusters x runs;
+      taken below :data:`EXACT_MIN_DRAWS` draws (the numbers of a given seed stay those of earlier versions);
+    * exact law: each cluster's mean over runs is drawn from its exact law (:func:`_cluster_law`; clusters with the
+      same valid choices share it) by inverse CDF (:func:`inverse_cdf_draws`): ``n_null x C`` uniforms. Clusters
+      whose law is too large to hold (many runs with different n) draw each run from its own law, or keep the
+      multinomial draws when a run's law is too large too (large n with large K). ``null_stat`` is the weighted
+      sum of the clusters' draws (:func:`_cluster_weights`). When the means over clusters do not factor through
+      the clusters' means (a run missing in some clusters only), every cluster and run is drawn from its own exact
+      law instead (:func:`_run_draws`, ``n_null x C x S`` uniforms), or by the multinomial route if a law is too
+      large.
+
+    Examples
+    --------
+    >>> gen = np.random.default_rng(0)
+    >>> n = [np.array([10, 20]), np.array([5, 5])]
+    >>> stat, sims = uniform_null_means(gen, n, [5, 5], 4, np.zeros((2, 2), bool))
+    >>> stat.shape, sims.shape, bool(np.allclose(stat, sims.mean(1)))
+    ((4,), (4, 2), True)
+    """
+    n_cs = [np.asarray(n, dtype=np.int64) for n in n_cs]
+    missing = np.asarray(missing, dtype=bool)
+    valid = ~missing & (np.stack(n_cs) > 0) if n_cs else missing
+    weights = _cluster_weights(valid)
+    if n_null * valid.size >= EXACT_MIN_DRAWS and weights is None:
+        sims = _run_draws(gen, n_cs, ks, n_null, valid)
+        if sims is not None:
+            return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
+    if weights is None or n_null * valid.size < EXACT_MIN_DRAWS:
+        sims = uniform_null_tv(gen, n_cs, ks, n_null)
+        sims[:, missing] = np.nan
+        return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
+    out = np.full((len(n_cs), n_null), np.nan)                  # a row per cluster: its draws contiguous
+    laws: dict[tuple, list[int]] = {}
+    for c, (n, k) in enumerate(zip(n_cs, ks)):
+        if valid[c].any():
+            laws.setdefault((int(k), tuple(sorted(int(v) for v in n[valid[c]]))), []).append(c)
+    rest = []
+    for (k, ns), rows in sorted(laws.items()):
+        sampler = _cluster_sampler(ns, k)
+        if sampler is None:
+            rest.extend(rows)
+            continue
+        values, cdf, guide = sampler
+        out[rows] = values[inverse_cdf_draws(gen.random((len(rows), n_null)), cdf, guide)]
+    if rest:   # clusters whose law is too large: each run from its own law, else multinomial draws
+        rest.sort()
+        sub_n, sub_k = [n_cs[c] for c in rest], [ks[c] for c in rest]
+        sims = _run_draws(gen, sub_n, sub_k, n_null, valid[rest])
+        if sims is None:
+            sims = uniform_null_tv(gen, sub_n, sub_k, n_null)
+            sims[:, ~valid[rest]] = np.nan
+        out[rest] = nanmean(sims, 2).T
+    seen = np.flatnonzero(weights > 0)
+    return weights[seen] @ out[seen], out.T
+
+
+def _run_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float], n_null: int,
+               valid: np.ndarray) -> np.ndarray | None:
+    """(N, C, S) TVs of the uniform chooser, each valid (cluster, run) drawn from its exact law (NaN elsewhere):
+    the route of :func:`uniform_null_means` when the group's mean does not factor through the clusters' means
+    (``n_null x C x S`` uniforms). None when some run's law is too large to compute."""
+    units: dict[tuple, list] = {}
+    for c, s in zip(*np.nonzero(valid)):
+        units.setdefault((int(ks[c]), int(n_cs[c][s])), []).append((c, s))
+    if any(_pmf_ops(n, k) > EXACT_MAX_OPS for k, n in units):
+        return None
+    sims = np.full((n_null,) + valid.shape, np.nan)
+    for (k, n), cells in sorted(units.items()):
+        sampler = _cluster_sampler((n,), k)                  # one run's law: TV = e / (n K)
+        if sampler is None:
+            return None
+        values, cdf, guide = sampler
+        at = np.array(cells)
+        sims[:, at[:, 0], at[:, 1]] = values[inverse_cdf_draws(gen.random((n_null, len(cells))), cdf, guide)]
+    return sims
+
+
+def _cluster_weights(valid: np.ndarray) -> np.ndarray | None:
+    """Weights ``a`` (C,) with ``mean_s mean_c TV[c, s] = sum_c a[c] mean_s TV[c, s]`` over the ``valid`` (C, S)
+    cells, or None when there are none (a run's cluster count differs between the runs of a cluster).
+
+    Examples
+    --------
+    >>> _cluster_weights(np.ones((2, 3), bool))
+    array([0.5, 0.5])
+    >>> _cluster_weights(np.array([[True, True], [True, False]])) is None
+    True
+    """
+    per_run = valid.sum(0)                                       # clusters in each run
+    runs = int((per_run > 0).sum())
+    if not runs:
+        return None
+    out = np.zeros(valid.shape[0])
+    for c, row in enumerate(valid):
+        counts = set(per_run[row].tolist())
+        if len(counts) > 1:
+            return None
+        if counts:
+            out[c] = row.sum() / (runs * counts.pop())
+    return out
 
 
 def uniform_expected_tv(n_cs: Sequence[np.ndarray], ks: Sequence[float]) -> np.ndarray:

@@ -1238,6 +1238,22 @@ def read_pairs(path: Path, parse_request, parse_response, fmt: str, turns=None) 
     return attempts
 
 
+#: The batch last read by :func:`read_offered` (a study inferring its clusters reads the offered lists just before
+#: the rows), handed to :func:`read_request_log` once if the files are unchanged: a batch is decoded once, not
+#: twice (issue 37: ``validate`` of 100,000 requests). ``{key: AttemptColumns}``, at most one entry.
+_HANDOFF: dict = {}
+
+
+def _handoff_key(requests, responses, shape, parse_request, parse_response):
+    """What identifies a batch read: both files (path, size, modification time) and the parsing functions."""
+    try:
+        files = tuple((str(Path(p).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+                      for p, st in ((p, Path(p).stat()) for p in (requests, responses)))
+    except OSError:
+        return None
+    return files + (id(shape), parse_request, parse_response)
+
+
 def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, meta, responses, clusters,
                      subsets, request_schema=None, batch=None, model_override: bool = False,
                      turns=None) -> SelectionLog:
@@ -1253,7 +1269,11 @@ def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, 
     with paused_gc():
         cols = None
         if responses is not None:
-            cols = read_batch_columns(path, Path(responses), batch, parse_request, parse_response)
+            key = _handoff_key(path, responses, batch, parse_request, parse_response)
+            cols = _HANDOFF.pop(key, None) if key is not None else None
+            _HANDOFF.clear()
+            if cols is None:
+                cols = read_batch_columns(path, Path(responses), batch, parse_request, parse_response)
         if cols is None:
             cols = AttemptColumns.from_attempts(read_attempts(path, responses, parse_request, parse_response, fmt,
                                                               request_schema=request_schema, turns=turns))
@@ -1281,8 +1301,12 @@ def read_offered(path, responses, parse_request, parse_response, fmt: str, reque
     a batch read column by column (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
     with paused_gc():
         cols = None
+        _HANDOFF.clear()
         if responses is not None:
             cols = read_batch_columns(Path(path), Path(responses), batch, parse_request, parse_response)
+            key = _handoff_key(path, responses, batch, parse_request, parse_response)
+            if cols is not None and key is not None:
+                _HANDOFF[key] = cols
         if cols is None:
             return offered_lists(read_attempts(path, responses, parse_request, parse_response, fmt,
                                                request_schema=request_schema, turns=turns))
