@@ -73,8 +73,13 @@ P_MULTINOMIAL = "uniform multinomial chooser (attempts assumed independent)"
 #: ``p_value_method`` where every cluster has one valid attempt per query (issue 35): the attempts are then independent
 #: draws of the population's choice distribution whatever the queries' preferences, the uniform multinomial chooser is
 #: the exact law under "no bias", and the centred query bootstrap (a tool never chosen never varies) is too narrow.
-P_EXACT = ("exact multinomial reference, mid-p (one valid attempt per query: attempts independent; the centred query "
-           "bootstrap's null is too narrow there)")
+P_EXACT = ("exact multinomial reference, ties broken by the squared deviations (one valid attempt per query: attempts "
+           "independent; the centred query bootstrap's null is too narrow there)")
+#: How the discrete references (:data:`P_EXACT`, :data:`P_RELABEL`) order the outcomes (issue 35): by the statistic,
+#: and among equal values by the mean over clusters of ``sum_i (p_i - 1/K)^2`` (larger = further from uniform). An
+#: ordinary Monte-Carlo p-value of this finer order keeps the level (the plain one of the TV alone is conservative,
+#: 2.4-3.4% at 5%; the mid-p of the TV exceeded it, 7.2-7.4%).
+TIE_BREAK = "ties broken by the squared deviations"
 #: Pseudo-counts per category of the rates whose multinomial draws give the calibrated interval's errors in a cluster
 #: with one valid attempt per query (Jeffreys' 1/2): the query bootstrap draws from the observed rates, where a tool
 #: never chosen has no variance (5 clusters x 10 attempts, fair chooser: 90% coverage; with these 96%).
@@ -89,8 +94,8 @@ SPARSE_PER_TOOL = 5
 #: ``p_value_method`` of such a cluster: every query's counts permuted over the tools (independently per query and
 #: replicate) is a fair chooser with the observed query heterogeneity, exact when the queries' preferences are
 #: exchangeable over the tools.
-P_RELABEL = ("tool-relabelling reference, mid-p (each query's counts permuted over the tools: a fair chooser with "
-             "the observed query heterogeneity)")
+P_RELABEL = ("tool-relabelling reference, ties broken by the squared deviations (each query's counts permuted over "
+             "the tools: a fair chooser with the observed query heterogeneity)")
 #: The note on such clusters in a group's ``p_value_method``.
 NOTE_SPARSE = ("clusters with fewer than {n} valid attempts per tool and several attempts per query: " + P_RELABEL +
                " (the centred query bootstrap's null is too narrow there)")
@@ -139,7 +144,8 @@ class TVResult(ReprHTMLMixin):
         p-value of "no bias" for ``mean_over_runs`` (``p_value_method`` says which test): with per-query rows,
         a fair chooser with the observed query heterogeneity (the centred query-bootstrap replicates, scaled by
         ``sqrt(Q / (Q - 1))``), which keeps its level when queries have favourite tools; in clusters with one valid
-        attempt per query the exact uniform multinomial reference (mid-p; ``P_EXACT``: attempts are independent
+        attempt per query the exact uniform multinomial reference (ties of the TV broken by the squared deviations;
+        ``P_EXACT``: attempts are independent
         there and a tool never chosen has no bootstrap variance, issue 35); for aggregated logs (no per-query rows)
         or ``n_resamples=0`` the uniform multinomial chooser (independent attempts).
     p_value_method : str
@@ -605,8 +611,8 @@ def selection_bias(log: SelectionLog | SelectionCounts | Study | str | os.PathLi
     whatever the queries' preferences, so the uniform multinomial chooser is the exact law of the statistic
     under "no bias"; the centred query bootstrap is too narrow there (a tool never chosen never varies: 5
     clusters x 10 attempts, 16% rejections at 5%). Such clusters take the exact reference (Monte-Carlo draws of
-    the uniform chooser with the cluster's n, combined with the other clusters' centred replicates; mid-p, as
-    the statistic is discrete) and their calibrated interval takes multinomial replicates of the attempts at
+    the uniform chooser with the cluster's n, combined with the other clusters' centred replicates; as the TV is
+    discrete, its ties are broken by the squared deviations from uniform, which keeps the level) and their calibrated interval takes multinomial replicates of the attempts at
     the rates smoothed by 1/2 per tool; ``p_value_method`` and ``corrected_method`` say so.
 
     *Weighting.* ``delta_api`` and ``delta_pos`` are unweighted means over clusters (then over runs), as in the
@@ -1069,6 +1075,13 @@ def _tv_runs(counts):
     return 0.5 * np.abs(rates_from_counts(counts) - 1.0 / k).sum(-1)
 
 
+def _sq_runs(counts):
+    """Squared deviations from uniform, ``sum_i (p_i - 1/K)^2``, of (..., S, K) counts -> (..., S) (the discrete
+    references' tie-break, :data:`TIE_BREAK`)."""
+    k = counts.shape[-1]
+    return ((rates_from_counts(counts) - 1.0 / k) ** 2).sum(-1)
+
+
 def _nanmean(x, axis):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -1188,15 +1201,22 @@ class _Metric:
         if r:
             scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
             nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
+            # the discrete references' tie-break (TIE_BREAK): squared deviations, 0 in the other clusters
+            sq, sq_obs = np.zeros_like(nq), np.zeros_like(self.per_cluster_obs)
             for j, (c, n, k) in enumerate(zip(clusters, n_cs, ks)):
-                if c in self.single:   # attempts independent: the uniform chooser's own draws (exact)
-                    nq[:, j, :] = _tv_runs(self._single_rng.multinomial(n, np.full(int(k), 1.0 / k),
-                                                                        size=(r, len(n))))
-                elif c in self.sparse:   # each query's counts permuted over the tools: the fair chooser's law
-                    nq[:, j, :] = _tv_runs(self.relabelled[c])
-            nq[:, np.isnan(self.per_cluster_obs)] = np.nan
+                draws = (self._single_rng.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))
+                         if c in self.single   # attempts independent: the uniform chooser's own draws (exact)
+                         else self.relabelled[c] if c in self.sparse   # queries' counts permuted over the tools
+                         else None)
+                if draws is not None:
+                    nq[:, j, :], sq[:, j, :] = _tv_runs(draws), _sq_runs(draws)
+                    sq_obs[j] = _sq_runs(obs[c])
+            missing = np.isnan(self.per_cluster_obs)
+            nq[:, missing] = np.nan
+            sq[:, missing], sq_obs[missing] = np.nan, np.nan
             self.null_query_sims = _nanmean(nq, 2)    # (R, C): what the clusters' p-values read (1/S of the memory)
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
+            self.tie_sims, self.tie_obs = _nanmean(sq, 2), _nanmean(sq_obs, 1)       # (R, C), (C,)
         self.null_stat = None
         if n_null:
             sims = uniform_null_tv(gen, n_cs, ks, n_null)           # (N, C, S): the stream of a call per cluster
@@ -1223,7 +1243,7 @@ class _Metric:
                               f"; {self.n_multinomial} clusters without per-query rows: multinomial replicates "
                               "(attempts assumed independent)") + (
                 f"; {len(self.single)} clusters with one valid attempt per query: exact multinomial reference, "
-                "mid-p" if self.single else "") + (
+                + TIE_BREAK if self.single else "") + (
                 f"; {len(self.sparse)} " + NOTE_SPARSE.format(n=SPARSE_PER_TOOL) if self.sparse else "")
         if self.null_stat is not None:
             return P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
@@ -1231,18 +1251,22 @@ class _Metric:
                                     else ": no query bootstrap (n_resamples=0)")
         return "none"
 
-    def _p_values(self, stat, null_query, null_multinomial, method=None):
-        """``p_value`` (query test unless every cluster is aggregated), ``p_value_multinomial`` and the method."""
-        def mc(null, mid=False):
-            if mid:   # mid-p: the exact reference is discrete (ties count half; issue 35: size 2.4% -> 5.7%)
-                ties = np.sum(np.abs(null - stat) <= 1e-12)
-                return float((1 + np.sum(null > stat + 1e-12) + 0.5 * ties) / (1 + len(null)))
+    def _p_values(self, stat, null_query, null_multinomial, method=None, tie=None):
+        """``p_value`` (query test unless every cluster is aggregated), ``p_value_multinomial`` and the method.
+
+        ``tie``: (observed, null) secondary statistics that order equal values of the statistic (:data:`TIE_BREAK`)
+        where the method names it."""
+        def mc(null, tied=None):
+            if tied is not None:   # lexicographic order (statistic, squared deviations): a finer exact reference
+                same = np.abs(null - stat) <= 1e-12
+                above = np.sum(null > stat + 1e-12) + np.sum(same & (tied[1] >= tied[0] - 1e-12))
+                return float((1 + above) / (1 + len(null)))
             return float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
         out = {"p_value_method": self.p_method if method is None else method}
         if null_multinomial is not None:
             out["p_value_multinomial"] = mc(null_multinomial)
         if out["p_value_method"].startswith((P_QUERY, P_EXACT)):
-            out["p_value"] = mc(null_query, mid="mid-p" in out["p_value_method"])
+            out["p_value"] = mc(null_query, tie if TIE_BREAK in out["p_value_method"] else None)
         elif null_multinomial is not None:
             out["p_value"] = out["p_value_multinomial"]
         return out
@@ -1262,7 +1286,8 @@ class _Metric:
                       normalised_ci=percentile_ci(self.boot_norm, level),
                       standard_error=float(np.nanstd(self.boot_stat, ddof=1)),
                       bootstrap_distribution=self.boot_stat)
-        kw.update(self._p_values(self.stat, self.null_query, self.null_stat))
+        tie = None if self.null_query is None else (float(_nanmean(self.tie_obs, 0)), _nanmean(self.tie_sims, 1))
+        kw.update(self._p_values(self.stat, self.null_query, self.null_stat, tie=tie))
         return TVResult(
             metric=self.name, mean_over_runs=self.stat, sd_over_runs=float(np.std(per_run, ddof=0)),
             pooled=float(_nanmean(self.pooled_cluster_obs, 0)), n_runs=int(len(per_run)),
@@ -1299,7 +1324,8 @@ class _Metric:
                   P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
                                    if multinomial and self.n_resamples   # as the group-level `p_method`
                                    else ": no query bootstrap (n_resamples=0)"))
-        kw.update(self._p_values(stat, nq, nm, method))
+        tie = None if nq is None else (float(self.tie_obs[i]), self.tie_sims[:, i])
+        kw.update(self._p_values(stat, nq, nm, method, tie=tie))
         k = self.ks[i]
         return TVResult(
             metric=self.name, mean_over_runs=stat, sd_over_runs=float(np.std(per_run)) if per_run.size else np.nan,
@@ -1365,11 +1391,14 @@ class _Metric:
         nq = (None if api.null_query is None or pos.null_query is None else (api.null_query + pos.null_query) / 2)
         nm = (None if api.null_stat is None or pos.null_stat is None else (api.null_stat + pos.null_stat) / 2)
         method = api.p_method if api.p_method == pos.p_method else (
-            P_QUERY + "; mixed with multinomial replicates" + ("; exact multinomial reference, mid-p, where a "
-                                                               "cluster has one valid attempt per query"
+            P_QUERY + "; mixed with multinomial replicates" + ("; exact multinomial reference, " + TIE_BREAK +
+                                                               ", where a cluster has one valid attempt per query"
                                                                if api.single or pos.single else "")
             if nq is not None and api.p_method.startswith((P_QUERY, P_EXACT)) else pos.p_method)
-        kw.update(api._p_values(stat, nq, nm, method))
+        tie = (None if nq is None else
+               (float(_nanmean(api.tie_obs, 0) + _nanmean(pos.tie_obs, 0)) / 2,
+                (_nanmean(api.tie_sims, 1) + _nanmean(pos.tie_sims, 1)) / 2))
+        kw.update(api._p_values(stat, nq, nm, method, tie=tie))
         return TVResult(
             metric="delta_model", mean_over_runs=stat, sd_over_runs=float(np.std(finite)) if finite.size else np.nan,
             pooled=(a.pooled + p.pooled) / 2, n_runs=int(finite.size),
