@@ -150,3 +150,20 @@ def test_rate_table_intervals_cover_small_rates_with_few_queries():
     assert cover_pct.min() < 0.7, cover_pct            # the failure: the smallest rate is missed often
     assert cover.min() >= 0.92, cover
     assert cover.max() <= 0.995, cover
+
+
+def test_exact_reference_orders_ties_by_squared_deviations():
+    """Equal values of the discrete TV are ordered by the squared deviations (issue 35): the p-value counts the
+    draws above the statistic and, among the tied ones, those at least as far from uniform in squared deviations.
+    It lies between the strict and the plain Monte-Carlo p-values."""
+    from types import SimpleNamespace
+
+    from toolbias_stats.metrics._bias import P_QUERY, _Metric
+
+    null = np.array([0.1, 0.2, 0.2, 0.2, 0.3, 0.4, 0.2, 0.1, 0.0])
+    sq = np.array([0.0, 0.01, 0.03, 0.05, 0.0, 0.0, 0.02, 0.0, 0.0])
+    out = _Metric._p_values(SimpleNamespace(), 0.2, null, None, method=P_EXACT, tie=(0.025, sq))
+    # above: 0.3, 0.4 (2); tied with squared deviations >= 0.025: 0.03, 0.05 (2)
+    assert out["p_value"] == (1 + 2 + 2) / (1 + null.size)
+    plain = _Metric._p_values(SimpleNamespace(), 0.2, null, None, method=P_QUERY)
+    assert (1 + 2) / 10 < out["p_value"] < plain["p_value"] == (1 + 6) / 10
