@@ -19,6 +19,8 @@ Monte-Carlo standard error of a rate r over n studies: sqrt(r (1 - r) / n) (95%:
 Usage:  nice python analyses/delta_interval_coverage.py [--section all] [--studies 500] [--resamples 1000]
         [--jobs 2] [--out analyses/delta_interval_coverage.json]
 Before/after: run it once with the code before the change on the path (PYTHONPATH=<old checkout>) and `--out` elsewhere.
+Stages kept: `delta_interval_coverage_before.json` (before issue 35), `delta_interval_coverage_round1.json` (its first
+round), `delta_interval_coverage.json` (second round: sections few, k20 and small re-run, plugin carried over).
 """
 
 from __future__ import annotations

@@ -435,8 +435,8 @@ def _p_note(result) -> str:
                     "independent attempts: too small when queries differ.")
     if any("exact multinomial" in pm for pm in methods):
         text.append("Where a cluster has one valid attempt per query the attempts are independent and the uniform "
-                    "multinomial chooser is the exact reference (mid-p): the query bootstrap's null is too narrow "
-                    "there.")
+                    "multinomial chooser is the exact reference (ties of the statistic broken by the squared "
+                    "deviations): the query bootstrap's null is too narrow there.")
     return " ".join(text)
 
 

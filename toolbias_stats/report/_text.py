@@ -99,8 +99,9 @@ def _p_value_notes(p_methods) -> str:
     """The lines of the bias table's head that say which test gave p(no bias)."""
     head = ""
     if any("exact multinomial reference" in pm for pm in p_methods):
-        head += ("\np(no bias): exact multinomial reference (mid-p) in clusters with one valid attempt per query, "
-                 "where attempts are independent and the query bootstrap's null is too narrow (issue 35).")
+        head += ("\np(no bias): exact multinomial reference (ties broken by the squared deviations) in clusters "
+                 "with one valid attempt per query, where attempts are independent and the query bootstrap's null "
+                 "is too narrow (issue 35).")
     if any(pm.startswith("uniform multinomial") for pm in p_methods):
         head += ("\np(no bias): uniform multinomial chooser (attempts assumed independent) where there are no "
                  "per-query rows or no bootstrap; otherwise a fair chooser with the observed query heterogeneity.")
