@@ -1,5 +1,5 @@
-"""Tests of the model variants of fit_bayes (v2, cluster-position, overdispersed, thorough), the per-query
-dispersion check and the LOO comparison, on tiny simulated query-level logs.
+"""Tests of the model variants of fit_bayes (v1, v2; the experimental ones moved to analyses/bayes_experimental,
+whose checks cover them), the per-query dispersion check and the LOO comparison, on tiny simulated query-level logs.
 
 Designs are small (2 LLMs x 2 clusters x 3 tools, rotations, a few dozen queries with 3 runs each)
 and draws few; the full comparison on the bundled study is analyses/compare_bayes.py, calibration
@@ -16,6 +16,7 @@ import pytest
 
 from toolbias_stats.models import compare_bayes, fit_bayes, query_dispersion, simulate_choice_log
 from toolbias_stats.models.bayes import MODEL_VARIANTS, MODELS
+from toolbias_stats.models.bayes._common import MOVED_MODELS
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 
 ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
@@ -50,18 +51,23 @@ def v2_fit(dm_log):
 
 class TestModelNames:
     def test_variants_are_named(self):
-        assert MODELS == ("v1", "cluster-position", "overdispersed", "v2", "thorough", "query-urn",
-                          "query-shared", "query-mixture", "query-mixture-id")
-        v = MODEL_VARIANTS["thorough"]
-        assert v.cluster_position and v.dirichlet and v.query_effects
+        assert MODELS == ("v1", "v2")
+        v = MODEL_VARIANTS["v2"]
+        assert v.cluster_position and v.dirichlet and not v.query_effects
         assert not MODEL_VARIANTS["v1"].needs_queries and MODEL_VARIANTS["v2"].needs_queries
 
     @pytest.mark.parametrize("bad", ["v3", "V2", "", None, 2])
     def test_unknown_model_is_a_clear_error(self, dm_log, bad):
-        with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'cluster-position', 'overdispersed', "
-                                             r"'v2', 'thorough', 'query-urn', 'query-shared', 'query-mixture', "
-                                             r"'query-mixture-id'; got"):
+        with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'v2'; got"):
             fit_bayes(dm_log, model=bad)
+
+    @pytest.mark.parametrize("moved", MOVED_MODELS)
+    def test_moved_variants_say_where_they_are(self, dm_log, moved):
+        """The experimental variants left the package (issue 38): naming one is a clear error, not a KeyError."""
+        with pytest.raises(ValueError, match=rf"model='{moved}' is an experimental variant .* moved out of the "
+                                             r"package .* analyses/bayes_experimental"):
+            fit_bayes(dm_log, model=moved)
+        assert moved not in MODELS
 
     def test_prior_keys_follow_the_variant(self, dm_log):
         with pytest.raises(ValueError, match=r"not used by model='v1'"):
@@ -70,8 +76,8 @@ class TestModelNames:
             fit_bayes(dm_log, model="v2", priors={"rho_a": 0})
 
     def test_query_variants_need_the_rows(self, dm_log):
-        with pytest.raises(ValueError, match="model='thorough' needs to know which attempts belong to one query"):
-            fit_bayes(dm_log.counts(), model="thorough")
+        with pytest.raises(ValueError, match="model='v2' needs to know which attempts belong to one query"):
+            fit_bayes(dm_log.counts(), model="v2")
 
 
 class TestDesignPrompts:
@@ -213,21 +219,6 @@ class TestV2:
         assert "variant v2" in text and "per-query dispersion" in text and "rho (intra-prompt" in text
 
 
-class TestQueryEffects:
-    def test_thorough_recovers_the_query_scale(self):
-        log = simulate_choice_log(ALPHA, BETA_CELL, queries=30, runs=3, kappa=2.0, sigma_eta=np.array([1.2, 0.3]),
-                                  rng=8)
-        res = _quiet(fit_bayes, log, model="thorough", rng=3, draws=200, tune=250, chains=2, cores=1,
-                     sampler="pymc")
-        sc = res.scales.set_index(["quantity", "llm"])
-        hi, lo = sc.loc[("sigma_eta", "llm1")], sc.loc[("sigma_eta", "llm2")]
-        assert hi["mean"] > lo["mean"]
-        assert hi["hdi_low"] <= 1.2 <= hi["hdi_high"]
-        assert res.ppc.dispersion is not None and res.ppc.p_value_dispersion > 0.01
-        assert "eta" not in res.idata.posterior and res.idata.posterior["sigma_eta"].shape[-1] == 2
-        assert not hasattr(res.idata, "log_likelihood")       # the marginal one is computed by compare_bayes
-
-
 class TestCompare:
     def test_loo_over_queries(self, v1_fit, v2_fit):
         v1 = v1_fit
@@ -289,39 +280,11 @@ class TestCLIModel:
                                              '[[logs]]\npath = "log.csv"\n', encoding="utf-8")
         parser = argparse.ArgumentParser()
         cli.add_parser(parser.add_subparsers(dest="command"))
-        args = parser.parse_args(["bayes", str(tmp_path / "study.toml"), "--model", "cluster-position", "--draws",
+        args = parser.parse_args(["bayes", str(tmp_path / "study.toml"), "--model", "v1", "--draws",
                                   "20", "--tune", "20", "--chains", "2", "--cores", "1", "--sampler", "pymc", "--json"])
         assert cli.run(args) == 0
         out = json.loads(capsys.readouterr().out)
-        assert out["variant"] == "cluster-position" and "cluster_position_effects" in out
-        with pytest.raises(SystemExit):
-            parser.parse_args(["bayes", "x.toml", "--model", "v9"])
-
-
-class TestDenseLayout:
-    def test_dense_and_gather_likelihoods_agree(self, dm_log):
-        """The query-effects likelihood in its dense (cell, query, ordering, position) layout equals the gather form."""
-        from toolbias_stats.models.bayes._common import ALL_PRIORS
-        from toolbias_stats.models.bayes._model import _ModelSpec
-
-        log = simulate_choice_log(ALPHA, BETA_CELL, queries=6, runs=3, kappa=KAPPA, rng=9)
-        design = _attach_prompts(_design(log.counts(), ["model"], "exclude"), log, ["model"], "exclude")
-        dense = _ModelSpec(design, ALL_PRIORS, "centered", MODEL_VARIANTS["thorough"])
-        assert dense.dense
-        gather = _ModelSpec(design, ALL_PRIORS, "centered", MODEL_VARIANTS["thorough"])
-        gather.dense = False
-        m_d, m_g = dense.build(), gather.build()
-        g = np.random.default_rng(0)
-        point_g = {k: g.normal(0, 0.5, np.shape(v)) for k, v in m_g.initial_point().items()}
-        point_d = {}
-        for k in m_d.initial_point():
-            if k.startswith("z_eta_k"):
-                grp = dense.qgroups[0]
-                z = np.zeros((len(grp["cells"]), grp["maxQ"], grp["k"] - 1))
-                z[grp["qcell"], grp["qslot"]] = point_g[k]
-                point_d[k] = z
-            else:
-                point_d[k] = point_g[k]
-        lp_g = m_g.compile_logp()(point_g)
-        lp_d = m_d.compile_logp()(point_d)
-        assert np.isfinite(lp_g) and np.isclose(lp_d, lp_g, rtol=1e-10, atol=1e-8)
+        assert out["variant"] == "v1" and "cluster_position_effects" not in out
+        for bad in ("v9", "cluster-position", "thorough", "query-mixture"):     # the experimental ones left the CLI
+            with pytest.raises(SystemExit):
+                parser.parse_args(["bayes", "x.toml", "--model", bad])

@@ -22,8 +22,8 @@ def add_parser(subparsers):
                                           "and diagnostics.")
     p.add_argument("study", help="study manifest (TOML)")
     p.add_argument("--model", choices=MODELS, default=DEFAULT_MODEL,
-                   help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, thorough = + query effects, "
-                        "slow; docs/bayes.md compares them)")
+                   help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, the first version; "
+                        "docs/bayes.md compares them)")
     p.add_argument("--by", default="model", help="comma-separated columns that define one LLM (default: model)")
     p.add_argument("--draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
     p.add_argument("--tune", type=int, default=1000, metavar="N", help="warm-up iterations per chain (default 1000)")

@@ -337,8 +337,8 @@ def _ppc_block(result) -> str:
                        "the effects are averages over the lists shown)")
     if disp is not None and np.isfinite(p_disp) and p_disp < 0.05:
         reasons.append("queries differ from each other more than the model allows (queries that need a particular "
-                       "tool); intervals for cell-level and query-level claims are then too narrow (model='thorough' "
-                       "adds query effects, at a cost of hours on large studies: docs/bayes.md)")
+                       "tool); intervals for cell-level and query-level claims are then too narrow (docs/bayes.md: the "
+                       "query models tried so far are experimental, in analyses/bayes_experimental)")
     if model == "v1" and min(ppc.p_value, ppc.p_value_rows) < 0.05:
         verdict = ("<strong>The main-effects model misfits</strong>: the observed counts are further from the "
                    "model's expectation than its own replications. Position and API effects then interact (e.g. a "

@@ -15,27 +15,8 @@ __all__ = ["BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck"]
 #: What each variant fits, in words (the ``model`` key of ``to_dict``).
 _MODEL_TEXT = {
     "v1": "hierarchical multinomial logit: softmax(alpha[llm, cluster, tool] + beta[llm, position])",
-    "cluster-position": "hierarchical multinomial logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] "
-                        "+ delta[llm, cluster, position])",
-    "overdispersed": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + eta[llm, cluster, "
-                     "query, tool]), Dirichlet-multinomial per (llm, cluster, query, ordering)",
     "v2": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, cluster, "
           "position]), Dirichlet-multinomial per (llm, cluster, query, ordering)",
-    "thorough": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, cluster, "
-                "position] + eta[llm, cluster, query, tool]), Dirichlet-multinomial per (llm, cluster, query, "
-                "ordering)",
-    "query-shared": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, "
-                    "cluster, position] + sigma_eta[llm] * z[cluster, query, tool]) with the query effects z shared "
-                    "by the LLMs, Dirichlet-multinomial per (llm, cluster, query, ordering)",
-    "query-mixture": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, "
-                     "cluster, position] + lambda[llm] * 1(tool = the tool the query needs)), the query indifferent "
-                     "with probability 1 - epsilon[llm, cluster] (classes summed out), Dirichlet-multinomial per "
-                     "(llm, cluster, query, ordering)",
-    "query-mixture-id": "position-only logit: softmax(beta[llm, position] + delta[llm, cluster, position] + "
-                        "lambda[llm, cluster] * 1(tool = the tool the query needs)), a query indifferent or needing "
-                        "tool j "
-                        "with free class weights w[llm, cluster, :] (classes summed out), Dirichlet-multinomial per "
-                        "(llm, cluster, query, ordering)",
 }
 
 
@@ -215,8 +196,7 @@ class BayesResult(ReprHTMLMixin):
         The ``rng`` argument as given (int or None; ``"generator"`` for a Generator).
     warnings : list of str
     model : str
-        The variant fitted (``"v1"``, ``"cluster-position"``, ``"overdispersed"``, ``"v2"`` or
-        ``"thorough"``; see :data:`MODELS`).
+        The variant fitted (``"v1"`` or ``"v2"``; see :data:`MODELS`).
     cluster_position_effects : pandas.DataFrame or None
         Variants with per-(LLM, cluster) position effects: one row per LLM, cluster and position
         with ``beta[m, c, p] = beta[m, p] + delta[m, c, p]`` (``mean``, ``sd``, ``hdi_low``,
