@@ -89,10 +89,20 @@ class ExperimentalSpec(_ModelSpec):
         self.free_w = getattr(v, "free_class_weights", False)
         self.query_classes = self.mix
 
+    _jax_kernel: bool | None = None
+
     @property
     def jax_kernel(self):
-        """The query mixture's class sums as one JAX Op (NumPyro only; PyMC's samplers keep the graph)."""
+        """The query mixture's class sums as one JAX Op: under NumPyro (``spec.sampler``, set by ``_sample``) unless
+        the switch ``JAX_KERNEL`` is off; PyMC's samplers and nutpie keep the PyTensor graph. A value set by hand
+        (the checks) wins."""
+        if self._jax_kernel is not None:
+            return self._jax_kernel
         return V.JAX_KERNEL and getattr(self, "sampler", "numpyro") not in ("pymc", "pymc-numba", "nutpie")
+
+    @jax_kernel.setter
+    def jax_kernel(self, value):
+        self._jax_kernel = bool(value)
 
 
     def _prompt_setup(self):

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..._display import ReprHTMLMixin
+from ._checks import PPC_BAND, compare_frequentist, fit_checks, fit_status
 from ._common import _SHARED, ESS_MIN, RHAT_MAX, _num, _records, _summary_dict
 
 __all__ = ["BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck"]
@@ -259,7 +260,11 @@ class BayesResult(ReprHTMLMixin):
         ``delta_pos``, ``share_shared``; with the variants' extensions also ``beta_cell``
         (per-cluster position effects) and the scales ``sigma_alpha``, ``sigma_beta``,
         ``sigma_delta``, ``sigma_eta``, ``kappa``, ``rho``), ``llm``, ``cluster``, ``tool_id``,
-        ``position``, ``orderings``, ``mean``, ``sd``, ``hdi_low``, ``hdi_high``.
+        ``position``, ``orderings``, ``mean``, ``sd``, ``hdi_low``, ``hdi_high``, and beside every
+        interval whether the model fits the data it summarises: ``fits`` (False when the per-query
+        dispersion check of the row's LLM or the cluster x position check has a p-value outside
+        [0.05, 0.95]; None when neither could run) and ``failed_checks`` (the failing checks with
+        their p-values; :meth:`fit_checks` has them all).
         """
         parts = []
         pe = self.position_effects.assign(quantity=np.where(self.position_effects["llm"] == _SHARED, "beta_bar",
@@ -282,14 +287,30 @@ class BayesResult(ReprHTMLMixin):
         for c in cols:
             if c not in out.columns:
                 out[c] = None
-        return out[cols]
+        out = out[cols]
+        status = fit_status(self)
+        out["fits"] = pd.Series([status.get(llm, (None, ""))[0] for llm in out["llm"]], dtype=object)
+        out["failed_checks"] = [status.get(llm, (None, ""))[1] for llm in out["llm"]]
+        return out
+
+    def fit_checks(self) -> pd.DataFrame:
+        """The posterior predictive checks behind ``fits``: per LLM (and ``"(shared)"``) the per-query dispersion
+        and the cluster x position check, with ``p_value`` and ``fits`` (see ``docs/bayes.md``, Outputs)."""
+        return fit_checks(self)
+
+    def compare_frequentist(self, bias) -> pd.DataFrame:
+        """The implied δ (logged orderings) next to :func:`~toolbias_stats.selection_bias`'s calibrated interval
+        of the same LLMs, with ``disagree`` = the intervals do not overlap (:func:`._checks.compare_frequentist`)."""
+        return compare_frequentist(self, bias)
 
     def to_dict(self) -> dict:
         """JSON-ready dict (the output of ``toolbias-stats bayes --json``)."""
         implied = {}
+        status = fit_status(self)
         for llm in self.llms:
             sub = self.implied[self.implied["llm"] == llm]
-            implied[llm] = {m: {o: _summary_dict(sub[(sub["metric"] == m) & (sub["orderings"] == o)])
+            fit = {"fits": status[llm][0], "failed_checks": status[llm][1]}
+            implied[llm] = {m: {o: {**_summary_dict(sub[(sub["metric"] == m) & (sub["orderings"] == o)]), **fit}
                                 for o in ("logged", "randomised")} for m in ("delta_api", "delta_pos")}
         pos = {}
         for llm, sub in self.position_effects.groupby("llm", sort=False):
@@ -313,6 +334,7 @@ class BayesResult(ReprHTMLMixin):
             "implied": implied, "variance_shares": shares,
             "ppc_p": _num(self.ppc.p_value), "ppc_p_rows": _num(self.ppc.p_value_rows),
             "ppc": self.ppc.to_dict(), "warnings": list(self.warnings),
+            "fit_checks": {"band": list(PPC_BAND), "checks": _records(fit_checks(self))},
         }
         if self.scales is not None:
             out["scales"] = _records(self.scales)
