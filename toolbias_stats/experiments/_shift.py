@@ -208,7 +208,8 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
             skipped.append(f"group {keys} {why} ({between!r} levels: {[_py(v) for v in levels]})")
             continue
         ctx = _GroupData(sub, counts.catalog, between, base_here, levels, others, keys, pairing, n_resamples, gen,
-                         caught, numeric, replicates=design_of.replicates)
+                         caught, numeric, replicates=design_of.replicates,
+                         orderings=_orderings_of(counts, by_cols, keys))
         found, trend = _compare_levels(ctx, n_permutations, confidence_level,
                                        numeric and len(levels) >= 2 and n_resamples)
         groups += found
@@ -221,6 +222,20 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
                        pairing=pairing, seed=seed, skipped=skipped, warnings=caught,
                        design=design_of.describe(n_units=counts.n_units))
+
+
+def _orderings_of(counts, by_cols, keys):
+    """The group's rows of ``counts.query_orderings`` (None when the counts do not keep the lists)."""
+    qo = getattr(counts, "query_orderings", None)
+    if qo is None:
+        return None
+    keep = np.ones(len(qo), dtype=bool)
+    for b in by_cols:
+        want = keys[b]
+        col = qo[b].astype(object)
+        keep &= col.isna().to_numpy() if want is None or want != want else \
+            (col.astype(str) == str(want)).to_numpy()
+    return qo[keep]
 
 
 def _checked(counts, between, by, n_resamples, n_permutations, confidence_level, pairing):

@@ -28,6 +28,7 @@ from .._counts import (
     ROW_COLUMNS,
     QueryArrays,
     SelectionCounts,
+    finalize_query_orderings,
     finalize_table,
     position_columns,
     tool_columns,
@@ -590,11 +591,13 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
                                   "GROUP BY ALL").fetchall())
             diagnostics[str(f.path)].update(attempts=int(sum(aw.values())),
                                             attempt_status={str(k): int(v) for k, v in aw.items()})
+    qo = _query_orderings(con, catalog, design, weighted) if level == "query" and cells else None
     if isinstance(table, QueryArrays):
         # the int64 table is built on first use (SelectionCounts.table's descriptor calls the function)
         return SelectionCounts(cast(Any, table.to_table), cell_table, catalog, tuple(design), level, diagnostics,
-                               "duckdb", query_arrays=table)
-    return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb")
+                               "duckdb", query_arrays=table, query_orderings=qo)
+    return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb",
+                           query_orderings=qo)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1232,6 +1235,20 @@ def _cells(con, catalog, design, weighted):
     cells = cells.drop(columns=["ordering_in", "rot"])
     cells = cells.groupby(list(design) + list(CELL_KEYS), sort=False, dropna=False)["count"].sum().reset_index()
     return _typed(cells, design)
+
+
+def _query_orderings(con, catalog, design, weighted):
+    """Valid choices per query and list shown (``SelectionCounts.query_orderings``; the same frame as the pandas
+    engine's): one GROUP BY over the valid rows, the list of a rotation built here per distinct key."""
+    keys = [_q(c) for c in design] + ["cluster_id", "query_id", "ordering_in", "rot", "api_index", "chosen_rank"]
+    counted = "CAST(sum(__w) AS BIGINT)" if weighted else "count(*)"
+    f = con.execute(f"SELECT {', '.join(keys)}, {counted} AS count FROM study WHERE status = 'ok' "
+                    "GROUP BY ALL").df()
+    rot_string = {(c, r): "|".join(catalog.rotation(c, r)) for c in catalog.clusters
+                  for r in range(1, catalog.n_tools(c) + 1)}
+    from_rot = [None if pd.isna(r) else rot_string[(c, int(r))] for c, r in zip(f["cluster_id"], f["rot"])]
+    f["ordering"] = f["ordering_in"].astype(object).where(f["ordering_in"].notna(), pd.Series(from_rot, dtype=object))
+    return finalize_query_orderings(_typed(f.drop(columns=["ordering_in", "rot"]), design), design)
 
 
 def _enum_keys_table(con, design, columns):
