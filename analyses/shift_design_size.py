@@ -157,7 +157,7 @@ def run_chunk(cell, chunk, n_studies, seed, n_resamples, n_permutations):
             res = selection_shift(log.counts(), by=[], n_resamples=n_resamples, n_permutations=n_permutations,
                                   rng=gen.integers(2**63))
             runs.append(one(res, true))
-    return cell, runs, time.time() - start
+    return cell, runs, time.time() - start, chunk
 
 
 def pct(r, mc=True):
@@ -205,6 +205,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--chunk", type=int, default=50, help="studies per work item (cells advance chunk by chunk)")
+    ap.add_argument("--raw", default="", help="folder for each chunk's outcomes (a later run skips those done)")
+    ap.add_argument("--reverse", action="store_true", help="last chunks first (a second run beside a first one)")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
     ap.add_argument("--table", action="store_true", help="print the docs tables from --out and stop")
     args = ap.parse_args(argv)
@@ -217,13 +219,26 @@ def main(argv=None):
     work = [(c, k, min(args.chunk, args.n_studies - k * args.chunk), args.seed, args.n_resamples,
              args.n_permutations) for k in range(n_chunks) for c in cells]
     out = Path(args.out)
+    raw = Path(args.raw) if args.raw else None
+    if raw is not None:
+        raw.mkdir(parents=True, exist_ok=True)
+        # chunks another run (or an earlier, stopped one) finished are read back, not run again
+        work = [w for w in work if not (raw / f"{w[0]}_{w[1]}.json").exists()]
     done: dict = {c: [] for c in cells}
-    secs: dict = {c: 0.0 for c in cells}
+    secs: dict = dict.fromkeys(cells, 0.0)
 
     def save(result):   # the cell's summary over every chunk finished so far
-        cell, runs, seconds = result
-        done[cell] += runs
-        secs[cell] += seconds
+        cell, runs, seconds, _ = result
+        if raw is not None:
+            if runs:
+                (raw / f"{cell}_{result[3]}.json").write_text(json.dumps({"runs": runs, "seconds": seconds},
+                                                                         default=float))
+            loaded = [json.loads(f.read_text()) for f in sorted(raw.glob(f"{cell}_*.json"))]
+            done[cell] = [r for x in loaded for r in x["runs"]]
+            secs[cell] = sum(x["seconds"] for x in loaded)
+        else:
+            done[cell] += runs
+            secs[cell] += seconds
         r = summarise(cell, done[cell], secs[cell])
         old = json.loads(out.read_text()) if out.exists() else {}
         old[cell] = r
@@ -231,6 +246,7 @@ def main(argv=None):
         print(json.dumps({k: (v["rate"] if isinstance(v, dict) else v) for k, v in r.items()}, default=float),
               flush=True)
 
+    work = work[::-1] if args.reverse else work
     if args.jobs > 1:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -240,6 +256,10 @@ def main(argv=None):
     else:
         for w in work:
             save(run_chunk(*w))
+    if raw is not None:   # every cell's summary over every chunk in the folder (also those of other runs)
+        for cell in cells:
+            if list(raw.glob(f"{cell}_*.json")):
+                save((cell, [], 0.0, None))
 
 
 if __name__ == "__main__":

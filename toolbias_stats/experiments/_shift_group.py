@@ -14,7 +14,6 @@ from ..exceptions import DegenerateDataWarning
 from ..metrics._bias import _tensors
 from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
 from ..metrics._tv import rates_from_counts
-from ..io._counts import QUERY_ORDERING_KEYS
 from ._shift_levels import _level_codes, _py, _same
 from ._shift_results import MIN_UNITS, PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
 from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
