@@ -189,5 +189,6 @@ class TestMoverAtTheBoundary:
 
     def test_away_from_zero_the_quadrature_stays(self, monkeypatch):
         est, ci = self._change(monkeypatch, base=(0.10, 0.06, 0.14), level=(0.20, 0.15, 0.25))
+        assert est == pytest.approx(0.10)
         assert ci.high == pytest.approx(0.10 + np.hypot(0.05, 0.04))
         assert ci.low == pytest.approx(0.10 - np.hypot(0.05, 0.04))
