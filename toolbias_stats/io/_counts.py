@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ._study_design import DeclaredDesign
 
 __all__ = ["SelectionCounts", "QueryArrays", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log",
-           "QUERY_ORDERING_KEYS", "finalize_query_orderings"]
+           "QUERY_ORDERING_KEYS", "QUERY_ORDERINGS_MAX_OK", "finalize_query_orderings"]
 
 #: Levels of aggregation: per query (everything, bootstrap included) or per cluster (point estimates only).
 COUNT_LEVELS = ("query", "cluster")
@@ -36,6 +36,9 @@ CELL_KEYS = ("cluster_id", "ordering", "status", "chosen_tool", "chosen_position
 #: Keys of the ``query_orderings`` table besides the design columns (issue 35: the paired null of
 #: :func:`~toolbias_stats.selection_shift` deals a query's valid choices within the list each was shown in).
 QUERY_ORDERING_KEYS = ("cluster_id", "query_id", "ordering", "api_index", "chosen_rank")
+#: Above this many valid choices the DuckDB engine does not build ``query_orderings`` (a frame of up to one row per
+#: valid choice would undo the compact arrays of a large log); the shift's paired null then deals within query.
+QUERY_ORDERINGS_MAX_OK = 5_000_000
 
 
 def tool_columns(k: int) -> list[str]:
@@ -161,7 +164,7 @@ class SelectionCounts:
         where no list is known): which tool was chosen at which rank, per query *and list shown*. The paired
         null of :func:`~toolbias_stats.selection_shift` deals choices only between attempts that saw the same
         query in the same list (issue 35). Query-level counts of the pandas and DuckDB engines (with
-        ``cells``); None otherwise.
+        ``cells``; DuckDB: up to ``QUERY_ORDERINGS_MAX_OK`` valid choices); None otherwise.
     level : {"query", "cluster"}
     diagnostics : dict
         Reader notes keyed by source file (rows, rows by status, ...).

@@ -25,6 +25,7 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import (
     CELL_KEYS,
+    QUERY_ORDERINGS_MAX_OK,
     ROW_COLUMNS,
     QueryArrays,
     SelectionCounts,
@@ -591,7 +592,8 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
                                   "GROUP BY ALL").fetchall())
             diagnostics[str(f.path)].update(attempts=int(sum(aw.values())),
                                             attempt_status={str(k): int(v) for k, v in aw.items()})
-    qo = _query_orderings(con, catalog, design, weighted) if level == "query" and cells else None
+    qo = _query_orderings(con, catalog, design, weighted) if level == "query" and cells and _ok_rows(table) <= \
+        QUERY_ORDERINGS_MAX_OK else None
     if isinstance(table, QueryArrays):
         # the int64 table is built on first use (SelectionCounts.table's descriptor calls the function)
         return SelectionCounts(cast(Any, table.to_table), cell_table, catalog, tuple(design), level, diagnostics,
@@ -1235,6 +1237,15 @@ def _cells(con, catalog, design, weighted):
     cells = cells.drop(columns=["ordering_in", "rot"])
     cells = cells.groupby(list(design) + list(CELL_KEYS), sort=False, dropna=False)["count"].sum().reset_index()
     return _typed(cells, design)
+
+
+def _ok_rows(table) -> int:
+    """Valid choices in a query-level count table (arrays or frame); 0 when there is none."""
+    if table is None:
+        return 0
+    if isinstance(table, QueryArrays):
+        return int(table.count("n_ok").sum(dtype=np.int64))
+    return int(table["n_ok"].sum()) if "n_ok" in table.columns else 0
 
 
 def _query_orderings(con, catalog, design, weighted):
