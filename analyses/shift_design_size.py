@@ -17,7 +17,8 @@ Cells (``--cells``; the names are those of the JSON and of docs/experiments.md):
 Per study: per-tool p-values and intervals, shift_api / shift_pos p-values and calibrated intervals, and the
 change in delta_api / delta_pos / delta_model (p-values and intervals). Rates are over studies (per-tool rates
 over every tool of every study); the Monte-Carlo error is sqrt(r (1 - r) / n). Results: ``shift_design_size.json``
-beside this script. ``python analyses/shift_design_size.py --n-studies 500`` (cells in parallel with ``--jobs``).
+beside this script (each cell's summary over the chunks finished so far; ``studies`` says how many).
+``python analyses/shift_design_size.py --n-studies 500 --jobs 3`` (chunks of ``--chunk`` studies in parallel).
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ def summarise(cell, runs, seconds):
     return row
 
 
-def run_cell(cell, n_studies, seed, n_resamples, n_permutations):
-    gen = np.random.default_rng([seed, list(CELLS).index(cell)])
+def run_chunk(cell, chunk, n_studies, seed, n_resamples, n_permutations):
+    """``n_studies`` studies of ``cell`` (chunk ``chunk``: its own random stream): ``(cell, outcomes, seconds)``."""
+    gen = np.random.default_rng([seed, list(CELLS).index(cell), chunk])
     start, runs = time.time(), []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -155,9 +157,7 @@ def run_cell(cell, n_studies, seed, n_resamples, n_permutations):
             res = selection_shift(log.counts(), by=[], n_resamples=n_resamples, n_permutations=n_permutations,
                                   rng=gen.integers(2**63))
             runs.append(one(res, true))
-            if len(runs) % 50 == 0:
-                print(f"{cell}: {len(runs)} studies, {time.time() - start:.0f} s", flush=True)
-    return summarise(cell, runs, time.time() - start)
+    return cell, runs, time.time() - start, chunk
 
 
 def pct(r, mc=True):
@@ -204,6 +204,9 @@ def main(argv=None):
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--chunk", type=int, default=50, help="studies per work item (cells advance chunk by chunk)")
+    ap.add_argument("--raw", default="", help="folder for each chunk's outcomes (a later run skips those done)")
+    ap.add_argument("--reverse", action="store_true", help="last chunks first (a second run beside a first one)")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
     ap.add_argument("--table", action="store_true", help="print the docs tables from --out and stop")
     args = ap.parse_args(argv)
@@ -211,25 +214,52 @@ def main(argv=None):
         print(markdown(json.loads(Path(args.out).read_text())))
         return
     cells = args.cells.split(",")
-    work = [(c, args.n_studies, args.seed, args.n_resamples, args.n_permutations) for c in cells]
+    n_chunks = -(-args.n_studies // args.chunk)
+    # chunk by chunk, every cell in turn: a run stopped early keeps a summary of every cell over what it finished
+    work = [(c, k, min(args.chunk, args.n_studies - k * args.chunk), args.seed, args.n_resamples,
+             args.n_permutations) for k in range(n_chunks) for c in cells]
     out = Path(args.out)
+    raw = Path(args.raw) if args.raw else None
+    if raw is not None:
+        raw.mkdir(parents=True, exist_ok=True)
+        # chunks another run (or an earlier, stopped one) finished are read back, not run again
+        work = [w for w in work if not (raw / f"{w[0]}_{w[1]}.json").exists()]
+    done: dict = {c: [] for c in cells}
+    secs: dict = dict.fromkeys(cells, 0.0)
 
-    def save(r):   # each cell as soon as it is done (a long run keeps what it finished)
+    def save(result):   # the cell's summary over every chunk finished so far
+        cell, runs, seconds, _ = result
+        if raw is not None:
+            if runs:
+                (raw / f"{cell}_{result[3]}.json").write_text(json.dumps({"runs": runs, "seconds": seconds},
+                                                                         default=float))
+            loaded = [json.loads(f.read_text()) for f in sorted(raw.glob(f"{cell}_*.json"))]
+            done[cell] = [r for x in loaded for r in x["runs"]]
+            secs[cell] = sum(x["seconds"] for x in loaded)
+        else:
+            done[cell] += runs
+            secs[cell] += seconds
+        r = summarise(cell, done[cell], secs[cell])
         old = json.loads(out.read_text()) if out.exists() else {}
-        old[r["cell"]] = r
+        old[cell] = r
         out.write_text(json.dumps(old, indent=1, default=float) + "\n")
         print(json.dumps({k: (v["rate"] if isinstance(v, dict) else v) for k, v in r.items()}, default=float),
               flush=True)
 
+    work = work[::-1] if args.reverse else work
     if args.jobs > 1:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(args.jobs) as ex:
-            for fut in as_completed([ex.submit(run_cell, *w) for w in work]):
+            for fut in as_completed([ex.submit(run_chunk, *w) for w in work]):
                 save(fut.result())
     else:
         for w in work:
-            save(run_cell(*w))
+            save(run_chunk(*w))
+    if raw is not None:   # every cell's summary over every chunk in the folder (also those of other runs)
+        for cell in cells:
+            if list(raw.glob(f"{cell}_*.json")):
+                save((cell, [], 0.0, None))
 
 
 if __name__ == "__main__":

@@ -111,6 +111,8 @@ class TestSameAsExpanded:
                     pd.testing.assert_frame_equal(cmp, want)
                 if not variant:                                               # lists kept: the model's cells
                     pd.testing.assert_frame_equal(got.cells, ref.cells)
+                    if level == "query":                                      # and the lists per query (issue 35)
+                        pd.testing.assert_frame_equal(got.query_orderings, ref.query_orderings)
                 _assert_same_point_estimates(_bias(got, by=["model", "run"]), _bias(ref, by=["model", "run"]))
                 _assert_same_point_estimates(_bias(got), _bias(ref))
 

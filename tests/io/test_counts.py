@@ -160,6 +160,7 @@ class TestEngines:
             assert a.engine == "duckdb" and not a.has_rows and b.has_rows
             pd.testing.assert_frame_equal(a.counts.table, b.counts.table)
             pd.testing.assert_frame_equal(a.counts.cells, b.counts.cells)
+            pd.testing.assert_frame_equal(a.counts.query_orderings, b.counts.query_orderings)
             ra = tbs.selection_bias(a, by="model", n_resamples=200, n_null=200, rng=3).to_dict()
             rb = tbs.selection_bias(b, by="model", n_resamples=200, n_null=200, rng=3).to_dict()
         _assert_same_results(ra, rb)
@@ -205,6 +206,10 @@ class TestEngines:
         b = count_table(path, catalog=sim.log.catalog, engine="pandas")
         pd.testing.assert_frame_equal(a.table, b.table)
         pd.testing.assert_frame_equal(a.cells, b.cells)
+        # issue 35: valid choices per query and list shown (the paired null of selection_shift) agree too
+        pd.testing.assert_frame_equal(a.query_orderings, b.query_orderings)
+        assert int(b.query_orderings["count"].sum()) == b.status_totals()["ok"]
+        assert b.query_orderings["ordering"].notna().all()
         ra = tbs.selection_bias(a, by=[], n_resamples=100, n_null=100, rng=2).to_dict()
         rb = tbs.selection_bias(b, by=[], n_resamples=100, n_null=100, rng=2).to_dict()
         _assert_same_results(ra, rb)

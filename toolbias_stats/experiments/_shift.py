@@ -120,16 +120,21 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     *Null.* Under "no change" a query's valid choices are exchangeable between the two levels and between the
     replicates (runs) of each, within one combination of the other factors (``run`` and an ``attempt`` column are
     replicates, see :class:`~toolbias_stats.io.DeclaredDesign`; e.g. ``temperature`` is a factor when comparing
-    conditions). With paired data each permutation deals every query's valid choices at random to the run slots
-    of that query, keeping the number of valid choices of every (query, run slot): missing choices stay where they
-    were, so a change in the ``no_call`` rate is not read as a change in selection, and unequal runs keep their
-    sizes (``null_method = "permute valid choices within query"``; exact when a query's runs are replicates; the
-    tool and the position statistics are permuted separately, from the per-query counts). The run axis is kept, so
+    conditions). With paired data each permutation deals the valid choices of every (query, list shown) at random
+    to the run slots that showed that query in that list, keeping the number of valid choices of every (query, list,
+    run slot): missing choices stay where they were, so a change in the ``no_call`` rate is not read as a change in
+    selection, and unequal runs keep their sizes (``null_method = "permute valid choices within query and list"``,
+    from ``SelectionCounts.query_orderings``; exact when a query's runs are replicates; the tool and the position
+    statistics are permuted separately). Counts that keep no list per query (``query_orderings`` None: the Dask
+    engine, hand-made counts) fall back to dealing within query (``"permute valid choices within query"``): a
+    chooser that prefers a tool then looks more position-variable under the null than it is, and the
+    ``shift_pos`` test is conservative (size 0.8% at nominal 5% with balanced runs, issue 35). The run axis is kept, so
     every statistic (per-tool difference, shift, change in bias) is recomputed exactly as observed. Independent
     levels re-allocate whole queries at random (``"re-allocate queries (runs pooled)"``; with different numbers of
     runs a query carries the mean of its runs' counts, ``"... (runs averaged)"``), and the observed statistic is
     computed in the same representation. ``null_expected`` is the permutation mean, ``p_value = (1 + #{T* >= T})
-    / (1 + N)``; two-sided for per-tool differences (``|T*| >= |T|``) and for changes in bias, measured from the
+    / (1 + N)``; two-sided for per-tool differences (``|T*| >= |T|``, ties counted half: a mid-p, since a share
+    difference takes few values when a level has few valid choices) and for changes in bias, measured from the
     permutation law's centre (the two levels' plug-in biases differ when their valid counts do). Before issue 35
     whole query blocks were swapped, which balanced the two levels' valid counts in every permutation (size up to
     84% at nominal 5% when only the ``no_call`` rate differed; ``analyses/shift_design_size.py``). Holm and
@@ -139,9 +144,16 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     *Few units.* Where a level has valid choices on fewer than ``MIN_UNITS`` (10) queries of a compared cluster,
     no bootstrap interval is given (NaN; ``note`` on each estimate says why): the p-values stay exact.
 
+    *Intervals and tests agree at 0.* A per-tool interval excludes 0 only where the per-tool test rejects at
+    ``1 - confidence_level``, and a shift's ``corrected_ci`` has a lower bound above 0 only where the shift test
+    rejects at ``(1 - confidence_level) / 2`` (otherwise the bound is moved to 0): the bootstrap law of a level
+    with few valid choices is too narrow, the permutation law is exact.
+
     *Corrected change.* ``ChangeEstimate.corrected`` is the difference of the two levels' calibrated deltas
     (:func:`~toolbias_stats.calibrated_mean_tv`, runs pooled) and ``corrected_ci`` its MOVER interval (Zou &
-    Donner 2008); unlike the percentile ``ci`` it follows the plug-in kink of a level near uniformity.
+    Donner 2008); unlike the percentile ``ci`` it follows the plug-in kink of a level near uniformity. Where the
+    level whose lower bound enters a limit has an interval reaching 0, that limit adds the two distances instead
+    of their quadrature (the upper limit is then the level's own upper bound: delta of the base is >= 0).
 
     References
     ----------
@@ -164,9 +176,9 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
     >>> res = tbs.selection_shift(log, between="condition", base="base", n_resamples=200, rng=1)
     >>> res.to_frame()[["condition", "metric", "estimate", "ci_low", "ci_high", "p_value"]].round(3)
         condition       metric  estimate  ci_low  ci_high  p_value
-    0  first_wins    shift_api     0.112   0.092    0.234    0.468
+    0  first_wins    shift_api     0.112   0.092    0.234    0.441
     1  first_wins    shift_pos     0.283   0.225    0.362    0.000
-    2  first_wins    delta_api    -0.046  -0.092    0.021    0.053
+    2  first_wins    delta_api    -0.046  -0.092    0.021    0.055
     3  first_wins    delta_pos     0.212   0.096    0.242    0.000
     4  first_wins  delta_model     0.083   0.023    0.113    0.000
 
@@ -208,7 +220,8 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
             skipped.append(f"group {keys} {why} ({between!r} levels: {[_py(v) for v in levels]})")
             continue
         ctx = _GroupData(sub, counts.catalog, between, base_here, levels, others, keys, pairing, n_resamples, gen,
-                         caught, numeric, replicates=design_of.replicates)
+                         caught, numeric, replicates=design_of.replicates,
+                         orderings=_orderings_of(counts, by_cols, keys))
         found, trend = _compare_levels(ctx, n_permutations, confidence_level,
                                        numeric and len(levels) >= 2 and n_resamples)
         groups += found
@@ -221,6 +234,20 @@ def selection_shift(log: SelectionLog | SelectionCounts | Study | str | os.PathL
                        n_resamples=n_resamples, n_permutations=n_permutations, confidence_level=confidence_level,
                        pairing=pairing, seed=seed, skipped=skipped, warnings=caught,
                        design=design_of.describe(n_units=counts.n_units))
+
+
+def _orderings_of(counts, by_cols, keys):
+    """The group's rows of ``counts.query_orderings`` (None when the counts do not keep the lists)."""
+    qo = getattr(counts, "query_orderings", None)
+    if qo is None:
+        return None
+    keep = np.ones(len(qo), dtype=bool)
+    for b in by_cols:
+        want = keys[b]
+        col = qo[b].astype(object)
+        keep &= col.isna().to_numpy() if want is None or want != want else \
+            (col.astype(str) == str(want)).to_numpy()
+    return qo[keep]
 
 
 def _checked(counts, between, by, n_resamples, n_permutations, confidence_level, pairing):

@@ -18,8 +18,90 @@ from ._shift_levels import _level_codes, _py, _same
 from ._shift_results import MIN_UNITS, PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
 from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
 
-#: ``null_method`` of paired comparisons (issue 35).
+#: ``null_method`` of paired comparisons (issue 35): within (query, list shown) where the counts keep the lists
+#: (``SelectionCounts.query_orderings``), else within query.
+PAIRED_NULL_ORDERING = "permute valid choices within query and list"
 PAIRED_NULL = "permute valid choices within query"
+
+
+def _text_keys(frame, cols):
+    """One text key per row from ``cols`` (numbers and ids spelled as the count tables spell them)."""
+    from ..io._counts import _as_text
+
+    if not cols:
+        return np.zeros(len(frame), dtype=object)
+    parts = [np.array(["\x00" if pd.isna(v) else _as_text(v) for v in frame[c].astype(object)], dtype=object)
+             for c in cols]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + "\x1f" + p
+    return out
+
+
+def _mid_p(null, obs):
+    """Permutation p-values with ties counted half (mid-p, Lancaster 1961), column by column.
+
+    ``(#{T* > T} + (1 + #{T* = T}) / 2) / (1 + N)``: the mean of the randomised permutation p-value, which is
+    exactly uniform under the null. A per-tool difference takes few values when a level has few valid choices,
+    and counting every tie in full made the test conservative (size 1.4-3.0% at nominal 5% in the small-level and
+    85%-missing designs of issue 35; ``analyses/shift_design_size.py``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _mid_p(np.array([[0.0], [0.1], [0.1], [0.2]]), np.array([0.1])).round(3).tolist()   # (1 + 3/2) / 5
+    [0.5]
+    """
+    tol = 1e-12
+    greater = np.sum(null > obs[None, :] + tol, axis=0)
+    ties = np.sum(np.abs(null - obs[None, :]) <= tol, axis=0)
+    return (greater + 0.5 * (1 + ties)) / (1 + null.shape[0])
+
+
+def _ordering_units(orderings, slot_design, ctx):
+    """Per cluster, the valid choices as ``(U, S, K)`` tensors of tools and positions whose units are (query, list
+    shown): under "no change" only attempts that saw the same query in the same list are exchangeable (a chooser
+    that prefers a tool puts its choices at the positions the lists give that tool; dealing a query's positions
+    across lists loses that and the null law of ``shift_pos`` comes out too wide: size 0.8% at nominal 5% with
+    balanced runs, issue 35). ``{}`` where the counts do not keep the lists; a cluster whose per-list counts do
+    not add up to its per-query counts is left out (the query-level null is used for it)."""
+    if orderings is None or not len(orderings):
+        return {}
+    design = [c for c in slot_design.columns if c != "_slot"]
+    slot_of = dict(zip(_text_keys(slot_design, design), slot_design["_slot"].to_numpy()))
+    rows = orderings
+    s_idx = np.array([slot_of.get(k, -1) for k in _text_keys(rows, design)], dtype=np.int64)
+    rows = rows[s_idx >= 0]
+    s_idx = s_idx[s_idx >= 0]
+    out = {}
+    cl_text = rows["cluster_id"].astype(object).to_numpy()
+    for c in ctx.clusters:
+        here = cl_text == str(c)
+        if not here.any():
+            continue
+        part = rows[here]
+        unit, _ = pd.factorize(pd.Series(_text_keys(part, ["query_id", "ordering"])))
+        n_u, n_s = int(unit.max()) + 1, ctx.n_runs
+        k_api = ctx.api[c].shape[-1]
+        t = part["api_index"].to_numpy(np.int64) - 1
+        r = part["chosen_rank"].to_numpy(np.int64) - 1
+        n = part["count"].to_numpy(np.int64)
+        s = s_idx[here]
+        ua = np.zeros((n_u, n_s, k_api))
+        ok = (t >= 0) & (t < k_api)
+        np.add.at(ua, (unit[ok], s[ok], t[ok]), n[ok])
+        if not np.array_equal(ua.sum(0), ctx.api[c].sum(0)):
+            continue
+        up = None
+        if ctx.pos[c] is not None:
+            k_pos = ctx.pos[c].shape[-1]
+            up = np.zeros((n_u, n_s, k_pos))
+            okp = (r >= 0) & (r < k_pos)
+            np.add.at(up, (unit[okp], s[okp], r[okp]), n[okp])
+            if not np.array_equal(up.sum(0), ctx.pos[c].sum(0)):
+                continue
+        out[c] = (ua, up)
+    return out
 
 
 def deal_within_units(x, strata, n_perm, gen):
@@ -39,9 +121,10 @@ def deal_within_units(x, strata, n_perm, gen):
     ndarray, shape (n_perm, S, K)
         Each permutation deals a unit's valid choices (of the slots of one stratum) at random to those slots,
         keeping the number of valid choices of every (unit, slot): missing choices stay where they were, so that
-        a change in missingness is not read as a change in selection. Drawn slot by slot and category by
-        category from the multivariate hypergeometric law (numpy's ``hypergeometric``, vectorised over units and
-        permutations).
+        a change in missingness is not read as a change in selection. Each permutation shuffles every unit's
+        choices among the unit's places (one sort of random keys per permutation, blocks of permutations at a
+        time): the law of the multivariate hypergeometric deal, at a cost that grows with the valid choices, not
+        with units x categories (the units of the paired null are (query, list shown), issue 35).
 
     Examples
     --------
@@ -56,28 +139,25 @@ def deal_within_units(x, strata, n_perm, gen):
     x = np.rint(np.asarray(x, dtype=float)).astype(np.int64)
     _, s, k = x.shape
     out = np.zeros((n_perm, s, k))
-    for g in np.unique(strata):
-        idx = np.flatnonzero(strata == g)
-        sub = x[:, idx]
-        size = sub.sum(-1)                                         # (Q, s)
-        movable = (size > 0).sum(1) > 1                            # a unit with choices in one slot only stays
-        out[:, idx] += sub[~movable].sum(0)[None]
-        if len(idx) < 2 or not movable.any():
-            continue
-        sub, size = sub[movable], size[movable]
-        pool = np.repeat(sub.sum(1)[None], n_perm, axis=0)         # (N, Qm, K) still to deal
-        for j in range(len(idx) - 1):
-            need = np.repeat(size[None, :, j], n_perm, axis=0)
-            rest = pool.sum(-1)
-            for t in range(k - 1):
-                rest -= pool[..., t]                               # the categories after t still in the pool
-                draw = gen.hypergeometric(pool[..., t], rest, need) if need.any() else np.zeros_like(need)
-                pool[..., t] -= draw
-                need = need - draw
-                out[:, idx[j], t] += draw.sum(1)
-            pool[..., k - 1] -= need
-            out[:, idx[j], k - 1] += need.sum(1)
-        out[:, idx[-1]] += pool.sum(1)
+    strata = np.asarray(strata, dtype=np.int64)
+    uq, us, uk = np.nonzero(x > 0)
+    reps = x[uq, us, uk]
+    if not reps.size or not n_perm:
+        return out
+    # one entry per valid choice; the exchangeable sets are (unit, stratum of the slot), in blocks
+    group = np.repeat(uq * (int(strata.max()) + 1) + strata[us], reps)
+    slot, cat = np.repeat(us, reps), np.repeat(uk, reps)
+    order = np.argsort(group, kind="stable")
+    group, slot, cat = group[order].astype(float), slot[order], cat[order]
+    m = cat.size
+    chunk = max(1, 2_000_000 // m)
+    for lo in range(0, n_perm, chunk):
+        n = min(chunk, n_perm - lo)
+        # a uniform in [0, 1) added to the block number shuffles every block in place: the slots stay where they
+        # are (their numbers of valid choices are kept) and the categories are dealt at random among them
+        perm = np.argsort(group[None, :] + gen.random((n, m)), axis=1)
+        idx = (np.arange(n)[:, None] * s + slot[None, :]) * k + cat[perm]
+        out[lo:lo + n] = np.bincount(idx.ravel(), minlength=n * s * k).reshape(n, s, k)
     return out
 
 
@@ -90,6 +170,14 @@ def _mover_change(parts, conf):
     parts (delta_model = (delta_API + delta_pos) / 2) adds the squares. Each calibrated interval follows the plug-in
     kink of its own level, which the percentile interval of the difference does not (a base without effect: covered
     in 35% of studies, issue 35). The two levels' estimates are treated as independent: conservative when paired.
+
+    *At the boundary.* Where the level whose bound enters a limit has an interval reaching 0 (the base for the upper
+    limit, the level for the lower), its distance enters linearly, not in quadrature (:func:`_radius`): the upper
+    limit is then ``u_L - l_B = u_L``, which holds with the level's own one-sided coverage since ``delta_B >= 0``. The
+    quadrature assumes estimates roughly symmetric about their truths, which an estimate held at 0 or above is not
+    (the calibrated delta of a base without effect averages 0.014, not 0): from a base without a position effect to
+    a level with one (0 -> 0.045) the quadrature's upper limit fell below the truth in 8.8% of 250 studies, this
+    limit in 2.6% of 500 (coverage 97.4%; ``analyses/shift_design_size.py``, cell ``pos0to45``).
     """
     from ..metrics._calibrated import calibrated_mean_tv
 
@@ -104,19 +192,55 @@ def _mover_change(parts, conf):
             cal[side] = calibrated_mean_tv(counts, boots, confidence_level=conf)
         b, lv = cal["b"], cal["l"]
         est += lv.estimate - b.estimate
-        low += (lv.estimate - lv.ci_low) ** 2 + (b.ci_high - b.estimate) ** 2
-        high += (lv.ci_high - lv.estimate) ** 2 + (b.estimate - b.ci_low) ** 2
+        low += _radius(lv.estimate - lv.ci_low, b.ci_high - b.estimate, lv.ci_low <= 0) ** 2
+        high += _radius(lv.ci_high - lv.estimate, b.estimate - b.ci_low, b.ci_low <= 0) ** 2
     n = len(parts)
     est /= n
     lo, hi = max(est - np.sqrt(low) / n, -1.0), min(est + np.sqrt(high) / n, 1.0)
     return {"corrected": float(est), "corrected_ci": ConfidenceInterval(float(lo), float(hi))}
 
 
+def _agree_with_test(lo, hi, p, alpha):
+    """Per-tool intervals that exclude 0 only where the permutation test rejects at ``alpha``: otherwise the bound
+    nearer 0 is moved to 0.
+
+    The percentile interval of a share difference is too short on the side of a level with few valid choices (a
+    rare tool's count is small and its bootstrap law skewed: intervals below a true 0 in 6.6-7.4% of studies with
+    85% missing or 24 attempts, issue 35); the exact test decides whether 0 is excluded.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lo, hi = _agree_with_test(np.array([-0.2, 0.01, 0.02]), np.array([-0.01, 0.1, 0.2]),
+    ...                           np.array([0.3, 0.2, 0.01]), 0.05)
+    >>> lo.tolist(), hi.tolist()
+    ([-0.2, 0.0, 0.02], [0.0, 0.1, 0.2])
+    """
+    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
+    keep = ~(np.asarray(p, dtype=float) > alpha)           # NaN p (no test): intervals as they are
+    lo = np.where((lo > 0) & ~keep, 0.0, lo)
+    hi = np.where((hi < 0) & ~keep, 0.0, hi)
+    return lo, hi
+
+
+def _radius(own, other, at_boundary):
+    """One part's distance from the change to a MOVER limit: ``sqrt(own^2 + other^2)``, or ``own + other`` when
+    ``at_boundary`` (the level whose lower bound enters the limit has an interval reaching 0; see
+    :func:`_mover_change`).
+
+    Examples
+    --------
+    >>> float(_radius(0.03, 0.04, False)), float(_radius(0.03, 0.04, True))
+    (0.05, 0.07)
+    """
+    return own + other if at_boundary else float(np.hypot(own, other))
+
+
 class _GroupData:
     """Per-cluster count tensors of every level of one ``by`` group, and their bootstrap replicates."""
 
     def __init__(self, sub, catalog, between, base, levels, others, keys, pairing, n_resamples, gen, caught,
-                 numeric, replicates=("run",)):
+                 numeric, replicates=("run",), orderings=None):
         self.keys, self.between, self.base, self.gen, self.caught = keys, between, base, gen, caught
         self.n_resamples = n_resamples
         self.note = ""
@@ -128,7 +252,10 @@ class _GroupData:
         # that every level's runs are contiguous on the run axis
         sub["_level"] = _level_codes(sub[between], levels)
         run_cols = ["_level"] + others
-        sub["run"] = sub.groupby(run_cols, sort=True, dropna=False, observed=True).ngroup().to_numpy()
+        slot = sub.groupby(run_cols, sort=True, dropna=False, observed=True).ngroup().to_numpy()
+        # the design values of every slot (before "run" is overwritten by the slot index)
+        slot_design = sub[[between] + others].assign(_slot=slot).drop_duplicates([between] + others)
+        sub["run"] = slot
         level_of_run = sub.groupby("run", sort=True)["_level"].first().to_numpy()
         # the other factors' combination of each run slot (replicates left out): under "no change" a unit's valid
         # choices are exchangeable between the slots of one combination, never across combinations (issue 35)
@@ -163,6 +290,8 @@ class _GroupData:
                             for i in range(len(levels))}
         self.pairing = self._pairing(pairing)
         self.boot_api, self.boot_pos = self._bootstrap()
+        # the units of the paired null: (query, list shown) where the counts keep the lists, else queries
+        self.units = _ordering_units(orderings, slot_design, self) if self.pairing == "paired" else {}
 
     # -- design -----------------------------------------------------------------------------
     def _idx(self, level):
@@ -306,9 +435,10 @@ class _GroupData:
                 # the observed difference in the representation the permutations use (runs pooled or not), so
                 # that it and its permutation distribution are the same statistic; with equal runs this is pl - pb
                 obs = _mean_rates(perms[c][4][..., :len(tools)]) - _mean_rates(perms[c][3][..., :len(tools)])
-                pv = (1 + np.sum(np.abs(pd_) >= np.abs(obs)[None, :] - 1e-12, axis=0)) / (1 + len(pd_))
+                pv = _mid_p(np.abs(pd_), np.abs(obs))
             else:
                 pv = np.full(len(tools), np.nan)
+            lo, hi = _agree_with_test(lo, hi, pv, 1 - conf)
             for t, tool in enumerate(tools):
                 trow.append({"cluster": str(c), "tool_id": tool, "api_index": t + 1, "share_base": float(pb[t]),
                              "share": float(pl[t]), "difference": float(pl[t] - pb[t]), "ci_low": float(lo[t]),
@@ -371,13 +501,15 @@ class _GroupData:
         if self.pairing == "paired":
             slots = np.concatenate([rb, rl])
             strata = self.slot_stratum[slots]
-            parts = [deal_within_units(api[:, slots], strata, n_perm, gen)]
+            u_api, u_pos = self.units.get(c, (api, pos))
+            parts = [deal_within_units(u_api[:, slots], strata, n_perm, gen)]
             if pos is not None:
-                parts.append(deal_within_units(pos[:, slots], strata, n_perm, gen))
+                parts.append(deal_within_units(u_pos[:, slots], strata, n_perm, gen))
             perm = np.concatenate(parts, axis=-1)
             obs = joined[:, slots].sum(0)
             nb = len(rb)
-            return perm[:, :nb], perm[:, nb:], PAIRED_NULL, obs[:nb], obs[nb:], off
+            method = PAIRED_NULL_ORDERING if c in self.units else PAIRED_NULL
+            return perm[:, :nb], perm[:, nb:], method, obs[:nb], obs[nb:], off
         # independent: re-allocate whole queries (runs pooled) between the levels
         mb, ml = self.qmask[c][:, b], self.qmask[c][:, i]
         yb = joined[mb][:, rb].sum(1)
@@ -412,6 +544,12 @@ class _GroupData:
             obs = float(np.mean(st["pstat_obs"]))
             kw.update(null_expected=float(np.mean(perm)), null_method=null_method,
                       p_value=float((1 + np.sum(perm >= obs - 1e-12)) / (1 + len(perm))))
+            ci = kw.get("corrected_ci")
+            if ci is not None and ci.low > 0 and kw["p_value"] > (1 - conf) / 2:
+                # a lower bound above 0 says "a shift at the one-sided level (1 - conf) / 2"; the exact permutation
+                # test decides that, not the bootstrap law of the noise (which is too narrow when a level has few
+                # valid choices: lower bounds above a true 0 in 5.6% of studies with 85% missing, issue 35)
+                kw["corrected_ci"] = ConfidenceInterval(0.0, ci.high)
         return ShiftEstimate(metric=name, mean_over_clusters=stat, sd_over_clusters=_nansd(shift),
                              pooled=float(np.mean(st["pooled"])), n_clusters=len(shift), confidence_level=conf, **kw)
 

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ._selection_log import SelectionLog
     from ._study_design import DeclaredDesign
 
-__all__ = ["SelectionCounts", "QueryArrays", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log"]
+__all__ = ["SelectionCounts", "QueryArrays", "COUNT_LEVELS", "STATUS_COLUMNS", "ROW_COLUMNS", "counts_from_log",
+           "QUERY_ORDERING_KEYS", "QUERY_ORDERINGS_MAX_OK", "finalize_query_orderings"]
 
 #: Levels of aggregation: per query (everything, bootstrap included) or per cluster (point estimates only).
 COUNT_LEVELS = ("query", "cluster")
@@ -32,6 +33,12 @@ STATUS_COLUMNS = tuple(f"n_{s}" for s in STATUSES)
 ROW_COLUMNS = tuple(f"rows_{s}" for s in STATUSES)
 #: Columns of the ``cells`` table besides the design columns and ``count``.
 CELL_KEYS = ("cluster_id", "ordering", "status", "chosen_tool", "chosen_position")
+#: Keys of the ``query_orderings`` table besides the design columns (issue 35: the paired null of
+#: :func:`~toolbias_stats.selection_shift` deals a query's valid choices within the list each was shown in).
+QUERY_ORDERING_KEYS = ("cluster_id", "query_id", "ordering", "api_index", "chosen_rank")
+#: Above this many valid choices the DuckDB engine does not build ``query_orderings`` (a frame of up to one row per
+#: valid choice would undo the compact arrays of a large log); the shift's paired null then deals within query.
+QUERY_ORDERINGS_MAX_OK = 5_000_000
 
 
 def tool_columns(k: int) -> list[str]:
@@ -151,6 +158,13 @@ class SelectionCounts:
     catalog : ToolCatalog
     design_columns : tuple of str
         ``model``, ``run``, ``condition`` and the extra manifest columns, in order.
+    query_orderings : pandas.DataFrame or None
+        Valid choices per (design columns, ``cluster_id``, ``query_id``, ``ordering``, ``api_index``,
+        ``chosen_rank``) with ``count`` (``chosen_rank`` 0 where the position is unknown, ``ordering`` missing
+        where no list is known): which tool was chosen at which rank, per query *and list shown*. The paired
+        null of :func:`~toolbias_stats.selection_shift` deals choices only between attempts that saw the same
+        query in the same list (issue 35). Query-level counts of the pandas and DuckDB engines (with
+        ``cells``; DuckDB: up to ``QUERY_ORDERINGS_MAX_OK`` valid choices); None otherwise.
     level : {"query", "cluster"}
     diagnostics : dict
         Reader notes keyed by source file (rows, rows by status, ...).
@@ -195,6 +209,8 @@ class SelectionCounts:
     query_arrays: QueryArrays | None = field(default=None, repr=False)
     #: a declared design (a mapping of :data:`~toolbias_stats.io._selection_log.DESIGN_KEYS`), if any
     declared_design: Mapping[str, Any] | None = field(default=None, repr=False)
+    #: valid choices per query and list shown (see the class notes); None where an engine did not count them
+    query_orderings: pd.DataFrame | None = field(default=None, repr=False)
 
     # -- views ------------------------------------------------------------------------------
     @property
@@ -295,7 +311,7 @@ class SelectionCounts:
         tab = self.table.groupby(keys, sort=False, dropna=False)[value_cols].sum().reset_index()
         tab.insert(len(self.design_columns) + 1, "query_id", pd.array([pd.NA] * len(tab), dtype="string"))
         return SelectionCounts(tab, self.cells, self.catalog, self.design_columns, "cluster", self.diagnostics,
-                               self.engine, declared_design=self.declared_design)
+                               self.engine, declared_design=self.declared_design)   # no query_orderings: no queries
 
     def to_frame(self) -> pd.DataFrame:
         """The per-query (or per-cluster) count table (a copy)."""
@@ -373,8 +389,48 @@ def counts_from_log(log: SelectionLog, *, level: str = "query") -> SelectionCoun
         for s in STATUSES:
             out[f"rows_{s}"] = np.bincount(codes[status == s], minlength=n_groups).astype(np.int64)
     out = finalize_table(out, design, k_max)
+    qo = None
+    if level == "query":
+        sel = d.loc[ok, list(design) + ["cluster_id", "query_id", "ordering"]].copy()
+        sel["api_index"] = tool_idx[ok]
+        sel["chosen_rank"] = np.where(known[ok], np.nan_to_num(pos[ok]), 0).astype(np.int64)
+        sel["count"] = 1 if w is None else w[ok]
+        qo = finalize_query_orderings(sel, design)
     return SelectionCounts(out, cells, catalog, design, level, dict(log.diagnostics), "pandas",
-                           declared_design=log.declared_design)
+                           declared_design=log.declared_design, query_orderings=qo)
+
+
+def finalize_query_orderings(frame: pd.DataFrame, design) -> pd.DataFrame:
+    """The ``query_orderings`` table every engine returns: valid choices (one row each, or with ``count``) summed
+    per key, text keys as strings (ids as the count table spells them), ``chosen_rank`` 0 where unknown, rows
+    sorted by key (text by code point, missing last), counts int64.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"model": ["m", "m", "m"], "cluster_id": [1, 1, 1], "query_id": [7.0, 7.0, 7.0],
+    ...                   "ordering": ["a|b", "a|b", "b|a"], "api_index": [1, 1, 1], "chosen_rank": [1, 1, 2],
+    ...                   "count": [1, 1, 1]})
+    >>> finalize_query_orderings(f, ["model"]).to_dict("records")
+    [{'model': 'm', 'cluster_id': '1', 'query_id': '7', 'ordering': 'a|b', 'api_index': 1, 'chosen_rank': 1, \
+'count': 2}, {'model': 'm', 'cluster_id': '1', 'query_id': '7', 'ordering': 'b|a', 'api_index': 1, \
+'chosen_rank': 2, 'count': 1}]
+    """
+    keys = list(design) + list(QUERY_ORDERING_KEYS)
+    out = frame[keys + ["count"]].copy()
+    for c in keys:
+        col = out[c]
+        if c in ("api_index", "chosen_rank"):
+            out[c] = col.to_numpy(dtype=float, na_value=np.nan)
+            out[c] = np.nan_to_num(out[c].to_numpy(), nan=0.0).astype(np.int64)
+        elif (c in ("cluster_id", "query_id", "ordering") or isinstance(col.dtype, pd.CategoricalDtype)
+              or pd.api.types.is_string_dtype(col) or pd.api.types.is_object_dtype(col)):
+            vals = col.astype(object)
+            out[c] = pd.array([None if pd.isna(v) else _as_text(v) for v in vals], dtype="string")
+    out["count"] = out["count"].to_numpy(dtype=np.int64)
+    out = out.groupby(keys, sort=False, dropna=False, observed=True)["count"].sum().reset_index()
+    out = out[out["count"] > 0]
+    return out.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)
 
 
 def finalize_table(table: pd.DataFrame, design, k_max: int) -> pd.DataFrame:

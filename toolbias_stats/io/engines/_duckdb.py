@@ -25,9 +25,11 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import (
     CELL_KEYS,
+    QUERY_ORDERINGS_MAX_OK,
     ROW_COLUMNS,
     QueryArrays,
     SelectionCounts,
+    finalize_query_orderings,
     finalize_table,
     position_columns,
     tool_columns,
@@ -591,11 +593,14 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
                                   "GROUP BY ALL").fetchall())
             diagnostics[str(f.path)].update(attempts=int(sum(aw.values())),
                                             attempt_status={str(k): int(v) for k, v in aw.items()})
+    qo = _query_orderings(con, catalog, design, weighted) if level == "query" and cells and _ok_rows(table) <= \
+        QUERY_ORDERINGS_MAX_OK else None
     if isinstance(table, QueryArrays):
         # the int64 table is built on first use (SelectionCounts.table's descriptor calls the function)
         return SelectionCounts(cast(Any, table.to_table), cell_table, catalog, tuple(design), level, diagnostics,
-                               "duckdb", query_arrays=table)
-    return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb")
+                               "duckdb", query_arrays=table, query_orderings=qo)
+    return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb",
+                           query_orderings=qo)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1255,6 +1260,27 @@ def _rotation_strings(catalog, cells) -> np.ndarray:
                          for c, r, k in zip(cells["cluster_id"], rot, known)], dtype=object)
     at = np.where(known, start[np.maximum(code, 0)] + np.nan_to_num(rot).astype(np.int64) - 1, 0)
     return strings[at]
+
+
+def _ok_rows(table) -> int:
+    """Valid choices in a query-level count table (arrays or frame); 0 when there is none."""
+    if table is None:
+        return 0
+    if isinstance(table, QueryArrays):
+        return int(table.count("n_ok").sum(dtype=np.int64))
+    return int(table["n_ok"].sum()) if "n_ok" in table.columns else 0
+
+
+def _query_orderings(con, catalog, design, weighted):
+    """Valid choices per query and list shown (``SelectionCounts.query_orderings``; the same frame as the pandas
+    engine's): one GROUP BY over the valid rows, the list of each rotation by one lookup."""
+    keys = [_q(c) for c in design] + ["cluster_id", "query_id", "ordering_in", "rot", "api_index", "chosen_rank"]
+    counted = "CAST(sum(__w) AS BIGINT)" if weighted else "count(*)"
+    f = con.execute(f"SELECT {', '.join(keys)}, {counted} AS count FROM study WHERE status = 'ok' "
+                    "GROUP BY ALL").df()
+    f["ordering"] = f["ordering_in"].astype(object).where(f["ordering_in"].notna(),
+                                                          pd.Series(_rotation_strings(catalog, f), dtype=object))
+    return finalize_query_orderings(_typed(f.drop(columns=["ordering_in", "rot"]), design), design)
 
 
 def _enum_keys_table(con, design, columns):
