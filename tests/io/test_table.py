@@ -344,10 +344,16 @@ class TestReadCatalogTable:
         pd.testing.assert_frame_equal(back.table, catalog.table)
 
     def test_tool_id_and_api_index_derived(self, tmp_path):
-        path = _write_csv(tmp_path / "c.csv", "cluster_id,tool_name,api_name,num_parameters,tool_id\n"
-                          "1,Text Language by API-Ninjas,/v1/textlanguage,1,\n1,Other,Detect,2,my_id\n")
+        """Without a tool_id column every id is derived (ToolBench's spelling); with the column, an empty cell is
+        an error naming the row (issue 37: an id filled from api_name would take the log's picks silently)."""
+        path = _write_csv(tmp_path / "c.csv", "cluster_id,tool_name,api_name,num_parameters\n"
+                          "1,Text Language by API-Ninjas,/v1/textlanguage,1\n1,Other,Detect,2\n")
         cat = read_catalog_table(path)
-        assert cat.tools("1") == ["v1_textlanguage_for_text_language_by_api_ninjas", "my_id"]
+        assert cat.tools("1") == ["v1_textlanguage_for_text_language_by_api_ninjas", "detect_for_other"]
+        path = _write_csv(tmp_path / "d.csv", "cluster_id,tool_name,api_name,num_parameters,tool_id\n"
+                          "1,Text Language by API-Ninjas,/v1/textlanguage,1,\n1,Other,Detect,2,my_id\n")
+        with pytest.raises(SelectionLogError, match=r"d\.csv:1:tool_id: missing value"):
+            read_catalog_table(path)
 
     def test_numeric_cluster_ids(self, tmp_path):
         path = _write_jsonl(tmp_path / "c.jsonl", [{"cluster_id": 1.0, "tool_name": "A", "api_name": "x",
@@ -364,12 +370,14 @@ class TestReadCatalogTable:
     def test_optional_columns_default(self, tmp_path):
         """Issue 14: `num_parameters` (and names, order) may be missing; they default and are recorded."""
         path = _write_jsonl(tmp_path / "c.jsonl", [{"cluster_id": "1", "tool_name": "A", "api_name": "x"},
-                                                   {"cluster_id": "1", "tool_id": "b"}])
+                                                   {"cluster_id": "1", "tool_name": "B", "api_name": "y"}])
         cat = read_catalog_table(path)
-        assert cat.tools("1") == ["x_for_a", "b"]
+        assert cat.tools("1") == ["x_for_a", "y_for_b"]
         assert cat.defaulted == ("api_index", "num_parameters")
         assert cat.table["num_parameters"].isna().all()
-        assert cat.table.set_index("tool_id").loc["b", "tool_name"] == "b"
+        path = _write_jsonl(tmp_path / "d.jsonl", [{"cluster_id": "1", "tool_id": "a"}, {"cluster_id": "1",
+                                                                                        "tool_id": "b"}])
+        assert read_catalog_table(path).table.set_index("tool_id").loc["b", "tool_name"] == "b"
 
     def test_json_not_records(self, tmp_path):
         path = tmp_path / "c.json"
