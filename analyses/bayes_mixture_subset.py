@@ -30,11 +30,11 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 def fit_subset(llms, eps_max, draws, chains, seed, free=False, model="query-mixture", boost_per_llm=False):
     import numpy as np
+    from bayes_experimental import _variants as _common  # the experimental variants and switches (issue 38)
+    from bayes_experimental import fit_experimental as fit_bayes
 
     import toolbias_stats as tbs
     from toolbias_stats.io import SelectionLog
-    from toolbias_stats.models import fit_bayes
-    from toolbias_stats.models.bayes import _common
 
     _common._MIXTURE_FREE = free      # experimental: free class weights per (LLM, cluster)
     if boost_per_llm:                 # fifth attempt, first structure: the boost lambda[m] per LLM

@@ -27,7 +27,7 @@ def _loadavg():
 
 
 def _fit(log, model, draws, tune, chains, seed):
-    from toolbias_stats.models import fit_bayes
+    from bayes_experimental import fit_experimental as fit_bayes  # the experimental variants (issue 38)
 
     t0, c0 = time.perf_counter(), time.process_time()
     load0 = _loadavg()

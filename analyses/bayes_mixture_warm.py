@@ -1,8 +1,8 @@
 """Issue 22, sixth attempt: is the free-weight query mixture's chain split a minor mode, and does a warm start help?
 
 The query mixture with free class weights per (LLM, cluster) (``model="query-mixture"`` with the experimental
-switch ``_common._MIXTURE_FREE = True``) passed both posterior predictive checks on the bundled BiasBusters
-study but its two chains split (docs/bayes.md, "Fourth attempt"). Two stages:
+switch ``_MIXTURE_FREE = True``, analyses/bayes_experimental/_variants.py) passed both posterior predictive
+checks on the bundled BiasBusters study but its two chains split (docs/bayes.md, "Fourth attempt"). Two stages:
 
 ``--stage split``  fit it with 2 chains (default 2 x (300 + 300)) and compare the chains: mean log posterior
                    density (NumPyro's potential energy is the negative log density; PyMC stores it as
@@ -19,7 +19,7 @@ study but its two chains split (docs/bayes.md, "Fourth attempt"). Two stages:
     nice -n 19 python analyses/bayes_mixture_warm.py --stage warm --chains 4 --draws 500 --tune 500 \
         --out docs/bayes_mixture_warm.json
 
-``--class-prior b1,b0,a`` (experimental ``_common._MIXTURE_FREE_PRIOR``): instead of Dirichlet(1, ..., 1) over the
+``--class-prior b1,b0,a`` (experimental ``_variants._MIXTURE_FREE_PRIOR``): instead of Dirichlet(1, ..., 1) over the
 K + 1 classes (which makes ``epsilon ~ Beta(K, 1)``), ``epsilon ~ Beta(b1, b0)`` and the needed tools' shares
 ``~ Dirichlet(a, ..., a)``; the sixth attempt used ``1,1,2`` with ``--stage warm``.
 
@@ -76,9 +76,11 @@ def _collect_warmup(store):
 
 def _fit(log, *, draws, tune, chains, seed, initvals=None, prior=None):
     """Fit the free-weight mixture; return the result, the raw PyMC posterior and the full sample stats."""
+    from bayes_experimental import _variants as _common  # the experimental variants and switches (issue 38)
+    from bayes_experimental import fit_experimental as fit_bayes
+
     import toolbias_stats.models.bayes._fit as fit_mod
-    from toolbias_stats.models import fit_bayes
-    from toolbias_stats.models.bayes import _common, _sampling
+    from toolbias_stats.models.bayes import _sampling
 
     _common._MIXTURE_FREE = True
     _common._MIXTURE_FREE_PRIOR = prior

@@ -25,12 +25,12 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 def measure(study_log, name, iters, reps=30):
     import jax
     import numpy as np
+    from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS  # the experimental variants (issue 38)
+    from bayes_experimental._model import ExperimentalSpec as _ModelSpec
     from pymc.sampling.jax import get_jaxified_logp
 
     from toolbias_stats.models.bayes import _fit
-    from toolbias_stats.models.bayes._common import ALL_PRIORS, MODEL_VARIANTS
     from toolbias_stats.models.bayes._design import _attach_prompts, _design
-    from toolbias_stats.models.bayes._model import _ModelSpec
     from toolbias_stats.models.bayes._sampling import _sample
 
     v = MODEL_VARIANTS[name]

@@ -40,8 +40,10 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "docs" / "bayes_comparison.json"))
     args = ap.parse_args()
     warnings.simplefilter("ignore")
+    from bayes_experimental import fit_experimental as fit_bayes  # also the experimental variants (issue 38)
+
     import toolbias_stats as tbs
-    from toolbias_stats.models import compare_bayes, fit_bayes
+    from toolbias_stats.models import compare_bayes
 
     log = tbs.read_study(STUDY).log
     fits, summary = {}, {}

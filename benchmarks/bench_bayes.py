@@ -54,7 +54,8 @@ SLOW = {"v1/numpyro/non-centred", "thorough", "thorough/500", "query-urn", "quer
 def _one(name: str) -> dict:
     t0 = time.perf_counter()
     import toolbias_stats as tbs
-    from toolbias_stats.models import fit_bayes
+    sys.path.insert(0, str(ROOT / "analyses"))
+    from bayes_experimental import fit_experimental as fit_bayes  # also the experimental variants (issue 38)
 
     warnings.simplefilter("ignore")
     t1 = time.perf_counter()

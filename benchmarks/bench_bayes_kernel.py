@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -37,10 +38,10 @@ def _value_and_grad(design, form):
     import jax
     from pymc.sampling.jax import get_jaxified_logp
 
-    from toolbias_stats.models.bayes import MODEL_VARIANTS
-    from toolbias_stats.models.bayes import _mixture_kernel as mk
-    from toolbias_stats.models.bayes._common import ALL_PRIORS
-    from toolbias_stats.models.bayes._model import _ModelSpec
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "analyses"))
+    from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS  # the query mixture moved there (issue 38)
+    from bayes_experimental import _mixture_kernel as mk
+    from bayes_experimental._model import ExperimentalSpec as _ModelSpec
 
     name, mk.LAYOUT, mk.EX, op = FORMS[form]
     variant = MODEL_VARIANTS[name]

@@ -1,10 +1,10 @@
 """Tests of the hierarchical Bayesian model (fit_bayes), main-effects variant v1, on tiny simulated logs.
 
-The variants (v2, cluster-position, overdispersed, thorough) and the model comparison are tested in
-test_bayes_variants.py. The fits here are deliberately small (2 LLMs x 2 clusters x 3 tools, a few hundred draws, the C
-back-end, chains run one after the other) so that the whole module stays fast; the full fit on the
-bundled study is a benchmark (benchmarks/bench_bayes.py), and coverage is checked by simulation in
-analyses/recovery_bayes.py and analyses/sbc_bayes.py.
+The variant v2 and the model comparison are tested in test_bayes_variants.py (the experimental variants
+moved to analyses/bayes_experimental, with their checks). The fits here are deliberately small (2 LLMs x 2
+clusters x 3 tools, a few hundred draws, the C back-end, chains run one after the other) so that the whole
+module stays fast; the full fit on the bundled study is a benchmark (benchmarks/bench_bayes.py), and
+coverage is checked by simulation in analyses/recovery_bayes.py and analyses/sbc_bayes.py.
 """
 
 from __future__ import annotations

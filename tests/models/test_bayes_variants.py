@@ -1,5 +1,5 @@
-"""Tests of the model variants of fit_bayes (v2, cluster-position, overdispersed, thorough), the per-query
-dispersion check and the LOO comparison, on tiny simulated query-level logs.
+"""Tests of the model variants of fit_bayes (v1, v2; the experimental ones moved to analyses/bayes_experimental,
+whose checks cover them), the per-query dispersion check and the LOO comparison, on tiny simulated query-level logs.
 
 Designs are small (2 LLMs x 2 clusters x 3 tools, rotations, a few dozen queries with 3 runs each)
 and draws few; the full comparison on the bundled study is analyses/compare_bayes.py, calibration
@@ -16,6 +16,7 @@ import pytest
 
 from toolbias_stats.models import compare_bayes, fit_bayes, query_dispersion, simulate_choice_log
 from toolbias_stats.models.bayes import MODEL_VARIANTS, MODELS
+from toolbias_stats.models.bayes._common import MOVED_MODELS
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 
 ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
@@ -50,18 +51,23 @@ def v2_fit(dm_log):
 
 class TestModelNames:
     def test_variants_are_named(self):
-        assert MODELS == ("v1", "cluster-position", "overdispersed", "v2", "thorough", "query-urn",
-                          "query-shared", "query-mixture", "query-mixture-id")
-        v = MODEL_VARIANTS["thorough"]
-        assert v.cluster_position and v.dirichlet and v.query_effects
+        assert MODELS == ("v1", "v2")
+        v = MODEL_VARIANTS["v2"]
+        assert v.cluster_position and v.dirichlet and not v.query_effects
         assert not MODEL_VARIANTS["v1"].needs_queries and MODEL_VARIANTS["v2"].needs_queries
 
     @pytest.mark.parametrize("bad", ["v3", "V2", "", None, 2])
     def test_unknown_model_is_a_clear_error(self, dm_log, bad):
-        with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'cluster-position', 'overdispersed', "
-                                             r"'v2', 'thorough', 'query-urn', 'query-shared', 'query-mixture', "
-                                             r"'query-mixture-id'; got"):
+        with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'v2'; got"):
             fit_bayes(dm_log, model=bad)
+
+    @pytest.mark.parametrize("moved", MOVED_MODELS)
+    def test_moved_variants_say_where_they_are(self, dm_log, moved):
+        """The experimental variants left the package (issue 38): naming one is a clear error, not a KeyError."""
+        with pytest.raises(ValueError, match=rf"model='{moved}' is an experimental variant .* moved out of the "
+                                             r"package .* analyses/bayes_experimental"):
+            fit_bayes(dm_log, model=moved)
+        assert moved not in MODELS
 
     def test_prior_keys_follow_the_variant(self, dm_log):
         with pytest.raises(ValueError, match=r"not used by model='v1'"):
@@ -70,8 +76,8 @@ class TestModelNames:
             fit_bayes(dm_log, model="v2", priors={"rho_a": 0})
 
     def test_query_variants_need_the_rows(self, dm_log):
-        with pytest.raises(ValueError, match="model='thorough' needs to know which attempts belong to one query"):
-            fit_bayes(dm_log.counts(), model="thorough")
+        with pytest.raises(ValueError, match="model='v2' needs to know which attempts belong to one query"):
+            fit_bayes(dm_log.counts(), model="v2")
 
 
 class TestDesignPrompts:
@@ -213,19 +219,113 @@ class TestV2:
         assert "variant v2" in text and "per-query dispersion" in text and "rho (intra-prompt" in text
 
 
-class TestQueryEffects:
-    def test_thorough_recovers_the_query_scale(self):
-        log = simulate_choice_log(ALPHA, BETA_CELL, queries=30, runs=3, kappa=2.0, sigma_eta=np.array([1.2, 0.3]),
-                                  rng=8)
-        res = _quiet(fit_bayes, log, model="thorough", rng=3, draws=200, tune=250, chains=2, cores=1,
-                     sampler="pymc")
-        sc = res.scales.set_index(["quantity", "llm"])
-        hi, lo = sc.loc[("sigma_eta", "llm1")], sc.loc[("sigma_eta", "llm2")]
-        assert hi["mean"] > lo["mean"]
-        assert hi["hdi_low"] <= 1.2 <= hi["hdi_high"]
-        assert res.ppc.dispersion is not None and res.ppc.p_value_dispersion > 0.01
-        assert "eta" not in res.idata.posterior and res.idata.posterior["sigma_eta"].shape[-1] == 2
-        assert not hasattr(res.idata, "log_likelihood")       # the marginal one is computed by compare_bayes
+class TestFitStatus:
+    """Beside every interval, whether the model fits the data it summarises (issue 38): the per-query dispersion
+    check of the row's LLM and the cluster x position check, both with p in [0.05, 0.95]."""
+
+    @staticmethod
+    def _with_p(res, p_cp, p_disp):
+        """The fit with the checks' p-values replaced (every LLM's dispersion p = ``p_disp``; None = not run)."""
+        import dataclasses
+
+        disp = None if p_disp is None else res.ppc.dispersion.assign(p_value=p_disp)
+        ppc = dataclasses.replace(res.ppc, p_value=p_cp, dispersion=disp,
+                                  p_value_dispersion=np.nan if p_disp is None else p_disp)
+        return dataclasses.replace(res, ppc=ppc)
+
+    def test_every_row_says_whether_the_model_fits(self, v1_fit):
+        """v1 on runs that agree misfits the per-query dispersion (p < 0.01, checked above): every row of every
+        LLM says so and names the check."""
+        frame = v1_fit.to_frame()
+        assert {"fits", "failed_checks"} <= set(frame.columns)
+        checks = v1_fit.fit_checks()
+        assert len(checks) == 2 * (len(v1_fit.llms) + 1)
+        assert set(checks["check"]) == {"per-query dispersion", "cluster x position"}
+        for llm in v1_fit.llms:
+            row = checks[(checks["llm"] == llm) & (checks["check"] == "per-query dispersion")].iloc[0]
+            assert row["p_value"] == v1_fit.ppc.dispersion.set_index("llm").loc[llm, "p_value"]
+        bad = frame[frame["llm"].isin(v1_fit.llms) & (frame["quantity"] == "delta_api")]
+        assert (bad["fits"] == False).all()                                       # noqa: E712
+        assert bad["failed_checks"].str.contains("per-query dispersion p = ").all()
+
+    @pytest.mark.parametrize(("p_cp", "p_disp", "fits", "named"), [
+        (0.5, 0.5, True, ""), (0.04, 0.5, False, "cluster x position p = 0.040"),
+        (0.96, 0.5, False, "cluster x position p = 0.960"), (0.5, 0.0, False, "per-query dispersion p = 0 "),
+        (0.05, 0.95, True, ""), (0.5, None, True, ""), (np.nan, None, None, "")])
+    def test_band_and_missing_checks(self, v2_fit, p_cp, p_disp, fits, named):
+        """Both ends of the band fail; a check that could not run (counts only: no queries) does not count; with
+        none run the status is None."""
+        res = self._with_p(v2_fit, p_cp, p_disp)
+        frame = res.to_frame()
+        got = frame[frame["quantity"] == "alpha"]
+        assert got["fits"].map(lambda v: v is fits or v == fits).all()
+        assert got["failed_checks"].str.contains(named, regex=False).all()
+        d = res.to_dict()
+        json.dumps(d, allow_nan=False)
+        llm = res.llms[0]
+        assert d["implied"][llm]["delta_pos"]["logged"]["fits"] is fits
+        assert d["fit_checks"]["band"] == [0.05, 0.95]
+
+    def test_text_and_report_show_the_status(self, v2_fit):
+        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+
+        res = self._with_p(v2_fit, 0.5, 0.001)
+        text = format_bayes_text(res)
+        assert "NO (per-query dispersion)" in text and f"{res.llms[0]}: per-query dispersion p = 0.001" in text
+        html = render_bayes_section(res)
+        assert "model fits the data?" in html and "NO: per-query dispersion p = 0.001" in html
+        ok = self._with_p(v2_fit, 0.5, 0.5)
+        assert "NO (" not in format_bayes_text(ok) and "<td>yes</td>" in render_bayes_section(ok)
+
+
+@pytest.fixture(scope="module")
+def bias(dm_log):
+    import toolbias_stats as tbs
+
+    return _quiet(tbs.selection_bias, dm_log, n_resamples=300, n_null=0, rng=3)
+
+
+class TestFrequentistComparison:
+    """The implied delta next to selection_bias's calibrated interval; "disagree" = the intervals do not overlap."""
+
+    def test_table_against_both_results(self, v2_fit, bias):
+        table = v2_fit.compare_frequentist(bias)
+        assert len(table) == 2 * len(v2_fit.llms)
+        imp = v2_fit.implied[v2_fit.implied["orderings"] == "logged"].set_index(["llm", "metric"])
+        groups = {g.keys["model"]: g for g in bias.groups}
+        for r in table.itertuples():
+            assert r.bayes_low == imp.loc[(r.llm, r.metric), "hdi_low"]
+            tv = getattr(groups[r.llm], r.metric)
+            assert (r.freq_corrected, r.freq_low, r.freq_high) == (tv.corrected, *tv.corrected_ci)
+            assert r.disagree == (r.bayes_high < r.freq_low or r.freq_high < r.bayes_low)
+        assert (r.bayes_level, r.freq_level) == (0.94, 0.95)
+
+    def test_disagreement_is_shown_beside_the_bayesian_interval(self, v2_fit, bias):
+        """Shift the Bayesian intervals of delta_pos above the frequentist ones: the table, the text and the report
+        show the frequentist interval where (and only where) they do not overlap."""
+        import dataclasses
+
+        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+
+        imp = v2_fit.implied.copy()
+        shift = (imp["metric"] == "delta_pos") & (imp["llm"] == v2_fit.llms[0])
+        imp.loc[shift, ["mean", "hdi_low", "hdi_high"]] += 0.6
+        res = dataclasses.replace(v2_fit, implied=imp)
+        table = res.compare_frequentist(bias)
+        assert table["disagree"].tolist() == [(r.llm, r.metric) == (res.llms[0], "delta_pos")
+                                              for r in table.itertuples()]
+        html = render_bayes_section(res, frequentist=bias).split('id="bayes-position"')[0]     # the implied table
+        assert html.count('<span class="warning">frequentist ') == 1 and "95% calibrated" in html
+        assert "overlap the frequentist calibrated intervals" in render_bayes_section(v2_fit, frequentist=bias)
+        text = format_bayes_text(res, frequentist=bias)
+        assert f"{res.llms[0]} delta_pos: Bayesian" in text and "calibrated" in text
+
+    def test_other_grouping_is_refused(self, v2_fit, dm_log):
+        import toolbias_stats as tbs
+
+        other = _quiet(tbs.selection_bias, dm_log, by=[], n_resamples=0, n_null=0)
+        with pytest.raises(ValueError, match="grouped by"):
+            v2_fit.compare_frequentist(other)
 
 
 class TestCompare:
@@ -289,39 +389,16 @@ class TestCLIModel:
                                              '[[logs]]\npath = "log.csv"\n', encoding="utf-8")
         parser = argparse.ArgumentParser()
         cli.add_parser(parser.add_subparsers(dest="command"))
-        args = parser.parse_args(["bayes", str(tmp_path / "study.toml"), "--model", "cluster-position", "--draws",
-                                  "20", "--tune", "20", "--chains", "2", "--cores", "1", "--sampler", "pymc", "--json"])
+        args = parser.parse_args(["bayes", str(tmp_path / "study.toml"), "--model", "v1", "--draws",
+                                  "20", "--tune", "20", "--chains", "2", "--cores", "1", "--sampler", "pymc", "--json",
+                                  "--frequentist"])
         assert cli.run(args) == 0
         out = json.loads(capsys.readouterr().out)
-        assert out["variant"] == "cluster-position" and "cluster_position_effects" in out
-        with pytest.raises(SystemExit):
-            parser.parse_args(["bayes", "x.toml", "--model", "v9"])
-
-
-class TestDenseLayout:
-    def test_dense_and_gather_likelihoods_agree(self, dm_log):
-        """The query-effects likelihood in its dense (cell, query, ordering, position) layout equals the gather form."""
-        from toolbias_stats.models.bayes._common import ALL_PRIORS
-        from toolbias_stats.models.bayes._model import _ModelSpec
-
-        log = simulate_choice_log(ALPHA, BETA_CELL, queries=6, runs=3, kappa=KAPPA, rng=9)
-        design = _attach_prompts(_design(log.counts(), ["model"], "exclude"), log, ["model"], "exclude")
-        dense = _ModelSpec(design, ALL_PRIORS, "centered", MODEL_VARIANTS["thorough"])
-        assert dense.dense
-        gather = _ModelSpec(design, ALL_PRIORS, "centered", MODEL_VARIANTS["thorough"])
-        gather.dense = False
-        m_d, m_g = dense.build(), gather.build()
-        g = np.random.default_rng(0)
-        point_g = {k: g.normal(0, 0.5, np.shape(v)) for k, v in m_g.initial_point().items()}
-        point_d = {}
-        for k in m_d.initial_point():
-            if k.startswith("z_eta_k"):
-                grp = dense.qgroups[0]
-                z = np.zeros((len(grp["cells"]), grp["maxQ"], grp["k"] - 1))
-                z[grp["qcell"], grp["qslot"]] = point_g[k]
-                point_d[k] = z
-            else:
-                point_d[k] = point_g[k]
-        lp_g = m_g.compile_logp()(point_g)
-        lp_d = m_d.compile_logp()(point_d)
-        assert np.isfinite(lp_g) and np.isclose(lp_d, lp_g, rtol=1e-10, atol=1e-8)
+        assert out["variant"] == "v1" and "cluster_position_effects" not in out
+        comp = out["frequentist_comparison"]                                    # --frequentist (issue 38)
+        assert [(r["llm"], r["metric"]) for r in comp] == [("llm1", "delta_api"), ("llm1", "delta_pos"),
+                                                           ("llm2", "delta_api"), ("llm2", "delta_pos")]
+        assert all(isinstance(r["disagree"], bool) and r["freq_level"] == 0.95 for r in comp)
+        for bad in ("v9", "cluster-position", "thorough", "query-mixture"):     # the experimental ones left the CLI
+            with pytest.raises(SystemExit):
+                parser.parse_args(["bayes", "x.toml", "--model", bad])

@@ -22,8 +22,8 @@ def add_parser(subparsers):
                                           "and diagnostics.")
     p.add_argument("study", help="study manifest (TOML)")
     p.add_argument("--model", choices=MODELS, default=DEFAULT_MODEL,
-                   help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, thorough = + query effects, "
-                        "slow; docs/bayes.md compares them)")
+                   help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, the first version; "
+                        "docs/bayes.md compares them)")
     p.add_argument("--by", default="model", help="comma-separated columns that define one LLM (default: model)")
     p.add_argument("--draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
     p.add_argument("--tune", type=int, default=1000, metavar="N", help="warm-up iterations per chain (default 1000)")
@@ -39,6 +39,10 @@ def add_parser(subparsers):
                    help="HDI mass (default 0.94; --hdi-prob is the older spelling)")
     p.add_argument("--mismatch", choices=MISMATCH_POLICIES, default="exclude",
                    help="rows whose recorded position disagrees with the ordering (default: exclude and count)")
+    p.add_argument("--frequentist", action="store_true",
+                   help="also compute the frequentist calibrated intervals (selection_bias, 2000 query-bootstrap "
+                        "replicates, grouped like --by) and show them beside the Bayesian ones where they do not "
+                        "overlap (JSON: frequentist_comparison)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout")
     p.add_argument("--idata", metavar="OUT.nc", help="also save the ArviZ InferenceData (netCDF)")
     return p
@@ -81,6 +85,7 @@ def _run(args) -> int:
                            target_accept=args.target_accept, confidence_level=args.confidence_level,
                            mismatch=args.mismatch,
                            rng=args.seed, progress=_progress_wanted(args))
+    freq = _frequentist(study, result, args.seed) if getattr(args, "frequentist", False) else None
     if args.idata:
         with atomic_path(args.idata, option="--idata", inputs=inputs) as tmp:
             result.idata.to_netcdf(str(tmp))
@@ -90,9 +95,20 @@ def _run(args) -> int:
               file=sys.stderr)
     if args.json:
         out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
+        if freq is not None:   # NaN -> null
+            out["frequentist_comparison"] = json.loads(result.compare_frequentist(freq).to_json(orient="records"))
         print(json.dumps(out, indent=2))
     else:
-        emit(format_bayes_text(result))
+        emit(format_bayes_text(result, frequentist=freq))
         if args.idata:
             print(f"wrote {args.idata}")
     return 0
+
+
+def _frequentist(study, result, seed):
+    """selection_bias of the study grouped like the fit (its calibrated intervals, for the comparison)."""
+    from ..metrics import selection_bias
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return selection_bias(study.counts, by=list(result.by), rng=seed)

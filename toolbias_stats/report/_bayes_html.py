@@ -18,6 +18,7 @@ from ._render_html import _e, _svg, _table
 
 if TYPE_CHECKING:
     from ..io._catalog import ToolCatalog
+    from ..metrics import BiasResult
     from ..models.bayes._result import BayesResult
 
 __all__ = ["render_bayes_section", "format_bayes_text"]
@@ -52,7 +53,8 @@ _PRIOR_TEXT = (
 
 
 def render_bayes_section(result: BayesResult, *, catalog: ToolCatalog | None = None,
-                         title: str = "Hierarchical Bayesian model of API and position effects") -> str:
+                         title: str = "Hierarchical Bayesian model of API and position effects",
+                         frequentist: BiasResult | None = None) -> str:
     """HTML fragment ``<section id="bayes">`` for a :class:`~toolbias_stats.models.BayesResult`.
 
     Parameters
@@ -63,12 +65,17 @@ def render_bayes_section(result: BayesResult, *, catalog: ToolCatalog | None = N
         For tool names in the API-effects figure.
     title : str
         The section heading.
+    frequentist : BiasResult, optional
+        :func:`toolbias_stats.selection_bias` of the same study, grouped like the fit: where its calibrated
+        interval of a δ and the Bayesian interval under the logged orderings do not overlap, the table shows
+        the frequentist interval next to the Bayesian one (``BayesResult.compare_frequentist``).
 
     Returns
     -------
     str
         The section: diagnostics first (a loud banner when the fit did not converge), the model
-        and its priors, the implied bias under logged and randomised orderings, the position and
+        and its priors, the implied bias under logged and randomised orderings (each LLM's row says
+        whether the model fits its data: the per-query dispersion and cluster x position checks), the position and
         API effects (forest plots and tables), the variance shares, the posterior predictive check
         and the notes.
 
@@ -87,7 +94,7 @@ def render_bayes_section(result: BayesResult, *, catalog: ToolCatalog | None = N
     (True, True)
     """
     parts = [f'<section id="bayes">\n<h2>{_e(title)}</h2>',
-             _diagnostics_block(result), _model_block(result), _implied_block(result),
+             _diagnostics_block(result), _model_block(result), _implied_block(result, frequentist),
              _position_block(result), _api_block(result, catalog), _shares_block(result), _scales_block(result),
              _ppc_block(result), _notes_block(result), "</section>"]
     return "\n".join(parts)
@@ -175,9 +182,24 @@ def _likelihood_text(model) -> str:
     return " ".join(parts)
 
 
-def _implied_block(result) -> str:
+def _fit_text(status, short=False) -> str:
+    """The fit status of an LLM's row: "yes", "NO: <checks with p-values>" ("NO (<checks>)" when ``short``) or
+    "not checked"."""
+    fits, failed = status
+    if fits is None:
+        return "not checked"
+    if fits:
+        return "yes"
+    if short:
+        return "NO (" + ", ".join(part.split(" p ")[0] for part in failed.split("; ")) + ")"
+    return f"NO: {failed}"
+
+
+def _implied_block(result, frequentist=None) -> str:
     imp = result.implied
     level = fmt_level(result.hdi_prob)
+    status = _fit_status(result)
+    cmp = _disagreements(result, frequentist)
     body = []
     for llm in result.llms:
         cells = [f"<td>{_e(llm)}</td>"]
@@ -186,15 +208,23 @@ def _implied_block(result) -> str:
                 r = imp[(imp["llm"] == llm) & (imp["metric"] == metric) & (imp["orderings"] == scen)]
                 txt = MISSING if r.empty else fmt_estimate_ci(r["mean"].iloc[0], (r["hdi_low"].iloc[0],
                                                                                   r["hdi_high"].iloc[0]))
-                cells.append(f'<td class="num">{_e(txt)}</td>')
+                other = cmp.get((llm, metric)) if scen == "logged" else None
+                extra = (f'<br><span class="warning">frequentist {_e(other)}: the intervals do not overlap</span>'
+                         if other else "")
+                cells.append(f'<td class="num">{_e(txt)}{extra}</td>')
+        fits = status[llm]
+        cls = "" if fits[0] else ' class="warning"'
+        cells.append(f"<td{cls}>{_e(_fit_text(fits))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     head = ('<tr><th rowspan="2">LLM</th><th colspan="2" class="num">&delta;<sub>API</sub></th>'
-            '<th colspan="2" class="num">&delta;<sub>pos</sub></th></tr>'
+            '<th colspan="2" class="num">&delta;<sub>pos</sub></th><th rowspan="2">model fits the data?</th></tr>'
             '<tr><th class="num">logged orderings</th><th class="num">randomised orderings</th>'
             '<th class="num">logged orderings</th><th class="num">randomised orderings</th></tr>')
     table = _table(head, body, caption=f"Model-implied bias (TV to uniform, mean over clusters) [{level} HDI]")
+    fit_note = _fit_note(result, frequentist, cmp)
     return f"""<h3 id="bayes-implied">Implied bias: logged vs randomised orderings</h3>
 {table}
+{fit_note}
 <div class="note"><p><strong>How to read this.</strong> Each &delta; is the TV distance to uniform of the fitted
 chooser's choice probabilities, averaged over the orderings the harness logged, or over uniformly random orderings
 of each cluster's tools (&ldquo;what if the harness shuffled the list&rdquo;). These are the biases of the fitted
@@ -204,6 +234,51 @@ reflects the API effects alone), but &delta;<sub>pos</sub> does not vanish: an L
 picks it more often, whatever is shown there. For a design that already balances tools over positions (cyclic
 rotations) the two columns nearly agree; for a fixed list the logged &delta;<sub>API</sub> also contains the
 position effect.</p></div>"""
+
+
+def _fit_status(result):
+    from ..models.bayes._checks import fit_status
+
+    return fit_status(result)
+
+
+def _disagreements(result, frequentist) -> dict:
+    """``{(llm, metric): "x [a, b] (95% calibrated)"}`` where the frequentist calibrated interval and the Bayesian
+    HDI under the logged orderings do not overlap (empty without a frequentist result or when grouped otherwise)."""
+    if frequentist is None or list(frequentist.by) != list(result.by):
+        return {}
+    table = result.compare_frequentist(frequentist)
+    out = {}
+    for r in table[table["disagree"]].itertuples():
+        out[(r.llm, r.metric)] = (f"{fmt_estimate_ci(r.freq_corrected, (r.freq_low, r.freq_high))} "
+                                  f"({fmt_level(r.freq_level)} calibrated)")
+    return out
+
+
+def _fit_note(result, frequentist, cmp) -> str:
+    """What the fit column and the frequentist comparison mean (and when the comparison could not be made)."""
+    from ..models.bayes._checks import PPC_BAND
+
+    lo, hi = PPC_BAND
+    text = (f"<strong>Does the model fit the data it summarises?</strong> An LLM's row passes when its per-query "
+            f"dispersion check (its own queries) and the cluster &times; position check (one table over all LLMs) "
+            f"both have posterior predictive p-values in [{lo:g}, {hi:g}]; where one fails, its intervals rest on a "
+            "model that does not reproduce that feature of the data and may cover the truth less often than "
+            "stated (the per-query dispersion: too narrow when queries differ more than the model allows).")
+    if frequentist is None:
+        comp = ""
+    elif list(frequentist.by) != list(result.by):
+        comp = (f" The frequentist intervals are grouped by {_e(', '.join(map(str, frequentist.by)) or 'nothing')}, "
+                f"the Bayesian fit by {_e(', '.join(map(str, result.by)))}: not compared.")
+    elif cmp:
+        comp = (" Where the Bayesian interval under the logged orderings and the frequentist calibrated interval "
+                "of the same &delta; (bias-corrected, bias table above) do not overlap, the frequentist one is shown "
+                "beside it: the two rest on different assumptions, and a disagreement usually means the model misses "
+                "a feature of the data (see the fit column).")
+    else:
+        comp = (" The Bayesian intervals under the logged orderings overlap the frequentist calibrated intervals of "
+                "the bias table for every LLM and &delta;.")
+    return f'<div class="note"><p>{text}{comp}</p></div>'
 
 
 def _position_block(result) -> str:
@@ -337,8 +412,8 @@ def _ppc_block(result) -> str:
                        "the effects are averages over the lists shown)")
     if disp is not None and np.isfinite(p_disp) and p_disp < 0.05:
         reasons.append("queries differ from each other more than the model allows (queries that need a particular "
-                       "tool); intervals for cell-level and query-level claims are then too narrow (model='thorough' "
-                       "adds query effects, at a cost of hours on large studies: docs/bayes.md)")
+                       "tool); intervals for cell-level and query-level claims are then too narrow (docs/bayes.md: the "
+                       "query models tried so far are experimental, in analyses/bayes_experimental)")
     if model == "v1" and min(ppc.p_value, ppc.p_value_rows) < 0.05:
         verdict = ("<strong>The main-effects model misfits</strong>: the observed counts are further from the "
                    "model's expectation than its own replications. Position and API effects then interact (e.g. a "
@@ -383,9 +458,40 @@ def _notes_block(result) -> str:
     return f'<h3 id="bayes-notes">Notes</h3>\n<ul class="notes">{items}</ul>'
 
 
+def _fit_lines(result, frequentist) -> list:
+    """The lines under the implied-bias table: what ``fits`` means, and the disagreements with the frequentist
+    calibrated intervals."""
+    from ..models.bayes._checks import PPC_BAND
+
+    note = (f"fits: the per-query dispersion (the LLM's queries) and cluster x position (all LLMs) checks both have "
+            f"PPC p in [{PPC_BAND[0]:g}, {PPC_BAND[1]:g}]; where one fails the intervals may cover less than stated.")
+    out = [note] + [f"  {llm}: {failed}" for llm, (fits, failed) in _fit_status(result).items()
+                    if fits is False and llm in result.llms]
+    if frequentist is None:
+        return out
+    if list(frequentist.by) != list(result.by):
+        return out + ["(frequentist intervals grouped otherwise: not compared)"]
+    cmp = _disagreements(result, frequentist)
+    if not cmp:
+        return out + ["Every Bayesian interval under the logged orderings overlaps the frequentist calibrated one."]
+    out.append("Bayesian and frequentist calibrated intervals that do not overlap (logged orderings):")
+    imp = result.implied[result.implied["orderings"] == "logged"].set_index(["llm", "metric"])
+    for (llm, metric), freq in cmp.items():
+        b = imp.loc[(llm, metric)]
+        out.append(f"  {llm} {metric}: Bayesian {fmt_estimate_ci(b['mean'], (b['hdi_low'], b['hdi_high']))}, "
+                   f"frequentist {freq}")
+    return out
+
+
 # -- terminal text --------------------------------------------------------------------------------
-def format_bayes_text(result: BayesResult) -> str:
-    """Plain-text summary of a :class:`~toolbias_stats.models.BayesResult` (``toolbias-stats bayes``)."""
+def format_bayes_text(result: BayesResult, frequentist: BiasResult | None = None) -> str:
+    """Plain-text summary of a :class:`~toolbias_stats.models.BayesResult` (``toolbias-stats bayes``).
+
+    Each LLM's row of the implied bias says whether the model fits that LLM's data (``fits``: the per-query
+    dispersion and cluster x position checks); with ``frequentist`` (:func:`toolbias_stats.selection_bias` of the
+    same study, grouped like the fit) a row follows the table for every δ whose frequentist calibrated interval
+    does not overlap the Bayesian one under the logged orderings.
+    """
     d = result.diagnostics
     level = fmt_level(result.hdi_prob)
     lines = []
@@ -404,6 +510,7 @@ def format_bayes_text(result: BayesResult) -> str:
     rows = []
     imp = result.implied
     fvl = result.first_vs_last.set_index("llm")
+    status = _fit_status(result)
     for llm in result.llms:
         row = {"LLM": llm}
         for metric in ("delta_api", "delta_pos"):
@@ -412,9 +519,11 @@ def format_bayes_text(result: BayesResult) -> str:
                 row[f"{metric} ({scen})"] = fmt_estimate_ci(r["mean"].iloc[0], (r["hdi_low"].iloc[0],
                                                                                 r["hdi_high"].iloc[0]))
         row["P(first>last)"] = fmt_num(fvl.loc[llm, "p_first_beats_last"])
+        row["fits"] = _fit_text(status[llm], short=True)
         rows.append(row)
     lines.append("Implied bias (TV to uniform of the fitted chooser, mean over clusters):")
     lines.append(pd.DataFrame(rows).to_string(index=False))
+    lines += _fit_lines(result, frequentist)
     lines.append("")
     vs = result.variance_shares
     for r in vs.itertuples():

@@ -150,7 +150,7 @@ def build_report(study: Study | str | os.PathLike[str], result: BiasResult | Non
     for name in SECTIONS:
         if name in wanted:
             extra.append(_SECTION_BUILDERS[name](study, stage=stage, progress=progress, by=by,
-                                                 n_resamples=n_resamples, n_null=n_null, **common))
+                                                 n_resamples=n_resamples, n_null=n_null, bias=result, **common))
     from ._render_html import render_bias_report
 
     stage("rendering the report")
@@ -199,7 +199,7 @@ def _choice_model_section(study, *, stage, rng, confidence_level, **_):
             choice_model_section_for_report(study, rng=rng, confidence_level=confidence_level))
 
 
-def _bayes_section(study, *, stage, progress, rng, **_):
+def _bayes_section(study, *, stage, progress, rng, bias=None, **_):
     from ..exceptions import ConvergenceWarning
     from ..models import fit_bayes
     from ._bayes_html import render_bayes_section
@@ -211,7 +211,9 @@ def _bayes_section(study, *, stage, progress, rng, **_):
     if not fit.diagnostics.converged:
         warnings.warn("Bayesian fit NOT CONVERGED: " + "; ".join(fit.diagnostics.flags), ConvergenceWarning,
                       stacklevel=3)
-    return ("bayes", "Bayesian model", render_bayes_section(fit, catalog=study.catalog))
+    # the bias table's calibrated intervals appear beside the Bayesian ones where they disagree (issue 38)
+    freq = bias if bias is not None and bias.n_resamples > 0 else None
+    return ("bayes", "Bayesian model", render_bayes_section(fit, catalog=study.catalog, frequentist=freq))
 
 
 def _shadow_section(study, *, stage, rng, confidence_level, by, **_):

@@ -5,16 +5,14 @@ are; this model says *where the skew comes from*: from which tool is shown (API 
 where it sits in the list (position effect). ``fit_bayes(log, model=...)`` fits one variant:
 
 * ``"v1"``: main effects, one multinomial per (LLM, cluster, ordering) (the first version);
-* ``"cluster-position"``: + per-(LLM, cluster) position deviations;
-* ``"overdispersed"``: + query effects shared by a query's orderings and a Dirichlet-multinomial
-  per prompt (LLM, cluster, query, ordering) over its runs;
-* ``"v2"`` (default): per-cluster position deviations + the per-prompt Dirichlet-multinomial;
-* ``"thorough"``: v2 + query effects;
-* ``"query-urn"`` (experimental): v2's mean structure + a Polya urn over all of a query's attempts;
-* ``"query-shared"`` (experimental): v2 + query effects shared by the LLMs, scaled per LLM.
-* ``"query-mixture"`` (experimental): v2 + query classes (indifferent, or needing one tool) summed out per query.
+* ``"v2"`` (default): + per-(LLM, cluster) position deviations and a Dirichlet-multinomial per
+  prompt (LLM, cluster, query, ordering) over its runs.
 
-Layout: ``_design`` (counts -> model data), ``_model`` (the PyMC model of every variant),
+The experimental query models of issue 22 (``cluster-position``, ``overdispersed``, ``thorough``,
+``query-urn``, ``query-shared``, ``query-mixture``, ``query-mixture-id``), none of which passes its
+own checks (``docs/bayes.md``), moved to the repository's ``analyses/bayes_experimental`` (issue 38).
+
+Layout: ``_design`` (counts -> model data), ``_model`` (the PyMC model and its extension hooks),
 ``_sampling`` (NUTS back-ends, convergence diagnostics), ``_summaries`` (implied bias, posterior
 predictive checks), ``_loglik`` and ``_compare`` (pointwise log-likelihoods, PSIS-LOO comparison),
 ``_result`` (frozen result objects), ``_simulate`` (simulated logs with known effects), ``_fit``

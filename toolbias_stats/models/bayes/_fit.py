@@ -27,6 +27,7 @@ from ._common import (
     MISMATCH_POLICIES,
     MODEL_VARIANTS,
     MODELS,
+    MOVED_MODELS,
     PARAMETERIZATIONS,
     RHAT_MAX,
     SAMPLERS,
@@ -66,37 +67,15 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     tool ``j`` with probability ``softmax_j(alpha[m, c, j] + beta[m, pos_o(j)])``, over the tools
     shown (the main-effects model, ``model="v1"``). The API effects ``alpha`` are pooled across LLMs
     around shared effects ``mu``, the position effects ``beta`` around a shared ``beta_bar``. The
-    variants add terms to it (``docs/bayes.md`` compares them on the BiasBusters study):
+    variants add terms to it (``docs/bayes.md`` compares them on the BiasBusters study; the experimental
+    query models of issue 22, none of which passes its own checks, moved to ``analyses/bayes_experimental``):
 
     ========================  =======================================================================
     ``"v1"``                  main effects; one multinomial per (LLM, cluster, ordering)
-    ``"cluster-position"``    + per-(LLM, cluster) position deviations ``delta[m, c, :]``
-                              (``beta[m, c, :] = beta[m, :] + delta[m, c, :]``, partially pooled)
-    ``"overdispersed"``       + query effects ``eta[m, c, q, :]`` shared by every ordering and run of
-                              a query, and a Dirichlet-multinomial per prompt (LLM, cluster, query,
-                              ordering) over its repeated runs
-    ``"v2"`` (default)        per-cluster position deviations + the per-prompt Dirichlet-multinomial
-    ``"thorough"``            v2 + query effects (slow: ~7 s per iteration on the bundled study on 2 cores,
-                              i.e. hours for a default-sized fit; see ``docs/bayes.md``)
-    ``"query-urn"``           experimental: per-cluster position deviations + a Polya urn over all of a
-                              query's attempts (an attempt copies an earlier answer of its query, those
-                              of other orderings weighted ``gamma[m, c]``, or draws from its ordering's
-                              chooser); ``gamma = 0`` is v2. Query dependence without latent effects,
-                              but it over-disperses the cluster x position table (``docs/bayes.md``)
-    ``"query-shared"``        experimental: v2 + query effects shared by every LLM shown the query,
-                              ``eta[m, c, q, :] = sigma_eta[m] * z[c, q, :]`` (1,000 latent vectors on
-                              the bundled study instead of 7,000); still far slower than v2 with NUTS
-                              (``docs/bayes.md``, "Query effects on the same footing")
-    ``"query-mixture"``       experimental: v2 + query heterogeneity summed out analytically: a query
-                              is indifferent (probability ``1 - epsilon[m, c]``) or needs one of the
-                              cluster's tools (``epsilon[m, c] / K`` each), whose logit then gets
-                              ``+lambda[m]`` in all its orderings and runs; no latent query effect is
-                              sampled (``docs/bayes.md``, "The query mixture")
-    ``"query-mixture-id"``    experimental: the query mixture without tool effects (an indifferent
-                              query chooses by position alone; one that needs tool j adds
-                              ``lambda[m, c]``), with free class weights per (LLM, cluster) that carry
-                              the tools' popularity: identified (its chains agree) but rejected by
-                              its checks on the bundled study (``docs/bayes.md``, "Fifth attempt")
+    ``"v2"`` (default)        + per-(LLM, cluster) position deviations ``delta[m, c, :]``
+                              (``beta[m, c, :] = beta[m, :] + delta[m, c, :]``, partially pooled) and a
+                              Dirichlet-multinomial per prompt (LLM, cluster, query, ordering) over its
+                              repeated runs
     ========================  =======================================================================
 
     Parameters
@@ -104,9 +83,10 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1", "cluster-position", "overdispersed", "thorough", "query-urn", "query-shared", ...}
-        The variant (default ``"v2"``; see above; also ``"query-mixture"``, ``"query-mixture-id"``).
-        ``"v1"`` reproduces the first version's results exactly.
+    model : {"v2", "v1"}
+        The variant (default ``"v2"``; see above). ``"v1"`` reproduces the first version's results exactly.
+        The experimental variants (``"cluster-position"``, ``"thorough"``, ``"query-mixture"``, ...) are no
+        longer in the package: naming one raises a ValueError that says where they are.
     by : str or list of str, default "model"
         Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
     draws, tune : int, default 1000
@@ -139,9 +119,7 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     priors : dict, optional
         Override prior scales: the main effects' ``mu_sd``, ``sigma_alpha_sd``, ``beta_bar_sd``,
         ``sigma_beta_sd`` (:data:`DEFAULT_PRIORS`) and, for the variants that have the term,
-        ``sigma_delta_sd``, ``sigma_eta_sd``, ``rho_a``, ``rho_b``, ``lambda_sd``, ``eps_max``
-        (:data:`EXTENSION_PRIORS`); positive numbers (``eps_max``, the largest share of queries
-        the query mixture lets need a tool, at most 1).
+        ``sigma_delta_sd``, ``rho_a``, ``rho_b`` (:data:`EXTENSION_PRIORS`); positive numbers.
     mismatch : {"exclude", "tool", "position"}, default "exclude"
         Rows whose ``chosen_position`` disagrees with the position of ``chosen_tool`` in
         ``ordering`` (a quirk of the BiasBusters files) contradict themselves: ``"exclude"``
@@ -163,8 +141,9 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     Raises
     ------
     ValueError
-        An invalid argument (the message names it), a log without any usable row, or a variant that
-        needs the queries given counts only.
+        An invalid argument (the message names it; an experimental variant that moved out of the
+        package: where it is now), a log without any usable row, or a variant that needs the queries
+        given counts only.
     ImportError
         ``sampler="nutpie"``/``"numpyro"`` without the optional dependency; the message names
         the pip extra.
@@ -282,12 +261,19 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
                                  sampler=sampler, parameterization=parameterization, target_accept=target_accept,
                                  hdi_prob=confidence_level, priors=priors, mismatch=mismatch, rng=rng,
                                  progress=progress)
-    variant = MODEL_VARIANTS[args["model"]]
+    return _fit_variant(log, args, MODEL_VARIANTS[args["model"]], _ModelSpec, t0)
+
+
+def _fit_variant(log, args: dict, variant, spec_cls, t0: float) -> BayesResult:
+    """The fit of ``variant`` with the model class ``spec_cls`` (``_ModelSpec``, or a model extension's subclass:
+    ``analyses/bayes_experimental``), after the argument checks."""
+    args["variant"] = variant
+    rng = args["rng"]
     counts, rows_log = _counts_and_rows(log, variant)
     if counts.cells is None:
         raise ValueError("these counts have no per-ordering cells (counted with cells=False); the Bayesian model "
                          "needs them: read the study again with cells=True.")
-    by = check_by(by, counts.design_columns)
+    by = check_by(args["by"], counts.design_columns)
     args["by"] = by
     seed_repr: object = (rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool)
                          else "generator")
@@ -311,7 +297,7 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
                 design.M >= _CENTERED_MIN_LLMS and per_tool >= _CENTERED_MIN_PER_TOOL)
         param = "centered" if rich else "noncentered"
     sampler_seed = int(gen.integers(0, 2**31 - 1))
-    spec = _ModelSpec(design, args["priors"], param, variant)
+    spec = spec_cls(design, args["priors"], param, variant)
     raw = _sample(spec, sampler=args["sampler"], draws=args["draws"], tune=args["tune"], chains=args["chains"],
                   cores=args["cores"], seed=sampler_seed, target_accept=args["target_accept"],
                   progress=args["progress"])
@@ -341,23 +327,33 @@ def _counts_and_rows(obj, variant):
     if need and rows is None:
         raise ValueError(f"model={variant.name!r} needs to know which attempts belong to one query (its "
                          "Dirichlet-multinomial/query effects), and counts do not keep that pairing: pass the "
-                         "SelectionLog or a Study with its rows, or use model='v1' or 'cluster-position'.")
+                         "SelectionLog or a Study with its rows, or use model='v1'.")
     return load_counts(obj), rows
 
 
 # ---------------------------------------------------------------------------------------------
 # argument checks
 def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, parameterization, target_accept,
-                          hdi_prob, priors, mismatch, rng, progress) -> dict:
+                          hdi_prob, priors, mismatch, rng, progress, variants=None, all_priors=None) -> dict:
+    """The checked arguments of ``fit_bayes`` as a dict; ``variants`` and ``all_priors`` (default: the package's)
+    let a model extension check its own variants and priors the same way."""
+    variants = MODEL_VARIANTS if variants is None else variants
+    all_priors = ALL_PRIORS if all_priors is None else all_priors
+
     def count(name, v, low):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
             raise ValueError(f"`{name}` must be an integer >= {low}; got {v!r} instead.")
         return int(v)
 
-    if not isinstance(model, str) or model not in MODELS:
-        raise ValueError(f"`model` must be one of {', '.join(repr(m) for m in MODELS)}; got {model!r} instead "
+    if isinstance(model, str) and model in MOVED_MODELS and model not in variants:
+        raise ValueError(f"model={model!r} is an experimental variant that did not pass its own checks and moved out "
+                         "of the package (issue 38): it lives in the repository's analyses/bayes_experimental "
+                         "(bayes_experimental.fit_experimental(log, model=...)); the package fits "
+                         f"{', '.join(repr(m) for m in MODELS)} (docs/bayes.md).")
+    if not isinstance(model, str) or model not in variants:
+        raise ValueError(f"`model` must be one of {', '.join(repr(m) for m in variants)}; got {model!r} instead "
                          "(see docs/bayes.md for what each variant fits).")
-    out: dict[str, Any] = {"model": model}
+    out: dict[str, Any] = {"model": model, "rng": rng, "by": by}
     out.update({"draws": count("draws", draws, 10), "tune": count("tune", tune, 0),
                 "chains": count("chains", chains, 1)})
     if cores is None:
@@ -376,23 +372,21 @@ def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, par
             raise ValueError(f"`{name}` must be a number in (0, 1); got {v!r} instead.")
     out["target_accept"] = float(target_accept)
     out["hdi_prob"] = float(hdi_prob)
-    used = MODEL_VARIANTS[model].priors()
-    merged = {k: ALL_PRIORS[k] for k in used}
+    used = variants[model].priors()
+    merged = {k: all_priors[k] for k in used}
     if priors is not None:
         if not isinstance(priors, dict):
             raise ValueError(f"`priors` must be a dict with keys {sorted(used)}; "
                              f"got {type(priors).__name__} instead.")
-        unknown = sorted(set(priors) - set(ALL_PRIORS))
+        unknown = sorted(set(priors) - set(all_priors))
         if unknown:
-            raise ValueError(f"`priors` has unknown key(s) {unknown}; valid keys: {sorted(ALL_PRIORS)}.")
+            raise ValueError(f"`priors` has unknown key(s) {unknown}; valid keys: {sorted(all_priors)}.")
         unused = sorted(set(priors) - set(used))
         if unused:
             raise ValueError(f"`priors` key(s) {unused} are not used by model={model!r}; its keys: {sorted(used)}.")
         for k, v in priors.items():
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"`priors[{k!r}]` must be a positive number; got {v!r} instead.")
-            if k == "eps_max" and float(v) > 1:
-                raise ValueError(f"`priors['eps_max']` is a probability and must be at most 1; got {v!r} instead.")
             merged[k] = float(v)
     out["priors"] = merged
     if not isinstance(progress, bool):
@@ -527,19 +521,19 @@ def _scales_table(D, post, prob):
 
 
 def _has_query_effects(args) -> bool:
-    v = MODEL_VARIANTS[args["model"]]
-    return v.query_effects or v.query_mixture
+    v = args["variant"]
+    return v.query_effects or getattr(v, "query_mixture", False)
 
 
-def _implied_table(D, post, prob, gen, caught):
+def _implied_table(D, post, prob, gen, caught, spec=None):
     """Model-implied delta_API and delta_pos per LLM (mean over the clusters it was logged on), under the
     logged and under uniformly random orderings; returns the table and the permutation methods used."""
     M, C = D.M, D.C
     llm_names = D.llms
     observed = D.cell_counts() > 0                                              # (M, C)
     ipost = _thin(post, _QUERY_IMPLIED_DRAWS)[0] if "eta" in post else post
-    tva_log, tvp_log = _implied_logged(ipost, D)
-    tva_rnd, tvp_rnd, perm_methods = _implied_randomised(ipost, D, gen)
+    tva_log, tvp_log = _implied_logged(ipost, D, spec=spec)
+    tva_rnd, tvp_rnd, perm_methods = _implied_randomised(ipost, D, gen, spec=spec)
     mixed = [(llm_names[m], D.clusters[c]) for m in range(M) for c in range(C)
              if observed[m, c] and np.isnan(tvp_log[0, m, c])]
     if mixed:
@@ -571,7 +565,7 @@ def _misfit_warnings(ppc, args, caught):
                                                      "deviate from additive tool and position effects"),
              "per-query dispersion": "queries differ from each other more than the model allows"
                                      + ("" if _has_query_effects(args)
-                                        else "; model='thorough' adds query effects (slow: docs/bayes.md)")}
+                                        else "; its intervals are then too narrow (docs/bayes.md)")}
     for name, pv in checks:
         if pv < 0.05:
             if args["model"] == "v1" and name != "per-query dispersion":
@@ -614,7 +608,7 @@ def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, se
     llm_names = D.llms
     position_effects, first_vs_last, cluster_position = _position_tables(D, post, prob)
     api_effects = _api_table(D, post, prob)
-    implied, perm_methods = _implied_table(D, post, prob, gen, caught)
+    implied, perm_methods = _implied_table(D, post, prob, gen, caught, spec)
     variance_shares = _variance_shares(D, post, prob)
     ppc, yrep, sel = _ppc(post, spec, gen, prob)
     _misfit_warnings(ppc, args, caught)

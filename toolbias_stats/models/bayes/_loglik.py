@@ -49,6 +49,30 @@ def _row_logp(post, D, a, b):
     return logits - (np.log(np.exp(logits - mx).sum(-1, keepdims=True)) + mx)
 
 
+def _dm_query_terms(D):
+    """The Dirichlet-multinomial's per-query terms as sparse products: ``F`` (Q x R*P*I) counts the indicators
+    1(y_p > i) per (query, row, position, i), ``Bq`` (Q, I) the indicators 1(n > i) per query; I = most runs."""
+    pr = D.prompts
+    R, P = D.y.shape
+    Q = pr.Q
+    y, n = pr.y, pr.n
+    I = max(int(y.max()), 1)
+    # sum_{p, i < y_p} log(kappa p + i) - sum_{i < n} log(kappa + i): indicator counts per (query, row, p, i)
+    qi, pi, ii, rr = [], [], [], []
+    for i in range(I):
+        r, p = np.nonzero(y > i)
+        qi.append(pr.query[r])
+        rr.append(pr.row[r])
+        pi.append(p)
+        ii.append(np.full(len(r), i))
+    qi, rr, pi, ii = (np.concatenate(x) for x in (qi, rr, pi, ii))
+    F = sparse.csr_matrix((np.ones(len(qi)), (qi, (rr * P + pi) * I + ii)), shape=(Q, R * P * I))
+    Bq = np.zeros((Q, I))
+    for i in range(I):
+        Bq[:, i] = np.bincount(pr.query, weights=(n > i).astype(float), minlength=Q)
+    return F, Bq, I
+
+
 def pointwise_query_loglik(post, spec, chunk=200):
     """(S, Q) log-likelihood of every query's attempts (all its prompts) for models without query effects.
 
@@ -74,26 +98,12 @@ def pointwise_query_loglik(post, spec, chunk=200):
             lp = np.where(np.isfinite(lp), lp, 0.0).reshape(lp.shape[0], -1)
             out[a:a + lp.shape[0]] = (F @ lp.T).T + coef[None]
         return out
-    if getattr(spec, "urn", False):
-        return _urn_query_loglik(post, spec, coef, chunk)
-    I = max(int(y.max()), 1)
-    # sum_{p, i < y_p} log(kappa p + i) - sum_{i < n} log(kappa + i): indicator counts per (query, row, p, i)
-    qi, pi, ii, rr = [], [], [], []
-    for i in range(I):
-        r, p = np.nonzero(y > i)
-        qi.append(pr.query[r])
-        rr.append(pr.row[r])
-        pi.append(p)
-        ii.append(np.full(len(r), i))
-    qi, rr, pi, ii = (np.concatenate(x) for x in (qi, rr, pi, ii))
-    F = sparse.csr_matrix((np.ones(len(qi)), (qi, (rr * P + pi) * I + ii)), shape=(Q, R * P * I))
+    own = spec.query_loglik(post, coef, chunk)                                   # a model extension's own
+    if own is not None:
+        return own
+    F, Bq, I = _dm_query_terms(D)
     q_llm = pr.query_llm
-    Bq = np.zeros((Q, I))
-    for i in range(I):
-        Bq[:, i] = np.bincount(pr.query, weights=(n > i).astype(float), minlength=Q)
     row_llm = D.row_llm
-    if getattr(spec, "mix", False):
-        return _mixture_query_loglik(post, spec, F, Bq, coef, I, chunk)
     for a in range(0, S, chunk):
         lp = _row_logp(post, D, a, a + chunk)                                    # (s, R, P)
         s = lp.shape[0]
@@ -107,72 +117,4 @@ def pointwise_query_loglik(post, spec, chunk=200):
         kap = post["kappa"][a:a + s][:, q_llm, pr.query_cluster]                 # (s, Q)
         norm = sum(Bq[None, :, i] * np.log(kap + i) for i in range(I))
         out[a:a + s] = (F @ terms.T).T - norm + coef[None]
-    return out
-
-
-def _urn_query_loglik(post, spec, coef, chunk):
-    """(S, Q) log-likelihood of every query under the query-level urn (``model="query-urn"``).
-
-    ``sum over attempts of log(kappa p_row[pos] + c_same + gamma c_other) - log(kappa + n_same + gamma
-    n_other)`` (:func:`_urn_terms`), plus the multinomial coefficients of the prompts (the runs of one
-    prompt are exchangeable).
-    """
-    from ._model import _urn_terms
-
-    D = spec.design
-    pr = D.prompts
-    S = post["alpha"].shape[0]
-    _R, _P = D.y.shape
-    Q = pr.Q
-    (u, p, cs, co), (ud, ns, no) = _urn_terms(pr, D.row_tools)
-    row = pr.row[u]
-    cell_m, cell_c = D.row_llm[row], D.row_cluster[row]
-    Fn = sparse.csr_matrix((np.ones(len(u)), (pr.query[u], np.arange(len(u)))), shape=(Q, len(u)))
-    dm_, dc_ = D.row_llm[pr.row[ud]], D.row_cluster[pr.row[ud]]
-    Fd = sparse.csr_matrix((np.ones(len(ud)), (pr.query[ud], np.arange(len(ud)))), shape=(Q, len(ud)))
-    out = np.empty((S, Q))
-    for a in range(0, S, chunk):
-        lp = _row_logp(post, D, a, a + chunk)                                    # (s, R, P)
-        s = lp.shape[0]
-        kap = post["kappa"][a:a + s]
-        gam = post["gamma"][a:a + s]
-        num = np.log(kap[:, cell_m, cell_c] * np.exp(lp[:, row, p]) + cs + gam[:, cell_m, cell_c] * co)
-        den = np.log(kap[:, dm_, dc_] + ns + gam[:, dm_, dc_] * no)
-        out[a:a + s] = (Fn @ num.T).T - (Fd @ den.T).T + coef[None]
-    return out
-
-
-def _mixture_query_loglik(post, spec, F, Bq, coef, n_runs, chunk):
-    """(S, Q) log-likelihood of every query under the query mixture (``model="query-mixture"``):
-    ``logsumexp_k(log w[cell, k] + sum over its prompts of log DM(y | n, kappa p_k))``."""
-    from scipy.special import logsumexp
-
-    from ._summaries import _mixture_probs, _mixture_weights
-
-    D = spec.design
-    pr = D.prompts
-    S = post["alpha"].shape[0]
-    R = len(D.y)
-    Q = pr.Q
-    qcell = pr.query_llm * D.C + pr.query_cluster
-    out = np.empty((S, Q))
-    chunk = max(1, chunk // 4)
-    with np.errstate(divide="ignore"):
-        for a in range(0, S, chunk):
-            pk, _ = _mixture_probs(post, D, a, a + chunk, np.arange(R))            # (s, R, P, K+1)
-            s = pk.shape[0]
-            lk = np.log(post["kappa"][a:a + s])[:, D.row_llm, D.row_cluster]     # (s, R)
-            x = lk[:, :, None, None] + np.log(pk)
-            lw = np.log(_mixture_weights(post, D, a, a + s))[:, qcell]           # (s, Q, K+1)
-            kap = post["kappa"][a:a + s][:, pr.query_llm, pr.query_cluster]     # (s, Q)
-            norm = sum(Bq[None, :, i] * np.log(kap + i) for i in range(n_runs))
-            per_class = np.empty((s, Q, x.shape[-1]))
-            for k in range(x.shape[-1]):
-                terms = np.empty((s, R, D.P, n_runs))
-                terms[..., 0] = x[..., k]
-                for i in range(1, n_runs):
-                    terms[..., i] = np.logaddexp(np.log(i), x[..., k])
-                terms = np.where(np.isfinite(terms), terms, 0.0).reshape(s, -1)
-                per_class[..., k] = (F @ terms.T).T
-            out[a:a + s] = logsumexp(per_class + lw, axis=-1) - norm + coef[None]
     return out

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..._display import ReprHTMLMixin
+from ._checks import PPC_BAND, compare_frequentist, fit_checks, fit_status
 from ._common import _SHARED, ESS_MIN, RHAT_MAX, _num, _records, _summary_dict
 
 __all__ = ["BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck"]
@@ -15,27 +16,8 @@ __all__ = ["BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck"]
 #: What each variant fits, in words (the ``model`` key of ``to_dict``).
 _MODEL_TEXT = {
     "v1": "hierarchical multinomial logit: softmax(alpha[llm, cluster, tool] + beta[llm, position])",
-    "cluster-position": "hierarchical multinomial logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] "
-                        "+ delta[llm, cluster, position])",
-    "overdispersed": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + eta[llm, cluster, "
-                     "query, tool]), Dirichlet-multinomial per (llm, cluster, query, ordering)",
     "v2": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, cluster, "
           "position]), Dirichlet-multinomial per (llm, cluster, query, ordering)",
-    "thorough": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, cluster, "
-                "position] + eta[llm, cluster, query, tool]), Dirichlet-multinomial per (llm, cluster, query, "
-                "ordering)",
-    "query-shared": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, "
-                    "cluster, position] + sigma_eta[llm] * z[cluster, query, tool]) with the query effects z shared "
-                    "by the LLMs, Dirichlet-multinomial per (llm, cluster, query, ordering)",
-    "query-mixture": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, "
-                     "cluster, position] + lambda[llm] * 1(tool = the tool the query needs)), the query indifferent "
-                     "with probability 1 - epsilon[llm, cluster] (classes summed out), Dirichlet-multinomial per "
-                     "(llm, cluster, query, ordering)",
-    "query-mixture-id": "position-only logit: softmax(beta[llm, position] + delta[llm, cluster, position] + "
-                        "lambda[llm, cluster] * 1(tool = the tool the query needs)), a query indifferent or needing "
-                        "tool j "
-                        "with free class weights w[llm, cluster, :] (classes summed out), Dirichlet-multinomial per "
-                        "(llm, cluster, query, ordering)",
 }
 
 
@@ -215,8 +197,7 @@ class BayesResult(ReprHTMLMixin):
         The ``rng`` argument as given (int or None; ``"generator"`` for a Generator).
     warnings : list of str
     model : str
-        The variant fitted (``"v1"``, ``"cluster-position"``, ``"overdispersed"``, ``"v2"`` or
-        ``"thorough"``; see :data:`MODELS`).
+        The variant fitted (``"v1"`` or ``"v2"``; see :data:`MODELS`).
     cluster_position_effects : pandas.DataFrame or None
         Variants with per-(LLM, cluster) position effects: one row per LLM, cluster and position
         with ``beta[m, c, p] = beta[m, p] + delta[m, c, p]`` (``mean``, ``sd``, ``hdi_low``,
@@ -279,7 +260,11 @@ class BayesResult(ReprHTMLMixin):
         ``delta_pos``, ``share_shared``; with the variants' extensions also ``beta_cell``
         (per-cluster position effects) and the scales ``sigma_alpha``, ``sigma_beta``,
         ``sigma_delta``, ``sigma_eta``, ``kappa``, ``rho``), ``llm``, ``cluster``, ``tool_id``,
-        ``position``, ``orderings``, ``mean``, ``sd``, ``hdi_low``, ``hdi_high``.
+        ``position``, ``orderings``, ``mean``, ``sd``, ``hdi_low``, ``hdi_high``, and beside every
+        interval whether the model fits the data it summarises: ``fits`` (False when the per-query
+        dispersion check of the row's LLM or the cluster x position check has a p-value outside
+        [0.05, 0.95]; None when neither could run) and ``failed_checks`` (the failing checks with
+        their p-values; :meth:`fit_checks` has them all).
         """
         parts = []
         pe = self.position_effects.assign(quantity=np.where(self.position_effects["llm"] == _SHARED, "beta_bar",
@@ -302,14 +287,30 @@ class BayesResult(ReprHTMLMixin):
         for c in cols:
             if c not in out.columns:
                 out[c] = None
-        return out[cols]
+        out = out[cols]
+        status = fit_status(self)
+        out["fits"] = pd.Series([status.get(llm, (None, ""))[0] for llm in out["llm"]], dtype=object)
+        out["failed_checks"] = [status.get(llm, (None, ""))[1] for llm in out["llm"]]
+        return out
+
+    def fit_checks(self) -> pd.DataFrame:
+        """The posterior predictive checks behind ``fits``: per LLM (and ``"(shared)"``) the per-query dispersion
+        and the cluster x position check, with ``p_value`` and ``fits`` (see ``docs/bayes.md``, Outputs)."""
+        return fit_checks(self)
+
+    def compare_frequentist(self, bias) -> pd.DataFrame:
+        """The implied δ (logged orderings) next to :func:`~toolbias_stats.selection_bias`'s calibrated interval
+        of the same LLMs, with ``disagree`` = the intervals do not overlap (:func:`._checks.compare_frequentist`)."""
+        return compare_frequentist(self, bias)
 
     def to_dict(self) -> dict:
         """JSON-ready dict (the output of ``toolbias-stats bayes --json``)."""
         implied = {}
+        status = fit_status(self)
         for llm in self.llms:
             sub = self.implied[self.implied["llm"] == llm]
-            implied[llm] = {m: {o: _summary_dict(sub[(sub["metric"] == m) & (sub["orderings"] == o)])
+            fit = {"fits": status[llm][0], "failed_checks": status[llm][1]}
+            implied[llm] = {m: {o: {**_summary_dict(sub[(sub["metric"] == m) & (sub["orderings"] == o)]), **fit}
                                 for o in ("logged", "randomised")} for m in ("delta_api", "delta_pos")}
         pos = {}
         for llm, sub in self.position_effects.groupby("llm", sort=False):
@@ -333,6 +334,7 @@ class BayesResult(ReprHTMLMixin):
             "implied": implied, "variance_shares": shares,
             "ppc_p": _num(self.ppc.p_value), "ppc_p_rows": _num(self.ppc.p_value_rows),
             "ppc": self.ppc.to_dict(), "warnings": list(self.warnings),
+            "fit_checks": {"band": list(PPC_BAND), "checks": _records(fit_checks(self))},
         }
         if self.scales is not None:
             out["scales"] = _records(self.scales)

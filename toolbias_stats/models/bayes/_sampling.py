@@ -13,9 +13,6 @@ import numpy as np
 #: Extras that provide the optional samplers (``pip install 'toolbias_stats[<extra>]'``).
 _EXTRAS = {"nutpie": ("nutpie", "nutpie"), "numpyro": ("numpyro", "numpyro")}
 
-#: the query mixture's class sums as one JAX function under NumPyro (False: PyTensor's graph everywhere)
-JAX_KERNEL = True
-
 
 class _Raw:
     def __init__(self, posterior, sample_stats):
@@ -41,10 +38,8 @@ def _sample(spec, *, sampler, draws, tune, chains, cores, seed, target_accept, p
         os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cores}"
     import pymc as pm
 
-    # NumPyro differentiates the JAX form of the model: the query mixture's class sums are then one JAX
-    # function instead of PyTensor's translation of them (docs/bayes_speed.md); PyMC's samplers and nutpie
-    # compile the PyTensor graph (C or numba), where that Op would run in Python, so they keep the graph
-    spec.jax_kernel = JAX_KERNEL and sampler not in ("pymc", "pymc-numba", "nutpie")
+    # the back-end, for a model extension that builds a different graph for NumPyro (analyses/bayes_experimental)
+    spec.sampler = sampler
     model = spec.build()
     start = None if initvals is None else _check_initvals(model, initvals, chains)
     with warnings.catch_warnings():

@@ -36,7 +36,7 @@ def simulate_choice_log(alpha: ArrayLike | Sequence[ArrayLike], beta: ArrayLike,
         gives clusters of different sizes.
     beta : array_like of shape (M, P) or (M, C, P)
         Position effects per LLM (``P >= max K``), or per LLM and cluster (the per-cluster
-        position effects of ``model="cluster-position"``/``"v2"``).
+        position effects of ``model="v2"``).
     n_per_ordering : int, default 20
         Attempts per (LLM, cluster, ordering); each attempt is one query shown in that ordering.
         Ignored when ``queries`` is given.

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ._common import _hdi, _softmax_masked, _zerosum_extend
+from ._common import _hdi, _softmax_masked
 
 #: Orderings enumerated exactly for the randomised counterfactual up to this list length (5! = 120).
 _EXACT_PERMUTATION_K = 5
@@ -40,55 +40,6 @@ def _beta_index(design, post, rows):
     return "beta", D.row_llm[rows][:, None] * P + np.arange(P)[None, :]
 
 
-def _mixture_weights(post, design, a=None, b=None):
-    """Class weights (s, M * C, Kmax + 1) of the query mixture for draws a:b: ``1 - epsilon`` (indifferent),
-    then ``epsilon * softmax(alpha)[j]`` (needs tool j; 0 for tools a cluster does not have)."""
-    D = design
-    if "class_weights" in post:                                                 # free weights per cell
-        cw = post["class_weights"][a:b]
-        return cw.reshape(cw.shape[0], D.M * D.C, D.Kmax + 1)
-    al = post["alpha"][a:b]                                                     # (s, M, C, Kmax), NaN padding
-    valid = np.arange(D.Kmax)[None, :] < D.K[:, None]
-    from ._common import _MIXTURE_TIED
-
-    z = np.where(valid[None, None], al if _MIXTURE_TIED else 0.0, -np.inf)
-    z = np.exp(z - z.max(-1, keepdims=True))
-    pi = z / z.sum(-1, keepdims=True)
-    eps = post["epsilon"][a:b]
-    w = np.concatenate([(1.0 - eps)[..., None], eps[..., None] * pi], -1)
-    return w.reshape(w.shape[0], D.M * D.C, D.Kmax + 1)
-
-
-def _boost(post, a, b, llm, cluster):
-    """The query mixture's boost ``lambda`` (s, U) of draws a:b for units of the given LLMs and clusters: per LLM
-    (``lambda`` (S, M)) or per (LLM, cluster) (``lambda`` (S, M, C), ``model="query-mixture-id"``)."""
-    lam = post["lambda"][a:b]
-    return lam[:, llm, cluster] if lam.ndim == 3 else lam[:, llm]
-
-
-def _mixture_class_onehot(design, rows):
-    """(U, P, Kmax + 1): 1 where class k >= 1 boosts the tool shown at the position (class 0: nothing)."""
-    D = design
-    t = D.row_tools[rows]
-    return np.concatenate([np.zeros(t.shape + (1,)), (t[:, :, None] == np.arange(D.Kmax)[None, None, :])], -1)
-
-
-def _mixture_probs(post, design, a, b, rows):
-    """Per-class choice probabilities (s, U, P, Kmax + 1) of the given design rows and the class weights
-    (s, U, Kmax + 1) of their cells."""
-    D = design
-    logits, mask = _unit_logits(post, D, a, b, "rows")
-    logits = logits[:, rows]
-    mask = mask[rows]
-    lam = _boost(post, a, b, D.row_llm[rows], D.row_cluster[rows])              # (s, U)
-    lg = logits[..., None] + lam[:, :, None, None] * _mixture_class_onehot(D, rows)[None]
-    z = np.where(mask[None, :, :, None], lg, -np.inf)
-    z = np.exp(z - z.max(2, keepdims=True))
-    p = z / z.sum(2, keepdims=True)
-    w = _mixture_weights(post, D, a, b)[:, D.row_llm[rows] * D.C + D.row_cluster[rows]]
-    return p, w
-
-
 def _unit_logits(post, design, a, b, units="rows", eta=None):
     """Logits (s, U, P) of draws a:b for the design rows or for the prompts (with query effects ``eta``)."""
     D = design
@@ -108,12 +59,13 @@ def _unit_logits(post, design, a, b, units="rows", eta=None):
     return logits, mask
 
 
-def _implied_logged(post, design, chunk=256):
+def _implied_logged(post, design, chunk=256, spec=None):
     """(S, M, C) TV of tools and of positions under the logged orderings (NaN where undefined).
 
     Without query effects the units are the design rows (LLM, cluster, ordering); with them, the
     prompts, each with its query's effects: the choice probabilities are then those of *these*
-    queries, averaged over them with their valid choices as weights.
+    queries, averaged over them with their valid choices as weights. A model extension whose chooser
+    is a mixture over query classes (``spec.query_classes``) gives them by ``spec.class_probs``.
     """
     D = design
     S = post["alpha"].shape[0]
@@ -151,9 +103,10 @@ def _implied_logged(post, design, chunk=256):
         logits = al[:, (cells * Kmax)[:, None] + tools] + be[:, bidx]
         if by_prompt:
             logits = logits + post["eta"][a:a + chunk][:, D.prompts.query[:, None], tools]
-        if "lambda" in post:
-            # the query mixture: a new query's chooser is the mixture of the classes' choosers
-            pk, wk = _mixture_probs(post, D, a, a + chunk, rows)
+        classes = spec.class_probs(post, a, a + chunk, rows) if getattr(spec, "query_classes", False) else None
+        if classes is not None:
+            # a mixture over query classes: a new query's chooser is the mixture of the classes' choosers
+            pk, wk = classes
             prob = (pk * wk[:, :, None, :]).sum(-1) * w[None, :, None]
         else:
             prob = _softmax_masked(logits, mask[None]) * w[None, :, None]       # (s, U, P)
@@ -188,7 +141,7 @@ def _permutation_tables(k, gen):
     return perms, inv, onehot, how
 
 
-def _implied_randomised(post, design, gen, target=2_000_000):
+def _implied_randomised(post, design, gen, target=2_000_000, spec=None):
     """(S, M, C) TV of tools and positions if every list were a uniformly random ordering of the cluster.
 
     With ``ea = exp(alpha)``, ``eb = exp(beta)`` and ordering ``s`` putting tool ``j`` at position
@@ -197,10 +150,11 @@ def _implied_randomised(post, design, gen, target=2_000_000):
     three batched matrix products per chunk of draws instead of a softmax per ordering. With
     per-cluster position effects each (LLM, cluster) has its own ``eb``; with query effects each
     query its own ``ea``, and a cell's probabilities are the mean over its queries (weighted by their
-    valid choices).
+    valid choices); a mixture over query classes (``spec.query_classes``) mixes the classes'
+    probabilities with their weights (``spec.randomised_classes``).
     """
-    if "beta_cell" in post or "eta" in post or "lambda" in post:
-        return _implied_randomised_units(post, design, gen, target)
+    if "beta_cell" in post or "eta" in post or getattr(spec, "query_classes", False):
+        return _implied_randomised_units(post, design, gen, target, spec)
     D = design
     S = post["alpha"].shape[0]
     M, C = D.M, D.C
@@ -233,7 +187,7 @@ def _implied_randomised(post, design, gen, target=2_000_000):
     return tv_api, tv_pos, methods
 
 
-def _implied_randomised_units(post, design, gen, target):
+def _implied_randomised_units(post, design, gen, target, spec=None):
     """The randomised counterfactual with a position effect per (LLM, cluster) and/or query effects."""
     D = design
     S = post["alpha"].shape[0]
@@ -274,12 +228,8 @@ def _implied_randomised_units(post, design, gen, target):
                 be = post["beta"][a:a + chunk][:, um, :k]
             eb = np.exp(be - be.max(-1, keepdims=True))
             ebp = eb[:, :, inv]                                                 # (s, U, n_perm, k)
-            if "lambda" in post:
-                # the query mixture: class 0 as it is, class j + 1 with lambda added to tool j
-                wk = _mixture_weights(post, D, a, a + chunk)[:, cell]           # (s, U, Kmax + 1)
-                lam = _boost(post, a, a + chunk, um, uc)                        # (s, U)
-                classes = [(al, wk[..., 0])] + [(al + lam[..., None] * (np.arange(k) == j), wk[..., j + 1])
-                                                for j in range(k)]
+            if getattr(spec, "query_classes", False):
+                classes = spec.randomised_classes(post, a, a + chunk, al, um, uc, cell, k)
             else:
                 classes = [(al, None)]
             p_tool = p_pos = 0.0
@@ -374,22 +324,6 @@ def query_dispersion(y: np.ndarray, expected: np.ndarray, query: np.ndarray, too
     return (contrib @ G).reshape(lead + (n_groups,))
 
 
-def _fresh_eta(post, spec, draws, gen):
-    """Query effects of new queries (from the fitted population) for the given draws: (len(draws), Q, Kmax)."""
-    D = spec.design
-    pr = D.prompts
-    eta = np.zeros((len(draws), pr.Q, D.Kmax))
-    for g in spec.qgroups:
-        k = g["k"]
-        if getattr(spec, "shared", False):
-            # a new query is new for every LLM: one fresh latent vector per shared query
-            z = gen.standard_normal((len(draws), g["n_shared"], k - 1))[:, g["shared"]]
-        else:
-            z = gen.standard_normal((len(draws), len(g["queries"]), k - 1))
-        eta[:, g["queries"], :k] = post["sigma_eta"][draws][:, g["llm"]][..., None] * _zerosum_extend(z, np)
-    return eta
-
-
 def _take(post, draws):
     return {k: (v[draws] if isinstance(v, np.ndarray) and v.ndim >= 1 else v) for k, v in post.items()
             if k != "eta"}
@@ -428,58 +362,15 @@ def _polya(p, n, kappa, gen):
     return np.moveaxis(counts, 0, -1)
 
 
-def _urn_slots(prompts):
-    """(Q, n_max) the prompt of each attempt slot of every query in the urn's order (-1 = none)."""
-    from ._model import _urn_order
-
-    order = _urn_order(prompts)
-    n = prompts.n.astype(np.int64)[order]
-    u = np.repeat(order, n)
-    q = prompts.query[u]
-    nq = np.bincount(q, minlength=prompts.Q)
-    start = np.r_[0, np.cumsum(nq)[:-1]]
-    slot = np.arange(len(u)) - start[q]
-    out = np.full((prompts.Q, int(nq.max()) if len(nq) else 0), -1, dtype=np.int64)
-    out[q, slot] = u
-    return out
-
-
-def _query_urn(p, kappa, gamma, slots, tools, n_queries, gen):
-    """Replications of the query-level urn: (s, U, P) counts per prompt.
-
-    Each query's attempts are taken in the urn's order (``slots``); an attempt of prompt ``u`` picks
-    position ``j`` with probability proportional to ``kappa_u * p[u, j] + c_same[j] + gamma_u *
-    c_other[tool at j]``: the earlier picks of the same prompt and of the query's other prompts.
-    ``p`` (s, U, P), ``kappa``, ``gamma`` (s, U), ``tools`` (U, P) (-1 = not shown).
-    """
-    s, U, P = p.shape
-    kmax = int(tools.max()) + 1
-    counts = np.zeros((s, U, P))
-    c = np.zeros((s, n_queries, kmax))
-    tl = np.where(tools >= 0, tools, 0)
-    qs = np.arange(n_queries)
-    for i in range(slots.shape[1]):
-        live = slots[:, i] >= 0
-        q = qs[live]
-        u = slots[live, i]
-        prev = np.take_along_axis(c[:, q], np.broadcast_to(tl[u][None], (s, len(u), P)), 2)
-        same = counts[:, u]
-        w = kappa[:, u, None] * p[:, u] + same + gamma[:, u, None] * np.where(tools[u][None] >= 0, prev - same, 0.0)
-        cum = np.cumsum(w, -1) / w.sum(-1, keepdims=True)
-        pick = np.minimum((gen.random((s, len(u), 1)) > cum).sum(-1), P - 1)     # (s, n)
-        si = np.arange(s)[:, None]
-        np.add.at(counts, (si, u[None], pick), 1.0)
-        np.add.at(c, (si, q[None], tl[u][None].repeat(s, 0)[si, np.arange(len(u))[None], pick]), 1.0)
-    return counts
-
-
 def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batch=50):
     """Yield ``(y_rep, E)`` (b, Rq, P) for batches of the posterior draws in ``sel``: one replication of
     every prompt and its population-mean expectation.
 
     A Dirichlet-multinomial (``spec.dm``) replicates a prompt's runs by the Polya urn with
     concentration kappa p; with query effects (``spec.qe``) every query gets fresh effects from the
-    fitted population (a new query), and ``E`` averages the probabilities over further fresh draws.
+    fitted population (a new query, ``spec.fresh_eta``), and ``E`` averages the probabilities over
+    further fresh draws. A model extension may give its own probabilities (``spec.prompt_probs``) and
+    replications (``spec.replicate_prompts``).
     """
     D = spec.design
     pr = D.prompts
@@ -487,28 +378,19 @@ def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batc
     dirichlet = spec.dm if dirichlet is None else dirichlet
     fresh_queries = spec.qe if fresh_queries is None else fresh_queries
     mask = D.row_tools[pr.row] >= 0
-    slots = None
-    mix = getattr(spec, "mix", False) and dirichlet
     for a in range(0, len(sel), batch):
         draws = sel[a:a + batch]
         sub = _take(post, draws)
         b = len(draws)
-        if mix:
-            # the query mixture: every query draws its class (a new query), its prompts the class's chooser;
-            # E is the population mean (the mixture over the classes), exact
-            pk, wk = _mixture_probs(sub, D, 0, b, np.arange(len(D.y)))          # (b, R, P, K+1), (b, R, K+1)
-            qcell = pr.query_llm * D.C + pr.query_cluster
-            wq = _mixture_weights(sub, D, 0, b)[:, qcell]                       # (b, Q, K+1)
-            cls = (gen.random((b, pr.Q, 1)) > np.cumsum(wq, -1)).sum(-1)
-            cls = np.minimum(cls, D.Kmax)[:, pr.query]                          # (b, Rq)
-            p = np.take_along_axis(pk[:, pr.row], cls[:, :, None, None], 3)[..., 0]
-            E = n[None, :, None] * (pk * wk[:, :, None, :]).sum(-1)[:, pr.row]
+        own = spec.prompt_probs(sub, b, gen) if dirichlet and getattr(spec, "query_classes", False) else None
+        if own is not None:
+            p, E = own
         elif fresh_queries:
             p = np.empty((b, len(n), D.P))
             E = np.empty((b, len(n), D.P))
             for i, s in enumerate(draws):
                 one = _take(post, np.full(1 + _QUERY_MC, s))
-                fresh = _fresh_eta(post, spec, np.full(1 + _QUERY_MC, s), gen)
+                fresh = spec.fresh_eta(post, np.full(1 + _QUERY_MC, s), gen)
                 logits, _ = _unit_logits(one, D, 0, 1 + _QUERY_MC, "prompts", eta=fresh)
                 probs = _softmax_masked(logits, mask[None])
                 p[i], E[i] = probs[0], n[:, None] * probs[1:].mean(0)
@@ -518,13 +400,8 @@ def _prompt_draws(post, spec, sel, gen, dirichlet=None, fresh_queries=None, batc
             p = p_row[:, pr.row]
             E = n[None, :, None] * p
         kap = post["kappa"][draws][:, D.row_llm[pr.row], D.row_cluster[pr.row]] if dirichlet else None
-        if dirichlet and getattr(spec, "urn", False):
-            if slots is None:
-                slots = _urn_slots(pr)
-            gam = post["gamma"][draws][:, D.row_llm[pr.row], D.row_cluster[pr.row]]
-            yield _query_urn(p, kap, gam, slots, D.row_tools[pr.row], pr.Q, gen), E
-            continue
-        yield _polya(p, n, kap, gen), E
+        rep = spec.replicate_prompts(post, draws, p, kap, gen) if dirichlet else None
+        yield (_polya(p, n, kap, gen) if rep is None else rep), E
 
 
 def _cluster_position_check(D, yrep, E, prob_hdi):
@@ -551,7 +428,7 @@ def _cluster_position_check(D, yrep, E, prob_hdi):
 def _ppc(post, spec, gen, prob_hdi, max_draws=1000, max_prompt_draws=250):
     """Posterior predictive checks; returns (PosteriorPredictiveCheck, row-level y_rep, draw indices).
 
-    Without per-prompt terms in the model (v1, cluster-position) the replications are one multinomial
+    Without per-prompt terms in the model (v1) the replications are one multinomial
     per design row, exactly as in v1; the per-query dispersion (when the log's rows are available)
     then uses separate per-prompt multinomial replications of at most ``max_prompt_draws`` draws,
     drawn after everything else. With a Dirichlet-multinomial and/or query effects every prompt is

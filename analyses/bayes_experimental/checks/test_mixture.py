@@ -11,15 +11,15 @@ import pytest
 from scipy.special import gammaln, logsumexp
 from scipy.stats import dirichlet_multinomial
 
-from toolbias_stats.models import fit_bayes, simulate_choice_log
-from toolbias_stats.models.bayes import MODEL_VARIANTS
-from toolbias_stats.models.bayes._common import ALL_PRIORS
+from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS
+from bayes_experimental import fit_experimental as fit_bayes
+from bayes_experimental._model import ExperimentalSpec as _ModelSpec
+from bayes_experimental._summaries import _mixture_probs, _mixture_weights
+from toolbias_stats.models import simulate_choice_log
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 from toolbias_stats.models.bayes._loglik import pointwise_query_loglik
-from toolbias_stats.models.bayes._model import _ModelSpec
-from toolbias_stats.models.bayes._summaries import _mixture_probs, _mixture_weights
 
-from .test_bayes_shared import _point_and_loglik
+from .test_shared import _point_and_loglik
 
 ALPHA = np.array([[[1.0, 0.0, -1.0], [0.0, 0.6, -0.6]],
                   [[0.8, 0.2, -1.0], [-0.5, 0.9, -0.4]]])
@@ -34,7 +34,7 @@ VARIANT = MODEL_VARIANTS["query-mixture"]
 
 def _class_share(a):
     """Share of the 'needs a tool' classes by tool: softmax(alpha) (tied weights) or uniform."""
-    from toolbias_stats.models.bayes._common import _MIXTURE_TIED
+    from bayes_experimental._variants import _MIXTURE_TIED
 
     if _MIXTURE_TIED:
         return np.exp(a - a.max()) / np.exp(a - a.max()).sum()
@@ -125,7 +125,7 @@ class TestMixtureLikelihood:
         """Free class weights per cell (``_MIXTURE_FREE``): the potential is the scipy mixture with those
         weights, and the prior potential is the Dirichlet(1) density in logistic coordinates
         (``sum_k log w_k``, checked against scipy's Dirichlet plus the Jacobian ``prod_k w_k``)."""
-        from toolbias_stats.models.bayes import _common
+        from bayes_experimental import _variants as _common
 
         monkeypatch.setattr(_common, "_MIXTURE_FREE", True)
         D = _design_of(mix_log)

@@ -13,15 +13,15 @@ import pytest
 from scipy.special import gammaln, logsumexp
 from scipy.stats import dirichlet_multinomial
 
-from toolbias_stats.models import fit_bayes, simulate_choice_log
-from toolbias_stats.models.bayes import MODEL_VARIANTS
-from toolbias_stats.models.bayes._common import ALL_PRIORS
+from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS
+from bayes_experimental import fit_experimental as fit_bayes
+from bayes_experimental._model import ExperimentalSpec as _ModelSpec
+from toolbias_stats.models import simulate_choice_log
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 from toolbias_stats.models.bayes._loglik import pointwise_query_loglik
-from toolbias_stats.models.bayes._model import _ModelSpec
 
-from .test_bayes_mixture import check_class_prior_is_dirichlet_one
-from .test_bayes_shared import _point_and_loglik
+from .test_mixture import check_class_prior_is_dirichlet_one
+from .test_shared import _point_and_loglik
 
 BETA_CELL = np.array([[[1.0, 0.0, -1.0], [0.4, 0.1, -0.5]],
                       [[0.7, 0.1, -0.8], [0.2, 0.2, -0.4]]])

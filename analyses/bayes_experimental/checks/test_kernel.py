@@ -8,11 +8,11 @@ import warnings
 import numpy as np
 import pytest
 
+from bayes_experimental import _mixture_kernel as mk
+from bayes_experimental._model import ExperimentalSpec as _ModelSpec
 from toolbias_stats.models import simulate_choice_log
-from toolbias_stats.models.bayes import _mixture_kernel as mk
-from toolbias_stats.models.bayes._model import _ModelSpec
 
-from .test_bayes_mixture import (
+from .test_mixture import (
     ALPHA,
     BETA_CELL,
     KAPPA,
@@ -23,7 +23,7 @@ from .test_bayes_mixture import (
     _priors,
     _reference_query_loglik,
 )
-from .test_bayes_shared import _point_and_loglik
+from .test_shared import _point_and_loglik
 
 #: (LAYOUT, EX, jax_kernel): the first version, the PyTensor slots layout, and the single JAX Op (NumPyro)
 FORMS = {"gather": ("gather", "exp", False), "slots": ("slots", "prod", False), "op": ("slots", "prod", True)}
@@ -149,7 +149,7 @@ class TestOpGradient:
 
     def test_numpyro_fit_runs_with_the_op(self, kern_log):
         pytest.importorskip("numpyro")
-        from toolbias_stats.models import fit_bayes
+        from bayes_experimental import fit_experimental as fit_bayes
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

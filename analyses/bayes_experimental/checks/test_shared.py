@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from toolbias_stats.models import fit_bayes, simulate_choice_log
-from toolbias_stats.models.bayes import MODEL_VARIANTS
-from toolbias_stats.models.bayes._common import ALL_PRIORS, _zerosum_extend
+from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS
+from bayes_experimental import fit_experimental as fit_bayes
+from bayes_experimental._model import ExperimentalSpec as _ModelSpec
+from bayes_experimental._summaries import _fresh_eta
+from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models.bayes._common import _zerosum_extend
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
-from toolbias_stats.models.bayes._model import _ModelSpec
-from toolbias_stats.models.bayes._summaries import _fresh_eta
 
 ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
                   [[1.0, 0.2, -1.2], [-0.6, 1.0, -0.4]]])

@@ -8,10 +8,12 @@ import warnings
 import numpy as np
 import pytest
 
-from toolbias_stats.models import fit_bayes, simulate_choice_log
-from toolbias_stats.models.bayes import MODEL_VARIANTS
+from bayes_experimental import MODEL_VARIANTS
+from bayes_experimental import fit_experimental as fit_bayes
+from bayes_experimental._model import ExperimentalSpec as _ModelSpec
+from bayes_experimental._model import _urn_order, _urn_terms
+from toolbias_stats.models import simulate_choice_log
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
-from toolbias_stats.models.bayes._model import _ModelSpec, _urn_order, _urn_terms
 
 ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
                   [[1.0, 0.2, -1.2], [-0.6, 1.0, -0.4]]])
