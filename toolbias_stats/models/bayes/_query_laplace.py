@@ -215,6 +215,19 @@ class _LaplaceSpec:
         self.qgroups = [{"k": g["k"], "queries": g["queries"], "llm": g["qllm"]} for g in self.dense]
         self.tool_pos = _row_tool_index(design)
 
+    def fresh_eta(self, post, draws, gen):
+        """Query effects of new queries from the fitted population (len(draws), Q, Kmax), zero-sum projected (the
+        softmax ignores a common shift): ``sigma_eta[m] * (z - mean(z))``, z iid standard normal."""
+        from ._common import _zerosum_extend
+
+        D = self.design
+        eta = np.zeros((len(draws), D.prompts.Q, D.Kmax))
+        for g in self.qgroups:
+            k = g["k"]
+            z = gen.standard_normal((len(draws), len(g["queries"]), k - 1))
+            eta[:, g["queries"], :k] = post["sigma_eta"][draws][:, g["llm"]][..., None] * _zerosum_extend(z, np)
+        return eta
+
     def _effects(self, pm, pt):
         """alpha (M, C, Kmax) with zero padding, and the position effects of every (row, tool): (R, Kmax)."""
         D = self.design
@@ -224,7 +237,7 @@ class _LaplaceSpec:
         sb = pm.HalfNormal("sigma_beta", pr["sigma_beta_sd"]) if self.hier else None
         alpha = pt.zeros((M, C, Kmax))
         for k in sorted(set(D.K.tolist())):
-            cg = np.flatnonzero(D.K == k)
+            cg = np.flatnonzero(k == D.K)
             mu = pm.ZeroSumNormal(f"mu_k{k}", pr["mu_sd"], shape=(len(cg), k))
             a = mu[None] + sa * pm.ZeroSumNormal(f"z_alpha_k{k}", 1.0, shape=(M, len(cg), k)) if self.hier \
                 else mu[None]
@@ -354,12 +367,12 @@ def _slab_draws(spec, posterior):
     def get(name):
         return np.asarray(posterior[name].values, dtype=float).reshape((S,) + posterior[name].shape[2:])
 
-    M, C, P, Kmax = D.M, D.C, D.P, D.Kmax
+    M, C, Kmax = D.M, D.C, D.Kmax
     alpha = np.full((S, M, C, Kmax), np.nan)
     mu = np.full((S, C, Kmax), np.nan)
     sa = get("sigma_alpha") if spec.hier else None
     for k in sorted(set(D.K.tolist())):
-        cg = np.flatnonzero(D.K == k)
+        cg = np.flatnonzero(k == D.K)
         m_ = get(f"mu_k{k}")
         mu[:, cg, :k] = m_
         alpha[:, :, cg, :k] = m_[:, None] + sa[:, None, None, None] * get(f"z_alpha_k{k}") if spec.hier \
@@ -436,8 +449,8 @@ def fit_query_laplace(log, *, by="model", draws=1000, tune=1000, chains=4, cores
     slab = _slab_draws(spec, raw.posterior)
     diag = _diagnostics(slab, raw.sample_stats, D)
     seen = D.cell_counts() > 0
-    eff, p_np, p_ew, a, b = _spike_draws(slab, pri, seen, gen)
-    sub, sel = _thin(eff, implied_draws)
+    eff, p_np, p_ew, _a, _b = _spike_draws(slab, pri, seen, gen)
+    sub, _sel = _thin(eff, implied_draws)
     bc = sub["beta_cell"] if "beta_cell" in sub else np.repeat(sub["beta"][:, :, None, :], D.C, 2)
     api, pos = population_implied(sub["alpha"], bc, sub["sigma_eta"], D)
     out = {"design": D, "spec": spec, "slab": slab, "raw": raw, "diagnostics": diag,
