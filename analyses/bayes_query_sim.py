@@ -127,6 +127,8 @@ def one_fit(sd, seed, model, draws, tune, chains, sampler):
 def summary(path=OUT):
     """Coverage per cell and quantity (with Monte-Carlo se) from the JSON lines."""
     recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    failed = [r for r in recs if "error" in r]
+    recs = [r for r in recs if "error" not in r]
     rows = []
     for (model, sd), grp in pd.DataFrame(recs).groupby(["model", "sd"]):
         for qty in ("delta_api", "delta_pos", "delta_api_cell", "alpha", "beta"):
@@ -140,7 +142,8 @@ def summary(path=OUT):
         rows.append({"model": model, "sd": sd, "quantity": "fit", "studies": len(grp),
                      "seconds_median": float(grp["seconds"].median()),
                      "rhat_max_median": float(grp["max_rhat"].median()),
-                     "divergent_fits": int((grp["divergences"] > 0).sum())})
+                     "divergent_fits": int((grp["divergences"] > 0).sum()),
+                     "failed_fits": sum(1 for r in failed if r["sd"] == sd and r["model"] == model)})
     return rows
 
 
@@ -164,10 +167,13 @@ def main():
     sds = [float(s) for s in a.sd.split(",")]
     for i in range(a.start, a.start + a.studies):
         for sd in sds:
-            rec = one_fit(sd, 1000 + i, a.model, a.draws, a.tune, a.chains, a.sampler)
+            try:
+                rec = one_fit(sd, 1000 + i, a.model, a.draws, a.tune, a.chains, a.sampler)
+            except Exception as exc:
+                rec = {"sd": sd, "seed": 1000 + i, "model": a.model, "error": repr(exc), "seconds": float("nan")}
             with OUT.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
-            print(sd, i, round(rec["seconds"], 1), flush=True)
+            print(sd, i, round(rec["seconds"], 1), rec.get("error", ""), flush=True)
 
 
 if __name__ == "__main__":
