@@ -148,7 +148,7 @@ class TestFitBayes:
             assert key in out
         assert set(out["diagnostics"]) >= {"max_rhat", "min_ess_bulk", "divergences", "sampler", "seconds"}
         llm = out["implied"]["llm1"]["delta_pos"]["randomised"]
-        assert set(llm) == {"mean", "sd", "hdi"} and len(llm["hdi"]) == 2
+        assert set(llm) == {"mean", "sd", "hdi", "fits", "failed_checks"} and len(llm["hdi"]) == 2   # fits: issue 38
         assert 0 <= out["ppc_p"] <= 1
         frame = res.to_frame()
         assert {"alpha", "mu", "beta", "beta_bar", "delta_api", "delta_pos", "share_shared"} <= set(frame["quantity"])

@@ -288,7 +288,7 @@ def _fit_variant(log, args: dict, variant, spec_cls, t0: float) -> BayesResult:
         ex = design.rows["excluded"]
         msg = (f"{sum(ex.values())} of {design.rows['total']} rows cannot enter the model and are excluded: "
                f"{ex}")
-        warnings.warn(msg, ExcludedRowsWarning, stacklevel=2)
+        warnings.warn(msg, ExcludedRowsWarning, stacklevel=3)
         caught.append(msg)
     param = args["parameterization"]
     if param == "auto":
@@ -539,7 +539,7 @@ def _implied_table(D, post, prob, gen, caught, spec=None):
     if mixed:
         msg = (f"lists of different lengths were shown in {len(mixed)} (LLM, cluster) cell(s) (e.g. {mixed[0]}); "
                "their logged-orderings delta_pos is undefined and left out of the means")
-        warnings.warn(msg, DegenerateDataWarning, stacklevel=4)
+        warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
         caught.append(msg)
     rows = []
     for metric, scen, tv in (("delta_api", "logged", tva_log), ("delta_pos", "logged", tvp_log),
@@ -576,7 +576,7 @@ def _misfit_warnings(ppc, args, caught):
                 ptxt = f"p = {pv:.3f}" + (" (no replication as extreme)" if pv == 0 else "")
                 msg = (f"posterior predictive check: {ptxt} on the {name} counts; model={args['model']!r} "
                        f"misfits ({hints[name]})")
-            warnings.warn(msg, MisfitWarning, stacklevel=4)
+            warnings.warn(msg, MisfitWarning, stacklevel=5)
             caught.append(msg)
 
 
@@ -594,7 +594,7 @@ def _convergence_flags(diag_vals, caught):
     if flags:
         msg = "NOT CONVERGED: " + "; ".join(flags) + (" (run longer with more --draws/--tune, or raise "
                                                        "target_accept if there are divergences)")
-        warnings.warn(msg, ConvergenceWarning, stacklevel=4)
+        warnings.warn(msg, ConvergenceWarning, stacklevel=5)
         caught.insert(0, msg)
     return flags
 

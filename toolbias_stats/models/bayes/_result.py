@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..._display import ReprHTMLMixin
+
+if TYPE_CHECKING:
+    from ...metrics import BiasResult
 from ._checks import PPC_BAND, compare_frequentist, fit_checks, fit_status
 from ._common import _SHARED, ESS_MIN, RHAT_MAX, _num, _records, _summary_dict
 
@@ -298,7 +302,7 @@ class BayesResult(ReprHTMLMixin):
         and the cluster x position check, with ``p_value`` and ``fits`` (see ``docs/bayes.md``, Outputs)."""
         return fit_checks(self)
 
-    def compare_frequentist(self, bias) -> pd.DataFrame:
+    def compare_frequentist(self, bias: BiasResult) -> pd.DataFrame:
         """The implied δ (logged orderings) next to :func:`~toolbias_stats.selection_bias`'s calibrated interval
         of the same LLMs, with ``disagree`` = the intervals do not overlap (:func:`._checks.compare_frequentist`)."""
         return compare_frequentist(self, bias)
