@@ -111,10 +111,14 @@ def laplace_query_marginal(lt, y, n, s2inv, xp=np, steps=NEWTON_STEPS, stop=None
 
     Examples
     --------
+    One query shown twice (5 attempts), sigma = 1; a grid integral of the same integrand gives -5.178:
+
     >>> lt = np.zeros((1, 2, 3)); y = np.array([[[3.0, 0, 0], [2, 1, 0]]]); n = y.sum(-1)
     >>> lm, u, _ = laplace_query_marginal(lt, y, n, np.array([1.0]))
     >>> bool(u[0, 0] > 0 > u[0, 2]), round(float(lm[0]), 3)
-    (True, -5.218)
+    (True, -5.207)
+    >>> float(laplace_query_marginal(lt, 0 * y, 0 * n, np.array([1.0]))[0][0])   # no data: the prior's integral
+    0.0
     """
     k = y.shape[-1]
     u = xp.zeros_like(lt[..., 0, :])
