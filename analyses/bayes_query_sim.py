@@ -7,7 +7,7 @@ drawn once per query and shared by every ordering and run of it. LLM 1 has no po
 of equal worth for every LLM. ``sd`` in {0, 1.0}.
 
 Truths: the effects (sum-to-zero) and the implied delta of a new query's chooser under the logged orderings
-(:func:`toolbias_stats.models.bayes._query_laplace.population_implied`, the quantity the model reports), computed
+(``bayes_experimental.query_laplace.population_implied``, the quantity the model reports), computed
 from the true parameters with the same function: 0 exactly for the LLM without position effects (delta_pos) and
 for the equal-worth cluster (delta_API).
 
@@ -73,7 +73,7 @@ def simulate(sd: float, seed: int):
 
 def truths(design, sd):
     """True implied delta (M, C) and effects in the design's LLM / cluster / tool order."""
-    from toolbias_stats.models.bayes._query_laplace import population_implied
+    from bayes_experimental.query_laplace import population_implied
 
     li = [int(s.replace("llm", "")) - 1 for s in design.llms]
     ci = [int(s.replace("k", "")) - 1 for s in design.clusters]
@@ -88,7 +88,7 @@ def truths(design, sd):
 
 
 def one_fit(sd, seed, model, draws, tune, chains, sampler):
-    from toolbias_stats.models.bayes._query_laplace import fit_query_laplace
+    from bayes_experimental.query_laplace import fit_query_laplace
 
     log = simulate(sd, seed)
     t0 = time.perf_counter()

@@ -1,4 +1,5 @@
-"""Query effects integrated out by a Laplace approximation per query (``model="query-laplace"``).
+"""Query effects integrated out by a Laplace approximation per query (an experimental prototype, not
+registered in ``fit_bayes``).
 
 A query ``q`` of LLM ``m`` in cluster ``c`` has effects ``u[q, :] ~ N(0, sigma_eta[m]^2 I)`` on its cluster's
 ``K`` tools, shared by every ordering and run of the query. Given the main effects, the queries are independent
@@ -222,7 +223,7 @@ class _LaplaceSpec:
     def fresh_eta(self, post, draws, gen):
         """Query effects of new queries from the fitted population (len(draws), Q, Kmax), zero-sum projected (the
         softmax ignores a common shift): ``sigma_eta[m] * (z - mean(z))``, z iid standard normal."""
-        from ._common import _zerosum_extend
+        from toolbias_stats.models.bayes._common import _zerosum_extend
 
         D = self.design
         eta = np.zeros((len(draws), D.prompts.Q, D.Kmax))
@@ -362,7 +363,7 @@ def population_implied(alpha, beta_cell, sigma_eta, design, nodes=POPULATION_NOD
 def _slab_draws(spec, posterior):
     """The sampled (slab) effects per draw: alpha (S, M, C, Kmax), mu (S, C, Kmax), beta (S, M, P), beta_bar,
     beta_cell (S, M, C, P), the scales and the per-configuration cell log-likelihoods (S, 2, 2, M, C)."""
-    from ._common import _zerosum_extend  # noqa: F401  (the posterior's ZeroSumNormals are already extended)
+    from toolbias_stats.models.bayes._common import _zerosum_extend  # noqa: F401  (the posterior's ZeroSumNormals are already extended)
 
     D = spec.design
     nch, ndr = posterior.sizes["chain"], posterior.sizes["draw"]
@@ -433,12 +434,12 @@ def fit_query_laplace(log, *, by="model", draws=1000, tune=1000, chains=4, cores
     """
     import os
 
-    from ..._validation import check_rng
-    from ._common import ALL_PRIORS, MODEL_VARIANTS
-    from ._design import _attach_prompts, _design
-    from ._fit import _counts_and_rows
-    from ._sampling import _diagnostics, _sample
-    from ._summaries import _ppc, _thin
+    from toolbias_stats._validation import check_rng
+    from toolbias_stats.models.bayes._common import ALL_PRIORS, MODEL_VARIANTS
+    from toolbias_stats.models.bayes._design import _attach_prompts, _design
+    from toolbias_stats.models.bayes._fit import _counts_and_rows
+    from toolbias_stats.models.bayes._sampling import _diagnostics, _sample
+    from toolbias_stats.models.bayes._summaries import _ppc, _thin
 
     gen = check_rng(rng)
     counts, rows = _counts_and_rows(log, MODEL_VARIANTS["v2"])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax, logsumexp
 
-from toolbias_stats.models.bayes._query_laplace import (
+from bayes_experimental.query_laplace import (
     laplace_query_marginal,
     population_implied,
 )
