@@ -340,7 +340,6 @@ def _declaration_kind(manifest: Path, entries: list, decls: list, inferable) -> 
     return "infer"
 
 
-
 class ClusterIndex:
     """Which cluster a list of tools shown belongs to, when a tool id may belong to several clusters (issue 36:
     a tournament of description variants, each pair of variants a cluster, each variant in nine pairs).
