@@ -304,12 +304,13 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
     missing = np.asarray(missing, dtype=bool)
     valid = ~missing & (np.stack(n_cs) > 0) if n_cs else missing
     weights = _cluster_weights(valid)
-    exact = n_null * valid.size >= EXACT_MIN_DRAWS
-    sims = _run_draws(gen, n_cs, ks, n_null, valid) if exact and weights is None else None
-    if sims is None and (weights is None or not exact):
+    if n_null * valid.size >= EXACT_MIN_DRAWS and weights is None:
+        sims = _run_draws(gen, n_cs, ks, n_null, valid)
+        if sims is not None:
+            return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
+    if weights is None or n_null * valid.size < EXACT_MIN_DRAWS:
         sims = uniform_null_tv(gen, n_cs, ks, n_null)
         sims[:, missing] = np.nan
-    if sims is not None:
         return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
     out = np.full((len(n_cs), n_null), np.nan)                  # a row per cluster: its draws contiguous
     laws: dict[tuple, list[int]] = {}
