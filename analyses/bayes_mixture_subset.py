@@ -5,7 +5,7 @@ modes in 1-2 (LLM, cluster) cells (``epsilon`` near 0.2 in one chain, near 1 in 
 the variant to the attempts of a few LLMs (default: Claude 3.5 Sonnet and Gemini 2.5 Flash, the two LLMs
 whose cells split in the shipped run) with ``priors={"eps_max": E}`` (``epsilon = E * expit(t)``; 1 = the
 unbounded variant as shipped) and reports convergence, whether the chains agree on every cell's
-``epsilon``, and the three posterior predictive p-values. Results: ``docs/bayes_mixture_subset.json``.
+``epsilon``, and the three posterior predictive p-values. Results: ``analyses/bayes_mixture_subset.json``.
 
     nice python analyses/bayes_mixture_subset.py --eps-max 1.0,0.5 [--llms "A,B"] [--draws 300] [--out FILE]
     nice python analyses/bayes_mixture_subset.py --free-weights --eps-max 1.0   # free class weights per cell

@@ -6,7 +6,7 @@ diagnostics, the three posterior predictive p-values, the per-LLM dispersion tab
 
 Usage::
 
-    python analyses/bayes_mixture_vendored.py [--draws 1000 --tune 1000 --chains 4] [--out docs/bayes_mixture.json]
+    python analyses/bayes_mixture_vendored.py [--draws 1000 --tune 1000 --chains 4] [--out analyses/bayes_mixture.json]
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def main():
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--seed", type=int, default=20251121)
     ap.add_argument("--with-v2", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "bayes_mixture.json"))
+    ap.add_argument("--out", default=str(ROOT / "analyses" / "bayes_mixture.json"))
     args = ap.parse_args()
     import toolbias_stats as tbs
 

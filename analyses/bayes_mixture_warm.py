@@ -15,9 +15,9 @@ checks on the bundled BiasBusters study but its two chains split (docs/bayes.md,
                    spread like the posterior), and report R-hat, ESS, divergences, leapfrog steps in warm-up and
                    sampling, both PPC p-values, and whether the chains agree.
 
-    nice -n 19 python analyses/bayes_mixture_warm.py --stage split --out docs/bayes_mixture_warm.json
+    nice -n 19 python analyses/bayes_mixture_warm.py --stage split --out analyses/bayes_mixture_warm.json
     nice -n 19 python analyses/bayes_mixture_warm.py --stage warm --chains 4 --draws 500 --tune 500 \
-        --out docs/bayes_mixture_warm.json
+        --out analyses/bayes_mixture_warm.json
 
 ``--class-prior b1,b0,a`` (experimental ``_variants._MIXTURE_FREE_PRIOR``): instead of Dirichlet(1, ..., 1) over the
 K + 1 classes (which makes ``epsilon ~ Beta(K, 1)``), ``epsilon ~ Beta(b1, b0)`` and the needed tools' shares

@@ -11,7 +11,7 @@ Scenarios:
   effects, so its intervals miss the model's conditional parameters; the mixed logit keeps coverage).
 
 Coverage is the share of intervals containing the true value, pooled over all parameters of a kind (with a
-binomial 95% band for 0.95 at that count). Writes ``docs/choice_model_coverage.json``.
+binomial 95% band for 0.95 at that count). Writes ``analyses/choice_model_coverage.json``.
 
 Usage: ``python analyses/choice_model_coverage.py [--n-studies 200] [--scenarios worths,features,hetero]``
 """
@@ -87,7 +87,7 @@ def main(argv=None):
     ap.add_argument("--n-studies", type=int, default=200)
     ap.add_argument("--scenarios", default="worths,features,hetero")
     ap.add_argument("--seed", type=int, default=20251124)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "choice_model_coverage.json"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "analyses" / "choice_model_coverage.json"))
     a = ap.parse_args(argv)
     rows = []
     for sc in a.scenarios.split(","):

@@ -19,7 +19,7 @@ per query. Scenarios (``q`` = 3 position terms):
   corrections cost).
 
 Monte-Carlo standard error of a rejection rate near 0.05 with 1,000 studies: 0.007. Writes
-``docs/choice_model_size.json``.
+``analyses/choice_model_size.json``.
 
 Usage: ``nice python analyses/choice_model_size.py [--n-studies 1000] [--n-power 300] [--queries 20,150]``
 """
@@ -95,7 +95,7 @@ def main(argv=None):
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--first", type=int, default=0, help="first study index (to split a run over processes)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "choice_model_size.json"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "analyses" / "choice_model_size.json"))
     a = ap.parse_args(argv)
     results = []
     for sc in a.scenarios.split(","):

@@ -1,7 +1,7 @@
 """Choosing the Bayesian model by evidence: every variant of `fit_bayes` on the bundled BiasBusters study.
 
 Usage:  python analyses/compare_bayes.py [--models v1,cluster-position,v2[,thorough]] [--thorough-draws 300]
-                                         [--out docs/bayes_comparison.json]
+                                         [--out analyses/bayes_comparison.json]
 
 For each variant (default settings, seed 20251121; variants with query effects with fewer draws, see
 ``--thorough-draws``) the script records the wall time, the convergence diagnostics, the three
@@ -37,7 +37,7 @@ def main():
     ap.add_argument("--models", default="v1,cluster-position,v2")
     ap.add_argument("--thorough-draws", type=int, default=300,
                     help="draws (and tune) per chain for the variants with query effects (slow)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "bayes_comparison.json"))
+    ap.add_argument("--out", default=str(ROOT / "analyses" / "bayes_comparison.json"))
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     from bayes_experimental import fit_experimental as fit_bayes  # also the experimental variants (issue 38)
