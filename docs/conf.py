@@ -1,14 +1,15 @@
 """Sphinx configuration of the toolbias_stats documentation site (built by ``bash scripts/docs.sh``).
 
 The build needs no network: no intersphinx, no remote images, models and data are read offline.
-The API reference (``api.rst``) is written here from ``toolbias_stats.__all__`` so that it always lists the
-public API; the examples gallery (``examples/*.py``) is executed by sphinx-gallery at every build.
+The API reference (``api.rst`` and ``api/<module>.rst``, one page per public module, one generated page per
+public function and class) is written here from the public ``__all__`` lists (``_apigen.py``) so that it always
+lists the public API; the examples gallery (``examples/*.py``) is executed by sphinx-gallery at every build.
 """
 from __future__ import annotations
 
-import inspect
 import os
 import re
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -89,75 +90,18 @@ html_show_sourcelink = False
 warnings.filterwarnings("ignore", category=UserWarning, message="Matplotlib is currently using agg")
 
 
-# -- the API page, generated from toolbias_stats.__all__ -------------------------------------------------------
-_SECTIONS = [
-    ("Reading logs and studies", lambda n, o: n.startswith("read_") or n in {
-        "load_selection_log", "count_table", "standardise_name", "function_name"}),
-    ("Bias metrics and intervals", lambda n, o: n in {
-        "selection_bias", "calibrated_mean_tv", "tv_distance", "tv_to_uniform", "normalised_tv",
-        "expected_tv_uniform"}),
-    ("Explanations and models", lambda n, o: n in {
-        "tool_features", "explain_selection", "feature_correlations", "ols_fit", "model_alignment", "fit_bayes",
-        "choice_model", "tool_shadow"}),
-    ("Experiments, design and audits", lambda n, o: n in {
-        "selection_shift", "subset_selection_metrics", "variance_components", "plan_study", "design_study",
-        "write_requests", "run_study"}),
-    ("Choice studies (multiple choice and judges)", lambda n, o: n in {
-        "option_position_bias", "accuracy_by_gold_position", "judge_consistency"}),
-]
+# -- the API reference, generated from the public __all__ lists (docs/_apigen.py): api.rst, api/<module>.rst ---
+def _write_api_pages() -> None:
+    sys.path.insert(0, str(HERE))
+    from _apigen import api_sources
+
+    shutil.rmtree(HERE / "api", ignore_errors=True)   # generated: a module that left the API leaves no page
+    (HERE / "api").mkdir()
+    for rel, text in api_sources().items():
+        (HERE / rel).write_text(text)
 
 
-def _write_api_page() -> None:
-    names = list(dict.fromkeys(tbs.__all__))
-    objs = {n: getattr(tbs, n) for n in names}
-    modules = [n for n in names if inspect.ismodule(objs[n])]
-    errors = [n for n in names if inspect.isclass(objs[n]) and issubclass(objs[n], (Exception, Warning))]
-    classes = [n for n in names if inspect.isclass(objs[n]) and n not in errors]
-    functions = [n for n in names if callable(objs[n]) and not inspect.isclass(objs[n])]
-    data = [n for n in names if n not in modules + errors + classes + functions]
-
-    def table(title: str, items: list[str], toctree: bool = True) -> str:
-        if not items:
-            return ""
-        out = [title, "-" * len(title), "", ".. autosummary::"]
-        if toctree:
-            out.append("   :toctree: generated")
-        out.append("")
-        out += [f"   {n}" for n in items]
-        return "\n".join(out) + "\n\n"
-
-    text = ["API reference", "=============", "",
-            "Everything below is importable from the top-level package (``import toolbias_stats as tbs``) and is",
-            "generated from the docstrings. The examples in the docstrings run as doctests in the test suite.", "",
-            ".. currentmodule:: toolbias_stats", ""]
-    left = list(functions)
-    for title, pick in _SECTIONS:
-        chosen = [n for n in left if pick(n, objs[n])]
-        left = [n for n in left if n not in chosen]
-        text.append(table(title, chosen))
-    text.append(table("Other functions", left))
-    text.append(table("Results and data classes", classes))
-    text.append(table("Exceptions and warnings", errors))
-    text.append(table("Subpackages", modules))
-    if data:
-        text += ["Constants", "---------", ""]
-        for n in data:
-            text += [f".. py:data:: {n}", f"   :value: {objs[n]!r}"[:200], ""]
-    (HERE / "api.rst").write_text("\n".join(text))
-
-
-_write_api_page()
-
-
-# -- the user guide's list of reference pages: every Markdown page at the top of docs/ ----------------------------
-_NOT_TOPICS = {"index", "getting_started"}
-
-
-def _topics(app, docname, source):
-    if docname != "guide/index":
-        return
-    pages = sorted(p.stem for p in HERE.glob("*.md") if p.stem not in _NOT_TOPICS)
-    source[0] = source[0].replace("<!-- reference pages -->", "\n".join(f"../{p}" for p in pages))
+_write_api_pages()
 
 
 # A cell of a simple table that starts with "+ " (e.g. fit_bayes's table of model variants: "+ query effects")
@@ -170,5 +114,4 @@ def _escape_plus_cells(app, what, name, obj, options, lines):
 
 
 def setup(app):
-    app.connect("source-read", _topics)
     app.connect("autodoc-process-docstring", _escape_plus_cells)
