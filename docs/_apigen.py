@@ -89,16 +89,20 @@ def _entries(modules: list[ModuleType]) -> dict[str, list[tuple[str, str, str]]]
     return out
 
 
-def _table(title: str, rows: list[tuple[str, str, str]], module: str, toctree: str | None) -> list[str]:
-    if not rows:
-        return []
-    out = [title, "-" * len(title), "", ".. autosummary::"]
-    if toctree:
-        out.append(f"   :toctree: {toctree}")
-    out.append("")
-    for name, _, full in rows:
-        out.append(f"   {name}" if full == f"{module}.{name}" else f"   ~{full}")
-    return out + [""]
+def _table(title: str, rows: list[tuple[str, str, str]], module: str, toctree: str) -> list[str]:
+    """Names defined here: an autosummary with a generated page each. Names documented elsewhere (the top-level
+    package re-exports many): a second table linking to their pages (autosummary generates the pages only of a
+    ``:toctree:`` table, and it prefixes its entries with the current module, so the two cannot share one)."""
+    here = [n for n, _, full in rows if full == f"{module}.{n}"]
+    there = [full for n, _, full in rows if full != f"{module}.{n}"]
+    out: list[str] = []
+    if here:
+        out += [title, "-" * len(title), "", ".. autosummary::", f"   :toctree: {toctree}", ""]
+        out += [f"   {n}" for n in here] + [""]
+    if there:
+        also = f"{title} re-exported here"
+        out += [also, "-" * len(also), "", ".. autosummary::", ""] + [f"   ~{f}" for f in there] + [""]
+    return out
 
 
 def _data(mod: ModuleType, rows: list[tuple[str, str, str]]) -> list[str]:
@@ -135,7 +139,7 @@ def _module_page(mod: ModuleType, rows: list[tuple[str, str, str]], toctree: str
             text += _table(title, chosen, name, toctree)
         text += _table("Other functions", left, name, toctree)
     else:
-        text += [name, "=" * len(name), "", f".. automodule:: {name}", "", f".. currentmodule:: {name}", ""]
+        text += [name, "=" * len(name), "", f".. automodule:: {name}", ""]
         text += _table("Functions", by_kind["function"], name, toctree)
     text += _table("Classes", by_kind["class"], name, toctree)
     text += _table("Exceptions and warnings", by_kind["error"], name, toctree)
@@ -143,7 +147,8 @@ def _module_page(mod: ModuleType, rows: list[tuple[str, str, str]], toctree: str
     subs = sorted(set([r[2] for r in by_kind["module"]] + children))
     if subs:
         title = "Subpackages and modules"
-        text += [title, "-" * len(title), "", ".. autosummary::", ""] + [f"   ~{s}" for s in subs] + [""]
+        rel = [s[len(name) + 1:] if s.startswith(name + ".") else f"~{s}" for s in subs]   # full: a warning
+        text += [title, "-" * len(title), "", ".. autosummary::", ""] + [f"   {s}" for s in rel] + [""]
         text += [".. toctree::", "   :hidden:", ""] + [f"   {'api/' if top else ''}{s}" for s in subs] + [""]
     return text
 

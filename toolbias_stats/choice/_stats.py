@@ -248,7 +248,7 @@ def k_weighted_delta_pos(log: ChoiceLogLike, *, by: str | Sequence[str] = ("mode
 
     Notes
     -----
-    delta_K = TV(P_pos, U_K) = 1/2 sum_p |P_K(p) - 1/K| over the valid answers of the K group (runs and epochs
+    ``delta_K = TV(P_pos, U_K) = 1/2 sum_p |P_K(p) - 1/K|`` over the valid answers of the K group (runs and epochs
     pooled: they are replicates). The unweighted mean over K lets 3 five-option questions weigh as much as 261
     three-option ones; weighting by answers estimates the position bias of the study's answers. The plug-in TV
     is biased upward in small groups (the ``corrected`` columns of :func:`option_position_bias` correct it for
