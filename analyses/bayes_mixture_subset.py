@@ -14,7 +14,7 @@ unbounded variant as shipped) and reports convergence, whether the chains agree 
 
 Fifth attempt (``--model query-mixture-id``): the identified mixture (indifferent queries choose by position
 alone; the tools' popularity is in free class weights). Also records CPU seconds, the per-LLM dispersion
-ratio, the chains' agreement on the class weights and the implied delta_API / delta_pos (docs/bayes.md).
+ratio, the chains' agreement on the class weights and the implied delta_API / delta_pos (docs/dev/bayes_attempts.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The query mixture with free class weights per (LLM, cluster) (``model="query-mixture"`` with the experimental
 switch ``_MIXTURE_FREE = True``, analyses/bayes_experimental/_variants.py) passed both posterior predictive
-checks on the bundled BiasBusters study but its two chains split (docs/bayes.md, "Fourth attempt"). Two stages:
+checks on the bundled BiasBusters study but its two chains split (docs/dev/bayes_attempts.md, "Fourth attempt").
+Two stages:
 
 ``--stage split``  fit it with 2 chains (default 2 x (300 + 300)) and compare the chains: mean log posterior
                    density (NumPyro's potential energy is the negative log density; PyMC stores it as

@@ -87,7 +87,7 @@ def main(argv=None):
     ap.add_argument("--n-studies", type=int, default=200)
     ap.add_argument("--scenarios", default="worths,features,hetero")
     ap.add_argument("--seed", type=int, default=20251124)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "analyses" / "choice_model_coverage.json"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "choice_model_coverage.json"))
     a = ap.parse_args(argv)
     rows = []
     for sc in a.scenarios.split(","):

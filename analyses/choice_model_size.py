@@ -95,7 +95,7 @@ def main(argv=None):
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--first", type=int, default=0, help="first study index (to split a run over processes)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "analyses" / "choice_model_size.json"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "choice_model_size.json"))
     a = ap.parse_args(argv)
     results = []
     for sc in a.scenarios.split(","):

@@ -128,10 +128,10 @@ def _module_page(mod: ModuleType, rows: list[tuple[str, str, str]], toctree: str
     text: list[str] = []
     if top:
         text += ["API reference", "=============", "",
-                 "Everything in the first tables is importable from the top-level package "
-                 "(``import toolbias_stats as tbs``); the subpackages at the end list the rest, each name linked "
-                 "to its page. Every page is generated from the docstrings, whose examples run as doctests in the "
-                 "test suite.", "", f".. currentmodule:: {name}", ""]
+                 ("Everything in the first tables is importable from the top-level package "
+                  "(``import toolbias_stats as tbs``); the subpackages at the end list the rest, each name linked "
+                  "to its page. Every page is generated from the docstrings, whose examples run as doctests in "
+                  "the test suite."), "", f".. currentmodule:: {name}", ""]
         left = by_kind["function"]
         for title, pick in SECTIONS:
             chosen = [r for r in left if pick(r[0])]
