@@ -24,7 +24,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 #: Generated at build time (gitignored): not sources.
 GENERATED = {"_build", "auto_examples", "generated", "api"}
 ROLE = re.compile(r"\{(?:py:)?(?:func|class|meth|mod|data|obj|attr|exc)\}`[^`]+`")
-ISSUE = re.compile(r"\bissues?\b|#\d+", re.IGNORECASE)
+ISSUE = re.compile(r"\bissues?\s+#?\d+|#\d+\b", re.IGNORECASE)   # "issue 22", "issues 21 and 35", "#22"
 
 
 def _sources(suffix: str) -> list[Path]:
