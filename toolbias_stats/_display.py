@@ -134,7 +134,7 @@ class TextReprMixin:
     subclass's namespace before ``@dataclass`` runs, and ``@dataclass`` does not replace a ``__repr__`` that the
     class already has. A subclass that defines its own ``__repr__`` keeps it. The fields are in
     ``dataclasses.asdict(result)`` / ``to_dict()``; a plain dataclass ``repr`` of a result printed every cluster's
-    bootstrap table (249,709 characters for ``selection_bias`` of the bundled study).
+    bootstrap table (250,137 characters for ``selection_bias`` of the bundled study).
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -174,7 +174,7 @@ def short_repr(name: str, text: str, *, max_chars: int = MAX_REPR_CHARS, max_lin
 
     Examples
     --------
-    >>> print(short_repr("BiasResult", "head\n" + "\n".join(f"row {i}" for i in range(30)), max_lines=3))
+    >>> print(short_repr("BiasResult", "head\\n" + "\\n".join(f"row {i}" for i in range(30)), max_lines=3))
     <BiasResult>
     head
     row 0

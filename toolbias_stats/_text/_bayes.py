@@ -10,6 +10,7 @@ __all__ = ["format_bayes_text", "bayes_extra_terms", "fit_text", "bayes_disagree
 
 
 def bayes_extra_terms(model) -> str:
+    """The terms a model variant adds to the linear predictor, as written in the text and the report."""
     return {"cluster-position": " + \u03b4[m, c, pos_o(j)]", "v2": " + \u03b4[m, c, pos_o(j)]",
             "overdispersed": " + \u03b7[m, c, q, j]", "thorough": " + \u03b4[m, c, pos_o(j)] + \u03b7[m, c, q, j]"
             }.get(model, "")

@@ -13,6 +13,7 @@ __all__ = ["format_choice_model_text", "format_components_text", "position_side_
 
 
 def choice_model_label(keys: dict) -> str:
+    """A group's label: ``"model=a, run=1"``, ``"all attempts"`` for no grouping."""
     return ", ".join(f"{k}={v}" for k, v in keys.items()) or "all attempts"
 
 

@@ -19,10 +19,12 @@ PLAN_LABELS = {"delta_api": "δ_API", "delta_pos": "δ_pos", "delta_model": "δ_
 
 
 def plan_keys(row, by):
+    """A group's label from a table row: ``"model=a"``, ``"all"`` for no grouping."""
     return ", ".join(f"{b}={row[b]}" for b in by) or "all"
 
 
 def percent(x):
+    """A share as a whole percentage (``"42%"``); a dash when missing."""
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.0f}%"
 
 

@@ -13,6 +13,7 @@ SHIFT_LABELS = {"shift_api": "shift (tools)", "shift_pos": "shift (positions)", 
 
 
 def shift_keys(keys, skip=()):
+    """A group's label from its keys (leaving out ``skip``): ``"model=a"``, ``"all"`` for no grouping."""
     return ", ".join(f"{k}={v}" for k, v in keys.items() if k not in skip) or "all"
 
 

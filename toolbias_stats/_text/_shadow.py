@@ -18,8 +18,10 @@ SHADOW_DOMAIN_NAMES = {"L": "position salience", "D": "description-length confou
 
 
 def shadow_label(keys):
+    """A harness group's label: ``"model=a"``, ``"audit"`` for no grouping."""
     return ", ".join(f"{k}={v}" for k, v in keys.items()) or "audit"
 def needs_breakdown(g, scale):
+    """True where the PBS on ``scale`` exceeds 60: the paper then makes the per-domain breakdown mandatory."""
     est = g.pbs[scale].estimate
     return est == est and est > 60
 

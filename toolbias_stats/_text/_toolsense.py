@@ -15,10 +15,12 @@ TOOLSENSE_TIERS = ("easy", "medium", "hard", "all")
 
 
 def estimate_cell(est):
+    """``"estimate [low, high]"`` of a recall estimate; a dash when there is none."""
     return MISSING if est is None else fmt_estimate_ci(est.estimate, est.ci)
 
 
 def retrieval_rows(result, config):
+    """One row of formatted cells per tier and k of a configuration (Rc, Rf, IS with its three intervals)."""
     rows = []
     for t in TOOLSENSE_TIERS:
         for k in result.ks:
@@ -32,6 +34,7 @@ def retrieval_rows(result, config):
 
 
 def invalid_names_text(inv):
+    """How many predicted names are not tools, per decoding (constrained, free)."""
     parts = []
     for dec in ("constrained", "free"):
         d = inv.get(dec)
