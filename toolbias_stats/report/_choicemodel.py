@@ -129,6 +129,7 @@ def components_summary(log_or_counts) -> dict:
     >>> s = components_summary(simulate_choice_log(n_queries=20, rng=1))
     >>> [c["n_tools"] for c in s["components"]], s["not_compared"]
     ([8], [])
+    >>> from toolbias_stats._text import format_components_text
     >>> print(format_components_text(s, max_tools=2).splitlines()[1])
       component 1: 8 tool(s), reference t1: t1, t2, ... (+6)
     """
