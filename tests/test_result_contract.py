@@ -4,6 +4,7 @@
 - ``to_dict()``: a mapping with string keys that is strict JSON (``json.dumps(..., allow_nan=False)``);
 - ``_repr_html_()``: a compact, escaped HTML fragment (the headline table of ``toolbias_stats._display``);
 - ``__str__``: the text the command line prints (no raw control characters);
+- ``__repr__``: that text in short, bounded (at most 2,000 characters; the shared ``TextReprMixin.__repr__``);
 - ``summary``: one sense only (see :data:`SUMMARY_SENSE`).
 
 The exported classes are discovered from ``__all__`` of the package and of every subpackage; each must be listed
@@ -518,6 +519,8 @@ def test_result_contract(name):
     assert isinstance(s, str) and s.strip()
     assert not _CONTROL.search(s.replace("\n", "")), "control characters are escaped"
 
+    _assert_bounded_repr(res, s)
+
     if name in SUMMARY_SENSE["deprecated_alias"]:
         with pytest.warns(DeprecationWarning, match="`summary` was renamed `overview`"):
             old = res.summary
@@ -529,6 +532,53 @@ def test_result_contract(name):
         assert isinstance(res.summary_frame(), pd.DataFrame) and len(res.summary_frame())
     else:
         assert not hasattr(res, "summary_frame"), "add the class to SUMMARY_SENSE['summary_frame']"
+
+
+def _assert_bounded_repr(res, text):
+    """``repr`` is the shared bounded one: ``<ClassName>``, the first lines of ``str``, what is left out."""
+    from toolbias_stats._display import MAX_REPR_CHARS, TextReprMixin
+
+    assert type(res).__repr__ is TextReprMixin.__repr__, "the dataclass repr (every field) is not the result's repr"
+    r = repr(res)
+    assert len(r) <= MAX_REPR_CHARS == 2_000, len(r)
+    head, *shown = r.split("\n")
+    assert head == f"<{type(res).__name__}>"
+    lines = text.rstrip("\n").splitlines()
+    if shown and shown[-1].startswith("... "):
+        left = int(shown[-1].split()[1])
+        assert shown[-1] == f"... {left} more line{'s' if left > 1 else ''}; str(result) has all {len(lines)}"
+        shown = shown[:-1]
+        assert len(shown) + left == len(lines)
+    else:
+        assert len(shown) == len(lines)
+    for got, line in zip(shown, lines, strict=False):   # the text's own lines, long ones cut
+        assert got == line or (got.endswith("...") and line.startswith(got[:-3]))
+
+
+def test_repr_is_bounded_on_the_bundled_study():
+    """The acceptance case: ``repr(selection_bias(<bundled study>))`` was 250,137 characters (every cluster's
+    bootstrap table); now it is the head of the bias table in at most 2,000."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = tbs.selection_bias(tbs.read_study(BB / "study.toml"), n_resamples=0, n_null=0)
+    text = str(res)
+    assert len(text.splitlines()) > 12
+    _assert_bounded_repr(res, text)
+    assert repr(res).splitlines()[1].startswith("Tool-selection bias (TV to uniform)")
+
+
+def test_repr_never_raises():
+    """A result whose text cannot be made still has a repr (debuggers and pytest call repr on anything)."""
+    from toolbias_stats._display import ReprHTMLMixin
+
+    @dataclasses.dataclass(frozen=True)
+    class Broken(ReprHTMLMixin):
+        x: int = 1
+
+        def to_frame(self):
+            raise RuntimeError("no table")
+
+    assert repr(Broken()) == "<Broken (str() failed: RuntimeError)>"
 
 
 @pytest.mark.parametrize("name", sorted(COMPONENTS))

@@ -3,42 +3,71 @@
 Only display: numbers are rounded here and nowhere else in the result objects; every text cell is HTML-escaped
 (tool names come from untrusted logs and catalogs), and control characters are escaped in text.
 
-``str(result)`` is the text the command line prints for that result (the same formatter, see :data:`TEXT`);
-results without a command of their own print their headline table. p-values print as
-:func:`~toolbias_stats.report.fmt_p` does (``< 0.001``, never ``0.000``).
+``str(result)`` is the text the command line prints for that result (the same formatter of :mod:`toolbias_stats._text`,
+see :data:`TEXT`); results without a command of their own print their headline table. ``repr(result)`` is that text
+in short (at most :data:`MAX_REPR_CHARS` characters). p-values print as :func:`toolbias_stats._format.fmt_p` does
+(``< 0.001``, never ``0.000``).
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["ReprHTMLMixin", "TextReprMixin", "frame_html", "frame_text", "is_p_column"]
+from ._text import (
+    format_agreement_text,
+    format_baselines_text,
+    format_bayes_text,
+    format_bias_table,
+    format_choice_accuracy_text,
+    format_choice_judge_text,
+    format_choice_model_text,
+    format_choice_position_text,
+    format_explain_text,
+    format_probe_result_text,
+    format_retrieval_text,
+    format_shadow_text,
+    format_shift_text,
+    format_study_plan_text,
+    format_subsets_text,
+)
+
+__all__ = ["ReprHTMLMixin", "TextReprMixin", "frame_html", "frame_text", "is_p_column", "short_repr"]
 
 #: Rows shown before the display says how many more there are.
 MAX_ROWS = 12
 
 
-#: Text formatters of result classes that have a command of their own: class name -> "module:function" (the
-#: function takes the result and returns the text the command prints, or None to print the headline table).
-TEXT = {
-    "BiasResult": "toolbias_stats.report._text:format_bias_table",
-    "OptionPositionBias": "toolbias_stats.report._text:format_choice_position_text",
-    "GoldPositionAccuracy": "toolbias_stats.report._text:format_choice_accuracy_text",
-    "JudgeConsistency": "toolbias_stats.report._text:format_choice_judge_text",
-    "ShiftResult": "toolbias_stats.report._experiments_html:format_shift_text",
-    "SubsetMetricsResult": "toolbias_stats.report._experiments_html:format_subsets_text",
-    "ShadowResult": "toolbias_stats.report._shadow_html:format_shadow_text",
-    "RetrievalResult": "toolbias_stats.report._toolsense_html:format_retrieval_text",
-    "AgreementResult": "toolbias_stats.report._toolsense_html:format_agreement_text",
-    "BaselineResult": "toolbias_stats.report._toolsense_html:format_baselines_text",
-    "ProbeResult": "toolbias_stats.report._text:format_probe_result_text",
-    "BayesResult": "toolbias_stats.report._bayes_html:format_bayes_text",
-    "ExplainResult": "toolbias_stats.report._text:format_explain_text",
-    "StudyPlan": "toolbias_stats.report._text:format_study_plan_text",
+#: Text formatters of result classes that have a command of their own: class name -> function of :mod:`._text` (it
+#: takes the result and returns the text the command prints, or None to print the headline table). The classes live
+#: in higher layers, so they are named here; the functions are imported normally.
+TEXT: dict[str, Callable[[Any], str | None]] = {
+    "BiasResult": format_bias_table,
+    "OptionPositionBias": format_choice_position_text,
+    "GoldPositionAccuracy": format_choice_accuracy_text,
+    "JudgeConsistency": format_choice_judge_text,
+    "ShiftResult": format_shift_text,
+    "SubsetMetricsResult": format_subsets_text,
+    "ShadowResult": format_shadow_text,
+    "RetrievalResult": format_retrieval_text,
+    "AgreementResult": format_agreement_text,
+    "BaselineResult": format_baselines_text,
+    "ProbeResult": format_probe_result_text,
+    "BayesResult": format_bayes_text,
+    "ExplainResult": format_explain_text,
+    "StudyPlan": format_study_plan_text,
+    "ChoiceModelResult": format_choice_model_text,
 }
+
+#: ``repr(result)`` shows at most this many characters: the class name and the first lines of ``str(result)``.
+MAX_REPR_CHARS = 2000
+#: ... at most this many of its lines, each cut to this width.
+MAX_REPR_LINES = 12
+MAX_REPR_WIDTH = 150
 
 _P_COLUMNS = {"p", "pvalue", "p_value", "spearman_p", "ppc_p"}
 
@@ -98,18 +127,25 @@ def frame_html(frame: pd.DataFrame, *, title: str, note: str | None = None, max_
 
 
 class TextReprMixin:
-    """``str(result)`` / ``print(result)``: the command line's text for the result, else its headline table.
+    """``str(result)`` / ``print(result)``: the command line's text for the result, else its headline table;
+    ``repr(result)``: the same text in short (:func:`short_repr`, at most :data:`MAX_REPR_CHARS` characters).
 
-    The (dataclass) ``repr`` is left alone: it shows every field, which is what a debugger wants.
+    The bounded ``repr`` is given to every subclass, dataclasses included: :meth:`__init_subclass__` puts it in the
+    subclass's namespace before ``@dataclass`` runs, and ``@dataclass`` does not replace a ``__repr__`` that the
+    class already has. A subclass that defines its own ``__repr__`` keeps it. The fields are in
+    ``dataclasses.asdict(result)`` / ``to_dict()``; a plain dataclass ``repr`` of a result printed every cluster's
+    bootstrap table (250,137 characters for ``selection_bias`` of the bundled study).
     """
 
-    def _text(self) -> str:
-        spec = TEXT.get(type(self).__name__)
-        if spec is not None:
-            import importlib
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = TextReprMixin.__repr__   # type: ignore[method-assign]
 
-            module, func = spec.split(":")
-            text = getattr(importlib.import_module(module), func)(self)
+    def _text(self) -> str:
+        formatter = TEXT.get(type(self).__name__)
+        if formatter is not None:
+            text = formatter(self)
             if text is not None:   # None: no command text for this instance, the headline table below
                 return text
         if hasattr(self, "_headline"):
@@ -122,6 +158,46 @@ class TextReprMixin:
         from ._output import term_safe
 
         return term_safe(self._text())
+
+    def __repr__(self) -> str:
+        try:
+            text = str(self)
+        except Exception as exc:   # a repr must not raise (debuggers, logging, pytest call it on anything)
+            return f"<{type(self).__name__} (str() failed: {type(exc).__name__})>"
+        return short_repr(type(self).__name__, text)
+
+
+def short_repr(name: str, text: str, *, max_chars: int = MAX_REPR_CHARS, max_lines: int = MAX_REPR_LINES,
+               width: int = MAX_REPR_WIDTH) -> str:
+    """``<name>`` and the first lines of ``text``, each cut to ``width`` characters, in at most ``max_chars``;
+    a last line says how many lines are left out.
+
+    Examples
+    --------
+    >>> print(short_repr("BiasResult", "head\\n" + "\\n".join(f"row {i}" for i in range(30)), max_lines=3))
+    <BiasResult>
+    head
+    row 0
+    row 1
+    ... 28 more lines; str(result) has all 31
+    >>> len(short_repr("X", "y" * 10_000)) <= MAX_REPR_CHARS
+    True
+    """
+    lines = text.rstrip("\n").splitlines() or [""]
+    head = f"<{name}>"
+    shown: list[str] = []
+    budget = max_chars - len(head) - 60   # room for the last line
+    for line in lines[:max_lines]:
+        line = line if len(line) <= width else line[:width - 3] + "..."
+        if len(line) + 1 > budget:
+            break
+        shown.append(line)
+        budget -= len(line) + 1
+    out = "\n".join([head, *shown])
+    left = len(lines) - len(shown)
+    if left:
+        out += f"\n... {left} more line{'s' if left > 1 else ''}; str(result) has all {len(lines)}"
+    return out
 
 
 class ReprHTMLMixin(TextReprMixin):

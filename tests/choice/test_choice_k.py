@@ -65,7 +65,7 @@ class TestKWeightedDeltaPos:
             k_weighted_delta_pos(ChoiceLog.from_frame(mixed_frame(models=("a",))), weights="x")
 
     def test_json_and_text(self):
-        from toolbias_stats.report._text import format_choice_position_text
+        from toolbias_stats._text import format_choice_position_text
 
         res = option_position_bias(ChoiceLog.from_frame(mixed_frame(models=("a",))), n_resamples=30, n_null=20,
                                    rng=0)

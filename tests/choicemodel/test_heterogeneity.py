@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from toolbias_stats._text import position_side_by_side
 from toolbias_stats.choicemodel import choice_model
-from toolbias_stats.report._choicemodel import position_side_by_side
 
 _SPEC = importlib.util.spec_from_file_location(
     "choice_model_heterogeneity", Path(__file__).resolve().parents[2] / "analyses" / "choice_model_heterogeneity.py")

@@ -4,9 +4,10 @@ import json
 
 import pytest
 
+from toolbias_stats._text import format_components_text
 from toolbias_stats.choicemodel import comparison_components, simulate_choice_log
 from toolbias_stats.cli._commands import main
-from toolbias_stats.report._choicemodel import components_summary, format_components_text
+from toolbias_stats.report._choicemodel import components_summary
 
 STUDY = "data/biasbusters/study.toml"
 

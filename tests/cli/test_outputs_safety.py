@@ -456,11 +456,12 @@ def results(study):
 
 class TestPrintResult:
     def test_bias_prints_the_cli_table(self, results):
-        from toolbias_stats.report._text import format_bias_table
+        from toolbias_stats._text import format_bias_table
 
         r = results["bias"]
         assert str(r) == term_safe(format_bias_table(r))
-        assert str(r).startswith("Tool-selection bias") and len(str(r)) < min(10_000, len(repr(r)) / 2)
+        assert str(r).startswith("Tool-selection bias") and len(str(r)) < 10_000
+        assert repr(r).startswith("<BiasResult>\nTool-selection bias") and len(repr(r)) <= 2_000   # bounded repr
         _assert_escaped(str(r))
 
     def test_bundled_study_is_compact(self, bb_study):
@@ -472,10 +473,10 @@ class TestPrintResult:
             warnings.simplefilter("ignore")
             r = tbs.selection_bias(bb_study.counts, n_resamples=0, n_null=0)
         assert len(str(r)) < 8_000 and "BiasResult(" not in str(r)
+        assert len(repr(r)) <= 2_000 and "more lines; str(result) has all" in repr(r)   # bounded repr
 
     def test_same_text_as_the_cli(self, capsys, study, results):
-        from toolbias_stats.report._design_html import format_plan_text
-        from toolbias_stats.report._experiments_html import format_shift_text
+        from toolbias_stats._text import format_plan_text, format_shift_text
 
         assert str(results["shift"]) == term_safe(format_shift_text(results["shift"]))
         assert str(results["plan"]) == term_safe(format_plan_text(results["plan"].components, results["plan"]))
@@ -492,7 +493,7 @@ class TestPrintResult:
         import warnings
 
         import toolbias_stats as tbs
-        from toolbias_stats.report._text import format_choice_position_text
+        from toolbias_stats._text import format_choice_position_text
         from toolbias_stats.shadow import audit_from_study
 
         s = tbs.read_study(study / "study.toml", engine="pandas")

@@ -6,10 +6,10 @@ import warnings
 import numpy as np
 import pytest
 
+from toolbias_stats._format import fmt_estimate_ci
 from toolbias_stats.experiments import selection_shift, simulate_conditions
 from toolbias_stats.plots._experiments_overview import plot_shift_overview, shift_overview_rows
 from toolbias_stats.report._experiments_html import experiments_summary, render_experiments_section
-from toolbias_stats.report._format import fmt_estimate_ci
 
 C, K = 3, 5
 PREFS = np.array([[0.5, 0.2, 0.15, 0.1, 0.05], [0.4, 0.25, 0.15, 0.12, 0.08], [0.3, 0.3, 0.2, 0.1, 0.1]])

@@ -93,7 +93,7 @@ class TestManifest:
         assert study.catalog.clusters == ["geo_a+geo_b+geo_c", "wx_a+wx_b"]
 
     def test_text_report_says_which(self, tmp_path):
-        from toolbias_stats.report._text import format_validation
+        from toolbias_stats._text import format_validation
 
         study = tbs.read_study(_study(tmp_path, 'format = "openai"\n' + DECL + ENTRY))
         text = format_validation(study, study.log.summary())

@@ -222,7 +222,7 @@ class TestRequestLogs:
         frame = list_res.to_frame()
         assert list(frame["metric"]) == ["delta_api"] and "different list positions" in frame["position_note"][0]
         assert "different list positions" in list_res.to_dict()["groups"][0]["position_note"]
-        from toolbias_stats.report._text import format_bias_table
+        from toolbias_stats._text import format_bias_table
 
         text = format_bias_table(list_res)
         assert "position in the whole list offered" in text and "different list positions" in text

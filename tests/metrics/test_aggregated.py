@@ -15,10 +15,10 @@ import pytest
 from scipy import stats
 
 import toolbias_stats as tbs
+from toolbias_stats._text import format_bias_table
 from toolbias_stats.io._catalog import ToolCatalog
 from toolbias_stats.io._counts import SelectionCounts, finalize_table
 from toolbias_stats.metrics._bias import INTERVAL_MULTINOMIAL, INTERVAL_NONE, INTERVAL_QUERY, parametric_counts
-from toolbias_stats.report._text import format_bias_table
 from toolbias_stats.simulate import simulate_selection_log
 
 DESIGN = ("model", "run", "condition")

@@ -93,7 +93,7 @@ def test_interval_shown_first_is_the_calibrated_one_and_covers():
     """One rotation, 25 queries, delta = 0.25: the interval shown first used to be BCa of the plug-in (covers the
     truth in 66% of studies). Now the first interval of the JSON, of the text table and of the frame is the
     calibrated one; 60 studies, coverage >= 0.85 (nominal 0.95; the BCa interval gives about 0.66)."""
-    from toolbias_stats.report._text import format_bias_table
+    from toolbias_stats._text import format_bias_table
 
     rng = np.random.default_rng(11)
     p = [0.40, 0.25, 0.15, 0.12, 0.08]

@@ -200,7 +200,8 @@ class TestReportAndPlots:
     def test_section_renders_and_escapes(self, fit):
         import dataclasses
 
-        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+        from toolbias_stats._text import format_bayes_text
+        from toolbias_stats.report._bayes_html import render_bayes_section
 
         res = fit[0]
         evil = "<b>llm1</b>&"
@@ -222,7 +223,8 @@ class TestReportAndPlots:
     def test_not_converged_banner(self, fit):
         import dataclasses
 
-        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+        from toolbias_stats._text import format_bayes_text
+        from toolbias_stats.report._bayes_html import render_bayes_section
 
         res = fit[0]
         d = dataclasses.replace(res.diagnostics, flags=["R-hat 1.2 > 1.01"])

@@ -209,7 +209,8 @@ class TestV2:
                 assert np.isclose(tp[s, 0, c], 0.5 * np.abs(pp - 1 / 3).sum())
 
     def test_report_section(self, v2_fit):
-        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+        from toolbias_stats._text import format_bayes_text
+        from toolbias_stats.report._bayes_html import render_bayes_section
 
         html = render_bayes_section(v2_fit)
         for anchor in ("bayes-scales", "bayes-ppc", "bayes-position"):
@@ -267,7 +268,8 @@ class TestFitStatus:
         assert d["fit_checks"]["band"] == [0.05, 0.95]
 
     def test_text_and_report_show_the_status(self, v2_fit):
-        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+        from toolbias_stats._text import format_bayes_text
+        from toolbias_stats.report._bayes_html import render_bayes_section
 
         res = self._with_p(v2_fit, 0.5, 0.001)
         text = format_bayes_text(res)
@@ -305,7 +307,8 @@ class TestFrequentistComparison:
         show the frequentist interval where (and only where) they do not overlap."""
         import dataclasses
 
-        from toolbias_stats.report._bayes_html import format_bayes_text, render_bayes_section
+        from toolbias_stats._text import format_bayes_text
+        from toolbias_stats.report._bayes_html import render_bayes_section
 
         imp = v2_fit.implied.copy()
         shift = (imp["metric"] == "delta_pos") & (imp["llm"] == v2_fit.llms[0])

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import toolbias_stats as tbs
+from toolbias_stats._format import fmt_estimate_ci
 from toolbias_stats.plots._overview import bias_overview_rows, plot_bias_overview, plot_rate_gaps, rate_gap_table
 from toolbias_stats.report import render_bias_report
-from toolbias_stats.report._format import fmt_estimate_ci
 from toolbias_stats.report._summary import bias_summary
 from toolbias_stats.simulate import simulate_selection_log
 

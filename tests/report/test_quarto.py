@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import toolbias_stats as tbs
+from toolbias_stats._format import fmt_estimate_ci
 from toolbias_stats.cli._commands import main
-from toolbias_stats.report import TEMPLATE, fmt_estimate_ci, qmd_to_notebook, run_notebook
+from toolbias_stats.report import TEMPLATE, qmd_to_notebook, run_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "data" / "biasbusters" / "study.toml"

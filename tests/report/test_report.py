@@ -14,9 +14,8 @@ from tiny_study import MALICIOUS_API, MALICIOUS_TOOL, MODEL_A, UNRESOLVED
 from tiny_study import tiny_study as _tiny_study
 
 import toolbias_stats as tbs
-from toolbias_stats.report import (
+from toolbias_stats._format import (
     MISSING,
-    file_sha256,
     fmt_ci,
     fmt_estimate_ci,
     fmt_int,
@@ -25,8 +24,9 @@ from toolbias_stats.report import (
     fmt_num,
     fmt_p,
     fmt_range,
-    render_bias_report,
 )
+from toolbias_stats.report import render_bias_report
+from toolbias_stats.report._render_html import file_sha256
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny_report.html"
 

@@ -331,11 +331,3 @@ class ChoiceModelResult(ReprHTMLMixin):
         if self.warnings:
             parts.append("<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings) + "</ul>")
         return "".join(parts)
-
-    def __str__(self) -> str:
-        from ..report._choicemodel import format_choice_model_text
-        return format_choice_model_text(self)
-
-    def __repr__(self) -> str:
-        return (f"ChoiceModelResult({len(self.groups)} group(s), {self.method}, n_used={self.n_used}, "
-                f"n_excluded={self.n_excluded}, converged={self.converged})")

@@ -62,9 +62,9 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    from .._text import format_bayes_text
     from ..io import read_study
     from ..models import fit_bayes
-    from ..report._bayes_html import format_bayes_text
     from ._common import progress_wanted as _progress_wanted
     from ._common import version as _version
     from ._output import atomic_path, check_output, emit, study_inputs

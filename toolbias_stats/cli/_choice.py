@@ -61,7 +61,7 @@ def run(args) -> int:
         out["position_bias"].pop("bias", None)
         print(json.dumps(out, indent=2, allow_nan=False, default=str))
         return 0
-    from ..report._text import format_choice_accuracy_text, format_choice_judge_text, format_choice_position_text
+    from .._text import format_choice_accuracy_text, format_choice_judge_text, format_choice_position_text
     from ._output import emit
 
     emit(f"choice study {study.get('name')!r}: {len(log)} answers, {log.data['item_id'].nunique()} items")
@@ -131,9 +131,9 @@ def run_validate(args) -> int:
 def run_shift(args) -> int:
     """``toolbias-stats shift`` of a choice-study manifest: the option-slot log of :meth:`ChoiceLog.to_selection_log`
     (items are the queries, the unit of every resample), compared between levels as for tools."""
+    from .._text import format_shift_text
     from ..choice import read_choice_study
     from ..experiments import selection_shift
-    from ..report._experiments_html import format_shift_text
     from ._common import version as _version
     from ._output import emit
 

@@ -247,8 +247,8 @@ def _read(args):
 
 
 def _validate(args) -> int:
+    from .._text import format_validation
     from ..choice import is_choice_manifest
-    from ..report._text import format_validation
     from ._output import emit
 
     if is_choice_manifest(args.study):   # a multiple-choice / judge study (issue 36)
@@ -292,7 +292,7 @@ def _validate(args) -> int:
         emit(format_validation(study, summary))
         emit(_unassigned_text(unassigned, totals))
         if isinstance(components, dict):
-            from ..report._choicemodel import format_components_text
+            from .._text import format_components_text
 
             emit("\n" + format_components_text(components))
         else:
@@ -347,7 +347,7 @@ def _compute(args, study):
 
 
 def _bias(args) -> int:
-    from ..report._text import format_bias_table
+    from .._text import format_bias_table
     from ._output import emit
 
     study = _read(args)

@@ -59,9 +59,9 @@ def run_shift(args) -> int:
         from ._choice import run_shift as run_choice_shift
 
         return run_choice_shift(args)
+    from .._text import format_shift_text
     from ..experiments import selection_shift
     from ..io import read_study
-    from ..report._experiments_html import format_shift_text
     from ._common import version as _version
     from ._output import emit
 
@@ -81,8 +81,8 @@ def run_shift(args) -> int:
 
 
 def run_subsets(args) -> int:
+    from .._text import format_subsets_text
     from ..experiments import mitigation_distribution, subset_selection_metrics
-    from ..report._experiments_html import format_subsets_text
     from ._common import version as _version
     from ._output import emit
 

@@ -180,6 +180,6 @@ def compute_explain(args, study):
 
 def format_explain(result) -> str:
     """Plain-text summary of an ExplainResult (what ``explain`` prints; formatted in :mod:`toolbias_stats.report`)."""
-    from ..report._text import format_explain_text
+    from .._text import format_explain_text
 
     return format_explain_text(result)

@@ -121,7 +121,7 @@ def run(args) -> int:
                "components": comps.to_dict()}
         print(json.dumps(interval_lists(out), indent=2, allow_nan=False))   # intervals as [low, high] (issue 36)
     else:
-        from ..report._design_html import format_plan_text
+        from .._text import format_plan_text
 
         emit(format_plan_text(comps, plan))
     return 0

@@ -121,7 +121,7 @@ def _probe(kind, path, args, bench_file=None):
 
 
 def _score(args) -> int:
-    from ..report._toolsense_html import format_probe_text, format_retrieval_text
+    from .._text import format_probe_text, format_retrieval_text
     from ._common import version as _version
     from ._output import emit
 
@@ -168,7 +168,7 @@ def _annotation_result(path, args, by=None):
 
 
 def _agreement(args) -> int:
-    from ..report._toolsense_html import format_agreement_text
+    from .._text import format_agreement_text
     from ._common import version as _version
     from ._output import emit
 
@@ -200,7 +200,7 @@ def _baselines(args) -> int:
     import os
     import platform
 
-    from ..report._toolsense_html import format_baselines_text
+    from .._text import format_baselines_text
     from ._common import version as _version
     from ._output import emit
 

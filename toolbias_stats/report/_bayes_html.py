@@ -1,8 +1,8 @@
-"""Report fragment (HTML) and terminal text for the hierarchical Bayesian model.
+"""Report fragment (HTML) for the hierarchical Bayesian model.
 
 ``render_bayes_section(result)`` returns one ``<section id="bayes">`` to embed in a report page;
-``format_bayes_text(result)`` the plain-text summary printed by ``toolbias-stats bayes``. Both only
-format a :class:`~toolbias_stats.models.BayesResult`: every number is rounded here, every string that
+:func:`toolbias_stats._text.format_bayes_text` the plain-text summary printed by ``toolbias-stats bayes``. Both
+only format a :class:`~toolbias_stats.models.BayesResult`: every number is rounded here, every string that
 comes from the data is HTML-escaped, and figures are inline SVG.
 """
 
@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from ._format import MISSING, fmt_estimate_ci, fmt_int, fmt_level, fmt_num, fmt_p
+from .._format import MISSING, fmt_estimate_ci, fmt_int, fmt_level, fmt_num, fmt_p
+from .._text import bayes_disagreements as _disagreements
+from .._text import bayes_extra_terms as _extra_terms
+from .._text import fit_text as _fit_text
 from ._render_html import _e, _svg, _table
 
 if TYPE_CHECKING:
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from ..metrics import BiasResult
     from ..models.bayes._result import BayesResult
 
-__all__ = ["render_bayes_section", "format_bayes_text"]
+__all__ = ["render_bayes_section"]
 
 _SHARED = "(shared)"
 
@@ -154,12 +156,6 @@ cluster (API) or over positions, which identifies them. {_e(_likelihood_text(mod
 <ul>{''.join(items)}</ul>"""
 
 
-def _extra_terms(model) -> str:
-    return {"cluster-position": " + \u03b4[m, c, pos_o(j)]", "v2": " + \u03b4[m, c, pos_o(j)]",
-            "overdispersed": " + \u03b7[m, c, q, j]", "thorough": " + \u03b4[m, c, pos_o(j)] + \u03b7[m, c, q, j]"
-            }.get(model, "")
-
-
 def _likelihood_text(model) -> str:
     parts = []
     if model in ("cluster-position", "v2", "thorough"):
@@ -180,19 +176,6 @@ def _likelihood_text(model) -> str:
                      "runs are not modelled, so the intervals describe these queries rather than a population of "
                      "queries.")
     return " ".join(parts)
-
-
-def _fit_text(status, short=False) -> str:
-    """The fit status of an LLM's row: "yes", "NO: <checks with p-values>" ("NO (<checks>)" when ``short``) or
-    "not checked"."""
-    fits, failed = status
-    if fits is None:
-        return "not checked"
-    if fits:
-        return "yes"
-    if short:
-        return "NO (" + ", ".join(part.split(" p ")[0] for part in failed.split("; ")) + ")"
-    return f"NO: {failed}"
 
 
 def _implied_block(result, frequentist=None) -> str:
@@ -240,19 +223,6 @@ def _fit_status(result):
     from ..models.bayes._checks import fit_status
 
     return fit_status(result)
-
-
-def _disagreements(result, frequentist) -> dict:
-    """``{(llm, metric): "x [a, b] (95% calibrated)"}`` where the frequentist calibrated interval and the Bayesian
-    HDI under the logged orderings do not overlap (empty without a frequentist result or when grouped otherwise)."""
-    if frequentist is None or list(frequentist.by) != list(result.by):
-        return {}
-    table = result.compare_frequentist(frequentist)
-    out = {}
-    for r in table[table["disagree"]].itertuples():
-        out[(r.llm, r.metric)] = (f"{fmt_estimate_ci(r.freq_corrected, (r.freq_low, r.freq_high))} "
-                                  f"({fmt_level(r.freq_level)} calibrated)")
-    return out
 
 
 def _fit_note(result, frequentist, cmp) -> str:
@@ -456,97 +426,3 @@ def _notes_block(result) -> str:
         return '<h3 id="bayes-notes">Notes</h3>\n<p class="muted">No warnings.</p>'
     items = "".join(f'<li class="warning">{_e(w)}</li>' for w in result.warnings)
     return f'<h3 id="bayes-notes">Notes</h3>\n<ul class="notes">{items}</ul>'
-
-
-def _fit_lines(result, frequentist) -> list:
-    """The lines under the implied-bias table: what ``fits`` means, and the disagreements with the frequentist
-    calibrated intervals."""
-    from ..models.bayes._checks import PPC_BAND
-
-    note = (f"fits: the per-query dispersion (the LLM's queries) and cluster x position (all LLMs) checks both have "
-            f"PPC p in [{PPC_BAND[0]:g}, {PPC_BAND[1]:g}]; where one fails the intervals may cover less than stated.")
-    out = [note] + [f"  {llm}: {failed}" for llm, (fits, failed) in _fit_status(result).items()
-                    if fits is False and llm in result.llms]
-    if frequentist is None:
-        return out
-    if list(frequentist.by) != list(result.by):
-        return out + ["(frequentist intervals grouped otherwise: not compared)"]
-    cmp = _disagreements(result, frequentist)
-    if not cmp:
-        return out + ["Every Bayesian interval under the logged orderings overlaps the frequentist calibrated one."]
-    out.append("Bayesian and frequentist calibrated intervals that do not overlap (logged orderings):")
-    imp = result.implied[result.implied["orderings"] == "logged"].set_index(["llm", "metric"])
-    for (llm, metric), freq in cmp.items():
-        b = imp.loc[(llm, metric)]
-        out.append(f"  {llm} {metric}: Bayesian {fmt_estimate_ci(b['mean'], (b['hdi_low'], b['hdi_high']))}, "
-                   f"frequentist {freq}")
-    return out
-
-
-# -- terminal text --------------------------------------------------------------------------------
-def format_bayes_text(result: BayesResult, frequentist: BiasResult | None = None) -> str:
-    """Plain-text summary of a :class:`~toolbias_stats.models.BayesResult` (``toolbias-stats bayes``).
-
-    Each LLM's row of the implied bias says whether the model fits that LLM's data (``fits``: the per-query
-    dispersion and cluster x position checks); with ``frequentist`` (:func:`toolbias_stats.selection_bias` of the
-    same study, grouped like the fit) a row follows the table for every δ whose frequentist calibrated interval
-    does not overlap the Bayesian one under the logged orderings.
-    """
-    d = result.diagnostics
-    level = fmt_level(result.hdi_prob)
-    lines = []
-    if not d.converged:
-        lines += ["!" * 78, "NOT CONVERGED: " + "; ".join(d.flags), ("Do not use these numbers; run longer "
-                  "(--draws/--tune) or raise the target acceptance."), "!" * 78, ""]
-    model = getattr(result, "model", "v1")
-    lines.append(f"Hierarchical Bayesian model, variant {model}: softmax(alpha[llm, cluster, tool] + "
-                 f"beta[llm, position]{_extra_terms(model)}); {level} HDIs.")
-    lines.append(f"sampler {d.sampler} ({d.parameterization}), {d.chains} chains x {d.draws} draws "
-                 f"(+{d.tune} tune), seed {d.seed}; {d.seconds:.1f} s. max R-hat "
-                 f"{d.max_rhat:.4f}, min bulk ESS {d.min_ess_bulk:.0f}, min tail ESS {d.min_ess_tail:.0f}, "
-                 f"divergences {d.divergences}.")
-    lines.append(f"rows: {result.rows['used']} used of {result.rows['total']}; excluded: {result.rows['excluded']}")
-    lines.append("")
-    rows = []
-    imp = result.implied
-    fvl = result.first_vs_last.set_index("llm")
-    status = _fit_status(result)
-    for llm in result.llms:
-        row = {"LLM": llm}
-        for metric in ("delta_api", "delta_pos"):
-            for scen in ("logged", "randomised"):
-                r = imp[(imp["llm"] == llm) & (imp["metric"] == metric) & (imp["orderings"] == scen)]
-                row[f"{metric} ({scen})"] = fmt_estimate_ci(r["mean"].iloc[0], (r["hdi_low"].iloc[0],
-                                                                                r["hdi_high"].iloc[0]))
-        row["P(first>last)"] = fmt_num(fvl.loc[llm, "p_first_beats_last"])
-        row["fits"] = _fit_text(status[llm], short=True)
-        rows.append(row)
-    lines.append("Implied bias (TV to uniform of the fitted chooser, mean over clusters):")
-    lines.append(pd.DataFrame(rows).to_string(index=False))
-    lines += _fit_lines(result, frequentist)
-    lines.append("")
-    vs = result.variance_shares
-    for r in vs.itertuples():
-        lines.append(f"shared share of {r.effect} effects: "
-                     f"{fmt_estimate_ci(r.share_shared, (r.share_low, r.share_high))}"
-                     f" (sd shared {fmt_num(r.sd_shared)}, sd between LLMs {fmt_num(r.sd_between)})")
-    sc = getattr(result, "scales", None)
-    if sc is not None:
-        for q in ("sigma_delta", "sigma_eta"):
-            sub = sc[sc["quantity"] == q]
-            if not sub.empty:
-                lines.append(f"{q}: " + ", ".join(f"{r.llm} {fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high))}"
-                                                   for r in sub.itertuples()))
-        rho = sc[sc["quantity"] == "rho"]
-        if not rho.empty:
-            per = rho.groupby("llm", sort=False)["mean"].agg(["min", "median", "max"])
-            lines.append("rho (intra-prompt correlation, median and range over clusters): " + ", ".join(
-                f"{llm} {fmt_num(r['median'])} ({fmt_num(r['min'])}-{fmt_num(r['max'])})" for llm, r in per.iterrows()))
-    disp = ""
-    if getattr(result.ppc, "dispersion", None) is not None:
-        disp = f", {fmt_p(result.ppc.p_value_dispersion)} (per-query dispersion)"
-    lines.append(f"posterior predictive check: {fmt_p(result.ppc.p_value)} (cluster x position), "
-                 f"{fmt_p(result.ppc.p_value_rows)} (finest table){disp}")
-    if result.warnings:
-        lines += ["", "Notes:"] + [f"  - {w}" for w in result.warnings]
-    return "\n".join(lines)

@@ -1,81 +1,28 @@
-"""Report fragment (HTML) "Is this study big enough?" and the terminal text of ``toolbias-stats plan``.
+"""Report fragment (HTML) "Is this study big enough?" (the terminal text of ``toolbias-stats plan`` is
+:func:`toolbias_stats._text.format_plan_text`).
 
-Formatting only: every number is rounded by :mod:`._format`, every string from the data is HTML-escaped with
-the report's helper, figures are inline SVG drawn by :mod:`toolbias_stats.plots._design`.
+Formatting only: every number is rounded by :mod:`toolbias_stats._format`, every string from the data is
+HTML-escaped with the report's helper, figures are inline SVG drawn by :mod:`toolbias_stats.plots._design`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._format import fmt_int, fmt_level, fmt_num
+from .._format import fmt_int, fmt_level, fmt_num
+from .._text import PLAN_LABELS as _LABEL
+from .._text import percent as _pct
+from .._text import plan_keys as _keys
 from ._render_html import _e, _svg, _table
 
-__all__ = ["render_design_section", "format_plan_text"]
+__all__ = ["render_design_section"]
 
-_LABEL = {"delta_api": "δ_API", "delta_pos": "δ_pos", "delta_model": "δ_model"}
 _COMP = {"query": "queries", "rotation": "rotations within a query", "run": "runs (run-level shift)",
          "query_x_run": "query × run", "attempt": "attempt noise", "cluster": "clusters (if sampled)"}
 
 
-def _keys(row, by):
-    return ", ".join(f"{b}={row[b]}" for b in by) or "all"
-
-
-def _pct(x):
-    return "—" if x is None or not np.isfinite(x) else f"{100 * x:.0f}%"
-
-
 def _sci(x):
     return "—" if x is None or not np.isfinite(x) else f"{x:.2e}"
-
-
-# ------------------------------------------------------------------------------------------------
-def format_plan_text(components, plan) -> str:
-    """Plain-text summary of a plan and its variance components (``toolbias-stats plan``)."""
-    lv = fmt_level(plan.settings["confidence_level"])
-    by = list(components.by)
-    lines = [(f"Is this study big enough? ({lv} CI half-widths; MDE: smallest delta a level-{plan.settings['alpha']:g} "
-             f"test against a fair chooser detects with power {plan.settings['power']:g}; MDS: the same for a change "
-             "of delta between two conditions)")]
-    s = components.overview
-    t = components.table
-    for _, a in plan.achieved.iterrows():
-        lines.append("")
-        lines.append(f"== {_keys(a, by)} {_LABEL.get(a['metric'], a['metric'])}: {int(a['clusters'])} clusters x "
-                     f"{int(a['queries'])} queries x {int(a['rotations'])} rotations x {int(a['runs'])} runs = "
-                     f"{fmt_int(a['calls'])} calls; estimate {fmt_num(a['estimate'])}")
-        lines.append(f"   CI half-width ±{fmt_num(a['half_width'], 4)} (error, run shifts included: "
-                     f"±{fmt_num(a['error_half_width'], 4)})   MDE {fmt_num(a['mde'])}   "
-                     f"shift CI ±{fmt_num(a['shift_half_width'], 4)}   MDS {fmt_num(a['mds'])}")
-        sel = (t["metric"] == a["metric"]).to_numpy().copy()
-        for b in by:
-            sel &= (t[b] == a[b]).to_numpy()
-        parts = [f"{c.component} {_pct(c.share)}" for c in t[sel].itertuples() if c.component != "cluster"]
-        lines.append("   variance from: " + ", ".join(parts))
-        ssel = (s["metric"] == a["metric"]).to_numpy().copy()
-        for b in by:
-            ssel &= (s[b] == a[b]).to_numpy()
-        if ssel.any():
-            r = s[ssel].iloc[0]
-            if r["runs"] > 1:
-                lines.append(f"   se {fmt_num(r['se'], 4)}; with 1 run {fmt_num(r['se_one_run'], 4)}; the same calls "
-                             f"as 1 run of {int(r['queries'] * r['runs'])} queries "
-                             f"{fmt_num(r['se_same_calls_one_run'], 4)}")
-    if len(plan.cheapest):
-        tg = plan.target
-        lines.append("")
-        lines.append(f"Cheapest design with {tg['kind']} <= {tg['value']:g} for {', '.join(tg['metrics'])}:")
-        for _, c in plan.cheapest.iterrows():
-            if not c["feasible"]:
-                lines.append(f"   {_keys(c, by)}: none ({c['reason']})")
-                continue
-            cost = "" if not np.isfinite(c["cost"]) else f", cost {c['cost']:,.2f}"
-            lines.append(f"   {_keys(c, by)}: {int(c['queries'])} queries x {int(c['rotations'])} rotations x "
-                         f"{int(c['runs'])} runs per cluster = {fmt_int(c['calls'])} calls{cost}")
-    for w in plan.warnings:
-        lines.append(f"note: {w}")
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """HTML fragment "Explaining selection": correlations, OLS, cross-validated ensembles, alignment.
 
 :func:`render_explain_section` reads an :class:`~toolbias_stats.models.ExplainResult` and computes
-nothing statistical; numbers are rounded by :mod:`toolbias_stats.report._format`, every data string
+nothing statistical; numbers are rounded by :mod:`toolbias_stats._format`, every data string
 is HTML-escaped, and figures are inline SVG (deterministic, as in the bias report).
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._format import MISSING, fmt_ci, fmt_int, fmt_level, fmt_num, fmt_p
+from .._format import MISSING, fmt_ci, fmt_int, fmt_level, fmt_num, fmt_p
 from ._render_html import _e, _svg, _table
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._format import fmt_estimate_ci, fmt_level, fmt_num, fmt_p
+from .._format import fmt_estimate_ci, fmt_level, fmt_num, fmt_p
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

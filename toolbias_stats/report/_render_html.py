@@ -2,7 +2,7 @@
 
 The renderer reads a :class:`~toolbias_stats.Study` and a :class:`~toolbias_stats.BiasResult` and
 computes nothing statistical: every number comes from the result (or the log's row counts), is
-rounded by :mod:`toolbias_stats.report._format`, and every string that comes from a log, catalog or
+rounded by :mod:`toolbias_stats._format`, and every string that comes from a log, catalog or
 manifest is HTML-escaped (``html.escape``) before it is written, in text, attributes and SVG titles.
 The page loads nothing: CSS is inline, figures are inline SVG, there is no script, and a
 Content-Security-Policy forbids any external fetch.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p, fmt_range
+from .._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p, fmt_range
 
 if TYPE_CHECKING:
     import os

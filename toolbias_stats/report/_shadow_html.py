@@ -1,7 +1,8 @@
-"""HTML section / page and terminal text for TOOL-SHADOW results (formatting only: nothing is computed here).
+"""HTML section / page for TOOL-SHADOW results (formatting only: nothing is computed here; the terminal text is
+:func:`toolbias_stats._text.format_shadow_text`).
 
-Every number is rounded by :mod:`._format`; every string from the data (group values, notes) is HTML-escaped
-with the report's escaping helper; figures are inline SVG drawn by :mod:`toolbias_stats.plots._shadow`. The
+Every number is rounded by :mod:`toolbias_stats._format`; every string from the data (group values, notes) is
+HTML-escaped with the report's escaping helper; figures are inline SVG drawn by :mod:`toolbias_stats.plots._shadow`. The
 paper's banner ("pre-validation; not for deployment gating") heads every output, and the per-domain breakdown
 is always shown where a PBS exceeds 60 (the paper's rule).
 """
@@ -10,89 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_num
+from .._format import fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_num
+from .._text import SHADOW_DOMAIN_NAMES as _NAMES
+from .._text import SHADOW_DOMAINS as _DOMAINS
+from .._text import needs_breakdown as _needs_breakdown
+from .._text import shadow_label as _label
 from ._render_html import _e, _svg, _table, html_page
-from ._summary import _DOMAINS, _NAMES, _label
 
 if TYPE_CHECKING:
     import os
 
     from ..shadow._score import ShadowResult
 
-__all__ = ["render_shadow_section", "render_shadow_report", "format_shadow_text", "format_worksheet_text"]
-
-def _needs_breakdown(g, scale):
-    est = g.pbs[scale].estimate
-    return est == est and est > 60
-
-
-def format_worksheet_text(weights) -> str:
-    """The weight-derivation table as plain text."""
-    lines = [f"weights: {weights.rule}",
-             (f"{'domain':<7}{'source':<18}{'HR_lower':>9}{'HR_upper':>9}{'SE':>8}{'1/SE^2':>9}{'raw w':>8}"
-             f"{'weight':>8}  precision")]
-    for r in weights.table.itertuples(index=False):
-        lines.append(f"{r.domain:<7}{r.source:<18}{fmt_num(r.hr_lower, 3):>9}{fmt_num(r.hr_upper, 3):>9}"
-                     f"{fmt_num(r.se, 3):>8}{fmt_num(r.inverse_variance, 1):>9}"
-                     f"{fmt_num(r.weight_before_renormalisation, 3):>8}{fmt_num(r.weight, 3):>8}  {r.precision}")
-    return "\n".join(lines)
-
-
-def format_shadow_text(result: ShadowResult, *, scale: str | None = None, brief: bool = False) -> str:
-    """Plain-text TOOL-SHADOW report: banner, PBS per harness (both scales), weights, per-domain breakdown.
-
-    Parameters
-    ----------
-    result : ShadowResult
-    scale : {"paper", "effect"}, optional
-        The scale listed first; default ``result.scale``.
-    brief : bool, default False
-        Leave out the per-domain breakdown -- except for a harness whose PBS exceeds 60, where the paper makes
-        it mandatory.
-    """
-    scale = result.scale if scale is None else scale
-    other = "effect" if scale == "paper" else "paper"
-    lv = fmt_level(result.confidence_level)
-    lines = [f"TOOL-SHADOW v1 Positional Bias Score -- {result.banner.upper()}",
-             "No harness has been validated with this framework; the score is an associational audit.",
-             (f"{lv} turn-level bootstrap CIs ({result.n_resamples} replicates); " if result.n_resamples else
-              "no turn-level bootstrap (--bootstrap 0): point estimates only, no CIs; ")
-             + "weight-sensitivity band from "
-             f"{result.n_weight_draws} weight draws around the weights (floors kept).",
-             "weights: " + ", ".join(f"{d} {fmt_num(result.weights.weights[d], 3)} ({result.weights.precision[d]})"
-                                     for d in _DOMAINS), ""]
-    for g in result.groups:
-        p, o = g.pbs[scale], g.pbs[other]
-        lines.append(f"== {_label(g.keys)}: {fmt_int(g.n_turns)} turns, {g.n_tools} tools")
-        lines.append(f"   PBS ({scale}) {fmt_estimate_ci(p.estimate, p.ci, 1)}  weight sensitivity "
-                     f"{fmt_ci(p.sensitivity, 1)}")
-        lines.append(f"   PBS ({other}) {fmt_estimate_ci(o.estimate, o.ci, 1)}  weight sensitivity "
-                     f"{fmt_ci(o.sensitivity, 1)}")
-        if brief and not _needs_breakdown(g, scale):
-            lines.append("")
-            continue
-        if _needs_breakdown(g, scale):
-            lines.append("   PBS > 60: per-domain breakdown (mandatory)")
-        lines.append(f"   {'domain':<33}{'statistic [CI]':<26}{'z [CI]':<26}{'weight':>7}{'w*z':>8}{'w*effect':>9}"
-                     f"  precision")
-        for d in _DOMAINS:
-            s = g.domains[d]
-            if not s.available:
-                lines.append(f"   {d} {_NAMES[d]:<31}not computed: {s.note}")
-                continue
-            lines.append(f"   {d} {_NAMES[d]:<31}{fmt_estimate_ci(s.statistic, s.statistic_ci):<26}"
-                         f"{fmt_estimate_ci(s.z, s.z_ci, 2):<26}{fmt_num(s.weight, 3):>7}"
-                         f"{fmt_num(s.contribution('paper'), 2):>8}{fmt_num(s.contribution('effect'), 3):>9}"
-                         f"  {s.precision}")
-            if s.note:
-                lines.append(f"      note: {s.note}")
-        for note in g.notes:
-            lines.append(f"   note: {note}")
-        lines.append(f"   {g.notice(scale)}")
-        lines.append("")
-    if result.n_excluded:
-        lines.append("excluded attempts: " + ", ".join(f"{k} {fmt_int(v)}" for k, v in result.n_excluded.items()))
-    return "\n".join(lines).rstrip()
+__all__ = ["render_shadow_section", "render_shadow_report"]
 
 
 def _pbs_table(result, scale):
@@ -260,4 +191,3 @@ def render_shadow_report(result: ShadowResult, *, path: str | os.PathLike[str] |
 
         write_text(path, doc, option="path")   # atomic: nothing partial, no temporary file left (issue 21)
     return doc
-

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ._format import fmt_estimate_ci, fmt_level, fmt_num
+from .._format import fmt_estimate_ci, fmt_level, fmt_num
+from .._text import SHADOW_DOMAIN_NAMES as _NAMES
+from .._text import SHADOW_DOMAINS as _DOMAINS
+from .._text import shadow_label as _label
 
 if TYPE_CHECKING:
     from typing import Any
@@ -24,19 +27,10 @@ if TYPE_CHECKING:
     from ..shadow._score import ShadowResult
     from ..toolsense._retrieval import ComparisonResult, RetrievalResult
 
-#: TOOL-SHADOW domains and their names (the summary and the shadow section share them).
-_DOMAINS = ("L", "D", "S", "R")
-_NAMES = {"L": "position salience", "D": "description-length confound", "S": "semantic overlap",
-          "R": "call-frequency residual"}
-
-
-def _label(keys):
-    return ", ".join(f"{k}={v}" for k, v in keys.items()) or "audit"
 
 __all__ = ["bias_summary", "shadow_summary", "toolsense_summary", "choice_model_summary"]
 
 _NAME = {"delta_api": "tool choice", "delta_pos": "list position"}
-
 
 
 def _finite(col):

@@ -1,17 +1,13 @@
-"""Plain-text tables for the terminal (``toolbias-stats validate`` / ``bias`` / ``choice``); rounding lives here.
-
-These functions are also what ``str(result)`` returns (see :mod:`toolbias_stats._display`).
-"""
+"""Plain text of a :class:`~toolbias_stats.BiasResult` (``toolbias-stats bias``) and of a study's summary
+(``toolbias-stats validate``)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_level, fmt_mean_sd, fmt_num, fmt_p
+from .._format import fmt_ci, fmt_level, fmt_mean_sd, fmt_num, fmt_p
 
-__all__ = ["format_bias_table", "format_validation", "format_choice_position_text", "format_choice_accuracy_text",
-           "format_choice_judge_text", "format_probe_result_text", "format_study_plan_text", "format_explain_text",
-           "resampling_note"]
+__all__ = ["resampling_note", "format_bias_table", "format_validation"]
 
 
 def resampling_note(n_resamples, confidence_level, unit="bootstrap") -> str:
@@ -173,165 +169,4 @@ def format_validation(study, summary: pd.DataFrame) -> str:
             notes.append(f"{short}: " + ", ".join(f"{k}: {v}" for k, v in diag["notes"].items()))
     if notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in notes]
-    return "\n".join(lines)
-
-
-# -- choice (multiple-choice answers, pairwise judges) ---------------------------------------------------------
-def _keys(row, by) -> str:
-    return ", ".join(f"{b}={row[b]}" for b in by) or "all"
-
-
-def format_choice_position_text(pos) -> str:
-    """Answer-position bias of an :class:`~toolbias_stats.choice.OptionPositionBias` (``toolbias-stats choice``)."""
-    by = list(pos.by)
-    n_boot = getattr(pos.bias, "n_resamples", 0)
-    level = getattr(pos.bias, "confidence_level", 0.95)
-    lines = [("Answer-position bias delta_pos = TV(position shares, uniform); "
-             f"{resampling_note(n_boot, level, 'item-bootstrap')}")]
-    for _, r in pos.to_frame().iterrows():
-        corrected = fmt_estimate_ci(r["corrected"], (r["corrected_ci_low"], r["corrected_ci_high"]))
-        corrected = "" if corrected == MISSING else f"  bias-corrected {corrected}"
-        several_k = "n_k" in r and r["n_k"] > 1
-        if several_k:   # items with different numbers of options: the weighted value first (issue 35)
-            wc = (r["weighted_corrected_ci_low"], r["weighted_corrected_ci_high"])
-            lines.append(f"  {_keys(r, by)}: delta_pos weighted by {r['weights']} over {int(r['n_k'])} K groups "
-                         f"{fmt_estimate_ci(r['weighted'], (r['weighted_ci_low'], r['weighted_ci_high']))}  "
-                         f"bias-corrected {fmt_estimate_ci(r['weighted_corrected'], wc)}")
-        label = "unweighted mean over K" if several_k else "delta_pos"
-        lines.append(f"  {_keys(r, by)}: {label} {fmt_estimate_ci(r['mean_over_runs'], (r['ci_low'], r['ci_high']))}"
-                     f"{corrected}  uniform-null {fmt_num(r['null_expected'])}, {fmt_p(r['p_value'])}  "
-                     f"(n = {int(r['n_used'])}, excluded {int(r['n_excluded'])})")
-        if several_k and isinstance(r.get("k_note"), str):
-            lines.append(f"    note: {r['k_note']}")
-    bk = pos.by_k
-    mixed = len(bk) > 0 and (bk.groupby(by)["n_options"].nunique().max() if by else bk["n_options"].nunique()) > 1
-    if mixed:
-        for _, r in bk.iterrows():
-            lines.append(f"    {_keys(r, by)} K={int(r['n_options'])}: delta_pos "
-                         f"{fmt_estimate_ci(r['delta_pos'], (r['ci_low'], r['ci_high']))} "
-                         f"({int(r['n_answers'])} answers, {100 * r['share_answers']:.1f}%; {int(r['n_items'])} items)")
-    for _, r in pos.rates_frame().iterrows():
-        gold = r.get("gold_rate") if "gold_rate" in r else None
-        gold = "" if gold is None or fmt_num(gold) == MISSING else f"   gold here {fmt_num(gold)}"
-        lines.append(f"    {_keys(r, by)} {r['options']} position {int(r['position'])}: "
-                     f"{fmt_estimate_ci(r['rate'], (r['bootstrap_low'], r['bootstrap_high']))}{gold}")
-    return "\n".join(lines)
-
-
-def format_choice_accuracy_text(acc) -> str:
-    """Accuracy by gold position of a :class:`~toolbias_stats.choice.GoldPositionAccuracy`."""
-    by = list(acc.by)
-    lines = [(f"Accuracy by gold position (invalid answers: {acc.invalid}; "
-             f"{resampling_note(acc.n_resamples, acc.confidence_level, 'item-bootstrap')})")]
-    for _, r in acc.overview.iterrows():
-        lines.append(f"  {_keys(r, by)} K={int(r['n_options'])}: observed "
-                     f"{fmt_estimate_ci(r['accuracy'], (r['accuracy_ci_low'], r['accuracy_ci_high']))}; under random "
-                     f"orderings "
-                     f"{fmt_estimate_ci(r['corrected_accuracy'], (r['corrected_ci_low'], r['corrected_ci_high']))};"
-                     f" gap {_signed(r['gap'])} {_signed_ci(r['gap_ci_low'], r['gap_ci_high'])}".rstrip())
-    for _, r in acc.positions.iterrows():
-        lines.append(f"    {_keys(r, by)} K={int(r['n_options'])} gold at {int(r['gold_position'])}: "
-                     f"{fmt_estimate_ci(r['accuracy'], (r['ci_low'], r['ci_high']))} (n = {int(r['n'])})")
-    return "\n".join(lines)
-
-
-def _signed(x) -> str:
-    s = fmt_num(x)
-    return s if s == MISSING or s.startswith("-") else "+" + s
-
-
-def _signed_ci(lo, hi) -> str:
-    return "" if fmt_ci((lo, hi)) == MISSING else f"[{_signed(lo)}, {_signed(hi)}]"
-
-
-def format_choice_judge_text(judge) -> str:
-    """Swapped-pair position bias of a :class:`~toolbias_stats.choice.JudgeConsistency` (Shi et al. 2024 metrics)."""
-    by = list(judge.by)
-    lines = [(f"Pairwise judge position bias (swapped pairs; intervals resample the {judge.unit}s, runs and epochs "
-              "are replicates)")]
-    for _, r in judge.table.iterrows():
-        if r["n_pairs"] == 0:
-            continue
-
-        def ci(name, prefix=None, r=r):
-            prefix = prefix or name
-            return fmt_estimate_ci(r[name], (r[f"{prefix}_ci_low"], r[f"{prefix}_ci_high"]))
-
-        lines.append(f"  {_keys(r, by)}: {int(r['n_pairs'])} pairs of {int(r['n_units'])} {judge.unit}s: "
-                     f"consistent {int(r['consistent'])}, primacy-preferred {int(r['primacy_preferred'])}, "
-                     f"recency-preferred {int(r['recency_preferred'])}")
-        lines.append(f"    position consistency {ci('consistency')}; preference score {ci('preference_score')} "
-                     f"(-1 primacy, +1 recency); first-position rate {ci('first_position_rate', 'first')}; "
-                     f"ties {ci('tie_rate')}")
-        if r["n_repeated"] > 0:
-            lines.append(f"    repetition stability {ci('repetition_stability')} over {int(r['n_repeated'])} "
-                         "repeated judgements")
-    return "\n".join(lines)
-
-
-# -- results whose command prints them with others ------------------------------------------------------------
-def format_probe_result_text(result) -> str:
-    """One ToolSense probe result, as ``toolbias-stats toolsense score --benchmark mcq|qa`` prints it."""
-    from ._toolsense_html import format_probe_text
-
-    return format_probe_text({"model": result})
-
-
-def format_study_plan_text(plan) -> str | None:
-    """A :class:`~toolbias_stats.StudyPlan` as ``toolbias-stats plan`` prints it (with its variance components);
-    ``None`` for a plan without components (``str(plan)`` then prints its headline table)."""
-    if plan.components is None:
-        return None
-    from ._design_html import format_plan_text
-
-    return format_plan_text(plan.components, plan)
-
-
-def format_explain_text(result) -> str:
-    """Plain-text summary of an ExplainResult, as ``toolbias-stats explain`` prints it (display rounding only)."""
-    lines = [(f"Explaining selection ({'cluster-centred' if result.center else 'uncentred'}; "
-             f"targets: {result.targets})"), ""]
-    c = result.correlations
-    lines.append(f"Pearson r (p / Benjamini-Hochberg p across {c.n_tests} tests) per feature and LLM")
-    tab = c.to_frame().set_index(["feature", "model"])
-    width = max([len(f) for f in c.feature_names] + [8])
-    lines.append(" " * width + "".join(f"  {m[:20]:>20}" for m in c.models))
-    for f in c.feature_names:
-        cells = []
-        for m in c.models:
-            r = tab.loc[(f, m)]
-            val = fmt_num(r["r"])
-            val = val if val.startswith("-") or val == "\u2014" else "+" + val
-            cell = f"{val} ({fmt_p(r['p_value'], prefix=False)}/{fmt_p(r['p_bh'], prefix=False)})"
-            cells.append(f"  {cell:>20}")
-        lines.append(f"{f:<{width}}" + "".join(cells))
-    lines += ["", "OLS (complete cases): n, R^2, adjusted R^2"]
-    for f in result.ols.fits:
-        lines.append(f"  {f.model:<24} n={f.n:<4} R2={fmt_num(f.r2)}  adj={fmt_num(f.adj_r2)}")
-    for name, res in (("random forest", result.random_forest), ("gradient boosting", result.gradient_boosting)):
-        if res is None:
-            continue
-        lines += ["", f"{name}: cross-validated R^2 vs constant baseline (grouped by cluster)"]
-        for fit in res.fits:
-            parts = []
-            for s in fit.scores.to_dict(orient="records"):
-                flag = "" if s["beats_baseline"] else " WORSE"
-                parts.append(f"{s['scheme']} {fmt_num(s['r2'])} vs {fmt_num(s['baseline_r2'])}{flag}")
-            lines.append(f"  {fit.model:<24} " + ("; ".join(parts) if parts else
-                                                   f"not fitted ({fit.n_clusters} cluster(s) with complete rows)"))
-    ch = getattr(result, "choice", None)
-    if ch is not None:
-        lines += ["", (f"conditional logit over attempts vs OLS over per-tool rates, per 1 within-cluster sd "
-                      f"({ch.n_used} of {ch.n_in} attempts used; excluded {ch.excluded})"),
-                  f"  {'model':<20} {'feature':<26} {'OLS coef [CI]':>24} {'clogit log-odds [CI]':>26}  verdict"]
-        for r in ch.comparison.to_dict(orient="records"):
-            lines.append(f"  {str(r['model'])[:20]:<20} {r['feature'][:26]:<26} "
-                         f"{fmt_num(r['ols_coef']) + ' ' + fmt_ci((r['ols_ci_low'], r['ols_ci_high'])):>24} "
-                         f"{fmt_num(r['clogit_estimate']) + ' ' + fmt_ci((r['clogit_ci_low'], r['clogit_ci_high'])):>26}"  # noqa: E501
-                         f"  {r['verdict']}")
-    a = result.alignment
-    lines += ["", f"alignment ({a.method}, {int(100 * a.confidence_level)}% CI, {a.resample}s resampled)"]
-    for r in a.to_frame().to_dict(orient="records"):
-        lines.append(f"  {r['model_a'][:22]:<22} ~ {r['model_b'][:22]:<22} {fmt_num(r['r'])} "
-                     f"{fmt_ci((r['ci_low'], r['ci_high']))}")
     return "\n".join(lines)
