@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 from collections import defaultdict
@@ -126,7 +127,7 @@ def test_one_meaning_per_option_name(options):
     two = {name: m for name, m in meanings.items() if len(m) > 1}
     assert not two, two
     for name, sets in choices.items():
-        for (c1, s1), (c2, s2) in zip(sets, sets[1:]):
+        for (c1, s1), (c2, s2) in itertools.pairwise(sets):
             assert s1 & s2, f"{name}: {c1} offers {sorted(s1)}, {c2} offers {sorted(s2)}"
     for name, (dest, meaning) in VOCABULARY.items():
         assert meaning and name in meanings, name
@@ -148,7 +149,7 @@ def test_every_hidden_option_is_a_listed_alias(options):
     hidden = {(c, o) for c, a in options if isinstance(a, _Deprecated) for o in a.option_strings}
     listed = {(c, old) for c, table in ALIASES.items() for old in table}
     assert hidden == listed
-    for c, a in options:
+    for _, a in options:
         if isinstance(a, _Deprecated):
             assert a.help == argparse.SUPPRESS and a.default == argparse.SUPPRESS
 
@@ -162,7 +163,7 @@ def test_shadowed_aliases_only_shrink(options):
             for o in a.option_strings:
                 current[o] = a.dest
     targets = defaultdict(set)
-    for c, a in options:
+    for _, a in options:
         if isinstance(a, _Deprecated):
             targets[a.option_strings[0]].add(a.dest)
     shadowed = set()
@@ -239,5 +240,5 @@ def test_old_and_new_spellings_give_the_same_json(capsys):
     assert main(common + ["--bootstrap", "30"]) == 0
     old = capsys.readouterr()
     assert json.loads(old.out) == json.loads(new.out) and old.out == new.out
-    assert new.err == "" and old.err == "toolbias-stats bias: note: --bootstrap is deprecated; use --n-resamples " \
-                                        "(same meaning)\n"
+    note = "toolbias-stats bias: note: --bootstrap is deprecated; use --n-resamples (same meaning)\n"
+    assert new.err == "" and old.err == note

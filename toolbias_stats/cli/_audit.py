@@ -82,7 +82,6 @@ def run_design(args) -> int:
 
     if args.out_dir is None:
         raise ValueError("the design needs a folder to write: --out-dir DIR")
-
     design = design_study(args.catalog, args.queries, orderings=args.orderings, n_orderings=args.n_orderings,
                           runs=args.runs, n_queries=args.n_queries, rng=args.seed)
     return _write(args, design, _inputs(args))
@@ -117,7 +116,8 @@ def write_planned_design(args, study, plan) -> None:
     from ._vocabulary import spelled
 
     if not study.queries:
-        raise ValueError(f"{spelled(args, 'out_dir', '--out-dir')} needs the pilot's queries: {study.path} names no `queries` file.")
+        raise ValueError(f"{spelled(args, 'out_dir', '--out-dir')} needs the pilot's queries: {study.path} names no "
+                         "`queries` file.")
     design = design_study(study.catalog, study.queries, orderings=args.orderings, plan=plan, rng=args.seed)
     inputs = [study.path] + [study.settings.get(k) for k in ("catalog", "queries") if study.settings.get(k)]
     with contextlib.redirect_stdout(sys.stderr):
