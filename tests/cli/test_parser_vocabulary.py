@@ -242,3 +242,49 @@ def test_old_and_new_spellings_give_the_same_json(capsys):
     assert json.loads(old.out) == json.loads(new.out) and old.out == new.out
     note = "toolbias-stats bias: note: --bootstrap is deprecated; use --n-resamples (same meaning)\n"
     assert new.err == "" and old.err == note
+
+
+def test_features_json_is_the_table_it_writes(capsys):
+    """`features --json` (new: every command whose result is printed has --json) holds the CSV's rows and values."""
+    import io
+
+    import pandas as pd
+
+    argv = ["features", str(STUDY), "--no-similarity"]
+    assert main(argv) == 0
+    csv = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    table = pd.DataFrame(out["tools"])
+    assert out["features"] and set(out["features"]) <= set(table.columns) and out["centered"] is False
+    assert len(table) == len(csv) == 50 and list(table.columns) == list(csv.columns)
+    pd.testing.assert_frame_equal(table[out["features"]], csv[out["features"]], check_dtype=False)
+    assert out["reference_date"] == csv["reference_date"].iloc[0] and out["out"] is None
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "the report needs an output: --out FILE.html, or --out-dir DIR for --format qmd"),
+    (["--out", "r.html", "--out-dir", "d"], "give --out FILE (html) or --out-dir DIR (qmd), not both"),
+    (["--format", "html", "--out-dir", "d"], "--out-dir names the folder of --format qmd"),
+])
+def test_report_output_is_a_file_or_a_folder(extra, message, capsys, tmp_path):
+    """`report -o FILE` writes the page, `--out-dir DIR` the Quarto folder; a wrong combination exits 2 before
+    any work and writes nothing."""
+    assert main(["report", str(STUDY), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_report_out_dir_is_the_old_format_qmd_out():
+    from toolbias_stats.cli._commands import _report_target
+
+    parser = build_parser("report")
+    new = parser.parse_args(["report", "s.toml", "--out-dir", "d"])
+    old = parser.parse_args(["report", "s.toml", "--format", "qmd", "--out", "d"])
+    _report_target(new)
+    _report_target(old)
+    assert (new.format, new.target, new.target_option) == ("qmd", "d", "--out-dir")
+    assert (old.format, old.target, old.target_option) == ("qmd", "d", "--out")
+    html = parser.parse_args(["report", "s.toml", "-o", "r.html"])
+    _report_target(html)
+    assert (html.format, html.target) == ("html", "r.html")
