@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 __all__ = ["DEFAULT_SEED", "VOCABULARY", "ALIASES", "add_aliases", "add_seed", "add_n_resamples",
            "add_confidence_level", "spelled"]
@@ -121,9 +122,11 @@ def add_aliases(parser: argparse.ArgumentParser, command: str) -> None:
     by_name = {o: a for a in parser._actions for o in a.option_strings}
     for old, new in ALIASES.get(command, {}).items():
         target = by_name[new]
-        parser.add_argument(old, action=_Deprecated, new=new, command=command, dest=target.dest, type=target.type,
-                            choices=target.choices, metavar=target.metavar, default=argparse.SUPPRESS,
-                            help=argparse.SUPPRESS)
+        kw: dict[str, Any] = {"choices": target.choices, "metavar": target.metavar}
+        if target.type is not None:
+            kw["type"] = target.type
+        parser.add_argument(old, action=_Deprecated, new=new, command=command, dest=target.dest,
+                            default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kw)
 
 
 def spelled(args, dest: str, default: str) -> str:
