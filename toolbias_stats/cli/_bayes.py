@@ -17,7 +17,7 @@ def add_parser(subparsers):
 
     p = subparsers.add_parser("bayes", help="hierarchical Bayesian model of API and position effects (PyMC)",
                               description="Fit softmax(alpha[llm, cluster, tool] + beta[llm, position] + ...) with "
-                                          "partial pooling across LLMs (variant --model); report effects, implied "
+                                          "partial pooling across LLMs (variant: --variant); report effects, implied "
                                           "bias under logged and randomised orderings, posterior predictive checks "
                                           "and diagnostics.")
     p.add_argument("study", help="study manifest (TOML)")

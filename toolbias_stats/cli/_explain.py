@@ -155,9 +155,9 @@ def _write_table(table, out: Path, kind: str, provenance: dict, inputs=()) -> No
 
 
 def run_explain(args) -> int:
-    """``toolbias-stats explain STUDY.toml [--features FILE] [--no-center] [--json]``.
+    """``toolbias-stats explain STUDY.toml [--feature-table FILE] [--no-center] [--json]``.
 
-    Features: ``--features``, else the manifest's ``features`` key, else computed from the
+    Features: ``--feature-table``, else the manifest's ``features`` key, else computed from the
     catalog and queries. Targets: the feature table's own ``selection_rate`` columns when it has
     them (its LLMs then define the analysis), else each model's selection rates in the study's
     logs (all runs pooled). Prints a summary, or with ``--json`` the documented JSON object.
@@ -184,7 +184,7 @@ def run_explain(args) -> int:
 
 
 def compute_explain(args, study):
-    """Features (``--features``, the manifest's ``features`` key, or computed) -> ExplainResult.
+    """Features (``--feature-table``, the manifest's ``features`` key, or computed) -> ExplainResult.
 
     Returns ``(result, notes, feature_path_or_None)``; the library's
     :func:`~toolbias_stats.report._build.explain_study` with the parsed arguments.
