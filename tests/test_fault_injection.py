@@ -384,7 +384,7 @@ def _snapshot(d: Path) -> dict:
 
 
 def _run(case: Case, command: str, engine: str, manifest: Path, capsys):
-    argv = [command, str(manifest), "--engine", engine] + (["--bootstrap", "0"] if command == "bias" else [])
+    argv = [command, str(manifest), "--engine", engine] + (["--n-resamples", "0"] if command == "bias" else [])
     if command == "report":   # written outside the input folder (and never, since the input is refused)
         argv += ["--out", str(manifest.parent.parent / "report.html")]
     if case.crash:
@@ -540,11 +540,11 @@ def run_locked_folder(d, stack):
 
 
 COMMAND_CASES = [
-    CommandCase("design_formula_cluster", lambda d, s: ["design", *_design_inputs(d, "=c(1)"), "--out",
+    CommandCase("design_formula_cluster", lambda d, s: ["design", *_design_inputs(d, "=c(1)"), "--out-dir",
                                                         str(d / "out")], ("cluster_id: cluster '=c(1)'", "formula")),
-    CommandCase("design_out_holds_inputs", lambda d, s: ["design", *_design_inputs(d), "--out", str(d)],
+    CommandCase("design_out_holds_inputs", lambda d, s: ["design", *_design_inputs(d), "--out-dir", str(d)],
                 ("--out {dir} contains an input",)),
-    CommandCase("design_out_under_a_file", lambda d, s: ["design", *_design_inputs(d), "--out",
+    CommandCase("design_out_under_a_file", lambda d, s: ["design", *_design_inputs(d), "--out-dir",
                                                          str(d / "cat.csv" / "out")], ("{dir}/cat.csv",)),
     CommandCase("run_max_requests_zero", lambda d, s: ["run", str(_run_folder(d)), "--base-url",
                                                        "http://127.0.0.1:9/v1", "--model", "m", "--max-requests",
@@ -596,7 +596,7 @@ def test_valid_study_same_answer_every_engine(name, build, tmp_path, capsys):
     for engine in ENGINES:
         d = tmp_path / engine
         d.mkdir()
-        code = main(["bias", str(build(d)), "--engine", engine, "--bootstrap", "0", "--null", "0", "--json"])
+        code = main(["bias", str(build(d)), "--engine", engine, "--n-resamples", "0", "--null", "0", "--json"])
         out = capsys.readouterr()
         assert code == 0, out.err
         outputs[engine] = out.out.replace(str(d), "<dir>")

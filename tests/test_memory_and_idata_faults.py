@@ -55,7 +55,7 @@ def _cap(nbytes: int):
 def test_bias_runs_under_a_2gb_address_space_cap(tmp_path):
     """Before: SIGSEGV (exit -11) with no message on 168 rows, DuckDB engine. After: the result, 168 rows used."""
     manifest = _study(tmp_path / "in", 168)
-    proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", "bias", str(manifest), "--bootstrap", "0",
+    proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", "bias", str(manifest), "--n-resamples", "0",
                            "--null", "0", "--json"], capture_output=True, text=True, env=_env(), timeout=120,
                           preexec_fn=_cap(2_000_000_000), check=False)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
@@ -75,7 +75,7 @@ def test_pandas_read_without_room_is_one_message(tmp_path):
               "import pandas, pyarrow, scipy.special\n"
               "vm = int([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmSize')][0]) * 1024\n"
               "resource.setrlimit(resource.RLIMIT_AS, (vm + 40_000_000, resource.RLIM_INFINITY))\n"
-              f"sys.exit(main(['bias', {str(manifest)!r}, '--engine', 'pandas', '--bootstrap', '0']))\n")
+              f"sys.exit(main(['bias', {str(manifest)!r}, '--engine', 'pandas', '--n-resamples', '0']))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_env(), timeout=120,
                           check=False)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
@@ -100,7 +100,7 @@ def test_out_of_memory_is_one_message(error, tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(toolbias_stats.metrics, "selection_bias", fail, raising=False)
     manifest = _study(tmp_path / "in", 40)
-    code = main(["bias", str(manifest), "--bootstrap", "10", "--engine", "pandas"])
+    code = main(["bias", str(manifest), "--n-resamples", "10", "--engine", "pandas"])
     out = capsys.readouterr()
     lines = out.err.strip().splitlines()
     assert code == 2 and out.out == "" and len(lines) == 1, out.err
@@ -140,11 +140,11 @@ def test_bayes_idata_full_disk_is_one_message(how, reason, tmp_path, capsys, mon
     manifest = _study(tmp_path / "in", 40)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    code = main(["bayes", str(manifest), "--idata", str(out_dir / "fit.nc")])
+    code = main(["bayes", str(manifest), "--out", str(out_dir / "fit.nc")])
     out = capsys.readouterr()
     lines = out.err.strip().splitlines()
     assert code == 2 and out.out == "" and len(lines) == 1, (code, out.err)
-    expected = f"toolbias-stats bayes: error: cannot write --idata {out_dir / 'fit.nc'}: {reason}; nothing was written."
+    expected = f"toolbias-stats bayes: error: cannot write --out {out_dir / 'fit.nc'}: {reason}; nothing was written."
     assert lines[0] == expected
     assert list(out_dir.iterdir()) == []
 
@@ -173,7 +173,7 @@ def test_duckdb_oom_while_reading_is_one_line(tmp_path, capsys, monkeypatch):
         raise SelectionLogError(said)
 
     monkeypatch.setattr(toolbias_stats.io, "read_study", fail, raising=False)
-    code = main(["bias", str(_study(tmp_path / "in", 10)), "--bootstrap", "0"])
+    code = main(["bias", str(_study(tmp_path / "in", 10)), "--n-resamples", "0"])
     out = capsys.readouterr()
     lines = out.err.strip().splitlines()
     assert code == 2 and out.out == "" and len(lines) == 1, out.err

@@ -57,7 +57,7 @@ class TestFormulaCells:
             monkeypatch.delenv(var, raising=False)
         cat, queries = _inputs(tmp_path)
         out = tmp_path / "s"
-        code, _, err = _run(capsys, "design", cat, queries, "--out", out)
+        code, _, err = _run(capsys, "design", cat, queries, "--out-dir", out)
         assert code == 0, err
         for name, keys in (("design.csv", set()), ("catalog.csv", {"tool_id", "cluster_id"})):
             with (out / name).open(encoding="utf-8") as fh:
@@ -76,7 +76,7 @@ class TestFormulaCells:
 
     def test_formula_like_cluster_is_refused(self, tmp_path, capsys):
         cat, queries = _inputs(tmp_path, cluster="=c(1)")
-        code, out, err = _run(capsys, "design", cat, queries, "--out", tmp_path / "s")
+        code, out, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path / "s")
         assert code == 2 and out == ""
         line = _one_error(err)
         assert "cluster_id: cluster '=c(1)' starts with '='" in line
@@ -97,7 +97,7 @@ class TestOutputFaults:
             return real_fsync(fd)
 
         monkeypatch.setattr(os, "fsync", fsync)
-        code, out, err = _run(capsys, "design", cat, queries, "--out", tmp_path / "s")
+        code, out, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path / "s")
         assert code == 2 and out == ""
         assert f"cannot write --out {tmp_path / 's'}: no space left on the device; nothing was written" in \
             _one_error(err)
@@ -112,7 +112,7 @@ class TestOutputFaults:
             pytest.skip("cannot mount a small tmpfs here (needs root); the simulated full disk covers it")
         try:
             code, out, err = _run(capsys, "design", bb_data_dir / "clusters.json", bb_data_dir / "queries.json",
-                                  "--out", mnt / "s")
+                                  "--out-dir", mnt / "s")
             assert code == 2 and out == ""
             assert "no space left on the device; nothing was written" in _one_error(err)
             assert list(mnt.iterdir()) == []
@@ -130,7 +130,7 @@ class TestOutputFaults:
             return real_mkdir(path, *a, **kw)
 
         monkeypatch.setattr(os, "mkdir", read_only)
-        code, out, err = _run(capsys, "design", cat, queries, "--out", tmp_path / "s")
+        code, out, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path / "s")
         assert code == 2 and out == ""
         assert f"cannot write --out {tmp_path / 's'}: read-only file system" in _one_error(err)
         assert _listing(tmp_path) == before
@@ -138,14 +138,14 @@ class TestOutputFaults:
     def test_out_under_a_file(self, tmp_path, capsys):
         cat, queries = _inputs(tmp_path)
         before = _listing(tmp_path)
-        code, _, err = _run(capsys, "design", cat, queries, "--out", tmp_path / "cat.csv" / "s")
+        code, _, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path / "cat.csv" / "s")
         assert code == 2 and str(tmp_path / "cat.csv") in _one_error(err)
         assert _listing(tmp_path) == before
 
     def test_out_is_the_folder_of_the_inputs(self, tmp_path, capsys):
         cat, queries = _inputs(tmp_path)
         before = {p: p.read_bytes() for p in tmp_path.iterdir()}
-        code, _, err = _run(capsys, "design", cat, queries, "--out", tmp_path)
+        code, _, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path)
         line = _one_error(err)
         assert code == 2 and f"--out {tmp_path} contains an input of this command" in line
         assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
@@ -153,7 +153,7 @@ class TestOutputFaults:
     def test_existing_empty_folder_is_filled(self, tmp_path, capsys):
         cat, queries = _inputs(tmp_path)
         (tmp_path / "s").mkdir()
-        code, _, err = _run(capsys, "design", cat, queries, "--out", tmp_path / "s")
+        code, _, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path / "s")
         assert code == 0, err
         assert json.loads((tmp_path / "s" / "design.json").read_text())["requests"] == 8
         assert not [p for p in tmp_path.iterdir() if p.name.endswith((".tmp", ".old"))]

@@ -92,7 +92,7 @@ def _study(d: Path) -> Path:
     return d / "study.toml"
 
 
-BIAS = ["-m", "toolbias_stats.cli", "bias", "--bootstrap", "0", "--null", "0", "--json"]
+BIAS = ["-m", "toolbias_stats.cli", "bias", "--n-resamples", "0", "--null", "0", "--json"]
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

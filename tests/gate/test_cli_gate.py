@@ -12,7 +12,7 @@ import pytest
 from toolbias_stats.cli._commands import main
 from toolbias_stats.datasets import path as bundled
 
-FAST = ["--bootstrap", "200", "--seed", "1"]
+FAST = ["--n-resamples", "200", "--seed", "1"]
 
 
 def _junit(path):
@@ -145,7 +145,7 @@ class TestCompare:
     def test_same_queries_paired_and_a_shift_fails(self, studies, tmp_path, capsys):
         junit, md = tmp_path / "cmp.xml", tmp_path / "cmp.md"
         code = main(["compare", str(studies["fair"]), str(studies["biased"]), "--max-shift", "0.1", *FAST,
-                     "--permutations", "200", "--junit", str(junit), "--markdown", str(md), "--json"])
+                     "--n-permutations", "200", "--junit", str(junit), "--markdown", str(md), "--json"])
         out = json.loads(capsys.readouterr().out)
         assert code == 1 and out["command"] == "compare"
         assert out["settings"]["pairing_used"] == "paired"   # the simulated studies share query ids
@@ -158,7 +158,7 @@ class TestCompare:
 
     def test_a_version_against_itself_passes(self, studies, capsys):
         code = main(["compare", str(studies["fair"]), str(studies["fair"]), "--max-shift", "0.1", *FAST,
-                     "--permutations", "1000", "--json"])
+                     "--n-permutations", "1000", "--json"])
         out = json.loads(capsys.readouterr().out)
         assert code == 0, out
         tools = next(d for d in out["decisions"] if d["metric"] == "tools")
@@ -169,7 +169,7 @@ class TestToolsDecision:
     def test_too_few_permutations_cannot_tell(self, studies, capsys):
         # 25 tools, 20 permutations: the smallest Holm-adjusted p is 25/21 > 0.05, no tool could ever be flagged
         code = main(["compare", str(studies["fair"]), str(studies["fair"]), "--max-shift", "0.1", *FAST,
-                     "--permutations", "20", "--json"])
+                     "--n-permutations", "20", "--json"])
         tools = next(d for d in json.loads(capsys.readouterr().out)["decisions"] if d["metric"] == "tools")
         assert code == 0 and tools["outcome"] == "cannot tell" and tools["status"] == "warn"
         assert "use at least 500" in tools["message"]

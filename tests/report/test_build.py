@@ -68,25 +68,25 @@ def test_sections_use_the_defaults_of_their_commands():
     plan = build_parser("plan").parse_args(["plan", "s.toml"])
     from_parser = {"metrics": tuple(plan.metrics.split(",")), "by": tuple(plan.by.split(",")),
                    "alpha": plan.alpha, "power": plan.power, "correlation": plan.correlation,
-                   "cost_per_call": plan.cost_per_call, "max_queries": plan.max_queries, "n_draws": plan.draws}
+                   "cost_per_call": plan.cost_per_call, "max_queries": plan.max_queries, "n_draws": plan.n_draws}
     assert from_parser == PLAN_DEFAULTS
     shadow = build_parser("shadow").parse_args(["shadow", "s.toml"])
-    from_parser = {"scale": shadow.scale, "n_resamples": shadow.bootstrap,
-                   "n_weight_draws": shadow.weight_draws, "holdout": shadow.holdout}
+    from_parser = {"scale": shadow.scale, "n_resamples": shadow.n_resamples,
+                   "n_weight_draws": shadow.n_draws, "holdout": shadow.holdout}
     assert from_parser == SHADOW_DEFAULTS
     assert shadow.ci == [] and not shadow.no_similarity          # cis=None, encoder=None in the section
     ex = build_parser("explain").parse_args(["explain", "s.toml"])
     got = {k: v.default for k, v in inspect.signature(explain_study).parameters.items()
            if v.default is not inspect.Parameter.empty}
     assert got["n_estimators"] == ex.trees and got["n_repeats"] == ex.repeats
-    assert got["n_permutations"] == ex.permutations and got["n_resamples"] == ex.bootstrap
+    assert got["n_permutations"] == ex.importance_shuffles and got["n_resamples"] == ex.n_resamples
     assert got["n_jobs"] == ex.jobs and got["rng"] == ex.seed and got["confidence_level"] == ex.confidence_level
-    assert got["center"] is not ex.no_center and got["ensembles"] is not ex.no_ensembles
-    assert got["encoder"] == ex.encoder and got["cache_dir"] == ex.cache_dir and got["features"] == ex.features
+    assert got["center"] is ex.center and got["ensembles"] is not ex.no_ensembles
+    assert got["encoder"] == ex.encoder and got["cache_dir"] == ex.cache_dir and got["features"] == ex.feature_table
     report = build_parser("report").parse_args(["report", "s.toml", "--out", "x.html"])
     got = {k: v.default for k, v in inspect.signature(build_report).parameters.items()}
     assert (got["n_resamples"], got["n_null"], got["rng"], got["confidence_level"]) == \
-        (report.bootstrap, report.null, report.seed, report.confidence_level)
+        (report.n_resamples, report.null, report.seed, report.confidence_level)
     assert (got["ci_method"], got["position"], got["bootstrap"], got["by"]) == \
         (report.ci_method, report.position, report.bootstrap_weights, report.by)
     assert SECTIONS == ("explain", "choice-model", "bayes", "shadow", "plan", "experiments")

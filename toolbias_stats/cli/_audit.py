@@ -11,10 +11,10 @@ __all__ = ["add_parsers", "run_design", "run_run", "write_design_args", "write_p
 
 
 def write_design_args(p, *, positional=True):
-    """The design options shared by ``design`` and ``plan --write-design``."""
+    """The design options shared by ``design`` and ``plan --out-dir``."""
     from ..audit import ENDPOINTS, FORMATS, ORDERINGS
 
-    p.add_argument("--format", choices=FORMATS, default="chat-jsonl",
+    p.add_argument("--request-format", choices=FORMATS, default="chat-jsonl",
                    help="openai-batch (OpenAI Batch API input), anthropic-batch (Message Batches requests) or "
                         "chat-jsonl (Chat Completions requests for OpenAI-compatible servers and `toolbias-stats "
                         "run`; default)")
@@ -38,7 +38,7 @@ def write_design_args(p, *, positional=True):
 
 def add_parsers(subparsers):
     """Register ``design`` and ``run``."""
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_seed
 
     d = subparsers.add_parser(
         "design", help="counterbalanced design -> provider request files and the study.toml that reads results",
@@ -49,10 +49,11 @@ def add_parsers(subparsers):
                                    "a study manifest")
     d.add_argument("queries", help="queries: BiasBusters queries.json, a table with cluster_id and query, or a "
                                    "study manifest")
-    d.add_argument("--out", required=True, metavar="DIR", help="folder to write (must not hold a design already)")
-    d.add_argument("--seed", type=seed, default=20251121, help="random seed (orderings=random; default 20251121)")
+    d.add_argument("--out-dir", metavar="DIR", help="folder to write (required; must not hold a design already)")
+    add_seed(d, " of --orderings random")
     d.add_argument("--json", action="store_true", help="print the design summary as JSON")
     write_design_args(d)
+    add_aliases(d, "design")
 
     r = subparsers.add_parser(
         "run", help="send a design folder's requests to an OpenAI-compatible endpoint (resumable)",
@@ -79,6 +80,8 @@ def _inputs(args):
 def run_design(args) -> int:
     from ..audit import design_study
 
+    if args.out_dir is None:
+        raise ValueError("the design needs a folder to write: --out-dir DIR")
     design = design_study(args.catalog, args.queries, orderings=args.orderings, n_orderings=args.n_orderings,
                           runs=args.runs, n_queries=args.n_queries, rng=args.seed)
     return _write(args, design, _inputs(args))
@@ -87,13 +90,13 @@ def run_design(args) -> int:
 def _write(args, design, inputs) -> int:
     from ..audit import write_requests
 
-    info = write_requests(design, args.out, format=args.format, endpoint=args.endpoint, model=args.model,
+    info = write_requests(design, args.out_dir, format=args.request_format, endpoint=args.endpoint, model=args.model,
                           system=args.system, max_tokens=args.max_tokens, inputs=inputs)
     if getattr(args, "json", False) and args.command == "design":
         print(json.dumps({**info, **design.to_dict()}, indent=2, default=str))
         return 0
     bal = design.balance
-    print(f"{info['requests']} requests ({args.format}) in {info['out']}: {len(bal)} clusters, "
+    print(f"{info['requests']} requests ({args.request_format}) in {info['out']}: {len(bal)} clusters, "
           f"orderings={design.settings['orderings']}, runs={design.settings['runs']}")
     worst = int(bal["spread"].max()) if len(bal) else 0
     print(f"balance: each tool's count at each position differs by at most {worst} within a cluster "
@@ -105,16 +108,17 @@ def _write(args, design, inputs) -> int:
 
 
 def write_planned_design(args, study, plan) -> None:
-    """``plan --write-design DIR``: the plan's cheapest design over the pilot's catalog and queries (the summary
+    """``plan --out-dir DIR``: the plan's cheapest design over the pilot's catalog and queries (the summary
     goes to stderr so that ``plan --json`` stays one JSON document)."""
     import contextlib
 
     from ..audit import design_study
+    from ._vocabulary import spelled
 
     if not study.queries:
-        raise ValueError(f"--write-design needs the pilot's queries: {study.path} names no `queries` file.")
+        raise ValueError(f"{spelled(args, 'out_dir', '--out-dir')} needs the pilot's queries: {study.path} names no "
+                         "`queries` file.")
     design = design_study(study.catalog, study.queries, orderings=args.orderings, plan=plan, rng=args.seed)
-    args.out = args.write_design
     inputs = [study.path] + [study.settings.get(k) for k in ("catalog", "queries") if study.settings.get(k)]
     with contextlib.redirect_stdout(sys.stderr):
         _write(args, design, inputs)

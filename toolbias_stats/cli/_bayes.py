@@ -13,30 +13,33 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers):
     """Register the ``bayes`` sub-command on an ``argparse`` sub-parser collection; returns its parser."""
     from ..models.bayes import DEFAULT_MODEL, MISMATCH_POLICIES, MODELS, PARAMETERIZATIONS, SAMPLERS
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_seed
 
     p = subparsers.add_parser("bayes", help="hierarchical Bayesian model of API and position effects (PyMC)",
                               description="Fit softmax(alpha[llm, cluster, tool] + beta[llm, position] + ...) with "
-                                          "partial pooling across LLMs (variant --model); report effects, implied "
+                                          "partial pooling across LLMs (variant: --variant); report effects, implied "
                                           "bias under logged and randomised orderings, posterior predictive checks "
                                           "and diagnostics.")
     p.add_argument("study", help="study manifest (TOML)")
-    p.add_argument("--model", choices=MODELS, default=DEFAULT_MODEL,
+    p.add_argument("--variant", choices=MODELS, default=DEFAULT_MODEL,
                    help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, the first version; "
                         "docs/bayes.md compares them)")
     p.add_argument("--by", default="model", help="comma-separated columns that define one LLM (default: model)")
-    p.add_argument("--draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
+    p.add_argument("--n-draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
     p.add_argument("--tune", type=int, default=1000, metavar="N", help="warm-up iterations per chain (default 1000)")
     p.add_argument("--chains", type=int, default=4, metavar="N", help="chains (default 4)")
     p.add_argument("--cores", type=int, default=None, metavar="N", help="parallel chains (default: min(chains, CPUs))")
-    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
+    add_seed(p)
     p.add_argument("--sampler", choices=SAMPLERS, default="auto",
                    help="NUTS back-end (default auto: numpyro when installed, else pymc; nutpie and numpyro need "
                         "the extras of the same name)")
-    p.add_argument("--parameterization", choices=PARAMETERIZATIONS, default="auto")
-    p.add_argument("--target-accept", type=float, default=0.8, metavar="P")
-    p.add_argument("--confidence-level", "--hdi-prob", dest="confidence_level", type=float, default=0.94, metavar="P",
-                   help="HDI mass (default 0.94; --hdi-prob is the older spelling)")
+    p.add_argument("--parameterization", choices=PARAMETERIZATIONS, default="auto",
+                   help="same model, different sampling geometry (default auto: centred when the data dominate, else "
+                        "non-centred)")
+    p.add_argument("--target-accept", type=float, default=0.8, metavar="P",
+                   help="NUTS target acceptance rate (default 0.8; raise it after divergences)")
+    p.add_argument("--confidence-level", type=float, default=0.94, metavar="P",
+                   help="HDI mass of the Bayesian intervals (default 0.94)")
     p.add_argument("--mismatch", choices=MISMATCH_POLICIES, default="exclude",
                    help="rows whose recorded position disagrees with the ordering (default: exclude and count)")
     p.add_argument("--frequentist", action="store_true",
@@ -44,7 +47,8 @@ def add_parser(subparsers):
                         "replicates, grouped like --by) and show them beside the Bayesian ones where they do not "
                         "overlap (JSON: frequentist_comparison)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout")
-    p.add_argument("--idata", metavar="OUT.nc", help="also save the ArviZ InferenceData (netCDF)")
+    p.add_argument("-o", "--out", metavar="FILE.nc", help="also save the ArviZ InferenceData (netCDF)")
+    add_aliases(p, "bayes")
     return p
 
 
@@ -68,28 +72,30 @@ def _run(args) -> int:
     from ._common import progress_wanted as _progress_wanted
     from ._common import version as _version
     from ._output import atomic_path, check_output, emit, study_inputs
+    from ._vocabulary import spelled
 
-    if args.idata and Path(args.idata).suffix.lower() not in (".nc", ".netcdf", ".nc4"):
-        raise ValueError(f"--idata must name a netCDF file (.nc); got {args.idata!r} instead.")
+    option = spelled(args, "out", "--out")
+    if args.out and Path(args.out).suffix.lower() not in (".nc", ".netcdf", ".nc4"):
+        raise ValueError(f"{option} must name a netCDF file (.nc); got {args.out!r} instead.")
     inputs = study_inputs(args.study)
-    if args.idata:   # refused before the (long) fit: an input of the study, a folder, read-only (issue 21)
-        check_output(args.idata, inputs, option="--idata")
+    if args.out:   # refused before the (long) fit: an input of the study, a folder, read-only (issue 21)
+        check_output(args.out, inputs, option=option)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         study = read_study(args.study)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = fit_bayes(study.log, model=args.model, by=args.by, draws=args.draws, tune=args.tune,
+        result = fit_bayes(study.log, model=args.variant, by=args.by, draws=args.n_draws, tune=args.tune,
                            chains=args.chains, cores=args.cores, sampler=args.sampler,
                            parameterization=args.parameterization,
                            target_accept=args.target_accept, confidence_level=args.confidence_level,
                            mismatch=args.mismatch,
                            rng=args.seed, progress=_progress_wanted(args))
     freq = _frequentist(study, result, args.seed) if getattr(args, "frequentist", False) else None
-    if args.idata:
+    if args.out:
         from .._output import write_in_child
 
-        with atomic_path(args.idata, option="--idata", inputs=inputs) as tmp:
+        with atomic_path(args.out, option=option, inputs=inputs) as tmp:
             # issue 37: the netCDF (HDF5) writer dies with SIGSEGV on a full disk: it runs in a child process
             write_in_child(lambda: result.idata.to_netcdf(str(tmp)), what="the netCDF writer")
     if not result.diagnostics.converged:
@@ -103,8 +109,8 @@ def _run(args) -> int:
         print(json.dumps(out, indent=2))
     else:
         emit(format_bayes_text(result, frequentist=freq))
-        if args.idata:
-            print(f"wrote {args.idata}")
+        if args.out:
+            print(f"wrote {args.out}")
     return 0
 
 

@@ -11,7 +11,7 @@ __all__ = ["add_parser", "run", "run_validate", "run_shift"]
 
 def add_parser(subparsers):
     """Register ``choice`` on an ``argparse`` sub-parser collection."""
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     p = subparsers.add_parser("choice", help="multiple-choice / judge position bias: delta_pos, accuracy by gold "
                                              "position, bias-corrected accuracy, swapped-pair consistency",
@@ -21,16 +21,18 @@ def add_parser(subparsers):
                                           "orderings, and the position consistency of pairwise judges.")
     p.add_argument("study", help="choice-study manifest (TOML)")
     p.add_argument("--by", default="model", help="comma-separated grouping columns (default: model; '' for none)")
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="item-bootstrap replicates (default 2000)")
-    p.add_argument("--null", type=int, default=2000, metavar="N", help="uniform-chooser draws for p-values")
+    add_n_resamples(p, 2000, "item-bootstrap replicates")
+    p.add_argument("--null", type=int, default=2000, metavar="N",
+                   help="Monte-Carlo draws of the uniform chooser for p-values (default 2000)")
     p.add_argument("--weights", choices=("answers", "items", "k"), default="answers",
                    help="how delta_pos of items with different numbers of options K combines over K: by answers "
                         "(default), by items, or equally (the mean over K)")
     p.add_argument("--invalid", choices=("incorrect", "exclude"), default="incorrect",
                    help="rows without a valid answer count as wrong (default) or are left out of accuracies")
-    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
-    p.add_argument("--confidence-level", type=float, default=0.95)
+    add_seed(p)
+    add_confidence_level(p)
     p.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/choice.md)")
+    add_aliases(p, "choice")
     return p
 
 
@@ -42,13 +44,13 @@ def run(args) -> int:
     by = [b.strip() for b in args.by.split(",") if b.strip()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pos = option_position_bias(log, by=by, n_resamples=args.bootstrap, n_null=args.null,
+        pos = option_position_bias(log, by=by, n_resamples=args.n_resamples, n_null=args.null,
                                    confidence_level=args.confidence_level, weights=args.weights, rng=args.seed)
         has_gold = log.data["gold_position"].notna().any()
-        acc = (accuracy_by_gold_position(log, by=by, n_resamples=args.bootstrap, invalid=args.invalid,
+        acc = (accuracy_by_gold_position(log, by=by, n_resamples=args.n_resamples, invalid=args.invalid,
                                          confidence_level=args.confidence_level, rng=args.seed) if has_gold else None)
         two = (log.data["n_options"] == 2).any()
-        judge = (judge_consistency(log, by=by, n_resamples=args.bootstrap, confidence_level=args.confidence_level,
+        judge = (judge_consistency(log, by=by, n_resamples=args.n_resamples, confidence_level=args.confidence_level,
                                    rng=args.seed) if two else None)
     notes = sorted({str(w.message) for w in caught})
     study = log.diagnostics.get("__study__", {})
@@ -142,7 +144,7 @@ def run_shift(args) -> int:
         log = read_choice_study(args.study)
         by = [b.strip() for b in args.by.split(",") if b.strip()]
         result = selection_shift(log.to_selection_log(identity="position"), between=args.between, base=args.base,
-                                 by=by, n_resamples=args.bootstrap, n_permutations=args.permutations,
+                                 by=by, n_resamples=args.n_resamples, n_permutations=args.n_permutations,
                                  pairing=args.pairing, confidence_level=args.confidence_level, rng=args.seed)
     if args.json:
         study = log.diagnostics.get("__study__", {})

@@ -12,6 +12,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers):
     """Register the ``choice-model`` sub-command; returns its parser."""
     from ..choicemodel import PENALTIES, POSITION_FORMS, SE_METHODS
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     p = subparsers.add_parser(
         "choice-model", help="conditional / mixed logit over the lists shown: tool worths, position effects, features",
@@ -24,26 +25,26 @@ def add_parser(subparsers):
                    help="numeric catalog (or --feature-table) columns: the worth becomes features @ beta")
     p.add_argument("--feature-table", default=None, metavar="FILE.csv",
                    help="a feature table with tool_id and numeric columns (e.g. written by `toolbias-stats features`)")
-    p.add_argument("--position", choices=POSITION_FORMS, default="free", help="position terms (default free)")
+    p.add_argument("--position-terms", choices=POSITION_FORMS, default="free",
+                   help="form of the position terms: free (one per position, default), first_last, decay or none")
     p.add_argument("--penalty", choices=PENALTIES, default="firth", help="default firth (finite worths)")
     p.add_argument("--se", choices=SE_METHODS, default="sandwich", help="interval method (default sandwich)")
     p.add_argument("--mixed", action="store_true", help="add query x tool random effects (mixed logit; slower)")
-    p.add_argument("--n-draws", type=int, default=100, metavar="R", help="draws of the mixed logit (default 100)")
-    p.add_argument("--bootstrap", type=int, default=200, metavar="B",
-                   help="query-bootstrap replicates when --se bootstrap (default 200)")
+    p.add_argument("--n-draws", type=int, default=100, metavar="N",
+                   help="simulation draws of the mixed logit (default 100)")
+    add_n_resamples(p, 200, "query-bootstrap replicates when --se bootstrap")
     p.add_argument("--interactions", default="", metavar="COL,..",
                    help="design columns interacting with the position terms and features")
-    p.add_argument("--confidence-level", type=float, default=0.95)
+    add_confidence_level(p)
     p.add_argument("--reference", default=None, metavar="TOOL[,TOOL]",
                    help="reference tool (worth 0) of each component of the comparison graph (default: the first tool "
                         "of each component in catalog order)")
     p.add_argument("--contrast", action="append", default=[], metavar="A,B",
                    help="the difference of worths A - B (log-odds) with its interval, from the interval covariance; "
                         "repeatable")
-    from ._output import seed
-
-    p.add_argument("--seed", type=seed, default=20251124, help="random seed (default 20251124)")
+    add_seed(p, " (used by --se bootstrap, --mixed and lists of more than 7 tools)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout")
+    add_aliases(p, "choice-model")
     return p
 
 
@@ -84,9 +85,9 @@ def _run(args) -> int:
         features = table
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        result = choice_model(study.log, by=_split(args.by), position=args.position, features=features,
+        result = choice_model(study.log, by=_split(args.by), position=args.position_terms, features=features,
                               penalty=args.penalty, se=args.se, mixed=args.mixed, n_draws=args.n_draws,
-                              n_resamples=args.bootstrap, interactions=_split(args.interactions),
+                              n_resamples=args.n_resamples, interactions=_split(args.interactions),
                               confidence_level=args.confidence_level, reference=_split(args.reference) or None,
                               rng=args.seed)
     contrasts = _contrasts(result, args.contrast)

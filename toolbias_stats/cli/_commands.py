@@ -85,7 +85,7 @@ def _add_core_parsers(sub) -> None:
     """validate, bias, report."""
     from ..io._manifest import ENGINES
     from ..metrics._bootstrap import BOOTSTRAP_WEIGHTS
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     def engine_args(sp):
         sp.add_argument("--engine", choices=ENGINES, default="auto",
@@ -103,13 +103,13 @@ def _add_core_parsers(sub) -> None:
     def stats_args(sp):
         sp.add_argument("study", help="study manifest (TOML)")
         sp.add_argument("--by", default="model", help="comma-separated grouping columns (default: model)")
-        sp.add_argument("--bootstrap", type=int, default=2000, metavar="N",
-                        help="bootstrap replicates (default 2000; 0 skips CIs and the bias correction)")
+        add_n_resamples(sp, 2000, "query-bootstrap replicates; 0 skips CIs and the bias correction")
         sp.add_argument("--null", type=int, default=2000, metavar="N",
                         help="Monte-Carlo draws of the uniform chooser for p-values (default 2000)")
-        sp.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
-        sp.add_argument("--confidence-level", type=float, default=0.95)
-        sp.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
+        add_seed(sp)
+        add_confidence_level(sp)
+        sp.add_argument("--ci-method", choices=("bca", "percentile"), default="bca",
+                        help="bootstrap interval: bca (bias-corrected and accelerated, default) or percentile")
         sp.add_argument("--position", choices=("cluster_rank", "list"), default="cluster_rank",
                         help="delta_pos on the rank among the cluster's tools as shown (default) or on the position "
                              "in the whole list offered")
@@ -125,13 +125,16 @@ def _add_core_parsers(sub) -> None:
     b.add_argument("--plugin-ci", action="store_true",
                    help="also show the plug-in's bootstrap interval in the text table (near uniformity it covers "
                         "neither the true delta nor E[plug-in]; the JSON always has it as ci)")
+    add_aliases(b, "bias")
 
     r = sub.add_parser("report", help=_COMMANDS["report"])
     stats_args(r)
-    r.add_argument("--out", required=True, help="output HTML file (with --format qmd: a folder)")
-    r.add_argument("--format", choices=("html", "qmd"), default="html",
-                   help="html: the self-contained page (default); qmd: a ready-to-render copy of the parameterised "
-                        "Quarto template with this study's parameters and data, in the folder --out")
+    r.add_argument("-o", "--out", metavar="FILE", help="output HTML file (required unless --out-dir)")
+    r.add_argument("--out-dir", metavar="DIR", help="output folder of --format qmd (implies --format qmd)")
+    r.add_argument("--format", choices=("html", "qmd"), default=None,
+                   help="html: the self-contained page in --out (default); qmd: a ready-to-render copy of the "
+                        "parameterised Quarto template with this study's parameters and data, in the folder "
+                        "--out-dir (default with --out-dir)")
     r.add_argument("--explain", action="store_true",
                    help="add the 'Explaining selection' section (features as for `explain` with its defaults)")
     r.add_argument("--choice-model", action="store_true",
@@ -146,7 +149,7 @@ def _add_core_parsers(sub) -> None:
                         "and MDEs; the `plan` command's defaults)")
     r.add_argument("--shadow", action="store_true",
                    help="add the TOOL-SHADOW Positional Bias Score section (the `shadow` command's defaults)")
-
+    add_aliases(r, "report")
 
 
 def main(argv=None) -> int:
@@ -239,7 +242,7 @@ def _read(args):
     from ..io import read_study
 
     # Point estimates need counts per cluster only: far less memory for a large log.
-    level = "cluster" if getattr(args, "bootstrap", 1) == 0 and args.command == "bias" else "query"
+    level = "cluster" if getattr(args, "n_resamples", 1) == 0 and args.command == "bias" else "query"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return read_study(args.study, engine=args.engine, level=level, scheduler=args.scheduler,
@@ -340,7 +343,7 @@ def _compute(args, study):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return selection_bias(study.counts, by=args.by, n_resamples=args.bootstrap, n_null=args.null,
+        return selection_bias(study.counts, by=args.by, n_resamples=args.n_resamples, n_null=args.null,
                               rng=args.seed, confidence_level=args.confidence_level, ci_method=args.ci_method,
                               cluster_corrected=args.cluster_corrected, bootstrap=args.bootstrap_weights,
                               progress=progress_wanted(args), position=getattr(args, "position", "cluster_rank"))
@@ -370,9 +373,10 @@ def _report(args) -> int:
     from ..report import build_report, default_sections
     from ._output import check_output, study_inputs, write_report
 
+    _report_target(args)
     # refused before any work: an output that is an input (or a folder, a read-only file, ...); issue 21
     inputs = study_inputs(args.study)
-    check_output(args.out, inputs, kind="folder" if args.format == "qmd" else "file")
+    check_output(args.target, inputs, kind="folder" if args.format == "qmd" else "file", option=args.target_option)
     if args.format == "qmd":
         return _report_qmd(args)
     stage = Stages(args)
@@ -394,7 +398,7 @@ def _report(args) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = loud
         warnings.simplefilter("always", ConvergenceWarning)
-        page = build_report(study, sections=sections, by=args.by, n_resamples=args.bootstrap, n_null=args.null,
+        page = build_report(study, sections=sections, by=args.by, n_resamples=args.n_resamples, n_null=args.null,
                             rng=args.seed, confidence_level=args.confidence_level, ci_method=args.ci_method,
                             position=args.position, cluster_corrected=args.cluster_corrected,
                             bootstrap=args.bootstrap_weights, progress=progress_wanted(args), stage=stage)
@@ -403,13 +407,33 @@ def _report(args) -> int:
     return 0
 
 
+def _report_target(args) -> None:
+    """Where ``report`` writes: ``--out FILE`` (html) or ``--out-dir DIR`` (qmd); the older ``--format qmd --out
+    DIR`` still names a folder (with a note). Sets ``args.format``, ``args.target`` and ``args.target_option``."""
+    if args.out is not None and args.out_dir is not None:
+        raise ValueError("give --out FILE (html) or --out-dir DIR (qmd), not both")
+    if args.out_dir is not None:
+        if args.format == "html":
+            raise ValueError("--out-dir names the folder of --format qmd; the html page goes to --out FILE")
+        args.format, args.target, args.target_option = "qmd", args.out_dir, "--out-dir"
+        return
+    if args.out is None:
+        raise ValueError("the report needs an output: --out FILE.html, or --out-dir DIR for --format qmd")
+    if args.format == "qmd":
+        print("toolbias-stats report: note: --format qmd --out DIR is deprecated; use --out-dir DIR (same meaning)",
+              file=sys.stderr)
+    args.format = args.format or "html"
+    args.target, args.target_option = args.out, "--out"
+
+
 def _report_qmd(args) -> int:
     from ..report import export_quarto
 
     if args.explain or args.bayes or args.shadow or getattr(args, "plan", False):
         raise ValueError("--format qmd renders the bias sections; --explain, --bayes, --shadow and --plan are "
                          "HTML-only for now")
-    path = export_quarto(args.study, args.out, rng=args.seed, n_resamples=args.bootstrap, by=args.by, option="--out")
+    path = export_quarto(args.study, args.target, rng=args.seed, n_resamples=args.n_resamples, by=args.by,
+                         option=args.target_option)
     print(f"wrote {path} (render with `quarto render {path}`; without Quarto, "
           "toolbias_stats.report.qmd_to_notebook + run_notebook execute it)")
     return 0

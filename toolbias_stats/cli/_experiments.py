@@ -12,7 +12,7 @@ def add_parsers(subparsers):
     """Register ``shift`` and ``subsets`` on an ``argparse`` sub-parser collection."""
     from ..experiments._shift import PAIRINGS
     from ..io._manifest import ENGINES
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     s = subparsers.add_parser("shift", help="compare levels of a design column with a base level (shift, change "
                                             "in bias, per-tool shares, trends)",
@@ -24,15 +24,16 @@ def add_parsers(subparsers):
                    help="design column whose levels are compared (default: condition)")
     s.add_argument("--base", default="base", help="the reference level (default: base; numbers for numeric columns)")
     s.add_argument("--by", default="model", help="comma-separated grouping columns (default: model; '' for none)")
-    s.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)")
-    s.add_argument("--permutations", type=int, default=2000, metavar="N",
+    add_n_resamples(s, 2000, "query-bootstrap replicates; 0 skips the intervals")
+    s.add_argument("--n-permutations", type=int, default=2000, metavar="N",
                    help="label permutations for p-values and the null shift (default 2000)")
     s.add_argument("--pairing", choices=PAIRINGS, default="auto",
                    help="resample queries jointly across levels (paired), separately, or decide from the data (auto)")
-    s.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
-    s.add_argument("--confidence-level", type=float, default=0.95)
+    add_seed(s)
+    add_confidence_level(s)
     s.add_argument("--engine", choices=ENGINES, default="auto", help="who reads and counts the logs (see `bias`)")
     s.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
+    add_aliases(s, "shift")
 
     u = subparsers.add_parser("subsets", help="subset-selection quality (precision, recall, exact match; Table 2)",
                               description="Score predicted tool subsets against the ground truth, overall and per "
@@ -45,10 +46,11 @@ def add_parsers(subparsers):
     u.add_argument("--distribution", action="store_true",
                    help="also the per-cluster selection distribution of 'choose uniformly from the predicted subset' "
                         "and its delta_API")
-    u.add_argument("--bootstrap", type=int, default=2000, metavar="N")
-    u.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
-    u.add_argument("--confidence-level", type=float, default=0.95)
+    add_n_resamples(u, 2000, "query-bootstrap replicates; 0 skips the intervals")
+    add_seed(u)
+    add_confidence_level(u)
     u.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
+    add_aliases(u, "subsets")
     return s, u
 
 
@@ -70,7 +72,7 @@ def run_shift(args) -> int:
         study = read_study(args.study, engine=args.engine)
         by = [b.strip() for b in args.by.split(",") if b.strip()]
         result = selection_shift(study.counts, between=args.between, base=args.base, by=by,
-                                 n_resamples=args.bootstrap, n_permutations=args.permutations, pairing=args.pairing,
+                                 n_resamples=args.n_resamples, n_permutations=args.n_permutations, pairing=args.pairing,
                                  confidence_level=args.confidence_level, rng=args.seed)
     if args.json:
         out = {"study": study.name, "manifest": str(study.path), "version": _version(), **result.to_dict()}
@@ -86,11 +88,11 @@ def run_subsets(args) -> int:
     from ._common import version as _version
     from ._output import emit
 
-    res = subset_selection_metrics(args.predictions, args.truth, by=args.by, n_resamples=args.bootstrap,
+    res = subset_selection_metrics(args.predictions, args.truth, by=args.by, n_resamples=args.n_resamples,
                                    confidence_level=args.confidence_level, missing=args.missing, rng=args.seed)
     dist = None
     if args.distribution:
-        dist = mitigation_distribution(args.predictions, args.truth, n_resamples=args.bootstrap,
+        dist = mitigation_distribution(args.predictions, args.truth, n_resamples=args.n_resamples,
                                        confidence_level=args.confidence_level, missing=args.missing, rng=args.seed)
     if args.json:
         out = {"predictions": str(args.predictions), "truth": None if args.truth is None else str(args.truth),

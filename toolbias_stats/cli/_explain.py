@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import warnings
@@ -20,32 +21,39 @@ _OUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 def add_parsers(subparsers) -> None:
     """Add the ``features`` and ``explain`` sub-commands to an argparse sub-parser set."""
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     f = subparsers.add_parser("features", help="tool features (similarity, readability, age, ...) one row per tool")
     f.add_argument("study", help="study manifest (TOML)")
     _feature_args(f)
-    f.add_argument("--center", action="store_true", help="write cluster-mean-centred values (default: raw)")
-    f.add_argument("--out", metavar="FILE", help="output .csv or .parquet (default: CSV on stdout)")
+    f.add_argument("--center", action=argparse.BooleanOptionalAction, default=False,
+                   help="cluster-mean-centred values (default here: --no-center, the raw values; `explain` "
+                        "centres by default)")
+    f.add_argument("-o", "--out", metavar="FILE", help="output .csv or .parquet (default: CSV on stdout)")
+    f.add_argument("--json", action="store_true",
+                   help="the feature table as JSON on stdout (study, reference_date, feature names, provenance, "
+                        "one record per tool; docs/explain.md)")
+    add_aliases(f, "features")
 
     e = subparsers.add_parser("explain", help="correlations, OLS, cross-validated forests/boosting, alignment")
     e.add_argument("study", help="study manifest (TOML)")
-    e.add_argument("--features", metavar="FILE",
+    e.add_argument("--feature-table", metavar="FILE",
                    help="feature table (CSV/JSON/Parquet) instead of computing features; default: the manifest's "
                         "`features` key, else computed. A table with selection_rate columns supplies the targets.")
-    e.add_argument("--no-center", action="store_true", help="no cluster-mean centring")
+    e.add_argument("--center", action=argparse.BooleanOptionalAction, default=True,
+                   help="cluster-mean centring of the features (default here: --center; --no-center for none)")
     _feature_args(e)
-    e.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
-    e.add_argument("--confidence-level", type=float, default=0.95)
-    e.add_argument("--bootstrap", type=int, default=2000, metavar="N",
-                   help="bootstrap replicates for the alignment intervals (default 2000)")
+    add_seed(e)
+    add_confidence_level(e)
+    add_n_resamples(e, 2000, "bootstrap replicates for the alignment intervals")
     e.add_argument("--trees", type=int, default=200, metavar="N", help="trees / boosting rounds (default 200)")
     e.add_argument("--repeats", type=int, default=5, metavar="N", help="repeats of GroupKFold (default 5)")
-    e.add_argument("--permutations", type=int, default=10, metavar="N",
+    e.add_argument("--importance-shuffles", type=int, default=10, metavar="N",
                    help="shuffles per feature and fold for permutation importance (default 10)")
     e.add_argument("--no-ensembles", action="store_true", help="skip the random forest and gradient boosting")
     e.add_argument("--jobs", type=int, default=1, metavar="N", help="threads per ensemble fit (default 1)")
     e.add_argument("--json", action="store_true", help="documented JSON on stdout (see docs/explain.md)")
+    add_aliases(e, "explain")
 
 
 def _feature_args(p):
@@ -102,7 +110,11 @@ def run_features(args) -> int:
             feats = feats.center()
         table = feats.to_frame()
         table["reference_date"] = feats.reference_date.isoformat() if feats.reference_date else None
-        if args.out is None:
+        if getattr(args, "json", False):
+            _print_json(args, study, feats, table)
+            if args.out is not None:
+                _write_table(table, Path(args.out), cast(str, kind), feats.provenance, inputs=inputs)
+        elif args.out is None:
             # formula cells neutralised, control characters from the catalog escaped (stdout may be a terminal)
             sys.stdout.write(term_safe(spreadsheet_safe(table).to_csv(index=False)))
         else:
@@ -114,6 +126,15 @@ def run_features(args) -> int:
         return 0
     except (SelectionLogError, ValueError, FileNotFoundError) as exc:
         return fail("features", exc)
+
+
+def _print_json(args, study, feats, table) -> None:
+    """``features --json``: the table as records (raw values, as every --json), with its provenance."""
+    out = {"study": study.name, "manifest": str(study.path), "version": version(),
+           "reference_date": table["reference_date"].iloc[0] if len(table) else None,
+           "centered": bool(args.center), "features": list(feats.feature_names), "out": args.out,
+           "provenance": feats.provenance, "tools": json.loads(table.to_json(orient="records"))}
+    print(json.dumps(out, indent=2, default=str))
 
 
 def _write_table(table, out: Path, kind: str, provenance: dict, inputs=()) -> None:
@@ -134,9 +155,9 @@ def _write_table(table, out: Path, kind: str, provenance: dict, inputs=()) -> No
 
 
 def run_explain(args) -> int:
-    """``toolbias-stats explain STUDY.toml [--features FILE] [--no-center] [--json]``.
+    """``toolbias-stats explain STUDY.toml [--feature-table FILE] [--no-center] [--json]``.
 
-    Features: ``--features``, else the manifest's ``features`` key, else computed from the
+    Features: ``--feature-table``, else the manifest's ``features`` key, else computed from the
     catalog and queries. Targets: the feature table's own ``selection_rate`` columns when it has
     them (its LLMs then define the analysis), else each model's selection rates in the study's
     logs (all runs pooled). Prints a summary, or with ``--json`` the documented JSON object.
@@ -163,17 +184,17 @@ def run_explain(args) -> int:
 
 
 def compute_explain(args, study):
-    """Features (``--features``, the manifest's ``features`` key, or computed) -> ExplainResult.
+    """Features (``--feature-table``, the manifest's ``features`` key, or computed) -> ExplainResult.
 
     Returns ``(result, notes, feature_path_or_None)``; the library's
     :func:`~toolbias_stats.report._build.explain_study` with the parsed arguments.
     """
     from ..report._build import explain_study
 
-    return explain_study(study, features=args.features, center=not args.no_center,
+    return explain_study(study, features=args.feature_table, center=args.center,
                          confidence_level=args.confidence_level, ensembles=not args.no_ensembles,
-                         n_estimators=args.trees, n_repeats=args.repeats, n_permutations=args.permutations,
-                         n_resamples=args.bootstrap, n_jobs=args.jobs, rng=args.seed,
+                         n_estimators=args.trees, n_repeats=args.repeats, n_permutations=args.importance_shuffles,
+                         n_resamples=args.n_resamples, n_jobs=args.jobs, rng=args.seed,
                          encoder=False if args.no_similarity else args.encoder, reference_date=args.reference_date,
                          cache_dir=args.cache_dir, text_columns=TEXTS[args.texts], progress=progress_wanted(args))
 

@@ -29,7 +29,7 @@ def _outputs(p) -> None:
 
 def _common(p, *, threshold_help: str) -> None:
     from ..io._manifest import ENGINES
-    from ._output import seed
+    from ._vocabulary import add_n_resamples, add_seed
 
     p.add_argument("--by", default="model", help="comma-separated grouping columns: one decision per group "
                                                  "(default: model)")
@@ -37,16 +37,17 @@ def _common(p, *, threshold_help: str) -> None:
                    help="exceeds (default): fail when the interval lies wholly above the threshold (evidence of "
                         "bias beyond it); within: pass only when it lies wholly below (evidence that it is small: "
                         "an equivalence test). " + threshold_help)
-    p.add_argument("--confidence-level", type=float, default=0.95,
+    p.add_argument("--confidence-level", type=float, default=0.95, metavar="P",
                    help="of the two-sided calibrated interval (default 0.95: each rule errs at most 2.5%%)")
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="N",
-                   help="query-bootstrap replicates (default 2000)")
-    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
+    add_n_resamples(p, 2000, "query-bootstrap replicates")
+    add_seed(p)
     p.add_argument("--engine", choices=ENGINES, default="auto", help="who reads and counts the logs (see `bias`)")
 
 
 def add_parsers(subparsers) -> None:
     """Register ``check`` and ``compare`` on an ``argparse`` sub-parser collection."""
+    from ._vocabulary import add_aliases
+
     c = subparsers.add_parser(
         "check", help=HELP["check"],
         description="One decision per group and metric on the calibrated interval of delta_API / delta_pos. Exit "
@@ -61,6 +62,7 @@ def add_parsers(subparsers) -> None:
     c.add_argument("--no-plan", action="store_true",
                    help="do not ask the planner how many attempts would decide a 'cannot tell'")
     _outputs(c)
+    add_aliases(c, "check")
 
     m = subparsers.add_parser(
         "compare", help=HELP["compare"],
@@ -73,13 +75,14 @@ def add_parsers(subparsers) -> None:
     m.add_argument("--max-shift", type=float, required=True, metavar="Z",
                    help="largest acceptable shift (TV between the versions' selection distributions), in [0, 1]")
     _common(m, threshold_help="")
-    m.add_argument("--permutations", type=int, default=2000, metavar="N",
+    m.add_argument("--n-permutations", type=int, default=2000, metavar="N",
                    help="label permutations for the per-tool tests (default 2000)")
     m.add_argument("--pairing", choices=("auto", "paired", "independent"), default="auto",
                    help="auto (default): paired when the versions share query ids")
     m.add_argument("--no-tool-tests", action="store_true",
                    help="decide on the shift only (no per-tool tests of 'no change')")
     _outputs(m)
+    add_aliases(m, "compare")
 
 
 def _prepare(args, manifests) -> None:
@@ -152,7 +155,7 @@ def run_check(args) -> int:
     study = _read(args.study, args.engine)
     result = check_selection_bias(study.counts, max_delta_api=args.max_delta_api, max_delta_pos=args.max_delta_pos,
                                   by=[b.strip() for b in args.by.split(",") if b.strip()], rule=args.rule,
-                                  confidence_level=args.confidence_level, n_resamples=args.bootstrap,
+                                  confidence_level=args.confidence_level, n_resamples=args.n_resamples,
                                   plan=not args.no_plan, rng=args.seed)
     return _finish(args, result, [args.study])
 
@@ -167,7 +170,7 @@ def run_compare(args) -> int:
     base, new = _read(args.base, engine), _read(args.new, engine)
     result = compare_selection(base, new, max_shift=args.max_shift,
                                by=[b.strip() for b in args.by.split(",") if b.strip()], rule=args.rule,
-                               confidence_level=args.confidence_level, n_resamples=args.bootstrap,
-                               n_permutations=args.permutations, pairing=args.pairing,
+                               confidence_level=args.confidence_level, n_resamples=args.n_resamples,
+                               n_permutations=args.n_permutations, pairing=args.pairing,
                                tool_tests=not args.no_tool_tests, rng=args.seed)
     return _finish(args, result, [args.base, args.new])

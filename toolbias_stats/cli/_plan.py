@@ -24,7 +24,7 @@ def add_parser(subparsers):
     """Register ``plan`` on an ``argparse`` sub-parser collection."""
     from ..design import DESIGN_METRICS
     from ..io._manifest import ENGINES
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     p = subparsers.add_parser(
         "plan", help="is this study big enough? variance components, CI half-widths, MDEs and the cheapest design",
@@ -54,22 +54,23 @@ def add_parser(subparsers):
                         "positive: the same queries in both)")
     p.add_argument("--alpha", type=float, default=0.05, help="test level for MDE and MDS (default 0.05)")
     p.add_argument("--power", type=float, default=0.8, help="power for MDE and MDS (default 0.8)")
-    p.add_argument("--confidence-level", type=float, default=0.95)
-    p.add_argument("--draws", type=int, default=2000, metavar="N", help="Monte-Carlo draws per design (default 2000)")
-    p.add_argument("--bootstrap", type=int, default=200, metavar="N",
-                   help="query-bootstrap replicates for the component intervals (default 200; 0 skips them)")
+    add_confidence_level(p)
+    p.add_argument("--n-draws", type=int, default=2000, metavar="N",
+                   help="Monte-Carlo draws per design (default 2000)")
+    add_n_resamples(p, 200, "query-bootstrap replicates for the component intervals; 0 skips them")
     p.add_argument("--max-queries", type=int, default=100_000, metavar="N",
                    help="largest queries per cluster the cheapest-design search considers")
-    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
+    add_seed(p)
     p.add_argument("--engine", choices=ENGINES, default="auto", help="who reads and counts the logs (see `bias`)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
     # issue 25: write the cheapest design as request files (the pilot's catalog and queries)
-    p.add_argument("--write-design", default=None, metavar="DIR",
+    p.add_argument("--out-dir", default=None, metavar="DIR",
                    help="write the cheapest design for the target as request files and a study.toml in DIR (the "
                         "pilot's catalog and queries; see `toolbias-stats design`)")
     from ._audit import write_design_args
 
     write_design_args(p, positional=False)
+    add_aliases(p, "plan")
     return p
 
 
@@ -90,13 +91,13 @@ def compute(args, study, *, progress=False):
     pilot = study.log if study.log is not None else study.counts
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        comps = variance_components(pilot, by=by, metrics=metrics, n_resamples=args.bootstrap,
+        comps = variance_components(pilot, by=by, metrics=metrics, n_resamples=args.n_resamples,
                                     confidence_level=args.confidence_level, rng=args.seed)
         plan = plan_study(comps, target=value, target_kind=kind, metrics=metrics, queries=_ints(args.queries),
                           runs=_ints(args.runs), rotations=_ints(args.rotations),
                           confidence_level=args.confidence_level, alpha=args.alpha, power=args.power,
                           correlation=args.correlation, cost_per_call=args.cost_per_call,
-                          max_queries=args.max_queries, n_draws=args.draws, rng=args.seed, progress=progress)
+                          max_queries=args.max_queries, n_draws=args.n_draws, rng=args.seed, progress=progress)
     return comps, plan
 
 
@@ -110,7 +111,7 @@ def run(args) -> int:
         warnings.simplefilter("ignore")
         study = read_study(args.study, engine=args.engine)
     comps, plan = compute(args, study, progress=_progress_wanted(args))
-    if args.write_design:
+    if args.out_dir:
         from ._audit import write_planned_design
 
         write_planned_design(args, study, plan)

@@ -12,7 +12,7 @@ __all__ = ["add_parser", "run", "compute_shadow", "parse_ci"]
 
 def add_parser(subparsers):
     """Register the ``shadow`` sub-command; returns its parser."""
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     p = subparsers.add_parser(
         "shadow", help="TOOL-SHADOW v1 Positional Bias Score of a harness (pre-validation; not for deployment gating)",
@@ -33,21 +33,22 @@ def add_parser(subparsers):
                    help="study only: bootstrap/cluster unit (default turn; query keeps rotations and runs together)")
     p.add_argument("--scale", choices=("paper", "effect"), default="paper",
                    help="score shown first: the paper's (z-scores; default) or the effect-size one")
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)")
-    p.add_argument("--weight-draws", type=int, default=2000, metavar="N",
-                   help="weight draws for the sensitivity band (default 2000)")
+    add_n_resamples(p, 2000, "turn-level bootstrap replicates; 0 skips the intervals")
+    p.add_argument("--n-draws", type=int, default=2000, metavar="N",
+                   help="random domain-weight draws for the sensitivity band (default 2000)")
     p.add_argument("--ci", action="append", default=[], metavar="D=LO,HI",
                    help="published 95%% CI (HR_lower,HR_upper) of a domain for the inverse-variance worksheet; "
                         "repeat per domain (e.g. --ci L=1.2,1.8)")
     p.add_argument("--holdout", type=float, default=0.5, help="fraction of turns held out for S (default 0.5)")
     p.add_argument("--no-similarity", action="store_true",
                    help="do not embed texts (S and the similarity term of R are left out)")
-    p.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
-    p.add_argument("--confidence-level", type=float, default=0.95)
+    add_seed(p)
+    add_confidence_level(p)
     p.add_argument("--brief", action="store_true",
                    help="text output without the per-domain breakdown (kept where PBS > 60, as the paper requires)")
     p.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/tool_shadow.md)")
-    p.add_argument("--report", metavar="OUT.html", help="also write a self-contained HTML report")
+    p.add_argument("-o", "--out", metavar="FILE.html", help="also write a self-contained HTML report")
+    add_aliases(p, "shadow")
     return p
 
 
@@ -93,8 +94,8 @@ def compute_shadow(args, audit):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tool_shadow(audit, scale=args.scale, cis=parse_ci(args.ci) or None, n_resamples=args.bootstrap,
-                           n_weight_draws=args.weight_draws, confidence_level=args.confidence_level,
+        return tool_shadow(audit, scale=args.scale, cis=parse_ci(args.ci) or None, n_resamples=args.n_resamples,
+                           n_weight_draws=args.n_draws, confidence_level=args.confidence_level,
                            holdout=args.holdout, encoder=False if args.no_similarity else None, rng=args.seed)
 
 
@@ -116,24 +117,26 @@ def _run(args) -> int:
     from ..report._shadow_html import render_shadow_report
     from ._common import version as _version
     from ._output import check_output, emit, named_inputs, study_inputs, term_safe, write_text
+    from ._vocabulary import spelled
 
     inputs = []
-    if args.report:
-        if Path(args.report).suffix.lower() not in (".html", ".htm"):
-            raise ValueError(f"--report must name an .html file; got {args.report!r} instead.")
+    option = spelled(args, "out", "--out")
+    if args.out:
+        if Path(args.out).suffix.lower() not in (".html", ".htm"):
+            raise ValueError(f"{option} must name an .html file; got {args.out!r} instead.")
         # never over the study's files or the audit's CSV/JSON inputs (issue 21)
         inputs = (study_inputs(args.study) if args.study else []) + named_inputs(
             ("--manifest input", args.manifest), ("--calls input", args.calls), ("--labels input", args.labels),
             ("--turns input", args.turns))
-        check_output(args.report, inputs, option="--report")
+        check_output(args.out, inputs, option=option)
     audit, meta = _audit(args)
     result = compute_shadow(args, audit)
-    if args.report:
-        write_text(args.report, render_shadow_report(result), option="--report", inputs=inputs)
+    if args.out:
+        write_text(args.out, render_shadow_report(result), option=option, inputs=inputs)
     if args.json:
         print(json.dumps({**meta, "version": _version(), **result.to_dict()}, indent=2, allow_nan=False))
     else:
         emit(format_shadow_text(result, brief=args.brief))
-        if args.report:
-            print(f"wrote {term_safe(args.report)}")
+        if args.out:
+            print(f"wrote {term_safe(args.out)}")
     return 0

@@ -23,51 +23,56 @@ def _ks(text):
 
 def add_parser(subparsers):
     """Register ``toolsense`` and its sub-commands; returns its parser."""
-    from ._output import seed
+    from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     p = subparsers.add_parser("toolsense", help="ToolSense diagnostics: recall, Internalization Score, probes, "
                                                 "annotator agreement, offline baselines (docs/toolsense.md)")
     sub = p.add_subparsers(dest="toolsense_command", required=True)
 
-    def common(sp):
-        sp.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)")
-        sp.add_argument("--seed", type=seed, default=20251121, help="random seed (default 20251121)")
-        sp.add_argument("--confidence-level", type=float, default=0.95)
+    def common(sp, name):
+        add_n_resamples(sp, 2000, "bootstrap replicates; 0 skips the intervals")
+        add_seed(sp)
+        add_confidence_level(sp)
+        add_aliases(sp, "toolsense " + name)
 
     s = sub.add_parser("score", help="Rc@k, Rf@k, IS@k per tier (rrb) or accuracy vs chance (mcq, qa)")
-    s.add_argument("--benchmark", choices=("rrb", "mcq", "qa"), required=True)
+    s.add_argument("--benchmark", choices=("rrb", "mcq", "qa"), required=True,
+                   help="rrb (retrieval: recall at k per tier), mcq or qa (probe accuracy against chance)")
     s.add_argument("--predictions", required=True, action="append", metavar="[NAME=]P.jsonl",
                    help="prediction JSONL; repeat (NAME=path) to compare configurations on the same queries")
-    s.add_argument("--benchmark-file", default=None, help="benchmark JSONL (default: the vendored file)")
+    s.add_argument("--benchmark-file", default=None, metavar="FILE",
+                   help="benchmark JSONL (default: the vendored file)")
     s.add_argument("--k", default="1,5,10,50", help="comma-separated k (rrb; default 1,5,10,50)")
-    s.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
+    s.add_argument("--ci-method", choices=("bca", "percentile"), default="bca",
+                   help="bootstrap interval: bca (bias-corrected and accelerated, default) or percentile")
     s.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
-    common(s)
+    common(s, "score")
 
     a = sub.add_parser("agreement", help="Fleiss' kappa, Gwet's AC1, Krippendorff's alpha with item-bootstrap CIs")
     a.add_argument("annotations", help="CSV with item_id, rater, label (+ grouping columns)")
     a.add_argument("--by", default=None,
                    help="comma-separated nested grouping columns (default: benchmark,tier where present)")
-    a.add_argument("--json", action="store_true")
-    common(a)
+    a.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
+    common(a, "agreement")
 
     b = sub.add_parser("baselines", help="BM25 and MiniLM dense Recall@k on the vendored RRB (offline)")
-    b.add_argument("--benchmark-file", default=None)
-    b.add_argument("--k", default="1,5,10,50")
+    b.add_argument("--benchmark-file", default=None, metavar="FILE",
+                   help="RRB benchmark JSONL (default: the vendored file)")
+    b.add_argument("--k", default="1,5,10,50", help="comma-separated k (default 1,5,10,50)")
     b.add_argument("--methods", default="bm25,dense", help="comma-separated: bm25, dense (default both)")
     b.add_argument("--encoder", default=None, help="sentence-transformers model folder (default: bundled MiniLM)")
-    b.add_argument("--json", action="store_true")
-    common(b)
+    b.add_argument("--json", action="store_true", help="documented JSON on stdout (docs/cli.md)")
+    common(b, "baselines")
 
     r = sub.add_parser("report", help="self-contained HTML report of ToolSense diagnostics")
-    r.add_argument("--out", required=True, help="output HTML file")
+    r.add_argument("-o", "--out", required=True, metavar="FILE", help="output HTML file")
     r.add_argument("--predictions", action="append", default=[], metavar="[NAME=]P.jsonl", help="RRB predictions")
     r.add_argument("--mcq", action="append", default=[], metavar="[NAME=]P.jsonl", help="MCQ predictions")
     r.add_argument("--qa", action="append", default=[], metavar="[NAME=]P.jsonl", help="QA predictions")
-    r.add_argument("--annotations", default=None, help="annotation CSV")
+    r.add_argument("--annotations", default=None, metavar="FILE.csv", help="annotation CSV")
     r.add_argument("--baselines", action="store_true", help="add the offline BM25 / MiniLM baselines")
-    r.add_argument("--k", default="1,5,10,50")
-    common(r)
+    r.add_argument("--k", default="1,5,10,50", help="comma-separated k of the recall tables (default 1,5,10,50)")
+    common(r, "report")
     return p
 
 
@@ -108,7 +113,7 @@ def _retrieval(args, specs, ks):
     preds = {name: read_rrb_predictions(path, bench, k=ks) for name, path in _named(specs).items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = retrieval_recall(bench, preds, k=ks, n_resamples=args.bootstrap, rng=args.seed,
+        res = retrieval_recall(bench, preds, k=ks, n_resamples=args.n_resamples, rng=args.seed,
                                confidence_level=args.confidence_level, ci_method=getattr(args, "ci_method", "bca"))
     return bench, preds, res
 
@@ -163,7 +168,7 @@ def _annotation_result(path, args, by=None):
         by = [c for c in ("benchmark", "tier") if c in ann.columns]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return agreement(ann, by=by, n_resamples=args.bootstrap, rng=args.seed,
+        return agreement(ann, by=by, n_resamples=args.n_resamples, rng=args.seed,
                          confidence_level=args.confidence_level)
 
 
@@ -192,7 +197,7 @@ def _baseline_result(args, ks):
     bench = read_rrb(getattr(args, "benchmark_file", None))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return retrieval_baselines(bench, methods=methods, k=ks, encoder=encoder, n_resamples=args.bootstrap,
+        return retrieval_baselines(bench, methods=methods, k=ks, encoder=encoder, n_resamples=args.n_resamples,
                                    confidence_level=args.confidence_level, rng=args.seed)
 
 
