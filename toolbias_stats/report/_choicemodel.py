@@ -45,8 +45,8 @@ def position_side_by_side(result: ChoiceModelResult) -> tuple[list[dict], list[s
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
-    >>> rows, notes = position_side_by_side(tbs.choice_model(simulate_choice_log(n_queries=60, rng=1), by=None))
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
+    >>> rows, notes = position_side_by_side(tbs.choice_model(simulate_logit_log(n_queries=60, rng=1), by=None))
     >>> sorted(rows[0])[:3], notes
     (['delta_pos', 'group', 'position_ci'], [])
     """
@@ -239,8 +239,8 @@ def components_summary(log_or_counts) -> dict:
 
     Examples
     --------
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
-    >>> s = components_summary(simulate_choice_log(n_queries=20, rng=1))
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
+    >>> s = components_summary(simulate_logit_log(n_queries=20, rng=1))
     >>> [c["n_tools"] for c in s["components"]], s["not_compared"]
     ([8], [])
     >>> print(format_components_text(s, max_tools=2).splitlines()[1])
