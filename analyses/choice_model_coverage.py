@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from toolbias_stats.choicemodel import choice_model, simulate_choice_log
+from toolbias_stats.choicemodel import choice_model, simulate_logit_log
 
 N_TOOLS, SET_SIZE, N_QUERIES, N_LISTS = 8, 4, 150, 4
 BETA = np.array([0.8, -0.5])
@@ -58,12 +58,12 @@ def run(scenario, n_studies, seed):
         rng = np.random.default_rng([seed, s])
         if scenario == "features":
             F = rng.normal(size=(N_TOOLS, 2))
-            log = simulate_choice_log(n_tools=N_TOOLS, set_size=SET_SIZE, n_queries=N_QUERIES, n_lists=N_LISTS,
+            log = simulate_logit_log(n_tools=N_TOOLS, set_size=SET_SIZE, n_queries=N_QUERIES, n_lists=N_LISTS,
                                       worths=np.zeros(N_TOOLS), features=F, beta=BETA, rng=rng)
             feat = pd.DataFrame({"tool_id": [f"t{i + 1}" for i in range(N_TOOLS)], "f1": F[:, 0], "f2": F[:, 1]})
             fits = {"conditional": dict(features=feat)}
         else:
-            log = simulate_choice_log(n_tools=N_TOOLS, set_size=SET_SIZE, n_queries=N_QUERIES, n_lists=N_LISTS,
+            log = simulate_logit_log(n_tools=N_TOOLS, set_size=SET_SIZE, n_queries=N_QUERIES, n_lists=N_LISTS,
                                       query_sd=1.0 if scenario == "hetero" else 0.0, rng=rng)
             fits = {"conditional": {}}
             if scenario == "hetero":

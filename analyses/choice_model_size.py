@@ -9,7 +9,7 @@ likelihood-ratio test reject at alpha = 0.05, before and after the small-sample 
   (``tr(V_model^-1 V_sandwich) / q``); what ``choice_model`` reports now (``wald_p``, ``lr_p``);
 * also shown: ``W / q ~ F(q, G - 1)`` (the cluster-robust F of Stata / statsmodels' ``use_t``).
 
-Every study: 6 tools shared across random 4-tool subsets (``simulate_choice_log``), ``G`` queries, 4 random orders
+Every study: 6 tools shared across random 4-tool subsets (``simulate_logit_log``), ``G`` queries, 4 random orders
 per query. Scenarios (``q`` = 3 position terms):
 
 * ``indep``: no query heterogeneity, 1 run per list;
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from toolbias_stats.choicemodel import choice_model, simulate_choice_log
+from toolbias_stats.choicemodel import choice_model, simulate_logit_log
 
 SCENARIOS = {
     "indep": dict(query_sd=0.0, n_runs=1, positions=[0.0, 0.0, 0.0, 0.0]),
@@ -48,7 +48,7 @@ SCENARIOS = {
 def one_study(scenario, n_queries, rng):
     """Test statistics of one simulated study (dict)."""
     sc = SCENARIOS[scenario]
-    log = simulate_choice_log(n_tools=6, set_size=4, n_queries=n_queries, n_lists=4, n_runs=sc["n_runs"],
+    log = simulate_logit_log(n_tools=6, set_size=4, n_queries=n_queries, n_lists=4, n_runs=sc["n_runs"],
                               positions=sc["positions"], query_sd=sc["query_sd"], rng=rng)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -45,7 +45,7 @@ def main():
     ap.add_argument("--sampler", default="auto")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    from toolbias_stats.models import fit_bayes, simulate_choice_log
+    from toolbias_stats.models import fit_bayes, simulate_bayes_log
     from toolbias_stats.models.bayes import DEFAULT_PRIORS, EXTENSION_PRIORS
     from toolbias_stats.models.bayes._common import _hdi
 
@@ -69,7 +69,7 @@ def main():
         beta = bb[None] + sb * _zsn(gen, 1.0, (M, K))
         truth = {"alpha": alpha, "beta": beta, "mu": mu}
         if args.model == "v1":
-            log = simulate_choice_log(alpha, beta, n_per_ordering=args.per_ordering, rng=gen)
+            log = simulate_bayes_log(alpha, beta, n_per_ordering=args.per_ordering, rng=gen)
             extra = ""
         else:
             sd = abs(gen.normal(0, priors["sigma_delta_sd"]))
@@ -77,7 +77,7 @@ def main():
             rho = gen.beta(priors["rho_a"], priors["rho_b"], (M, C))
             kappa = 1.0 / rho - 1.0
             truth.update(beta_cell=beta_cell, kappa=kappa)
-            log = simulate_choice_log(alpha, beta_cell, queries=args.queries, runs=args.runs, kappa=kappa, rng=gen)
+            log = simulate_bayes_log(alpha, beta_cell, queries=args.queries, runs=args.runs, kappa=kappa, rng=gen)
             extra = f", sigma_delta {sd:.2f}"
         t = time.perf_counter()
         res = fit_bayes(log, model=args.model, rng=i, sampler=args.sampler, hdi_prob=0.9)

@@ -61,15 +61,15 @@ def prior_draw(gen, priors, model="v1"):
 
 def one(seed: int, model: str = "v1") -> dict:
     warnings.simplefilter("ignore")
-    from toolbias_stats.models import fit_bayes, simulate_choice_log
+    from toolbias_stats.models import fit_bayes, simulate_bayes_log
     from toolbias_stats.models.bayes import DEFAULT_PRIORS, EXTENSION_PRIORS
 
     gen = np.random.default_rng(seed)
     truth = prior_draw(gen, {**DEFAULT_PRIORS, **EXTENSION_PRIORS}, model)
     if model == "v1":
-        log = simulate_choice_log(truth["alpha"], truth["beta"], n_per_ordering=N_PER_ORDERING, rng=gen)
+        log = simulate_bayes_log(truth["alpha"], truth["beta"], n_per_ordering=N_PER_ORDERING, rng=gen)
     else:
-        log = simulate_choice_log(truth["alpha"], truth["beta_cell"], queries=QUERIES, runs=RUNS,
+        log = simulate_bayes_log(truth["alpha"], truth["beta_cell"], queries=QUERIES, runs=RUNS,
                                   kappa=truth["kappa"], rng=gen)
     t = time.perf_counter()
     res = fit_bayes(log, model=model, draws=DRAWS, tune=TUNE, chains=CHAINS, cores=1, sampler="pymc", rng=seed)

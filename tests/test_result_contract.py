@@ -69,10 +69,10 @@ def _experiments_log():
 
 @_quiet
 def _choice_sim():
-    from toolbias_stats.choicemodel import simulate_choice_log
+    from toolbias_stats.choicemodel import simulate_logit_log
 
     feats = np.array([[-1.5, 0.3], [-1.0, -1.2], [-0.5, 0.8], [0.0, -0.4], [0.3, 1.1], [0.6, -0.9]])
-    log = simulate_choice_log(n_tools=6, set_size=3, n_queries=80, n_lists=2, worths=np.zeros(6), features=feats,
+    log = simulate_logit_log(n_tools=6, set_size=3, n_queries=80, n_lists=2, worths=np.zeros(6), features=feats,
                               beta=np.array([0.6, 0.0]), rng=11)
     table = pd.DataFrame({"tool_id": [f"t{i + 1}" for i in range(6)], "cluster_id": "all",
                           "api_index": range(1, 7), "f1": feats[:, 0], "f2": feats[:, 1]})
@@ -172,11 +172,11 @@ def build_choice_explanation():
 
 @_quiet
 def build_bayes():
-    from toolbias_stats.models import simulate_choice_log
+    from toolbias_stats.models import simulate_bayes_log
 
     alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])
     beta = np.array([[1.0, 0.0, -1.0]])
-    log = simulate_choice_log(alpha, beta, n_per_ordering=20, rng=1)
+    log = simulate_bayes_log(alpha, beta, n_per_ordering=20, rng=1)
     return tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
 
 

@@ -111,6 +111,9 @@ def test_distributions_hold_every_data_file(built):
     assert in_sdist == want
 
 
+# ~70 s (a virtual environment with the locked stack installed, three CLI runs; the first run fills the wheelhouse
+# from the index, about 800 MB): CI runs it in its own step (`bash scripts/test.sh -m slow`)
+@pytest.mark.slow
 def test_installed_wheel_runs_outside_the_checkout(built, tmp_path):
     _, wheel = built
     # the checkout's report (this interpreter, the sources on the path) runs while the environment is installed

@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import importlib
+import warnings
 
 __all__ = ["LazyNames"]
 
@@ -27,6 +28,7 @@ class LazyNames:
     def __init__(self, package: str):
         self.package = package
         self.names: dict[str, tuple[str, str | None]] = {}   # public name -> (module, attribute or None)
+        self.renamed: dict[str, tuple[str, str]] = {}       # old name -> (new name, message)
 
     def add(self, module: str, *names: str) -> None:
         """``add("._bias", "selection_bias", "MODELS as BAYES_MODELS")`` mirrors ``from ._bias import ...``."""
@@ -39,11 +41,24 @@ class LazyNames:
         for name in names:
             self.names[name] = ("." + name, None)
 
+    def rename(self, old: str, new: str, *, since: str, removal: str = "the next minor release") -> None:
+        """Keep ``old`` importable for one release as a deprecated alias of the public name ``new``.
+
+        Every lookup of ``old`` (``pkg.old``, ``from pkg import old``) warns with a :class:`DeprecationWarning`
+        naming ``new``; ``old`` is in neither ``__all__`` nor ``dir(pkg)``.
+        """
+        message = f"`{self.package}.{old}` was renamed `{new}` in {since}; `{old}` will be removed in {removal}."
+        self.renamed[old] = (new, message)
+
     def hooks(self, namespace: dict):
         """The module-level ``__getattr__`` and ``__dir__`` of the package whose globals are ``namespace``."""
-        names, package = self.names, self.package
+        names, package, renamed = self.names, self.package, self.renamed
 
         def __getattr__(name: str):
+            if name in renamed:
+                new, message = renamed[name]
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
+                return namespace[new] if new in namespace else __getattr__(new)
             try:
                 module, attr = names[name]
             except KeyError:

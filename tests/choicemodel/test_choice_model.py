@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
-from toolbias_stats.choicemodel import choice_model, simulate_choice_log
+from toolbias_stats.choicemodel import choice_model, simulate_logit_log
 from toolbias_stats.choicemodel._model import SEPARATION_MESSAGE
 from toolbias_stats.io import SelectionLog, ToolCatalog
 
@@ -135,7 +135,7 @@ class TestRecovery:
         """Small version of analyses/choice_model_coverage.py: 95% intervals of worths and positions."""
         hits, total = 0, 0
         for seed in range(25):
-            log = simulate_choice_log(n_queries=120, n_tools=6, set_size=3, n_lists=3, rng=seed)
+            log = simulate_logit_log(n_queries=120, n_tools=6, set_size=3, n_lists=3, rng=seed)
             truth = log.diagnostics["truth"]
             res = _quiet(choice_model, log, by=None)
             te = res.tool_effects.set_index("tool_id")
@@ -151,7 +151,7 @@ class TestRecovery:
     def test_features_recovered(self):
         rng = np.random.default_rng(5)
         F = rng.normal(size=(8, 2))
-        log = simulate_choice_log(n_queries=400, worths=np.zeros(8), features=F, beta=[0.8, -0.5], rng=6)
+        log = simulate_logit_log(n_queries=400, worths=np.zeros(8), features=F, beta=[0.8, -0.5], rng=6)
         feat = pd.DataFrame({"tool_id": [f"t{i + 1}" for i in range(8)], "f1": F[:, 0], "f2": F[:, 1]})
         res = _quiet(choice_model, log, by=None, features=feat)
         fe = res.feature_effects.set_index("feature")
@@ -160,7 +160,7 @@ class TestRecovery:
         assert len(res.tool_effects) == 0
 
     def test_mixed_recovers_query_sd(self):
-        log = simulate_choice_log(n_queries=250, query_sd=1.0, rng=2)
+        log = simulate_logit_log(n_queries=250, query_sd=1.0, rng=2)
         res = _quiet(choice_model, log, by=None, mixed=True, rng=1)
         g = res.groups.iloc[0]
         assert abs(g["sigma"] - 1.0) < 3 * g["sigma_se"] + 0.1
@@ -215,13 +215,13 @@ class TestBadInput:
         assert len(res.position_effects) == 0
 
     def test_no_ordering_is_a_clear_error(self):
-        log = simulate_choice_log(n_queries=5, rng=1)
+        log = simulate_logit_log(n_queries=5, rng=1)
         data = log.data.assign(ordering=pd.NA, chosen_position=pd.NA)
         with pytest.raises(ValueError, match="needs the list shown"):
             _quiet(choice_model, SelectionLog(data, log.catalog), by=None)
 
     def test_bad_options(self):
-        log = simulate_choice_log(n_queries=5, rng=1)
+        log = simulate_logit_log(n_queries=5, rng=1)
         with pytest.raises(ValueError, match="`position` must be one of"):
             choice_model(log, position="cubic")
         with pytest.raises(ValueError, match="`by` names column"):
@@ -232,14 +232,14 @@ class TestBadInput:
 
 class TestOutputs:
     def test_counts_give_the_same_estimates_as_the_log(self):
-        log = simulate_choice_log(n_queries=80, rng=4)
+        log = simulate_logit_log(n_queries=80, rng=4)
         a = _quiet(choice_model, log, by=None)
         b = _quiet(choice_model, log.counts(), by=None)
         np.testing.assert_allclose(a.to_frame()["estimate"], b.to_frame()["estimate"], atol=1e-9)
         assert any("no query ids" in w for w in b.warnings)
 
     def test_dict_is_strict_json_with_documented_keys(self):
-        res = _quiet(choice_model, simulate_choice_log(n_queries=40, rng=1), by="model")
+        res = _quiet(choice_model, simulate_logit_log(n_queries=40, rng=1), by="model")
         d = json.loads(json.dumps(res.to_dict(), allow_nan=False))
         g = d["groups"][0]
         for key in ("keys", "position_effects", "tool_effects", "feature_effects", "n_used", "n_excluded",
@@ -263,7 +263,7 @@ class TestOutputs:
         assert ib.loc["shuffled", "delta_api"] == pytest.approx(ib.loc["logged", "delta_api"], abs=1e-8)
 
     def test_same_seed_same_output(self):
-        log = simulate_choice_log(n_queries=60, rng=3)
+        log = simulate_logit_log(n_queries=60, rng=3)
         a = _quiet(choice_model, log, by=None, se="bootstrap", n_resamples=20, rng=7)
         b = _quiet(choice_model, log, by=None, se="bootstrap", n_resamples=20, rng=7)
         pd.testing.assert_frame_equal(a.to_frame(), b.to_frame())
@@ -273,7 +273,7 @@ class TestCLI:
     def test_json(self, tmp_path, capsys):
         from toolbias_stats.cli._commands import main
 
-        log = simulate_choice_log(n_queries=40, rng=1)
+        log = simulate_logit_log(n_queries=40, rng=1)
         log.write(tmp_path / "log.csv")
         log.catalog.to_frame().to_csv(tmp_path / "catalog.csv", index=False)
         (tmp_path / "study.toml").write_text('name = "sim"\ncatalog = "catalog.csv"\nformat = "table"\n'
@@ -297,7 +297,7 @@ class TestReportSection:
     def test_section_renders_escaped_tables(self):
         from toolbias_stats.report._choicemodel import render_choice_model_section
 
-        res = _quiet(choice_model, simulate_choice_log(n_queries=40, rng=2), by="model")
+        res = _quiet(choice_model, simulate_logit_log(n_queries=40, rng=2), by="model")
         html = render_choice_model_section(res)
         assert "Implied delta_API" in html and "position effects" in html
         assert "<script" not in html
@@ -305,8 +305,8 @@ class TestReportSection:
 
 class TestInteractions:
     def test_position_effects_varying_with_a_design_column(self):
-        a = simulate_choice_log(n_queries=300, positions=[0, -0.4, -0.6, -0.3], model="m", rng=8)
-        b = simulate_choice_log(n_queries=300, positions=[0, -1.2, -1.2, -1.2], model="m", rng=9)
+        a = simulate_logit_log(n_queries=300, positions=[0, -0.4, -0.6, -0.3], model="m", rng=8)
+        b = simulate_logit_log(n_queries=300, positions=[0, -1.2, -1.2, -1.2], model="m", rng=9)
         da = a.data.assign(temp=0.0)
         db = b.data.assign(temp=1.0, query_id="b" + b.data["query_id"].astype(str))
         log = SelectionLog.from_frame(pd.concat([da, db], ignore_index=True), a.catalog)

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from toolbias_stats.choicemodel import choice_model, simulate_choice_log
+from toolbias_stats.choicemodel import choice_model, simulate_logit_log
 from toolbias_stats.plots._choicemodel_overview import choice_model_overview_rows, plot_choice_model_overview
 from toolbias_stats.report._choicemodel import render_choice_model_section
 from toolbias_stats.report._summary import choice_model_summary
@@ -13,13 +13,13 @@ from toolbias_stats.report._summary import choice_model_summary
 
 @pytest.fixture(scope="module")
 def no_position():
-    log = simulate_choice_log(n_tools=6, n_queries=150, positions=[0, 0, 0, 0], rng=6)
+    log = simulate_logit_log(n_tools=6, n_queries=150, positions=[0, 0, 0, 0], rng=6)
     return choice_model(log, rng=1)
 
 
 @pytest.fixture(scope="module")
 def strong_position():
-    log = simulate_choice_log(n_tools=6, n_queries=150, positions=[0, -1.5, -2.0, -2.5], rng=4)
+    log = simulate_logit_log(n_tools=6, n_queries=150, positions=[0, -1.5, -2.0, -2.5], rng=4)
     return choice_model(log, rng=1)
 
 

@@ -59,11 +59,11 @@ def test_closed_form_hessian_equals_differences():
     """The mixed logit's sandwich bread (Louis' identity: expected per-draw information minus the posterior variance
     of the per-draw query scores) equals central differences of the simulated gradient."""
     from toolbias_stats.choicemodel import _fit as F
-    from toolbias_stats.choicemodel import simulate_choice_log
+    from toolbias_stats.choicemodel import simulate_logit_log
     from toolbias_stats.choicemodel._data import prepare_groups
     from toolbias_stats.choicemodel._model import _design
 
-    log = simulate_choice_log(n_tools=5, set_size=3, n_queries=60, n_lists=3, query_sd=1.0, rng=4)
+    log = simulate_logit_log(n_tools=5, set_size=3, n_queries=60, n_lists=3, query_sd=1.0, rng=4)
     g = prepare_groups(log, [])[0][0]
     X, mask, _ = _design(g, None, "free", "tool", {0}, [])
     qp = g.query[:, None] * len(g.tools) + np.maximum(g.items, 0)
@@ -207,9 +207,9 @@ class TestSideBySide:
     def test_strong_description_preferences_leave_position_less_room(self):
         """Worths 4 log-odds apart and a position effect of 0.8: the winner wins wherever it stands, so δ_pos is
         small while the position effect is clear; the sentence says so."""
-        from toolbias_stats.choicemodel import simulate_choice_log
+        from toolbias_stats.choicemodel import simulate_logit_log
 
-        log = simulate_choice_log(n_tools=2, set_size=2, n_queries=600, n_lists=2, worths=[0.0, 4.0],
+        log = simulate_logit_log(n_tools=2, set_size=2, n_queries=600, n_lists=2, worths=[0.0, 4.0],
                                   positions=[0.0, -0.8], rng=3)
         res = _fit_plain(log)
         rows, notes = position_side_by_side(res)
@@ -225,12 +225,12 @@ class TestSideBySide:
         import pandas as pd
 
         from toolbias_stats import SelectionLog
-        from toolbias_stats.choicemodel import simulate_choice_log
+        from toolbias_stats.choicemodel import simulate_logit_log
 
-        parts = [simulate_choice_log(n_tools=2, set_size=2, n_queries=600, n_lists=2, worths=[0.0, w],
+        parts = [simulate_logit_log(n_tools=2, set_size=2, n_queries=600, n_lists=2, worths=[0.0, w],
                                      positions=[0.0, -0.8], model=m, rng=i).data
                  for i, (m, w) in enumerate((("small", 0.5), ("large", 4.0)))]
-        base = simulate_choice_log(n_tools=2, set_size=2, n_queries=2, rng=0)
+        base = simulate_logit_log(n_tools=2, set_size=2, n_queries=2, rng=0)
         log = SelectionLog.from_frame(pd.concat(parts, ignore_index=True).assign(
             source_row=lambda f: range(1, len(f) + 1)), base.catalog)
         with warnings.catch_warnings():
@@ -243,9 +243,9 @@ class TestSideBySide:
         assert len(falls) == 1 and "while the position effect does not" in falls[0]
 
     def test_no_sentence_when_they_agree(self):
-        from toolbias_stats.choicemodel import simulate_choice_log
+        from toolbias_stats.choicemodel import simulate_logit_log
 
-        res = _fit_plain(simulate_choice_log(n_tools=2, set_size=2, n_queries=300, n_lists=2, worths=[0.0, 0.0],
+        res = _fit_plain(simulate_logit_log(n_tools=2, set_size=2, n_queries=300, n_lists=2, worths=[0.0, 0.0],
                                              positions=[0.0, -0.8], rng=3))
         assert position_side_by_side(res)[1] == []
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from toolbias_stats._text import format_components_text
-from toolbias_stats.choicemodel import comparison_components, simulate_choice_log
+from toolbias_stats.choicemodel import comparison_components, simulate_logit_log
 from toolbias_stats.cli._commands import main
 from toolbias_stats.report._choicemodel import components_summary
 
@@ -19,7 +19,7 @@ def _run(capsys, *argv):
 
 
 def test_components_summary_matches_comparison_components():
-    log = simulate_choice_log(n_tools=6, set_size=3, n_queries=30, rng=2)
+    log = simulate_logit_log(n_tools=6, set_size=3, n_queries=30, rng=2)
     s = components_summary(log)
     comp = comparison_components(log)
     assert [c["n_tools"] for c in s["components"]] == comp[comp["component"] > 0].groupby("component").size().tolist()

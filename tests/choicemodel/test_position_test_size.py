@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from toolbias_stats.choicemodel import choice_model, simulate_choice_log
+from toolbias_stats.choicemodel import choice_model, simulate_logit_log
 
 
 def _fit(log, **kw):
@@ -24,7 +24,7 @@ def _fit(log, **kw):
 
 
 def _small_study(seed, positions=(0.0, 0.0, 0.0), query_sd=1.5):
-    return simulate_choice_log(n_tools=5, set_size=3, n_queries=20, n_lists=3, n_runs=3, positions=list(positions),
+    return simulate_logit_log(n_tools=5, set_size=3, n_queries=20, n_lists=3, n_runs=3, positions=list(positions),
                                query_sd=query_sd, rng=np.random.default_rng([7, seed]))
 
 

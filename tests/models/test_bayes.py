@@ -18,7 +18,7 @@ import pytest
 
 from toolbias_stats.exceptions import ExcludedRowsWarning
 from toolbias_stats.io import SelectionLog
-from toolbias_stats.models import ConvergenceWarning, fit_bayes, simulate_choice_log
+from toolbias_stats.models import ConvergenceWarning, fit_bayes, simulate_bayes_log
 from toolbias_stats.models import _bayes as B
 
 # Strong, known effects: the first slot is preferred by both LLMs; tools differ within clusters.
@@ -43,7 +43,7 @@ def _with_invalid_rows(log):
 
 @pytest.fixture(scope="module")
 def sim_log():
-    return _with_invalid_rows(simulate_choice_log(ALPHA, BETA, n_per_ordering=100, rng=11))
+    return _with_invalid_rows(simulate_bayes_log(ALPHA, BETA, n_per_ordering=100, rng=11))
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +238,7 @@ class TestSingleLLMRaggedClusters:
         g = np.random.default_rng(5)
         alpha = [g.normal(0, 1, (1, 3)), g.normal(0, 1, (1, 4))]
         beta = np.array([[0.8, 0.2, -0.4, -0.6]])
-        log = simulate_choice_log(alpha, beta, n_per_ordering=40, orderings="random", rng=6)
+        log = simulate_bayes_log(alpha, beta, n_per_ordering=40, orderings="random", rng=6)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = fit_bayes(log, rng=2, **V1)
@@ -295,7 +295,7 @@ class TestImpliedByConstruction:
             assert np.isclose(tp[s, 0, 0], 0.5 * np.abs(pp - 0.25).sum())
 
     def test_logged_rotations_without_position_effect(self):
-        log = simulate_choice_log(np.array([[[1.0, 0.0, -1.0]]]), np.zeros((1, 3)), n_per_ordering=5, rng=0)
+        log = simulate_bayes_log(np.array([[[1.0, 0.0, -1.0]]]), np.zeros((1, 3)), n_per_ordering=5, rng=0)
         design = B._design(log.counts(), ["model"], "exclude")
         post = {"alpha": np.array([[[[1.0, 0.0, -1.0]]]]), "beta": np.zeros((1, 1, 3))}
         ta, tp = B._implied_logged(post, design)
@@ -377,7 +377,7 @@ class TestValidation:
 
 class TestCLI:
     def _study(self, tmp_path):
-        log = simulate_choice_log(ALPHA[:, :1], BETA, n_per_ordering=30, rng=4)
+        log = simulate_bayes_log(ALPHA[:, :1], BETA, n_per_ordering=30, rng=4)
         log.write(tmp_path / "log.csv")
         log.catalog.to_frame().to_csv(tmp_path / "catalog.csv", index=False)
         (tmp_path / "study.toml").write_text('name = "tiny"\nformat = "table"\ncatalog = "catalog.csv"\n\n'

@@ -22,10 +22,10 @@ _JAX_THRESHOLDS = ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT
 _FIT = """
 import hashlib, json, sys, warnings
 import numpy as np
-from toolbias_stats.models import fit_bayes, simulate_choice_log
+from toolbias_stats.models import fit_bayes, simulate_bayes_log
 alpha = np.array([[[1.0, 0.0, -1.0]]])
 beta = np.array([[0.8, 0.0, -0.8]])
-log = simulate_choice_log(alpha, beta, n_per_ordering=30, rng=3)
+log = simulate_bayes_log(alpha, beta, n_per_ordering=30, rng=3)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     res = fit_bayes(log, model="v1", draws=60, tune=60, chains=2, sampler="numpyro", rng=5)

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from toolbias_stats.models import compare_bayes, fit_bayes, query_dispersion, simulate_choice_log
+from toolbias_stats.models import compare_bayes, fit_bayes, query_dispersion, simulate_bayes_log
 from toolbias_stats.models.bayes import MODEL_VARIANTS, MODELS
 from toolbias_stats.models.bayes._common import MOVED_MODELS
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
@@ -36,7 +36,7 @@ def _quiet(fn, *a, **k):
 
 @pytest.fixture(scope="module")
 def dm_log():
-    return simulate_choice_log(ALPHA, BETA_CELL, queries=60, runs=3, kappa=KAPPA, rng=5)
+    return simulate_bayes_log(ALPHA, BETA_CELL, queries=60, runs=3, kappa=KAPPA, rng=5)
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +95,11 @@ class TestDesignPrompts:
         assert q0["ordering"].nunique() == 3 and len(q0) == 9
 
     def test_simulated_kappa_controls_run_agreement(self):
-        tiny = simulate_choice_log(ALPHA[:1], BETA_CELL[:1], queries=40, runs=3, kappa=1e-4, rng=0)
+        tiny = simulate_bayes_log(ALPHA[:1], BETA_CELL[:1], queries=40, runs=3, kappa=1e-4, rng=0)
         d = tiny.data
         # kappa -> 0: a prompt's runs (almost) always agree
         assert (d.groupby(["cluster_id", "query_id", "ordering"])["chosen_tool"].nunique() == 1).mean() > 0.97
-        loose = simulate_choice_log(ALPHA[:1], BETA_CELL[:1], queries=40, runs=3, rng=0)
+        loose = simulate_bayes_log(ALPHA[:1], BETA_CELL[:1], queries=40, runs=3, rng=0)
         assert (loose.data.groupby(["cluster_id", "query_id", "ordering"])["chosen_tool"].nunique() > 1).any()
 
 
@@ -371,7 +371,7 @@ class TestCompare:
             np.testing.assert_allclose(ll[s], expected, rtol=1e-9, atol=1e-9)
 
     def test_refuses_different_data(self, dm_log, v2_fit):
-        other = simulate_choice_log(ALPHA, BETA_CELL, queries=20, runs=3, kappa=KAPPA, rng=6)
+        other = simulate_bayes_log(ALPHA, BETA_CELL, queries=20, runs=3, kappa=KAPPA, rng=6)
         fit_other = _quiet(fit_bayes, other, model="v1", rng=2, draws=50, tune=50, chains=2, cores=1, sampler="pymc")
         with pytest.raises(ValueError, match="fitted on other data"):
             compare_bayes({"a": v2_fit, "b": fit_other})
@@ -385,7 +385,7 @@ class TestCLIModel:
 
         from toolbias_stats.cli import _bayes as cli
 
-        log = simulate_choice_log(ALPHA[:, :1], BETA_CELL[:, :1], queries=10, runs=2, kappa=1.0, rng=4)
+        log = simulate_bayes_log(ALPHA[:, :1], BETA_CELL[:, :1], queries=10, runs=2, kappa=1.0, rng=4)
         log.write(tmp_path / "log.csv")
         log.catalog.to_frame().to_csv(tmp_path / "catalog.csv", index=False)
         (tmp_path / "study.toml").write_text('name = "tiny"\nformat = "table"\ncatalog = "catalog.csv"\n\n'

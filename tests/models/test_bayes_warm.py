@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models import simulate_bayes_log
 from toolbias_stats.models.bayes import MODEL_VARIANTS, _sampling
 from toolbias_stats.models.bayes._common import ALL_PRIORS
 from toolbias_stats.models.bayes._design import _design
@@ -21,7 +21,7 @@ VARIANT = MODEL_VARIANTS["v1"]
 
 @pytest.fixture(scope="module")
 def spec():
-    log = simulate_choice_log(ALPHA, BETA, queries=10, runs=1, rng=5)
+    log = simulate_bayes_log(ALPHA, BETA, queries=10, runs=1, rng=5)
     design = _design(log.counts(), ["model"], "exclude")
     return _ModelSpec(design, {k: ALL_PRIORS[k] for k in VARIANT.priors()}, "noncentered", VARIANT)
 

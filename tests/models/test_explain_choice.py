@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from toolbias_stats.choicemodel import choice_model, simulate_choice_log
+from toolbias_stats.choicemodel import choice_model, simulate_logit_log
 from toolbias_stats.features import ToolFeatures
 from toolbias_stats.metrics import selection_bias
 from toolbias_stats.models import choice_explanation, explain_selection
@@ -17,7 +17,7 @@ BETA = np.array([0.6, 0.0])
 
 @pytest.fixture(scope="module")
 def sim():
-    log = simulate_choice_log(n_tools=8, set_size=4, n_queries=300, n_lists=2, worths=np.zeros(8), features=F,
+    log = simulate_logit_log(n_tools=8, set_size=4, n_queries=300, n_lists=2, worths=np.zeros(8), features=F,
                               beta=BETA, rng=11)
     table = pd.DataFrame({"tool_id": [f"t{i + 1}" for i in range(8)], "cluster_id": "all",
                           "api_index": range(1, 9), "f1": F[:, 0], "f2": F[:, 1]})

@@ -9,7 +9,8 @@ from tiny_study import tiny_catalog as _tiny_catalog
 from tiny_study import tiny_log as _tiny_log
 
 import toolbias_stats as tbs
-from toolbias_stats.plots import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
+from toolbias_stats.plots import plot_api_vs_position, plot_selection_rates
+from toolbias_stats.plots._bias import group_label, tool_labels
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from toolbias_stats import DegenerateDataWarning
-from toolbias_stats.shadow import BANNER, DOMAINS, ShadowAudit, simulate_audit, tool_shadow, worksheet_weights
+from toolbias_stats.shadow import DOMAINS, ShadowAudit, simulate_audit, tool_shadow, worksheet_weights
+from toolbias_stats.shadow._weights import BANNER
 
 from .conftest import strict_json
 

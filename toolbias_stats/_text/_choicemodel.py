@@ -38,8 +38,8 @@ def position_side_by_side(result) -> tuple[list[dict], list[str]]:
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
-    >>> rows, notes = position_side_by_side(tbs.choice_model(simulate_choice_log(n_queries=60, rng=1), by=None))
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
+    >>> rows, notes = position_side_by_side(tbs.choice_model(simulate_logit_log(n_queries=60, rng=1), by=None))
     >>> sorted(rows[0])[:3], notes
     (['delta_pos', 'group', 'position_ci'], [])
     """

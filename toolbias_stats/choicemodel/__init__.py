@@ -12,9 +12,10 @@ from .._lazy import LazyNames as _LazyNames
 _lazy = _LazyNames(__name__)
 _lazy.add('._model', 'PENALTIES', 'POSITION_FORMS', 'SE_METHODS', 'WORTHS', 'choice_model', 'comparison_components')
 _lazy.add('._result', 'ChoiceModelResult')
-_lazy.add('._simulate', 'simulate_choice_log')
+_lazy.add('._simulate', 'simulate_logit_log')
+_lazy.rename('simulate_choice_log', 'simulate_logit_log', since="0.2.0")   # one release (issue 40)
 
-__all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS",
+__all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_logit_log", "POSITION_FORMS",
            "PENALTIES", "SE_METHODS", "WORTHS"]
 
 __getattr__, __dir__ = _lazy.hooks(globals())

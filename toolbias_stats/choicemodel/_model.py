@@ -142,8 +142,8 @@ def choice_model(log_or_counts: SelectionLog | SelectionCounts | Study, *, by: s
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
-    >>> log = simulate_choice_log(n_queries=60, rng=1)
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
+    >>> log = simulate_logit_log(n_queries=60, rng=1)
     >>> res = tbs.choice_model(log, by=None)
     >>> res.position_effects["position"].tolist()     # position 1 is the reference (0)
     [1, 2, 3, 4]
@@ -912,8 +912,8 @@ def comparison_components(log_or_counts: SelectionLog | SelectionCounts | Study,
 
     Examples
     --------
-    >>> from toolbias_stats.choicemodel import comparison_components, simulate_choice_log
-    >>> comparison_components(simulate_choice_log(n_queries=20, rng=1))["component"].unique().tolist()
+    >>> from toolbias_stats.choicemodel import comparison_components, simulate_logit_log
+    >>> comparison_components(simulate_logit_log(n_queries=20, rng=1))["component"].unique().tolist()
     [1]
     """
     by = [b.strip() for b in by.split(",") if b.strip()] if isinstance(by, str) else list(by or [])

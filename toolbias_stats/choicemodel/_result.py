@@ -78,8 +78,8 @@ class ChoiceModelResult(ReprHTMLMixin):
     Examples
     --------
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
-    >>> res = tbs.choice_model(simulate_choice_log(n_tools=4, set_size=3, n_queries=40, rng=2), by=None)
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
+    >>> res = tbs.choice_model(simulate_logit_log(n_tools=4, set_size=3, n_queries=40, rng=2), by=None)
     >>> res.method
     'conditional logit; Firth-penalised; query-clustered sandwich intervals'
     >>> res.position_effects["estimate"].round(1).tolist()     # true values 0, -0.4, -0.6
@@ -271,8 +271,8 @@ class ChoiceModelResult(ReprHTMLMixin):
         Examples
         --------
         >>> import toolbias_stats as tbs
-        >>> from toolbias_stats.choicemodel import simulate_choice_log
-        >>> res = tbs.choice_model(simulate_choice_log(n_tools=4, set_size=3, n_queries=40, rng=2), by=None)
+        >>> from toolbias_stats.choicemodel import simulate_logit_log
+        >>> res = tbs.choice_model(simulate_logit_log(n_tools=4, set_size=3, n_queries=40, rng=2), by=None)
         >>> c = res.contrast("t4", "t2")
         >>> round(c["estimate"], 1), bool(c["ci_low"] > 0)
         (1.4, True)

@@ -14,10 +14,10 @@ if TYPE_CHECKING:
 
     from ..io._selection_log import SelectionLog
 
-__all__ = ["simulate_choice_log"]
+__all__ = ["simulate_logit_log"]
 
 
-def simulate_choice_log(*, n_tools: int = 8, set_size: int = 4, n_queries: int = 200, n_lists: int = 4,
+def simulate_logit_log(*, n_tools: int = 8, set_size: int = 4, n_queries: int = 200, n_lists: int = 4,
                         n_runs: int = 1, worths: ArrayLike | None = None, positions: ArrayLike | None = None,
                         features: ArrayLike | None = None, beta: ArrayLike | None = None, query_sd: float = 0.0,
                         model: str = "sim", rng: np.random.Generator | int | None = None) -> SelectionLog:
@@ -26,6 +26,10 @@ def simulate_choice_log(*, n_tools: int = 8, set_size: int = 4, n_queries: int =
     Each query shows a random subset of ``set_size`` of the ``n_tools`` tools (so tools are shared across
     many different sets), in ``n_lists`` random orders, ``n_runs`` times each. Utility: ``worth[t] +
     position[p] + features[t] @ beta + u[q, t]`` with ``u ~ N(0, query_sd²)`` per query and tool.
+
+    Named ``simulate_choice_log`` until 0.1.0, as was the Bayesian model's simulator (now
+    :func:`toolbias_stats.models.simulate_bayes_log`); ``toolbias_stats.choicemodel.simulate_choice_log`` still
+    works for one release with a :class:`DeprecationWarning`.
 
     Parameters
     ----------
@@ -48,7 +52,7 @@ def simulate_choice_log(*, n_tools: int = 8, set_size: int = 4, n_queries: int =
 
     Examples
     --------
-    >>> log = simulate_choice_log(n_tools=4, set_size=3, n_queries=5, rng=0)
+    >>> log = simulate_logit_log(n_tools=4, set_size=3, n_queries=5, rng=0)
     >>> len(log.data), log.data["ordering"].iloc[0]          # 5 queries x 4 lists, 3 of the 4 tools each
     (20, 't3|t2|t4')
     >>> log.diagnostics["truth"]["positions"].tolist()        # the true position log-odds (position 1: 0)

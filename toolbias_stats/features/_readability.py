@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ def readability_many(texts, *, cache_dir=None) -> list[dict]:
         r = readability(t)
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(".tmp")
+            tmp = f.with_suffix(f".{os.getpid()}.tmp")         # one per process (concurrent runs, test workers)
             tmp.write_text(json.dumps(r), encoding="utf-8")      # NaN is fine here: read back by Python only
             tmp.replace(f)
         except OSError:

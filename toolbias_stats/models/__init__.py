@@ -29,9 +29,10 @@ __all__ = [
 # -- hierarchical Bayesian model of API and position effects (PyMC; imported lazily) ---------------
 _lazy.add('.bayes', 'MODELS as BAYES_MODELS', 'BayesDiagnostics', 'BayesResult', 'ConvergenceWarning',
            'MisfitWarning', 'PosteriorPredictiveCheck', 'compare_bayes', 'fit_bayes', 'query_dispersion',
-           'simulate_choice_log')
+           'simulate_bayes_log')
+_lazy.rename('simulate_choice_log', 'simulate_bayes_log', since="0.2.0")   # one release (issue 40)
 
 __all__ += ["fit_bayes", "compare_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck",
-            "ConvergenceWarning", "MisfitWarning", "simulate_choice_log", "query_dispersion", "BAYES_MODELS"]
+            "ConvergenceWarning", "MisfitWarning", "simulate_bayes_log", "query_dispersion", "BAYES_MODELS"]
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -53,10 +53,10 @@ class ChoiceExplanation(ReprHTMLMixin):
     >>> import numpy as np
     >>> import pandas as pd
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
     >>> from toolbias_stats.models import choice_explanation, ols_fit
     >>> x = np.array([[-1.5, 0.3], [-1.0, -1.2], [-0.5, 0.8], [0.0, -0.4], [0.3, 1.1], [0.6, -0.9]])
-    >>> log = simulate_choice_log(n_tools=6, set_size=3, n_queries=80, n_lists=2, worths=np.zeros(6), features=x,
+    >>> log = simulate_logit_log(n_tools=6, set_size=3, n_queries=80, n_lists=2, worths=np.zeros(6), features=x,
     ...                           beta=np.array([0.6, 0.0]), rng=11)
     >>> feats = tbs.ToolFeatures(table=pd.DataFrame({"tool_id": [f"t{i + 1}" for i in range(6)], "cluster_id": "all",
     ...                                              "f1": x[:, 0], "f2": x[:, 1]}), feature_names=("f1", "f2"))
@@ -138,10 +138,10 @@ def choice_explanation(features: ToolFeatures, log: SelectionLog, *, ols: OLSRes
     >>> import numpy as np
     >>> import pandas as pd
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
     >>> from toolbias_stats.models import ols_fit
     >>> x = np.array([[-1.5, 0.3], [-1.0, -1.2], [-0.5, 0.8], [0.0, -0.4], [0.3, 1.1], [0.6, -0.9]])
-    >>> log = simulate_choice_log(n_tools=6, set_size=3, n_queries=80, n_lists=2, worths=np.zeros(6), features=x,
+    >>> log = simulate_logit_log(n_tools=6, set_size=3, n_queries=80, n_lists=2, worths=np.zeros(6), features=x,
     ...                           beta=np.array([0.6, 0.0]), rng=11)
     >>> table = pd.DataFrame({"tool_id": [f"t{i + 1}" for i in range(6)], "cluster_id": "all",
     ...                       "f1": x[:, 0], "f2": x[:, 1]})

@@ -7,11 +7,12 @@ Figure on the Agg canvas (no pyplot state, never shown).
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
-_lazy.add('._bias', 'group_label', 'plot_api_vs_position', 'plot_selection_rates', 'tool_labels')
+_lazy.add('._bias', 'plot_api_vs_position', 'plot_selection_rates')
 _lazy.add('._explain', 'plot_alignment', 'plot_correlations', 'plot_importances', 'plot_ols_coefficients')
 
-__all__ = ["plot_selection_rates", "plot_api_vs_position", "group_label", "tool_labels",
-           "plot_correlations", "plot_ols_coefficients", "plot_importances", "plot_alignment"]
+# group_label and tool_labels (in ._bias) are helpers of the plots and the report, not public (issue 40)
+__all__ = ["plot_selection_rates", "plot_api_vs_position", "plot_correlations", "plot_ols_coefficients",
+           "plot_importances", "plot_alignment"]
 
 # -- hierarchical Bayesian model ------------------------------------------------------------------
 _lazy.add('._bayes', 'plot_api_effects', 'plot_bayes_dispersion', 'plot_bayes_ppc', 'plot_position_effects')

@@ -52,9 +52,9 @@ def plot_position_effects(result: BayesResult, ax: Axes | None = None) -> Figure
 
     >>> import numpy as np
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.models import simulate_choice_log
+    >>> from toolbias_stats.models import simulate_bayes_log
     >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
-    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> log = simulate_bayes_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
     >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
     >>> fig = plot_position_effects(res)
     >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]   # one row per LLM, then the shared mean
@@ -117,9 +117,9 @@ def plot_api_effects(result: BayesResult, ax: Axes | None = None, *, show_llms: 
 
     >>> import numpy as np
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.models import simulate_choice_log
+    >>> from toolbias_stats.models import simulate_bayes_log
     >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
-    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> log = simulate_bayes_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
     >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
     >>> fig = plot_api_effects(res)
     >>> len(fig.axes[0].get_yticklabels())       # one row per (cluster, tool)
@@ -184,9 +184,9 @@ def plot_bayes_ppc(result: BayesResult, ax: Axes | None = None) -> Figure:
 
     >>> import numpy as np
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.models import simulate_choice_log
+    >>> from toolbias_stats.models import simulate_bayes_log
     >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
-    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> log = simulate_bayes_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
     >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
     >>> fig = plot_bayes_ppc(res)
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]   # the clusters
@@ -252,9 +252,9 @@ def plot_bayes_dispersion(result: BayesResult, ax: Axes | None = None) -> Figure
 
     >>> import numpy as np
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.models import simulate_choice_log
+    >>> from toolbias_stats.models import simulate_bayes_log
     >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
-    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> log = simulate_bayes_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
     >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
     >>> fig = plot_bayes_dispersion(res)
     >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]

@@ -41,8 +41,8 @@ def choice_model_overview_rows(result: ChoiceModelResult) -> list[dict[str, Any]
 
     Examples
     --------
-    >>> from toolbias_stats.choicemodel import choice_model, simulate_choice_log
-    >>> rows = choice_model_overview_rows(choice_model(simulate_choice_log(n_queries=40, rng=1), rng=1))
+    >>> from toolbias_stats.choicemodel import choice_model, simulate_logit_log
+    >>> rows = choice_model_overview_rows(choice_model(simulate_logit_log(n_queries=40, rng=1), rng=1))
     >>> sorted(r["position"] for r in rows)
     [2, 3, 4]
     """
@@ -72,8 +72,8 @@ def plot_choice_model_overview(result: ChoiceModelResult, *, alpha: float = 0.05
 
     Examples
     --------
-    >>> from toolbias_stats.choicemodel import choice_model, simulate_choice_log
-    >>> fig = plot_choice_model_overview(choice_model(simulate_choice_log(n_queries=40, rng=1), rng=1))
+    >>> from toolbias_stats.choicemodel import choice_model, simulate_logit_log
+    >>> fig = plot_choice_model_overview(choice_model(simulate_logit_log(n_queries=40, rng=1), rng=1))
     """
     rows = choice_model_overview_rows(result)
     n = max(1, len(rows))

@@ -87,9 +87,9 @@ def render_bayes_section(result: BayesResult, *, catalog: ToolCatalog | None = N
 
     >>> import numpy as np
     >>> import toolbias_stats as tbs
-    >>> from toolbias_stats.models import simulate_choice_log
+    >>> from toolbias_stats.models import simulate_bayes_log
     >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
-    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> log = simulate_bayes_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
     >>> res = tbs.fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)
     >>> html = render_bayes_section(res)
     >>> html.startswith('<section id="bayes">'), html.count("<svg") >= 3

@@ -88,7 +88,9 @@ def build_report(study: Study | str | os.PathLike[str], result: BiasResult | Non
         Bootstrap replicates (0 skips intervals and bias correction) and Monte-Carlo draws of the uniform
         chooser, for the bias table and the experiments section.
     rng : int or numpy.random.Generator, default 20251121
-        Seed of every random stage; the same seed gives the same page.
+        Seed of every random stage; the same seed gives the same page. Unlike the analysis functions (``rng=None``:
+        fresh entropy on every call), a report is reproducible by default: 20251121 is the ``--seed`` default of
+        the ``toolbias-stats`` commands, so ``build_report(study)`` gives the page ``toolbias-stats report`` writes.
     confidence_level : float, default 0.95
     ci_method, position, cluster_corrected, bootstrap
         As in :func:`toolbias_stats.selection_bias`.

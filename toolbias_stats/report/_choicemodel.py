@@ -125,8 +125,8 @@ def components_summary(log_or_counts) -> dict:
 
     Examples
     --------
-    >>> from toolbias_stats.choicemodel import simulate_choice_log
-    >>> s = components_summary(simulate_choice_log(n_queries=20, rng=1))
+    >>> from toolbias_stats.choicemodel import simulate_logit_log
+    >>> s = components_summary(simulate_logit_log(n_queries=20, rng=1))
     >>> [c["n_tools"] for c in s["components"]], s["not_compared"]
     ([8], [])
     >>> from toolbias_stats._text import format_components_text

@@ -379,8 +379,8 @@ def choice_model_summary(result: ChoiceModelResult, *, alpha: float = 0.05) -> l
 
     Examples
     --------
-    >>> from toolbias_stats.choicemodel import choice_model, simulate_choice_log
-    >>> s = choice_model_summary(choice_model(simulate_choice_log(n_queries=40, rng=1), rng=1))
+    >>> from toolbias_stats.choicemodel import choice_model, simulate_logit_log
+    >>> s = choice_model_summary(choice_model(simulate_logit_log(n_queries=40, rng=1), rng=1))
     >>> len(s) <= 3
     True
     """

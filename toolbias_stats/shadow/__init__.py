@@ -19,12 +19,12 @@ _lazy.add('._score', 'DomainScore', 'PBSScore', 'ShadowGroup', 'ShadowResult', '
 _lazy.add('._simulate', 'simulate_audit')
 _lazy.add('._validation_protocol', 'ABOutcome', 'CalibrationResult', 'DiscriminationResult', 'ab_primary_outcome',
            'calibration_in_the_large', 'discrimination_auc', 'VALIDATION_STATUS')
-_lazy.add('._weights', 'BANNER', 'DOMAINS', 'V1_WEIGHTS', 'W_FLOOR', 'ShadowWeights', 'draw_weights',
-           'worksheet_weights')
+_lazy.add('._weights', 'DOMAINS', 'V1_WEIGHTS', 'W_FLOOR', 'ShadowWeights', 'draw_weights', 'worksheet_weights')
+# the banner text is what every result carries (``ShadowResult.banner``), not a public constant (issue 40)
 
 __all__ = ["ShadowAudit", "read_shadow_audit", "read_manifest", "audit_from_study", "audit_from_selection_log",
            "tool_shadow", "ShadowResult", "ShadowGroup", "DomainScore", "PBSScore", "name_task_similarity",
-           "worksheet_weights", "ShadowWeights", "draw_weights", "V1_WEIGHTS", "W_FLOOR", "DOMAINS", "BANNER",
+           "worksheet_weights", "ShadowWeights", "draw_weights", "V1_WEIGHTS", "W_FLOOR", "DOMAINS",
            "simulate_audit", "ab_primary_outcome", "calibration_in_the_large", "discrimination_auc", "ABOutcome",
            "CalibrationResult", "DiscriminationResult", "VALIDATION_STATUS"]
 

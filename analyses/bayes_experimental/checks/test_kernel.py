@@ -10,7 +10,7 @@ import pytest
 
 from bayes_experimental import _mixture_kernel as mk
 from bayes_experimental._model import ExperimentalSpec as _ModelSpec
-from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models import simulate_bayes_log
 
 from .test_mixture import (
     ALPHA,
@@ -32,7 +32,7 @@ FORMS = {"gather": ("gather", "exp", False), "slots": ("slots", "prod", False), 
 @pytest.fixture(scope="module")
 def kern_log():
     # unequal runs per prompt (2 or 3) and an unbalanced design, so that the slots have different lengths
-    log = simulate_choice_log(ALPHA, BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA, eta=_class_eta(), rng=5)
+    log = simulate_bayes_log(ALPHA, BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA, eta=_class_eta(), rng=5)
     keep = np.random.default_rng(0).random(len(log.data)) > 0.15
     return type(log).from_frame(log.data[keep].reset_index(drop=True), log.catalog)
 

@@ -15,7 +15,7 @@ from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS
 from bayes_experimental import fit_experimental as fit_bayes
 from bayes_experimental._model import ExperimentalSpec as _ModelSpec
 from bayes_experimental._summaries import _mixture_probs, _mixture_weights
-from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models import simulate_bayes_log
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 from toolbias_stats.models.bayes._loglik import pointwise_query_loglik
 
@@ -62,7 +62,7 @@ def _class_eta(queries=QUERIES, rng=7):
 
 @pytest.fixture(scope="module")
 def mix_log():
-    return simulate_choice_log(ALPHA, BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA, eta=_class_eta(), rng=3)
+    return simulate_bayes_log(ALPHA, BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA, eta=_class_eta(), rng=3)
 
 
 def _design_of(log):

@@ -16,7 +16,7 @@ from scipy.stats import dirichlet_multinomial
 from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS
 from bayes_experimental import fit_experimental as fit_bayes
 from bayes_experimental._model import ExperimentalSpec as _ModelSpec
-from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models import simulate_bayes_log
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 from toolbias_stats.models.bayes._loglik import pointwise_query_loglik
 
@@ -53,7 +53,7 @@ def _class_eta(queries=QUERIES, rng=7):
 
 @pytest.fixture(scope="module")
 def id_log():
-    return simulate_choice_log(np.zeros((2, 2, 3)), BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA,
+    return simulate_bayes_log(np.zeros((2, 2, 3)), BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA,
                                eta=_class_eta(), rng=3)
 
 

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from bayes_experimental import fit_experimental as fit_bayes
-from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models import simulate_bayes_log
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 
 ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
@@ -26,7 +26,7 @@ def _quiet(fn, *a, **k):
 
 class TestQueryEffects:
     def test_thorough_recovers_the_query_scale(self):
-        log = simulate_choice_log(ALPHA, BETA_CELL, queries=30, runs=3, kappa=2.0, sigma_eta=np.array([1.2, 0.3]),
+        log = simulate_bayes_log(ALPHA, BETA_CELL, queries=30, runs=3, kappa=2.0, sigma_eta=np.array([1.2, 0.3]),
                                   rng=8)
         res = _quiet(fit_bayes, log, model="thorough", rng=3, draws=200, tune=250, chains=2, cores=1,
                      sampler="pymc")
@@ -45,7 +45,7 @@ class TestDenseLayout:
         from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS
         from bayes_experimental._model import ExperimentalSpec as _ModelSpec
 
-        log = simulate_choice_log(ALPHA, BETA_CELL, queries=6, runs=3, kappa=KAPPA, rng=9)
+        log = simulate_bayes_log(ALPHA, BETA_CELL, queries=6, runs=3, kappa=KAPPA, rng=9)
         design = _attach_prompts(_design(log.counts(), ["model"], "exclude"), log, ["model"], "exclude")
         dense = _ModelSpec(design, ALL_PRIORS, "centered", MODEL_VARIANTS["thorough"])
         assert dense.dense

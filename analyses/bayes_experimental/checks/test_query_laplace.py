@@ -110,12 +110,12 @@ def test_pytensor_gradient_matches_finite_differences():
 def test_population_implied_zero_without_effects():
     """No tool effects: delta_API is 0 under balanced rotations whatever the position and query effects; no
     position effects: delta_pos is 0 whatever the tool and query effects."""
-    from toolbias_stats.models import simulate_choice_log
+    from toolbias_stats.models import simulate_bayes_log
     from toolbias_stats.models.bayes._common import MODEL_VARIANTS
     from toolbias_stats.models.bayes._design import _attach_prompts, _design
     from toolbias_stats.models.bayes._fit import _counts_and_rows
 
-    log = simulate_choice_log(np.zeros((2, 2, 4)), np.zeros((2, 4)), queries=3, runs=2, rng=0)
+    log = simulate_bayes_log(np.zeros((2, 2, 4)), np.zeros((2, 4)), queries=3, runs=2, rng=0)
     counts, rows = _counts_and_rows(log, MODEL_VARIANTS["v2"])
     D = _attach_prompts(_design(counts, ["model"], "exclude"), rows, ["model"], "exclude")
     alpha = np.zeros((1, 2, 2, 4))

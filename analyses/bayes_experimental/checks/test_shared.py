@@ -14,7 +14,7 @@ from bayes_experimental import ALL_PRIORS, MODEL_VARIANTS
 from bayes_experimental import fit_experimental as fit_bayes
 from bayes_experimental._model import ExperimentalSpec as _ModelSpec
 from bayes_experimental._summaries import _fresh_eta
-from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models import simulate_bayes_log
 from toolbias_stats.models.bayes._common import _zerosum_extend
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 
@@ -40,7 +40,7 @@ def _shared_eta(rng=7):
 
 @pytest.fixture(scope="module")
 def shared_log():
-    return simulate_choice_log(ALPHA, BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA, eta=_shared_eta(), rng=3)
+    return simulate_bayes_log(ALPHA, BETA_CELL, queries=QUERIES, runs=3, kappa=KAPPA, eta=_shared_eta(), rng=3)
 
 
 def _design_of(log):

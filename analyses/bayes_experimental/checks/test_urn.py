@@ -12,7 +12,7 @@ from bayes_experimental import MODEL_VARIANTS
 from bayes_experimental import fit_experimental as fit_bayes
 from bayes_experimental._model import ExperimentalSpec as _ModelSpec
 from bayes_experimental._model import _urn_order, _urn_terms
-from toolbias_stats.models import simulate_choice_log
+from toolbias_stats.models import simulate_bayes_log
 from toolbias_stats.models.bayes._design import _attach_prompts, _design
 
 ALPHA = np.array([[[1.2, 0.0, -1.2], [0.0, 0.8, -0.8]],
@@ -32,7 +32,7 @@ def _quiet(fn, *a, **k):
 
 @pytest.fixture(scope="module")
 def urn_log():
-    return simulate_choice_log(ALPHA, BETA_CELL, queries=60, runs=3, kappa=KAPPA, kappa_level="query", gamma=GAMMA,
+    return simulate_bayes_log(ALPHA, BETA_CELL, queries=60, runs=3, kappa=KAPPA, kappa_level="query", gamma=GAMMA,
                                rng=11)
 
 
@@ -113,7 +113,7 @@ class TestUrnLikelihood:
         """With a single ordering the urn is the prompt-level Dirichlet-multinomial (scipy)."""
         from scipy.stats import dirichlet_multinomial
 
-        log = simulate_choice_log(ALPHA[:1, :1], BETA_CELL[:1, :1], queries=15, runs=4, orderings="fixed",
+        log = simulate_bayes_log(ALPHA[:1, :1], BETA_CELL[:1, :1], queries=15, runs=4, orderings="fixed",
                                   kappa=2.0, kappa_level="query", rng=3)
         D = _design_of(log)
         alpha = np.array([[[0.3, -0.1, -0.2]]])
@@ -141,14 +141,14 @@ class TestSimulator:
         b = np.zeros((1, 3))
         agree = []
         for kap in (0.05, 1e6):
-            log = simulate_choice_log(a, b, queries=200, runs=2, kappa=kap, kappa_level="query", rng=1)
+            log = simulate_bayes_log(a, b, queries=200, runs=2, kappa=kap, kappa_level="query", rng=1)
             d = log.data
             agree.append(d.groupby("query_id")["chosen_tool"].nunique().eq(1).mean())
         assert agree[0] > 0.9 and agree[1] < 0.05
 
     def test_bad_level(self):
         with pytest.raises(ValueError, match="`kappa_level` must be 'prompt' or 'query'"):
-            simulate_choice_log(ALPHA, BETA_CELL, queries=2, kappa=1.0, kappa_level="cluster")
+            simulate_bayes_log(ALPHA, BETA_CELL, queries=2, kappa=1.0, kappa_level="cluster")
 
 
 class TestFit:

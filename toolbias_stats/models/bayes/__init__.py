@@ -35,10 +35,22 @@ from ._common import (
 from ._compare import compare_bayes
 from ._fit import fit_bayes
 from ._result import BayesDiagnostics, BayesResult, PosteriorPredictiveCheck
-from ._simulate import simulate_choice_log
+from ._simulate import simulate_bayes_log
 from ._summaries import query_dispersion
 
 __all__ = ["fit_bayes", "compare_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck",
            "ConvergenceWarning", "MisfitWarning", "DEFAULT_PRIORS", "EXTENSION_PRIORS", "SAMPLERS",
            "PARAMETERIZATIONS", "MISMATCH_POLICIES", "MODELS", "MODEL_VARIANTS", "DEFAULT_MODEL",
-           "simulate_choice_log", "query_dispersion", "RHAT_MAX", "ESS_MIN"]
+           "simulate_bayes_log", "query_dispersion", "RHAT_MAX", "ESS_MIN"]
+
+
+def __getattr__(name: str):
+    # `simulate_choice_log` was this simulator's name until 0.1.0 (the choice model's simulator had the same name:
+    # issue 40); the old name works for one release with a DeprecationWarning
+    if name == "simulate_choice_log":
+        import warnings
+        warnings.warn("`toolbias_stats.models.bayes.simulate_choice_log` was renamed `simulate_bayes_log` in 0.2.0; "
+                      "`simulate_choice_log` will be removed in the next minor release.", DeprecationWarning,
+                      stacklevel=2)
+        return simulate_bayes_log
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -177,9 +177,9 @@ def compare_bayes(fits: Mapping[str, BayesResult], *, n_draws: int = 400, n_node
 
     >>> import warnings
     >>> import numpy as np
-    >>> from toolbias_stats.models import compare_bayes, fit_bayes, simulate_choice_log
+    >>> from toolbias_stats.models import compare_bayes, fit_bayes, simulate_bayes_log
     >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
-    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> log = simulate_bayes_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
     ...     fits = {p: fit_bayes(log, model="v1", parameterization=p, draws=50, tune=50, chains=1, cores=1,

@@ -241,9 +241,9 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
 
     >>> import warnings
     >>> import numpy as np
-    >>> from toolbias_stats.models import fit_bayes, simulate_choice_log
+    >>> from toolbias_stats.models import fit_bayes, simulate_bayes_log
     >>> alpha = np.array([[[1.0, 0.0, -1.0], [0.0, 0.5, -0.5]]])     # API effects: LLM x cluster x tool
-    >>> log = simulate_choice_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
+    >>> log = simulate_bayes_log(alpha, np.array([[1.0, 0.0, -1.0]]), n_per_ordering=20, rng=1)
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
     ...     res = fit_bayes(log, model="v1", draws=50, tune=50, chains=1, cores=1, sampler="pymc", rng=1)

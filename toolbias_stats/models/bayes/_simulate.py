@@ -18,16 +18,20 @@ if TYPE_CHECKING:
 
     from ...io import SelectionLog
 
-__all__ = ["simulate_choice_log"]
+__all__ = ["simulate_bayes_log"]
 
 
-def simulate_choice_log(alpha: ArrayLike | Sequence[ArrayLike], beta: ArrayLike, *, n_per_ordering: int = 20,
+def simulate_bayes_log(alpha: ArrayLike | Sequence[ArrayLike], beta: ArrayLike, *, n_per_ordering: int = 20,
                         orderings: Literal["rotations", "random", "fixed"] | int = "rotations",
                         rng: np.random.Generator | int | None = None, model_names: Sequence[str] | None = None,
                         queries: int | None = None, runs: int = 1, kappa: float | ArrayLike | None = None,
                         sigma_eta: float | ArrayLike | None = None, eta: Sequence[ArrayLike] | None = None,
                         kappa_level: Literal["prompt", "query"] = "prompt", gamma: float = 1.0) -> SelectionLog:
     """Simulate a SelectionLog from the model itself, with known API and position effects.
+
+    Named ``simulate_choice_log`` until 0.1.0, as was the choice model's simulator (now
+    :func:`toolbias_stats.choicemodel.simulate_logit_log`); ``toolbias_stats.models.simulate_choice_log`` still
+    works for one release with a :class:`DeprecationWarning`.
 
     Parameters
     ----------
@@ -79,10 +83,10 @@ def simulate_choice_log(alpha: ArrayLike | Sequence[ArrayLike], beta: ArrayLike,
 
     Examples
     --------
-    >>> log = simulate_choice_log(np.zeros((1, 2, 3)), np.zeros((1, 3)), n_per_ordering=2, rng=0)
+    >>> log = simulate_bayes_log(np.zeros((1, 2, 3)), np.zeros((1, 3)), n_per_ordering=2, rng=0)
     >>> len(log), sorted(log.data["cluster_id"].unique())
     (12, ['1', '2'])
-    >>> log = simulate_choice_log(np.zeros((1, 1, 3)), np.zeros((1, 3)), queries=4, runs=3, kappa=1.0, rng=0)
+    >>> log = simulate_bayes_log(np.zeros((1, 1, 3)), np.zeros((1, 3)), queries=4, runs=3, kappa=1.0, rng=0)
     >>> len(log), log.data["query_id"].nunique(), sorted(int(r) for r in log.data["run"].unique())
     (36, 4, [1, 2, 3])
     """
