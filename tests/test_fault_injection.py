@@ -543,7 +543,7 @@ COMMAND_CASES = [
     CommandCase("design_formula_cluster", lambda d, s: ["design", *_design_inputs(d, "=c(1)"), "--out-dir",
                                                         str(d / "out")], ("cluster_id: cluster '=c(1)'", "formula")),
     CommandCase("design_out_holds_inputs", lambda d, s: ["design", *_design_inputs(d), "--out-dir", str(d)],
-                ("--out {dir} contains an input",)),
+                ("--out-dir {dir} contains an input",)),
     CommandCase("design_out_under_a_file", lambda d, s: ["design", *_design_inputs(d), "--out-dir",
                                                          str(d / "cat.csv" / "out")], ("{dir}/cat.csv",)),
     CommandCase("run_max_requests_zero", lambda d, s: ["run", str(_run_folder(d)), "--base-url",

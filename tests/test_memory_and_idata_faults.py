@@ -105,7 +105,7 @@ def test_out_of_memory_is_one_message(error, tmp_path, capsys, monkeypatch):
     lines = out.err.strip().splitlines()
     assert code == 2 and out.out == "" and len(lines) == 1, out.err
     assert lines[0].startswith("toolbias-stats bias: error: out of memory (said: ")
-    assert "TOOLBIAS_DUCKDB_MEMORY_LIMIT" in lines[0] and "--bootstrap" in lines[0]
+    assert "TOOLBIAS_DUCKDB_MEMORY_LIMIT" in lines[0] and "--n-resamples" in lines[0]
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def out_of_memory_message(detail: str = "") -> str:
     cap = (f"this process may use at most {limit / 1e9:.1f} GB of address space (ulimit -v / prlimit --as); "
            "raise that limit, or " if limit is not None else "")
     said = f" (said: {detail})" if detail else ""
-    return (f"out of memory{said}: {cap}lower what one run needs: --bootstrap with fewer replicates or 0, the "
+    return (f"out of memory{said}: {cap}lower what one run needs: --n-resamples with fewer replicates or 0, the "
             "DuckDB engine (--engine duckdb, which spills to its temporary folder; its own limit is the environment "
             "variable TOOLBIAS_DUCKDB_MEMORY_LIMIT, e.g. 4GB), or a smaller study")
 

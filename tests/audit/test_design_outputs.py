@@ -99,7 +99,7 @@ class TestOutputFaults:
         monkeypatch.setattr(os, "fsync", fsync)
         code, out, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path / "s")
         assert code == 2 and out == ""
-        assert f"cannot write --out {tmp_path / 's'}: no space left on the device; nothing was written" in \
+        assert f"cannot write --out-dir {tmp_path / 's'}: no space left on the device; nothing was written" in \
             _one_error(err)
         assert _listing(tmp_path) == before         # no folder, no temporary folder
 
@@ -132,7 +132,7 @@ class TestOutputFaults:
         monkeypatch.setattr(os, "mkdir", read_only)
         code, out, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path / "s")
         assert code == 2 and out == ""
-        assert f"cannot write --out {tmp_path / 's'}: read-only file system" in _one_error(err)
+        assert f"cannot write --out-dir {tmp_path / 's'}: read-only file system" in _one_error(err)
         assert _listing(tmp_path) == before
 
     def test_out_under_a_file(self, tmp_path, capsys):
@@ -147,7 +147,7 @@ class TestOutputFaults:
         before = {p: p.read_bytes() for p in tmp_path.iterdir()}
         code, _, err = _run(capsys, "design", cat, queries, "--out-dir", tmp_path)
         line = _one_error(err)
-        assert code == 2 and f"--out {tmp_path} contains an input of this command" in line
+        assert code == 2 and f"--out-dir {tmp_path} contains an input of this command" in line
         assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
 
     def test_existing_empty_folder_is_filled(self, tmp_path, capsys):

@@ -528,7 +528,7 @@ class TestBootstrapZero:
         code, out, _ = _run(capsys, "bias", study / "study.toml", "--bootstrap", "0", "--null", "20")
         assert code == 0
         assert "0 query-bootstrap replicates" not in out and "none CI" not in out and "95% CIs" not in out
-        assert "no query-bootstrap (--bootstrap 0): point estimates only, no CIs" in out
+        assert "no query-bootstrap (--n-resamples 0): point estimates only, no CIs" in out
 
     def test_choice_text(self, capsys):
         code, out, _ = _run(capsys, "choice", ROOT / "data" / "choice" / "choice_study.toml", "--bootstrap", "0",

@@ -13,7 +13,7 @@ __all__ = ["resampling_note", "format_bias_table", "format_validation"]
 def resampling_note(n_resamples, confidence_level, unit="bootstrap") -> str:
     """``"2000 bootstrap replicates, 95% CIs"``; with no replicates ``"no bootstrap (point estimates only)"``."""
     if not n_resamples:
-        return f"no {unit} (--bootstrap 0): point estimates only, no CIs"
+        return f"no {unit} (--n-resamples 0): point estimates only, no CIs"
     return f"{n_resamples} {unit} replicates, {fmt_level(confidence_level)} CIs"
 
 
@@ -65,7 +65,7 @@ def _bias_table_end(result, table, shown, ci_kind, plugin_ci) -> str:
         table = table.drop(columns=[c for c in table.columns if c.startswith("plug-in ") and c.endswith(" CI")])
     method = getattr(result, "interval_method", "query bootstrap")
     kind = "query-bootstrap" if method.startswith(("query bootstrap", "none")) else "resampled"
-    if not result.n_resamples:   # --bootstrap 0: no interval column, no "0 replicates, 95% CIs"
+    if not result.n_resamples:   # --n-resamples 0: no interval column, no "0 replicates, 95% CIs"
         if "plug-in" in table.columns:   # positions unknown: say so where the estimate would be
             table["plug-in"] = table["plug-in"].where(table["plug-in"] != "", table["corrected"])
         table = table.drop(columns=[c for c in table.columns

@@ -20,8 +20,8 @@ def shift_keys(keys, skip=()):
 def format_shift_text(result) -> str:
     """Plain-text summary of a :class:`~toolbias_stats.experiments.ShiftResult` (``toolbias-stats shift``)."""
     lv = fmt_level(result.confidence_level)
-    boot = (f"{result.n_resamples} query-bootstrap replicates, " if result.n_resamples   # --bootstrap 0: say so
-            else "no query bootstrap (--bootstrap 0): no intervals, ")
+    boot = (f"{result.n_resamples} query-bootstrap replicates, " if result.n_resamples   # --n-resamples 0: say so
+            else "no query bootstrap (--n-resamples 0): no intervals, ")
     lines = [(f"Shift from {result.between} = {result.base} ({boot}"
              f"{result.n_permutations} permutations{f', {lv} intervals' if result.n_resamples else ''}; "
              "corrected = bias-corrected with calibrated CI; "
@@ -71,7 +71,7 @@ def format_subsets_text(result, distribution=None) -> str:
     lv = fmt_level(result.confidence_level)
     lines = [f"Subset selection ({result.counts['queries']} queries, {result.counts['empty_predictions']} empty "
              + (f"predictions; {lv} query-bootstrap CIs, {result.n_resamples} replicates)" if result.n_resamples
-                else "predictions; no query bootstrap (--bootstrap 0): point estimates only, no CIs)"),
+                else "predictions; no query bootstrap (--n-resamples 0): point estimates only, no CIs)"),
              f"{'':<10}{'n':>6}  {'micro precision':<24}{'micro recall':<24}{'exact set match':<24}"]
 
     def row(label, d):

@@ -56,7 +56,7 @@ def format_shadow_text(result, *, scale: str | None = None, brief: bool = False)
     lines = [f"TOOL-SHADOW v1 Positional Bias Score -- {result.banner.upper()}",
              "No harness has been validated with this framework; the score is an associational audit.",
              (f"{lv} turn-level bootstrap CIs ({result.n_resamples} replicates); " if result.n_resamples else
-              "no turn-level bootstrap (--bootstrap 0): point estimates only, no CIs; ")
+              "no turn-level bootstrap (--n-resamples 0): point estimates only, no CIs; ")
              + "weight-sensitivity band from "
              f"{result.n_weight_draws} weight draws around the weights (floors kept).",
              "weights: " + ", ".join(f"{d} {fmt_num(result.weights.weights[d], 3)} ({result.weights.precision[d]})"

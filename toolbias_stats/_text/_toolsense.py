@@ -49,7 +49,7 @@ def format_retrieval_text(result, comparisons=None) -> str:
     lines = []
     for c in result.configs:
         boot = (f"{fmt_level(result.confidence_level)} {result.ci_method} query bootstrap, {result.n_resamples} "
-                "replicates" if result.n_resamples else "no bootstrap (--bootstrap 0): no CIs")
+                "replicates" if result.n_resamples else "no bootstrap (--n-resamples 0): no CIs")
         lines.append(f"{c}  (Rc/Rf: {boot}; IS: Fieller, bootstrap pct, paper's delta)")
         lines.append(f"{'tier':<7}{'k':>4}{'n':>5}  {'Rc@k':<22}{'Rf@k':<22}{'IS@k [Fieller]':<22}"
                      f"{'IS boot':<17}{'IS delta':<17}")
@@ -88,7 +88,7 @@ def format_agreement_text(result) -> str:
                      f"{vals['krippendorff_alpha']:<22}")
     lines.append((f"({fmt_level(result.confidence_level)} item-bootstrap {result.ci_method} CIs, "
                   f"{result.n_resamples} replicates; " if result.n_resamples else
-                  "(no bootstrap (--bootstrap 0): no CIs; ")
+                  "(no bootstrap (--n-resamples 0): no CIs; ")
                  + "'agree' = observed pairwise agreement, 'major' = share of the most frequent label)")
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)

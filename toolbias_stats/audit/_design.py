@@ -461,7 +461,7 @@ def design_study(catalog: CatalogLike, queries: QueriesLike | None = None, *,
     plan_options : dict, optional
         Extra keyword arguments of :func:`~toolbias_stats.plan_study` (``metrics``, ``n_draws``, ...).
     plan : StudyPlan, optional
-        A plan already made with a target (``toolbias-stats plan --write-design``): its cheapest design gives
+        A plan already made with a target (``toolbias-stats plan --out-dir``): its cheapest design gives
         the sizes (instead of ``target_width`` and ``pilot``).
     rng : None, int or numpy.random.Generator
         Used by ``orderings="random"`` and the planner only; the same seed gives the same design.

@@ -9,7 +9,7 @@
   under those names (or written by ``toolbias-stats run``), ``toolbias-stats bias study.toml`` reads them with
   the existing importers;
 - ``catalog.csv`` (the tools, with the function name each was sent under), ``queries.json`` (every query of
-  the designed clusters, so that ``toolbias-stats plan --write-design`` can size a larger study from this one),
+  the designed clusters, so that ``toolbias-stats plan --out-dir`` can size a larger study from this one),
   ``design.csv`` (the design table) and ``design.json`` (settings, balance, files). See docs/audit.md.
 """
 
@@ -243,9 +243,9 @@ def write_requests(design: StudyDesign, out: str | os.PathLike[str], *,
         raise ValueError("two tools map to the same function name; rename them in the catalog.")
     files = _output_files(out, runs, inputs)
     shape = {"openai-batch": "openai-" + endpoint, "anthropic-batch": "anthropic", "chat-jsonl": "chat"}[format]
-    # every file goes into a temporary folder beside --out, renamed into place at the end: a full disk, a
-    # read-only folder or a signal leaves --out as it was (issue 37)
-    with atomic_folder(out, option="--out", inputs=[p for p in inputs if p is not None]) as tmp:
+    # every file goes into a temporary folder beside --out-dir, renamed into place at the end: a full disk, a
+    # read-only folder or a signal leaves --out-dir as it was (issue 37)
+    with atomic_folder(out, option="--out-dir", inputs=[p for p in inputs if p is not None]) as tmp:
         counts = _write_request_lines(design, catalog, tmp, files, runs, names, shape, model, system, max_tokens)
         _write_inputs(design, catalog, tmp, files, names)
         fmt = "anthropic" if format == "anthropic-batch" else "openai"
@@ -281,7 +281,7 @@ def _output_folder(out: str | os.PathLike) -> Path:
     """The output folder, refused when it is a file or already holds a design."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder.")
+        raise ValueError(f"--out-dir {out} exists and is not a folder.")
     if (out / "design.json").exists():
         raise ValueError(f"{out} already holds a design (design.json); choose a new folder (a design is never "
                          "overwritten: its results may already be arriving).")
@@ -299,7 +299,7 @@ def _output_files(out: Path, runs: list, inputs: Iterable) -> dict[str, Any]:
     ins = {Path(p).resolve() for p in inputs if p is not None}
     clash = [str(t) for t in targets if t.resolve() in ins]
     if clash:
-        raise ValueError(f"output file(s) {clash} would overwrite an input; choose another --out folder.")
+        raise ValueError(f"output file(s) {clash} would overwrite an input; choose another --out-dir folder.")
     return files
 
 

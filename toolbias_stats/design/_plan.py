@@ -419,7 +419,7 @@ def plan_study(pilot: Pilot | VarianceComponents | ArrayLike | None = None, *, t
         ignored when ``pilot`` is a :class:`~toolbias_stats.design.VarianceComponents`). The plan uses only the
         components' point estimates, so by default no time goes to intervals it does not use;
         :func:`~toolbias_stats.design.variance_components` (default 200) and ``toolbias-stats plan``
-        (``--bootstrap 200``) compute them because they report them.
+        (``--n-resamples 200``) compute them because they report them.
     run_effect : bool, default True
         Include the run main effect (a shift shared by all queries of a run) in ``error_half_width``, the MDE, the
         MDS and the width target. ``half_width`` never includes it: the query bootstrap of
