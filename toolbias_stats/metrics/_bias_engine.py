@@ -341,7 +341,9 @@ class _Metric:
         self.boot_pooled_cluster = stacked(tv_runs, [boot[c].sum(1) for c in clusters], axis=1)  # (R, C)
         self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
         self.jack = self._jackknife(targets)
-        self.relabelled = {c: _relabelled(targets[c].counts, r, self._single_rng) for c in self.sparse}
+        # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
+        self.relabelled = {c: _relabelled(targets[c].counts, r, self._single_rng) for c in clusters
+                           if c in self.sparse}
 
     def _calibrate(self, targets, obs, boot, level, cluster_corrected, pool):
         """The calibrated intervals' inputs, and the intervals themselves (computed by ``pool`` when given).
