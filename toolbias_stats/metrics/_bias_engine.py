@@ -1,0 +1,832 @@
+"""The bootstrap engine of :func:`~toolbias_stats.selection_bias`: one group at a time, the replicates of every
+cluster (the query bootstrap, or multinomial draws of the attempts where no query can be resampled), then per metric
+the point estimates, the bootstrap and jackknife values, the calibrated intervals and the references of "no bias"
+(:class:`_Metric`), assembled into the results of :mod:`._bias_results` (:class:`_PendingGroup`).
+
+Every random draw comes from one generator in a fixed order (group by group; in a group the replicates, then each
+metric's draws), so the same seed gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from .._schema import STATUSES
+from ..exceptions import DegenerateDataWarning, SmallSampleWarning
+from ._bias_results import (
+    INTERVAL_MULTINOMIAL,
+    INTERVAL_NONE,
+    INTERVAL_QUERY,
+    ClusterBias,
+    GroupBias,
+    TVResult,
+)
+from ._bias_tensors import NOTE_LENGTHS, _cluster_tensors, _Columns, _positions
+from ._bootstrap import (
+    ConfidenceInterval,
+    bca_bias_z0,
+    bca_ci,
+    percentile_ci,
+    resampled_counts,
+)
+from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
+from ._tv import expected_tv_uniform, rates_from_counts
+from ._vectorised import (
+    centred_null_tv,
+    jackknife_means,
+    leave_one_out_tv,
+    percentile_cis,
+    stacked,
+    tv_runs,
+    uniform_expected_tv,
+    uniform_null_means,
+)
+
+__all__ = ["wilson_interval", "parametric_counts", "P_QUERY", "P_MULTINOMIAL", "P_EXACT", "P_RELABEL"]
+
+#: ``p_value_method`` of the test of "no bias" that keeps the resampling unit (the default whenever queries are
+#: resampled): the law of the statistic under a fair chooser is that of the centred query-bootstrap replicates.
+P_QUERY = "query bootstrap (centred replicates: a fair chooser with the observed query heterogeneity)"
+#: ``p_value_method`` of the uniform multinomial chooser (independent attempts): the only test for aggregated logs.
+P_MULTINOMIAL = "uniform multinomial chooser (attempts assumed independent)"
+#: ``p_value_method`` where every cluster has one valid attempt per query (issue 35): the attempts are then independent
+#: draws of the population's choice distribution whatever the queries' preferences, the uniform multinomial chooser is
+#: the exact law under "no bias", and the centred query bootstrap (a tool never chosen never varies) is too narrow.
+P_EXACT = ("exact multinomial reference, ties broken by the squared deviations (one valid attempt per query: attempts "
+           "independent; the centred query bootstrap's null is too narrow there)")
+#: How the discrete references (:data:`P_EXACT`, :data:`P_RELABEL`) order the outcomes (issue 35): by the statistic,
+#: and among equal values by the mean over clusters of ``sum_i (p_i - 1/K)^2`` (larger = further from uniform). An
+#: ordinary Monte-Carlo p-value of this finer order keeps the level (the plain one of the TV alone is conservative,
+#: 2.4-3.4% at 5%; the mid-p of the TV exceeded it, 7.2-7.4%).
+TIE_BREAK = "ties broken by the squared deviations"
+#: Pseudo-counts per category of the rates whose multinomial draws give the calibrated interval's errors in a cluster
+#: with one valid attempt per query (Jeffreys' 1/2): the query bootstrap draws from the observed rates, where a tool
+#: never chosen has no variance (5 clusters x 10 attempts, fair chooser: 90% coverage; with these 96%).
+SINGLE_PSEUDO = 0.5
+#: Valid attempts per cluster below which the calibrated upper bound inverts at a smaller one-sided level, which
+#: ``corrected_method`` says (issue 35: at the nominal level 10 attempts missed delta 0.25 from above in 7.6% of
+#: studies; at 0.3 of it, 2.4%). The same number as ``_calibrated.FULL_LEVEL_ATTEMPTS``.
+FEW_ATTEMPTS = FULL_LEVEL_ATTEMPTS
+#: The smallest number of valid attempts per cluster at which the calibrated interval was checked to hold its
+#: targets (5 clusters x 10 attempts, docs/guide/metrics.md); ``corrected_method`` notes clusters with fewer.
+SMALLEST_CHECKED = 10
+#: Valid attempts per tool below which a cluster whose queries have several attempts each takes the tool-relabelling
+#: reference: the centred query bootstrap's null is too narrow there (issue 35: K = 20, 20 queries x 4 attempts, fair
+#: on average with query favourites: 17.6% rejections at 5%) and the multinomial one ignores the correlation (47%).
+SPARSE_PER_TOOL = 5
+#: ``p_value_method`` of such a cluster: every query's counts permuted over the tools (independently per query and
+#: replicate) is a fair chooser with the observed query heterogeneity, exact when the queries' preferences are
+#: exchangeable over the tools.
+P_RELABEL = ("tool-relabelling reference, ties broken by the squared deviations (each query's counts permuted over "
+             "the tools: a fair chooser with the observed query heterogeneity)")
+#: The note on such clusters in a group's ``p_value_method``.
+NOTE_SPARSE = ("clusters with fewer than {n} valid attempts per tool and several attempts per query: " + P_RELABEL +
+               " (the centred query bootstrap's null is too narrow there)")
+
+
+@dataclass
+class _GroupDraws:
+    """One group's per-query tensors and bootstrap replicates, cluster by cluster (catalog order)."""
+
+    clusters: list
+    api_t: dict
+    pos_t: dict
+    tools_of: dict
+    boot_api: dict
+    boot_pos: dict
+    multinomial: set
+    labels: dict
+    notes: dict
+
+
+def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of, unknown, columns) -> _GroupDraws:
+    """Tensors of every cluster of the group and their replicates, drawn from ``gen`` cluster by cluster."""
+    at = sub.index.to_numpy()                          # the group's rows in `columns`
+    runs = np.sort(sub["run"].unique())
+    code = columns.cluster_code[at]
+    present = {columns.cluster_ids[i] for i in np.unique(code[code >= 0])}
+    clusters = [c for c in catalog.clusters if c in present]
+    d = _GroupDraws(clusters, {}, {}, {}, {}, {}, set(), {}, {})
+    code_of = {c: i for i, c in enumerate(columns.cluster_ids)}
+    # every cluster's rows in table order (as a groupby by cluster keeps it), from one stable sort of the codes: a
+    # comparison of all the group's rows per cluster costs rows x clusters (issue 37: 2,000 clusters)
+    order = np.argsort(code, kind="stable")
+    bounds = np.searchsorted(code[order], np.arange(len(columns.cluster_ids) + 1))
+    for c in clusters:
+        part = at[order[bounds[code_of[c]]:bounds[code_of[c] + 1]]]
+        d.api_t[c], d.pos_t[c], d.tools_of[c] = _cluster_tensors(columns, part, catalog, c, runs, caught, keys,
+                                                                 stacklevel=7)
+        seen = int(columns.pos[part].sum()) > 0
+        d.labels[c], d.notes[c] = _positions(d.pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
+        if d.labels[c] is None:
+            d.pos_t[c] = None
+        # Cluster-level replicate counts (R, S, K), shared by every metric of this group; the same query
+        # weights serve the tool and the position counts.
+        targets = [d.api_t[c].counts] + ([] if d.pos_t[c] is None else [d.pos_t[c].counts])
+        if d.api_t[c].counts.shape[0] >= 2:
+            reps = resampled_counts(targets, n_resamples, gen, method=bootstrap)
+        else:
+            # one (pseudo-)query, e.g. an aggregated table of counts: nothing to resample; draw the attempts
+            d.multinomial.add(c)
+            reps = [parametric_counts(t.sum(0), n_resamples, gen, method=bootstrap) for t in targets]
+        d.boot_api[c] = reps[0]
+        d.boot_pos[c] = None if d.pos_t[c] is None else reps[1]
+    return d
+
+
+def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
+                 cluster_corrected, bootstrap, pos_of=None, unknown=None, columns=None, pool=None) -> _PendingGroup:
+    """Every random draw of one group (replicates, then the null draws of each metric), in the order of the
+    stream; the calibrated intervals go to ``pool`` (None: computed here). :meth:`_PendingGroup.finish` builds
+    the :class:`GroupBias`."""
+    if columns is None:
+        columns, sub = _Columns(sub), sub.reset_index(drop=True)
+    at = sub.index.to_numpy()
+    rows = _rows(columns.status, at)
+    if columns.table_rows is not None:   # an aggregated log: n_* are attempts (sums of count); rows_* table rows
+        rows["table_rows"] = _rows(columns.table_rows, at)
+    d = _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of, unknown, columns)
+    clusters, multinomial = d.clusters, d.multinomial
+    obs_api = {c: d.api_t[c].counts.sum(0) for c in clusters}
+    obs_pos = {c: (None if d.pos_t[c] is None else d.pos_t[c].counts.sum(0)) for c in clusters}
+    if multinomial and n_resamples:
+        msg = (f"group {keys}: {len(multinomial)} of {len(clusters)} clusters have no per-query rows (one query or "
+               "an aggregated table of counts), so no query bootstrap is possible for them; their intervals are "
+               f"{INTERVAL_MULTINOMIAL} (draws of the observed distribution with the observed n), and `ci` is the "
+               "percentile interval")
+        warnings.warn(msg, SmallSampleWarning, stacklevel=5)
+        caught.append(msg)
+
+    api = _Metric("delta_api", clusters, d.api_t, obs_api, d.boot_api, gen, n_null, level, cluster_corrected,
+                  multinomial, pool)
+    has_pos = [c for c in clusters if d.pos_t[c] is not None]
+    pos = (_Metric("delta_pos", has_pos, d.pos_t, obs_pos, d.boot_pos, gen, n_null, level, cluster_corrected,
+                   multinomial, pool) if has_pos else None)
+    for m in (api, pos):
+        if m is not None and np.isnan(m.per_cluster_obs).any():
+            msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
+            caught.append(msg)
+    model_cal = _Metric.model_calibration(api, pos, level, pool) if pos else None
+    for c in clusters:   # the metrics hold what they need: the per-query tensors go before the next group's come
+        for t in (d.api_t[c], d.pos_t[c]):
+            if t is not None:
+                t.counts = np.empty((0,) + t.counts.shape[1:])
+    return _PendingGroup(keys, rows, d, obs_api, obs_pos, api, pos, has_pos, model_cal, n_resamples, level,
+                         ci_method)
+
+
+@dataclass
+class _PendingGroup:
+    """A group whose draws are done and whose calibrated intervals may still be computing."""
+
+    keys: dict
+    rows: dict
+    draws: _GroupDraws
+    obs_api: dict
+    obs_pos: dict
+    api: _Metric
+    pos: _Metric | None
+    has_pos: list
+    model_cal: Any
+    n_resamples: int
+    level: float
+    ci_method: str
+
+    @functools.cached_property
+    def pos_index(self) -> dict:
+        """``{cluster: its index among the clusters with positions}`` (a list's ``index`` per cluster is quadratic)."""
+        return {c: j for j, c in enumerate(self.has_pos)}
+
+    def finish(self) -> GroupBias:
+        d, api, pos, level = self.draws, self.api, self.pos, self.level
+        delta_api = api.result(level, self.ci_method)
+        delta_pos = pos.result(level, self.ci_method) if pos else None
+        delta_model = (_Metric.average(api, pos, delta_api, delta_pos, level, self.ci_method, self.model_cal)
+                       if pos else None)
+        cluster_results = [self._cluster(i, c) for i, c in enumerate(d.clusters)]
+        interval_method = (_interval_method(len(d.clusters), len(d.multinomial)) if self.n_resamples
+                           else INTERVAL_NONE)
+        return GroupBias(keys=self.keys, rows=self.rows, delta_api=delta_api, delta_pos=delta_pos,
+                         delta_model=delta_model, clusters=cluster_results, interval_method=interval_method)
+
+    def _cluster(self, i, c) -> ClusterBias:
+        d, level = self.draws, self.level
+        counts = self.obs_api[c].sum(0)
+        n_used = int(counts.sum())
+        rates = rates_from_counts(counts)
+        j = self.pos_index.get(c)
+        pcounts = None if j is None else cast(np.ndarray, self.obs_pos[c]).sum(0)
+        return ClusterBias(
+            cluster=c, K=d.api_t[c].k, n_used=n_used,
+            n_position_known=0 if pcounts is None else int(pcounts.sum()),
+            tools=d.tools_of[c], counts=counts, rates=dict(zip(d.tools_of[c], rates)),
+            position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
+            delta_api=self.api.cluster_result(i, level),
+            delta_pos=None if j is None else cast(_Metric, self.pos).cluster_result(j, level),
+            rate_table=functools.partial(_rate_table, c, d.tools_of[c], counts, d.boot_api[c].sum(1), level,
+                                         getattr(self.api, "units", {}).get(c)),
+            interval_method=(INTERVAL_NONE if not self.n_resamples else INTERVAL_MULTINOMIAL
+                             if c in d.multinomial else INTERVAL_QUERY),
+            positions=d.labels[c], position_note=d.notes[c],
+        )
+
+
+def _rows(by_status, at) -> dict:
+    """``{"total", "used", "excluded": {status: n}}`` from the rows ``at`` of a (rows, status) count matrix."""
+    sums = by_status[at].sum(0, dtype=np.int64)
+    status = {s: int(sums[j]) for j, s in enumerate(STATUSES)}
+    return {"total": sum(status.values()), "used": status["ok"],
+            "excluded": {s: n for s, n in sorted(status.items(), key=lambda kv: -kv[1]) if s != "ok" and n}}
+
+
+def _interval_method(n_clusters, n_multinomial) -> str:
+    if n_multinomial == 0:
+        return INTERVAL_QUERY
+    if n_multinomial == n_clusters:
+        return INTERVAL_MULTINOMIAL
+    return (f"mixed: {INTERVAL_QUERY} for {n_clusters - n_multinomial} clusters, {INTERVAL_MULTINOMIAL} for "
+            f"{n_multinomial} clusters without per-query rows")
+
+
+def parametric_counts(counts, n_resamples, rng, *, method="multinomial"):
+    """Replicates of (S, K) counts drawn from their own proportions: the bootstrap of independent attempts.
+
+    ``"multinomial"``: per run ``s``, ``Multinomial(n_s, counts[s] / n_s)`` (the observed n, the observed
+    distribution); ``"poisson"``: every count ``Poisson(counts[s, k])`` (each attempt weighted Poisson(1), the
+    attempt-level analogue of the Poisson query bootstrap). Returns an array of shape (R, S, K).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    if n_resamples == 0:
+        return np.zeros((0,) + counts.shape)
+    if method == "poisson":
+        return rng.poisson(counts, size=(n_resamples,) + counts.shape).astype(float)
+    n = counts.sum(-1)
+    k = counts.shape[-1]
+    p = np.where(n[:, None] > 0, counts / np.maximum(n, 1)[:, None], 1.0 / k)
+    return rng.multinomial(n, p, size=(n_resamples, counts.shape[0])).astype(float)
+
+
+def _tv_runs(counts):
+    """Plug-in TV to uniform of (..., S, K) counts -> (..., S); NaN where a run has no valid choice."""
+    k = counts.shape[-1]
+    return 0.5 * np.abs(rates_from_counts(counts) - 1.0 / k).sum(-1)
+
+
+def _sq_runs(counts):
+    """Squared deviations from uniform, ``sum_i (p_i - 1/K)^2``, of (..., S, K) counts -> (..., S) (the discrete
+    references' tie-break, :data:`TIE_BREAK`)."""
+    k = counts.shape[-1]
+    return ((rates_from_counts(counts) - 1.0 / k) ** 2).sum(-1)
+
+
+def _mean_of_finite(x) -> float:
+    """``float(_nanmean(x, 0))`` of a 1-D array, without its warning filters where ``x`` holds no NaN (the same sum
+    divided by the same count: the same number; a tenth of the cost, once per cluster and metric)."""
+    if x.size and not np.isnan(x).any():
+        return float(np.add.reduce(x) / x.size)
+    return float(_nanmean(x, 0))
+
+
+def _nanmean(x, axis):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(x, axis=axis)
+
+
+class _Metric:
+    """Observed, bootstrap, jackknife and null values of one cluster-averaged TV metric."""
+
+    def __init__(self, name, clusters, targets, obs, boot, gen, n_null, level, cluster_corrected, multinomial=(),
+                 pool=None):
+        """The stages in the order of the random stream: kinds of clusters (a child generator spawned), point
+        estimates, replicate values (jackknife, relabelled draws), calibrated intervals, references of "no bias"."""
+        self.name = name
+        self.clusters = clusters
+        self.level = level
+        self._kinds(clusters, targets, obs, multinomial, gen)
+        self._point_estimates(clusters, targets, obs)
+        r = boot[clusters[0]].shape[0]
+        self.n_resamples = r
+        if r:
+            self._replicate_values(clusters, targets, boot, r)
+            self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
+        self._null(obs, boot, clusters, self.ks, gen, n_null, r)
+
+    def _kinds(self, clusters, targets, obs, multinomial, gen):
+        """Which clusters take multinomial replicates, the exact reference (:attr:`single`) or the relabelling one
+        (:attr:`sparse`); the child generator of the latter two's draws."""
+        # clusters whose replicates are multinomial draws of attempts (no queries to resample): no jackknife over
+        # queries, so BCa is not available and `ci` is the percentile interval
+        self._multinomial = {c for c in clusters if c in multinomial}
+        self.n_multinomial = len(self._multinomial)
+        # clusters whose queries each have at most one valid attempt (issue 35): attempts independent, exact multinomial
+        self.single = {c for c in clusters if c not in self._multinomial and targets[c].counts.shape[0] >= 2
+                       and float(targets[c].counts.sum(axis=(1, 2)).max(initial=0)) <= 1}
+        # clusters with few attempts per tool and several per query: the tool-relabelling reference (P_RELABEL)
+        self.sparse = {c for c in clusters if c not in self._multinomial and c not in self.single
+                       and float(obs[c].sum()) < SPARSE_PER_TOOL * targets[c].k}
+        # their draws come from a child of ``gen`` (the stream of every other draw, and so every other group's
+        # numbers, stays what it was)
+        self._single_rng = _child_rng(gen) if self.single or self.sparse else None
+        self.relabelled = {}
+
+    def _point_estimates(self, clusters, targets, obs):
+        """The observed per-cluster, per-run TV (C, S), pooled over runs (C,), and their means over clusters."""
+        self.ks = np.array([targets[c].k for c in clusters], dtype=float)
+        norm = (1 - 1 / self.ks)
+        self.per_cluster_obs = stacked(tv_runs, [obs[c] for c in clusters])
+        self.pooled_cluster_obs = stacked(tv_runs, [obs[c].sum(0) for c in clusters])
+        self.per_run = _nanmean(self.per_cluster_obs, 0)                       # (S,)
+        self.norm_per_run = _nanmean(self.per_cluster_obs / norm[:, None], 0)
+
+    def _replicate_values(self, clusters, targets, boot, r):
+        """The statistics of the ``r`` replicates, the jackknife over queries and the relabelled draws."""
+        norm = (1 - 1 / self.ks)
+        b = stacked(tv_runs, [boot[c] for c in clusters], axis=1)           # (R, C, S)
+        self.boot_cluster_runs = b
+        self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
+        self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
+        self.boot_pooled_cluster = stacked(tv_runs, [boot[c].sum(1) for c in clusters], axis=1)  # (R, C)
+        self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
+        self.jack = self._jackknife(targets)
+        # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
+        self.relabelled = {c: _relabelled(targets[c].counts, r, self._single_rng) for c in clusters
+                           if c in self.sparse}
+
+    def _calibrate(self, targets, obs, boot, level, cluster_corrected, pool):
+        """The calibrated intervals' inputs, and the intervals themselves (computed by ``pool`` when given).
+
+        A cluster with one valid attempt per query (:attr:`single`) gets multinomial replicates of its attempts at
+        the rates smoothed by :data:`SINGLE_PSEUDO` (drawn from a child of the group's generator) instead of its
+        query-bootstrap ones."""
+        clusters = self.clusters
+        # pooled-over-runs counts per cluster and their replicates: the calibrated interval's inputs
+        # (clusters without a valid choice are left out, as they are of the means)
+        seen = [c for c in clusters if obs[c].sum() > 0]
+        # resampled units per cluster (queries; attempts for multinomial replicates): the errors' small-sample
+        # variance correction
+        units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
+                 for c in clusters}
+        reps = {c: np.rint(boot[c].sum(1)).astype(np.int64) for c in seen}
+        cal_units = dict(units)
+        for c in seen:
+            if c in self.sparse:   # relabelled replicates: the errors of a fair chooser, no bootstrap shrinkage
+                reps[c] = np.rint(self.relabelled[c].sum(1)).astype(np.int64)
+                cal_units[c] = 1
+        for c in seen:
+            if c in self.single and self._single_rng is not None:
+                x = obs[c].sum(0)
+                smoothed = (x + SINGLE_PSEUDO) / (x.sum() + SINGLE_PSEUDO * x.size)
+                reps[c] = self._single_rng.multinomial(int(x.sum()), smoothed, size=len(reps[c]))
+        self.cal_inputs = ([obs[c].sum(0) for c in seen], [reps[c] for c in seen], [cal_units[c] for c in seen])
+        self.units = units
+        self._calibrated = (_submit(pool, calibrated_mean_tv, *self.cal_inputs[:2], n_units=self.cal_inputs[2],
+                                    confidence_level=level) if seen
+                            else CalibratedTV(np.nan, np.nan, np.nan, level, "none (no valid choice)", np.nan, np.nan))
+        self._cal_cluster = [_submit(pool, calibrated_mean_tv, [obs[c].sum(0)], [reps[c]], n_units=[cal_units[c]],
+                                     confidence_level=level)
+                             if cluster_corrected and obs[c].sum() > 0 else None
+                             for c in clusters]
+
+    @property
+    def calibrated(self) -> CalibratedTV:
+        """The calibrated interval of the cluster average (waits for it when it is being computed)."""
+        return _resolved(self._calibrated)
+
+    @property
+    def cal_cluster(self) -> list:
+        """The calibrated interval of every cluster (None where not computed)."""
+        return [_resolved(c) for c in self._cal_cluster]
+
+    @property
+    def cal_method(self) -> str:
+        single = (f"; {len(self.single)} of {len(self.clusters)} clusters with one valid attempt per query: "
+                  f"multinomial replicates at rates smoothed by {SINGLE_PSEUDO:g} per tool" if self.single else "")
+        few = sum(1 for x in self.cal_inputs[0] if x.sum() < FEW_ATTEMPTS)
+        mean_n = float(np.mean([x.sum() for x in self.cal_inputs[0]])) if self.cal_inputs[0] else 0.0
+        few_note = (f"; {few} clusters with fewer than {FEW_ATTEMPTS} valid attempts: upper bound at the one-sided "
+                    f"level {_upper_tail(1 - self.level, mean_n):.2%} instead of {(1 - self.level) / 2:.2%} (the "
+                    "nominal one misses above more often with few attempts; docs/guide/metrics.md)" if few else "")
+        tiny = sum(1 for x in self.cal_inputs[0] if x.sum() < SMALLEST_CHECKED)
+        few_note += (f"; {tiny} clusters with fewer than {SMALLEST_CHECKED} valid attempts: below the smallest design "
+                     "checked (10 per cluster), the interval's coverage is not known there; the p-value stays exact "
+                     "where attempts are independent" if tiny else "")
+        return self.calibrated.method + (
+            "" if not self.n_multinomial else " on multinomial replicates" if self.n_multinomial == len(self.clusters)
+            else " on query-bootstrap and multinomial replicates") + single + few_note
+
+    def _null(self, obs, boot, clusters, ks, gen, n_null, r):
+        """The null references: exact expectations, the centred replicates and the uniform chooser's draws."""
+        # Null: uniform multinomial chooser with the same valid counts per (cluster, run).
+        n_cs = [obs[c].sum(-1).astype(np.int64) for c in clusters]             # each (S,)
+        self.null_cluster_runs = uniform_expected_tv(n_cs, ks)
+        self.null_cluster_pooled = np.array(_expected_tv_uniform_of([(int(n.sum()), int(k)) for n, k in zip(n_cs, ks)]))
+        # Test of "no bias" that respects the resampling unit: a fair chooser with the observed query heterogeneity.
+        # The replicates' per-run rates, centred on their mean (and scaled by sqrt(Q / (Q - 1)), the bootstrap's
+        # small-sample variance), are the errors of the rates; TV(1/K + error) is the statistic's law at delta = 0.
+        self.null_query = None
+        if r:
+            scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
+            nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
+            # the discrete references' tie-break (TIE_BREAK): squared deviations, 0 in the other clusters
+            sq, sq_obs = np.zeros_like(nq), np.zeros_like(self.per_cluster_obs)
+            for j, (c, n, k) in enumerate(zip(clusters, n_cs, ks)):
+                draws = (self._single_rng.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))
+                         if c in self.single   # attempts independent: the uniform chooser's own draws (exact)
+                         else self.relabelled[c] if c in self.sparse   # queries' counts permuted over the tools
+                         else None)
+                if draws is not None:
+                    nq[:, j, :], sq[:, j, :] = _tv_runs(draws), _sq_runs(draws)
+                    sq_obs[j] = _sq_runs(obs[c])
+            missing = np.isnan(self.per_cluster_obs)
+            nq[:, missing] = np.nan
+            sq[:, missing], sq_obs[missing] = np.nan, np.nan
+            self.null_query_sims = _nanmean(nq, 2)    # (R, C): what the clusters' p-values read (1/S of the memory)
+            self.null_query = _nanmean(_nanmean(nq, 1), 1)
+            self.tie_sims, self.tie_obs = _nanmean(sq, 2), _nanmean(sq_obs, 1)       # (R, C), (C,)
+        self.null_stat = None
+        if n_null:
+            # (N,) and (N, C): multinomial draws, or each cluster's mean from its exact law when they would be many
+            self.null_stat, self.null_sims = uniform_null_means(gen, n_cs, ks, n_null, np.isnan(self.per_cluster_obs))
+
+    def _jackknife(self, targets):
+        """Leave-one-query-out values of mean_over_runs (one per query of every cluster)."""
+        loo, cluster = leave_one_out_tv([targets[c].counts for c in self.clusters])   # (sum Q, S)
+        return jackknife_means(self.per_cluster_obs, loo, cluster)
+
+    @property
+    def stat(self):
+        return float(_nanmean(self.per_run, 0))
+
+    @property
+    def p_method(self):
+        """``p_value_method`` of this metric's reported p-value (see :meth:`_p_values`)."""
+        if self.null_query is not None and self.single and len(self.single) == len(self.clusters):
+            return P_EXACT
+        if self.null_query is not None and self.n_multinomial < len(self.clusters):
+            return P_QUERY + ("" if not self.n_multinomial else
+                              f"; {self.n_multinomial} clusters without per-query rows: multinomial replicates "
+                              "(attempts assumed independent)") + (
+                f"; {len(self.single)} clusters with one valid attempt per query: exact multinomial reference, "
+                + TIE_BREAK if self.single else "") + (
+                f"; {len(self.sparse)} " + NOTE_SPARSE.format(n=SPARSE_PER_TOOL) if self.sparse else "")
+        if self.null_stat is not None:
+            return P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
+                                    if self.n_multinomial == len(self.clusters) and self.n_resamples
+                                    else ": no query bootstrap (n_resamples=0)")
+        return "none"
+
+    def _p_values(self, stat, null_query, null_multinomial, method=None, tie=None, known=(None, None)):
+        """``p_value`` (query test unless every cluster is aggregated), ``p_value_multinomial`` and the method.
+
+        ``tie``: (observed, null) secondary statistics that order equal values of the statistic (:data:`TIE_BREAK`)
+        where the method names it. ``known``: the query and multinomial p-values without tie-break when already
+        computed (:meth:`_cluster_p`), used instead of counting again."""
+        def mc(null, tied=None):
+            if tied is not None:   # lexicographic order (statistic, squared deviations): a finer exact reference
+                same = np.abs(null - stat) <= 1e-12
+                above = np.sum(null > stat + 1e-12) + np.sum(same & (tied[1] >= tied[0] - 1e-12))
+                return float((1 + above) / (1 + len(null)))
+            return float((1 + np.sum(null >= stat - 1e-12)) / (1 + len(null)))
+        out = {"p_value_method": self.p_method if method is None else method}
+        if null_multinomial is not None:
+            out["p_value_multinomial"] = mc(null_multinomial) if known[1] is None else known[1]
+        if out["p_value_method"].startswith((P_QUERY, P_EXACT)):
+            tied = tie if TIE_BREAK in out["p_value_method"] else None
+            out["p_value"] = known[0] if known[0] is not None and tied is None else mc(null_query, tied)
+        elif null_multinomial is not None:
+            out["p_value"] = out["p_value_multinomial"]
+        return out
+
+    def result(self, level, ci_method) -> TVResult:
+        per_run = self.per_run[np.isfinite(self.per_run)]
+        kw: dict[str, Any] = {}
+        if self.n_resamples:
+            pct = percentile_ci(self.boot_stat, level)
+            bca, note = _bca_usable(ci_method, not self.n_multinomial, self.boot_stat, self.stat, level)
+            kw = dict(ci=bca_ci(self.boot_stat, self.stat, self.jack, level) if bca else pct,
+                      ci_method="bca" if bca else "percentile", ci_percentile=pct, ci_note=note,
+                      ci_pooled=percentile_ci(self.boot_pooled, level),
+                      corrected=self.calibrated.estimate,
+                      corrected_ci=ConfidenceInterval(self.calibrated.ci_low, self.calibrated.ci_high),
+                      corrected_method=self.cal_method,
+                      normalised_ci=percentile_ci(self.boot_norm, level),
+                      standard_error=float(np.nanstd(self.boot_stat, ddof=1)),
+                      bootstrap_distribution=self.boot_stat)
+        tie = None if self.null_query is None else (float(_nanmean(self.tie_obs, 0)), _nanmean(self.tie_sims, 1))
+        kw.update(self._p_values(self.stat, self.null_query, self.null_stat, tie=tie))
+        return TVResult(
+            metric=self.name, mean_over_runs=self.stat, sd_over_runs=float(np.std(per_run, ddof=0)),
+            pooled=float(_nanmean(self.pooled_cluster_obs, 0)), n_runs=int(len(per_run)),
+            null_expected=float(_nanmean(_nanmean(np.where(np.isnan(self.per_cluster_obs), np.nan,
+                                                           self.null_cluster_runs), 0), 0)),
+            null_expected_pooled=float(_nanmean(self.null_cluster_pooled, 0)),
+            normalised=float(_nanmean(self.norm_per_run, 0)),
+            normalised_pooled=float(_nanmean(self.pooled_cluster_obs / (1 - 1 / self.ks), 0)),
+            confidence_level=level, **kw)
+
+    def cluster_result(self, i, level) -> TVResult:
+        per_run = self.per_cluster_obs[i]
+        per_run = per_run[np.isfinite(per_run)]
+        kw: dict[str, Any] = {}
+        if self.n_resamples:
+            b = _nanmean(self.boot_cluster_runs[:, i, :], 1)
+            cal = _resolved(self._cal_cluster[i])
+            cis = self._cluster_cis(level)
+            kw = dict(ci=ConfidenceInterval(*cis[0][:, i]), ci_method="percentile",
+                      ci_percentile=ConfidenceInterval(*cis[0][:, i]), ci_pooled=ConfidenceInterval(*cis[1][:, i]),
+                      normalised_ci=ConfidenceInterval(*cis[2][:, i]),
+                      standard_error=float(np.nanstd(b, ddof=1)))
+            if cal is not None:
+                kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
+                          corrected_method=cal.method + (" on multinomial replicates"
+                                                         if self.clusters[i] in self._multinomial else ""))
+        stat = float(self._cluster_stats[i])
+        multinomial = self.clusters[i] in self._multinomial
+        nq = None if self.null_query is None or multinomial else self.null_query_sims[:, i]
+        nm = None if self.null_stat is None else self.null_sims[:, i]
+        method = ((P_EXACT if self.clusters[i] in self.single else P_RELABEL if self.clusters[i] in self.sparse
+                   else P_QUERY) if nq is not None else
+                  "none" if nm is None else
+                  P_MULTINOMIAL + (": no per-query rows (aggregated counts), the only test available"
+                                   if multinomial and self.n_resamples   # as the group-level `p_method`
+                                   else ": no query bootstrap (n_resamples=0)"))
+        tie = None if nq is None else (float(self.tie_obs[i]), self.tie_sims[:, i])
+        known = (None if nq is None else float(self._cluster_p("null_query_sims")[i]),
+                 None if nm is None else float(self._cluster_p("null_sims")[i]))
+        kw.update(self._p_values(stat, nq, nm, method, tie=tie, known=known))
+        k = self.ks[i]
+        return TVResult(
+            metric=self.name, mean_over_runs=stat, sd_over_runs=float(np.std(per_run)) if per_run.size else np.nan,
+            pooled=float(self.pooled_cluster_obs[i]), n_runs=int(per_run.size),
+            null_expected=_mean_of_finite(self.null_cluster_runs[i][np.isfinite(self.per_cluster_obs[i])]),
+            null_expected_pooled=float(self.null_cluster_pooled[i]),
+            normalised=stat / (1 - 1 / k), normalised_pooled=float(self.pooled_cluster_obs[i]) / (1 - 1 / k),
+            confidence_level=level, **kw)
+
+    @functools.cached_property
+    def _cluster_stats(self) -> np.ndarray:
+        """Every cluster's mean over its runs with a valid choice (NaN where none): ``mean_over_runs`` of
+        :meth:`cluster_result`, (C,)."""
+        out = np.full(len(self.clusters), np.nan)
+        for i, row in enumerate(self.per_cluster_obs):
+            finite = row[np.isfinite(row)]
+            if finite.size:
+                out[i] = float(finite.mean())
+        return out
+
+    def _cluster_p(self, sims: str) -> np.ndarray:
+        """The Monte-Carlo p-value of every cluster at once against its column of the null draws ``sims``
+        (``"null_sims"`` or ``"null_query_sims"``, (N, C)): the counts of :meth:`_p_values` (without tie-break) in one
+        comparison instead of one per cluster (issue 37: 2,000 clusters x 7 groups x 2 metrics). Cached."""
+        cache = self.__dict__.setdefault("_cluster_p_cache", {})
+        if sims not in cache:
+            null = getattr(self, sims)
+            cache[sims] = (1 + np.sum(null >= self._cluster_stats[None, :] - 1e-12, axis=0)) / (1 + null.shape[0])
+        return cache[sims]
+
+    def _cluster_cis(self, level):
+        """Every cluster's percentile intervals (of its mean over runs, pooled and normalised), computed for all
+        clusters at once on first use: arrays (2, C) of (low, high)."""
+        if getattr(self, "_cis", (None,))[0] != level:
+            b = _nanmean(self.boot_cluster_runs, 2)                                       # (R, C)
+            self._cis = (level, [np.array(percentile_cis(x, level)) for x in
+                                 (b, self.boot_pooled_cluster, b / (1 - 1 / self.ks)[None, :])])
+        return self._cis[1]
+
+    @staticmethod
+    def model_calibration(api, pos, level, pool=None):
+        """delta_model's calibrated interval (a future when ``pool`` is given), or None where it has none.
+
+        delta_model is the mean TV over 2C distributions (each cluster's tools and its positions); the same joint
+        replicates carry the dependence between them, so the calibrated inversion applies as it is (issue 14:
+        delta_model had no interval). Only when both metrics have the same clusters.
+        """
+        if not api.n_resamples or list(pos.clusters) != list(api.clusters):
+            return None
+        return _submit(pool, calibrated_mean_tv, api.cal_inputs[0] + pos.cal_inputs[0],
+                       api.cal_inputs[1] + pos.cal_inputs[1], n_units=api.cal_inputs[2] + pos.cal_inputs[2],
+                       confidence_level=level)
+
+    @staticmethod
+    def average(api, pos, a, p, level, ci_method, calibration=None) -> TVResult:
+        """delta_model = (delta_API + delta_pos) / 2, replicate by replicate (same resampled queries).
+
+        ``a`` and ``p`` are the already computed TVResults of ``api`` and ``pos``; ``calibration`` the result of
+        :meth:`model_calibration` (computed here when None).
+        """
+        per_run = (api.per_run + pos.per_run) / 2
+        finite = per_run[np.isfinite(per_run)]
+        stat = float(finite.mean()) if finite.size else np.nan
+        kw: dict[str, Any] = {}
+        if api.n_resamples:
+            boot = (api.boot_stat + pos.boot_stat) / 2
+            pct = percentile_ci(boot, level)
+            # the jackknife pairs leave-one-query-out values of both metrics: only when they share their clusters
+            bca, note = _bca_usable(ci_method, not (api.n_multinomial or pos.n_multinomial)
+                                    and list(pos.clusters) == list(api.clusters), boot, stat, level)
+            kw = dict(ci=bca_ci(boot, stat, (api.jack + pos.jack) / 2, level) if bca else pct, ci_note=note,
+                      ci_method="bca" if bca else "percentile",
+                      ci_percentile=pct, ci_pooled=percentile_ci((api.boot_pooled + pos.boot_pooled) / 2, level),
+                      normalised_ci=percentile_ci((api.boot_norm + pos.boot_norm) / 2, level),
+                      standard_error=float(np.nanstd(boot, ddof=1)), bootstrap_distribution=boot)
+            if list(pos.clusters) == list(api.clusters):
+                cal = _resolved(calibration if calibration is not None else _Metric.model_calibration(api, pos, level))
+                kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
+                          corrected_method=api.cal_method + " (tool and position distributions jointly)")
+            else:
+                kw.update(corrected=(api.calibrated.estimate + pos.calibrated.estimate) / 2,
+                          corrected_method="mean of the two corrected values (no interval: some clusters have no "
+                                           "known positions)")
+        nq = (None if api.null_query is None or pos.null_query is None else (api.null_query + pos.null_query) / 2)
+        nm = (None if api.null_stat is None or pos.null_stat is None else (api.null_stat + pos.null_stat) / 2)
+        method = api.p_method if api.p_method == pos.p_method else (
+            P_QUERY + "; mixed with multinomial replicates" + ("; exact multinomial reference, " + TIE_BREAK +
+                                                               ", where a cluster has one valid attempt per query"
+                                                               if api.single or pos.single else "")
+            if nq is not None and api.p_method.startswith((P_QUERY, P_EXACT)) else pos.p_method)
+        tie = (None if nq is None else
+               (float(_nanmean(api.tie_obs, 0) + _nanmean(pos.tie_obs, 0)) / 2,
+                (_nanmean(api.tie_sims, 1) + _nanmean(pos.tie_sims, 1)) / 2))
+        kw.update(api._p_values(stat, nq, nm, method, tie=tie))
+        return TVResult(
+            metric="delta_model", mean_over_runs=stat, sd_over_runs=float(np.std(finite)) if finite.size else np.nan,
+            pooled=(a.pooled + p.pooled) / 2, n_runs=int(finite.size),
+            null_expected=(a.null_expected + p.null_expected) / 2,
+            null_expected_pooled=(a.null_expected_pooled + p.null_expected_pooled) / 2,
+            normalised=(a.normalised + p.normalised) / 2,
+            normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
+            confidence_level=level, **kw)
+
+
+def _expected_tv_uniform_of(pairs) -> list:
+    """:func:`expected_tv_uniform` of every ``(n, k)`` pair, each distinct pair computed once (clusters of one
+    study share their numbers of attempts: 14,000 calls for 2,000 clusters, a few dozen distinct)."""
+    values = {nk: expected_tv_uniform(*nk) for nk in dict.fromkeys(pairs)}
+    return [values[nk] for nk in pairs]
+
+
+def _relabelled(counts, n_resamples, rng, chunk=64):
+    """(R, S, K) sums over queries of the (Q, S, K) counts with every query's tools permuted at random (the same
+    permutation for all runs of a query; independently per query and replicate)."""
+    q, s, k = counts.shape
+    out = np.empty((n_resamples, s, k))
+    for start in range(0, n_resamples, chunk):
+        r = min(chunk, n_resamples - start)
+        perm = np.argsort(rng.random((r, q, k)), axis=-1)                          # (r, Q, K)
+        moved = np.take_along_axis(np.broadcast_to(counts[None], (r, q, s, k)),
+                                   np.broadcast_to(perm[:, :, None, :], (r, q, s, k)), axis=-1)
+        out[start:start + r] = moved.sum(1)
+    return out
+
+
+def _child_rng(gen):
+    """An independent generator derived from ``gen`` without drawing from it (``Generator.spawn``), so that draws
+    made only in some designs leave ``gen``'s stream, and every number drawn from it, unchanged."""
+    try:
+        return gen.spawn(1)[0]
+    except (AttributeError, TypeError, ValueError):   # pragma: no cover - a bit generator without a seed sequence
+        return np.random.default_rng(gen.integers(0, 2**63))
+
+
+def _calibration_pool(n_resamples):
+    """A worker thread for the calibrated intervals, or None (no interval, or one core).
+
+    The test inversion draws nothing (a deterministic function of the replicates) and spends its time in NumPy,
+    which releases the GIL: computed beside the next groups' draws, the intervals cost little wall time on a
+    machine with two cores or more. One worker: with the main thread, which computes the intervals nobody has
+    started when it needs them (:class:`_Task`), two threads run, so a busy machine is not oversubscribed. The
+    results are the same as computed in turn.
+    """
+    if not n_resamples or (os.cpu_count() or 1) < 2:
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolbias-calibrated")
+
+
+class _Task:
+    """``fn(*args, **kwargs)`` submitted to a pool; computed by the caller of :meth:`result` if not started yet."""
+
+    __slots__ = ("call", "done", "future", "value")
+
+    def __init__(self, pool, fn, args, kwargs):
+        self.call = (fn, args, kwargs)
+        self.future = pool.submit(fn, *args, **kwargs)
+        self.done = False
+        self.value = None
+
+    def result(self):
+        if not self.done:
+            fn, args, kwargs = self.call
+            self.value = fn(*args, **kwargs) if self.future.cancel() else self.future.result()
+            self.done = True
+            self.call = None
+        return self.value
+
+
+def _submit(pool, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` now (``pool`` None) or as a :class:`_Task` of ``pool``."""
+    return fn(*args, **kwargs) if pool is None else _Task(pool, fn, args, kwargs)
+
+
+def _resolved(value):
+    """The result of a :class:`_Task`, or the value itself."""
+    return value.result() if isinstance(value, _Task) else value
+
+
+def _bca_usable(ci_method, jackknife_ok, boot, stat, level):
+    """Whether ``ci`` may be the BCa interval, and the note saying why not: ``(bool, str)``."""
+    if ci_method != "bca":
+        return False, ""
+    if not jackknife_ok:
+        return False, "BCa needs a jackknife over queries (some clusters have none); percentile interval shown"
+    z0, degenerate = bca_bias_z0(boot, stat, level)
+    if degenerate:
+        share = float(np.mean(np.asarray(boot)[np.isfinite(boot)] < stat)) if np.isfinite(stat) else np.nan
+        return False, (f"BCa bias correction degenerate (z0 = {z0:.2f}: {share:.1%} of the replicates lie below the "
+                       "estimate, as near uniformity); percentile interval shown")
+    return True, ""
+
+
+def wilson_interval(count, n, confidence_level):
+    """Wilson score interval for a binomial proportion (Wilson 1927), vectorised over ``count``.
+
+    The same interval as ``statsmodels.stats.proportion.proportion_confint(method="wilson")`` (a test
+    checks this); written out so that computing selection rates does not import statsmodels (0.8 s).
+    """
+    count = np.asarray(count, dtype=float)
+    z = special.ndtri(1 - (1 - confidence_level) / 2)
+    p = count / n
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return centre - half, centre + half
+
+
+def _design_effect_wilson(count, n, boot_rates, n_units, confidence_level):
+    """Wilson interval at the effective sample size of the resampled units (Korn & Graubard 1998), per category.
+
+    The design effect is the query bootstrap's variance of the rate (scaled by ``Q / (Q - 1)``, the bootstrap's
+    small-sample variance of a mean of ``Q`` units) over the binomial one, ``p (1 - p) / n``, never below 1; the
+    interval is Wilson's with ``n / deff`` trials. Where the rate is 0 or 1 (no variance to compare) or ``Q < 2``
+    it is Wilson's interval with ``n`` trials; with one attempt per query (independent attempts, design effect 1)
+    it is Wilson's interval up to the noise of the estimated design effect (never narrower).
+    The query bootstrap's percentile interval (the former ``bootstrap_low`` / ``bootstrap_high``) misses a small
+    rate from below in up to 7.4% of studies with 10-25 queries (issue 35; ``analyses/rate_interval_coverage.py``).
+
+    Korn, E. L. & Graubard, B. I. (1998). Confidence intervals for proportions with small expected number of
+    positive counts estimated from survey data. Survey Methodology 24, 193-201.
+
+    Examples
+    --------
+    One attempt per query (design effect about 1): Wilson's interval, 0.145-0.519 for 6 of 20, up to the noise of
+    the estimated design effect:
+
+    >>> rng = np.random.default_rng(0)
+    >>> boot = rng.multinomial(20, [0.3, 0.7], size=1000) / 20
+    >>> lo, hi = _design_effect_wilson(np.array([6, 14]), 20, boot, 20, 0.95)
+    >>> np.round(lo, 3), np.round(hi, 3)
+    (array([0.144, 0.477]), array([0.523, 0.856]))
+    """
+    count = np.asarray(count, dtype=float)
+    p = count / n
+    v_bin = p * (1 - p) / n
+    q = 1 if n_units is None else int(n_units)
+    v_boot = np.nanvar(boot_rates, axis=0, ddof=1) * (q / (q - 1) if q > 1 else 1.0)
+    usable = (v_bin > 0) & np.isfinite(v_boot) & (q > 1)
+    deff = np.where(usable, np.maximum(v_boot / np.where(v_bin > 0, v_bin, 1.0), 1.0), 1.0)
+    n_eff = n / deff
+    z = float(special.ndtri(1 - (1 - confidence_level) / 2))
+    denom = 1 + z**2 / n_eff
+    centre = (p + z**2 / (2 * n_eff)) / denom
+    half = z * np.sqrt(p * (1 - p) / n_eff + z**2 / (4 * n_eff**2)) / denom
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def _rate_table(cluster, tools, counts, boot_counts, level, n_units=None) -> pd.DataFrame:
+    """Per-tool selection rates with Wilson (independent trials) and query-level (design-effect Wilson) CIs."""
+    n = counts.sum()
+    rate = rates_from_counts(counts)
+    if n > 0:
+        w_lo, w_hi = wilson_interval(counts, n, level)
+    else:
+        w_lo = w_hi = np.full(len(tools), np.nan)
+    if len(boot_counts) and n > 0:
+        b_lo, b_hi = _design_effect_wilson(counts, n, rates_from_counts(boot_counts), n_units, level)
+    else:
+        b_lo = b_hi = np.full(len(tools), np.nan)
+    return pd.DataFrame({
+        "cluster": cluster, "tool_id": tools, "api_index": np.arange(1, len(tools) + 1), "count": counts.astype(int),
+        "n_used": int(n), "rate": rate, "uniform": 1.0 / len(tools), "wilson_low": w_lo, "wilson_high": w_hi,
+        "bootstrap_low": b_lo, "bootstrap_high": b_hi,
+    })
