@@ -565,6 +565,13 @@ def test_repr_is_bounded_on_the_bundled_study():
     assert len(text.splitlines()) > 12
     _assert_bounded_repr(res, text)
     assert repr(res).splitlines()[1].startswith("Tool-selection bias (TV to uniform)")
+    # its exported parts too: a group's plain dataclass repr was 34,752 characters (every cluster's counts)
+    group, cluster = res.groups[0], res.groups[0].clusters[0]
+    for part in (group, cluster):
+        assert len(repr(part)) <= 300, repr(part)
+    assert repr(group).startswith(f"GroupBias(keys={group.keys!r}, clusters={len(group.clusters)},")
+    assert f"delta_api={group.delta_api.mean_over_runs:.4g}" in repr(group)
+    assert repr(cluster).startswith(f"ClusterBias(cluster={cluster.cluster!r}, K={cluster.K},")
 
 
 def test_repr_never_raises():

@@ -218,6 +218,14 @@ class _LazyFrame:
         obj.__dict__[self._slot] = value
 
 
+def _tv_brief(tv: TVResult | None) -> str:
+    """``0.1234 [0.1000, 0.1500]``: a metric's estimate and interval, for the short ``repr`` of its parts."""
+    if tv is None:
+        return "None"
+    lo, hi = tv.ci
+    return f"{tv.mean_over_runs:.4g} [{lo:.4g}, {hi:.4g}]"
+
+
 @dataclass(frozen=True)
 class ClusterBias:
     """Bias in one cluster for one group.
@@ -275,6 +283,10 @@ class ClusterBias:
     #: why ``delta_pos`` is None for this cluster (None when it is computed)
     position_note: str | None = None
 
+    def __repr__(self) -> str:   # short: the counts, rates and tables are in to_dict() / rate_table
+        return (f"ClusterBias(cluster={self.cluster!r}, K={self.K}, n_used={self.n_used}, "
+                f"delta_api={_tv_brief(self.delta_api)}, delta_pos={_tv_brief(self.delta_pos)})")
+
     def to_dict(self) -> dict:
         return {
             "cluster": self.cluster,
@@ -330,6 +342,11 @@ class GroupBias:
     delta_model: TVResult | None
     clusters: list
     interval_method: str = INTERVAL_QUERY
+
+    def __repr__(self) -> str:   # short: every cluster's numbers are in to_dict() / BiasResult.to_frame()
+        return (f"GroupBias(keys={self.keys!r}, clusters={len(self.clusters)}, rows_used={self.rows.get('used')}, "
+                f"delta_api={_tv_brief(self.delta_api)}, delta_pos={_tv_brief(self.delta_pos)}, "
+                f"delta_model={_tv_brief(self.delta_model)})")
 
     @property
     def position_note(self) -> str | None:
