@@ -159,6 +159,10 @@ class _File:
     weighted: bool
     stage1: list[_Check]
     stage2: list[_Check]
+    #: internal columns of the raw view that are not the file's (a batch of files: engines/_duckdb_batch.py), and
+    #: those of them carried into the cleaned rows
+    carry: tuple[str, ...] = ()
+    carry_named: tuple[str, ...] = ()
 
     def __init__(self, con, index: int, path, catalog: ToolCatalog, meta, columns, frame=None, row_offset=0,
                  options=None):
@@ -189,6 +193,14 @@ class _File:
             return f"read_json({p}, format = 'newline_delimited', records = true)"
         return f"read_parquet({p})"
 
+    def _row_sql(self) -> str:
+        """SQL of a row's number in its file (``__row``)."""
+        return f"row_number() OVER () + {self.row_offset}"
+
+    def _file_sql(self) -> str:
+        """SQL of the file's name (``__file``)."""
+        return _lit(str(self.path))
+
     def _pandas_error(self, exc):
         """Let the pandas reader name the malformed line; fall back to DuckDB's own message."""
         if self.kind != "frame":
@@ -210,7 +222,7 @@ class _File:
             n = self.con.execute(f"SELECT count(*) FROM {raw}").fetchone()[0]
         except duckdb.Error as exc:
             self._pandas_error(exc)
-        names = [d[0] for d in described]
+        names = [d[0] for d in described if d[0] not in self.carry]
         types = {d[0]: d[1] for d in described}
         if n == 0:
             raise SelectionLogError(problem(self.path, None, None, "the selection log is empty (no data rows)"))
@@ -229,8 +241,8 @@ class _File:
         self.ignored_columns = [c for c in renamed if c in ignored]
         self.types = {new: types[old] for old, new in pairs}
         select = [f"{_q(old)} AS {_q(new)}" for old, new in pairs]
-        self.con.execute(f"CREATE TEMP VIEW {self.name}_named0 AS SELECT row_number() OVER () + {self.row_offset} "
-                         f"AS __row, {', '.join(select)} FROM {raw}")
+        select = [f"{self._row_sql()} AS __row"] + list(self.carry_named) + select
+        self.con.execute(f"CREATE TEMP VIEW {self.name}_named0 AS SELECT {', '.join(select)} FROM {raw}")
         self.n_rows = int(n)
         self.file_columns = [new for _, new in pairs]
         _prepare(self.con, self, self.catalog)
@@ -312,7 +324,7 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         # the identity columns pass the clean-up unchanged unless the cluster is derived or an ordering given:
         # then the file's own rows are counted (no join with the clean-up map)
         src = t0 if "cluster_id" in cols and "ordering" not in cols else f"{f.name}_named"
-        repeats = _repeats(con, src, [c for c in ident if c in types], types)
+        repeats = _repeats(con, src, [c for c in ident if c in types] + list(f.carry_named), types)
     # rows by status, from the distinct combinations (the status passes the clean-up unchanged when given)
     status_of = combos["status"] if "status" in keys else res["status_new"]
     f.status_counts = {}
@@ -406,7 +418,7 @@ def _raise_combo_problems(con, f: _File, joined) -> None:
 
 def _named_view(con, f: _File, cols, ignored, joined) -> dict:
     """Create the view ``{f.name}_named`` (the rows with the clean-up applied); returns its columns' types."""
-    select = ["t.__row AS __row"]
+    select = ["t.__row AS __row"] + [f"t.{c} AS {c}" for c in f.carry_named]
     types = {}
     for c in cols:
         if c in ignored or c == ATTEMPT_ID:
@@ -549,10 +561,22 @@ class MemoryLimitError(ValueError):
 
 def _count_files(con, entries, catalog, level, progress, check_duplicates, cells) -> SelectionCounts:
     """:func:`count_tables_duckdb` on an open connection."""
+    from . import _duckdb_batch
+
     _register_catalog(con, catalog)
     files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0),
                    {k: e[k] for k in ("design", "positions", "duplicates") if k in e})
              for i, e in enumerate(entries)]
+    # many Parquet files of one schema: one scan of them all (issue 37); any problem, and any case the batch does
+    # not reproduce exactly, falls back to the file-by-file path below, which names it
+    batch = _duckdb_batch.batch_of(con, files, catalog)
+    if batch is not None:
+        try:
+            design = batch.validate(files)
+            _study_rows(con, [batch])
+            return _summarise(con, files, catalog, design, level, check_duplicates, cells, batched=True)
+        except Exception:   # noqa: BLE001 - the file-by-file path raises the exact message (or succeeds)
+            _duckdb_batch.drop(con)
     it = files
     if progress:
         from tqdm.auto import tqdm
@@ -567,12 +591,23 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
                 extras_all.append(c)
     design = list(_DESIGN) + extras_all
     _study_rows(con, files)
+    return _summarise(con, files, catalog, design, level, check_duplicates, cells)
+
+
+def _summarise(con, files, catalog, design, level, check_duplicates, cells, batched=False) -> SelectionCounts:
+    """Aggregate ``study`` (every file's validated rows), name the bad rows if any, and build the counts.
+
+    ``batched``: the files were read as one batch; a bad row ends the batch (the caller reads file by file)."""
+    from ._duckdb_batch import Fallback
+
     weighted = any(f.weighted for f in files)
     strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
     table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted,
                                           duplicates=check_duplicates and strict)
     # the checks ran inside the scan; name the rows, stage by stage as SelectionLog.from_frame does
     if flags["bad1"] or flags["bad"]:
+        if batched:
+            raise Fallback("a bad row")
         for f in files:      # file by file, stage by stage: the first problems the pandas path would raise
             for checks, view in ((f.stage1, "named"), (f.stage2, "ord")):
                 found = _run_checks(con, f, f"{f.name}_{view}", checks)
@@ -842,7 +877,7 @@ def _typed_select(f: _File, cols, expr, cid, bad1):
             int_of[c] = f"CAST({expr[c]} AS BIGINT)"
         else:
             int_of[c] = f"TRY_CAST(TRY_CAST({expr[c]} AS DOUBLE) AS BIGINT)"
-    select = ["__row", f"{_lit(str(f.path))} AS __file", f"CAST({expr['model']} AS VARCHAR) AS model",
+    select = ["__row", f"{f._file_sql()} AS __file", f"CAST({expr['model']} AS VARCHAR) AS model",
               f"{int_of['run']} AS run", f"CAST({expr['condition']} AS VARCHAR) AS condition"]
     select += [f"{expr[c]} AS {_q(c)}" for c in f.extras]
     if "query_id" in cols:
