@@ -75,8 +75,9 @@ class Batch(_File):
         _validate_file(self.con, self, self.catalog)
         by_file: dict[str, dict] = {str(f.path): {} for f in files}
         # statuses in the order of their first row, as the file-by-file path lists them
-        for name, status, n in self.con.execute(f"SELECT __bfile, status, count(*) FROM v{_NAME}_named0 "
-                                                "GROUP BY ALL ORDER BY __bfile, min(__bfrow)").fetchall():
+        for name, status, n, _ in self.con.execute(f"SELECT __bfile, status, count(*), min(__row) AS f "
+                                                   f"FROM v{_NAME}_named0 GROUP BY __bfile, status "
+                                                   "ORDER BY __bfile, f").fetchall():
             by_file[name]["None" if status is None else str(status)] = int(n)
         for f in files:
             st = by_file[str(f.path)]
