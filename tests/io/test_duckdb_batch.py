@@ -1,8 +1,8 @@
 """Issue 37: many Parquet files of one schema are validated and counted by DuckDB as one scan.
 
-The batch (``engines/_duckdb_batch.py``) must give what the file-by-file path gives: the same counts, the same
+The batch (``_Batch`` in ``engines/_duckdb.py``) must give what the file-by-file path gives: the same counts, the same
 per-file rows, statuses and notes, and for a bad row the same message naming the file and the row. Each test reads
-one small study both ways (the file-by-file path forced with ``MIN_FILES``).
+one small study both ways (the file-by-file path forced with ``_BATCH_MIN_FILES``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 import toolbias_stats as tbs
 from toolbias_stats.exceptions import SelectionLogError
-from toolbias_stats.io.engines import _duckdb, _duckdb_batch
+from toolbias_stats.io.engines import _duckdb
 
 
 def _study(folder: Path, n_files: int = 5, runs_in_manifest: bool = False, seed: int = 0) -> Path:
@@ -36,7 +36,8 @@ def _study(folder: Path, n_files: int = 5, runs_in_manifest: bool = False, seed:
         if runs_in_manifest:
             frame = frame[frame["run"] == 1].drop(columns="run")
         frame.to_parquet(folder / f"log_{m}.parquet")
-        text += f'\n[[logs]]\npath = "log_{m}.parquet"\nmodel = "m{m % 3}"\n' + ("run = 1\n" if runs_in_manifest else "")
+        text += f'\n[[logs]]\npath = "log_{m}.parquet"\nmodel = "m{m % 3}"\n'
+        text += "run = 1\n" if runs_in_manifest else ""
     (folder / "study.toml").write_text(text, encoding="utf-8")
     return folder / "study.toml"
 
@@ -44,10 +45,10 @@ def _study(folder: Path, n_files: int = 5, runs_in_manifest: bool = False, seed:
 def _read(study: Path, monkeypatch, batched: bool):
     """``(bias JSON, diagnostics, fallbacks)`` of the study read with or without the batch."""
     fallbacks = []
-    drop = _duckdb_batch.drop
+    drop = _duckdb._drop_batch
     with monkeypatch.context() as mp:
-        mp.setattr(_duckdb_batch, "MIN_FILES", 2 if batched else 10**9)
-        mp.setattr(_duckdb_batch, "drop", lambda con: (fallbacks.append(1), drop(con)))
+        mp.setattr(_duckdb, "_BATCH_MIN_FILES", 2 if batched else 10**9)
+        mp.setattr(_duckdb, "_drop_batch", lambda con: (fallbacks.append(1), drop(con)))
         counts = tbs.read_study(study, engine="duckdb").counts
     res = tbs.selection_bias(counts, n_resamples=20, n_null=10, rng=3)
     return json.dumps(res.to_dict(), sort_keys=True), counts.diagnostics, fallbacks
@@ -75,7 +76,7 @@ def test_bad_row_is_named_as_file_by_file(tmp_path, monkeypatch):
     messages = []
     for batched in (True, False):
         with monkeypatch.context() as mp:
-            mp.setattr(_duckdb_batch, "MIN_FILES", 2 if batched else 10**9)
+            mp.setattr(_duckdb, "_BATCH_MIN_FILES", 2 if batched else 10**9)
             with pytest.raises(SelectionLogError) as err:
                 tbs.read_study(study, engine="duckdb").counts
         messages.append(str(err.value))
@@ -104,11 +105,11 @@ def test_files_the_batch_cannot_read_as_one(tmp_path):
             return [_duckdb._File(con, i, p, catalog, meta or {"model": "m"}, None) for i, p in enumerate(paths)]
 
         paths = [tmp_path / f"log_{m}.parquet" for m in range(5)]
-        assert _duckdb_batch.batch_of(con, files(paths), catalog) is not None
-        assert _duckdb_batch.batch_of(con, files(paths + paths[:1]), catalog) is None   # one file twice
-        assert _duckdb_batch.batch_of(con, files(paths, {"model": "m", "prompt": "p"}), catalog) is None
+        assert _duckdb._batch_of(con, files(paths), catalog) is not None
+        assert _duckdb._batch_of(con, files(paths + paths[:1]), catalog) is None   # one file twice
+        assert _duckdb._batch_of(con, files(paths, {"model": "m", "prompt": "p"}), catalog) is None
         other = pd.read_parquet(paths[0]).assign(extra=1)
         other.to_parquet(tmp_path / "other.parquet")
-        assert _duckdb_batch.batch_of(con, files(paths + [tmp_path / "other.parquet"]), catalog) is None
+        assert _duckdb._batch_of(con, files(paths + [tmp_path / "other.parquet"]), catalog) is None
     finally:
         con.close()
