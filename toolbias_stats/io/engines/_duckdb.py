@@ -165,7 +165,7 @@ class _File:
     carry: tuple[str, ...] = ()
     carry_named: tuple[str, ...] = ()
 
-    def __init__(self, con, index: int, path, catalog: ToolCatalog, meta, columns, frame=None, row_offset=0,
+    def __init__(self, con, index: int | str, path, catalog: ToolCatalog, meta, columns, frame=None, row_offset=0,
                  options=None):
         self.con, self.path, self.catalog = con, path if frame is not None else Path(path), catalog
         self.name = f"v{index}"
