@@ -2,7 +2,7 @@
 
 Usage:  python benchmarks/bench_shapes.py [--rows 1e6] [--shapes base clusters2000 design3 k40 files240]
                                           [--bootstrap 0 2000] [--dir /tmp/toolbias_shapes] [--keep]
-                                          [--validate 100000] [--package DIR]
+                                          [--validate 100000] [--package DIR] [--out FILE.json]
 
 Each shape is a synthetic `table` log of about ``--rows`` rows with its own catalog and manifest, timed through
 the CLI in a fresh process (``toolbias-stats bias STUDY --bootstrap N --json``, as ``bench_scale.py`` does), with
@@ -14,7 +14,9 @@ the peak resident memory. The shapes (issue 37's table):
 ``k40``           10 clusters of K = 40 tools (40 rotations)
 ``files240``      240 Parquet files, one model per file (240 groups; the model comes from the manifest)
 
-Each time is printed with its ratio to ``base`` at the same bootstrap setting; the target is <= 1.5x.
+Each time is printed with its ratio to ``base`` at the same bootstrap setting; the target is <= 1.5x. ``--out``
+appends every run (wall and CPU seconds, peak memory, load, the version timed) to a JSON file; this round's runs,
+this checkout and main (``--package /work/main``) under the same load, are in ``benchmarks/bench_shapes.json``.
 
 ``--validate N`` (issue 37) also times ``toolbias-stats validate STUDY --json`` end to end on an OpenAI Batch
 input/output pair of N requests (``bench_api_logs.write_openai``'s synthetic requests, clusters inferred), with
@@ -119,6 +121,8 @@ def main():
                                                  "(to compare two versions byte for byte)")
     ap.add_argument("--validate", type=int, default=0, metavar="N",
                     help="also time `validate` end to end on an OpenAI batch of N requests (e.g. 100000)")
+    ap.add_argument("--out", default=None, help="also write the timings to this JSON file (e.g. "
+                                                "benchmarks/bench_shapes.json); runs already there are kept")
     args = ap.parse_args()
     out = Path(args.dir)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
@@ -143,16 +147,32 @@ def main():
                 (Path(args.save) / f"{shape}_{b}.json").write_text(res["__text__"], encoding="utf-8")
             rows = sum(g["rows"]["total"] for g in res["groups"])
             base.setdefault(b, wall) if shape == "base" else None
+            _record(args, shape=shape, bootstrap=b, rows=rows, groups=len(res["groups"]), wall_s=round(wall, 2),
+                    cpu_s=round(cpu, 2), peak_gib=round(peak, 2), load=round(load, 2),
+                    ratio_to_base=round(wall / base[b], 2) if b in base else None)
             ratio = f"{wall / base[b]:5.1f}x base" if b in base else ""
             print(f"{shape:>13}  bootstrap {b:>4}  rows {rows:>10,}  groups {len(res['groups']):>4}  wall {wall:7.2f} s"
                   f"  CPU {cpu:7.2f} s  peak {peak:5.2f} GiB  load {load:.2f}  {ratio}", flush=True)
     if args.validate:
-        validate_shape(out / "validate", args.validate, args.package)
+        _record(args, **validate_shape(out / "validate", args.validate, args.package))
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def validate_shape(folder: Path, n: int, package: str | None = None) -> None:
+def _record(args, **run) -> None:
+    """Append one run to ``--out`` (with the version timed and the machine)."""
+    if not args.out:
+        return
+    import json
+
+    path = Path(args.out)
+    runs = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    runs.append({"version": args.package or "this checkout", "engine": args.engine, "rows_target": int(args.rows),
+                 "cpus": os.cpu_count(), **run})
+    path.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
+
+
+def validate_shape(folder: Path, n: int, package: str | None = None) -> dict:
     """Time ``validate`` on an OpenAI batch of ``n`` requests (written once into ``folder``)."""
     from bench_api_logs import write_openai
 
@@ -166,6 +186,9 @@ def validate_shape(folder: Path, n: int, package: str | None = None) -> None:
     wall, peak, res, cpu = run_cli(study, 0, "", package, command=["validate", str(study), "--json"])
     print(f"{'validate':>13}  requests {res['rows']:>10,}  wall {wall:7.2f} s ({res['rows'] / wall:,.0f}/s)  "
           f"CPU {cpu:7.2f} s ({res['rows'] / cpu:,.0f}/s)  peak {peak:5.2f} GiB  load {load:.2f}", flush=True)
+    return {"shape": "validate", "requests": res["rows"], "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "requests_per_s": round(res["rows"] / wall), "requests_per_cpu_s": round(res["rows"] / cpu),
+            "peak_gib": round(peak, 2), "load": round(load, 2)}
 
 
 if __name__ == "__main__":

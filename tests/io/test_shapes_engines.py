@@ -1,7 +1,8 @@
 """Issue 37: the cost of a study follows its rows, not its shape; both engines agree at every shape.
 
 Small versions of ``benchmarks/bench_shapes.py``'s shapes: 2,000 clusters in one file, and 40 files of one model
-each (many groups; more files than DuckDB reads in one query, so the study is copied batch by batch). The pandas
+each (many groups; DuckDB reads them as one batch of Parquet files, ``tests/io/test_duckdb_batch.py``; read file by
+file they are more than DuckDB reads in one query, so the study is copied batch by batch). The pandas
 and DuckDB engines give the same counts and the same bias, bit for bit. An exceeded DuckDB memory limit ends in
 one message naming the setting to change (exit 2, no traceback).
 """

@@ -425,8 +425,7 @@ def finalize_query_orderings(frame: pd.DataFrame, design) -> pd.DataFrame:
             out[c] = np.nan_to_num(out[c].to_numpy(), nan=0.0).astype(np.int64)
         elif (c in ("cluster_id", "query_id", "ordering") or isinstance(col.dtype, pd.CategoricalDtype)
               or pd.api.types.is_string_dtype(col) or pd.api.types.is_object_dtype(col)):
-            vals = col.astype(object)
-            out[c] = pd.array([None if pd.isna(v) else _as_text(v) for v in vals], dtype="string")
+            out[c] = _texts(col)
     out["count"] = out["count"].to_numpy(dtype=np.int64)
     out = out.groupby(keys, sort=False, dropna=False, observed=True)["count"].sum().reset_index()
     out = out[out["count"] > 0]
@@ -458,6 +457,21 @@ def _text_categorical(col: pd.Series) -> pd.Categorical:
     cats, remap = np.unique(text, return_inverse=True)
     codes = np.where(codes >= 0, remap[np.maximum(codes, 0)] if len(remap) else 0, -1)
     return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype="string"))
+
+
+def _texts(col: pd.Series) -> pd.api.extensions.ExtensionArray:
+    """The values of ``col`` as text (``_as_text``; missing stays missing), a ``string`` array: each distinct
+    value is converted once when the column holds one kind of value (numbers, text, categories)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes, uniques = col.cat.codes.to_numpy(), col.cat.categories
+    elif col.dtype != object or pd.api.types.infer_dtype(col, skipna=True) == "string":
+        # one kind of value: equal values are equal texts (an object column mixing True and 1 is converted row
+        # by row below, as factorize would merge them)
+        codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    else:
+        return pd.array([None if pd.isna(v) else _as_text(v) for v in col.astype(object)], dtype="string")
+    text = np.asarray([_as_text(v) for v in uniques] + [None], dtype=object)
+    return pd.array(text[np.where(codes >= 0, codes, len(text) - 1)], dtype="string")
 
 
 def _as_text(v) -> str:
