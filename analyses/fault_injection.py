@@ -76,7 +76,7 @@ def run_cases() -> list:
             manifest = case.build(d)
             before = _snapshot(d)
             command, engine = case.commands[0], case.engines[0]
-            argv = [command, str(manifest), "--engine", engine] + (["--bootstrap", "0"] if command == "bias" else [])
+            argv = [command, str(manifest), "--engine", engine] + (["--n-resamples", "0"] if command == "bias" else [])
             code, o, e = _cli(argv, case.crash)
             out.append(_line(case.name, d, code, o, e, _snapshot(d) != before))
     for ccase in t.COMMAND_CASES:
@@ -101,7 +101,7 @@ def run_memory_and_idata() -> list:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         manifest = m._study(Path(tmp) / "in", 168)
-        proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", "bias", str(manifest), "--bootstrap", "0"],
+        proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", "bias", str(manifest), "--n-resamples", "0"],
                               capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                               preexec_fn=m._cap(2_000_000_000), timeout=120, check=False)
         state = "ok  " if proc.returncode == 0 else "FAIL"
@@ -117,7 +117,7 @@ def run_memory_and_idata() -> list:
                 manifest = m._study(d / "in", 40)
                 (d / "out").mkdir()
                 before = _snapshot(d)
-                code, o, e = _cli(["bayes", str(manifest), "--idata", str(d / "out" / "fit.nc")], False)
+                code, o, e = _cli(["bayes", str(manifest), "--out", str(d / "out" / "fit.nc")], False)
                 out.append(_line(f"bayes_idata_full_disk_{how}", d, code, o, e, _snapshot(d) != before))
             finally:
                 if saved is None:

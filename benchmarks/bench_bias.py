@@ -6,7 +6,7 @@ Whole CLI processes (fresh interpreters, run in turn so that each sees the same 
 system of the child):
   `python -c pass`, `python -c "import numpy, pandas, scipy.special"`   bare baselines: the interpreter, and the
                                                                           libraries the command cannot do without
-  `bias data/biasbusters/study.toml --bootstrap 0`                       target 1.5 s (issue 23)
+  `bias data/biasbusters/study.toml --n-resamples 0`                       target 1.5 s (issue 23)
   `bias data/biasbusters/study.toml` (2,000 replicates)                  target 2.5 s
 With ``--before DIR`` (a copy of the package from before the change, e.g. ``git archive <commit> | tar -x -C DIR``)
 both versions run in the same round robin, and their outputs are compared byte for byte.
@@ -81,7 +81,7 @@ def main():
     commands = [("`python -c pass` (baseline)", [py, "-c", "pass"], ROOT),
                 ("`import numpy, pandas, scipy.special` (baseline)",
                  [py, "-c", "import numpy, pandas, scipy.special"], ROOT),
-                ("`bias STUDY --bootstrap 0`", cli + ["--bootstrap", "0"], ROOT),
+                ("`bias STUDY --n-resamples 0`", cli + ["--n-resamples", "0"], ROOT),
                 ("`bias STUDY` (2,000 replicates)", cli, ROOT)]
     if args.before is not None:
         commands += [(f"{name} before", cmd, args.before) for name, cmd, _ in commands[2:]]

@@ -3,7 +3,7 @@
 
 Baselines: ``python -c pass`` (the interpreter) and ``python -c "import numpy"`` / ``"import pandas"`` (what a
 heavy import costs on this machine at this load). Targets: import and --version/--help <= 0.3 s; ``bias STUDY
---bootstrap 0`` <= 1.5 s; with 2,000 replicates <= 2.5 s. The load average (``os.getloadavg``) is printed with the
+--n-resamples 0`` <= 1.5 s; with 2,000 replicates <= 2.5 s. The load average (``os.getloadavg``) is printed with the
 table: the machine is shared, so read the ratios.
 
 Usage: ``python benchmarks/bench_import.py [--repeat 5] [--skip-bias]``
@@ -43,7 +43,7 @@ def main(argv=None):
             ("`toolbias-stats --version`", cli + ["--version"], 0.3),
             ("`toolbias-stats --help`", cli + ["--help"], 0.3)]
     if not args.skip_bias:
-        rows += [("`bias STUDY --bootstrap 0`", cli + ["bias", str(STUDY), "--bootstrap", "0"], 1.5),
+        rows += [("`bias STUDY --n-resamples 0`", cli + ["bias", str(STUDY), "--n-resamples", "0"], 1.5),
                  ("`bias STUDY` (2,000 replicates)", cli + ["bias", str(STUDY)], 2.5)]
     load = os.getloadavg()
     times = {label: [] for label, _, _ in rows}

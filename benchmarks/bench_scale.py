@@ -9,7 +9,7 @@ Generates, in chunks (never the whole log in memory), a synthetic log in the tab
 attempt chooses with probability proportional to tool preference x position preference (both differ by model),
 3% `no_call` and 0.5% `unknown_tool` rows. The files are written to --dir (deleted afterwards unless --keep;
 they are never part of the repository). Each size is timed through the CLI in a fresh process
-(`toolbias-stats bias STUDY --bootstrap N --json`, imports included), with the peak resident memory of that
+(`toolbias-stats bias STUDY --n-resamples N --json`, imports included), with the peak resident memory of that
 process (its own and its children's). The fitted exponent b of time ~ rows^b is printed for each setting.
 ``--before DIR`` also runs the package found in DIR (e.g. ``git archive`` of an older commit) on the same files,
 alternating old and new ``--repeat`` times, and says whether their JSON outputs are byte-identical.
@@ -110,8 +110,8 @@ def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None
             command: list | None = None) -> tuple[float, float, dict, float]:
     """Wall time (s), peak RSS (GiB), the JSON output and the CPU time (s, all threads) of one CLI run in a fresh
     process (``package``: a folder holding another version of ``toolbias_stats``, put first on the path;
-    ``command``: the CLI arguments, ``bias STUDY --bootstrap N --json --engine E`` by default)."""
-    cli_args = command or ["bias", str(study), "--bootstrap", str(bootstrap), "--json", "--engine", engine]
+    ``command``: the CLI arguments, ``bias STUDY --n-resamples N --json --engine E`` by default)."""
+    cli_args = command or ["bias", str(study), "--n-resamples", str(bootstrap), "--json", "--engine", engine]
     code = ("import resource, sys\n"
             "import toolbias_stats.cli.__main__ as m\n"
             "try:\n    rc = m.main(sys.argv[1:])\nfinally:\n"

@@ -5,7 +5,7 @@ Usage:  python benchmarks/bench_shapes.py [--rows 1e6] [--shapes base clusters20
                                           [--validate 100000] [--package DIR] [--out FILE.json]
 
 Each shape is a synthetic `table` log of about ``--rows`` rows with its own catalog and manifest, timed through
-the CLI in a fresh process (``toolbias-stats bias STUDY --bootstrap N --json``, as ``bench_scale.py`` does), with
+the CLI in a fresh process (``toolbias-stats bias STUDY --n-resamples N --json``, as ``bench_scale.py`` does), with
 the peak resident memory. The shapes (issue 37's table):
 
 ``base``          7 models x 3 runs x 10 clusters (K = 5) x Q queries x 5 rotations

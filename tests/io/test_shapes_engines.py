@@ -87,7 +87,7 @@ def test_engines_agree_on_many_files(tmp_path):
 def test_memory_limit_reached_names_the_setting(tmp_path):
     study = _study(tmp_path / "small", n_clusters=3, n_files=1)
     env = {**os.environ, _duckdb.MEMORY_ENV: "100KB", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", "bias", str(study), "--bootstrap", "0",
+    proc = subprocess.run([sys.executable, "-m", "toolbias_stats.cli", "bias", str(study), "--n-resamples", "0",
                            "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
