@@ -11,7 +11,7 @@ stability). See docs/choice.md.
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
-_lazy.add('._log', 'CHOICE_COLUMNS', 'CHOICE_STATUSES', 'ChoiceLog', 'read_choice_table')
+_lazy.add('..io._choice_log', 'CHOICE_COLUMNS', 'CHOICE_STATUSES', 'ChoiceLog', 'read_choice_table')
 _lazy.add('._stats', 'GoldPositionAccuracy', 'OptionPositionBias', 'accuracy_by_gold_position', 'option_position_bias',
            'k_weighted_delta_pos')
 _lazy.add('._judge', 'JUDGE_VERDICTS', 'JudgeConsistency', 'judge_consistency')

@@ -14,11 +14,10 @@ import pandas as pd
 
 from .._display import ReprHTMLMixin
 from .._json import records as _frame_records
+from .._resampling import percentile_ci, query_weights, wilson_interval
 from .._validation import check_by, check_confidence_level, check_n_resamples, check_rng, renamed_attribute
 from ..exceptions import DegenerateDataWarning
-from ..metrics._bias import wilson_interval
-from ..metrics._bootstrap import percentile_ci, query_weights
-from ._log import ChoiceLog
+from ..io import ChoiceLog
 
 #: What the statistics accept as ``log``: a ChoiceLog or the path of a choice-study manifest.
 ChoiceLogLike = ChoiceLog | str | PathLike[str]

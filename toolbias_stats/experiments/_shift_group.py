@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._resampling import ConfidenceInterval, percentile_ci, resampled_counts
 from .._schema import STATUSES
 from ..exceptions import DegenerateDataWarning
 from ..metrics._bias import _tensors
-from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
 from ..metrics._tv import rates_from_counts
 from ._shift_levels import _level_codes, _py, _same
 from ._shift_results import MIN_UNITS, PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult

@@ -24,4 +24,8 @@ _lazy.add('.readers', 'read_anthropic', 'read_openai', 'read_otel', 'read_mcp', 
 __all__ += ["read_openai", "read_anthropic", "read_otel", "read_mcp", "read_langchain"]
 __all__ += ["DeclaredDesign"]   # issue 35: the declared study design
 
+# issue 40: the ChoiceLog type sits beside SelectionLog (its readers are in io/); toolbias_stats.choice re-exports it
+_lazy.add('._choice_log', 'ChoiceLog')
+__all__ += ["ChoiceLog"]
+
 __getattr__, __dir__ = _lazy.hooks(globals())

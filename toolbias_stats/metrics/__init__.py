@@ -4,7 +4,7 @@ from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
 _lazy.add('._bias', 'BiasResult', 'ClusterBias', 'GroupBias', 'TVResult', 'selection_bias')
-_lazy.add('._bootstrap', 'ConfidenceInterval', 'bca_ci', 'percentile_ci')
+_lazy.add('.._resampling', 'ConfidenceInterval', 'bca_ci', 'percentile_ci')
 _lazy.add('._calibrated', 'CalibratedTV', 'calibrated_mean_tv')
 _lazy.add('._tv', 'expected_tv_uniform', 'normalised_tv', 'rates_from_counts', 'tv_distance', 'tv_to_uniform')
 

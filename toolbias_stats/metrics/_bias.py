@@ -14,12 +14,7 @@ import pandas as pd
 from scipy import special
 
 from .._display import ReprHTMLMixin
-from .._schema import STATUSES
-from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
-from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
-from ..io._counts import QueryArrays, position_columns, tool_columns
-from ..io._load import load_counts
-from ._bootstrap import (
+from .._resampling import (
     BOOTSTRAP_CI_METHODS,
     BOOTSTRAP_WEIGHTS,
     ConfidenceInterval,
@@ -28,6 +23,11 @@ from ._bootstrap import (
     percentile_ci,
     resampled_counts,
 )
+from .._schema import STATUSES
+from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
+from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning, SmallSampleWarning
+from ..io._counts import QueryArrays, position_columns, tool_columns
+from ..io._load import load_counts
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from ._vectorised import (

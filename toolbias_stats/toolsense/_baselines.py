@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._resampling import ConfidenceInterval, percentile_ci
 from .._validation import check_choice, check_n_resamples, check_rng
-from ..metrics._bootstrap import ConfidenceInterval, percentile_ci
 from ..metrics._tv import expected_tv_uniform, tv_to_uniform
 from ._retrieval import RetrievalResult, _ci_json, _num, retrieval_recall
 
