@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
 __all__ = ["ConfidenceInterval", "query_weights", "resampled_counts", "percentile_ci", "bca_ci", "bca_bias_z0",
-           "BOOTSTRAP_CI_METHODS", "BOOTSTRAP_WEIGHTS", "wilson_interval", "shrinkage_path", "invert_belt", "BeltErrors",
-           "pairwise_rows", "quantile_at", "smallest_t"]
+           "BOOTSTRAP_CI_METHODS", "BOOTSTRAP_WEIGHTS", "wilson_interval", "shrinkage_path", "invert_belt",
+           "BeltErrors", "pairwise_rows", "quantile_at", "smallest_t"]
 
 #: Accepted ``ci_method`` values for the plug-in statistics.
 BOOTSTRAP_CI_METHODS = ("bca", "percentile")
