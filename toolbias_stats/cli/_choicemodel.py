@@ -144,7 +144,7 @@ def _contrast_json(c):
 
 
 def _contrasts_text(contrasts, level):
-    from ..report._format import fmt_ci, fmt_num, fmt_p
+    from ..report import fmt_ci, fmt_num, fmt_p
 
     lines = [f"Contrasts of worths (log-odds, {level:.0%} interval from the covariance):"]
     for c in contrasts:

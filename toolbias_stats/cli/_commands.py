@@ -84,7 +84,7 @@ def _command_in(argv) -> str:
 def _add_core_parsers(sub) -> None:
     """validate, bias, report."""
     from .._resampling import BOOTSTRAP_WEIGHTS
-    from ..io._manifest import ENGINES
+    from ..io import ENGINES
     from ._output import seed
 
     def engine_args(sp):

@@ -112,7 +112,8 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..report._shadow_html import format_shadow_text, render_shadow_report
+    from ..report import render_shadow_report
+    from ..report._shadow_html import format_shadow_text
     from ._common import version as _version
     from ._output import check_output, emit, named_inputs, study_inputs, term_safe, write_text
 

@@ -42,9 +42,7 @@ from ._vectorised import (
 )
 
 if TYPE_CHECKING:
-    from ..io._counts import SelectionCounts
-    from ..io._manifest import Study
-    from ..io._selection_log import SelectionLog
+    from ..io import SelectionCounts, SelectionLog, Study
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
            "INTERVAL_MULTINOMIAL", "POSITIONS"]

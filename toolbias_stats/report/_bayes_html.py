@@ -17,9 +17,9 @@ from ._format import MISSING, fmt_estimate_ci, fmt_int, fmt_level, fmt_num, fmt_
 from ._render_html import _e, _svg, _table
 
 if TYPE_CHECKING:
-    from ..io._catalog import ToolCatalog
+    from ..io import ToolCatalog
     from ..metrics import BiasResult
-    from ..models.bayes._result import BayesResult
+    from ..models.bayes import BayesResult
 
 __all__ = ["render_bayes_section", "format_bayes_text"]
 

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from ..choicemodel._result import ChoiceModelResult
-    from ..io._manifest import Study
+    from ..choicemodel import ChoiceModelResult
+    from ..io import Study
 
 __all__ = ["format_choice_model_text", "render_choice_model_section", "choice_model_section_for_report",
            "components_summary", "format_components_text", "position_side_by_side"]

@@ -18,11 +18,11 @@ from ._format import fmt_estimate_ci, fmt_level, fmt_num
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..choicemodel._result import ChoiceModelResult
-    from ..io._catalog import ToolCatalog
-    from ..metrics._bias import BiasResult
-    from ..shadow._score import ShadowResult
-    from ..toolsense._retrieval import ComparisonResult, RetrievalResult
+    from ..choicemodel import ChoiceModelResult
+    from ..io import ToolCatalog
+    from ..metrics import BiasResult
+    from ..shadow import ShadowResult
+    from ..toolsense import ComparisonResult, RetrievalResult
 
 #: TOOL-SHADOW domains and their names (the summary and the shadow section share them).
 _DOMAINS = ("L", "D", "S", "R")
