@@ -8,6 +8,8 @@ Readers (:func:`read_choice_study`, ``io.readers.inspect_ai_log.read_inspect_cho
 stability). See docs/choice.md.
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -21,5 +23,17 @@ __all__ = ["ChoiceLog", "CHOICE_COLUMNS", "CHOICE_STATUSES", "CHOICE_FORMATS", "
            "is_choice_manifest",
            "read_choice_table", "option_position_bias", "accuracy_by_gold_position", "judge_consistency",
            "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency", "JUDGE_VERDICTS", "k_weighted_delta_pos"]
+
+if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ..io._choice_log import CHOICE_COLUMNS, CHOICE_STATUSES, ChoiceLog, read_choice_table
+    from ._judge import JUDGE_VERDICTS, JudgeConsistency, judge_consistency
+    from ._stats import (
+        GoldPositionAccuracy,
+        OptionPositionBias,
+        accuracy_by_gold_position,
+        k_weighted_delta_pos,
+        option_position_bias,
+    )
+    from ._study import CHOICE_FORMATS, is_choice_manifest, read_choice_study
 
 __getattr__, __dir__ = _lazy.hooks(globals())

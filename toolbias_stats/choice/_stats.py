@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -137,7 +137,7 @@ class OptionPositionBias(ReprHTMLMixin):
 
 
 def option_position_bias(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
-                         confidence_level: float = 0.95, ci_method: str = "bca",
+                         confidence_level: float = 0.95, ci_method: Literal["bca", "percentile"] = "bca",
                          n_null: int = 2000, weights: str = "answers", rng: RngLike = None) -> OptionPositionBias:
     """Answer-position bias delta_pos of multiple-choice answers, with item-bootstrap CIs and a uniform null.
 
