@@ -167,3 +167,8 @@ def test_type_checking_imports_are_not_edges(fake, capsys):
     config, write = fake
     write("low/_typed.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import high\n")
     assert _lint(config, capsys)[0] == 0
+    # the form of the generated typing blocks in the package __init__s (rewrite_imports.py)
+    write("low/_typed.py", "import typing as _typing\nif _typing.TYPE_CHECKING:\n    from .. import high\n")
+    assert _lint(config, capsys)[0] == 0
+    write("low/_typed.py", "if True:\n    from .. import high\n")
+    assert _lint(config, capsys)[0] == 1

@@ -8,7 +8,7 @@ result objects with ``.to_frame()``; plots and reports only render results.
 0.8
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from ._lazy import LazyNames as _LazyNames
 from ._memory import adapt_to_address_limit as _adapt
@@ -95,7 +95,7 @@ _lazy.add('.gate', 'GateResult', 'assert_selection_fair', 'check_selection_bias'
 
 __all__ += ["gate", "check_selection_bias", "compare_selection", "assert_selection_fair", "GateResult"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from . import (
         audit,
         choice,

@@ -6,7 +6,7 @@ writes the requests in the providers' batch formats with a ``study.toml`` that r
 existing importers; :func:`run_study` sends a folder's requests to an OpenAI-compatible endpoint, resumably.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -20,7 +20,7 @@ __all__ = ["design_study", "StudyDesign", "ORDERINGS", "latin_rows", "custom_id"
            "load_queries", "write_requests", "FORMATS", "ENDPOINTS", "send_name", "tool_schema", "run_study",
            "RunResult"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._design import (
         ORDERINGS,
         StudyDesign,

@@ -8,7 +8,7 @@ Readers (:func:`read_choice_study`, ``io.readers.inspect_ai_log.read_inspect_cho
 stability). See docs/choice.md.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -24,7 +24,7 @@ __all__ = ["ChoiceLog", "CHOICE_COLUMNS", "CHOICE_STATUSES", "CHOICE_FORMATS", "
            "read_choice_table", "option_position_bias", "accuracy_by_gold_position", "judge_consistency",
            "OptionPositionBias", "GoldPositionAccuracy", "JudgeConsistency", "JUDGE_VERDICTS", "k_weighted_delta_pos"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ..io._choice_log import CHOICE_COLUMNS, CHOICE_STATUSES, ChoiceLog, read_choice_table
     from ._judge import JUDGE_VERDICTS, JudgeConsistency, judge_consistency
     from ._stats import (

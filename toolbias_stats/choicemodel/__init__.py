@@ -7,7 +7,7 @@ an optional mixed logit with query x tool random effects. ``docs/choice_model.md
 Distinct from :mod:`toolbias_stats.choice`, which audits multiple-choice answer positions.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -19,7 +19,7 @@ _lazy.add('._simulate', 'simulate_choice_log')
 __all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_choice_log", "POSITION_FORMS",
            "PENALTIES", "SE_METHODS", "WORTHS"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._model import PENALTIES, POSITION_FORMS, SE_METHODS, WORTHS, choice_model, comparison_components
     from ._result import ChoiceModelResult
     from ._simulate import simulate_choice_log

@@ -7,7 +7,7 @@ the cheapest design reaching a target; :func:`check_plan` checks the planner aga
 package's own estimators. See docs/design.md.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -20,7 +20,7 @@ _lazy.add('._simulate', 'check_plan', 'simulate_from_pilot')
 __all__ = ["variance_components", "VarianceComponents", "pairing_correlation", "plan_study", "StudyPlan", "check_plan",
            "simulate_from_pilot", "COMPONENTS", "DESIGN_METRICS", "TARGET_KINDS"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._components import COMPONENTS, DESIGN_METRICS, VarianceComponents, pairing_correlation, variance_components
     from ._plan import TARGET_KINDS, StudyPlan, plan_study
     from ._simulate import check_plan, simulate_from_pilot

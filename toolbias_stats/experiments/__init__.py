@@ -6,7 +6,7 @@ with a base level; :func:`subset_selection_metrics` scores subset-selection miti
 subset" implies.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -25,7 +25,7 @@ __all__ = ["selection_shift", "ShiftResult", "ShiftGroup", "ShiftEstimate", "Cha
            "MitigationResult", "SubsetData", "load_subsets", "read_subset_predictions", "read_subset_truth",
            "read_subset_table", "SUBSET_METRICS", "tool_count_bias", "ToolCountResult"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._mitigation import (
         SUBSET_METRICS,
         MitigationResult,

@@ -6,7 +6,7 @@ made (e.g. the authors' ``authors_features.json``); :meth:`ToolFeatures.center` 
 cluster means as in the paper. Only :class:`Encoder` touches the disk (model and embedding cache).
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -23,7 +23,7 @@ __all__ = ["tool_features", "read_feature_table", "ToolFeatures", "center_by_clu
            "mean_cosine_similarity", "readability", "READABILITY_FEATURES", "promotional_words", "tokenize",
            "DEFAULT_PROMOTIONAL_WORDS", "TOKEN_PATTERN", "age_days", "check_reference_date"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._age import age_days, check_reference_date
     from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, promotional_words, tokenize
     from ._readability import READABILITY_FEATURES, readability

@@ -1,6 +1,6 @@
 """Input: the SelectionLog and ToolCatalog containers, readers and study manifests."""
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -30,7 +30,7 @@ __all__ += ["DeclaredDesign"]   # issue 35: the declared study design
 _lazy.add('._choice_log', 'ChoiceLog')
 __all__ += ["ChoiceLog"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from . import readers as readers
     from ._catalog import ToolCatalog
     from ._choice_log import ChoiceLog

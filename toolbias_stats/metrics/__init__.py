@@ -1,6 +1,6 @@
 """Bias metrics: TV distances, bootstrap intervals, the uniform-chooser reference and per-group results."""
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -14,7 +14,7 @@ __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult
            "bca_ci", "percentile_ci", "CalibratedTV", "calibrated_mean_tv", "expected_tv_uniform",
            "normalised_tv", "rates_from_counts", "tv_distance", "tv_to_uniform"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from .._resampling import ConfidenceInterval, bca_ci, percentile_ci
     from ._bias import BiasResult, ClusterBias, GroupBias, TVResult, selection_bias
     from ._calibrated import CalibratedTV, calibrated_mean_tv

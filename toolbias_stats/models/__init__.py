@@ -4,7 +4,7 @@ Every function takes a :class:`~toolbias_stats.features.ToolFeatures` (one row p
 per-LLM selection rates, and returns a frozen result with ``.to_frame()``.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -36,7 +36,7 @@ _lazy.add('.bayes', 'MODELS as BAYES_MODELS', 'BayesDiagnostics', 'BayesResult',
 __all__ += ["fit_bayes", "compare_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck",
             "ConvergenceWarning", "MisfitWarning", "simulate_choice_log", "query_dispersion", "BAYES_MODELS"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from . import bayes as bayes
     from ._alignment import AlignmentResult, model_alignment
     from ._correlation import CorrelationResult, feature_correlations

@@ -4,7 +4,7 @@ Each ``plot_*`` function accepts an optional ``ax`` to draw into; without one it
 Figure on the Agg canvas (no pyplot state, never shown).
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -43,7 +43,7 @@ _lazy.add('._design', 'plot_plan_widths', 'plot_variance_shares')
 
 __all__ += ["plot_variance_shares", "plot_plan_widths"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._bayes import plot_api_effects, plot_bayes_dispersion, plot_bayes_ppc, plot_position_effects
     from ._bias import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
     from ._design import plot_plan_widths, plot_variance_shares

@@ -5,7 +5,7 @@ writes); ``render_bias_report(study, result)`` writes tables and inline-SVG figu
 :class:`~toolbias_stats.BiasResult`; the ``fmt_*`` helpers format numbers, intervals and p-values.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -24,7 +24,7 @@ __all__ = ["build_report", "default_sections", "render_bias_report", "file_sha25
            "run_notebook", "TEMPLATE", "MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci",
            "fmt_mean_sd", "fmt_p", "fmt_level", "fmt_range"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._build import build_report, default_sections
     from ._findings import Finding, key_findings
     from ._format import MISSING, fmt_ci, fmt_estimate_ci, fmt_int, fmt_level, fmt_mean_sd, fmt_num, fmt_p, fmt_range

@@ -10,7 +10,7 @@ Every output carries the paper's banner: **pre-validation; not for deployment ga
 validated with this framework.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -30,7 +30,7 @@ __all__ = ["ShadowAudit", "read_shadow_audit", "read_manifest", "audit_from_stud
            "simulate_audit", "ab_primary_outcome", "calibration_in_the_large", "discrimination_auc", "ABOutcome",
            "CalibrationResult", "DiscriminationResult", "VALIDATION_STATUS"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._adapter import audit_from_selection_log, audit_from_study
     from ._io import ShadowAudit, read_manifest, read_shadow_audit
     from ._score import DomainScore, PBSScore, ShadowGroup, ShadowResult, name_task_similarity, tool_shadow

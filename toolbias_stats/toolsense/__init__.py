@@ -6,7 +6,7 @@ Readers (:func:`read_rrb`, :func:`read_probe`, :func:`read_rrb_predictions`, :fu
 the metrics are pure functions returning frozen results with ``to_frame()`` / ``to_dict()``.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .._lazy import LazyNames as _LazyNames
 
@@ -30,7 +30,7 @@ __all__ = ["read_rrb", "read_probe", "read_rrb_predictions", "read_probe_predict
            "retrieval_baselines", "BaselineResult", "bm25_rankings", "dense_rankings", "tool_text",
            "correct_set_bias", "CorrectSetBiasResult"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._agreement import AgreementResult, agreement, agreement_coefficients
     from ._baselines import (
         BaselineResult,

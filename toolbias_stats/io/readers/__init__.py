@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import importlib
+import typing as _typing
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +122,7 @@ __all__ = ["READERS", "read_biasbusters", "read_biasbusters_catalog", "read_bias
            "read_table", "read_catalog_table", "read_transcripts",
            "OFFERED", "read_openai", "read_anthropic", "read_otel", "read_inspect", "read_mcp", "read_langchain"]
 
-if TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from .anthropic import offered_anthropic as offered_anthropic
     from .anthropic import read_anthropic
     from .biasbusters import read_biasbusters, read_biasbusters_catalog, read_biasbusters_queries
