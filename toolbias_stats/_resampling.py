@@ -285,6 +285,14 @@ def wilson_interval(count, n, confidence_level):
 
     The same interval as ``statsmodels.stats.proportion.proportion_confint(method="wilson")`` (a test
     checks this); written out so that computing selection rates does not import statsmodels (0.8 s).
+
+    Examples
+    --------
+    6 of 20 at 95%:
+
+    >>> lo, hi = wilson_interval([6], 20, 0.95)
+    >>> round(float(lo[0]), 3), round(float(hi[0]), 3)
+    (0.145, 0.519)
     """
     count = np.asarray(count, dtype=float)
     z = special.ndtri(1 - (1 - confidence_level) / 2)
