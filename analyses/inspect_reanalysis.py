@@ -65,7 +65,7 @@ def analyse(data_dir: Path, n_resamples: int = 2000) -> list[dict]:
             add(f"tools: {m} (bias-corrected, calibrated CI)", r["corrected"], r["corrected_ci_low"],
                 r["corrected_ci_high"], t[key], n_ok)
         n_nc = int((log.data["status"] == "no_call").sum())
-        from toolbias_stats.metrics._bias import wilson_interval
+        from toolbias_stats._resampling import wilson_interval
 
         lo, hi = wilson_interval(n_nc, len(log), 0.95)
         add("tools: no-call rate (Wilson)", n_nc / len(log), lo, hi, t["tools_no_call_rate"], len(log))

@@ -8,6 +8,8 @@ result objects with ``.to_frame()``; plots and reports only render results.
 0.8
 """
 
+import typing as _typing
+
 from ._lazy import LazyNames as _LazyNames
 from ._memory import adapt_to_address_limit as _adapt
 
@@ -92,5 +94,95 @@ _lazy.submodules('gate')
 _lazy.add('.gate', 'GateResult', 'assert_selection_fair', 'check_selection_bias', 'compare_selection')
 
 __all__ += ["gate", "check_selection_bias", "compare_selection", "assert_selection_fair", "GateResult"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from . import (
+        audit,
+        choice,
+        choicemodel,
+        datasets,
+        design,
+        experiments,
+        features,
+        gate,
+        models,
+        shadow,
+        toolsense,
+    )
+    from . import (
+        exceptions as exceptions,
+    )
+    from . import (
+        io as io,
+    )
+    from . import (
+        metrics as metrics,
+    )
+    from . import (
+        plots as plots,
+    )
+    from . import (
+        report as report,
+    )
+    from ._schema import SCHEMA_VERSION, STATUSES, function_name, standardise_name
+    from .audit import StudyDesign, design_study, run_study, write_requests
+    from .choice import ChoiceLog, accuracy_by_gold_position, judge_consistency, option_position_bias, read_choice_study
+    from .choicemodel import ChoiceModelResult, choice_model
+    from .design import StudyPlan, VarianceComponents, plan_study, variance_components
+    from .exceptions import (
+        ConvergenceWarning,
+        DegenerateDataWarning,
+        ExcludedRowsWarning,
+        ManifestError,
+        MisfitWarning,
+        SelectionLogError,
+        SmallSampleWarning,
+    )
+    from .experiments import ShiftResult, SubsetMetricsResult, selection_shift, subset_selection_metrics
+    from .features import ToolFeatures, read_feature_table, tool_features
+    from .gate import GateResult, assert_selection_fair, check_selection_bias, compare_selection
+    from .io import (
+        SelectionCounts,
+        SelectionLog,
+        Study,
+        ToolCatalog,
+        count_table,
+        load_selection_log,
+        read_anthropic,
+        read_biasbusters,
+        read_biasbusters_catalog,
+        read_langchain,
+        read_mcp,
+        read_openai,
+        read_otel,
+        read_study,
+        read_table,
+        read_transcripts,
+    )
+    from .io.readers.inspect_ai_log import read_inspect, read_inspect_choices
+    from .io.readers.lm_eval import read_lm_eval
+    from .metrics import (
+        BiasResult,
+        CalibratedTV,
+        ConfidenceInterval,
+        TVResult,
+        calibrated_mean_tv,
+        expected_tv_uniform,
+        normalised_tv,
+        selection_bias,
+        tv_distance,
+        tv_to_uniform,
+    )
+    from .models import (
+        BayesResult,
+        ExplainResult,
+        explain_selection,
+        feature_correlations,
+        fit_bayes,
+        model_alignment,
+        ols_fit,
+    )
+    from .shadow import ShadowAudit, ShadowResult, read_shadow_audit, tool_shadow
+    from .toolsense import ToolSenseError
 
 __getattr__, __dir__ = _lazy.hooks(globals())

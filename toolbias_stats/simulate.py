@@ -9,9 +9,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from ._validation import check_rng
-from .io._catalog import ToolCatalog
-from .io._selection_log import SelectionLog
-from .metrics._tv import tv_to_uniform
+from .io import SelectionLog, ToolCatalog
+from .metrics import tv_to_uniform
 
 __all__ = ["simulate_selection_log", "SimulatedStudy"]
 

@@ -165,6 +165,7 @@ class TestMoverAtTheBoundary:
 
     @staticmethod
     def _change(monkeypatch, base, level):
+        import toolbias_stats.metrics
         import toolbias_stats.metrics._calibrated as cal_mod
         from toolbias_stats.experiments._shift_group import _mover_change
         from toolbias_stats.metrics._calibrated import CalibratedTV
@@ -177,6 +178,7 @@ class TestMoverAtTheBoundary:
                                 method="fake", p_value_uniform=0.5, plugin=e)
 
         monkeypatch.setattr(cal_mod, "calibrated_mean_tv", fake)
+        monkeypatch.setattr(toolbias_stats.metrics, "calibrated_mean_tv", fake)   # the public path _shift_group imports
         part = {"cb": [np.ones(5)], "cl": [np.ones(5)], "bcb": [np.ones((20, 5))], "bcl": [np.ones((20, 5))]}
         out = _mover_change([part], 0.95)
         return out["corrected"], out["corrected_ci"]

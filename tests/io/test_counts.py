@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 
 import toolbias_stats as tbs
+from toolbias_stats._resampling import query_weights
 from toolbias_stats.exceptions import ManifestError, SelectionLogError
 from toolbias_stats.io import count_table
 from toolbias_stats.io._counts import finalize_table
-from toolbias_stats.metrics._bootstrap import query_weights
 from toolbias_stats.simulate import simulate_selection_log
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "biasbusters"

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import toolbias_stats as tbs
+from toolbias_stats._resampling import bca_bias_z0
 from toolbias_stats.metrics._bias_engine import P_MULTINOMIAL, P_QUERY
-from toolbias_stats.metrics._bootstrap import bca_bias_z0
 from toolbias_stats.metrics._calibrated import calibrated_mean_tv
 
 _SIM = Path(__file__).resolve().parents[2] / "analyses" / "bias_audit_sim.py"

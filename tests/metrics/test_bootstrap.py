@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from toolbias_stats.metrics._bootstrap import bca_ci, percentile_ci, query_weights
+from toolbias_stats._resampling import bca_ci, percentile_ci, query_weights
 
 
 class TestQueryWeights:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from toolbias_stats._resampling import percentile_ci
 from toolbias_stats.metrics import _vectorised as vec
 from toolbias_stats.metrics._bias import _nanmean, _tv_runs
-from toolbias_stats.metrics._bootstrap import percentile_ci
 from toolbias_stats.metrics._tv import expected_tv_uniform, rates_from_counts
 
 

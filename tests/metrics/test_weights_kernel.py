@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from toolbias_stats.metrics._weights_kernel import weights_block
+from toolbias_stats._weights_kernel import weights_block
 
 
 @pytest.mark.parametrize("poisson", [False, True])

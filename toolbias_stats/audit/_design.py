@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Mapping, Sequence
 
-    from ..design._plan import StudyPlan
-    from ..io._catalog import ToolCatalog
+    from ..design import StudyPlan
+    from ..io import ToolCatalog
 
     #: What :func:`design_study` takes as its catalog: tools (a catalog or a file) or multiple-choice items.
     CatalogLike: TypeAlias = ("ToolCatalog | str | os.PathLike[str] | Mapping[str, Sequence[str]] | pd.DataFrame | "

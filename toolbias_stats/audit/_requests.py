@@ -29,7 +29,7 @@ from .._output import atomic_folder, safe_cell, spreadsheet_safe, write_text
 from .._validation import check_choice
 
 if TYPE_CHECKING:
-    from ..io._catalog import ToolCatalog
+    from ..io import ToolCatalog
     from ._design import StudyDesign
 
 __all__ = ["write_requests", "FORMATS", "ENDPOINTS", "tool_schema", "send_name", "atomic_write_text",

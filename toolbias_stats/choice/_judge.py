@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._resampling import percentile_ci, query_weights
 from .._validation import check_by, check_confidence_level, check_n_resamples, check_rng
-from ..metrics._bootstrap import percentile_ci, query_weights
 from ._stats import ChoiceLogLike, RngLike, _as_choice_log, json_records
 
 __all__ = ["judge_consistency", "JudgeConsistency", "JUDGE_VERDICTS", "REPLICATE_COLUMNS", "expanded_level"]

@@ -7,18 +7,17 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
 from .._json import records as _frame_records
+from .._resampling import percentile_ci, query_weights, wilson_interval
 from .._validation import check_by, check_confidence_level, check_n_resamples, check_rng, renamed_attribute
 from ..exceptions import DegenerateDataWarning
-from ..metrics._bias import wilson_interval
-from ..metrics._bootstrap import percentile_ci, query_weights
-from ._log import ChoiceLog
+from ..io import ChoiceLog
 
 #: What the statistics accept as ``log``: a ChoiceLog or the path of a choice-study manifest.
 ChoiceLogLike = ChoiceLog | str | PathLike[str]
@@ -138,7 +137,7 @@ class OptionPositionBias(ReprHTMLMixin):
 
 
 def option_position_bias(log: ChoiceLogLike, *, by: str | Sequence[str] = ("model",), n_resamples: int = 2000,
-                         confidence_level: float = 0.95, ci_method: str = "bca",
+                         confidence_level: float = 0.95, ci_method: Literal["bca", "percentile"] = "bca",
                          n_null: int = 2000, weights: str = "answers", rng: RngLike = None) -> OptionPositionBias:
     """Answer-position bias delta_pos of multiple-choice answers, with item-bootstrap CIs and a uniform null.
 

@@ -8,8 +8,8 @@ from os import PathLike
 from pathlib import Path
 
 from ..exceptions import ManifestError, problem
+from ..io import ChoiceLog
 from ..io._manifest import CHOICE_ONLY_FORMATS, CHOICE_OPTION_KEYS, choice_manifest_problem, load_toml
-from ._log import ChoiceLog
 
 __all__ = ["read_choice_study", "is_choice_manifest", "CHOICE_FORMATS", "CHOICE_ONLY_FORMATS"]
 
@@ -197,7 +197,7 @@ def _read_choice_entries(entries: list) -> ChoiceLog:
     """Every checked entry read by its format's reader, as one ChoiceLog."""
     from ..io.readers.inspect_ai_log import read_inspect_choices
     from ..io.readers.lm_eval import read_lm_eval, samples_files
-    from ._log import read_choice_table
+    from . import read_choice_table
 
     # lm-eval doc ids restart in every task: without `item`, ids are task-qualified when the study has several tasks
     plain = [(p, meta) for fmt, p, meta, options in entries if fmt == "lm_eval" and "item" not in options]

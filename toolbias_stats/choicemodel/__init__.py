@@ -7,6 +7,8 @@ an optional mixed logit with query x tool random effects. ``docs/choice_model.md
 Distinct from :mod:`toolbias_stats.choice`, which audits multiple-choice answer positions.
 """
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -17,5 +19,10 @@ _lazy.rename('simulate_choice_log', 'simulate_logit_log', since="0.2.0")   # one
 
 __all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simulate_logit_log", "POSITION_FORMS",
            "PENALTIES", "SE_METHODS", "WORTHS"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ._model import PENALTIES, POSITION_FORMS, SE_METHODS, WORTHS, choice_model, comparison_components
+    from ._result import ChoiceModelResult
+    from ._simulate import simulate_choice_log
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -19,10 +19,8 @@ from ._fit import SIGMA_BOUNDARY, aggregate_cells, cell_scores, clogit_parts, fi
 from ._result import ChoiceModelResult
 
 if TYPE_CHECKING:
-    from ..features._table import ToolFeatures
-    from ..io._counts import SelectionCounts
-    from ..io._manifest import Study
-    from ..io._selection_log import SelectionLog
+    from ..features import ToolFeatures
+    from ..io import SelectionCounts, SelectionLog, Study
 
 
 def _stats():

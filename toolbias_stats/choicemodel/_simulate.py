@@ -12,7 +12,7 @@ from .._validation import check_rng
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from ..io._selection_log import SelectionLog
+    from ..io import SelectionLog
 
 __all__ = ["simulate_logit_log"]
 

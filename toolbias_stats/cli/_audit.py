@@ -125,7 +125,7 @@ def write_planned_design(args, study, plan) -> None:
 
 
 def run_run(args) -> int:
-    from ..audit._runner import run_study
+    from ..audit import run_study
     from ._common import progress_wanted as _progress_wanted
 
     if args.max_requests is not None and args.max_requests < 1:

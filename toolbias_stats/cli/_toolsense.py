@@ -191,7 +191,7 @@ def _baseline_result(args, ks):
     methods = [m.strip() for m in getattr(args, "methods", "bm25,dense").split(",") if m.strip()]
     encoder = None
     if "dense" in methods and getattr(args, "encoder", None):
-        from ..features._similarity import Encoder
+        from ..features import Encoder
 
         encoder = Encoder(args.encoder)
     bench = read_rrb(getattr(args, "benchmark_file", None))

@@ -7,6 +7,8 @@ the cheapest design reaching a target; :func:`check_plan` checks the planner aga
 package's own estimators. See docs/design.md.
 """
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -17,5 +19,10 @@ _lazy.add('._simulate', 'check_plan', 'simulate_from_pilot')
 
 __all__ = ["variance_components", "VarianceComponents", "pairing_correlation", "plan_study", "StudyPlan", "check_plan",
            "simulate_from_pilot", "COMPONENTS", "DESIGN_METRICS", "TARGET_KINDS"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ._components import COMPONENTS, DESIGN_METRICS, VarianceComponents, pairing_correlation, variance_components
+    from ._plan import TARGET_KINDS, StudyPlan, plan_study
+    from ._simulate import check_plan, simulate_from_pilot
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -23,9 +23,7 @@ from ._data import pilot_groups
 if TYPE_CHECKING:
     import os
 
-    from ..io._counts import SelectionCounts
-    from ..io._manifest import Study
-    from ..io._selection_log import SelectionLog
+    from ..io import SelectionCounts, SelectionLog, Study
 
 __all__ = ["variance_components", "VarianceComponents", "pairing_correlation", "COMPONENTS", "DESIGN_METRICS"]
 

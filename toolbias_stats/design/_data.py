@@ -28,7 +28,8 @@ import pandas as pd
 from .._schema import STATUSES
 from .._validation import check_by
 from ..exceptions import SelectionLogError, problem
-from ..io._counts import SelectionCounts, tool_columns
+from ..io import SelectionCounts
+from ..io._counts import tool_columns
 
 __all__ = ["ClusterData", "GroupData", "pilot_groups"]
 
@@ -130,9 +131,7 @@ def pilot_groups(obj: Any, by: str | Sequence[str] | None, *,
 
 def _resolve_pilot(obj):
     """``(log, counts)`` of a pilot: exactly one of them is set."""
-    from ..io._load import load_selection_log
-    from ..io._manifest import Study
-    from ..io._selection_log import SelectionLog
+    from ..io import SelectionLog, Study, load_selection_log
 
     if isinstance(obj, SelectionCounts):
         return None, obj

@@ -25,9 +25,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import ArrayLike
 
-    from ..io._counts import SelectionCounts
-    from ..io._manifest import Study
-    from ..io._selection_log import SelectionLog
+    from ..io import SelectionCounts, SelectionLog, Study
 
     Pilot = SelectionLog | SelectionCounts | Study | str | os.PathLike[str]
 

@@ -12,15 +12,15 @@ from scipy import special
 
 from .._schema import STATUSES
 from .._validation import check_choice, check_confidence_level, check_rng
-from ..io._counts import SelectionCounts, finalize_table, position_columns, tool_columns
+from ..io import SelectionCounts
+from ..io._counts import finalize_table, position_columns, tool_columns
 from ._components import DESIGN_METRICS
 from ._data import pilot_groups
 
 if TYPE_CHECKING:
     import os
 
-    from ..io._manifest import Study
-    from ..io._selection_log import SelectionLog
+    from ..io import SelectionLog, Study
 
 __all__ = ["simulate_from_pilot", "check_plan", "PilotWorld"]
 
@@ -95,7 +95,7 @@ class PilotWorld:
 
     def log(self, q, s, r, gen, model="SIMULATED"):
         """One simulated study as a :class:`SelectionLog` (rotations kept: a pilot for the planner)."""
-        from ..io._selection_log import SelectionLog
+        from ..io import SelectionLog
 
         draws = self._draw(q, s, r, gen)
         frames = []
@@ -163,8 +163,7 @@ def simulate_from_pilot(pilot: SelectionLog | Study | str | os.PathLike[str], *,
 
 
 def _world(pilot, group):
-    from ..io._load import load_selection_log
-    from ..io._manifest import Study
+    from ..io import Study, load_selection_log
 
     log = pilot.log if isinstance(pilot, Study) else load_selection_log(pilot)
     world = PilotWorld(log, group)
@@ -293,8 +292,7 @@ def check_plan(pilot: SelectionLog | Study | str | os.PathLike[str], designs: Se
 
 
 def _world_log_of_group(pilot, group):
-    from ..io._load import load_selection_log
-    from ..io._manifest import Study
+    from ..io import Study, load_selection_log
 
     log = pilot.log if isinstance(pilot, Study) else load_selection_log(pilot)
     if not group:

@@ -22,13 +22,12 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._resampling import ConfidenceInterval, percentile_ci, query_weights
 from .._schema import function_name, toolbench_key
 from .._validation import check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import SelectionLogError, problem
+from ..metrics import calibrated_mean_tv, expected_tv_uniform
 from ..metrics._bias import _json_num
-from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, query_weights
-from ..metrics._calibrated import calibrated_mean_tv
-from ..metrics._tv import expected_tv_uniform
 
 if TYPE_CHECKING:
     from ..io import ToolCatalog

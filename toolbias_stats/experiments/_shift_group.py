@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._resampling import ConfidenceInterval, percentile_ci, resampled_counts
 from .._schema import STATUSES
 from ..exceptions import DegenerateDataWarning
+from ..metrics import rates_from_counts
 from ..metrics._bias import _tensors
-from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
-from ..metrics._tv import rates_from_counts
 from ._shift_levels import _level_codes, _py, _same
 from ._shift_results import MIN_UNITS, PAIRED_OVERLAP, ChangeEstimate, ShiftEstimate, ShiftGroup, TrendResult
 from ._shift_stats import _delta, _mean_rates, _nanmean, _nansd, calibrated_mean_shift
@@ -179,7 +179,7 @@ def _mover_change(parts, conf):
     a level with one (0 -> 0.045) the quadrature's upper limit fell below the truth in 8.8% of 250 studies, this
     limit in 2.6% of 500 (coverage 97.4%; ``analyses/shift_design_size.py``, cell ``pos0to45``).
     """
-    from ..metrics._calibrated import calibrated_mean_tv
+    from ..metrics import calibrated_mean_tv
 
     est, low, high = 0.0, 0.0, 0.0
     for p in parts:

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._resampling import ConfidenceInterval
 from ..metrics._bias import _json_num
-from ..metrics._bootstrap import ConfidenceInterval
 from ._shift_levels import _py
 
 __all__ = ["ShiftResult", "ShiftGroup", "ShiftEstimate", "ChangeEstimate", "TrendResult", "PAIRINGS",

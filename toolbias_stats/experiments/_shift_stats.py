@@ -9,10 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from .._resampling import invert_belt as _invert
+from .._resampling import shrinkage_path as _path
 from .._validation import check_confidence_level
+from ..metrics import CalibratedTV, rates_from_counts
 from ..metrics._bias import _tv_runs
-from ..metrics._calibrated import CalibratedTV, _invert, _path
-from ..metrics._tv import rates_from_counts
 from ._shift_levels import _replace
 from ._shift_results import CHANGE_METRICS, SHIFT_METRICS
 

@@ -9,8 +9,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from .._validation import check_rng
-from ..io._catalog import ToolCatalog
-from ..io._selection_log import SelectionLog
+from ..io import SelectionLog, ToolCatalog
 
 __all__ = ["simulate_conditions", "choice_probabilities"]
 

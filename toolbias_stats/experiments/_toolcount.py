@@ -17,8 +17,8 @@ import pandas as pd
 from .._display import ReprHTMLMixin
 from .._validation import check_by
 from ..io._load import load_counts
+from ..metrics import expected_tv_uniform
 from ..metrics._bias import _json_num
-from ..metrics._tv import expected_tv_uniform
 
 if TYPE_CHECKING:
     from ..io import SelectionCounts, SelectionLog, Study

@@ -6,6 +6,8 @@ made (e.g. the authors' ``authors_features.json``); :meth:`ToolFeatures.center` 
 cluster means as in the paper. Only :class:`Encoder` touches the disk (model and embedding cache).
 """
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -20,5 +22,20 @@ __all__ = ["tool_features", "read_feature_table", "ToolFeatures", "center_by_clu
            "EXTRA_FEATURES", "ID_COLUMNS", "Encoder", "DEFAULT_ENCODER", "default_cache_dir",
            "mean_cosine_similarity", "readability", "READABILITY_FEATURES", "promotional_words", "tokenize",
            "DEFAULT_PROMOTIONAL_WORDS", "TOKEN_PATTERN", "age_days", "check_reference_date"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ._age import age_days, check_reference_date
+    from ._promotional import DEFAULT_PROMOTIONAL_WORDS, TOKEN_PATTERN, promotional_words, tokenize
+    from ._readability import READABILITY_FEATURES, readability
+    from ._similarity import DEFAULT_ENCODER, Encoder, default_cache_dir, mean_cosine_similarity
+    from ._table import (
+        EXTRA_FEATURES,
+        ID_COLUMNS,
+        PAPER_FEATURES,
+        ToolFeatures,
+        center_by_cluster,
+        read_feature_table,
+        tool_features,
+    )
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -26,8 +26,7 @@ from ._similarity import Encoder, mean_cosine_similarity
 if TYPE_CHECKING:
     import os
 
-    from ..io._catalog import ToolCatalog
-    from ..io._manifest import Study
+    from ..io import Study, ToolCatalog
 
 __all__ = ["ToolFeatures", "tool_features", "read_feature_table", "center_by_cluster", "PAPER_FEATURES",
            "EXTRA_FEATURES", "ID_COLUMNS"]
@@ -279,7 +278,7 @@ def tool_features(catalog: ToolCatalog | Study, queries: Mapping[str, Sequence[s
 # -- tool_features's stages: the study's parts -> checked text columns -> the features --------------
 def _study_parts(catalog: Any, queries: Any, reference_date: Any) -> tuple[ToolCatalog, Any, Any, str]:
     """``(catalog, queries, reference_date, where the date came from)``: a Study supplies what is not given."""
-    from ..io._catalog import ToolCatalog
+    from ..io import ToolCatalog
 
     ref_source = "argument"
     if not isinstance(catalog, ToolCatalog) and hasattr(catalog, "catalog"):  # a Study

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -84,8 +84,9 @@ def combine_versions(base: SelectionLog | Study | str | os.PathLike[str],
 def compare_selection(base: SelectionLog | Study | str | os.PathLike[str],
                       new: SelectionLog | Study | str | os.PathLike[str], *, max_shift: float,
                       by: str | Sequence[str] = ("model",), rule: str = "exceeds", confidence_level: float = 0.95,
-                      n_resamples: int = 2000, n_permutations: int = 2000, pairing: str = "auto",
-                      tool_tests: bool = True, rng: np.random.Generator | int | None = None) -> GateResult:
+                      n_resamples: int = 2000, n_permutations: int = 2000,
+                      pairing: Literal["auto", "paired", "independent"] = "auto", tool_tests: bool = True,
+                      rng: np.random.Generator | int | None = None) -> GateResult:
     """May the new version ship? Its selection shift from the base version against a threshold, and per-tool tests.
 
     Parameters

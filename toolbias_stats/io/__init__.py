@@ -1,5 +1,7 @@
 """Input: the SelectionLog and ToolCatalog containers, readers and study manifests."""
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -23,5 +25,33 @@ _lazy.add('.readers', 'read_anthropic', 'read_openai', 'read_otel', 'read_mcp', 
 
 __all__ += ["read_openai", "read_anthropic", "read_otel", "read_mcp", "read_langchain"]
 __all__ += ["DeclaredDesign"]   # issue 35: the declared study design
+
+# issue 40: the ChoiceLog type sits beside SelectionLog (its readers are in io/); toolbias_stats.choice re-exports it
+_lazy.add('._choice_log', 'ChoiceLog')
+__all__ += ["ChoiceLog"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from . import readers as readers
+    from ._catalog import ToolCatalog
+    from ._choice_log import ChoiceLog
+    from ._counts import COUNT_LEVELS, SelectionCounts
+    from ._load import count_table, load_selection_log, read_study
+    from ._manifest import ENGINES, FORMATS, Study
+    from ._selection_log import SelectionLog
+    from ._study_design import DeclaredDesign
+    from .readers import (
+        READERS,
+        read_anthropic,
+        read_biasbusters,
+        read_biasbusters_catalog,
+        read_biasbusters_queries,
+        read_catalog_table,
+        read_langchain,
+        read_mcp,
+        read_openai,
+        read_otel,
+        read_table,
+        read_transcripts,
+    )
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -48,9 +48,7 @@ from ._bootstrap import BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS
 # (``toolbias_stats.metrics._bias.BiasResult``, ``..._bias._rate_table``).
 
 if TYPE_CHECKING:
-    from ..io._counts import SelectionCounts
-    from ..io._manifest import Study
-    from ..io._selection_log import SelectionLog
+    from ..io import SelectionCounts, SelectionLog, Study
 
 __all__ = ["selection_bias", "BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY",
            "INTERVAL_MULTINOMIAL", "POSITIONS"]

@@ -12,6 +12,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._display import ReprHTMLMixin
+from .._resampling import BeltErrors as _Errors
+from .._resampling import invert_belt as _invert
+from .._resampling import pairwise_rows as _pairwise_rows  # noqa: F401  (tests/metrics/test_speed_equivalence.py)
+from .._resampling import quantile_at as _quantile_at  # noqa: F401  (tests/metrics/test_speed_equivalence.py)
+from .._resampling import shrinkage_path as _path
+from .._resampling import smallest_t as _smallest_t
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,138 +134,6 @@ def _validate(counts, boot_counts):
     if n_rep is None or n_rep < 20:
         raise ValueError(f"boot_counts needs at least 20 replicates, got {n_rep}")
     return obs, boots
-
-
-def _path(t, x, v, lam_max):
-    """Deviation vector theta(t) on the calibration path.
-
-    t in [0, 1]: theta_i = sign(x_i) * sqrt(max(x_i^2 - lam * v_i, 0)) with
-    lam = lam_max * (1 - t), i.e. t = 0 is the null (all zero) and t = 1 is the raw
-    deviation x (components with v_i == 0 move linearly, t * x_i).  t > 1: theta = t * x (inflation, needed for
-    upper bounds when the plug-in happens to be low).
-    """
-    if t >= 1.0:
-        return t * x
-    lam = lam_max * (1.0 - t)
-    shrunk = np.sign(x) * np.sqrt(np.maximum(x * x - lam * v, 0.0))
-    # components without bootstrap variation (e.g. a cluster that always picks
-    # the same category) cannot be moment-corrected: shrink them linearly
-    return np.where(v > 0, shrunk, t * x)
-
-
-class _Errors:
-    """The centred bootstrap errors ``e`` (R, M), laid out for the bisection's many evaluations of ``T(t)``.
-
-    ``T_r(t) = w * sum_j |theta_j(t) + e_rj|`` is computed on the transposed errors (M, R): the addition then runs
-    along replicates, and the row sums are NumPy's pairwise summation repeated with whole-replicate vectors
-    (:func:`_pairwise_rows`), so every ``T_r`` is bit for bit ``w * np.abs(theta + e).sum(axis=1)[r]`` (a test
-    checks this) at about two thirds of the cost. The values of ``T(t)`` are kept per path and ``t``: the searches
-    of one inversion (lower, upper and median bounds, the floor) start with the same points.
-    """
-
-    def __init__(self, e):
-        e = np.asarray(e, dtype=float)
-        self.shape = e.shape
-        self.t = np.ascontiguousarray(e.T)              # (M, R)
-        self._buf = np.empty_like(self.t)
-        self._seen: dict = {}
-
-    def stat(self, path, t, w):
-        key = (path, t, w)
-        out = self._seen.get(key)
-        if out is None:
-            theta = np.asarray(path(t), dtype=float)
-            buf = np.add(theta.reshape(-1, 1) if theta.ndim else theta, self.t, out=self._buf)
-            out = w * _pairwise_rows(np.abs(buf, out=buf))
-            self._seen[key] = out
-        return out
-
-
-def _pairwise_rows(a):
-    """``a.sum(axis=0)`` for (n, R) ``a``, adding rows in the order of NumPy's pairwise summation of a row.
-
-    ``np.sum`` of a contiguous row of ``n`` numbers: fewer than 8 summed in turn; up to 128 with eight accumulators
-    (elements ``k, k + 8, k + 16, ...``) combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the
-    remainder added in turn; longer rows split in halves at a multiple of 8 (numpy/_core/src/umath/loops_utils.h.src).
-    The same additions on whole rows give the column sums bit for bit.
-    """
-    n = a.shape[0]
-    if n < 8:
-        res = np.zeros(a.shape[1])
-        for i in range(n):
-            res += a[i]
-        return res
-    if n <= 128:
-        m = n - n % 8
-        r = a[:8].copy() if m == 8 else a[:m].reshape(m // 8, 8, -1).sum(axis=0)
-        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        for i in range(m, n):
-            res += a[i]
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pairwise_rows(a[:n2]) + _pairwise_rows(a[n2:])
-
-
-def _quantile_at(path, t, e, w, q, buf=None):
-    """Linear-interpolation quantile (numpy's default) of T(t) over the replicates, via partition.
-
-    ``e``: the errors (R, M), or an :class:`_Errors` made of them (faster for repeated evaluations). ``buf`` is
-    not used any more (kept for callers that pass it).
-    """
-    errors = e if isinstance(e, _Errors) else _Errors(e)
-    stat = errors.stat(path, t, w)
-    pos = q * (stat.size - 1)
-    i = int(np.floor(pos))
-    j = min(i + 1, stat.size - 1)
-    part = np.partition(stat, (i, j))
-    return float(part[i] + (pos - i) * (part[j] - part[i]))
-
-
-def _smallest_t(path, e, w, t_obs, q, tol=1e-6):
-    """Bracket (lo, hi) of the smallest t >= 0 with quantile_q(T(t)) >= t_obs.
-
-    Returns None when already t = 0 qualifies.  Bisection; quantiles are
-    (numerically) monotone in t because the same replicates are used for every t.
-    """
-    e = e if isinstance(e, _Errors) else _Errors(e)
-    if _quantile_at(path, 0.0, e, w, q) >= t_obs:
-        return None
-    lo, hi = 0.0, 1.0
-    n_expand = 0
-    while _quantile_at(path, hi, e, w, q) < t_obs:
-        lo, hi = hi, 2.0 * hi
-        n_expand += 1
-        if n_expand > 60:  # pragma: no cover - pathological input
-            return hi, hi
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if _quantile_at(path, mid, e, w, q) >= t_obs:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo < tol * max(1.0, hi):
-            break
-    return lo, hi
-
-
-def _invert(path, e, w, t_obs, qs, *, lower=True):
-    """Belt inversion along ``path``: (lower D or None, upper D, median-matched D)."""
-
-    def dval(t):
-        return float(w * np.abs(path(t)).sum())
-
-    q_hi, q_lo, q_mid = qs
-    e = e if isinstance(e, _Errors) else _Errors(e)
-    low = None
-    if lower:
-        r = _smallest_t(path, e, w, t_obs, q_hi)
-        low = 0.0 if r is None else dval(r[0])
-    r = _smallest_t(path, e, w, t_obs, q_lo)
-    high = 0.0 if r is None else dval(r[1])
-    r = _smallest_t(path, e, w, t_obs, q_mid)
-    mid = 0.0 if r is None else dval(0.5 * (r[0] + r[1]))
-    return low, high, mid
 
 
 def _unit_scale(n_units, n_clusters):

@@ -485,7 +485,7 @@ def percentile_cis(distributions: np.ndarray, confidence_level: float) -> tuple[
     >>> percentile_cis(d, 0.5)
     (array([0.15, 1.5 ]), array([0.25, 2.5 ]))
     """
-    from ._bootstrap import percentile_ci
+    from .._resampling import percentile_ci
 
     d = np.asarray(distributions, dtype=float)
     alpha = 1 - confidence_level

@@ -4,6 +4,8 @@ Every function takes a :class:`~toolbias_stats.features.ToolFeatures` (one row p
 per-LLM selection rates, and returns a frozen result with ``.to_frame()``.
 """
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -34,5 +36,37 @@ _lazy.rename('simulate_choice_log', 'simulate_bayes_log', since="0.2.0")   # one
 
 __all__ += ["fit_bayes", "compare_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck",
             "ConvergenceWarning", "MisfitWarning", "simulate_bayes_log", "query_dispersion", "BAYES_MODELS"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from . import bayes as bayes
+    from ._alignment import AlignmentResult, model_alignment
+    from ._correlation import CorrelationResult, feature_correlations
+    from ._design import selection_rates
+    from ._ensembles import (
+        EnsembleFit,
+        EnsembleResult,
+        Split,
+        ensemble_cv,
+        gradient_boosting_cv,
+        grouped_splits,
+        random_forest_cv,
+    )
+    from ._explain import ExplainResult, explain_selection
+    from ._explain_choice import ChoiceExplanation, choice_explanation
+    from ._ols import OLSFit, OLSResult, ols_fit
+    from .bayes import (
+        MODELS as BAYES_MODELS,
+    )
+    from .bayes import (
+        BayesDiagnostics,
+        BayesResult,
+        ConvergenceWarning,
+        MisfitWarning,
+        PosteriorPredictiveCheck,
+        compare_bayes,
+        fit_bayes,
+        query_dispersion,
+        simulate_choice_log,
+    )
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -19,8 +19,8 @@ from ._design import selection_rates
 if TYPE_CHECKING:
     from typing import Literal
 
-    from ..features._table import ToolFeatures
-    from ..metrics._bias import BiasResult
+    from ..features import ToolFeatures
+    from ..metrics import BiasResult
 
 __all__ = ["model_alignment", "AlignmentResult"]
 

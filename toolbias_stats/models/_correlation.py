@@ -18,8 +18,8 @@ from ._design import design
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..features._table import ToolFeatures
-    from ..metrics._bias import BiasResult
+    from ..features import ToolFeatures
+    from ..metrics import BiasResult
 
 __all__ = ["feature_correlations", "CorrelationResult"]
 

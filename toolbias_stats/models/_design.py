@@ -14,8 +14,8 @@ from ..exceptions import DegenerateDataWarning
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..features._table import ToolFeatures
-    from ..metrics._bias import BiasResult
+    from ..features import ToolFeatures
+    from ..metrics import BiasResult
 
 __all__ = ["selection_rates", "design", "Design"]
 

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Any, Literal
 
-    from ..features._table import ToolFeatures
-    from ..metrics._bias import BiasResult
+    from ..features import ToolFeatures
+    from ..metrics import BiasResult
 
 __all__ = ["ensemble_cv", "random_forest_cv", "gradient_boosting_cv", "grouped_splits", "EnsembleResult",
            "EnsembleFit", "Split", "ESTIMATORS", "SCHEMES"]

@@ -20,9 +20,9 @@ from ._ols import OLSResult, ols_fit
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..features._table import ToolFeatures
-    from ..io._selection_log import SelectionLog
-    from ..metrics._bias import BiasResult
+    from ..features import ToolFeatures
+    from ..io import SelectionLog
+    from ..metrics import BiasResult
     from ._explain_choice import ChoiceExplanation
 
 __all__ = ["explain_selection", "ExplainResult"]

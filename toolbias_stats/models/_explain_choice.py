@@ -15,9 +15,9 @@ from .._json import plain as _num
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..choicemodel._result import ChoiceModelResult
-    from ..features._table import ToolFeatures
-    from ..io._selection_log import SelectionLog
+    from ..choicemodel import ChoiceModelResult
+    from ..features import ToolFeatures
+    from ..io import SelectionLog
     from ._ols import OLSResult
 
 __all__ = ["ChoiceExplanation", "choice_explanation"]

@@ -4,6 +4,8 @@ Each ``plot_*`` function accepts an optional ``ax`` to draw into; without one it
 Figure on the Agg canvas (no pyplot state, never shown).
 """
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -41,5 +43,16 @@ __all__ += ["plot_bias_overview", "plot_rate_gaps"]
 _lazy.add('._design', 'plot_plan_widths', 'plot_variance_shares')
 
 __all__ += ["plot_variance_shares", "plot_plan_widths"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ._bayes import plot_api_effects, plot_bayes_dispersion, plot_bayes_ppc, plot_position_effects
+    from ._bias import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
+    from ._design import plot_plan_widths, plot_variance_shares
+    from ._experiments import plot_shift, plot_sweep, plot_tool_count, plot_tool_shares
+    from ._experiments_overview import plot_shift_overview
+    from ._explain import plot_alignment, plot_correlations, plot_importances, plot_ols_coefficients
+    from ._overview import plot_bias_overview, plot_rate_gaps
+    from ._shadow import plot_shadow_contributions, plot_shadow_pbs
+    from ._toolsense import plot_internalization, plot_probe_accuracy, plot_recall_by_tier
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..io._catalog import ToolCatalog
-    from ..models.bayes._result import BayesResult
+    from ..io import ToolCatalog
+    from ..models.bayes import BayesResult
 
 __all__ = ["plot_position_effects", "plot_api_effects", "plot_bayes_ppc", "plot_bayes_dispersion"]
 

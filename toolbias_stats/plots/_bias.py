@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..io._catalog import ToolCatalog
-    from ..metrics._bias import BiasResult
+    from ..io import ToolCatalog
+    from ..metrics import BiasResult
 
 __all__ = ["plot_selection_rates", "plot_api_vs_position"]
 

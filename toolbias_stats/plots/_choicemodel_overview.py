@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..choicemodel._result import ChoiceModelResult
+    from ..choicemodel import ChoiceModelResult
 
 __all__ = ["plot_choice_model_overview", "choice_model_overview_rows"]
 

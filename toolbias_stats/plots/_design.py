@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..design._components import VarianceComponents
-    from ..design._plan import StudyPlan
+    from ..design import StudyPlan, VarianceComponents
 
 __all__ = ["plot_variance_shares", "plot_plan_widths"]
 

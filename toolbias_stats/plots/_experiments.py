@@ -20,9 +20,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..experiments._shift_results import ShiftResult
-    from ..experiments._toolcount import ToolCountResult
-    from ..io._catalog import ToolCatalog
+    from ..experiments import ShiftResult, ToolCountResult
+    from ..io import ToolCatalog
 
 __all__ = ["plot_shift", "plot_sweep", "plot_tool_shares", "plot_tool_count"]
 

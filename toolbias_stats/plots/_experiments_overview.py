@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..experiments._shift_results import ShiftResult
+    from ..experiments import ShiftResult
 
 __all__ = ["plot_shift_overview", "shift_overview_rows"]
 

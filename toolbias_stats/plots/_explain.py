@@ -19,10 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..models._alignment import AlignmentResult
-    from ..models._correlation import CorrelationResult
-    from ..models._ensembles import EnsembleResult
-    from ..models._ols import OLSResult
+    from ..models import AlignmentResult, CorrelationResult, EnsembleResult, OLSResult
 
 __all__ = ["plot_correlations", "plot_ols_coefficients", "plot_importances", "plot_alignment"]
 

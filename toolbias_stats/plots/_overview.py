@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..io._catalog import ToolCatalog
-    from ..metrics._bias import BiasResult
+    from ..io import ToolCatalog
+    from ..metrics import BiasResult
 
 __all__ = ["plot_bias_overview", "plot_rate_gaps", "bias_overview_rows", "rate_gap_table"]
 

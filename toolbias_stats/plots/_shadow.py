@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..shadow._score import ShadowResult
+    from ..shadow import ShadowResult
 
 __all__ = ["plot_shadow_contributions", "plot_shadow_pbs"]
 

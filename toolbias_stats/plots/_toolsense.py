@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..toolsense._probes import ProbeResult
-    from ..toolsense._retrieval import RetrievalResult
+    from ..toolsense import ProbeResult, RetrievalResult
 
 __all__ = ["plot_recall_by_tier", "plot_internalization", "plot_probe_accuracy"]
 

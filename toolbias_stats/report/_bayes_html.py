@@ -19,9 +19,9 @@ from .._text import fit_text as _fit_text
 from ._render_html import _e, _svg, _table
 
 if TYPE_CHECKING:
-    from ..io._catalog import ToolCatalog
+    from ..io import ToolCatalog
     from ..metrics import BiasResult
-    from ..models.bayes._result import BayesResult
+    from ..models.bayes import BayesResult
 
 __all__ = ["render_bayes_section"]
 

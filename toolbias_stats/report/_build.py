@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from ..io._manifest import Study
-    from ..metrics._bias import BiasResult
+    from ..io import Study
+    from ..metrics import BiasResult
 
 __all__ = ["build_report", "default_sections", "SECTIONS"]
 

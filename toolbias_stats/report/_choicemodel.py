@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from ..choicemodel._result import ChoiceModelResult
-    from ..io._manifest import Study
+    from ..choicemodel import ChoiceModelResult
+    from ..io import Study
 
 __all__ = ["render_choice_model_section", "choice_model_section_for_report", "components_summary"]
 

@@ -29,7 +29,7 @@ def _sci(x):
 def render_design_section(components, plan, *, title="Is this study big enough?") -> str:
     """HTML fragment ``<section id="design">``: achieved CI half-widths, MDEs and MDSs of the study at hand,
     where the variance comes from, and half-width against calls for other designs."""
-    from ..plots._design import plot_plan_widths, plot_variance_shares
+    from ..plots import plot_plan_widths, plot_variance_shares
 
     lv = fmt_level(plan.settings["confidence_level"])
     by = list(components.by)

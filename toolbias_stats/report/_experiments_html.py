@@ -150,7 +150,7 @@ def _rise_sentence(results):
 
 
 def _overview_block(results) -> str:
-    from ..plots._experiments_overview import plot_shift_overview
+    from ..plots import plot_shift_overview
 
     results = [r for r in results if r.groups]
     if not results:
@@ -223,7 +223,7 @@ def render_experiments_section(results, *, study=None, mitigation=None, tool_cou
 
 
 def _result_block(res, i, catalog) -> str:
-    from ..plots._experiments import plot_shift, plot_sweep, plot_tool_shares
+    from ..plots import plot_shift, plot_sweep, plot_tool_shares
 
     lv = fmt_level(res.confidence_level)
     out = [f"<h3>{_e(res.between)}: levels compared with {_e(res.between)} = {_e(res.base)}</h3>"]
@@ -355,7 +355,7 @@ def _mitigation_block(m) -> str:
 
 
 def _tool_count_block(tc) -> str:
-    from ..plots._experiments import plot_tool_count
+    from ..plots import plot_tool_count
 
     frame = tc.to_frame()
     fig = plot_tool_count(tc)

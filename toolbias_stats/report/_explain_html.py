@@ -15,7 +15,7 @@ from .._format import MISSING, fmt_ci, fmt_int, fmt_level, fmt_num, fmt_p
 from ._render_html import _e, _svg, _table
 
 if TYPE_CHECKING:
-    from ..models._explain import ExplainResult
+    from ..models import ExplainResult
 
 __all__ = ["render_explain_section"]
 

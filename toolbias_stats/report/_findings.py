@@ -15,8 +15,8 @@ from .._format import fmt_estimate_ci, fmt_level, fmt_num, fmt_p
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ..io._catalog import ToolCatalog
-    from ..metrics._bias import BiasResult
+    from ..io import ToolCatalog
+    from ..metrics import BiasResult
 
 __all__ = ["key_findings", "Finding"]
 

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Literal
 
-    from ..io._manifest import Study
-    from ..metrics._bias import BiasResult
+    from ..io import Study
+    from ..metrics import BiasResult
 
 __all__ = ["render_bias_report", "file_sha256"]
 
@@ -219,7 +219,7 @@ def html_page(title: str, content: str, *, header: str, footer: str) -> str:
 # -- sections ------------------------------------------------------------------------------------
 def _section_overview(study, result) -> str:
     """Issue 26: the overview figure and at most five sentences first; heatmaps; per-group findings collapsed."""
-    from ..plots._overview import plot_bias_overview, plot_rate_gaps
+    from ..plots import plot_bias_overview, plot_rate_gaps
     from ._summary import bias_summary
 
     level = fmt_level(result.confidence_level)
@@ -441,8 +441,7 @@ def _p_note(result) -> str:
 
 
 def _section_clusters(study, result) -> str:
-    from ..plots import plot_selection_rates
-    from ..plots._bias import tool_labels
+    from ..plots import plot_selection_rates, tool_labels
 
     catalog = study.catalog
     present = {str(c.cluster) for g in result.groups for c in g.clusters}

@@ -21,7 +21,7 @@ from ._render_html import _e, _svg, _table, html_page
 if TYPE_CHECKING:
     import os
 
-    from ..shadow._score import ShadowResult
+    from ..shadow import ShadowResult
 
 __all__ = ["render_shadow_section", "render_shadow_report"]
 
@@ -121,7 +121,7 @@ def render_shadow_section(result: ShadowResult, *, scale: str | None = None, fig
     summary = "".join(f"<li>{_e(x)}</li>" for x in shadow_summary(result, scale=scale))
     first = f'<ul class="summary" id="shadow-summary">{summary}</ul>'
     if figures and result.groups:
-        from ..plots._shadow import plot_shadow_pbs
+        from ..plots import plot_shadow_pbs
 
         svg = _svg(plot_shadow_pbs(result, scale=scale), title="PBS per harness")
         first += (f'<figure id="shadow-overview-figure">{svg}'
@@ -130,7 +130,7 @@ def render_shadow_section(result: ShadowResult, *, scale: str | None = None, fig
     parts.append(f'<div class="first-screen">{first}</div>')
     parts.append(_pbs_table(result, scale))
     if figures and result.groups:
-        from ..plots._shadow import plot_shadow_contributions
+        from ..plots import plot_shadow_contributions
 
         parts.append(f"<figure>{_svg(plot_shadow_contributions(result, scale=scale), title='Domain contributions')}"
                      "<figcaption>Contribution of each domain to the score (w<sub>d</sub> z<sub>d</sub> or "

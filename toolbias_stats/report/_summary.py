@@ -21,11 +21,11 @@ from .._text import shadow_label as _label
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..choicemodel._result import ChoiceModelResult
-    from ..io._catalog import ToolCatalog
-    from ..metrics._bias import BiasResult
-    from ..shadow._score import ShadowResult
-    from ..toolsense._retrieval import ComparisonResult, RetrievalResult
+    from ..choicemodel import ChoiceModelResult
+    from ..io import ToolCatalog
+    from ..metrics import BiasResult
+    from ..shadow import ShadowResult
+    from ..toolsense import ComparisonResult, RetrievalResult
 
 
 __all__ = ["bias_summary", "shadow_summary", "toolsense_summary", "choice_model_summary"]

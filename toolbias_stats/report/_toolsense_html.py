@@ -25,7 +25,7 @@ def _est(e) -> str:
 
 
 def _recall_block(result, comparisons):
-    from ..plots._toolsense import plot_internalization, plot_recall_by_tier
+    from ..plots import plot_internalization, plot_recall_by_tier
 
     parts = ["<h3>Recall by tier and Internalization Score</h3>",
              (f'<p class="muted">Rc@k / Rf@k: share of queries whose top-k list holds a correct tool '
@@ -64,7 +64,7 @@ def _recall_block(result, comparisons):
 
 
 def _probe_block(probes):
-    from ..plots._toolsense import plot_probe_accuracy
+    from ..plots import plot_probe_accuracy
 
     head = ("<tr><th>probe</th><th>configuration</th><th class='num'>n</th><th>accuracy [Wilson CI]</th>"
             "<th class='num'>chance</th><th>exact binomial p</th><th class='num'>invalid answers</th></tr>")

@@ -10,6 +10,8 @@ Every output carries the paper's banner: **pre-validation; not for deployment ga
 validated with this framework.
 """
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -27,5 +29,21 @@ __all__ = ["ShadowAudit", "read_shadow_audit", "read_manifest", "audit_from_stud
            "worksheet_weights", "ShadowWeights", "draw_weights", "V1_WEIGHTS", "W_FLOOR", "DOMAINS",
            "simulate_audit", "ab_primary_outcome", "calibration_in_the_large", "discrimination_auc", "ABOutcome",
            "CalibrationResult", "DiscriminationResult", "VALIDATION_STATUS"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ._adapter import audit_from_selection_log, audit_from_study
+    from ._io import ShadowAudit, read_manifest, read_shadow_audit
+    from ._score import DomainScore, PBSScore, ShadowGroup, ShadowResult, name_task_similarity, tool_shadow
+    from ._simulate import simulate_audit
+    from ._validation_protocol import (
+        VALIDATION_STATUS,
+        ABOutcome,
+        CalibrationResult,
+        DiscriminationResult,
+        ab_primary_outcome,
+        calibration_in_the_large,
+        discrimination_auc,
+    )
+    from ._weights import BANNER, DOMAINS, V1_WEIGHTS, W_FLOOR, ShadowWeights, draw_weights, worksheet_weights
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -2,7 +2,7 @@
 
 Every domain is computed from per-unit sufficient statistics (a unit is a turn unless the audit says
 otherwise), so that a turn-level bootstrap replicate is one matrix product of the unit weights with those
-statistics (:func:`toolbias_stats.metrics._bootstrap.resampled_counts`), never a refit in a Python loop:
+statistics (:func:`toolbias_stats._resampling.resampled_counts`), never a refit in a Python loop:
 
 * **L** -- per unit and description-length stratum, the 2x2 counts (top / bottom quartile x called / not)
   among relevant tools; the Mantel-Haenszel pooled odds ratio with the Robins-Breslow-Greenland variance

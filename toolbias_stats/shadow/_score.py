@@ -14,9 +14,9 @@ import pandas as pd
 from .._display import ReprHTMLMixin
 from .._json import finite as _num
 from .._json import plain as _plain
+from .._resampling import ConfidenceInterval, percentile_ci, resampled_counts
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
-from ..metrics._bootstrap import ConfidenceInterval, percentile_ci, resampled_counts
 from . import _domains as dm
 from ._io import ShadowAudit
 from ._weights import BANNER, DOMAINS, ShadowWeights, draw_weights, worksheet_weights

@@ -20,8 +20,8 @@ import pandas as pd
 
 from .._display import ReprHTMLMixin
 from .._json import plain as _strict
+from .._resampling import ConfidenceInterval
 from .._validation import check_confidence_level
-from ..metrics._bootstrap import ConfidenceInterval
 
 __all__ = ["ab_primary_outcome", "calibration_in_the_large", "discrimination_auc", "ABOutcome",
            "CalibrationResult", "DiscriminationResult", "VALIDATION_STATUS", "CALIBRATION_TARGET", "AUC_TARGET"]

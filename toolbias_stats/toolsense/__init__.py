@@ -6,6 +6,8 @@ Readers (:func:`read_rrb`, :func:`read_probe`, :func:`read_rrb_predictions`, :fu
 the metrics are pure functions returning frozen results with ``to_frame()`` / ``to_dict()``.
 """
 
+import typing as _typing
+
 from .._lazy import LazyNames as _LazyNames
 
 _lazy = _LazyNames(__name__)
@@ -27,5 +29,42 @@ __all__ = ["read_rrb", "read_probe", "read_rrb_predictions", "read_probe_predict
            "agreement", "agreement_coefficients", "AgreementResult",
            "retrieval_baselines", "BaselineResult", "bm25_rankings", "dense_rankings", "tool_text",
            "correct_set_bias", "CorrectSetBiasResult"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ._agreement import AgreementResult, agreement, agreement_coefficients
+    from ._baselines import (
+        BaselineResult,
+        CorrectSetBiasResult,
+        bm25_rankings,
+        correct_set_bias,
+        dense_rankings,
+        retrieval_baselines,
+        tool_text,
+    )
+    from ._io import (
+        CHANCE,
+        TIERS,
+        ProbeBenchmark,
+        RRBBenchmark,
+        ToolSenseError,
+        bundled_path,
+        read_annotations,
+        read_probe,
+        read_probe_predictions,
+        read_rrb,
+        read_rrb_predictions,
+    )
+    from ._probes import ProbeCorrelationResult, ProbeResult, probe_accuracy, probe_recall_correlation
+    from ._retrieval import (
+        ComparisonResult,
+        ISEstimate,
+        RecallEstimate,
+        RetrievalResult,
+        compare_configurations,
+        delta_ratio_ci,
+        fieller_ratio_ci,
+        internalization_score,
+        retrieval_recall,
+    )
 
 __getattr__, __dir__ = _lazy.hooks(globals())

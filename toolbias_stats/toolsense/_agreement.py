@@ -12,9 +12,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._resampling import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning, ExcludedRowsWarning
-from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._retrieval import _ci_json, _num
 
 __all__ = ["agreement", "AgreementResult", "agreement_coefficients", "count_table"]

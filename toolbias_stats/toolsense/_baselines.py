@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._resampling import ConfidenceInterval, percentile_ci
 from .._validation import check_choice, check_n_resamples, check_rng
-from ..metrics._bootstrap import ConfidenceInterval, percentile_ci
-from ..metrics._tv import expected_tv_uniform, tv_to_uniform
+from ..metrics import expected_tv_uniform, tv_to_uniform
 from ._retrieval import RetrievalResult, _ci_json, _num, retrieval_recall
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def dense_rankings(benchmark: RRBBenchmark, *, encoder: TextEncoder | None = Non
     check_choice("scope", scope, SCOPES)
     gen = check_rng(rng)
     if encoder is None:
-        from ..features._similarity import Encoder
+        from ..features import Encoder
 
         encoder = Encoder()
 
@@ -305,7 +305,7 @@ def retrieval_baselines(benchmark: RRBBenchmark, *, methods: Sequence[Literal["b
     for m in methods:
         t0 = time.perf_counter()
         if m == "dense" and encoder is None:
-            from ..features._similarity import Encoder
+            from ..features import Encoder
 
             encoder = Encoder()
         for s in scopes:

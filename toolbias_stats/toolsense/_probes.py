@@ -12,9 +12,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from .._display import ReprHTMLMixin
+from .._resampling import ConfidenceInterval
 from .._validation import check_choice, check_confidence_level
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
-from ..metrics._bootstrap import ConfidenceInterval
 from ._io import _norm, read_probe  # noqa: F401  (read_probe: doctest)
 from ._retrieval import _ci_json, _num
 

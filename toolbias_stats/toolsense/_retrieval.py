@@ -17,9 +17,9 @@ from scipy import special
 
 from .._display import ReprHTMLMixin
 from .._json import finite as _num
+from .._resampling import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from .._validation import check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import DegenerateDataWarning
-from ..metrics._bootstrap import BOOTSTRAP_CI_METHODS, ConfidenceInterval, bca_ci, percentile_ci, query_weights
 from ._io import TIERS, _as_ks, read_rrb  # noqa: F401  (read_rrb: doctest)
 
 if TYPE_CHECKING:

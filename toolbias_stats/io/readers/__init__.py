@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import importlib
+import typing as _typing
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -120,5 +121,22 @@ OFFERED = _LazyFunctions({"openai": ".openai:offered_openai", "anthropic": ".ant
 __all__ = ["READERS", "read_biasbusters", "read_biasbusters_catalog", "read_biasbusters_queries",
            "read_table", "read_catalog_table", "read_transcripts",
            "OFFERED", "read_openai", "read_anthropic", "read_otel", "read_inspect", "read_mcp", "read_langchain"]
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from .anthropic import offered_anthropic as offered_anthropic
+    from .anthropic import read_anthropic
+    from .biasbusters import read_biasbusters, read_biasbusters_catalog, read_biasbusters_queries
+    from .inspect_ai_log import offered_inspect as offered_inspect
+    from .inspect_ai_log import read_inspect
+    from .langchain import offered_langchain as offered_langchain
+    from .langchain import read_langchain
+    from .mcp import offered_mcp as offered_mcp
+    from .mcp import read_mcp
+    from .openai import offered_openai as offered_openai
+    from .openai import read_openai
+    from .otel import offered_otel as offered_otel
+    from .otel import read_otel
+    from .table import read_catalog_table, read_table
+    from .transcripts import read_transcripts
 
 __getattr__, __dir__ = _lazy.hooks(globals())

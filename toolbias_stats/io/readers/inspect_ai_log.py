@@ -31,7 +31,7 @@ from .._selection_log import SelectionLog
 from ._common import add_meta, check_meta, unassigned_rows
 
 if TYPE_CHECKING:
-    from ...choice._log import ChoiceLog
+    from .._choice_log import ChoiceLog
     from ._common import Meta, PathLike
 
 __all__ = ["read_inspect", "read_inspect_choices", "offered_inspect", "inspect_log_files", "INSPECT_SUFFIXES"]
@@ -397,7 +397,7 @@ def read_inspect_choices(path: PathLike, *, meta: Meta = None, scorer: str | Non
     >>> read_inspect_choices(tbs.datasets.path("choice/logs/mc_rotated.eval"))
     ChoiceLog(320 rows, status={'ok': 320}, items=80)
     """
-    from ...choice._log import ChoiceLog
+    from .._choice_log import ChoiceLog
 
     files = inspect_log_files(path)
     frames, diagnostics, problems = [], {}, []

@@ -39,7 +39,7 @@ from ...exceptions import SelectionLogError, problem
 from ._common import add_meta, check_meta, utf8_message, utf8_position
 
 if TYPE_CHECKING:
-    from ...choice._log import ChoiceLog
+    from .._choice_log import ChoiceLog
     from ._common import Meta, PathLike
 
 __all__ = ["read_lm_eval", "samples_files", "LM_EVAL_SCHEMA"]
@@ -138,7 +138,7 @@ def read_lm_eval(path: PathLike, *, meta: Meta = None, score: Literal["acc", "ac
     0      q0  ["geo_a", "geo_b"]                2              1
     1      q0  ["geo_b", "geo_a"]                1              2
     """
-    from ...choice._log import ChoiceLog
+    from .._choice_log import ChoiceLog
 
     _check_options(score, item, options, tie)
     files = samples_files(path)

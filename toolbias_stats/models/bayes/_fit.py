@@ -308,10 +308,8 @@ def _fit_variant(log, args: dict, variant, spec_cls, t0: float) -> BayesResult:
 
 def _counts_and_rows(obj, variant):
     """The counts the main effects need, and the row-level log when available (or needed)."""
-    from ...io._counts import SelectionCounts
-    from ...io._load import load_counts, load_selection_log
-    from ...io._manifest import Study
-    from ...io._selection_log import SelectionLog
+    from ...io import SelectionCounts, SelectionLog, Study, load_selection_log
+    from ...io._load import load_counts
 
     need = variant.needs_queries
     rows = None

@@ -115,7 +115,7 @@ def _per_cluster(alpha) -> list:
 
 def _simulated_catalog(per_cluster):
     """A catalog with clusters "1", "2", ... and tools ``c{cluster}_t{j}``, one per column of each alpha."""
-    from ...io._catalog import ToolCatalog
+    from ...io import ToolCatalog
 
     records = [{"cluster_id": str(c + 1), "tool_name": f"c{c + 1}_t{j + 1}", "api_name": "endpoint",
                 "num_parameters": 1} for c, a in enumerate(per_cluster) for j in range(a.shape[1])]
@@ -124,7 +124,7 @@ def _simulated_catalog(per_cluster):
 
 def _simulate_v1(alpha, beta, *, n_per_ordering=20, orderings="rotations", rng=None, model_names=None):
     """The main-effects simulation of v1 (the same seed gives the same log as in the first version)."""
-    from ...io._selection_log import SelectionLog
+    from ...io import SelectionLog
 
     gen = check_rng(rng)
     per_cluster = _per_cluster(alpha)
@@ -282,7 +282,7 @@ def _prompt_choices(gen, p, perms, q, queries, kappa, kappa_level, gamma, runs, 
 
 def _simulate_queries(alpha, beta, *, orderings, rng, model_names, queries, runs, kappa, sigma_eta, eta,
                       n_per_ordering, kappa_level="prompt", gamma=1.0):
-    from ...io._selection_log import SelectionLog
+    from ...io import SelectionLog
 
     gen = check_rng(rng)
     per_cluster = _per_cluster(alpha)

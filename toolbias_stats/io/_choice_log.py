@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import SelectionLogError, problem
-from ..io._row_rules import MISSING, REQUIRED_COLUMN, one_of_message
+from ._row_rules import MISSING, REQUIRED_COLUMN, one_of_message
 
 if TYPE_CHECKING:
-    from ..io._selection_log import SelectionLog
+    from ._selection_log import SelectionLog
 
 __all__ = ["ChoiceLog", "CHOICE_STATUSES", "CHOICE_COLUMNS"]
 
@@ -171,8 +171,8 @@ class ChoiceLog:
         ``multiple_answers`` and
         ``error -> parse_error``.
         """
-        from ..io._catalog import ToolCatalog
-        from ..io._selection_log import SelectionLog
+        from ._catalog import ToolCatalog
+        from ._selection_log import SelectionLog
 
         if identity not in ("position", "original"):
             raise ValueError(f"`identity` must be 'position' or 'original'; got {identity!r} instead.")

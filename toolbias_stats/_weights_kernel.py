@@ -6,7 +6,7 @@ replicate has its own SplitMix64 stream (Steele, Lea & Flood 2014), seeded by ha
 draws do not depend on the block they are drawn in, and integers in [0, Q) come from Lemire's unbiased
 multiply-and-reject method (Lemire 2019). The weights are written into a float32 block that a BLAS product then
 multiplies with the per-query counts. Replicates are drawn in parallel (numba's ``prange``; each writes only its own
-row from its own stream, so the numbers do not depend on the threads). This module imports numba; ``_bootstrap``
+row from its own stream, so the numbers do not depend on the threads). This module imports numba; ``_resampling``
 imports it only when needed.
 """
 
