@@ -23,6 +23,6 @@ __all__ = ["choice_model", "comparison_components", "ChoiceModelResult", "simula
 if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._model import PENALTIES, POSITION_FORMS, SE_METHODS, WORTHS, choice_model, comparison_components
     from ._result import ChoiceModelResult
-    from ._simulate import simulate_choice_log
+    from ._simulate import simulate_logit_log
 
 __getattr__, __dir__ = _lazy.hooks(globals())

@@ -83,8 +83,8 @@ def _command_in(argv) -> str:
 
 def _add_core_parsers(sub) -> None:
     """validate, bias, report."""
-    from ..io._manifest import ENGINES
-    from ..metrics._bootstrap import BOOTSTRAP_WEIGHTS
+    from .._resampling import BOOTSTRAP_WEIGHTS
+    from ..io import ENGINES
     from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     def engine_args(sp):

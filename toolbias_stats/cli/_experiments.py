@@ -11,7 +11,7 @@ __all__ = ["add_parsers", "run_shift", "run_subsets"]
 def add_parsers(subparsers):
     """Register ``shift`` and ``subsets`` on an ``argparse`` sub-parser collection."""
     from ..experiments._shift import PAIRINGS
-    from ..io._manifest import ENGINES
+    from ..io import ENGINES
     from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     s = subparsers.add_parser("shift", help="compare levels of a design column with a base level (shift, change "

@@ -28,7 +28,7 @@ def _outputs(p) -> None:
 
 
 def _common(p, *, threshold_help: str) -> None:
-    from ..io._manifest import ENGINES
+    from ..io import ENGINES
     from ._vocabulary import add_n_resamples, add_seed
 
     p.add_argument("--by", default="model", help="comma-separated grouping columns: one decision per group "

@@ -23,7 +23,7 @@ def _ints(text):
 def add_parser(subparsers):
     """Register ``plan`` on an ``argparse`` sub-parser collection."""
     from ..design import DESIGN_METRICS
-    from ..io._manifest import ENGINES
+    from ..io import ENGINES
     from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     p = subparsers.add_parser(

@@ -114,7 +114,7 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from .._text import format_shadow_text
-    from ..report._shadow_html import render_shadow_report
+    from ..report import render_shadow_report
     from ._common import version as _version
     from ._output import check_output, emit, named_inputs, study_inputs, term_safe, write_text
     from ._vocabulary import spelled

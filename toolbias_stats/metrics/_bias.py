@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
+from .._resampling import BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS
+from .._resampling import wilson_interval as wilson_interval
 from .._validation import check_by, check_choice, check_confidence_level, check_n_resamples, check_rng
 from ..exceptions import ExcludedRowsWarning
 from ..io._load import load_counts
@@ -33,7 +35,6 @@ from ._bias_engine import _nanmean as _nanmean
 from ._bias_engine import _rate_table as _rate_table
 from ._bias_engine import _tv_runs as _tv_runs
 from ._bias_engine import parametric_counts as parametric_counts
-from ._bias_engine import wilson_interval as wilson_interval
 from ._bias_results import INTERVAL_MULTINOMIAL, INTERVAL_NONE, INTERVAL_QUERY, POSITIONS, BiasResult
 from ._bias_results import ClusterBias as ClusterBias
 from ._bias_results import GroupBias as GroupBias
@@ -41,7 +42,6 @@ from ._bias_results import TVResult as TVResult
 from ._bias_results import _json_num as _json_num
 from ._bias_tensors import _Columns, _order_unknown, list_slots
 from ._bias_tensors import _tensors as _tensors
-from ._bootstrap import BOOTSTRAP_CI_METHODS, BOOTSTRAP_WEIGHTS
 
 # The ``X as X`` imports above are re-exports: names that other modules import from here today (an import rewrite
 # points them at their homes), and the names that results pickled before the split refer to

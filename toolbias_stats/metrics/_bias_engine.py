@@ -19,6 +19,14 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from .._resampling import (
+    ConfidenceInterval,
+    bca_bias_z0,
+    bca_ci,
+    percentile_ci,
+    resampled_counts,
+    wilson_interval,
+)
 from .._schema import STATUSES
 from ..exceptions import DegenerateDataWarning, SmallSampleWarning
 from ._bias_results import (
@@ -30,13 +38,6 @@ from ._bias_results import (
     TVResult,
 )
 from ._bias_tensors import NOTE_LENGTHS, _cluster_tensors, _Columns, _positions
-from ._bootstrap import (
-    ConfidenceInterval,
-    bca_bias_z0,
-    bca_ci,
-    percentile_ci,
-    resampled_counts,
-)
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from ._vectorised import (
@@ -50,7 +51,7 @@ from ._vectorised import (
     uniform_null_means,
 )
 
-__all__ = ["wilson_interval", "parametric_counts", "P_QUERY", "P_MULTINOMIAL", "P_EXACT", "P_RELABEL"]
+__all__ = ["parametric_counts", "P_QUERY", "P_MULTINOMIAL", "P_EXACT", "P_RELABEL"]
 
 #: ``p_value_method`` of the test of "no bias" that keeps the resampling unit (the default whenever queries are
 #: resampled): the law of the statistic under a fair chooser is that of the centred query-bootstrap replicates.
@@ -756,21 +757,6 @@ def _bca_usable(ci_method, jackknife_ok, boot, stat, level):
         return False, (f"BCa bias correction degenerate (z0 = {z0:.2f}: {share:.1%} of the replicates lie below the "
                        "estimate, as near uniformity); percentile interval shown")
     return True, ""
-
-
-def wilson_interval(count, n, confidence_level):
-    """Wilson score interval for a binomial proportion (Wilson 1927), vectorised over ``count``.
-
-    The same interval as ``statsmodels.stats.proportion.proportion_confint(method="wilson")`` (a test
-    checks this); written out so that computing selection rates does not import statsmodels (0.8 s).
-    """
-    count = np.asarray(count, dtype=float)
-    z = special.ndtri(1 - (1 - confidence_level) / 2)
-    p = count / n
-    denom = 1 + z**2 / n
-    centre = (p + z**2 / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
-    return centre - half, centre + half
 
 
 def _design_effect_wilson(count, n, boot_rates, n_units, confidence_level):

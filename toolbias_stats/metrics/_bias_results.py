@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import ReprHTMLMixin
-from ._bootstrap import ConfidenceInterval
+from .._resampling import ConfidenceInterval
 
 __all__ = ["BiasResult", "GroupBias", "ClusterBias", "TVResult", "INTERVAL_QUERY", "INTERVAL_MULTINOMIAL",
            "INTERVAL_NONE", "POSITIONS"]

@@ -66,7 +66,7 @@ if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewr
         compare_bayes,
         fit_bayes,
         query_dispersion,
-        simulate_choice_log,
+        simulate_bayes_log,
     )
 
 __getattr__, __dir__ = _lazy.hooks(globals())

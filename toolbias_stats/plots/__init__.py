@@ -46,7 +46,7 @@ __all__ += ["plot_variance_shares", "plot_plan_widths"]
 
 if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
     from ._bayes import plot_api_effects, plot_bayes_dispersion, plot_bayes_ppc, plot_position_effects
-    from ._bias import group_label, plot_api_vs_position, plot_selection_rates, tool_labels
+    from ._bias import plot_api_vs_position, plot_selection_rates
     from ._design import plot_plan_widths, plot_variance_shares
     from ._experiments import plot_shift, plot_sweep, plot_tool_count, plot_tool_shares
     from ._experiments_overview import plot_shift_overview

@@ -6,6 +6,7 @@ writes); ``render_bias_report(study, result)`` writes tables and inline-SVG figu
 of results (``str(result)``, the command line's output) comes from its internal text layer.
 """
 
+import typing as _typing
 import warnings as _warnings
 
 from .._lazy import LazyNames as _LazyNames
@@ -29,6 +30,14 @@ _DEPRECATED = {**{name: ("toolbias_stats._format", name)
                   for name in ("MISSING", "fmt_num", "fmt_int", "fmt_ci", "fmt_estimate_ci", "fmt_mean_sd", "fmt_p",
                                "fmt_level", "fmt_range")},
                "file_sha256": ("toolbias_stats.report._render_html", "file_sha256")}
+
+if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewrite_imports.py)
+    from ._build import build_report, default_sections
+    from ._findings import Finding, key_findings
+    from ._quarto import TEMPLATE, export_quarto, qmd_to_notebook, run_notebook
+    from ._render_html import render_bias_report
+    from ._shadow_html import render_shadow_report, render_shadow_section
+    from ._summary import bias_summary
 
 _lazy_getattr, __dir__ = _lazy.hooks(globals())
 

@@ -44,6 +44,6 @@ if _typing.TYPE_CHECKING:  # the _lazy names, for type checkers (written by rewr
         calibration_in_the_large,
         discrimination_auc,
     )
-    from ._weights import BANNER, DOMAINS, V1_WEIGHTS, W_FLOOR, ShadowWeights, draw_weights, worksheet_weights
+    from ._weights import DOMAINS, V1_WEIGHTS, W_FLOOR, ShadowWeights, draw_weights, worksheet_weights
 
 __getattr__, __dir__ = _lazy.hooks(globals())
