@@ -90,22 +90,45 @@ def _dm_loglik(pt, counts, conc, probs):
             + (pt.gammaln(counts + alpha) - pt.gammaln(alpha)).sum(1)).sum()
 
 
+def rising_stats(counts, cell, n_cells):
+    """Sufficient statistics of the Dirichlet-multinomials of a cell's rows: with integer counts,
+    ``lgamma(y + x) - lgamma(x) = sum_{i < y} log(x + i)``, so the rows enter only through
+    ``A[cell, j, i] = #rows with y_j > i`` and ``B[cell, i] = #rows with n > i`` (the cost per gradient is then
+    cells x K x max(n), whatever the number of queries)."""
+    n_max = int(counts.sum(1).max())
+    i = np.arange(n_max)
+    A = np.zeros((n_cells, counts.shape[1], n_max))
+    B = np.zeros((n_cells, n_max))
+    np.add.at(A, cell, (counts[..., None] > i).astype(float))
+    np.add.at(B, cell, (counts.sum(1)[:, None] > i).astype(float))
+    return A, B
+
+
+def _dm_loglik_stats(pt, A, B, conc, probs):
+    """The Dirichlet-multinomial log-likelihood of :func:`_dm_loglik` from :func:`rising_stats` (``conc`` (cells,),
+    ``probs`` (cells, K))."""
+    i = pt.arange(pt.as_tensor(A).shape[-1]).astype("float64")
+    x = (conc[:, None] * probs)[:, :, None] + i
+    return (A * pt.log(x)).sum() - (B * pt.log(conc[:, None] + i)).sum()
+
+
 def _logistic_logprior(pt, t):
     """log density of t = log kappa when rho = 1 / (1 + kappa) ~ Beta(1, 1) (uniform): sigma(t) sigma(-t)."""
     return (pt.log(pt.sigmoid(t)) + pt.log(pt.sigmoid(-t))).sum()
 
 
 def build_model(data, priors=None):
-    """The PyMC model (data as ``pm.Data``: a second data set of the same shapes reuses it via ``pm.set_data``)."""
+    """The PyMC model (data as ``pm.Data``: a second data set of the same shapes reuses it, ``set_data``)."""
     import pymc as pm
     import pytensor.tensor as pt
 
     pr = {**PRIORS, **(priors or {})}
     M, C, K = data["M"], data["C"], data["K"]
+    At, Bt = rising_stats(data["T"], data["cell"], M * C)
+    Ap, Bp = rising_stats(data["Pc"], data["cell"], M * C)
     with pm.Model() as model:
-        T = pm.Data("T", data["T"])
-        Pc = pm.Data("Pc", data["Pc"])
-        cell = pm.Data("cell", data["cell"].astype(np.int64))
+        At, Bt = pm.Data("A_tools", At), pm.Data("B_tools", Bt)
+        Ap, Bp = pm.Data("A_positions", Ap), pm.Data("B_positions", Bp)
         mu = pm.ZeroSumNormal("mu", sigma=pr["mu_sd"], shape=(C, K))
         sa = pm.HalfNormal("sigma_alpha", pr["sigma_alpha_sd"])
         za = pm.ZeroSumNormal("z_alpha", sigma=1.0, shape=(M, C, K))
@@ -119,10 +142,10 @@ def build_model(data, priors=None):
         lk = pm.Flat("log_kappa", shape=(M * C,))
         ll_ = pm.Flat("log_lambda", shape=(M * C,))
         pm.Potential("conc_prior", _logistic_logprior(pt, lk) + _logistic_logprior(pt, ll_))
-        pa = pt.special.softmax(a.reshape((M * C, K)), axis=-1)[cell]
-        pb = pt.special.softmax(b.reshape((M * C, K)), axis=-1)[cell]
-        pm.Potential("loglik_tools", _dm_loglik(pt, T, pt.exp(lk)[cell], pa))
-        pm.Potential("loglik_positions", _dm_loglik(pt, Pc, pt.exp(ll_)[cell], pb))
+        pa = pt.special.softmax(a.reshape((M * C, K)), axis=-1)
+        pb = pt.special.softmax(b.reshape((M * C, K)), axis=-1)
+        pm.Potential("loglik_tools", _dm_loglik_stats(pt, At, Bt, pt.exp(lk), pa))
+        pm.Potential("loglik_positions", _dm_loglik_stats(pt, Ap, Bp, pt.exp(ll_), pb))
     return model
 
 
@@ -152,42 +175,54 @@ def _gauss_logdens0(x):
     return float(-0.5 * z @ z - np.log(np.diag(L)).sum() - 0.5 * len(m) * np.log(2 * np.pi))
 
 
-def _halfnormal_nodes(sd, n=4000, seed=20261128):
-    """Quasi-random draws of a HalfNormal(sd) scale (fixed: the Bayes factor is deterministic)."""
+def _halfnormal_nodes(*sds, n=4096, seed=20261128):
+    """Joint quasi-random draws (n, len(sds)) of independent HalfNormal(sd) scales (one Sobol sequence of the
+    joint dimension; fixed, so the Bayes factor is deterministic)."""
     from scipy.stats import norm, qmc
 
-    u = qmc.Sobol(1, scramble=True, seed=seed).random(n)[:, 0]
-    return sd * norm.ppf(0.5 + 0.5 * u)
+    u = qmc.Sobol(len(sds), scramble=True, seed=seed).random(n)
+    return np.asarray(sds)[None] * norm.ppf(0.5 + 0.5 * u)
 
 
 def prior_logdens0_tools(priors, K):
     """log prior density of a cell's K-1 zero-sum coordinates of ``a`` at 0: N(0, mu_sd^2 + sigma_alpha^2) each."""
     from scipy.special import logsumexp
 
-    s2 = priors["mu_sd"] ** 2 + _halfnormal_nodes(priors["sigma_alpha_sd"]) ** 2
+    s2 = priors["mu_sd"] ** 2 + _halfnormal_nodes(priors["sigma_alpha_sd"])[:, 0] ** 2
     ld = -0.5 * (K - 1) * np.log(2 * np.pi * s2)
     return float(logsumexp(ld) - np.log(len(ld)))
 
 
 def prior_logdens0_positions(priors, C, K):
-    """log prior density at 0 of an LLM's C (K-1) zero-sum coordinates of ``b``: per coordinate the C values are
-    N(0, (beta_bar_sd^2 + sigma_beta^2) J + sigma_gamma^2 I), det = sg^(2(C-1)) (sg^2 + C (bb^2 + sb^2))."""
+    """log prior density at 0 of an LLM's mean position effects over its C clusters (K-1 zero-sum coordinates):
+    ``mean_c b[m, c] = beta_bar + sigma_beta zb[m] + sigma_gamma mean_c zg[m, c]``, per coordinate
+    N(0, beta_bar_sd^2 + sigma_beta^2 + sigma_gamma^2 / C).
+
+    (The density at 0 of all C (K-1) coordinates of ``b[m, :]`` is infinite under a HalfNormal ``sigma_gamma``:
+    it grows as ``sigma_gamma^-((C-1)(K-1))`` when the cluster deviations vanish. The spike is therefore tested on
+    the LLM's mean position effects; see ``spike_probs``.)
+    """
     from scipy.special import logsumexp
 
-    v = priors["beta_bar_sd"] ** 2 + _halfnormal_nodes(priors["sigma_beta_sd"], seed=1) ** 2
-    g2 = _halfnormal_nodes(priors["sigma_gamma_sd"], seed=2) ** 2
-    logdet = (C - 1) * np.log(g2) + np.log(g2 + C * v)
-    ld = (K - 1) * (-0.5 * C * np.log(2 * np.pi) - 0.5 * logdet)
+    s = _halfnormal_nodes(priors["sigma_beta_sd"], priors["sigma_gamma_sd"])
+    v = priors["beta_bar_sd"] ** 2 + s[:, 0] ** 2 + s[:, 1] ** 2 / C
+    ld = -0.5 * (K - 1) * np.log(2 * np.pi * v)
     return float(logsumexp(ld) - np.log(len(ld)))
 
 
 def spike_probs(a, b, priors=None, w0=SPIKE_MASS):
-    """Posterior probabilities of "equal worths" (M, C) and "no position effect" (M,) by Savage-Dickey."""
+    """Posterior probabilities of "equal worths" (M, C) and "no position effect" (M,) by Savage-Dickey.
+
+    "Equal worths" of cell (m, c): ``a[m, c] = 0`` (its K-1 zero-sum coordinates). "No position effect" of LLM m
+    is tested on its mean position effects over the clusters (``mean_c b[m, c] = 0``; the full vector has an
+    infinite prior density at 0, see ``prior_logdens0_positions``); the mixture then sets all of the LLM's
+    position effects to 0 (an approximation: the hypothesis's cluster deviations are taken as absent too).
+    """
     pr = {**PRIORS, **(priors or {})}
     S, M, C, K = a.shape
     H = _basis(K)
     ua = a @ H.T                                                              # (S, M, C, K-1)
-    ub = (b @ H.T).reshape(S, M, C * (K - 1))
+    ub = (b @ H.T).mean(2)                                                    # (S, M, K-1)
     la0 = prior_logdens0_tools(pr, K)
     lb0 = prior_logdens0_positions(pr, C, K)
     p_ew = np.zeros((M, C))
@@ -389,77 +424,13 @@ if __name__ == "__main__":
     main()
 
 
-# ---------------------------------------------------------------------------------------------
-# the same model in NumPyro (for the simulation studies: one compilation serves every data set of a shape)
-def numpyro_model(T, Pc, cell, M, C, K, priors=None):
-    """The margin model of :func:`build_model`, written for NumPyro (same priors and likelihood; the zero-sum
-    normals are orthonormal-basis images of K-1 iid normals, as PyMC's ``ZeroSumNormal``)."""
-    import jax.numpy as jnp
-    import numpyro
-    import numpyro.distributions as dist
-    from jax.nn import log_sigmoid, softmax
-    from jax.scipy.special import gammaln
 
-    pr = {**PRIORS, **(priors or {})}
-    H = jnp.asarray(_basis(K))
+def set_data(model, data):
+    """Swap a data set of the same shapes into a built model (no recompilation of the graph)."""
+    import pymc as pm
 
-    def zsn(name, sd, shape):
-        return numpyro.sample(name, dist.Normal(0.0, sd).expand(shape + (K - 1,)).to_event()) @ H
-
-    mu = zsn("mu", pr["mu_sd"], (C,))
-    sa = numpyro.sample("sigma_alpha", dist.HalfNormal(pr["sigma_alpha_sd"]))
-    a = numpyro.deterministic("a", mu[None] + sa * zsn("z_alpha", 1.0, (M, C)))
-    bb = zsn("beta_bar", pr["beta_bar_sd"], ())
-    sb = numpyro.sample("sigma_beta", dist.HalfNormal(pr["sigma_beta_sd"]))
-    sg = numpyro.sample("sigma_gamma", dist.HalfNormal(pr["sigma_gamma_sd"]))
-    b = numpyro.deterministic("b", bb + sb * zsn("z_beta", 1.0, (M,))[:, None] + sg * zsn("z_gamma", 1.0, (M, C)))
-    lk = numpyro.sample("log_kappa", dist.ImproperUniform(dist.constraints.real, (), (M * C,)))
-    ll_ = numpyro.sample("log_lambda", dist.ImproperUniform(dist.constraints.real, (), (M * C,)))
-    numpyro.factor("conc_prior", (log_sigmoid(lk) + log_sigmoid(-lk) + log_sigmoid(ll_) + log_sigmoid(-ll_)).sum())
-
-    def dm(counts, conc, p):
-        al = conc[:, None] * p
-        n = counts.sum(1)
-        return (gammaln(conc) - gammaln(n + conc) + (gammaln(counts + al) - gammaln(al)).sum(1)).sum()
-
-    pa = softmax(a.reshape(M * C, K), -1)[cell]
-    pb = softmax(b.reshape(M * C, K), -1)[cell]
-    numpyro.factor("loglik_tools", dm(T, jnp.exp(lk)[cell], pa))
-    numpyro.factor("loglik_positions", dm(Pc, jnp.exp(ll_)[cell], pb))
-
-
-class NumpyroFitter:
-    """NUTS (NumPyro, chains vectorised) with the model arguments traced: data sets of one shape share a compile."""
-
-    def __init__(self, draws=1000, tune=1000, chains=4, target_accept=0.9):
-        import numpyro
-        from numpyro.infer import MCMC, NUTS
-
-        numpyro.enable_x64()
-        self.args = dict(draws=draws, tune=tune, chains=chains, target_accept=target_accept)
-        self.mcmc = None
-        self.shape = None
-
-    def _mcmc(self, M, C, K):
-        from functools import partial
-
-        from numpyro.infer import MCMC, NUTS
-
-        if self.shape != (M, C, K):
-            a = self.args
-            model = partial(numpyro_model, M=M, C=C, K=K)
-            self.mcmc = MCMC(NUTS(model, target_accept_prob=a["target_accept"]), num_warmup=a["tune"],
-                             num_samples=a["draws"], num_chains=a["chains"], chain_method="vectorized",
-                             progress_bar=False, jit_model_args=True)
-            self.shape = (M, C, K)
-        return self.mcmc
-
-    def fit(self, data, seed):
-        """An ArviZ InferenceData of the fit (posterior with ``a``, ``b`` and the sampled sites)."""
-        import arviz as az
-        import jax
-
-        mcmc = self._mcmc(data["M"], data["C"], data["K"])
-        mcmc.run(jax.random.PRNGKey(seed), data["T"], data["Pc"], data["cell"].astype(np.int32),
-                 extra_fields=("diverging",))
-        return az.from_numpyro(mcmc)
+    M, C = data["M"], data["C"]
+    At, Bt = rising_stats(data["T"], data["cell"], M * C)
+    Ap, Bp = rising_stats(data["Pc"], data["cell"], M * C)
+    with model:
+        pm.set_data({"A_tools": At, "B_tools": Bt, "A_positions": Ap, "B_positions": Bp})

@@ -74,9 +74,7 @@ def scalars(th_or_post):
 
 
 def main():
-    import pymc as pm
-
-    from bayes_margin import PRIORS, build_model, sample
+    from bayes_margin import PRIORS, build_model, sample, set_data
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=100)
@@ -95,8 +93,7 @@ def main():
         if model is None:
             model = build_model(data)
         else:
-            with model:
-                pm.set_data({"T": data["T"], "Pc": data["Pc"], "cell": data["cell"]})
+            set_data(model, data)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -84,13 +84,12 @@ class Refitter:
     def fit(self, data, draws, tune, chains, seed):
         import pymc as pm
 
-        from bayes_margin import build_model, sample
+        from bayes_margin import build_model, sample, set_data
 
         if self.model is None:
             self.model = build_model(data)
         else:
-            with self.model:
-                pm.set_data({"T": data["T"], "Pc": data["Pc"], "cell": data["cell"].astype(np.int64)})
+            set_data(self.model, data)
         return sample(self.model, draws=draws, tune=tune, chains=chains, cores=1, seed=seed)
 
 
