@@ -219,7 +219,7 @@ def spike_probs(a, b, priors=None, w0=SPIKE_MASS):
     position effects to 0 (an approximation: the hypothesis's cluster deviations are taken as absent too).
     """
     pr = {**PRIORS, **(priors or {})}
-    S, M, C, K = a.shape
+    _, M, C, K = a.shape
     H = _basis(K)
     ua = a @ H.T                                                              # (S, M, C, K-1)
     ub = (b @ H.T).mean(2)                                                    # (S, M, K-1)

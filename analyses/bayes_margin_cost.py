@@ -33,6 +33,7 @@ def cost(data, reps=100):
 def main():
     from bayes_margin import design_of, margin_data
     from bayes_query_sim import simulate
+
     from toolbias_stats.io._load import load_selection_log
 
     warnings.simplefilter("ignore")

@@ -82,7 +82,6 @@ class Refitter:
         self.model = None
 
     def fit(self, data, draws, tune, chains, seed):
-        import pymc as pm
 
         from bayes_margin import build_model, sample, set_data
 

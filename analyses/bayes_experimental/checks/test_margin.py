@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
-import pytest
-
 import bayes_margin as bm
 import bayes_margin_sim as sim
 import bayes_query_sim as qs
+import numpy as np
+import pytest
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +94,7 @@ def test_spike_probability_high_at_zero_low_far_from_it():
     a[:, 0, 0] = gen.normal(0, 0.05, (S, K))
     a[:, 0, 1] = gen.normal(0, 0.05, (S, K)) + np.array([0.8, 0.2, -0.3, -0.7])
     a -= a.mean(-1, keepdims=True)
-    p_ew, p_np = bm.spike_probs(a, a.copy(), w0=0.2)
+    p_ew, _ = bm.spike_probs(a, a.copy(), w0=0.2)
     assert p_ew[0, 0] > 0.9 and p_ew[0, 1] < 1e-6
 
 
@@ -133,9 +132,10 @@ def test_sufficient_statistics_give_the_dirichlet_multinomial():
 
 
 def test_fit_on_one_simulated_study_is_sane(small):
-    """One short fit (sd = 1): at most 0.5 % divergent transitions, the equal-worth cluster gets P(equal worths) > 0.5 for every LLM,
-    the clearly unequal cells' tool margins are found (P < 0.5), and both PPCs are not extreme."""
-    D, data = small
+    """One short fit (sd = 1): at most 0.5 % divergent transitions, the equal-worth cluster gets
+    P(equal worths) > 0.5 for every LLM, the clearly unequal cells' tool margins are found (P < 0.5), and both
+    PPCs are not extreme."""
+    D, _ = small
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = bm.fit(D, draws=300, tune=300, chains=2, cores=1, seed=3)
