@@ -5,12 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolbias_stats.report._shadow_html import (
-    format_shadow_text,
-    format_worksheet_text,
-    render_shadow_report,
-    render_shadow_section,
-)
+from toolbias_stats._text import format_shadow_text, format_worksheet_text
+from toolbias_stats.report import render_shadow_report, render_shadow_section
 from toolbias_stats.shadow import ShadowAudit, simulate_audit, tool_shadow, worksheet_weights
 
 EVIL = '<script>alert("x")</script>'
