@@ -8,7 +8,7 @@ import pytest
 
 import toolbias_stats as tbs
 from toolbias_stats.exceptions import ManifestError, SelectionLogError
-from toolbias_stats.io._clusters import catalog_for, declared_catalog, infer_catalog, inferred_cluster_id
+from toolbias_stats.io.readers._clusters import catalog_for, declared_catalog, infer_catalog, inferred_cluster_id
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "api_logs"
 BATCH_IN, BATCH_OUT = FIX / "openai" / "chat_batch_input.jsonl", FIX / "openai" / "chat_batch_output.jsonl"

@@ -262,7 +262,7 @@ class TestRequestLogs:
     def test_inferred_clusters_are_the_whole_toolset(self, openai_log):
         # without a declaration every exact set of tools offered is one cluster: here the agent's 10 tools
         log = read_openai(OPENAI, meta=META, model_override=True)
-        from toolbias_stats.io._clusters import inferred_cluster_id
+        from toolbias_stats.io.readers._clusters import inferred_cluster_id
 
         assert list(log.catalog.clusters) == [inferred_cluster_id(list(OWNER) + ["search", "send_email"])]
         assert len(log.catalog) == 10 and len(log) == 50

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..exceptions import ManifestError, SelectionLogError, problem
 from ._catalog import ToolCatalog
-from ._clusters import ClusterSource, declares_clusters, study_clusters
 from ._dataset import expand_dataset, hive_values, is_dataset
 from ._selection_log import SelectionLog
+from .readers._clusters import ClusterSource, declares_clusters, study_clusters
 from .readers._common import READER_KEYS as _READER_KEYS
 
 if TYPE_CHECKING:

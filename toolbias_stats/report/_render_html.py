@@ -441,7 +441,8 @@ def _p_note(result) -> str:
 
 
 def _section_clusters(study, result) -> str:
-    from ..plots import plot_selection_rates, tool_labels
+    from ..plots import plot_selection_rates
+    from ..plots._bias import tool_labels
 
     catalog = study.catalog
     present = {str(c.cluster) for g in result.groups for c in g.clusters}

@@ -29,8 +29,8 @@ import pandas as pd
 from ..._schema import standardise_name
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._clusters import ClusterIndex
 from .._selection_log import SelectionLog
+from ._clusters import ClusterIndex
 from ._common import TOO_DEEP, add_meta, check_meta, check_regular_file, utf8_bytes, utf8_message, utf8_position
 
 try:          # optional: a faster JSON decoder giving the same values (the standard library words every error)
@@ -1262,7 +1262,7 @@ def read_request_log(path, *, fmt: str, parse_request, parse_response, catalog, 
     inferred ones) and build the log; the cluster source and the responses file go into the diagnostics.
     ``batch``: the reader's :class:`BatchShape` (a batch is then read column by column, see
     :func:`read_batch_columns`)."""
-    from .._clusters import catalog_for
+    from ._clusters import catalog_for
 
     path = Path(path)
     check_meta(meta, path, model_required=False)

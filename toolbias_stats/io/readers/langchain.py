@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._clusters import catalog_for
 from .._selection_log import SelectionLog
+from ._clusters import catalog_for
 from ._common import check_meta, load_json
 from ._toolcalls import Attempt, api_error, build_log, message_text, paused_gc, read_json_lines, short
 from .openai import _tool_name

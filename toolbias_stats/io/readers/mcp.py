@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._clusters import catalog_for
 from .._selection_log import SelectionLog
+from ._clusters import catalog_for
 from ._common import check_meta
 from ._toolcalls import Attempt, build_log, paused_gc, read_json_lines
 

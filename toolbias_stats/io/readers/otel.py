@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._clusters import catalog_for
 from .._selection_log import SelectionLog
+from ._clusters import catalog_for
 from ._common import check_meta, check_regular_file, utf8_bytes, utf8_message, utf8_position
 from ._toolcalls import (
     FAST_ERRORS,

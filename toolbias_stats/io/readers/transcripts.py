@@ -18,8 +18,8 @@ import pandas as pd
 from ..._schema import standardise_name
 from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
-from .._clusters import ClusterIndex
 from .._selection_log import SelectionLog
+from ._clusters import ClusterIndex
 from ._common import add_meta, check_meta, unassigned_rows, utf8_message, utf8_position
 from .table import read_jsonl
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ManifestError, SelectionLogError, problem
-from ._catalog import ToolCatalog
+from ...exceptions import ManifestError, SelectionLogError, problem
+from .._catalog import ToolCatalog
 
 __all__ = ["ClusterSource", "ClusterIndex", "declared_catalog", "infer_catalog", "inferred_cluster_id", "catalog_for",
            "declares_clusters", "study_clusters", "CLUSTER_KINDS"]
@@ -218,7 +218,7 @@ def catalog_for(tool_lists, *, catalog=None, clusters=None) -> ClusterSource:
     if isinstance(clusters, dict):
         return describe("declared", declared_catalog(clusters))
     if isinstance(clusters, (str, Path)):
-        from .readers.table import read_catalog_table
+        from .table import read_catalog_table
 
         return describe("file", read_catalog_table(Path(clusters)), str(clusters))
     raise TypeError(f"`clusters` must be a dict {{cluster: [tools]}}, 'infer' or a path; got "
@@ -262,7 +262,7 @@ def study_clusters(manifest: Path, doc: dict, entries: list, *, offered, inferab
         cat = declared_catalog(decls[0][1], where=where, path=manifest)
         return describe("declared", cat, f"({manifest.name})")
     if kind == "file":
-        from .readers.table import read_catalog_table
+        from .table import read_catalog_table
 
         return describe("file", read_catalog_table(decls[0][1]), str(decls[0][1]))
     bad = [i for i, e in enumerate(entries, start=1) if e.get("format") not in inferable]
