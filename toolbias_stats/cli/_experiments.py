@@ -10,7 +10,7 @@ __all__ = ["add_parsers", "run_shift", "run_subsets"]
 
 def add_parsers(subparsers):
     """Register ``shift`` and ``subsets`` on an ``argparse`` sub-parser collection."""
-    from ..experiments._shift import PAIRINGS
+    from ..experiments import PAIRINGS
     from ..io import ENGINES
     from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
