@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.special import logsumexp
+
+# scipy.sparse and scipy.special are imported where a fit uses them: `validate` imports this module (through the
+# comparison graph) and fits nothing (issue 37: a quarter of a second of its start).
 
 __all__ = ["FitOutput", "fit_clogit", "fit_mixed", "mixed_sandwich", "clogit_parts", "cell_scores",
            "aggregate_cells"]
@@ -57,6 +58,8 @@ def aggregate_cells(X, mask, chosen, w, key=None):
 def _probs(X, mask, theta):
     v = X @ theta
     v = np.where(mask, v, -np.inf)
+    from scipy.special import logsumexp
+
     lse = logsumexp(v, axis=1, keepdims=True)
     logp = v - lse
     return np.exp(logp), logp
@@ -164,6 +167,8 @@ class _MixedData:
         self.Zch = np.take_along_axis(self.Zc, chosen[None, None, :], axis=0)[0]              # (R, C)
         self.pad = np.where(mask, 0.0, -np.inf)
         self.Xch = X[self.rows, chosen]
+        import scipy.sparse as sp
+
         self.S = sp.csr_matrix((w, (query, self.rows)), shape=(n_q, len(w)))
         # unweighted query x cell indicator: per-query sums of per-cell scores (faster than np.add.at)
         self.Q1 = sp.csr_matrix((np.ones(len(w)), (query, self.rows)), shape=(n_q, len(w)))
@@ -185,6 +190,8 @@ def _mixed_ll(beta, sigma, d: _MixedData, prior_prec):
         tot += e[k]
     lpc = ((v32[d.rows, d.chosen][None] + s32 * d.Zch) - m - np.log(tot)).astype(np.float64)   # (R, C)
     lq = (d.S @ lpc.T).T                                          # (R, Q)
+    from scipy.special import logsumexp
+
     Lq = logsumexp(lq, axis=0) - np.log(d.R)
     obj = float(Lq.sum()) - 0.5 * float(beta @ (prior_prec * beta))
     return obj, float(Lq.sum()), (e, tot, lq, Lq)

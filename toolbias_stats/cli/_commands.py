@@ -81,9 +81,13 @@ def _command_in(argv) -> str:
     return ""
 
 
+#: ``_resampling.BOOTSTRAP_WEIGHTS``, spelt out so that building the parser of ``validate`` imports no SciPy (issue 37;
+#: a test checks that both agree).
+BOOTSTRAP_WEIGHTS = ("multinomial", "poisson")
+
+
 def _add_core_parsers(sub) -> None:
     """validate, bias, report."""
-    from .._resampling import BOOTSTRAP_WEIGHTS
     from ..io import ENGINES
     from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
