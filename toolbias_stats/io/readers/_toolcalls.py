@@ -187,7 +187,7 @@ def _file_lines(path: Path) -> tuple[list, bool]:
 def _line(pieces, i, open_end, fast=None, check=None, convert=None):
     """Line ``i`` of ``pieces`` as :func:`read_json_lines` reads it (a JsonLine), or None for a blank line."""
     raw = pieces[i]
-    if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
+    if _shallow(raw):
         value = _UNSEEN
         if fast is not None:
             try:
@@ -546,17 +546,24 @@ def _row_models(cols: AttemptColumns, meta: dict, override: bool):
 def _log_diagnostics(cols: AttemptColumns, o_status: list, o_raw: list, hows: list, repeats: np.ndarray, *,
                      fmt: str, catalog) -> dict:
     """The diagnostics of an API log: statuses, calls per answer, notes, repeats and how clusters were decided."""
-    by_hint = [r for r, h in zip(cols.source_row, hows) if h == "hint"]   # rows whose cluster came from the
-    by_choice = [r for r, h in zip(cols.source_row, hows) if h == "choice"]  # record's cluster_id / the tool
-    flags = Counter(f for fl in cols.flags for f in fl)
+    # each pass over the rows only when a set of the values says it finds something (issue 37: ten passes over
+    # 100,000 rows were a tenth of `validate`)
+    how_kinds = set(hows)
+    by_hint = [r for r, h in zip(cols.source_row, hows) if h == "hint"] if "hint" in how_kinds else []
+    by_choice = [r for r, h in zip(cols.source_row, hows) if h == "choice"] if "choice" in how_kinds else []
+    flags = Counter(f for fl in cols.flags for f in fl) if any(cols.flags) else Counter()
     n_calls: Counter = Counter(cols.n_calls)
-    multiple = [int(r) for r, n in zip(cols.source_row, cols.n_calls) if n > 1]
-    diag = {"format": fmt, "attempts": len(o_status), "status": Counter(o_status),
-            "unresolved": Counter(r for s, r in zip(o_status, o_raw) if s == "unknown_tool"),
+    multiple = ([int(r) for r, n in zip(cols.source_row, cols.n_calls) if n > 1]
+                if any(n > 1 for n in n_calls) else [])
+    status = Counter(o_status)
+    diag = {"format": fmt, "attempts": len(o_status), "status": status,
+            "unresolved": Counter(r for s, r in zip(o_status, o_raw) if s == "unknown_tool")
+            if "unknown_tool" in status else Counter(),
             "n_tool_calls": dict(sorted(n_calls.items())), "multiple_calls_rows": multiple,
             "notes": dict(sorted(flags.items())), "cluster_source": getattr(catalog, "source", None),
             "repeated_requests": int((repeats > 1).sum()),
-            "off_cluster": Counter(r for s, r in zip(o_status, o_raw) if s == "off_cluster")}
+            "off_cluster": Counter(r for s, r in zip(o_status, o_raw) if s == "off_cluster")
+            if "off_cluster" in status else Counter()}
     if by_hint or by_choice:
         # requests offering tools of several clusters: how each one's cluster was decided
         diag["cluster_of_multi_cluster_requests"] = {
@@ -566,12 +573,12 @@ def _log_diagnostics(cols: AttemptColumns, o_status: list, o_raw: list, hows: li
                      "has none, the cluster of the tool chosen (those rows never count as off_cluster, and their "
                      "rates are conditional on a tool of one of the clusters being chosen)") if by_choice else
                     "the cluster of a request offering several clusters' tools is its cluster_id"}
-    by_group = [int(r) for r, h in zip(cols.source_row, hows) if h == "group"]
+    by_group = [int(r) for r, h in zip(cols.source_row, hows) if h == "group"] if "group" in how_kinds else []
     if by_group:
         diag["cluster_from_group"] = {"rows": len(by_group), "source_rows": by_group[:50],
                                       "note": "the cluster could not be decided from the attempt itself: it is the "
                                               "one cluster the other attempts of its trace / conversation have"}
-    no_list = [int(r) for r, nl in zip(cols.source_row, cols.no_list) if nl]
+    no_list = [int(r) for r, nl in zip(cols.source_row, cols.no_list) if nl] if any(cols.no_list) else []
     if no_list:
         diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
     return diag
@@ -1028,7 +1035,10 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
     if read is None:
         return None
     index, reqs, rows, unusual = read
-    n = len(reqs)
+    cids, tools, qids, qtexts, clusters, forced, models = reqs
+    if None in models:       # a request without `model`: the response names it (read line by line)
+        return None
+    n = len(cids)
     # what the model did, as parse_request leaves it, then as the results say
     outcome = _Outcome(n, unusual)
     got = _batch_results(res_pieces, res_open, shape, parse_response, index, reqs, rows, outcome, src)
@@ -1040,52 +1050,70 @@ def read_batch_columns(requests: Path, responses: Path, shape, parse_request, pa
         for pos in range(n):
             if not got[pos]:
                 status[pos] = "parse_error"
-                texts[pos] = f"no response for custom_id {reqs[pos][0]!r} in {where}"
+                texts[pos] = f"no response for custom_id {cids[pos]!r} in {where}"
                 flags[pos] += ("missing_response",)
-    cids, tools, qids, qtexts, clusters, forced, models = (list(c) for c in zip(*reqs))
-    if None in models:       # a request without `model`: the response names it (read line by line)
-        return None
     return AttemptColumns(source_file=[src] * n, source_row=rows, tools=tools, status=status, name=outcome.names,
                           raw=texts, n_calls=outcome.n_calls, query_id=qids, query_text=qtexts,
                           label=_CustomIdLabels(cids), flags=flags, forced=forced, cluster=clusters,
                           no_list=[False] * n, model=models, group=[None] * n)
 
 
+def _shallow(raw: bytes) -> bool:
+    """Whether a line has at most ``_FAST_MAX_BRACKETS`` brackets (a shorter line cannot have more)."""
+    return len(raw) <= _FAST_MAX_BRACKETS or raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS
+
+
+def _plain_reads(pieces: list, decode, plain, *extra) -> list:
+    """``plain(decode(line), *extra)`` of every line (None where the line is deep, does not decode into the
+    plain shape or is declined): one tight pass, the lines that are not plain are read one by one after."""
+    out: list = []
+    append = out.append
+    limit = _FAST_MAX_BRACKETS
+    for raw in pieces:
+        if len(raw) <= limit or raw.count(b"[") + raw.count(b"{") <= limit:
+            try:
+                append(plain(decode(raw), *extra))
+                continue
+            except FAST_ERRORS:
+                pass
+        append(None)
+    return out
+
+
 def _batch_requests(pieces: list, open_end: bool, shape, parse_request, requests: Path):
     """``(index, reqs, rows, unusual)`` of a batch's request lines, or None when one is not ordinary.
 
-    ``index``: custom_id -> position; ``reqs``: ``(custom_id, tools, query_id, query text, cluster, forcing)`` of
-    each request; ``rows``: its line; ``unusual``: position -> the Attempt of a request that is not plain."""
-    decode, plain = shape.request.decode, shape.read_request
+    ``index``: custom_id -> position; ``reqs``: the columns ``(custom_ids, tools, query_ids, query texts,
+    clusters, forcings, models)`` (lists, one entry per request); ``rows``: each request's line; ``unusual``:
+    position -> the Attempt of a request that is not plain."""
     lists: dict = {}                        # tool names by the text of a tool list
-    index: dict[str, int] = {}
-    reqs: list[tuple] = []
-    rows: list[int] = []
+    recs = _plain_reads(pieces, shape.request.decode, shape.read_request, lists)
     unusual: dict[int, Attempt] = {}
-    for i, raw in enumerate(pieces):
-        rec = None
-        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
-            try:
-                rec = plain(decode(raw), lists)
-            except FAST_ERRORS:
-                rec = None
-        if rec is None:
-            jl = _line(pieces, i, open_end)
-            if jl is None:
-                continue
-            att = _unusual_request(jl, parse_request, requests)
-            if att is None:
-                return None
-            unusual[len(reqs)] = att
-            rec = (cast(dict, jl.value)["custom_id"], att.tools, att.query_id, att.query_text, att.cluster,
-                   att.forced, att.model)
-        cid = rec[0]
-        if cid in index:
-            return None
-        index[cid] = len(reqs)
-        reqs.append(rec)
-        rows.append(i + 1)
-    return (index, reqs, rows, unusual) if reqs else None
+    if None in recs:                        # lines that are not plain (or blank): read one by one, in place
+        kept, rows = [], []
+        for i, rec in enumerate(recs):
+            if rec is None:
+                jl = _line(pieces, i, open_end)
+                if jl is None:              # a blank line: no request, its number is skipped
+                    continue
+                att = _unusual_request(jl, parse_request, requests)
+                if att is None:
+                    return None
+                unusual[len(kept)] = att
+                rec = (cast(dict, jl.value)["custom_id"], att.tools, att.query_id, att.query_text, att.cluster,
+                       att.forced, att.model)
+            kept.append(rec)
+            rows.append(i + 1)
+        recs = kept
+    else:
+        rows = list(range(1, len(recs) + 1))
+    if not recs:
+        return None
+    reqs = [list(c) for c in zip(*recs)]
+    index = dict(zip(reqs[0], range(len(recs))))
+    if len(index) < len(recs):              # a custom_id twice (join_batch words it)
+        return None
+    return index, reqs, rows, unusual
 
 
 def _unusual_request(jl: JsonLine, parse_request, requests: Path) -> Attempt | None:
@@ -1123,24 +1151,27 @@ class _Outcome:
             att.status, att.name, att.raw, att.n_calls, att.flags)
 
 
+def _result_read(plain):
+    """``plain`` of a decoded result line with the line's custom_id: ``(custom_id, plain(line))``, None where
+    ``plain`` declines the line."""
+    def read(line):
+        out = plain(line)
+        return None if out is None else (line.custom_id, out)
+    return read
+
+
 def _batch_results(pieces: list, open_end: bool, shape, parse_response, index: dict, reqs: list, rows: list,
                    outcome: _Outcome, src: str):
     """Apply a batch's result lines to ``outcome``; the ``bytearray`` of requests that got a result, or None when a
-    line is not ordinary (not an object with a custom_id, no request, twice, a parse that raises, no result)."""
+    line is not ordinary (not an object with a custom_id, no request, twice, a parse that raises, no result).
+    ``reqs``: the request columns of :func:`_batch_requests`."""
     status, names, texts, n_calls, flags = outcome.status, outcome.names, outcome.texts, outcome.n_calls, outcome.flags
-    got = bytearray(len(reqs))
-    decode, plain = shape.response.decode, shape.read_response
+    got = bytearray(len(rows))
+    reads = _plain_reads(pieces, shape.response.decode, _result_read(shape.read_response))
     n_res = 0
-    for i, raw in enumerate(pieces):
-        out = None
-        if raw.count(b"[") + raw.count(b"{") <= _FAST_MAX_BRACKETS:
-            try:
-                line = decode(raw)
-                out = plain(line)
-            except FAST_ERRORS:
-                out = None
-        if out is not None:
-            cid = line.custom_id
+    for i, read in enumerate(reads):
+        if read is not None:
+            cid, out = read
         else:
             jl = _line(pieces, i, open_end)
             if jl is None:
@@ -1149,6 +1180,7 @@ def _batch_results(pieces: list, open_end: bool, shape, parse_response, index: d
             cid = value.get("custom_id") if jl.error is None and type(value) is dict else None
             if type(cid) is not str or not cid:
                 return None
+            out = None
         n_res += 1
         pos = index.get(cid)
         if pos is None or got[pos]:
@@ -1157,9 +1189,9 @@ def _batch_results(pieces: list, open_end: bool, shape, parse_response, index: d
         if status[pos] == "parse_error":        # the request's own error stands; its result is not read
             continue
         if out is None:
-            rec = reqs[pos]
-            att = Attempt(src, rows[pos], rec[1], status[pos], names[pos], texts[pos], n_calls[pos], rec[2], rec[3],
-                          "", flags[pos], rec[5], rec[4], model=rec[6])
+            att = Attempt(src, rows[pos], reqs[1][pos], status[pos], names[pos], texts[pos], n_calls[pos],
+                          reqs[2][pos], reqs[3][pos], "", flags[pos], reqs[5][pos], reqs[4][pos],
+                          model=reqs[6][pos])
             try:
                 parse_response(value, att)
             except Exception:
