@@ -264,6 +264,7 @@ def _validate(args) -> int:
         return run_validate(args)
     study = _read(args)
     counts = study.counts
+    diagnostics = _status_in_order(counts.diagnostics)
     import pandas as pd
 
     if study.has_rows:
@@ -272,7 +273,7 @@ def _validate(args) -> int:
         summary = pd.DataFrame([{"source_file": f, "total": d["rows"], **d.get("status", {})} if "attempts" not in d
                                 else {"source_file": f, "total": d["attempts"], **d["attempt_status"],
                                       "table_rows": d["rows"]}   # aggregated file (count column): attempts
-                                for f, d in counts.diagnostics.items()])
+                                for f, d in diagnostics.items()])
     totals = counts.status_totals()
     components = _components(study)
     unassigned = _unassigned(counts)
@@ -288,7 +289,7 @@ def _validate(args) -> int:
             "models": sorted(counts.table["model"].unique().tolist()),
             "runs": sorted(int(r) for r in counts.table["run"].unique()),
             "design": {**counts.design.to_dict(), "n_units": counts.n_units},   # issue 35
-            "diagnostics": counts.diagnostics,
+            "diagnostics": diagnostics,
             "catalog_defaults": list(study.catalog.defaulted),
             "cluster_source": study.settings.get("cluster_source", {"kind": "catalog",
                                                                     "detail": str(study.catalog.source)}),
@@ -305,6 +306,25 @@ def _validate(args) -> int:
         else:
             emit(f"\nComparison graph (choice model): not available: {components}")
     return 0
+
+
+def _status_in_order(diagnostics: dict) -> dict:
+    """The diagnostics with the status counts of every file an engine counted in place (DuckDB, Dask) in the
+    schema's order of statuses (``ok``, ``no_call``, ... then any other, sorted): the engines group without an
+    order, so the keys of ``status`` / ``attempt_status`` came in an order that could change between runs.
+    Readers' own counts (pandas) keep their order (first seen)."""
+    from .._schema import STATUSES
+
+    rank = {s: i for i, s in enumerate(STATUSES)}
+    out = {}
+    for f, d in diagnostics.items():
+        if isinstance(d, dict) and d.get("engine") in ("duckdb", "dask"):
+            d = dict(d)
+            for key in ("status", "attempt_status"):
+                if isinstance(d.get(key), dict):
+                    d[key] = dict(sorted(d[key].items(), key=lambda kv: (rank.get(kv[0], len(rank)), str(kv[0]))))
+        out[f] = d
+    return out
 
 
 def _unassigned(counts) -> dict:
