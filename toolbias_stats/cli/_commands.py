@@ -81,14 +81,14 @@ def _command_in(argv) -> str:
     return ""
 
 
-#: ``_resampling.BOOTSTRAP_WEIGHTS``, spelt out so that building the parser of ``validate`` imports no SciPy (issue 37;
-#: a test checks that both agree).
+#: ``_resampling.BOOTSTRAP_WEIGHTS`` and ``io.ENGINES``, spelt out so that building the parser of ``validate`` imports
+#: no SciPy and no reader (issue 37; a test checks that they agree).
 BOOTSTRAP_WEIGHTS = ("multinomial", "poisson")
+ENGINES = ("auto", "pandas", "duckdb", "dask")
 
 
 def _add_core_parsers(sub) -> None:
     """validate, bias, report."""
-    from ..io import ENGINES
     from ._vocabulary import add_aliases, add_confidence_level, add_n_resamples, add_seed
 
     def engine_args(sp):
