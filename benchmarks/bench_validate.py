@@ -79,7 +79,7 @@ def main() -> None:
     n = args.requests
     versions = [("this checkout", None)] + ([(args.package, args.package)] if args.package else [])
     runs, outputs = [], {}
-    for i in range(args.repeat):
+    for _ in range(args.repeat):
         for tag, package in versions:
             r = run_once(study, package, args.text)
             outputs.setdefault(tag, set()).add(r.pop("output"))

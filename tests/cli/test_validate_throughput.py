@@ -33,7 +33,7 @@ def test_choices_spelt_out_agree():
     from toolbias_stats.io import ENGINES
 
     assert _commands.BOOTSTRAP_WEIGHTS == BOOTSTRAP_WEIGHTS
-    assert _commands.ENGINES == tuple(ENGINES)
+    assert tuple(ENGINES) == _commands.ENGINES
 
 
 def test_validate_of_a_batch_imports_no_statistics_stack(tmp_path):
@@ -64,7 +64,7 @@ def test_status_in_order_only_for_engine_counts():
     assert list(out["a.csv"]["attempt_status"]) == ["ok", "no_call"]
     assert list(out["b.jsonl"]["status"]) == ["no_call", "ok"]            # a reader's own order stays
     assert list(out["c"]["status"]) == ["ok", "forced"]
-    assert out == diag and list(diag["a.csv"]["status"])[0] == "parse_error"   # same values; input not changed
+    assert out == diag and next(iter(diag["a.csv"]["status"])) == "parse_error"   # same values; input unchanged
 
 
 def test_validate_json_engine_status_keys_in_schema_order(tmp_path, capsys):

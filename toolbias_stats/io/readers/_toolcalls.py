@@ -1090,7 +1090,8 @@ def _batch_requests(pieces: list, open_end: bool, shape, parse_request, requests
     recs = _plain_reads(pieces, shape.request.decode, shape.read_request, lists)
     unusual: dict[int, Attempt] = {}
     if None in recs:                        # lines that are not plain (or blank): read one by one, in place
-        kept, rows = [], []
+        kept: list = []
+        rows: list[int] = []
         for i, rec in enumerate(recs):
             if rec is None:
                 jl = _line(pieces, i, open_end)
