@@ -557,13 +557,11 @@ def _log_diagnostics(cols: AttemptColumns, o_status: list, o_raw: list, hows: li
                 if any(n > 1 for n in n_calls) else [])
     status = Counter(o_status)
     diag = {"format": fmt, "attempts": len(o_status), "status": status,
-            "unresolved": Counter(r for s, r in zip(o_status, o_raw) if s == "unknown_tool")
-            if "unknown_tool" in status else Counter(),
+            "unresolved": _raw_of(o_status, o_raw, "unknown_tool", status),
             "n_tool_calls": dict(sorted(n_calls.items())), "multiple_calls_rows": multiple,
             "notes": dict(sorted(flags.items())), "cluster_source": getattr(catalog, "source", None),
             "repeated_requests": int((repeats > 1).sum()),
-            "off_cluster": Counter(r for s, r in zip(o_status, o_raw) if s == "off_cluster")
-            if "off_cluster" in status else Counter()}
+            "off_cluster": _raw_of(o_status, o_raw, "off_cluster", status)}
     if by_hint or by_choice:
         # requests offering tools of several clusters: how each one's cluster was decided
         diag["cluster_of_multi_cluster_requests"] = {
@@ -582,6 +580,13 @@ def _log_diagnostics(cols: AttemptColumns, o_status: list, o_raw: list, hows: li
     if no_list:
         diag["order_unknown"] = {"rows": len(no_list), "reason": NO_LIST_REASON}
     return diag
+
+
+def _raw_of(o_status: list, o_raw: list, which: str, status: Counter) -> Counter:
+    """How often each raw value occurs among the rows of status ``which`` (no pass when ``status`` has none)."""
+    if which not in status:
+        return Counter()
+    return Counter(r for s, r in zip(o_status, o_raw) if s == which)
 
 
 def _repeats(keys: list) -> np.ndarray:
