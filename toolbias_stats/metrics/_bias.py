@@ -30,6 +30,7 @@ from ._bias_engine import P_QUERY as P_QUERY
 from ._bias_engine import P_RELABEL as P_RELABEL
 from ._bias_engine import SPARSE_PER_TOOL as SPARSE_PER_TOOL
 from ._bias_engine import _calibration_pool, _group_stage
+from ._vectorised import study_exact_null
 from ._bias_engine import _Metric as _Metric
 from ._bias_engine import _nanmean as _nanmean
 from ._bias_engine import _rate_table as _rate_table
@@ -283,6 +284,8 @@ def _group_results(counts, rows: _Rows, settings: _Settings, caught: list, progr
     the end (:meth:`._bias_engine._PendingGroup.finish`)."""
     by, s = settings.by, settings
     grouped = rows.frame.groupby(by, sort=True, dropna=False) if by else [((), rows.frame)]
+    exact = study_exact_null(s.n_null, grouped.ngroups if by else 1, len(rows.columns.cluster_ids),
+                             rows.frame["run"].nunique())
     if progress:
         from tqdm.auto import tqdm
 
@@ -298,7 +301,7 @@ def _group_results(counts, rows: _Rows, settings: _Settings, caught: list, progr
             pos_of = None if slots is None else {c: v for (g, c), v in slots.items() if g == tuple(key)[:len(by)]}
             pending.append(_group_stage(sub, counts.catalog, keys, s.n_resamples, s.n_null, s.confidence_level,
                                         s.ci_method, s.gen, caught, s.cluster_corrected, s.bootstrap, pos_of, unknown,
-                                        rows.columns, pool))
+                                        rows.columns, pool, exact))
         return [p.finish() for p in pending]
     finally:
         if pool is not None:

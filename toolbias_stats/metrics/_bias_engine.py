@@ -144,10 +144,11 @@ def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of,
 
 
 def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen, caught,
-                 cluster_corrected, bootstrap, pos_of=None, unknown=None, columns=None, pool=None) -> _PendingGroup:
+                 cluster_corrected, bootstrap, pos_of=None, unknown=None, columns=None, pool=None,
+                 study_exact=False) -> _PendingGroup:
     """Every random draw of one group (replicates, then the null draws of each metric), in the order of the
     stream; the calibrated intervals go to ``pool`` (None: computed here). :meth:`_PendingGroup.finish` builds
-    the :class:`GroupBias`."""
+    the :class:`GroupBias`. ``study_exact``: the uniform chooser's null from exact laws (:func:`study_exact_null`)."""
     if columns is None:
         columns, sub = _Columns(sub), sub.reset_index(drop=True)
     at = sub.index.to_numpy()
@@ -167,10 +168,10 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
         caught.append(msg)
 
     api = _Metric("delta_api", clusters, d.api_t, obs_api, d.boot_api, gen, n_null, level, cluster_corrected,
-                  multinomial, pool)
+                  multinomial, pool, study_exact)
     has_pos = [c for c in clusters if d.pos_t[c] is not None]
     pos = (_Metric("delta_pos", has_pos, d.pos_t, obs_pos, d.boot_pos, gen, n_null, level, cluster_corrected,
-                   multinomial, pool) if has_pos else None)
+                   multinomial, pool, study_exact) if has_pos else None)
     for m in (api, pos):
         if m is not None and np.isnan(m.per_cluster_obs).any():
             msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
@@ -307,12 +308,13 @@ class _Metric:
     """Observed, bootstrap, jackknife and null values of one cluster-averaged TV metric."""
 
     def __init__(self, name, clusters, targets, obs, boot, gen, n_null, level, cluster_corrected, multinomial=(),
-                 pool=None):
+                 pool=None, study_exact=False):
         """The stages in the order of the random stream: kinds of clusters (a child generator spawned), point
         estimates, replicate values (jackknife, relabelled draws), calibrated intervals, references of "no bias"."""
         self.name = name
         self.clusters = clusters
         self.level = level
+        self.study_exact = study_exact
         self._kinds(clusters, targets, obs, multinomial, gen)
         self._point_estimates(clusters, targets, obs)
         r = boot[clusters[0]].shape[0]
@@ -457,7 +459,8 @@ class _Metric:
         self.null_stat = None
         if n_null:
             # (N,) and (N, C): multinomial draws, or each cluster's mean from its exact law when they would be many
-            self.null_stat, self.null_sims = uniform_null_means(gen, n_cs, ks, n_null, np.isnan(self.per_cluster_obs))
+            self.null_stat, self.null_sims = uniform_null_means(gen, n_cs, ks, n_null, np.isnan(self.per_cluster_obs),
+                                                                 self.study_exact)
 
     def _jackknife(self, targets):
         """Leave-one-query-out values of mean_over_runs (one per query of every cluster)."""
