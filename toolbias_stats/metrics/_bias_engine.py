@@ -101,8 +101,8 @@ class _GroupDraws:
     api_t: dict
     pos_t: dict
     tools_of: dict
-    boot_api: dict
-    boot_pos: dict
+    boot_api: dict      # (R, S, K) replicate counts per cluster; (R, K), summed over runs, once the metrics are built
+    boot_pos: dict      # (R, S, K) per cluster; None once the metrics are built
     multinomial: set
     labels: dict
     notes: dict
@@ -182,6 +182,10 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
         for t in (d.api_t[c], d.pos_t[c]):
             if t is not None:
                 t.counts = np.empty((0,) + t.counts.shape[1:])
+        # and of the replicates only the rate table's sums over runs (R, K) stay, not the (R, S, K) counts of both
+        # metrics (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was done)
+        d.boot_api[c] = d.boot_api[c].sum(1)
+        d.boot_pos[c] = None
     return _PendingGroup(keys, rows, d, obs_api, obs_pos, api, pos, has_pos, model_cal, n_resamples, level,
                          ci_method)
 
@@ -234,7 +238,7 @@ class _PendingGroup:
             position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
             delta_api=self.api.cluster_result(i, level),
             delta_pos=None if j is None else cast(_Metric, self.pos).cluster_result(j, level),
-            rate_table=functools.partial(_rate_table, c, d.tools_of[c], counts, d.boot_api[c].sum(1), level,
+            rate_table=functools.partial(_rate_table, c, d.tools_of[c], counts, d.boot_api[c], level,
                                          getattr(self.api, "units", {}).get(c)),
             interval_method=(INTERVAL_NONE if not self.n_resamples else INTERVAL_MULTINOMIAL
                              if c in d.multinomial else INTERVAL_QUERY),
@@ -355,7 +359,9 @@ class _Metric:
         """The statistics of the ``r`` replicates, the jackknife over queries and the relabelled draws."""
         norm = (1 - 1 / self.ks)
         b = stacked(tv_runs, [boot[c] for c in clusters], axis=1)           # (R, C, S)
-        self.boot_cluster_runs = b
+        # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the (R, C, S)
+        # values are not kept: 1/S of the memory while the other groups are drawn)
+        self.boot_cluster_means = _nanmean(b, 2)
         self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
         self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
         self.boot_pooled_cluster = stacked(tv_runs, [boot[c].sum(1) for c in clusters], axis=1)  # (R, C)
@@ -543,7 +549,7 @@ class _Metric:
         per_run = per_run[np.isfinite(per_run)]
         kw: dict[str, Any] = {}
         if self.n_resamples:
-            b = _nanmean(self.boot_cluster_runs[:, i, :], 1)
+            b = self.boot_cluster_means[:, i]
             cal = _resolved(self._cal_cluster[i])
             cis = self._cluster_cis(level)
             kw = dict(ci=ConfidenceInterval(*cis[0][:, i]), ci_method="percentile",
@@ -602,7 +608,7 @@ class _Metric:
         """Every cluster's percentile intervals (of its mean over runs, pooled and normalised), computed for all
         clusters at once on first use: arrays (2, C) of (low, high)."""
         if getattr(self, "_cis", (None,))[0] != level:
-            b = _nanmean(self.boot_cluster_runs, 2)                                       # (R, C)
+            b = self.boot_cluster_means                                                   # (R, C)
             self._cis = (level, [np.array(percentile_cis(x, level)) for x in
                                  (b, self.boot_pooled_cluster, b / (1 - 1 / self.ks)[None, :])])
         return self._cis[1]
