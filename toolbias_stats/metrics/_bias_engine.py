@@ -44,6 +44,7 @@ from ._vectorised import (
     centred_null_tv,
     jackknife_means,
     leave_one_out_tv,
+    nanmean,
     percentile_cis,
     stacked,
     tv_runs,
@@ -303,9 +304,8 @@ def _mean_of_finite(x) -> float:
 
 
 def _nanmean(x, axis):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmean(x, axis=axis)
+    """:func:`._vectorised.nanmean` (``np.mean`` where there is no NaN: the same numbers, a fraction of the cost)."""
+    return nanmean(x, axis)
 
 
 class _Metric:

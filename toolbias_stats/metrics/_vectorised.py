@@ -47,11 +47,13 @@ def same_shape_runs(shapes: Sequence[tuple], factor: int = 1, max_size: int = MA
     [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
     """
     out, start = [], 0
+    cap = max(1, max_size // max(1, factor * math.prod(int(x) for x in shapes[0]))) if len(shapes) else 1
     for i in range(1, len(shapes) + 1):
-        cap = max(1, max_size // max(1, factor * int(np.prod(shapes[start]))))
         if i == len(shapes) or shapes[i] != shapes[start] or i - start >= cap:
             out.append(slice(start, i))
             start = i
+            if i < len(shapes):   # the size of one array of the next run (Python integers: no np.prod per shape)
+                cap = max(1, max_size // max(1, factor * math.prod(int(x) for x in shapes[i])))
     return out
 
 
@@ -88,7 +90,20 @@ def tv_runs(counts: np.ndarray) -> np.ndarray:
 
 
 def nanmean(x: np.ndarray, axis: int) -> np.ndarray:
-    """``np.nanmean`` without the warning of an all-NaN slice (its mean is NaN)."""
+    """``np.nanmean`` without the warning of an all-NaN slice (its mean is NaN).
+
+    An array without NaN takes ``np.mean``: the same sum divided by the same count, so the same numbers, without
+    the copy and the count of valid values (issue 37: the replicates' means, once per group, metric and cluster).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, np.nan], [3.0, 4.0]])
+    >>> nanmean(x, 0), nanmean(x[:, :1], 0)
+    (array([2., 4.]), array([2.]))
+    """
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and x.size and not np.isnan(x).any():
+        return x.mean(axis=axis)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(x, axis=axis)
