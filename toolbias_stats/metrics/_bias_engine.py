@@ -179,6 +179,9 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
             warnings.warn(msg, DegenerateDataWarning, stacklevel=5)
             caught.append(msg)
     model_cal = _Metric.model_calibration(api, pos, level, pool) if pos else None
+    for m in (api, pos):   # every calibration is submitted: its replicate counts go with it, not with the group
+        if m is not None and m.n_resamples:
+            m.cal_inputs = (m.cal_inputs[0], None, m.cal_inputs[2])
     for c in clusters:   # the metrics hold what they need: the per-query tensors go before the next group's come
         for t in (d.api_t[c], d.pos_t[c]):
             if t is not None:
@@ -734,11 +737,18 @@ class _Task:
         self.future = pool.submit(fn, *args, **kwargs)
         self.done = False
         self.value = None
+        # computed by the pool: its arguments (replicate counts) are not needed any more (issue 37: memory held by
+        # every group until all are done); a cancelled task keeps them for result()
+        self.future.add_done_callback(self._release)
+
+    def _release(self, future):
+        if not future.cancelled():
+            self.call = None
 
     def result(self):
         if not self.done:
-            fn, args, kwargs = self.call
-            self.value = fn(*args, **kwargs) if self.future.cancel() else self.future.result()
+            call = self.call
+            self.value = call[0](*call[1], **call[2]) if self.future.cancel() else self.future.result()
             self.done = True
             self.call = None
         return self.value
