@@ -294,7 +294,7 @@ def _group_results(counts, rows: _Rows, settings: _Settings, caught: list, progr
     unknown = _order_unknown(counts)
     pool = _calibration_pool(s.n_resamples)
     try:
-        pending = []
+        pending, done = [], []
         for key, sub in grouped:
             key = key if isinstance(key, tuple) else (key,)
             keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
@@ -302,7 +302,9 @@ def _group_results(counts, rows: _Rows, settings: _Settings, caught: list, progr
             pending.append(_group_stage(sub, counts.catalog, keys, s.n_resamples, s.n_null, s.confidence_level,
                                         s.ci_method, s.gen, caught, s.cluster_corrected, s.bootstrap, pos_of, unknown,
                                         rows.columns, pool, exact))
-        return [p.finish() for p in pending]
+            if len(pending) > 1:   # the group before is finished while this one's intervals compute: its arrays go
+                done.append(pending.pop(0).finish())
+        return done + [p.finish() for p in pending]
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
