@@ -30,7 +30,6 @@ from ._bias_engine import P_QUERY as P_QUERY
 from ._bias_engine import P_RELABEL as P_RELABEL
 from ._bias_engine import SPARSE_PER_TOOL as SPARSE_PER_TOOL
 from ._bias_engine import _calibration_pool, _group_stage
-from ._vectorised import study_exact_null
 from ._bias_engine import _Metric as _Metric
 from ._bias_engine import _nanmean as _nanmean
 from ._bias_engine import _rate_table as _rate_table
@@ -43,6 +42,7 @@ from ._bias_results import TVResult as TVResult
 from ._bias_results import _json_num as _json_num
 from ._bias_tensors import _Columns, _order_unknown, list_slots
 from ._bias_tensors import _tensors as _tensors
+from ._vectorised import study_exact_null
 
 # The ``X as X`` imports above are re-exports: names that other modules import from here today (an import rewrite
 # points them at their homes), and the names that results pickled before the split refer to
@@ -280,12 +280,15 @@ def _group_results(counts, rows: _Rows, settings: _Settings, caught: list, progr
 
     Per group, in the order of the random stream (:func:`._bias_engine._group_stage`): resample (every cluster's
     replicates), then per metric the point estimates, the intervals and the references of "no bias". The calibrated
-    intervals are computed beside the next groups' draws (:func:`._bias_engine._calibration_pool`) and collected at
-    the end (:meth:`._bias_engine._PendingGroup.finish`)."""
+    intervals are computed beside the next group's draws (:func:`._bias_engine._calibration_pool`) and collected
+    when that group is drawn (:meth:`._bias_engine._PendingGroup.finish`), so that one group's arrays are held at a
+    time. The uniform chooser's null takes the exact laws in every group when the study's draws are many
+    (:func:`._vectorised.study_exact_null`)."""
     by, s = settings.by, settings
-    grouped = rows.frame.groupby(by, sort=True, dropna=False) if by else [((), rows.frame)]
-    exact = study_exact_null(s.n_null, grouped.ngroups if by else 1, len(rows.columns.cluster_ids),
-                             rows.frame["run"].nunique())
+    by_groups = rows.frame.groupby(by, sort=True, dropna=False) if by else None
+    exact = study_exact_null(s.n_null, 1 if by_groups is None else by_groups.ngroups, len(rows.columns.cluster_ids),
+                             int(rows.frame["run"].nunique()))
+    grouped = [((), rows.frame)] if by_groups is None else by_groups
     if progress:
         from tqdm.auto import tqdm
 

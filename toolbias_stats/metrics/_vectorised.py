@@ -437,10 +437,10 @@ def _run_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequenc
             return None
         values, cdf, guide = sampler
         draws[cells] = values[inverse_cdf_draws(gen.random((len(cells), n_null)), cdf, guide)]
-    draws = draws.reshape(valid.shape + (n_null,))               # (C, S, N)
+    cube = draws.reshape(valid.shape + (n_null,))                # (C, S, N)
     with np.errstate(invalid="ignore", divide="ignore"):
-        per_cluster = draws.sum(1) / valid.sum(1)[:, None]      # (C, N); NaN: a cluster without a valid run
-        per_run = draws.sum(0) / valid.sum(0)[:, None]          # (S, N); NaN: a run without a valid cluster
+        per_cluster = cube.sum(1) / valid.sum(1)[:, None]       # (C, N); NaN: a cluster without a valid run
+        per_run = cube.sum(0) / valid.sum(0)[:, None]           # (S, N); NaN: a run without a valid cluster
     seen = valid.any(0)
     return (per_run[seen].mean(0) if seen.any() else np.full(n_null, np.nan)), per_cluster.T
 
