@@ -198,7 +198,7 @@ def tv_uniform_pmf(n: int, k: int) -> np.ndarray:
 
 def _poisson_pmf(x: np.ndarray, mu: float) -> np.ndarray:
     """``scipy.stats.poisson.pmf(x, mu)`` for integers ``x >= 0`` and ``mu > 0``, by the same formula (the same
-    numbers, a test checks it) without importing ``scipy.stats`` (about a second of start-up).
+    numbers, a test checks it) without importing ``scipy.stats`` (0.5-1 s of start-up that ``bias`` does not otherwise need).
 
     Examples
     --------
@@ -335,7 +335,7 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
       large.
 
     ``study_exact`` (:func:`study_exact_null`: the study's draws reach :data:`EXACT_MIN_DRAWS` though this group's
-    do not): every valid cluster-run is drawn from its own exact law (:func:`_run_draws`, ``n_null x C x S``
+    do not): every valid cluster-run is drawn from its own exact law (:func:`_run_means`, ``n_null x C x S``
     uniforms and no convolution over runs), or by the multinomial route if a run's law is too large.
 
     Examples
