@@ -198,7 +198,8 @@ def tv_uniform_pmf(n: int, k: int) -> np.ndarray:
 
 def _poisson_pmf(x: np.ndarray, mu: float) -> np.ndarray:
     """``scipy.stats.poisson.pmf(x, mu)`` for integers ``x >= 0`` and ``mu > 0``, by the same formula (the same
-    numbers, a test checks it) without importing ``scipy.stats`` (0.5-1 s of start-up that ``bias`` does not otherwise need).
+    numbers, a test checks it) without importing ``scipy.stats`` (0.5-1 s of start-up that ``bias`` does not
+    otherwise need).
 
     Examples
     --------
