@@ -42,6 +42,7 @@ from ._bias_results import TVResult as TVResult
 from ._bias_results import _json_num as _json_num
 from ._bias_tensors import _Columns, _order_unknown, list_slots
 from ._bias_tensors import _tensors as _tensors
+from ._vectorised import study_exact_null
 
 # The ``X as X`` imports above are re-exports: names that other modules import from here today (an import rewrite
 # points them at their homes), and the names that results pickled before the split refer to
@@ -279,10 +280,15 @@ def _group_results(counts, rows: _Rows, settings: _Settings, caught: list, progr
 
     Per group, in the order of the random stream (:func:`._bias_engine._group_stage`): resample (every cluster's
     replicates), then per metric the point estimates, the intervals and the references of "no bias". The calibrated
-    intervals are computed beside the next groups' draws (:func:`._bias_engine._calibration_pool`) and collected at
-    the end (:meth:`._bias_engine._PendingGroup.finish`)."""
+    intervals are computed beside the next group's draws (:func:`._bias_engine._calibration_pool`) and collected
+    when that group is drawn (:meth:`._bias_engine._PendingGroup.finish`), so that one group's arrays are held at a
+    time. The uniform chooser's null takes the exact laws in every group when the study's draws are many
+    (:func:`._vectorised.study_exact_null`)."""
     by, s = settings.by, settings
-    grouped = rows.frame.groupby(by, sort=True, dropna=False) if by else [((), rows.frame)]
+    by_groups = rows.frame.groupby(by, sort=True, dropna=False) if by else None
+    exact = study_exact_null(s.n_null, 1 if by_groups is None else by_groups.ngroups, len(rows.columns.cluster_ids),
+                             int(rows.frame["run"].nunique()))
+    grouped = [((), rows.frame)] if by_groups is None else by_groups
     if progress:
         from tqdm.auto import tqdm
 
@@ -291,15 +297,17 @@ def _group_results(counts, rows: _Rows, settings: _Settings, caught: list, progr
     unknown = _order_unknown(counts)
     pool = _calibration_pool(s.n_resamples)
     try:
-        pending = []
+        pending, done = [], []
         for key, sub in grouped:
             key = key if isinstance(key, tuple) else (key,)
             keys = dict(zip(by, (k.item() if hasattr(k, "item") else k for k in key)))
             pos_of = None if slots is None else {c: v for (g, c), v in slots.items() if g == tuple(key)[:len(by)]}
             pending.append(_group_stage(sub, counts.catalog, keys, s.n_resamples, s.n_null, s.confidence_level,
                                         s.ci_method, s.gen, caught, s.cluster_corrected, s.bootstrap, pos_of, unknown,
-                                        rows.columns, pool))
-        return [p.finish() for p in pending]
+                                        rows.columns, pool, exact))
+            if len(pending) > 1:   # the group before is finished while this one's intervals compute: its arrays go
+                done.append(pending.pop(0).finish())
+        return done + [p.finish() for p in pending]
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)

@@ -47,11 +47,13 @@ def same_shape_runs(shapes: Sequence[tuple], factor: int = 1, max_size: int = MA
     [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
     """
     out, start = [], 0
+    cap = max(1, max_size // max(1, factor * math.prod(int(x) for x in shapes[0]))) if len(shapes) else 1
     for i in range(1, len(shapes) + 1):
-        cap = max(1, max_size // max(1, factor * int(np.prod(shapes[start]))))
         if i == len(shapes) or shapes[i] != shapes[start] or i - start >= cap:
             out.append(slice(start, i))
             start = i
+            if i < len(shapes):   # the size of one array of the next run (Python integers: no np.prod per shape)
+                cap = max(1, max_size // max(1, factor * math.prod(int(x) for x in shapes[i])))
     return out
 
 
@@ -88,7 +90,20 @@ def tv_runs(counts: np.ndarray) -> np.ndarray:
 
 
 def nanmean(x: np.ndarray, axis: int) -> np.ndarray:
-    """``np.nanmean`` without the warning of an all-NaN slice (its mean is NaN)."""
+    """``np.nanmean`` without the warning of an all-NaN slice (its mean is NaN).
+
+    An array without NaN takes ``np.mean``: the same sum divided by the same count, so the same numbers, without
+    the copy and the count of valid values (issue 37: the replicates' means, once per group, metric and cluster).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, np.nan], [3.0, 4.0]])
+    >>> nanmean(x, 0), nanmean(x[:, :1], 0)
+    (array([2., 4.]), array([2.]))
+    """
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and x.size and not np.isnan(x).any():
+        return x.mean(axis=axis)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(x, axis=axis)
@@ -159,14 +174,12 @@ def tv_uniform_pmf(n: int, k: int) -> np.ndarray:
     >>> bool(np.isclose(p @ (np.arange(p.size) / 150), expected_tv_uniform(30, 5), rtol=1e-12))
     True
     """
-    from scipy import stats
-
     if n < 1 or k < 1:
         raise ValueError(f"need n >= 1 and K >= 1, got n={n}, K={k}")
     if k == 1:
         return _frozen(np.ones(1))
     x = np.arange(n + 1)
-    w = stats.poisson.pmf(x, n / k)
+    w = _poisson_pmf(x, n / k)
     g = np.maximum(k * x - n, 0)
     width = n * (k - 1) + 1
     f = np.zeros((n + 1, width))
@@ -181,6 +194,21 @@ def tv_uniform_pmf(n: int, k: int) -> np.ndarray:
     for i in live:
         last[g[i]:] += w[i] * f[n - i, :width - g[i]]
     return _frozen(last / last.sum())
+
+
+def _poisson_pmf(x: np.ndarray, mu: float) -> np.ndarray:
+    """``scipy.stats.poisson.pmf(x, mu)`` for integers ``x >= 0`` and ``mu > 0``, by the same formula (the same
+    numbers, a test checks it) without importing ``scipy.stats`` (0.5-1 s of start-up that ``bias`` does not
+    otherwise need).
+
+    Examples
+    --------
+    >>> _poisson_pmf(np.arange(3), 1.0).round(4)
+    array([0.3679, 0.3679, 0.1839])
+    """
+    from scipy import special
+
+    return np.exp(special.xlogy(x, mu) - special.gammaln(x + 1) - mu)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -272,8 +300,23 @@ def inverse_cdf_draws(u: np.ndarray, cdf: np.ndarray, guide: np.ndarray) -> np.n
     return idx.reshape(shape)
 
 
+def study_exact_null(n_null: int, n_groups: int, n_clusters: int, n_runs: int) -> bool:
+    """Whether a study's groups draw the uniform chooser's null from the exact laws of its cluster-runs even where
+    a group alone is below :data:`EXACT_MIN_DRAWS` (the ``study_exact`` of :func:`uniform_null_means`): when the
+    whole study's multinomial draws, ``n_null x groups x clusters x runs`` (an upper bound: every group with
+    every cluster and run), would reach it. A study of many small groups (240 files, one model each) then costs
+    what its rows cost, not groups x clusters multinomial vectors; a small study keeps the numbers of its seed.
+
+    Examples
+    --------
+    >>> study_exact_null(2000, 7, 10, 3), study_exact_null(2000, 240, 10, 3)
+    (False, True)
+    """
+    return n_null * n_groups * n_clusters * n_runs >= EXACT_MIN_DRAWS
+
+
 def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float], n_null: int,
-                       missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                       missing: np.ndarray, study_exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The uniform chooser's null of a group: ``(null_stat (N,), null_sims (N, C))``.
 
     ``null_sims[:, c]`` are ``n_null`` draws of cluster c's mean over its runs of the TV of uniform multinomial
@@ -292,6 +335,10 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
       law instead (:func:`_run_draws`, ``n_null x C x S`` uniforms), or by the multinomial route if a law is too
       large.
 
+    ``study_exact`` (:func:`study_exact_null`: the study's draws reach :data:`EXACT_MIN_DRAWS` though this group's
+    do not): every valid cluster-run is drawn from its own exact law (:func:`_run_means`, ``n_null x C x S``
+    uniforms and no convolution over runs), or by the multinomial route if a run's law is too large.
+
     Examples
     --------
     >>> gen = np.random.default_rng(0)
@@ -304,11 +351,16 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
     missing = np.asarray(missing, dtype=bool)
     valid = ~missing & (np.stack(n_cs) > 0) if n_cs else missing
     weights = _cluster_weights(valid)
-    if n_null * valid.size >= EXACT_MIN_DRAWS and weights is None:
+    large = n_null * valid.size >= EXACT_MIN_DRAWS
+    if study_exact and not large:
+        means = _run_means(gen, n_cs, ks, n_null, valid)
+        if means is not None:
+            return means
+    if large and weights is None:
         sims = _run_draws(gen, n_cs, ks, n_null, valid)
         if sims is not None:
             return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
-    if weights is None or n_null * valid.size < EXACT_MIN_DRAWS:
+    if weights is None or not large:
         sims = uniform_null_tv(gen, n_cs, ks, n_null)
         sims[:, missing] = np.nan
         return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
@@ -356,6 +408,42 @@ def _run_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequenc
         at = np.array(cells)
         sims[:, at[:, 0], at[:, 1]] = values[inverse_cdf_draws(gen.random((n_null, len(cells))), cdf, guide)]
     return sims
+
+
+def _run_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float], n_null: int,
+               valid: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(null_stat (N,), null_sims (N, C))`` of :func:`uniform_null_means` with every valid (cluster, run) drawn
+    from its own exact law (the ``study_exact`` route): for each distinct (K, n), sorted, ``gen.random((cells,
+    N))`` uniforms by inverse CDF, into a (C, S, N) array whose draws are contiguous, then the means over runs
+    (per cluster) and over clusters then runs (the group) as sums and counts of the valid cells. None when some
+    run's law is too large to compute (:data:`EXACT_MAX_OPS`).
+
+    Examples
+    --------
+    >>> stat, sims = _run_means(np.random.default_rng(0), [np.array([10, 20]), np.array([5, 0])], [5, 5], 3,
+    ...                         np.array([[True, True], [True, False]]))
+    >>> stat.shape, sims.shape
+    ((3,), (3, 2))
+    """
+    units: dict[tuple, list] = {}
+    cs, ss = np.nonzero(valid)
+    for c, s in zip(cs.tolist(), ss.tolist()):
+        units.setdefault((int(ks[c]), int(n_cs[c][s])), []).append(c * valid.shape[1] + s)
+    if any(_pmf_ops(n, k) > EXACT_MAX_OPS for k, n in units):
+        return None
+    draws = np.zeros((valid.size, n_null))                      # a row per (cluster, run); 0 where not valid
+    for (k, n), cells in sorted(units.items()):
+        sampler = _cluster_sampler((n,), k)                      # one run's law: TV = e / (n K)
+        if sampler is None:
+            return None
+        values, cdf, guide = sampler
+        draws[cells] = values[inverse_cdf_draws(gen.random((len(cells), n_null)), cdf, guide)]
+    cube = draws.reshape(valid.shape + (n_null,))                # (C, S, N)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_cluster = cube.sum(1) / valid.sum(1)[:, None]       # (C, N); NaN: a cluster without a valid run
+        per_run = cube.sum(0) / valid.sum(0)[:, None]           # (S, N); NaN: a run without a valid cluster
+    seen = valid.any(0)
+    return (per_run[seen].mean(0) if seen.any() else np.full(n_null, np.nan)), per_cluster.T
 
 
 def _cluster_weights(valid: np.ndarray) -> np.ndarray | None:
