@@ -1312,6 +1312,9 @@ def _key_plan(con, design) -> _KeyPlan | None:
     span = {c: found[1 + 3 * j:4 + 3 * j] for j, c in enumerate(ints)}
     if any(missing or hi - lo >= _KEY_RADIX_MAX for lo, hi, missing in span.values()):
         return None
+    distinct = _distinct_values(con, [c for c, t in zip(names, text) if t])
+    if distinct is None:
+        return None
     radix, codes, joins, categories = [], [], [], []
     for i, (c, t) in enumerate(zip(names, text)):
         if not t:
@@ -1320,10 +1323,7 @@ def _key_plan(con, design) -> _KeyPlan | None:
             codes.append(f"(CAST(s.{_q(c)} AS BIGINT) - {lo})")
             categories.append(None)
             continue
-        values = con.execute(f"SELECT DISTINCT {_q(c)}, CAST({_q(c)} AS VARCHAR) FROM study").fetchall()
-        if any(v is None for v, _ in values):
-            return None
-        values.sort(key=lambda v: v[1])
+        values = sorted(distinct[c], key=lambda v: v[1])
         con.register("__km_df", pd.DataFrame({"v": pd.Series([v for v, _ in values], dtype=object),
                                               "code": np.arange(len(values), dtype=np.int64)}))
         con.execute(f"CREATE OR REPLACE TEMP TABLE __km{i} AS SELECT CAST(v AS {types[c]}) AS v, code "
@@ -1347,6 +1347,25 @@ def _key_plan(con, design) -> _KeyPlan | None:
                          f"AS k{i}")
     return _KeyPlan(names, " + ".join(f"{code} * {st}" for code, st in zip(codes, strides)), " ".join(joins),
                     fetch, categories)
+
+
+def _distinct_values(con, columns) -> dict[str, list] | None:
+    """Each column's distinct values in ``study`` with their text (DuckDB's cast), from one scan (grouping
+    sets); None when one is missing."""
+    if not columns:
+        return {}
+    cols = [_q(c) for c in columns]
+    rows = con.execute(f"SELECT grouping_id({', '.join(cols)}), "
+                       + ", ".join(f"{c}, CAST({c} AS VARCHAR)" for c in cols)
+                       + f" FROM study GROUP BY GROUPING SETS ({', '.join(f'({c})' for c in cols)})").fetchall()
+    out: dict[str, list] = {c: [] for c in columns}
+    n = len(columns)
+    for r in rows:
+        j = next(j for j in range(n) if not (r[0] >> (n - 1 - j)) & 1)   # the column this row groups by
+        if r[1 + 2 * j] is None:
+            return None
+        out[columns[j]].append((r[1 + 2 * j], r[2 + 2 * j]))
+    return out
 
 
 def _keyed_arrays(con, plan: _KeyPlan, k_max, bits, n_max) -> QueryArrays | None:
