@@ -1164,8 +1164,9 @@ def _flag_bits(duplicates) -> tuple[str, str]:
     missing: the exact duplicate check runs), as ``_DUP_COUNTERS`` gives them. Without the duplicate check
     (``duplicates`` false) ``__dup`` is false and no rotation is read."""
     if not duplicates:
-        return ("bit_or(CAST(CASE WHEN __bad THEN 1 ELSE 0 END + CASE WHEN __bad1 THEN 2 ELSE 0 END AS UTINYINT)) "
-                "AS __f", "FALSE AS __dup, __f & 1 = 1 AS __bad, __f & 2 = 2 AS __bad1")
+        bits = "CASE WHEN __bad THEN 1 ELSE 0 END + CASE WHEN __bad1 THEN 2 ELSE 0 END"
+        flags = f"bit_or(CAST({bits} AS UTINYINT)) AS __f"
+        return flags, "FALSE AS __dup, __f & 1 = 1 AS __bad, __f & 2 = 2 AS __bad1"
 
     def bit(i):
         return f"(CAST(1 AS UHUGEINT) << CAST({i} AS UHUGEINT))"
