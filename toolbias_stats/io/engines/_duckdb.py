@@ -1316,7 +1316,10 @@ def _key_plan(con, design) -> _KeyPlan | None:
     distinct = _distinct_values(con, [c for c, t in zip(names, text) if t])
     if distinct is None:
         return None
-    radix, codes, joins, categories = [], [], [], []
+    radix: list[int] = []
+    codes: list[str] = []
+    joins: list[str] = []
+    categories: list[list | None] = []
     for i, (c, t) in enumerate(zip(names, text)):
         if not t:
             lo, hi, _ = span[c]
@@ -1343,7 +1346,7 @@ def _key_plan(con, design) -> _KeyPlan | None:
         if categories[i] is None:
             fetch.append(f"CAST({span[c][0]} + {code} AS {types[c]}) AS k{i}")
         else:
-            n = len(categories[i])
+            n = radix[i]   # the number of categories
             fetch.append(f"CAST({code} AS {'TINYINT' if n < 127 else 'SMALLINT' if n < 32767 else 'INTEGER'}) "
                          f"AS k{i}")
     return _KeyPlan(names, " + ".join(f"{code} * {st}" for code, st in zip(codes, strides)), " ".join(joins),
