@@ -1,7 +1,7 @@
 """Benchmark: `toolbias-stats bias` on 1M, 10M and 100M-row Parquet logs (not a test).
 
 Usage:  python benchmarks/bench_scale.py [--rows 1e6 1e7 1e8] [--dir /tmp/toolbias_scale] [--engine duckdb]
-                                         [--bootstrap 0 2000] [--keep] [--parts 8 --attempt]
+                                         [--bootstrap 0 2000] [--keep] [--parts 8 --attempt] [--design 3]
                                          [--before DIR --repeat 3]
 
 Generates, in chunks (never the whole log in memory), a synthetic log in the table schema: 7 models x 3 runs x
@@ -36,11 +36,14 @@ RUNS = 3
 ROTATIONS = 5
 
 
-def generate(path: Path, n_rows: int, seed: int = 1, parts: int = 0, attempt: bool = False) -> int:
+def generate(path: Path, n_rows: int, seed: int = 1, parts: int = 0, attempt: bool = False,
+             design: int = 0) -> int:
     """Write a synthetic Parquet log of about ``n_rows`` rows, one (model, run) at a time.
 
     ``parts`` > 0: ``path`` is a folder of that many Parquet files (every (model, run) block is split over all
-    of them, so queries span files); ``attempt``: a column ``attempt`` with a distinct id per row (issue 27)."""
+    of them, so queries span files); ``attempt``: a column ``attempt`` with a distinct id per row (issue 27);
+    ``design`` > 0: that many integer columns ``design0``, ``design1``, ... of 3 levels, random per row (as
+    ``bench_shapes.py``'s ``design3``), drawn from their own stream so the other columns are the base file's."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -51,11 +54,13 @@ def generate(path: Path, n_rows: int, seed: int = 1, parts: int = 0, attempt: bo
     k = ROTATIONS
     q = max(1, round(n_rows / (MODELS * RUNS * len(clusters) * k)))
     rng = np.random.default_rng(seed)
+    design_rng = np.random.default_rng([seed, 37])
     tools = np.array([catalog.tools(c) for c in clusters])                      # (C, K)
     written = 0
     schema = pa.schema([("model", pa.string()), ("run", pa.int64()), ("cluster_id", pa.string()),
                         ("query_id", pa.int64()), ("rotation", pa.int64()), ("chosen_tool", pa.string()),
-                        ("status", pa.string())] + ([("attempt", pa.int64())] if attempt else []))
+                        ("status", pa.string())] + ([("attempt", pa.int64())] if attempt else [])
+                       + [(f"design{e}", pa.int64()) for e in range(design)])
     if parts:
         path.mkdir(parents=True, exist_ok=True)
         writers = [pq.ParquetWriter(path / f"part-{i}.parquet", schema, compression="zstd") for i in range(parts)]
@@ -85,6 +90,8 @@ def generate(path: Path, n_rows: int, seed: int = 1, parts: int = 0, attempt: bo
                         "status": pa.array(status)}
                 if attempt:
                     cols["attempt"] = written + 1 + np.arange(len(rot))
+                for e in range(design):
+                    cols[f"design{e}"] = design_rng.integers(0, 3, len(rot))
                 table = pa.table(cols, schema=schema)
                 bounds = np.linspace(0, len(rot), len(writers) + 1).astype(int)
                 for wr, a, b in zip(writers, bounds[:-1], bounds[1:]):
@@ -96,8 +103,9 @@ def generate(path: Path, n_rows: int, seed: int = 1, parts: int = 0, attempt: bo
     return written
 
 
-def manifest(path: Path, log: Path) -> Path:
-    path.write_text(f'name = "synthetic scale benchmark"\nformat = "table"\ncatalog = "{CATALOG}"\n\n'
+def manifest(path: Path, log: Path, design: int = 0) -> Path:
+    declared = f"design = [{', '.join(repr(f'design{e}') for e in range(design))}]\n" if design else ""
+    path.write_text(f'name = "synthetic scale benchmark"\nformat = "table"\ncatalog = "{CATALOG}"\n{declared}\n'
                     f'[[logs]]\npath = "{log}"\n', encoding="utf-8")
     return path
 
@@ -193,6 +201,8 @@ def main():
     ap.add_argument("--parts", type=int, default=0,
                     help="write each log as a folder of this many Parquet files, read as a folder (issue 27)")
     ap.add_argument("--attempt", action="store_true", help="add a column `attempt` with a distinct id per row")
+    ap.add_argument("--design", type=int, default=0, metavar="N",
+                    help="add N declared design columns of 3 levels, random per row (issue 37: `--design 3`)")
     ap.add_argument("--skip-bootstrap-above", type=float, default=1e8,
                     help="do not run the bootstrap setting above this many rows (default: run all)")
     ap.add_argument("--before", default=None, metavar="DIR",
@@ -206,15 +216,16 @@ def main():
     results = []
     for n in args.rows:
         n = int(n)
-        tag = (f"_{args.parts}parts" if args.parts else "") + ("_attempt" if args.attempt else "")
+        tag = ((f"_{args.parts}parts" if args.parts else "") + ("_attempt" if args.attempt else "")
+               + (f"_design{args.design}" if args.design else ""))
         log = out_dir / (f"log_{n}{tag}" + ("" if args.parts else ".parquet"))
         if not log.exists():
             t = time.perf_counter()
-            rows = generate(log, n, parts=args.parts, attempt=args.attempt)
+            rows = generate(log, n, parts=args.parts, attempt=args.attempt, design=args.design)
             size = sum(f.stat().st_size for f in log.glob("*")) if log.is_dir() else log.stat().st_size
             print(f"generated {rows:,} rows in {time.perf_counter() - t:.1f} s ({size / 2**20:.0f} MiB"
                   f"{f', {args.parts} files' if args.parts else ''})")
-        study = manifest(out_dir / f"study_{n}{tag}.toml", log)
+        study = manifest(out_dir / f"study_{n}{tag}.toml", log, args.design)
         base, base_cpu = run_duckdb_baseline(log)
         print(f"rows {n:>11,}  DuckDB bare counting query: {base:.2f} s (CPU {base_cpu:.2f} s)  "
               f"load {os.getloadavg()[0]:.2f}", flush=True)

@@ -14,6 +14,7 @@ import numbers
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -484,11 +485,20 @@ def _repeats(con, src: str, ident, types) -> int:
         return 0
     if "rotation" in ident and types.get("rotation") in _INTEGER_TYPES:
         rest = [col(c) for c in ident if c != "rotation"]
-        n_rep, other = con.execute(
-            f"SELECT sum(__n - __d), sum(__o) FROM (SELECT count_if(rotation BETWEEN 0 AND 63) AS __n, "
-            "bit_count(bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UBIGINT) << CAST(rotation AS "
-            "UBIGINT) END)) AS __d, count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) AS __o "
-            f"FROM {src}{' GROUP BY ' + ', '.join(rest) if rest else ''})").fetchone()
+
+        def per_query(group):
+            return con.execute(
+                f"SELECT sum(__n - __d), sum(__o) FROM (SELECT count_if(rotation BETWEEN 0 AND 63) AS __n, "
+                "bit_count(bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UBIGINT) << CAST(rotation AS "
+                "UBIGINT) END)) AS __d, count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) AS __o "
+                f"FROM {src}{' GROUP BY ' + group if group else ''})").fetchone()
+
+        # first grouped by one 64-bit hash of the other columns (one integer key: issue 37, 3 design columns made
+        # this count cost more than the aggregation). Queries sharing a hash can only add repeats (n1 + n2 -
+        # |B1 | B2| >= (n1 - |B1|) + (n2 - |B2|)), so none found there means none; any found are counted exactly
+        n_rep, other = per_query(f"hash({', '.join(rest)})" if rest else "")
+        if n_rep and rest and not other:
+            n_rep, other = per_query(", ".join(rest))
         if not other:
             return int(n_rep or 0)
     idsql = ", ".join(col(c) for c in ident)
@@ -1054,7 +1064,7 @@ def _aggregate(con, catalog: ToolCatalog, design, level, with_cells=True, weight
     if level == "query" and weighted:
         table, flags = _aggregate_query_weighted(con, design, dkeys, k_max, value_names)
     elif level == "query":
-        table, flags = _aggregate_query(con, design, dkeys, k_max, value_names)
+        table, flags = _aggregate_query(con, design, dkeys, k_max, value_names, duplicates)
     else:
         table, flags = _aggregate_cluster(con, design, dkeys, k_max, weighted, duplicates)
     if table is None:
@@ -1088,8 +1098,10 @@ def _aggregate_query_weighted(con, design, dkeys, k_max, value_names):
     return _enum_keys_table(con, design, value_names), flags
 
 
-def _aggregate_query(con, design, dkeys, k_max, value_names):
-    """Query-level counts, one row per attempt: ``(table or None when a check failed, flags)``."""
+def _aggregate_query(con, design, dkeys, k_max, value_names, duplicates=True):
+    """Query-level counts, one row per attempt: ``(table or None when a check failed, flags)``.
+
+    ``duplicates``: whether the duplicate check will run (otherwise the packed-key path skips its counters)."""
     # One scan: per query the counts, the duplicate counters and the stage-2 flags. The counts of a query are
     # packed into three integers (``bits`` per tool / position / status; exact while no query has
     # 2^bits attempts, which is checked, with a plain count per column as the fallback).
@@ -1099,11 +1111,22 @@ def _aggregate_query(con, design, dkeys, k_max, value_names):
               f"ELSE 0 END) AS BIGINT) AS __tools, CAST(sum(CASE WHEN chosen_rank BETWEEN 1 AND {slots} THEN "
               f"CAST(1 AS BIGINT) << ({bits} * (chosen_rank - 1)) ELSE 0 END) AS BIGINT) AS __pos, "
               f"CAST(sum(CAST(1 AS BIGINT) << ({bits} * __scode)) AS BIGINT) AS __status")
-    # the checks' counters reduced to flags per query (a slimmer table: it holds one row per query)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT * EXCLUDE (__nin, __din, __nother, __bad, __bad1), "
-                f"__nin > __din OR __nother > 0 AS __dup, __bad > 0 AS __bad, __bad1 > 0 AS __bad1 FROM ("
-                f"SELECT {', '.join(dkeys)}, query_id, n_candidates, count(*) AS __n, {packed}, {_DUP_COUNTERS} "
-                f"FROM study GROUP BY ALL)")
+    # every key as a code in the table's order, packed into one BIGINT (None: keys of other types): DuckDB groups
+    # and sorts one integer instead of the design columns, cluster and query (issue 37: 10M rows with 3 design
+    # columns have 9M queries x design cells, and grouping by ten columns cost most of the read)
+    plan = _key_plan(con, design)
+    if plan is not None:
+        # the checks' counters as the bits of one bit_or (an aggregate costs about as much as the grouping)
+        flag_sum, flag_of = _flag_bits(duplicates)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT * EXCLUDE (__f), {flag_of} FROM ("
+                    f"SELECT __key, count(*) AS __n, {packed}, {flag_sum} "
+                    f"FROM (SELECT s.*, {plan.sql} AS __key FROM study s {plan.joins}) GROUP BY __key)")
+    else:
+        # the checks' counters reduced to flags per query (a slimmer table: it holds one row per query)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT * EXCLUDE (__nin, __din, __nother, __bad, "
+                    f"__bad1), __nin > __din OR __nother > 0 AS __dup, __bad > 0 AS __bad, __bad1 > 0 AS __bad1 "
+                    f"FROM (SELECT {', '.join(dkeys)}, query_id, n_candidates, count(*) AS __n, {packed}, "
+                    f"{_DUP_COUNTERS} FROM study GROUP BY ALL)")
     bad1, bad, maybe_dup, n_max = con.execute(
         "SELECT count_if(__bad1), count_if(__bad), count_if(__dup), max(__n) FROM __agg").fetchone()
     flags = {"bad1": bool(bad1), "bad": bool(bad), "maybe_duplicates": bool(maybe_dup)}
@@ -1119,9 +1142,12 @@ def _aggregate_query(con, design, dkeys, k_max, value_names):
         con.execute(f"CREATE OR REPLACE TEMP TABLE __agg AS SELECT {', '.join(dkeys)}, query_id, n_candidates, "
                     f"{', '.join(sums)} FROM study GROUP BY ALL")
         return _enum_keys_table(con, design, value_names), flags
-    compact = _query_arrays(con, design, k_max, bits, int(n_max or 0))
+    compact = (_keyed_arrays(con, plan, k_max, bits, int(n_max or 0)) if plan is not None
+               else _query_arrays(con, design, k_max, bits, int(n_max or 0)))
     if compact is not None:
         return compact, flags
+    if plan is not None:   # pragma: no cover - a packed key is never missing
+        raise RuntimeError("internal error: a missing value in the packed query keys")
     table = _enum_keys_table(con, design, ["__status", "__tools", "__pos"])
     mask = np.int64(2 ** bits - 1)
     for name, n, col in (("n", len(STATUSES), "__status"), ("tool", k_max, "__tools"), ("pos", k_max, "__pos")):
@@ -1130,6 +1156,28 @@ def _aggregate_query(con, design, dkeys, k_max, value_names):
         for j, nm in enumerate(names):
             table[nm] = (packed_col >> np.int64(bits * j)) & mask
     return table, flags
+
+
+def _flag_bits(duplicates) -> tuple[str, str]:
+    """The checks' counters of a query as one ``bit_or`` (``__f``) and the flags made from it: ``__bad`` and
+    ``__bad1`` (a row of the query failed a check) and ``__dup`` (a rotation seen twice, or outside 0..63 or
+    missing: the exact duplicate check runs), as ``_DUP_COUNTERS`` gives them. Without the duplicate check
+    (``duplicates`` false) ``__dup`` is false and no rotation is read."""
+    if not duplicates:
+        bits = "CASE WHEN __bad THEN 1 ELSE 0 END + CASE WHEN __bad1 THEN 2 ELSE 0 END"
+        flags = f"bit_or(CAST({bits} AS UTINYINT)) AS __f"
+        return flags, "FALSE AS __dup, __f & 1 = 1 AS __bad, __f & 2 = 2 AS __bad1"
+
+    def bit(i):
+        return f"(CAST(1 AS UHUGEINT) << CAST({i} AS UHUGEINT))"
+
+    # rotations 0..63 as bits 0..63 (a query's rows with a rotation in range are then __n unless bit 66 is set)
+    mask = (f"bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UHUGEINT) << CAST(rotation AS UHUGEINT) "
+            f"ELSE {bit(66)} END | CASE WHEN __bad THEN {bit(64)} ELSE CAST(0 AS UHUGEINT) END | "
+            f"CASE WHEN __bad1 THEN {bit(65)} ELSE CAST(0 AS UHUGEINT) END) AS __f")
+    return mask, (f"__n > bit_count(CAST(__f & CAST({2 ** 64 - 1} AS UHUGEINT) AS UBIGINT)) OR "
+                  f"(__f & {bit(66)}) > 0 AS __dup, (__f & {bit(64)}) > 0 AS __bad, "
+                  f"(__f & {bit(65)}) > 0 AS __bad1")
 
 
 #: Rows fetched from DuckDB at a time into the compact arrays.
@@ -1168,6 +1216,16 @@ def _query_arrays(con, design, k_max, bits, n_max) -> QueryArrays | None:
     specs = [_compact_key(con, i, c, types[c], design) for i, c in enumerate(names)]
     if any(sp is None for sp in specs):
         return None
+    counts = _count_selects(k_max, bits, n_max)
+    select = ", ".join([sp[0] for sp in specs] + [sql for _, sql in counts])
+    out = _fetch_sorted(con, select, ", ".join(sp[1] for sp in specs))
+    if out is None:
+        return None
+    return _arrays_of(out, names, [sp[2] for sp in specs], counts, k_max)
+
+
+def _count_selects(k_max, bits, n_max) -> list[tuple[str, str]]:
+    """``(column, SQL)`` of each count column unpacked from ``__agg``'s packed integers, in a small type."""
     width = "UTINYINT" if n_max < 256 else "USMALLINT"
     mask = 2 ** bits - 1
     counts = []
@@ -1175,8 +1233,12 @@ def _query_arrays(con, design, k_max, bits, n_max) -> QueryArrays | None:
         labels = [f"n_{st}" for st in STATUSES] if name == "n" else [f"{name}_{i}" for i in range(1, n + 1)]
         counts += [(lab, f"CAST(({col} >> {bits * j}) & {mask} AS {width}) AS {_q(lab)}")
                    for j, lab in enumerate(labels)]
-    select = ", ".join([sp[0] for sp in specs] + [sql for _, sql in counts])
-    order = ", ".join(sp[1] for sp in specs)
+    return counts
+
+
+def _fetch_sorted(con, select, order) -> dict[str, np.ndarray] | None:
+    """``SELECT {select} FROM __agg ORDER BY {order}`` in Arrow batches into arrays allocated once (None: a
+    missing value); drops ``__agg``."""
     n_rows = con.execute("SELECT count(*) FROM __agg").fetchall()[0][0]
     reader = con.sql(f"SELECT {select} FROM __agg ORDER BY {order}").to_arrow_reader(_BATCH_ROWS)
     out: dict[str, np.ndarray] = {}
@@ -1192,17 +1254,131 @@ def _query_arrays(con, design, k_max, bits, n_max) -> QueryArrays | None:
             out[field.name][at:at + len(arr)] = arr
         at += batch.num_rows
     con.execute("DROP TABLE __agg")
+    return out
+
+
+def _arrays_of(out, names, categories, counts, k_max) -> QueryArrays:
+    """The fetched columns (keys ``k0, k1, ...``; text keys as codes of their ``categories``) as QueryArrays."""
     keys: dict[str, Any] = {}
     key_dtypes: dict[str, np.dtype] = {}
-    for i, (c, sp) in enumerate(zip(names, specs)):
+    for i, (c, cats) in enumerate(zip(names, categories)):
         v = out.pop(f"k{i}")
-        if sp[2] is not None:
-            keys[c] = pd.Categorical.from_codes(v, categories=pd.Index(np.asarray(sp[2], dtype=object),
+        if cats is not None:
+            keys[c] = pd.Categorical.from_codes(v, categories=pd.Index(np.asarray(cats, dtype=object),
                                                                        dtype="string"))
         else:
             key_dtypes[c] = v.dtype
             keys[c] = _narrow(v)
     return QueryArrays(keys, key_dtypes, {lab: out[lab] for lab, _ in counts}, k_max)
+
+
+@dataclass
+class _KeyPlan:
+    """The query-level keys packed into one BIGINT ``__key`` (most significant first: the table's sort order).
+
+    ``sql``: the key of a row of ``study s`` (with ``joins``, the code tables of text keys); per key, ``fetch``:
+    the SQL decoding it from ``__key`` (a text key's code, an integer key's value in its own type) and
+    ``categories`` (a text key's sorted values, None for numbers)."""
+
+    names: list
+    sql: str
+    joins: str
+    fetch: list
+    categories: list
+
+
+#: Largest span of one integer key coded as its offset from its minimum (wider keys take the previous path).
+_KEY_RADIX_MAX = 1 << 24
+#: Integer types an integer key may have in the packed key (their values fit BIGINT).
+_KEY_INT_TYPES = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT")
+
+
+def _key_plan(con, design) -> _KeyPlan | None:
+    """How to pack the keys of the query-level table into one BIGINT in the table's order, or None (a missing
+    key, a key of another type, a span beyond 2^62: the grouping by the columns themselves).
+
+    Text keys (and integer cluster / query ids, which the table holds as text) are coded by the rank of their
+    text (code point order, as ``finalize_table`` sorts), through a small table joined to the rows; integer
+    design keys and ``n_candidates`` by their offset from their minimum (numeric order)."""
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE study)").fetchall())
+    names = list(design) + ["cluster_id", "query_id", "n_candidates"]
+    text = [c in ("cluster_id", "query_id") or (c in design and types[c] == "VARCHAR") for c in names]
+    if any(types[c] not in _KEY_INT_TYPES and not (t and types[c] == "VARCHAR") for c, t in zip(names, text)):
+        return None
+    ints = [c for c, t in zip(names, text) if not t]
+    found = con.execute("SELECT count(*)" + "".join(f", min({_q(c)}), max({_q(c)}), count_if({_q(c)} IS NULL)"
+                                                    for c in ints) + " FROM study").fetchone()
+    if not found[0]:
+        return None
+    span = {c: found[1 + 3 * j:4 + 3 * j] for j, c in enumerate(ints)}
+    if any(missing or hi - lo >= _KEY_RADIX_MAX for lo, hi, missing in span.values()):
+        return None
+    distinct = _distinct_values(con, [c for c, t in zip(names, text) if t])
+    if distinct is None:
+        return None
+    radix: list[int] = []
+    codes: list[str] = []
+    joins: list[str] = []
+    categories: list[list | None] = []
+    for i, (c, t) in enumerate(zip(names, text)):
+        if not t:
+            lo, hi, _ = span[c]
+            radix.append(hi - lo + 1)
+            codes.append(f"(CAST(s.{_q(c)} AS BIGINT) - {lo})")
+            categories.append(None)
+            continue
+        values = sorted(distinct[c], key=lambda v: v[1])
+        con.register("__km_df", pd.DataFrame({"v": pd.Series([v for v, _ in values], dtype=object),
+                                              "code": np.arange(len(values), dtype=np.int64)}))
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __km{i} AS SELECT CAST(v AS {types[c]}) AS v, code "
+                    "FROM __km_df")
+        con.unregister("__km_df")
+        radix.append(len(values))
+        codes.append(f"__km{i}.code")
+        joins.append(f"JOIN __km{i} ON s.{_q(c)} = __km{i}.v")
+        categories.append([x for _, x in values])
+    strides = [int(np.prod(radix[i + 1:], dtype=object)) for i in range(len(names))]
+    if strides[0] * radix[0] > 2 ** 62:
+        return None
+    fetch = []
+    for i, c in enumerate(names):
+        code = f"(__key // {strides[i]}) % {radix[i]}"
+        if categories[i] is None:
+            fetch.append(f"CAST({span[c][0]} + {code} AS {types[c]}) AS k{i}")
+        else:
+            n = radix[i]   # the number of categories
+            fetch.append(f"CAST({code} AS {'TINYINT' if n < 127 else 'SMALLINT' if n < 32767 else 'INTEGER'}) "
+                         f"AS k{i}")
+    return _KeyPlan(names, " + ".join(f"{code} * {st}" for code, st in zip(codes, strides)), " ".join(joins),
+                    fetch, categories)
+
+
+def _distinct_values(con, columns) -> dict[str, list] | None:
+    """Each column's distinct values in ``study`` with their text (DuckDB's cast), from one scan (grouping
+    sets); None when one is missing."""
+    if not columns:
+        return {}
+    cols = [_q(c) for c in columns]
+    rows = con.execute(f"SELECT grouping_id({', '.join(cols)}), "
+                       + ", ".join(f"{c}, CAST({c} AS VARCHAR)" for c in cols)
+                       + f" FROM study GROUP BY GROUPING SETS ({', '.join(f'({c})' for c in cols)})").fetchall()
+    out: dict[str, list] = {c: [] for c in columns}
+    n = len(columns)
+    for r in rows:
+        j = next(j for j in range(n) if not (r[0] >> (n - 1 - j)) & 1)   # the column this row groups by
+        if r[1 + 2 * j] is None:
+            return None
+        out[columns[j]].append((r[1 + 2 * j], r[2 + 2 * j]))
+    return out
+
+
+def _keyed_arrays(con, plan: _KeyPlan, k_max, bits, n_max) -> QueryArrays | None:
+    """:func:`_query_arrays` of an ``__agg`` grouped by the packed key: sorted by it, decoded by DuckDB."""
+    counts = _count_selects(k_max, bits, n_max)
+    out = _fetch_sorted(con, ", ".join(plan.fetch + [sql for _, sql in counts]), "__key")
+    if out is None:
+        return None
+    return _arrays_of(out, plan.names, plan.categories, counts, k_max)
 
 
 def _narrow(values: np.ndarray) -> np.ndarray:

@@ -932,6 +932,14 @@ def _locate_parquet(path: Path) -> str | None:
         if not names:
             return None
         pf = pq.ParquetFile(path)
+        # columns stored with a dictionary in every row group are read as dictionaries: only the dictionary is
+        # scanned (_text_suspicious), not every row's text (issue 37: 1.6 s of CPU at 10M rows)
+        md = pf.metadata
+        at = {md.schema.column(j).path: j for j in range(md.num_columns)}
+        coded = [n for n in names if n in at and all(md.row_group(i).column(at[n]).has_dictionary_page
+                                                     for i in range(md.num_row_groups))]
+        if coded:
+            pf = pq.ParquetFile(path, read_dictionary=coded)
         offset = 0
         for batch in pf.iter_batches(columns=names, batch_size=1 << 20):
             for name in names:
