@@ -33,7 +33,7 @@ from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "bayes_margin_fast.json"
@@ -45,21 +45,28 @@ RICH = 10
 #: configurations measured (the chosen one first)
 CONFIGS = {
     "mcc-diag-1000": {"param": "mcc", "dense": False, "tune": 500, "draws": 1000, "chains": 2},
+    "mnc-diag-t300": {"param": "mnc", "dense": False, "tune": 300, "draws": 1000, "chains": 2},
+    "mnc-diag-vec": {"param": "mnc", "dense": False, "tune": 500, "draws": 1000, "chains": 2, "method": "vectorized"},
     "mcc-diag": {"param": "mcc", "dense": False, "tune": 500, "draws": 500, "chains": 2},
     "mcc-diag-4ch": {"param": "mcc", "dense": False, "tune": 500, "draws": 500, "chains": 4},
     "mnc-diag-1000": {"param": "mnc", "dense": False, "tune": 500, "draws": 1000, "chains": 2},
     "mcc-diag-ta80": {"param": "mcc", "dense": False, "tune": 500, "draws": 500, "chains": 2, "target_accept": 0.8},
     "ccc-diag": {"param": "ccc", "dense": False, "tune": 500, "draws": 500, "chains": 2},
     "nnn-diag": {"param": "nnn", "dense": False, "tune": 500, "draws": 500, "chains": 2},
+    "mnc-compile": {"param": "mnc", "dense": False, "tune": 5, "draws": 5, "chains": 2},
     "mcc-dense": {"param": "mcc", "dense": True, "tune": 300, "draws": 300, "chains": 2},
 }
-DEFAULT = "mcc-diag-1000"
+DEFAULT = "mnc-diag-1000"
 
 
 def _jax():
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    cache = os.environ.get("MARGIN_JAX_CACHE")
+    if cache:                                   # a persistent compile cache: later processes skip compilation
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     return jax
 
 
@@ -176,12 +183,12 @@ def model(P, param="ccc"):
 
 
 def run_nuts(P, *, param="ccc", dense=False, tune=500, draws=500, chains=2, seed=SEED, target_accept=0.9,
-             max_tree_depth=10):
+             max_tree_depth=10, method=None):
     """NUTS with NumPyro; returns ``(mcmc, seconds)``; chains in parallel where there are devices for them."""
     jax = _jax()
     from numpyro.infer import MCMC, NUTS
 
-    method = "parallel" if jax.local_device_count() >= chains else "sequential"
+    method = method or ("parallel" if jax.local_device_count() >= chains else "sequential")
     kern = NUTS(model, target_accept_prob=target_accept, dense_mass=dense, max_tree_depth=max_tree_depth)
     mcmc = MCMC(kern, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method=method,
                 progress_bar=False)
@@ -217,11 +224,6 @@ def diagnostics(idata):
             "tree_depth_max": int(np.ceil(np.log2(steps.max() + 1)))}
 
 
-def _warmup_steps(mcmc):
-    """Leapfrog steps of the warm-up: not kept by NumPyro, so 0 unless collected; returned as None."""
-    return None
-
-
 def load_vendored():
     import bayes_margin as bm
 
@@ -243,7 +245,8 @@ def measure(name, D=None, data=None, seed=SEED, with_ppc=True):
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     mcmc = run_nuts(P, param=cfg["param"], dense=cfg["dense"], tune=cfg["tune"], draws=cfg["draws"],
-                    chains=cfg["chains"], seed=seed, target_accept=cfg.get("target_accept", 0.9))
+                    chains=cfg["chains"], seed=seed, target_accept=cfg.get("target_accept", 0.9),
+                    method=cfg.get("method"))
     idata = to_idata(mcmc)
     c1 = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter() - t0
@@ -264,6 +267,50 @@ def measure(name, D=None, data=None, seed=SEED, with_ppc=True):
     return out, idata
 
 
+def dispersion_anatomy(idata, data, llm, n_draws=300, seed=SEED):
+    """Per cluster of one LLM: where its per-query dispersion PPC (``bayes_margin.ppc``) comes from.
+
+    Same statistic (Pearson chi-square of every query's tool counts around ``n_q pi``) and the same Polya-urn
+    replicate as the PPC, split by cell; beside it the cell's posterior median concentration ``kappa``, the
+    share of its queries that chose one position in every attempt, and the share of its full queries (15 attempts)
+    whose tool counts are exactly balanced (3 of each tool: what a position-only chooser produces when every
+    tool is shown once at every position, the study's 5 cyclic rotations x 3 runs).
+    """
+    import bayes_margin as bm
+
+    gen = np.random.default_rng(seed)
+    post = idata.posterior
+    S = post.sizes["chain"] * post.sizes["draw"]
+    sel = gen.choice(S, size=min(n_draws, S), replace=False)
+    M, C, K = data["M"], data["C"], data["K"]
+    T, Pc, cell = data["T"], data["Pc"], data["cell"]
+    n = T.sum(1)
+    pa = np.exp(np.asarray(post["a"].values).reshape(S, M * C, K)[sel])
+    pa /= pa.sum(-1, keepdims=True)
+    kap = np.exp(np.asarray(post["log_kappa"].values).reshape(S, M * C)[sel])
+    obs, rep = np.zeros((len(sel), M * C)), np.zeros((len(sel), M * C))
+    for s in range(len(sel)):
+        E = n[:, None] * pa[s, cell]
+        r = bm._polya(gen, pa[s, cell], kap[s, cell], n)
+        obs[s] = np.bincount(cell, ((T - E) ** 2 / E).sum(1), M * C)
+        rep[s] = np.bincount(cell, ((r - E) ** 2 / E).sum(1), M * C)
+    rows = []
+    for c in range(C):
+        j = llm * C + c
+        q = cell == j
+        full = q & (n == n.max())
+        rows.append({"cluster": c, "queries": int(q.sum()), "obs": round(float(obs[:, j].mean()), 1),
+                     "rep_mean": round(float(rep[:, j].mean()), 1), "rep_sd": round(float(rep[:, j].std()), 1),
+                     "multinomial_mean": float((K - 1) * q.sum()),
+                     "p": round(float((rep[:, j] >= obs[:, j]).mean()), 3),
+                     "kappa_median": round(float(np.median(kap[:, j])), 1),
+                     "one_position_always": round(float((Pc[q].max(1) == n[q]).mean()), 3),
+                     "balanced_tool_counts": round(float((T[full] == n.max() / K).all(1).mean()), 3)
+                     if full.any() else None})
+    cs = slice(llm * C, llm * C + C)
+    return {"cells": rows, "p": float((rep[:, cs].sum(1) >= obs[:, cs].sum(1)).mean())}
+
+
 def _save(records):
     old = json.loads(OUT.read_text()) if OUT.exists() else {"configs": []}
     keep = [r for r in old["configs"] if r["config"] not in {x["config"] for x in records}]
@@ -278,10 +325,19 @@ def main():
     ap.add_argument("--all", action="store_true")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--anatomy", action="store_true", help="fit the default and split the dispersion PPC by cell")
     a = ap.parse_args()
     if a.list:
         print(json.dumps(CONFIGS, indent=1))
         return
+    if a.anatomy:
+        D, data = load_vendored()
+        _, idata = measure(DEFAULT, D, data, with_ppc=False)
+        out = {D.llms[m]: dispersion_anatomy(idata, data, m) for m in range(data["M"])}
+        old = json.loads(OUT.read_text()) if OUT.exists() else {"configs": []}
+        old["dispersion_anatomy"] = {"config": DEFAULT, "per_llm": out}
+        OUT.write_text(json.dumps(old, indent=1))
+        print(json.dumps(out[D.llms[1]], indent=1))
     if a.measure or a.all:
         D, data = load_vendored()
         names = list(CONFIGS) if a.all else a.config.split(",")
