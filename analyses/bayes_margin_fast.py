@@ -15,7 +15,8 @@ Parameterisations (``param``): a string of three letters for the tool effects ``
 effects ``beta[m]`` and the cluster position effects ``b[m, c]``, ``c`` = centred, ``n`` = non-centred, and for
 the tool effects ``m`` = mixed (each cell's coordinates rotated so that the directions of its sparse tools, chosen
 fewer than ``RICH`` times, are non-centred and the rest centred: ``sparse_rotations``); ``"nnn"`` is the
-reference model's form, ``"mnc"`` the chosen one (31 gradients per draw on the vendored study, against 506). The effects live in the K - 1 coordinates of the
+reference model's form, ``"mnc"`` the chosen one (31 gradients per draw on the vendored study, against 506).
+The effects live in the K - 1 coordinates of the
 orthonormal zero-sum basis (PyMC's ``ZeroSumNormal`` is iid normal in those coordinates, so the posterior is the
 same). The concentrations are sampled as ``log kappa`` with a standard logistic prior (``rho = 1 / (1 + kappa)``
 uniform), as in the reference.
@@ -55,6 +56,7 @@ CONFIGS = {
     "mcc-diag-ta80": {"param": "mcc", "dense": False, "tune": 500, "draws": 500, "chains": 2, "target_accept": 0.8},
     "ccc-diag": {"param": "ccc", "dense": False, "tune": 500, "draws": 500, "chains": 2},
     "nnn-diag": {"param": "nnn", "dense": False, "tune": 500, "draws": 500, "chains": 2},
+    # 5 + 5 draws: the cost of compilation (not a fit)
     "mnc-compile": {"param": "mnc", "dense": False, "tune": 5, "draws": 5, "chains": 2},
     "mcc-dense": {"param": "mcc", "dense": True, "tune": 300, "draws": 300, "chains": 2},
 }

@@ -65,7 +65,7 @@ def _fast_logp(P, param, params):
     return float(lp)
 
 
-@pytest.mark.parametrize("param", ["nnn", "ccc", "ccn", "mcc"])
+@pytest.mark.parametrize("param", ["nnn", "ccc", "ccn", "mcc", "mnc"])
 def test_log_density_equals_reference(setup, param):
     data, ref, P = setup
     M, C, K = data["M"], data["C"], data["K"]
