@@ -52,7 +52,7 @@ def _fmt(rec):
     return (f"{rec['config']:<16} wall {rec['fit_wall_s']:7.1f} s  cpu {rec['fit_cpu_s']:7.1f} s  "
             f"load {rec['load_before'][0]:.1f}->{rec['load_after'][0]:.1f}  "
             f"grads/draw {rec['grads_per_draw_mean']:6.1f} (depth <= {rec['tree_depth_max']})  "
-            f"R-hat {rec['max_rhat']:.3f}  ESS bulk {rec['min_ess_bulk']:.0f} tail {rec['min_ess_tail']:.0f}  "
+            f"R-hat {rec['max_rhat']:.4f}  ESS bulk {rec['min_ess_bulk']:.0f} tail {rec['min_ess_tail']:.0f}  "
             f"div {rec['divergences']}  PPC disp {[round(p, 2) for p in ppc['dispersion']]} "
             f"cxp {ppc['cluster_position']:.2f}  ppc {rec['ppc_s']:.1f} s  {'MEETS' if ok else 'misses'}")
 
