@@ -24,7 +24,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "bayes_margin_sim.jsonl"
@@ -114,22 +113,163 @@ def one_fit(refit, sd, seed, draws, tune, chains, w0):
     return rec
 
 
+# ---------------------------------------------------------------------------------------------
+# the study in three steps, so the fits can run on another machine with JAX and NumPyro only:
+# export (simulate here: the package's log and design) -> worker (NumPyro fits, raw draws) -> collect (here)
+def export(path, studies, sds, start=0):
+    """Simulate the studies and write their margin data and truths to ``path`` (.npz) and ``path.json``."""
+    from bayes_margin import design_of, margin_data
+    from bayes_query_sim import simulate
+
+    arrs, meta = {}, []
+    for i in range(start, start + studies):
+        for sd in sds:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                D = design_of(simulate(sd, 1000 + i))
+            data = margin_data(D)
+            j = len(meta)
+            for k in ("T", "Pc", "cell", "qllm", "qcluster"):
+                arrs[f"{k}_{j}"] = data[k]
+            for k, v in truths(D, sd).items():
+                arrs[f"truth_{k}_{j}"] = v
+            meta.append({"sd": sd, "seed": 1000 + i, "M": data["M"], "C": data["C"], "K": data["K"],
+                         "llms": list(D.llms), "clusters": list(D.clusters)})
+    np.savez_compressed(path, **arrs)
+    Path(str(path) + ".json").write_text(json.dumps(meta))
+
+
+def _load(path):
+    z = np.load(path)
+    meta = json.loads(Path(str(path) + ".json").read_text())
+    return z, meta
+
+
+def run_batched(path, likelihood="dm", pooling="hier", batch=20, draws=500, tune=500, chains=2, w0=0.2,
+                out=OUT):
+    """Fit the exported studies with the NumPyro twin, ``batch`` data sets at a time (one ``jax.vmap``,
+    :func:`bayes_margin.sample_numpyro_batch`), and append one line per fit to ``out``; fits already there
+    (same seed, sd, likelihood, pooling, w0) are skipped, so an interrupted run resumes."""
+    import arviz as az
+    from bayes_margin import numpyro_diagnostics, sample_numpyro_batch, summarise
+
+    z, meta = _load(path)
+    done = set()
+    if Path(out).exists():
+        for line in Path(out).read_text().splitlines():
+            r = json.loads(line)
+            done.add((r["seed"], r["sd"], r.get("likelihood"), r.get("pooling"), r["w0"]))
+    todo = [j for j, m in enumerate(meta) if (m["seed"], m["sd"], likelihood, pooling, w0) not in done]
+    priors = {"sigma_alpha_sd": 0.0} if pooling == "none" else None
+    for b0 in range(0, len(todo), batch):
+        js = todo[b0:b0 + batch]
+        datas = []
+        for j in js:
+            d = {k: z[f"{k}_{j}"] for k in ("T", "Pc", "cell", "qllm", "qcluster")}
+            d.update(M=meta[j]["M"], C=meta[j]["C"], K=meta[j]["K"])
+            datas.append(d)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = sample_numpyro_batch(datas, draws=draws, tune=tune, chains=chains, seed=meta[js[0]]["seed"],
+                                   likelihood=likelihood, pooling=pooling)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        with Path(out).open("a") as f:
+            for j, (raw, div) in zip(js, res):
+                m = meta[j]
+                idata = az.from_dict(posterior={"a": raw["a"], "b": raw["b"]})
+                post = summarise(idata, priors=priors, margin=0.02, gen=m["seed"], w0=w0)
+                rec = {"sd": m["sd"], "seed": m["seed"], "w0": w0, "likelihood": likelihood, "pooling": pooling,
+                       "sampler": "numpyro-batch", "batch_wall_s": wall, "batch_cpu_s": cpu, "batch": len(js),
+                       **numpyro_diagnostics(raw, div), "llms": m["llms"], "clusters": m["clusters"],
+                       "p_no_position": post["p_no_position"].tolist(),
+                       "p_equal_worth": post["p_equal_worth"].tolist()}
+                for q in QUANTITIES:
+                    tr = z[f"truth_{q}_{j}"]
+                    rec[q] = covers(post[q], tr)
+                    rec[q + "_et"] = covers_et(post[q], tr)
+                    rec[q + "_mean"] = post[q].mean(0).ravel().tolist()
+                    rec[q + "_truth"] = np.asarray(tr).ravel().tolist()
+                f.write(json.dumps(rec) + "\n")
+        print(likelihood, pooling, f"{b0 + len(js)}/{len(todo)}", f"wall {wall:.0f} s cpu {cpu:.0f} s", flush=True)
+
+
+def covers_et(draws, truth, prob=0.94, tol=1e-9):
+    """Coverage of the equal-tailed interval (quantiles (1 - prob)/2 and (1 + prob)/2)."""
+    x = draws.reshape(len(draws), -1)
+    lo, hi = np.quantile(x, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+    t = np.asarray(truth).ravel()
+    return ((lo - tol <= t) & (t <= hi + tol)).astype(int).tolist()
+
+
+def wilson(k, n, z=1.959964):
+    """Wilson score interval (95 %) of a binomial proportion k / n: the Monte-Carlo error of a coverage."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(c - h), float(c + h)
+
+
+#: the table's lines: (name, quantity, which units: "all", "zero" (truth 0) or "nonzero")
+LINES = (("delta_API per cell, all", "delta_api_cell", "all"),
+         ("delta_API, equal-worth cells (truth 0)", "delta_api_cell", "zero"),
+         ("delta_API, unequal cells", "delta_api_cell", "nonzero"),
+         ("delta_API per LLM (mean over clusters)", "delta_api", "all"),
+         ("delta_pos per LLM, all", "delta_pos", "all"),
+         ("delta_pos, the LLM without position effects (truth 0)", "delta_pos", "zero"),
+         ("delta_pos, LLMs with position effects", "delta_pos", "nonzero"),
+         ("tool effects a", "a", "all"),
+         ("position effects b", "b", "all"))
+
+
 def summary(path=OUT):
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Coverage per (likelihood, pooling, sd) and table line, of the HDI and of the equal-tailed interval, with
+    Wilson 95 % intervals; plus the fits' diagnostics, the bias of the unequal cells' delta_API and their P0."""
+    recs = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    groups: dict = {}
+    for r in recs:
+        groups.setdefault((r.get("likelihood", "dm"), r.get("pooling", "hier"), r["w0"], r["sd"]), []).append(r)
     rows = []
-    for (sd, w0), grp in pd.DataFrame(recs).groupby(["sd", "w0"]):
-        for q in QUANTITIES:
-            arr = np.array(grp[q].tolist(), dtype=float)
-            per = arr.mean(0)
-            n = len(arr)
-            rows.append({"sd": sd, "w0": w0, "quantity": q, "studies": n, "coverage_all": float(arr.mean()),
-                         "coverage_min_unit": float(per.min()), "coverage_max_unit": float(per.max()),
-                         "mc_se_unit_at_94": float(np.sqrt(0.94 * 0.06 / n)), "per_unit": per.round(3).tolist()})
-        rows.append({"sd": sd, "w0": w0, "quantity": "fit", "studies": len(grp),
-                     "seconds_median": float(grp["seconds"].median()),
-                     "rhat_max": float(grp["max_rhat"].max()), "ess_bulk_min": float(grp["min_ess_bulk"].min()),
-                     "divergent_fits": int((grp["divergences"] > 0).sum())})
+    for (lik, pool, w0, sd), grp in sorted(groups.items()):
+        base = {"likelihood": lik, "pooling": pool, "w0": w0, "sd": sd, "studies": len(grp)}
+        for name, q, which in LINES:
+            row = {**base, "line": name}
+            for kind, key in (("hdi", q), ("et", q + "_et")):
+                hits = []
+                for r in grp:
+                    t = np.asarray(r[q + "_truth"])
+                    sel = np.ones(len(t), bool) if which == "all" else (t < 1e-12 if which == "zero" else t >= 1e-12)
+                    hits += np.asarray(r[key])[sel].tolist()
+                k, n = int(np.sum(hits)), len(hits)
+                lo, hi = wilson(k, n)
+                row.update({f"{kind}_n": n, f"{kind}_covered": k, f"{kind}_pct": 100 * k / max(n, 1),
+                            f"{kind}_wilson95": [100 * lo, 100 * hi]})
+            rows.append(row)
+        err, p0 = [], []
+        for r in grp:
+            t = np.asarray(r["delta_api_cell_truth"])
+            m = np.asarray(r["delta_api_cell_mean"])
+            err += (m - t)[t >= 1e-12].tolist()
+            p0 += np.asarray(r["p_equal_worth"]).ravel()[t >= 1e-12].tolist()
+        rows.append({**base, "line": "fits", "rhat_max": max(r["max_rhat"] for r in grp),
+                     "ess_bulk_min": min(r["min_ess_bulk"] for r in grp),
+                     "divergent_fits": sum(r["divergences"] > 0 for r in grp),
+                     "unequal_delta_api_bias": float(np.mean(err)), "unequal_delta_api_rmse": float(
+                         np.sqrt(np.mean(np.square(err)))), "unequal_p0_mean": float(np.mean(p0)),
+                     "unequal_p0_max": float(np.max(p0)), "unequal_p0_gt_0.03": int(np.sum(np.array(p0) > 0.03))})
     return rows
+
+
+def print_table(rows):
+    for r in rows:
+        head = f"{r['likelihood']:5s} {r['pooling']:4s} sd={r['sd']:.1f} n={r['studies']:2d} {r['line']:55s}"
+        if r["line"] == "fits":
+            print(head, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()
+                         if k not in ("likelihood", "pooling", "w0", "sd", "studies", "line")})
+        else:
+            print(head, " ".join(f"{kind} {r[kind + '_covered']}/{r[kind + '_n']} = {r[kind + '_pct']:.1f}% "
+                                 f"[{r[kind + '_wilson95'][0]:.1f}, {r[kind + '_wilson95'][1]:.1f}]"
+                                 for kind in ("hdi", "et")))
 
 
 def main():
@@ -142,11 +282,20 @@ def main():
     ap.add_argument("--w0", type=float, default=0.2)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--export", help="write the studies' data and truths to this .npz")
+    ap.add_argument("--batched", help="fit the studies of this exported .npz with the batched NumPyro twin")
+    ap.add_argument("--likelihood", default="dm")
+    ap.add_argument("--pooling", default="hier")
+    ap.add_argument("--batch", type=int, default=20)
     a = ap.parse_args()
+    if a.export:
+        return export(a.export, a.studies, [float(s) for s in a.sd.split(",")], a.start)
+    if a.batched:
+        return run_batched(a.batched, a.likelihood, a.pooling, a.batch, a.draws, a.tune, a.chains, a.w0)
     if a.summary:
         rows = summary()
         (HERE / "bayes_margin_sim.json").write_text(json.dumps(rows, indent=1))
-        print(pd.DataFrame(rows).drop(columns=["per_unit"]).to_string())
+        print_table(rows)
         return
     refit = Refitter()
     for i in range(a.start, a.start + a.studies):
