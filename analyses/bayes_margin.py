@@ -234,6 +234,10 @@ def _numpyro_model(M, C, K, pr, likelihood, pooling="hier"):
         sa = numpyro.sample("sigma_alpha", dist.HalfNormal(pr["sigma_alpha_sd"]))
         if pooling == "hier":
             a = numpyro.deterministic("a", mu[None] + sa * zerosum("z_alpha", 1.0, (M, C)))
+        elif pooling == "cluster":          # one scale of the LLMs' deviations per cluster
+            sac = numpyro.sample("sigma_alpha_c", dist.HalfNormal(pr["sigma_alpha_sd"]).expand((C,)).to_event(1))
+            a = numpyro.deterministic("a", mu[None] + sac[None, :, None] * zerosum("z_alpha", 1.0, (M, C))
+                                      + 0.0 * sa)
         else:                               # no pooling across LLMs: each cell's effects a priori independent
             a = numpyro.deterministic("a", zerosum("z_alpha", pr["mu_sd"], (M, C)) + 0.0 * sa)
         bb = numpyro.deterministic("beta_bar", zerosum("beta_bar", pr["beta_bar_sd"], ()))
@@ -264,8 +268,9 @@ def sample_numpyro_raw(data, *, draws=500, tune=500, chains=2, seed=0, target_ac
 
     ``likelihood``: ``"dm"`` (the Dirichlet-multinomials, as the PyMC model) or ``"quasi"`` (the pooled
     multinomials tempered by the cells' Pearson dispersion, :func:`pooled_stats`). ``pooling``: ``"hier"`` (the
-    model's ``a[m, c] = mu[c] + sigma_alpha z[m, c]``) or ``"none"`` (each cell's ``a`` a priori
-    ZeroSumNormal(``mu_sd``); for the Savage-Dickey ratio pass ``priors={"sigma_alpha_sd": 0}``)."""
+    model's ``a[m, c] = mu[c] + sigma_alpha z[m, c]``), ``"cluster"`` (``sigma_alpha[c]`` per cluster: an
+    equal-worth cluster's zero deviations do not shrink another cluster's LLMs) or ``"none"`` (each cell's ``a``
+    a priori ZeroSumNormal(``mu_sd``); for the Savage-Dickey ratio pass ``priors={"sigma_alpha_sd": 0}``)."""
     import jax
     from numpyro.infer import MCMC, NUTS
 

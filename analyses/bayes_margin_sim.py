@@ -245,8 +245,12 @@ def summary(path=OUT):
                 row.update({f"{kind}_n": n, f"{kind}_covered": k, f"{kind}_pct": 100 * k / max(n, 1),
                             f"{kind}_wilson95": [100 * lo, 100 * hi]})
             rows.append(row)
-        err, p0 = [], []
+        err, p0, per_llm = [], [], {}
         for r in grp:
+            t = np.asarray(r["delta_api_cell_truth"]).reshape(len(r["llms"]), -1)
+            hit = np.asarray(r["delta_api_cell"]).reshape(t.shape)
+            for i, name in enumerate(r["llms"]):
+                per_llm.setdefault(name, []).extend(hit[i][t[i] >= 1e-12].tolist())
             t = np.asarray(r["delta_api_cell_truth"])
             m = np.asarray(r["delta_api_cell_mean"])
             err += (m - t)[t >= 1e-12].tolist()
@@ -256,7 +260,9 @@ def summary(path=OUT):
                      "divergent_fits": sum(r["divergences"] > 0 for r in grp),
                      "unequal_delta_api_bias": float(np.mean(err)), "unequal_delta_api_rmse": float(
                          np.sqrt(np.mean(np.square(err)))), "unequal_p0_mean": float(np.mean(p0)),
-                     "unequal_p0_max": float(np.max(p0)), "unequal_p0_gt_0.03": int(np.sum(np.array(p0) > 0.03))})
+                     "unequal_p0_max": float(np.max(p0)), "unequal_p0_gt_0.03": int(np.sum(np.array(p0) > 0.03)),
+                     "unequal_delta_api_hdi_coverage_per_llm": {k: float(np.mean(v)) for k, v in sorted(
+                         per_llm.items())}})
     return rows
 
 
