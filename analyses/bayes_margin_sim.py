@@ -146,12 +146,12 @@ def _load(path):
 
 
 def run_batched(path, likelihood="dm", pooling="hier", batch=20, draws=500, tune=500, chains=2, w0=0.2,
-                out=OUT):
+                out=OUT, keep_draws=None):
     """Fit the exported studies with the NumPyro twin, ``batch`` data sets at a time (one ``jax.vmap``,
     :func:`bayes_margin.sample_numpyro_batch`), and append one line per fit to ``out``; fits already there
-    (same seed, sd, likelihood, pooling, w0) are skipped, so an interrupted run resumes."""
-    import arviz as az
-    from bayes_margin import numpyro_diagnostics, sample_numpyro_batch, summarise
+    (same seed, sd, likelihood, pooling, w0) are skipped, so an interrupted run resumes. ``keep_draws``: a folder
+    for the draws of ``a`` and ``b`` (float32, one .npz per batch), for :func:`recollect` at another ``w0``."""
+    from bayes_margin import numpyro_diagnostics, sample_numpyro_batch
 
     z, meta = _load(path)
     done = set()
@@ -172,24 +172,54 @@ def run_batched(path, likelihood="dm", pooling="hier", batch=20, draws=500, tune
         res = sample_numpyro_batch(datas, draws=draws, tune=tune, chains=chains, seed=meta[js[0]]["seed"],
                                    likelihood=likelihood, pooling=pooling)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if keep_draws:
+            Path(keep_draws).mkdir(parents=True, exist_ok=True)
+            arrs = {f"{k}_{j}": raw[k].astype(np.float32) for j, (raw, _) in zip(js, res) for k in ("a", "b")}
+            diags = {str(j): numpyro_diagnostics(raw, div) for j, (raw, div) in zip(js, res)}
+            np.savez(Path(keep_draws) / f"{likelihood}_{pooling}_{b0}.npz", diag=json.dumps(diags), **arrs)
         with Path(out).open("a") as f:
             for j, (raw, div) in zip(js, res):
-                m = meta[j]
-                idata = az.from_dict(posterior={"a": raw["a"], "b": raw["b"]})
-                post = summarise(idata, priors=priors, margin=0.02, gen=m["seed"], w0=w0)
-                rec = {"sd": m["sd"], "seed": m["seed"], "w0": w0, "likelihood": likelihood, "pooling": pooling,
-                       "sampler": "numpyro-batch", "batch_wall_s": wall, "batch_cpu_s": cpu, "batch": len(js),
-                       **numpyro_diagnostics(raw, div), "llms": m["llms"], "clusters": m["clusters"],
-                       "p_no_position": post["p_no_position"].tolist(),
-                       "p_equal_worth": post["p_equal_worth"].tolist()}
-                for q in QUANTITIES:
-                    tr = z[f"truth_{q}_{j}"]
-                    rec[q] = covers(post[q], tr)
-                    rec[q + "_et"] = covers_et(post[q], tr)
-                    rec[q + "_mean"] = post[q].mean(0).ravel().tolist()
-                    rec[q + "_truth"] = np.asarray(tr).ravel().tolist()
+                rec = _record(z, meta, j, raw, numpyro_diagnostics(raw, div), likelihood, pooling, w0, priors)
+                rec.update(batch_wall_s=wall, batch_cpu_s=cpu, batch=len(js))
                 f.write(json.dumps(rec) + "\n")
         print(likelihood, pooling, f"{b0 + len(js)}/{len(todo)}", f"wall {wall:.0f} s cpu {cpu:.0f} s", flush=True)
+
+
+def _record(z, meta, j, raw, diag, likelihood, pooling, w0, priors, interval="hdi"):
+    """One fit's line: coverage (HDI and equal-tailed), posterior means and truths of every quantity."""
+    import arviz as az
+    from bayes_margin import summarise
+
+    m = meta[j]
+    idata = az.from_dict(posterior={"a": np.asarray(raw["a"], float), "b": np.asarray(raw["b"], float)})
+    post = summarise(idata, priors=priors, margin=0.02, gen=m["seed"], w0=w0)
+    rec = {"sd": m["sd"], "seed": m["seed"], "w0": w0, "likelihood": likelihood, "pooling": pooling,
+           "sampler": "numpyro-batch", **diag, "llms": m["llms"], "clusters": m["clusters"],
+           "p_no_position": post["p_no_position"].tolist(), "p_equal_worth": post["p_equal_worth"].tolist()}
+    for q in QUANTITIES:
+        tr = z[f"truth_{q}_{j}"]
+        rec[q] = covers(post[q], tr)
+        rec[q + "_et"] = covers_et(post[q], tr)
+        rec[q + "_mean"] = post[q].mean(0).ravel().tolist()
+        rec[q + "_truth"] = np.asarray(tr).ravel().tolist()
+    return rec
+
+
+def recollect(path, keep_draws, likelihood, pooling, w0, out=OUT):
+    """The lines of :func:`run_batched` from kept draws, at another spike mass ``w0`` (no refit)."""
+    z, meta = _load(path)
+    priors = {"sigma_alpha_sd": 0.0} if pooling == "none" else None
+    n = 0
+    with Path(out).open("a") as f:
+        for fn in sorted(Path(keep_draws).glob(f"{likelihood}_{pooling}_*.npz")):
+            d = np.load(fn)
+            diags = json.loads(str(d["diag"]))
+            for js, diag in diags.items():
+                j = int(js)
+                raw = {"a": d[f"a_{j}"], "b": d[f"b_{j}"]}
+                f.write(json.dumps(_record(z, meta, j, raw, diag, likelihood, pooling, w0, priors)) + "\n")
+                n += 1
+    return n
 
 
 def covers_et(draws, truth, prob=0.94, tol=1e-9):
@@ -266,6 +296,35 @@ def summary(path=OUT):
     return rows
 
 
+def markdown(rows, variants):
+    """The coverage table (HDI; n, %, Wilson 95 %) of the given (likelihood, pooling) variants, sd 0 | sd 1, as
+    Markdown."""
+    out = []
+    for lik, pool in variants:
+        out += [f"**likelihood `{lik}`, pooling `{pool}`**", "",
+                "| quantity (94 % HDI) | sd = 0: covered / n = % [Wilson 95 %] | sd = 1.0 |", "|---|---|---|"]
+        sel = [r for r in rows if r["likelihood"] == lik and r["pooling"] == pool]
+        for name, _, _ in LINES:
+            cells = []
+            for sd in (0.0, 1.0):
+                r = next((x for x in sel if x["sd"] == sd and x["line"] == name), None)
+                cells.append("—" if r is None else f"{r['hdi_covered']}/{r['hdi_n']} = {r['hdi_pct']:.1f} % "
+                             f"[{r['hdi_wilson95'][0]:.1f}, {r['hdi_wilson95'][1]:.1f}]")
+            out.append(f"| {name} | {cells[0]} | {cells[1]} |")
+        fits = {x["sd"]: x for x in sel if x["line"] == "fits"}
+        key = "unequal_delta_api_hdi_coverage_per_llm"
+        per = " | ".join(", ".join(f"{v * 100:.1f}" for v in fits[sd][key].values()) if sd in fits else "—"
+                         for sd in (0.0, 1.0))
+        out.append(f"| δ_API of the unequal cells, per LLM 1–4 (%) | {per} |")
+        for key, fmt in (("unequal_delta_api_bias", "{:+.4f}"), ("unequal_p0_mean", "{:.4f}"),
+                         ("unequal_p0_max", "{:.3f}"), ("rhat_max", "{:.3f}"), ("ess_bulk_min", "{:.0f}"),
+                         ("divergent_fits", "{}"), ("studies", "{}")):
+            out.append(f"| {key} | " + " | ".join(fmt.format(fits[sd][key]) if sd in fits else "—"
+                                                 for sd in (0.0, 1.0)) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def print_table(rows):
     for r in rows:
         head = f"{r['likelihood']:5s} {r['pooling']:4s} sd={r['sd']:.1f} n={r['studies']:2d} {r['line']:55s}"
@@ -293,15 +352,24 @@ def main():
     ap.add_argument("--likelihood", default="dm")
     ap.add_argument("--pooling", default="hier")
     ap.add_argument("--batch", type=int, default=20)
+    ap.add_argument("--keep-draws", help="folder for the draws (a, b) of --batched, one .npz per batch")
+    ap.add_argument("--recollect", help="the --keep-draws folder: summarise again at --w0 (needs --data)")
+    ap.add_argument("--data", help="the exported .npz (for --recollect)")
     a = ap.parse_args()
     if a.export:
         return export(a.export, a.studies, [float(s) for s in a.sd.split(",")], a.start)
     if a.batched:
-        return run_batched(a.batched, a.likelihood, a.pooling, a.batch, a.draws, a.tune, a.chains, a.w0)
+        return run_batched(a.batched, a.likelihood, a.pooling, a.batch, a.draws, a.tune, a.chains, a.w0,
+                           keep_draws=a.keep_draws)
+    if a.recollect:
+        print(recollect(a.data, a.recollect, a.likelihood, a.pooling, a.w0), "fits")
+        return
     if a.summary:
         rows = summary()
         (HERE / "bayes_margin_sim.json").write_text(json.dumps(rows, indent=1))
         print_table(rows)
+        variants = sorted({(r["likelihood"], r["pooling"]) for r in rows})
+        (HERE / "bayes_margin_sim.md").write_text(markdown(rows, variants))
         return
     refit = Refitter()
     for i in range(a.start, a.start + a.studies):
