@@ -297,13 +297,13 @@ def summary(path=OUT):
 
 
 def markdown(rows, variants):
-    """The coverage table (HDI; n, %, Wilson 95 %) of the given (likelihood, pooling) variants, sd 0 | sd 1, as
+    """The coverage table (HDI; n, %, Wilson 95 %) of the given (likelihood, pooling, w0) variants, sd 0 | sd 1, as
     Markdown."""
     out = []
-    for lik, pool in variants:
-        out += [f"**likelihood `{lik}`, pooling `{pool}`**", "",
+    for lik, pool, w0 in variants:
+        out += [f"**likelihood `{lik}`, pooling `{pool}`, spike mass w0 = {w0}**", "",
                 "| quantity (94 % HDI) | sd = 0: covered / n = % [Wilson 95 %] | sd = 1.0 |", "|---|---|---|"]
-        sel = [r for r in rows if r["likelihood"] == lik and r["pooling"] == pool]
+        sel = [r for r in rows if (r["likelihood"], r["pooling"], r["w0"]) == (lik, pool, w0)]
         for name, _, _ in LINES:
             cells = []
             for sd in (0.0, 1.0):
@@ -327,7 +327,8 @@ def markdown(rows, variants):
 
 def print_table(rows):
     for r in rows:
-        head = f"{r['likelihood']:5s} {r['pooling']:4s} sd={r['sd']:.1f} n={r['studies']:2d} {r['line']:55s}"
+        head = (f"{r['likelihood']:5s} {r['pooling']:7s} w0={r['w0']} sd={r['sd']:.1f} n={r['studies']:2d} "
+                f"{r['line']:55s}")
         if r["line"] == "fits":
             print(head, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()
                          if k not in ("likelihood", "pooling", "w0", "sd", "studies", "line")})
@@ -368,7 +369,7 @@ def main():
         rows = summary()
         (HERE / "bayes_margin_sim.json").write_text(json.dumps(rows, indent=1))
         print_table(rows)
-        variants = sorted({(r["likelihood"], r["pooling"]) for r in rows})
+        variants = sorted({(r["likelihood"], r["pooling"], r["w0"]) for r in rows})
         (HERE / "bayes_margin_sim.md").write_text(markdown(rows, variants))
         return
     refit = Refitter()
