@@ -230,3 +230,24 @@ def test_numpyro_batch_agrees_with_the_pooled_frequencies():
         assert (np.abs(p.mean(0) - freq) < 3 * p.std(0) + 1e-3).all()
         means.append(p.mean(0))
     assert np.abs(means[0] - means[1]).max() > 0.01
+
+
+def test_pymc_quasi_likelihood_is_the_tempered_pooled_multinomial(small):
+    """The PyMC model's quasi-likelihood terms at a jittered point equal sum_j Y log(pi) / phi per cell computed
+    here with numpy from the pooled counts (pi = softmax of the effects at that point)."""
+    _, data = small
+    model = bm.build_model(data, likelihood="quasi")
+    ip = model.initial_point()
+    ip = {k: v + 0.3 * np.random.default_rng(4).standard_normal(v.shape) for k, v in ip.items()}
+    kw = {"inputs": model.value_vars, "on_unused_input": "ignore"}
+    outs = model.replace_rvs_by_values([model["loglik_tools"], model["loglik_positions"], model["a"], model["b"]])
+    *terms, ea, eb = model.compile_fn(outs, **kw)(ip)
+    a = (ea, eb)
+    n_cells = data["M"] * data["C"]
+    assert np.abs(ea).max() > 0.05                         # a point away from the uniform margins
+    for got, eff, counts in zip(terms, a, (data["T"], data["Pc"])):
+        Y, phi = bm.pooled_stats(counts, data["cell"], n_cells)
+        lg = eff.reshape(n_cells, -1)
+        logp = lg - np.log(np.exp(lg).sum(-1, keepdims=True))
+        assert float(got) == pytest.approx(((Y * logp).sum(-1) / phi).sum(), rel=1e-10)
+    assert "log_kappa" not in model.named_vars
