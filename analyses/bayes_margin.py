@@ -29,6 +29,20 @@ The effects reported are the margins' centred log-probabilities (``a``, ``b``): 
 multinomial-logit chooser (a tool's margin also carries the positions it was shown at and the query population),
 but the effects of what the delta summarises.
 
+Options (the coverage study, ``analyses/bayes_margin_sim.py``, chose ``likelihood="quasi"`` with
+``pooling="cluster"``; the defaults keep the model as first written):
+
+* ``likelihood="quasi"``: the Dirichlet's mean is not the population mean of the tool margin when the query
+  effects are logistic-normal (on 20,000 simulated queries its delta is 0.01-0.02 below the truth); the quasi-
+  likelihood replaces both Dirichlet-multinomials by the cells' pooled multinomials tempered by their Pearson
+  dispersion ``phi`` (a plug-in moment estimate, :func:`pooled_stats`), whose maximum is the pooled frequencies
+  (consistent under any query heterogeneity) and whose curvature is the sandwich's when the design effect is
+  common to the tools. A generalised (tempered) posterior, not a generative model.
+* ``pooling="cluster"``: one scale of the LLMs' deviations per cluster (an equal-worth cluster's zero deviations
+  otherwise shrink the LLMs of every other cluster); ``"none"``: cells a priori independent. NumPyro twin only.
+* the NumPyro twin (:func:`sample_numpyro_raw`) and its batched form (:func:`sample_numpyro_batch`, many data sets
+  of one shape in one ``jax.vmap``: the simulation studies and SBC).
+
 Run ``python analyses/bayes_margin.py --measure`` (cost per gradient and the fit on the vendored study, into
 ``analyses/bayes_margin_vendored.json``).
 """
@@ -117,18 +131,22 @@ def _logistic_logprior(pt, t):
     return (pt.log(pt.sigmoid(t)) + pt.log(pt.sigmoid(-t))).sum()
 
 
-def build_model(data, priors=None):
-    """The PyMC model (data as ``pm.Data``: a second data set of the same shapes reuses it, ``set_data``)."""
+def build_model(data, priors=None, likelihood="dm"):
+    """The PyMC model (data as ``pm.Data``: a second data set of the same shapes reuses it, ``set_data``).
+
+    ``likelihood="dm"``: the Dirichlet-multinomials per query (the model as first written); ``"quasi"``: the
+    pooled multinomials of the cells tempered by their Pearson dispersion (:func:`pooled_stats`), no
+    concentrations."""
     import pymc as pm
     import pytensor.tensor as pt
 
+    _check_likelihood(likelihood)
     pr = {**PRIORS, **(priors or {})}
     M, C, K = data["M"], data["C"], data["K"]
-    At, Bt = rising_stats(data["T"], data["cell"], M * C)
-    Ap, Bp = rising_stats(data["Pc"], data["cell"], M * C)
+    st = _stats(data, likelihood)
+    names = _DATA_NAMES[likelihood]
     with pm.Model() as model:
-        At, Bt = pm.Data("A_tools", At), pm.Data("B_tools", Bt)
-        Ap, Bp = pm.Data("A_positions", Ap), pm.Data("B_positions", Bp)
+        At, Bt, Ap, Bp = (pm.Data(n, x) for n, x in zip(names, st))
         mu = pm.ZeroSumNormal("mu", sigma=pr["mu_sd"], shape=(C, K))
         sa = pm.HalfNormal("sigma_alpha", pr["sigma_alpha_sd"])
         za = pm.ZeroSumNormal("z_alpha", sigma=1.0, shape=(M, C, K))
@@ -139,14 +157,23 @@ def build_model(data, priors=None):
         sg = pm.HalfNormal("sigma_gamma", pr["sigma_gamma_sd"])
         zg = pm.ZeroSumNormal("z_gamma", sigma=1.0, shape=(M, C, K))
         b = pm.Deterministic("b", bb[None, None] + sb * zb[:, None] + sg * zg)
+        pa = pt.special.softmax(a.reshape((M * C, K)), axis=-1)
+        pb = pt.special.softmax(b.reshape((M * C, K)), axis=-1)
+        if likelihood == "quasi":
+            pm.Potential("loglik_tools", ((At * pt.log(pa)).sum(-1) / Bt).sum())
+            pm.Potential("loglik_positions", ((Ap * pt.log(pb)).sum(-1) / Bp).sum())
+            return model
         lk = pm.Flat("log_kappa", shape=(M * C,))
         ll_ = pm.Flat("log_lambda", shape=(M * C,))
         pm.Potential("conc_prior", _logistic_logprior(pt, lk) + _logistic_logprior(pt, ll_))
-        pa = pt.special.softmax(a.reshape((M * C, K)), axis=-1)
-        pb = pt.special.softmax(b.reshape((M * C, K)), axis=-1)
         pm.Potential("loglik_tools", _dm_loglik_stats(pt, At, Bt, pt.exp(lk), pa))
         pm.Potential("loglik_positions", _dm_loglik_stats(pt, Ap, Bp, pt.exp(ll_), pb))
     return model
+
+
+#: the ``pm.Data`` names of each likelihood's arrays (tools, then positions)
+_DATA_NAMES = {"dm": ("A_tools", "B_tools", "A_positions", "B_positions"),
+               "quasi": ("Y_tools", "phi_tools", "Y_positions", "phi_positions")}
 
 
 def sample(model, *, draws=1000, tune=1000, chains=4, cores=None, seed=0, target_accept=0.9):
@@ -159,10 +186,215 @@ def sample(model, *, draws=1000, tune=1000, chains=4, cores=None, seed=0, target
 
 
 # ---------------------------------------------------------------------------------------------
+# the quasi-likelihood option (issue 38, the coverage study): a tempered multinomial of the pooled counts
+def pooled_stats(counts, cell, n_cells):
+    """Pooled counts ``Y`` (cells, K) and the Pearson dispersion ``phi`` (cells,) of the rows around their cell's
+    pooled frequencies: ``phi = sum_q sum_j (y_qj - n_q p_j)^2 / (n_q p_j) / ((Q - 1)(K' - 1))`` (K' = tools
+    with a positive pooled count), floored at 1 (no underdispersion is claimed).
+
+    Under the Dirichlet-multinomial ``phi -> (n + kappa) / (1 + kappa)``; under any query heterogeneity it is the
+    design effect of the pooled frequencies, averaged over the tools (the moment estimator of a quasi-likelihood).
+    """
+    K = counts.shape[1]
+    Y = np.zeros((n_cells, K))
+    np.add.at(Y, cell, counts)
+    tot = Y.sum(1, keepdims=True)
+    p = np.divide(Y, tot, out=np.zeros_like(Y), where=tot > 0)
+    E = counts.sum(1)[:, None] * p[cell]
+    r = np.divide((counts - E) ** 2, E, out=np.zeros_like(E), where=E > 0)
+    X2 = np.bincount(cell, weights=r.sum(1), minlength=n_cells)
+    Qc = np.bincount(cell, minlength=n_cells)
+    df = (Qc - 1) * np.maximum((p > 0).sum(1) - 1, 0)
+    phi = np.divide(X2, df, out=np.ones(n_cells), where=df > 0)
+    return Y, np.maximum(phi, 1.0)
+
+
+LIKELIHOODS = ("dm", "quasi")
+
+
+def _check_likelihood(likelihood):
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+
+
+def _stats(data, likelihood):
+    """The likelihood's data arrays (tools, then positions)."""
+    n_cells = data["M"] * data["C"]
+    if likelihood == "dm":
+        return (*rising_stats(data["T"], data["cell"], n_cells), *rising_stats(data["Pc"], data["cell"], n_cells))
+    return (*pooled_stats(data["T"], data["cell"], n_cells), *pooled_stats(data["Pc"], data["cell"], n_cells))
+
+
+# ---------------------------------------------------------------------------------------------
+# the NumPyro twin (same parameters, priors and likelihoods; compiles once per design shape)
+def _numpyro_model(M, C, K, pr, likelihood, pooling="hier"):
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    H = jnp.asarray(_basis(K))
+
+    def zerosum(name, sd, shape):
+        z = numpyro.sample(name + "_raw", dist.Normal(0.0, sd).expand(shape + (K - 1,)).to_event(len(shape) + 1))
+        return z @ H
+
+    def dm(A, B, conc, probs):
+        i = jnp.arange(A.shape[-1], dtype=probs.dtype)
+        return (A * jnp.log((conc[:, None] * probs)[:, :, None] + i)).sum() - (B * jnp.log(conc[:, None] + i)).sum()
+
+    def model(s_tools_1, s_tools_2, s_pos_1, s_pos_2):
+        mu = numpyro.deterministic("mu", zerosum("mu", pr["mu_sd"], (C,)))
+        sa = numpyro.sample("sigma_alpha", dist.HalfNormal(pr["sigma_alpha_sd"]))
+        if pooling == "hier":
+            a = numpyro.deterministic("a", mu[None] + sa * zerosum("z_alpha", 1.0, (M, C)))
+        elif pooling == "cluster":          # one scale of the LLMs' deviations per cluster
+            sac = numpyro.sample("sigma_alpha_c", dist.HalfNormal(pr["sigma_alpha_sd"]).expand((C,)).to_event(1))
+            a = numpyro.deterministic("a", mu[None] + sac[None, :, None] * zerosum("z_alpha", 1.0, (M, C))
+                                      + 0.0 * sa)
+        else:                               # no pooling across LLMs: each cell's effects a priori independent
+            a = numpyro.deterministic("a", zerosum("z_alpha", pr["mu_sd"], (M, C)) + 0.0 * sa)
+        bb = numpyro.deterministic("beta_bar", zerosum("beta_bar", pr["beta_bar_sd"], ()))
+        sb = numpyro.sample("sigma_beta", dist.HalfNormal(pr["sigma_beta_sd"]))
+        sg = numpyro.sample("sigma_gamma", dist.HalfNormal(pr["sigma_gamma_sd"]))
+        b = numpyro.deterministic("b", bb + sb * zerosum("z_beta", 1.0, (M,))[:, None]
+                                  + sg * zerosum("z_gamma", 1.0, (M, C)))
+        pa = jax.nn.softmax(a.reshape(M * C, K), -1)
+        pb = jax.nn.softmax(b.reshape(M * C, K), -1)
+        if likelihood == "dm":
+            lk = numpyro.sample("log_kappa", dist.Logistic(0.0, 1.0).expand((M * C,)).to_event(1))
+            ll_ = numpyro.sample("log_lambda", dist.Logistic(0.0, 1.0).expand((M * C,)).to_event(1))
+            numpyro.factor("loglik_tools", dm(s_tools_1, s_tools_2, jnp.exp(lk), pa))
+            numpyro.factor("loglik_positions", dm(s_pos_1, s_pos_2, jnp.exp(ll_), pb))
+        else:
+            numpyro.factor("loglik_tools", ((s_tools_1 * jnp.log(pa)).sum(-1) / s_tools_2).sum())
+            numpyro.factor("loglik_positions", ((s_pos_1 * jnp.log(pb)).sum(-1) / s_pos_2).sum())
+
+    return model
+
+
+_MCMC_CACHE: dict = {}
+
+
+def sample_numpyro_raw(data, *, draws=500, tune=500, chains=2, seed=0, target_accept=0.9, likelihood="dm",
+                       priors=None, pooling="hier"):
+    """NUTS on the NumPyro twin; returns the draws (chains, draws, ...) by name and the divergence flags.
+
+    ``likelihood``: ``"dm"`` (the Dirichlet-multinomials, as the PyMC model) or ``"quasi"`` (the pooled
+    multinomials tempered by the cells' Pearson dispersion, :func:`pooled_stats`). ``pooling``: ``"hier"`` (the
+    model's ``a[m, c] = mu[c] + sigma_alpha z[m, c]``), ``"cluster"`` (``sigma_alpha[c]`` per cluster: an
+    equal-worth cluster's zero deviations do not shrink another cluster's LLMs) or ``"none"`` (each cell's ``a``
+    a priori ZeroSumNormal(``mu_sd``); for the Savage-Dickey ratio pass ``priors={"sigma_alpha_sd": 0}``)."""
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    _check_likelihood(likelihood)
+    jax.config.update("jax_enable_x64", True)
+    pr = {**PRIORS, **(priors or {})}
+    M, C, K = data["M"], data["C"], data["K"]
+    args = tuple(np.asarray(x, dtype=float) for x in _stats(data, likelihood))
+    key = (M, C, K, tuple(x.shape for x in args), likelihood, pooling, draws, tune, chains, target_accept,
+           tuple(sorted(pr.items())))
+    if key not in _MCMC_CACHE:
+        kern = NUTS(_numpyro_model(M, C, K, pr, likelihood, pooling), target_accept_prob=target_accept)
+        _MCMC_CACHE[key] = MCMC(kern, num_warmup=tune, num_samples=draws, num_chains=chains,
+                                chain_method="sequential", progress_bar=False, jit_model_args=True)
+    mcmc = _MCMC_CACHE[key]
+    mcmc.run(jax.random.PRNGKey(seed), *args, extra_fields=("diverging",))
+    post = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    div = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
+    return post, div
+
+
+def sample_numpyro_batch(datas, *, draws=500, tune=500, chains=2, seed=0, target_accept=0.9, likelihood="dm",
+                         priors=None, pooling="hier"):
+    """NUTS on the NumPyro twin for many data sets of one shape at once: every (data set, chain) is one lane of
+    a ``jax.vmap`` of NumPyro's NUTS kernel (its own step size and diagonal mass matrix, adapted in the same
+    windows as :func:`sample_numpyro_raw`), so the fixed cost per leapfrog step is paid once for all lanes.
+
+    Returns a list of ``(draws by name (chains, draws, ...), divergences (chains, draws))``, one per data set.
+    Initial points: uniform on (-2, 2) in the unconstrained space (NumPyro's default), one key per lane.
+    """
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer.hmc import hmc
+    from numpyro.infer.util import initialize_model
+
+    _check_likelihood(likelihood)
+    jax.config.update("jax_enable_x64", True)
+    pr = {**PRIORS, **(priors or {})}
+    M, C, K = datas[0]["M"], datas[0]["C"], datas[0]["K"]
+    per = [tuple(np.asarray(x, dtype=float) for x in _stats(d, likelihood)) for d in datas]
+    args = tuple(jnp.asarray(np.repeat(np.stack([p[i] for p in per]), chains, axis=0)) for i in range(4))
+    lanes = len(datas) * chains
+    ck = ("batch", M, C, K, tuple(a.shape for a in args), likelihood, pooling, draws, tune, target_accept,
+          tuple(sorted(pr.items())))
+    if ck not in _MCMC_CACHE:
+        model = _numpyro_model(M, C, K, pr, likelihood, pooling)
+        info, pot_gen, post_gen, _ = initialize_model(jax.random.PRNGKey(0), model, dynamic_args=True,
+                                                      model_args=tuple(a[0] for a in args))
+        _MCMC_CACHE[ck] = (info, *_batch_runner(pot_gen, post_gen, hmc, draws, tune, target_accept))
+    info, run = _MCMC_CACHE[ck]
+    keys = jax.random.split(jax.random.PRNGKey(seed), 2 * lanes).reshape(lanes, 2, -1)
+    z0 = jax.vmap(lambda k: jax.tree_util.tree_map(
+        lambda x: jax.random.uniform(k, jnp.shape(x), minval=-2.0, maxval=2.0), info.z))(keys[:, 0])
+    out, div = run(keys[:, 1], z0, *args)
+    out = {k: np.asarray(v).reshape((len(datas), chains) + v.shape[1:]) for k, v in out.items()}
+    div = np.asarray(div).reshape(len(datas), chains, -1)
+    return [({k: v[i] for k, v in out.items()}, div[i]) for i in range(len(datas))]
+
+
+def _batch_runner(pot_gen, post_gen, hmc, draws, tune, target_accept):
+    """The jitted, vmapped NUTS run of :func:`sample_numpyro_batch` (warm-up, then the kept draws)."""
+    import jax
+
+    init_kernel, sample_kernel = hmc(potential_fn_gen=pot_gen, algo="NUTS")
+
+    def lane(key, z, *a):
+        st = init_kernel(z, num_warmup=tune, target_accept_prob=target_accept, model_args=a, rng_key=key)
+
+        def step(s, _):
+            s = sample_kernel(s, model_args=a)
+            return s, (s.z, s.diverging)
+
+        _, (zs, dv) = jax.lax.scan(step, st, None, length=tune + draws)
+        zs = jax.tree_util.tree_map(lambda x: x[tune:], zs)
+        return jax.vmap(post_gen(*a))(zs), dv[tune:]
+
+    return (jax.jit(jax.vmap(lane)),)
+
+
+def sample_numpyro(data, **kw):
+    """NUTS on the NumPyro twin (:func:`sample_numpyro_raw`'s arguments); returns an ArviZ ``InferenceData`` with
+    the PyMC model's variable names (``a``, ``b``, ``mu``, ``beta_bar``, the scales, and ``log_kappa`` /
+    ``log_lambda`` for the Dirichlet-multinomial)."""
+    import arviz as az
+
+    post, div = sample_numpyro_raw(data, **kw)
+    return az.from_dict(posterior=post, sample_stats={"diverging": div})
+
+
+def numpyro_diagnostics(post, div):
+    """R-hat, bulk ESS and divergences from raw draws (chains, draws, ...) with NumPyro's estimators (no ArviZ)."""
+    from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+
+    x = np.concatenate([v.reshape(v.shape[:2] + (-1,)) for k, v in post.items() if not k.endswith("_raw")], -1)
+    keep = x.std((0, 1)) > 0
+    x = x[..., keep]
+    return {"max_rhat": float(np.nanmax(split_gelman_rubin(x))), "min_ess_bulk": float(np.nanmin(
+        effective_sample_size(x))), "divergences": int(np.asarray(div).sum())}
+
+
+# ---------------------------------------------------------------------------------------------
 # after sampling
 def _basis(k):
-    from toolbias_stats.models.bayes._common import _basis as b
-
+    """(k-1, k) orthonormal rows spanning the zero-sum vectors (PyMC's ZeroSumNormal basis, the package's
+    ``_basis``; built here where the package cannot be imported, e.g. a bare machine with JAX only)."""
+    try:
+        from toolbias_stats.models.bayes._common import _basis as b
+    except ImportError:
+        H = np.eye(k - 1) - 1.0 / (k + np.sqrt(k))
+        return np.concatenate([H, np.full((k - 1, 1), -1.0 / np.sqrt(k))], axis=1)
     return b(k)
 
 
@@ -276,6 +508,7 @@ def diagnostics(idata):
 
     names = ["mu", "sigma_alpha", "z_alpha", "beta_bar", "sigma_beta", "z_beta", "sigma_gamma", "z_gamma",
              "log_kappa", "log_lambda", "a", "b"]
+    names = [n for n in names if n in idata.posterior]
     summ = az.summary(idata, var_names=names, kind="diagnostics")
     return {"max_rhat": float(summ["r_hat"].max()), "min_ess_bulk": float(summ["ess_bulk"].min()),
             "min_ess_tail": float(summ["ess_tail"].min()),
@@ -308,7 +541,11 @@ def ppc(idata, data, gen=None, n_draws=500):
     pa /= pa.sum(-1, keepdims=True)
     pb = np.exp(get("b").reshape(len(sel), M * C, K))
     pb /= pb.sum(-1, keepdims=True)
-    kap, lam = np.exp(get("log_kappa")), np.exp(get("log_lambda"))
+    if "log_kappa" in post:
+        kap, lam = np.exp(get("log_kappa")), np.exp(get("log_lambda"))
+    else:                              # quasi-likelihood: the Polya urn whose design effect is the cell's phi
+        kap, lam = (np.broadcast_to(_kappa_of_phi(pooled_stats(x, cell, M * C)[1], n, cell), (len(sel), M * C))
+                    for x in (T, Pc))
     disp_hits = np.zeros(M)
     cp_hits = 0.0
     for s in range(len(sel)):
@@ -328,6 +565,14 @@ def ppc(idata, data, gen=None, n_draws=500):
         np.add.at(tab_r, data["qcluster"], repb)
         cp_hits += ((tab_r - tab_E) ** 2 / tab_E).sum() >= ((tab_o - tab_E) ** 2 / tab_E).sum()
     return {"dispersion": (disp_hits / len(sel)).tolist(), "cluster_position": float(cp_hits / len(sel))}
+
+
+def _kappa_of_phi(phi, n, cell):
+    """The Dirichlet concentration whose Polya-urn factor ``(n + kappa) / (1 + kappa)`` at a cell's mean number of
+    attempts equals ``phi`` (1e8, i.e. no heterogeneity, where ``phi <= 1``)."""
+    nbar = np.bincount(cell, weights=n, minlength=len(phi)) / np.maximum(np.bincount(cell, minlength=len(phi)), 1)
+    ok = (phi > 1 + 1e-9) & (phi < nbar)
+    return np.where(ok, (nbar - phi) / np.where(ok, phi - 1, 1.0), np.where(phi >= nbar, 1e-3, 1e8))
 
 
 def _polya(gen, p, conc, n):
@@ -367,12 +612,13 @@ def grad_ms(model, reps=200):
 
 
 def fit(log_or_design, *, draws=1000, tune=1000, chains=4, cores=None, seed=0, margin=0.02, w0=SPIKE_MASS,
-        with_ppc=True):
-    """Fit the margin model; returns a dict with the data, draws summary, diagnostics, PPCs and timings."""
+        with_ppc=True, likelihood="dm"):
+    """Fit the margin model; returns a dict with the data, draws summary, diagnostics, PPCs and timings
+    (``likelihood``: see :func:`build_model`)."""
     D = log_or_design if hasattr(log_or_design, "prompts") else design_of(log_or_design)
     data = margin_data(D)
     t0, c0 = time.perf_counter(), time.process_time()
-    model = build_model(data)
+    model = build_model(data, likelihood=likelihood)
     idata = sample(model, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out = {"design": D, "data": data, "idata": idata, "wall_s": wall, "cpu_s_main": cpu,
@@ -420,17 +666,14 @@ def main():
         print(json.dumps({k: v for k, v in out.items() if k not in ("clusters",)}, indent=1))
 
 
-if __name__ == "__main__":
-    main()
 
-
-
-def set_data(model, data):
+def set_data(model, data, likelihood="dm"):
     """Swap a data set of the same shapes into a built model (no recompilation of the graph)."""
     import pymc as pm
 
-    M, C = data["M"], data["C"]
-    At, Bt = rising_stats(data["T"], data["cell"], M * C)
-    Ap, Bp = rising_stats(data["Pc"], data["cell"], M * C)
     with model:
-        pm.set_data({"A_tools": At, "B_tools": Bt, "A_positions": Ap, "B_positions": Bp})
+        pm.set_data(dict(zip(_DATA_NAMES[likelihood], _stats(data, likelihood))))
+
+
+if __name__ == "__main__":
+    main()
