@@ -53,6 +53,8 @@ CONFIGS = {
     # dispersion, one scale of the LLMs' deviations per cluster)
     "mnc-quasi-cluster-4x1000": {"param": "mnc", "dense": False, "tune": 500, "draws": 1000, "chains": 4,
                                  "likelihood": "quasi", "pooling": "cluster"},
+    "mnc-quasi-hier-4x1000": {"param": "mnc", "dense": False, "tune": 500, "draws": 1000, "chains": 4,
+                              "likelihood": "quasi", "pooling": "hier"},
     "mnc-diag-4x500": {"param": "mnc", "dense": False, "tune": 500, "draws": 500, "chains": 4},
     "mcc-diag-1000": {"param": "mcc", "dense": False, "tune": 500, "draws": 1000, "chains": 2},
     "mnc-diag-t300": {"param": "mnc", "dense": False, "tune": 300, "draws": 1000, "chains": 2},
@@ -300,6 +302,7 @@ def measure(name, D=None, data=None, seed=SEED, with_ppc=True):
         post = bm.summarise(idata, margin=0.02, gen=seed)
         out["delta_api"] = post["delta_api"].mean(0).round(4).tolist()
         out["delta_pos"] = post["delta_pos"].mean(0).round(4).tolist()
+        out["delta_api_hdi94"] = np.asarray(post["hdi"]["delta_api"]).round(4).tolist()
         out["p_no_position"] = post["p_no_position"].round(4).tolist()
         out["p_equal_worth_max"] = float(post["p_equal_worth"].max())
     out["llms"] = list(D.llms)
