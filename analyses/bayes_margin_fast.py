@@ -22,6 +22,10 @@ orthonormal zero-sum basis (PyMC's ``ZeroSumNormal`` is iid normal in those coor
 same). The concentrations are sampled as ``log kappa`` with a standard logistic prior (``rho = 1 / (1 + kappa)``
 uniform), as in the reference.
 
+Options (``prepared``): ``likelihood="quasi"`` (the cells' pooled multinomials tempered by their Pearson
+dispersion, ``bayes_margin.pooled_stats``: no concentrations) and ``pooling="cluster"`` (one ``sigma_alpha`` per
+cluster), the variant ``analyses/bayes_margin_sim.py`` chose; configuration ``mnc-quasi-cluster-4x1000``.
+
 Run ``python analyses/bayes_margin_fast.py --measure`` (writes ``analyses/bayes_margin_fast.json``);
 ``--config`` picks a configuration (``--list`` shows them), ``--all`` measures every one.
 """
