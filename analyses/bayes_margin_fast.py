@@ -22,6 +22,10 @@ orthonormal zero-sum basis (PyMC's ``ZeroSumNormal`` is iid normal in those coor
 same). The concentrations are sampled as ``log kappa`` with a standard logistic prior (``rho = 1 / (1 + kappa)``
 uniform), as in the reference.
 
+Options (``prepared``): ``likelihood="quasi"`` (the cells' pooled multinomials tempered by their Pearson
+dispersion, ``bayes_margin.pooled_stats``: no concentrations) and ``pooling="cluster"`` (one ``sigma_alpha`` per
+cluster), the variant ``analyses/bayes_margin_sim.py`` chose; configuration ``mnc-quasi-cluster-4x1000``.
+
 Run ``python analyses/bayes_margin_fast.py --measure`` (writes ``analyses/bayes_margin_fast.json``);
 ``--config`` picks a configuration (``--list`` shows them), ``--all`` measures every one.
 """
@@ -49,6 +53,12 @@ RICH = 10
 #: configurations measured (the chosen one first)
 CONFIGS = {
     "mnc-diag-4x1000": {"param": "mnc", "dense": False, "tune": 500, "draws": 1000, "chains": 4},
+    # the variant the coverage study chose (bayes_margin.py: pooled multinomials tempered by their Pearson
+    # dispersion, one scale of the LLMs' deviations per cluster)
+    "mnc-quasi-cluster-4x1000": {"param": "mnc", "dense": False, "tune": 500, "draws": 1000, "chains": 4,
+                                 "likelihood": "quasi", "pooling": "cluster"},
+    "mnc-quasi-hier-4x1000": {"param": "mnc", "dense": False, "tune": 500, "draws": 1000, "chains": 4,
+                              "likelihood": "quasi", "pooling": "hier"},
     "mnc-diag-4x500": {"param": "mnc", "dense": False, "tune": 500, "draws": 500, "chains": 4},
     "mcc-diag-1000": {"param": "mcc", "dense": False, "tune": 500, "draws": 1000, "chains": 2},
     "mnc-diag-t300": {"param": "mnc", "dense": False, "tune": 300, "draws": 1000, "chains": 2},
@@ -77,19 +87,37 @@ def _jax():
     return jax
 
 
-def prepared(data, priors=None, rich=None):
-    """Arrays the model needs: the sufficient statistics of both parts and the zero-sum basis."""
+def prepared(data, priors=None, rich=None, likelihood="dm", pooling="hier"):
+    """Arrays the model needs: the sufficient statistics of both parts and the zero-sum basis.
+
+    ``likelihood="dm"``: the rising-factorial statistics of the Dirichlet-multinomials (``At, Bt, Ap, Bp``);
+    ``"quasi"``: the cells' pooled counts and Pearson dispersions (``bayes_margin.pooled_stats``: ``At, Bt`` are
+    then ``Y, phi`` of the tools, ``Ap, Bp`` of the positions). ``pooling``: ``"hier"`` (one ``sigma_alpha``)
+    or ``"cluster"`` (``sigma_alpha_c`` per cluster), as ``bayes_margin.sample_numpyro_raw``.
+    """
     import bayes_margin as bm
 
+    bm._check_likelihood(likelihood)
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     pr = {**bm.PRIORS, **(priors or {})}
     M, C, K = data["M"], data["C"], data["K"]
-    At, Bt = bm.rising_stats(data["T"], data["cell"], M * C)
-    Ap, Bp = bm.rising_stats(data["Pc"], data["cell"], M * C)
+    At, Bt, Ap, Bp = bm._stats(data, likelihood)
     tot = np.zeros((M * C, K))
     np.add.at(tot, data["cell"], data["T"])
     R, sparse = sparse_rotations(tot, bm._basis(K), rich)
     return {"At": At, "Bt": Bt, "Ap": Ap, "Bp": Bp, "H": bm._basis(K), "M": M, "C": C, "K": K, "priors": pr,
-            "R": R, "sparse": sparse}
+            "R": R, "sparse": sparse, "likelihood": likelihood, "pooling": pooling}
+
+
+POOLINGS = ("hier", "cluster")
+
+
+def quasi_loglik(Y, phi, probs):
+    """The tempered pooled multinomial (``bayes_margin``'s ``likelihood="quasi"``): ``sum_c sum_j Y log p / phi``."""
+    import jax.numpy as jnp
+
+    return ((Y * jnp.log(probs)).sum(-1) / phi).sum()
 
 
 def dm_loglik(A, B, conc, probs):
@@ -166,10 +194,16 @@ def model(P, param="ccc"):
     d = K - 1
     ca, cbm, cbc = (ch == "c" for ch in param)
     mu = numpyro.sample("mu", dist.Normal(jnp.zeros((C, d)), pr["mu_sd"]).to_event(2))
-    sa = numpyro.sample("sigma_alpha", dist.HalfNormal(pr["sigma_alpha_sd"]))
+    if P.get("pooling", "hier") == "cluster":   # one scale per cluster (bayes_margin's twin also samples an
+        # unused sigma_alpha from its prior; it is left out here: it changes no other margin of the posterior)
+        sac = numpyro.sample("sigma_alpha_c", dist.HalfNormal(pr["sigma_alpha_sd"] * jnp.ones(C)).to_event(1))
+        sa = jnp.broadcast_to(sac[None, :, None], (M, C, 1))
+    else:
+        sa = numpyro.sample("sigma_alpha", dist.HalfNormal(pr["sigma_alpha_sd"]))
     if param[0] == "m":
         loc = jnp.broadcast_to(mu[None], (M, C, d)).reshape(M * C, d)
-        ua = _mixed_effect("ua", loc, sa, P["R"], P["sparse"]).reshape(M, C, d)
+        sr = sa.reshape(M * C, 1) if jnp.ndim(sa) else sa
+        ua = _mixed_effect("ua", loc, sr, P["R"], P["sparse"]).reshape(M, C, d)
     else:
         ua = _effect("ua", mu[None], sa, (M, C, d), ca)
     bb = numpyro.sample("beta_bar", dist.Normal(jnp.zeros(d), pr["beta_bar_sd"]).to_event(1))
@@ -177,14 +211,18 @@ def model(P, param="ccc"):
     sg = numpyro.sample("sigma_gamma", dist.HalfNormal(pr["sigma_gamma_sd"]))
     um = _effect("ubm", bb[None], sb, (M, d), cbm)
     ub = _effect("ub", um[:, None], sg, (M, C, d), cbc)
-    lk = numpyro.sample("log_kappa", dist.Logistic(jnp.zeros(M * C), 1.0).to_event(1))
-    ll = numpyro.sample("log_lambda", dist.Logistic(jnp.zeros(M * C), 1.0).to_event(1))
     a = ua @ H
     b = ub @ H
     numpyro.deterministic("a", a)
     numpyro.deterministic("b", b)
     pa = softmax(a.reshape(M * C, K), -1)
     pb = softmax(b.reshape(M * C, K), -1)
+    if P.get("likelihood", "dm") == "quasi":
+        numpyro.factor("loglik_tools", quasi_loglik(P["At"], P["Bt"], pa))
+        numpyro.factor("loglik_positions", quasi_loglik(P["Ap"], P["Bp"], pb))
+        return
+    lk = numpyro.sample("log_kappa", dist.Logistic(jnp.zeros(M * C), 1.0).to_event(1))
+    ll = numpyro.sample("log_lambda", dist.Logistic(jnp.zeros(M * C), 1.0).to_event(1))
     numpyro.factor("loglik_tools", dm_loglik(P["At"], P["Bt"], jnp.exp(lk), pa))
     numpyro.factor("loglik_positions", dm_loglik(P["Ap"], P["Bp"], jnp.exp(ll), pb))
 
@@ -248,7 +286,7 @@ def measure(name, D=None, data=None, seed=SEED, with_ppc=True):
     if data is None:
         D, data = load_vendored()
     cfg = CONFIGS[name]
-    P = prepared(data)
+    P = prepared(data, likelihood=cfg.get("likelihood", "dm"), pooling=cfg.get("pooling", "hier"))
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     mcmc = run_nuts(P, param=cfg["param"], dense=cfg["dense"], tune=cfg["tune"], draws=cfg["draws"],
@@ -268,6 +306,7 @@ def measure(name, D=None, data=None, seed=SEED, with_ppc=True):
         post = bm.summarise(idata, margin=0.02, gen=seed)
         out["delta_api"] = post["delta_api"].mean(0).round(4).tolist()
         out["delta_pos"] = post["delta_pos"].mean(0).round(4).tolist()
+        out["delta_api_hdi94"] = np.asarray(post["hdi"]["delta_api"]).round(4).tolist()
         out["p_no_position"] = post["p_no_position"].round(4).tolist()
         out["p_equal_worth_max"] = float(post["p_equal_worth"].max())
     out["llms"] = list(D.llms)

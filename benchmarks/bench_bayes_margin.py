@@ -2,6 +2,9 @@
 
 Usage:  python benchmarks/bench_bayes_margin.py [--configs mcc-diag,nnn-diag,...] [--list]
 
+``--configs mnc-quasi-cluster-4x1000,mnc-diag-4x1000`` compares the coverage study's variant (quasi-likelihood,
+one scale per cluster) with the Dirichlet-multinomial form in one run.
+
 Each configuration (``analyses/bayes_margin_fast.py``, ``CONFIGS``: parameterisation, mass matrix, tuning and
 draws, chains) runs in a fresh Python process, so the time includes JAX's compilation (there is no persistent
 compile cache). Reported per configuration: wall and CPU seconds of the fit (NUTS, compilation included; reading

@@ -126,3 +126,73 @@ def test_mixed_form_has_sparse_directions(setup):
             V = H[:, sparse]
             proj = V @ np.linalg.lstsq(V, R[i][: len(sparse)].T, rcond=None)[0]
             np.testing.assert_allclose(proj, R[i][: len(sparse)].T, atol=1e-12)
+
+
+@pytest.mark.parametrize("param", ["nnn", "mnc"])
+def test_quasi_log_density_equals_reference(setup, param):
+    """``likelihood="quasi"``: the fast form's log density equals the PyMC quasi model's (``bayes_margin.build_model``,
+    one ``sigma_alpha``) and, with ``pooling="cluster"``, the NumPyro twin's (``sigma_alpha_c`` per cluster; the
+    twin's unused ``sigma_alpha`` and its HalfNormal prior term are added to the fast form's) at random points."""
+    import numpyro
+    from numpyro.infer.util import log_density
+    from scipy.stats import halfnorm
+
+    data, _, _ = setup
+    M, C, K = data["M"], data["C"], data["K"]
+    d = K - 1
+    ref_q = bm.build_model(data, likelihood="quasi")
+    ref_q = (ref_q, ref_q.compile_logp(jacobian=False))
+    fast._jax()
+    twin = bm._numpyro_model(M, C, K, bm.PRIORS, "quasi", "cluster")
+    twin_args = tuple(np.asarray(x, float) for x in bm._stats(data, "quasi"))
+    gen = np.random.default_rng(7)
+    diffs = {"hier": [], "cluster": []}
+    for pooling in ("hier", "cluster"):
+        P = fast.prepared(data, rich=30, likelihood="quasi", pooling=pooling)
+        for _ in range(3):
+            u, point = _random_point(gen, data)
+            sb, sg = point["sigma_beta"], point["sigma_gamma"]
+            sa = (np.full((M, C), point["sigma_alpha"]) if pooling == "hier"
+                  else np.broadcast_to(gen.uniform(0.3, 1.5, C)[None], (M, C)))
+            ua = u["mu"][None] + sa[..., None] * u["z_alpha"]
+            ubm = u["beta_bar"][None] + sb * u["z_beta"]
+            ub = ubm[:, None] + sg * u["z_gamma"]
+            params = {"mu": u["mu"], "beta_bar": u["beta_bar"], "sigma_beta": sb, "sigma_gamma": sg}
+            params.update({"sigma_alpha": sa[0, 0]} if pooling == "hier" else {"sigma_alpha_c": sa[0]})
+            jac = 0.0
+            if param[0] == "n":
+                params["z_ua"] = u["z_alpha"]
+            else:
+                R, mask = P["R"], P["sparse"]
+                sr = sa.reshape(M * C, 1)
+                w = np.einsum("rij,rj->ri", R, ua.reshape(M * C, d))
+                rl = np.einsum("rij,rj->ri", R, np.broadcast_to(u["mu"][None], (M, C, d)).reshape(M * C, d))
+                params["ua_v"] = np.where(mask, (w - rl) / sr, w)
+                jac += ((~mask) * np.log(sr)).sum()
+            if param[1] == "n":
+                params["z_ubm"] = u["z_beta"]
+            else:
+                params["ubm"] = ubm
+                jac += M * d * np.log(sb)
+            if param[2] == "n":
+                params["z_ub"] = u["z_gamma"]
+            else:
+                params["ub"] = ub
+                jac += M * C * d * np.log(sg)
+            with numpyro.handlers.seed(rng_seed=0):
+                lp_fast, _ = log_density(fast.model, (P,), {"param": param}, params)
+            lp_fast = float(lp_fast) + jac
+            if pooling == "hier":
+                lp_ref = _ref_logp(ref_q, point)
+            else:
+                s_unused = point["sigma_alpha"]
+                lp_fast += halfnorm.logpdf(s_unused, scale=bm.PRIORS["sigma_alpha_sd"])
+                tp = {"mu_raw": u["mu"], "sigma_alpha": s_unused, "sigma_alpha_c": sa[0],
+                      "z_alpha_raw": u["z_alpha"], "beta_bar_raw": u["beta_bar"], "sigma_beta": sb,
+                      "z_beta_raw": u["z_beta"], "sigma_gamma": sg, "z_gamma_raw": u["z_gamma"]}
+                with numpyro.handlers.seed(rng_seed=0):
+                    lp_ref = float(log_density(twin, twin_args, {}, tp)[0])
+            diffs[pooling].append(lp_fast - lp_ref)
+    for pooling, x in diffs.items():
+        assert np.ptp(x) < 1e-7, (pooling, x)
+        np.testing.assert_allclose(x, 0.0, atol=1e-6, err_msg=pooling)
