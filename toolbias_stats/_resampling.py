@@ -337,6 +337,7 @@ class BeltErrors:
         self.t = np.ascontiguousarray(e.T)              # (M, R)
         self._buf = np.empty_like(self.t)
         self._seen: dict = {}
+        self._near: dict = {}
 
     def stat(self, path, t, w):
         key = (path, t, w)
@@ -346,7 +347,82 @@ class BeltErrors:
             buf = np.add(theta.reshape(-1, 1) if theta.ndim else theta, self.t, out=self._buf)
             out = w * pairwise_rows(np.abs(buf, out=buf))
             self._seen[key] = out
+            self._near[(path, w)] = _Known(out, theta)
         return out
+
+    def quantile(self, path, t, w, q):
+        """``quantile_at(path, t, self, w, q)``: the same number, computing ``T_r(t)`` only where it can matter.
+
+        ``|T_r(t) - T_r(s)| <= w * sum_j |theta_j(t) - theta_j(s)|`` (the triangle inequality), so the values last
+        computed along the path bound every ``T_r(t)``. Replicates whose bounds lie wholly below the order
+        statistics that the quantile interpolates (or wholly above) keep their rank side; ``T_r(t)`` is computed,
+        with the additions of :meth:`stat`, only for the others, and the order statistics are those of that subset
+        shifted by the count below. Near the end of a bisection that is a few replicates of ``R``.
+        """
+        near = self._near.get((path, w))
+        if near is None or (path, t, w) in self._seen:
+            return _interpolated(self.stat(path, t, w), q)
+        theta = np.asarray(path(t), dtype=float)
+        pos = q * (self.shape[0] - 1)
+        i = int(np.floor(pos))
+        j = min(i + 1, self.shape[0] - 1)
+        take, n_below = near.candidates(theta, w, i, j)
+        if take is None:
+            return _interpolated(self.stat(path, t, w), q)
+        buf = np.add(theta.reshape(-1, 1) if theta.ndim else theta, self.t[:, take])
+        sub = w * pairwise_rows(np.abs(buf, out=buf))
+        near.update(take, sub, theta)
+        part = np.partition(sub, (i - n_below, j - n_below))
+        lo, hi = part[i - n_below], part[j - n_below]
+        return float(lo + (pos - i) * (hi - lo))
+
+
+class _Known:
+    """Per replicate, the last computed ``T_r`` along one path and the deviation vector it was computed at."""
+
+    def __init__(self, values, theta):
+        self.values = values.copy()
+        self.thetas = [theta]
+        self.at = np.zeros(values.size, dtype=np.intp)
+
+    def candidates(self, theta, w, i, j):
+        """Replicates that may hold order statistic ``i`` or ``j`` at ``theta``, and the count surely below them.
+
+        None when more than half may (the caller then computes all of them).
+        """
+        dist = w * np.abs(theta - np.asarray(self.thetas)).sum(axis=-1) if len(self.thetas) > 1 else \
+            np.array([w * np.abs(theta - self.thetas[0]).sum()])
+        # rounding of the sums (relative ~1e-15) is covered many times over by this margin
+        slack = dist[self.at] + (1e-9 * (1.0 + float(self.values.max()) + float(dist.max())))
+        low = self.values - slack
+        high = self.values + slack
+        floor_i = np.partition(low, i)[i]
+        ceil_j = np.partition(high, j)[j]
+        below = high < floor_i
+        take = ~below & (low <= ceil_j)
+        n_take = int(np.count_nonzero(take))
+        if 2 * n_take > take.size:
+            return None, 0
+        if n_take < 16:                      # a few more columns keep the kernels on arrays of a usual shape
+            take[np.flatnonzero(~take)[:16 - n_take]] = True
+        take = np.flatnonzero(take)
+        return take, int(np.count_nonzero(below)) - int(np.count_nonzero(below[take]))
+
+    def update(self, take, values, theta):
+        self.thetas.append(theta)
+        self.values[take] = values
+        self.at[take] = len(self.thetas) - 1
+        if len(self.thetas) > 32:            # keep only the deviation vectors some replicate still refers to
+            used, self.at = np.unique(self.at, return_inverse=True)
+            self.thetas = [self.thetas[k] for k in used]
+
+
+def _interpolated(stat, q):
+    pos = q * (stat.size - 1)
+    i = int(np.floor(pos))
+    j = min(i + 1, stat.size - 1)
+    part = np.partition(stat, (i, j))
+    return float(part[i] + (pos - i) * (part[j] - part[i]))
 
 
 def pairwise_rows(a):
@@ -382,12 +458,7 @@ def quantile_at(path, t, e, w, q, buf=None):
     not used any more (kept for callers that pass it).
     """
     errors = e if isinstance(e, BeltErrors) else BeltErrors(e)
-    stat = errors.stat(path, t, w)
-    pos = q * (stat.size - 1)
-    i = int(np.floor(pos))
-    j = min(i + 1, stat.size - 1)
-    part = np.partition(stat, (i, j))
-    return float(part[i] + (pos - i) * (part[j] - part[i]))
+    return errors.quantile(path, t, w, q)
 
 
 def smallest_t(path, e, w, t_obs, q, tol=1e-6):

@@ -70,3 +70,29 @@ def test_worker_threads_give_the_same_result(monkeypatch):
         monkeypatch.setattr(_bias, "_calibration_pool", lambda n: None)
         inline = _bias.selection_bias(sim.log, n_resamples=150, rng=9, cluster_corrected=True).to_dict()
     assert threaded == inline
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_quantile_from_the_near_replicates_is_the_full_one(seed):
+    """Issue 37: the bisection's quantiles computed on the replicates near the order statistics (bounded by the
+    triangle inequality from the last values along the path) equal those of all replicates, bit for bit, also with
+    ties (integer errors) and a path that moves only some components."""
+    rng = np.random.default_rng(seed)
+    n_rep, m = (2000, 50) if seed % 2 else (301, 7)
+    e = rng.normal(size=(n_rep, m)) * 0.02
+    if seed >= 4:
+        e = np.round(e * 100) / 100        # many tied statistics
+    x = rng.normal(size=m) * 0.05
+    v = e.var(axis=0)
+    lam = float(np.max(x**2 / v))
+    paths = [lambda s: s * x, lambda s: _resampling.shrinkage_path(s, x, v, lam)]
+    errors = _Errors(e)
+    for path in paths:
+        for q in (0.0075, 0.5, 0.975, 0.0, 1.0):
+            lo, hi = 0.0, 2.0
+            for _ in range(40):               # a bisection on an arbitrary target: t values close together
+                mid = 0.5 * (lo + hi)
+                got = _quantile_at(path, mid, errors, 0.1, q)
+                want = _old_quantile(0.1 * np.abs(path(mid) + e).sum(axis=1), q)
+                assert got == want
+                lo, hi = (lo, mid) if rng.random() < 0.5 else (mid, hi)
