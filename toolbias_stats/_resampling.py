@@ -347,8 +347,14 @@ class BeltErrors:
             buf = np.add(theta.reshape(-1, 1) if theta.ndim else theta, self.t, out=self._buf)
             out = w * pairwise_rows(np.abs(buf, out=buf))
             self._seen[key] = out
-            self._near[(path, w)] = _Known(out, theta)
+            prev = self._near.get((path, w))
+            self._near[(path, w)] = _Known(out, theta, prev.rate if prev is not None else None)
         return out
+
+    def known(self, path, t, w, values):
+        """Record ``values`` as ``T(t)`` along ``path`` (the caller's own ``w * |theta(t) + e|.sum(axis=1)``, the
+        same numbers: e.g. the null statistics at ``t = 0`` where ``theta(0)`` is exactly zero)."""
+        self._seen[(path, t, w)] = values
 
     def quantile(self, path, t, w, q):
         """``quantile_at(path, t, self, w, q)``: the same number, computing ``T_r(t)`` only where it can matter.
@@ -379,39 +385,53 @@ class BeltErrors:
 
 
 class _Known:
-    """Per replicate, the last computed ``T_r`` along one path and the deviation vector it was computed at."""
+    """Per replicate, the last computed ``T_r`` along one path and the deviation vector it was computed at.
 
-    def __init__(self, values, theta):
+    ``rate`` (shared by the path's successive states) is the share of replicates that were candidates per unit of
+    distance to the latest deviation vector: where it predicts more than half, the caller computes all of them
+    without looking for candidates (the same numbers either way).
+    """
+
+    def __init__(self, values, theta, rate=None):
         self.values = values.copy()
+        self.top = float(values.max()) if values.size else 0.0
         self.thetas = [theta]
         self.at = np.zeros(values.size, dtype=np.intp)
+        self.rate = rate if rate is not None else [0.0]
 
     def candidates(self, theta, w, i, j):
         """Replicates that may hold order statistic ``i`` or ``j`` at ``theta``, and the count surely below them.
 
         None when more than half may (the caller then computes all of them).
         """
-        dist = w * np.abs(theta - np.asarray(self.thetas)).sum(axis=-1) if len(self.thetas) > 1 else \
-            np.array([w * np.abs(theta - self.thetas[0]).sum()])
+        if len(self.thetas) > 1:
+            dist = w * np.abs(theta - np.asarray(self.thetas)).sum(axis=-1)
+        else:
+            dist = np.array([w * np.abs(theta - self.thetas[0]).sum()])
+        latest = float(dist[-1])
+        if self.rate[0] * latest > 0.75:
+            return None, 0
         # rounding of the sums (relative ~1e-15) is covered many times over by this margin
-        slack = dist[self.at] + (1e-9 * (1.0 + float(self.values.max()) + float(dist.max())))
+        slack = dist[self.at] if dist.size > 1 else np.full(self.values.size, latest)
+        slack += 1e-9 * (1.0 + 2.0 * self.top + float(dist.max()))
         low = self.values - slack
-        high = self.values + slack
+        high = np.add(self.values, slack, out=slack)
         floor_i = np.partition(low, i)[i]
         ceil_j = np.partition(high, j)[j]
         below = high < floor_i
-        take = ~below & (low <= ceil_j)
-        n_take = int(np.count_nonzero(take))
-        if 2 * n_take > take.size:
-            return None, 0
-        if n_take < 16:                      # a few more columns keep the kernels on arrays of a usual shape
-            take[np.flatnonzero(~take)[:16 - n_take]] = True
+        take = low <= ceil_j
+        take &= ~below
         take = np.flatnonzero(take)
-        return take, int(np.count_nonzero(below)) - int(np.count_nonzero(below[take]))
+        if latest > 0:
+            self.rate[0] = take.size / self.values.size / latest
+        if 2 * take.size > self.values.size:
+            return None, 0
+        return take, int(np.count_nonzero(below))
 
     def update(self, take, values, theta):
         self.thetas.append(theta)
         self.values[take] = values
+        self.top = max(self.top, float(values.max()))
         self.at[take] = len(self.thetas) - 1
         if len(self.thetas) > 32:            # keep only the deviation vectors some replicate still refers to
             used, self.at = np.unique(self.at, return_inverse=True)

@@ -441,6 +441,9 @@ def calibrated_mean_tv(
         return t * xm
 
     errors = _Errors(e)
+    for path in (path_shrink, path_linear, path_spread):
+        if not np.any(path(0.0)):   # T(0) = the null statistics (row sums of |e|: the same additions, tested)
+            errors.known(path, 0.0, w, null_stats)
     lo_s, hi_s, est_s = _invert(path_shrink, errors, w, t_obs, (q_hi_p, q_lo_p, 0.5))
     _, hi_l, est_l = _invert(path_linear, errors, w, t_obs, (q_hi_p, q_lo_p, 0.5), lower=False)
     _, hi_m, _ = _invert(path_spread, errors, w, t_obs, (q_hi_p, q_lo_p, 0.5), lower=False)
