@@ -347,8 +347,7 @@ class BeltErrors:
             buf = np.add(theta.reshape(-1, 1) if theta.ndim else theta, self.t, out=self._buf)
             out = w * pairwise_rows(np.abs(buf, out=buf))
             self._seen[key] = out
-            prev = self._near.get((path, w))
-            self._near[(path, w)] = _Known(out, theta, prev.rate if prev is not None else None)
+            self._near[(path, w)] = _Known(out, theta)
         return out
 
     def known(self, path, t, w, values):
@@ -384,20 +383,18 @@ class BeltErrors:
         return float(lo + (pos - i) * (hi - lo))
 
 
+#: Share of candidate replicates above which all of them are computed (as fast, and kept for the next steps).
+_SHARE_ALL = 0.5
+
+
 class _Known:
-    """Per replicate, the last computed ``T_r`` along one path and the deviation vector it was computed at.
+    """Per replicate, the last computed ``T_r`` along one path and the deviation vector it was computed at."""
 
-    ``rate`` (shared by the path's successive states) is the share of replicates that were candidates per unit of
-    distance to the latest deviation vector: where it predicts more than half, the caller computes all of them
-    without looking for candidates (the same numbers either way).
-    """
-
-    def __init__(self, values, theta, rate=None):
+    def __init__(self, values, theta):
         self.values = values.copy()
         self.top = float(values.max()) if values.size else 0.0
         self.thetas = [theta]
         self.at = np.zeros(values.size, dtype=np.intp)
-        self.rate = rate if rate is not None else [0.0]
 
     def candidates(self, theta, w, i, j):
         """Replicates that may hold order statistic ``i`` or ``j`` at ``theta``, and the count surely below them.
@@ -409,8 +406,6 @@ class _Known:
         else:
             dist = np.array([w * np.abs(theta - self.thetas[0]).sum()])
         latest = float(dist[-1])
-        if self.rate[0] * latest > 0.75:
-            return None, 0
         # rounding of the sums (relative ~1e-15) is covered many times over by this margin
         slack = dist[self.at] if dist.size > 1 else np.full(self.values.size, latest)
         slack += 1e-9 * (1.0 + 2.0 * self.top + float(dist.max()))
@@ -422,9 +417,7 @@ class _Known:
         take = low <= ceil_j
         take &= ~below
         take = np.flatnonzero(take)
-        if latest > 0:
-            self.rate[0] = take.size / self.values.size / latest
-        if 2 * take.size > self.values.size:
+        if take.size > _SHARE_ALL * self.values.size:
             return None, 0
         return take, int(np.count_nonzero(below))
 
