@@ -164,33 +164,33 @@ class TVResult(ReprHTMLMixin):
         The interval for the true delta comes first (``corrected``, ``corrected_ci``); the plug-in's bootstrap
         intervals (``ci``, ``ci_percentile``, ``ci_pooled``) follow with a ``ci_label`` saying what they cover.
         """
-        out = {
-            "corrected": self.corrected,
-            "corrected_ci": [_json_num(x) for x in self.corrected_ci],
-            "corrected_method": self.corrected_method,
+        num = _json_num   # each value as the JSON writer needs it (the labels are constants)
+        return {
+            "corrected": num(self.corrected),
+            "corrected_ci": [num(x) for x in self.corrected_ci],
+            "corrected_method": num(self.corrected_method),
             "corrected_label": CORRECTED_LABEL,
-            "mean_over_runs": self.mean_over_runs,
-            "sd_over_runs": self.sd_over_runs,
-            "pooled": self.pooled,
-            "n_runs": self.n_runs,
-            "ci": [_json_num(x) for x in self.ci],
-            "ci_method": self.ci_method,
-            "ci_percentile": [_json_num(x) for x in self.ci_percentile],
-            "ci_pooled": [_json_num(x) for x in self.ci_pooled],
+            "mean_over_runs": num(self.mean_over_runs),
+            "sd_over_runs": num(self.sd_over_runs),
+            "pooled": num(self.pooled),
+            "n_runs": num(self.n_runs),
+            "ci": [num(x) for x in self.ci],
+            "ci_method": num(self.ci_method),
+            "ci_percentile": [num(x) for x in self.ci_percentile],
+            "ci_pooled": [num(x) for x in self.ci_pooled],
             "ci_label": PLUGIN_CI_LABEL,
-            "ci_note": self.ci_note,
-            "null_expected": self.null_expected,
-            "null_expected_pooled": self.null_expected_pooled,
-            "p_value": self.p_value,
-            "p_value_method": self.p_value_method,
-            "p_value_multinomial": self.p_value_multinomial,
-            "normalised": self.normalised,
-            "normalised_pooled": self.normalised_pooled,
-            "normalised_ci": [_json_num(x) for x in self.normalised_ci],
-            "standard_error": self.standard_error,
-            "confidence_level": self.confidence_level,
+            "ci_note": num(self.ci_note),
+            "null_expected": num(self.null_expected),
+            "null_expected_pooled": num(self.null_expected_pooled),
+            "p_value": num(self.p_value),
+            "p_value_method": num(self.p_value_method),
+            "p_value_multinomial": num(self.p_value_multinomial),
+            "normalised": num(self.normalised),
+            "normalised_pooled": num(self.normalised_pooled),
+            "normalised_ci": [num(x) for x in self.normalised_ci],
+            "standard_error": num(self.standard_error),
+            "confidence_level": num(self.confidence_level),
         }
-        return {k: _json_num(v) for k, v in out.items()}
 
 
 class _LazyFrame:
@@ -496,6 +496,8 @@ def _json_num(v):
         return v if math.isfinite(v) else None
     if kind is str or kind is int or v is None:
         return v
+    if isinstance(v, float):   # np.float64 (e.g. the NaN bounds of an interval not computed): no numpy ufunc call
+        return float(v) if math.isfinite(v) else None
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (float, np.floating)):
