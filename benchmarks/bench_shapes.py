@@ -174,14 +174,9 @@ def _record(args, **run) -> None:
 
 def validate_shape(folder: Path, n: int, package: str | None = None) -> dict:
     """Time ``validate`` on an OpenAI batch of ``n`` requests (written once into ``folder``)."""
-    from bench_api_logs import write_openai
+    from bench_validate import write_batch  # the batch study of bench_validate.py, the same files
 
-    study = folder / "study.toml"
-    if not study.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        write_openai(folder, n, np.random.default_rng(0))
-        study.write_text('name = "validate shape"\n\n[[logs]]\nformat = "openai"\npath = "in.jsonl"\n'
-                         'responses = "out.jsonl"\nmodel = "gpt-4o-mini"\n', encoding="utf-8")
+    study = write_batch(folder, n)
     load = os.getloadavg()[0]
     wall, peak, res, cpu = run_cli(study, 0, "", package, command=["validate", str(study), "--json"])
     print(f"{'validate':>13}  requests {res['rows']:>10,}  wall {wall:7.2f} s ({res['rows'] / wall:,.0f}/s)  "

@@ -368,9 +368,7 @@ class BeltErrors:
         if near is None or (path, t, w) in self._seen:
             return _interpolated(self.stat(path, t, w), q)
         theta = np.asarray(path(t), dtype=float)
-        pos = q * (self.shape[0] - 1)
-        i = int(np.floor(pos))
-        j = min(i + 1, self.shape[0] - 1)
+        pos, i, j = _order_positions(q, self.shape[0])
         take, n_below = near.candidates(theta, w, i, j)
         if take is None:
             return _interpolated(self.stat(path, t, w), q)
@@ -431,10 +429,15 @@ class _Known:
             self.thetas = [self.thetas[k] for k in used]
 
 
-def _interpolated(stat, q):
-    pos = q * (stat.size - 1)
+def _order_positions(q, n):
+    """The position ``q (n - 1)`` of the ``q`` quantile of ``n`` values and the order statistics it lies between."""
+    pos = q * (n - 1)
     i = int(np.floor(pos))
-    j = min(i + 1, stat.size - 1)
+    return pos, i, min(i + 1, n - 1)
+
+
+def _interpolated(stat, q):
+    pos, i, j = _order_positions(q, stat.size)
     part = np.partition(stat, (i, j))
     return float(part[i] + (pos - i) * (part[j] - part[i]))
 
