@@ -247,10 +247,13 @@ def _read(args):
 
     # Point estimates need counts per cluster only: far less memory for a large log.
     level = "cluster" if getattr(args, "n_resamples", 1) == 0 and args.command == "bias" else "query"
+    # `bias` counts by its --by columns only (issue 37: not by every design cell); the rows are checked on all of
+    # them all the same. Every other command reads every column.
+    count_by = [c.strip() for c in args.by.split(",") if c.strip()] if args.command == "bias" else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return read_study(args.study, engine=args.engine, level=level, scheduler=args.scheduler,
-                          cells=args.command != "bias", progress=progress_wanted(args))
+                          cells=args.command != "bias", progress=progress_wanted(args), count_by=count_by)
 
 
 def _validate(args) -> int:

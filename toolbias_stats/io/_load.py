@@ -7,6 +7,7 @@ the one place that dispatches to an engine, so that none of those imports it bac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._counts import COUNT_LEVELS, SelectionCounts
 from ._selection_log import SelectionLog
+from .engines._narrow import narrow_counts
 
 if TYPE_CHECKING:
     from ._catalog import ToolCatalog
@@ -97,7 +99,7 @@ def count_table(path: str | PathLike[str] | Sequence[str | PathLike[str]], *, ca
                 meta: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
                 engine: str = "auto",
                 level: str = "query", cells: bool = True, scheduler: Any = None,
-                **options: Any) -> SelectionCounts:
+                count_by: Sequence[str] | None = None, **options: Any) -> SelectionCounts:
     """Validate and count one table file (CSV, JSONL, Parquet) with an engine, without keeping its rows.
 
     Parameters
@@ -118,6 +120,9 @@ def count_table(path: str | PathLike[str] | Sequence[str | PathLike[str]], *, ca
         Also count the per-ordering ``cells`` (needed by the Bayesian model only).
     scheduler : str or distributed.Client, optional
         For ``engine="dask"`` (default: a LocalCluster of 2 workers).
+    count_by : sequence of str, optional
+        Count by ``model``, ``run``, ``condition`` and only these extra design columns, as for
+        :func:`read_study` (default: every design column).
     **options
         ``design``, ``positions``, ``duplicates``: the table options of :func:`read_table`.
 
@@ -159,22 +164,24 @@ def count_table(path: str | PathLike[str] | Sequence[str | PathLike[str]], *, ca
 
         logs = [read_table(f, catalog=catalog, meta=meta, columns=columns, **options) for f in files]
         log = logs[0] if len(logs) == 1 else SelectionLog.concat(logs, catalog=catalog)
-        return log.counts(level=level)
+        return narrow_counts(log.counts(level=level), count_by)
     if engine == "duckdb":
         from .engines._duckdb import count_tables_duckdb
         from .readers.table import engine_entry
 
         return count_tables_duckdb([engine_entry({**entry, "path": f}) for f in files], catalog, level=level,
-                                   cells=cells)
+                                   cells=cells, count_by=count_by)
     if engine == "dask":
         from .engines._dask import count_tables_dask
 
-        return count_tables_dask([entry], catalog, level=level, scheduler=scheduler, cells=cells)
+        return count_tables_dask([entry], catalog, level=level, scheduler=scheduler, cells=cells,
+                                 count_by=count_by)
     raise ValueError(f"`engine` must be one of ['auto', 'duckdb', 'pandas', 'dask']; got {engine!r} instead.")
 
 
 def read_study(path: str | PathLike[str], *, engine: str = "auto", level: str = "query", cells: bool = True,
-               scheduler: Any = None, lazy: bool = False, progress: bool = False) -> Study:
+               scheduler: Any = None, lazy: bool = False, progress: bool = False,
+               count_by: Sequence[str] | None = None) -> Study:
     """Read a study manifest and every log it names.
 
     Parameters
@@ -217,6 +224,15 @@ def read_study(path: str | PathLike[str], *, engine: str = "auto", level: str = 
         the catalog and queries only).
     progress : bool, default False
         Progress bars for reading and aggregation (the CLI turns them on for terminals only).
+    count_by : sequence of str, optional
+        The extra design columns to count by (issue 37). Default (None): every design column, one count row
+        per design cell and query. Given, :attr:`Study.counts` is grouped by ``model``, ``run``,
+        ``condition``, these columns and those the manifest's ``[design]`` table names, and summed over the
+        other design columns: the same statistics for any ``by`` among them, from a smaller table
+        (``toolbias-stats bias`` passes its ``--by``). The rows are validated, and duplicate and repeated
+        attempts found, on every design column all the same; :attr:`Study.log` keeps every column. A name
+        that is not a design column of the study keeps every column (so a ``by`` naming it fails as without
+        ``count_by``). Every engine gives the same counts (pandas counts its log in full, then sums).
 
     Returns
     -------
@@ -235,6 +251,8 @@ def read_study(path: str | PathLike[str], *, engine: str = "auto", level: str = 
     >>> study = tbs.read_study(tbs.datasets.path("biasbusters/study.toml"))
     >>> len(study.log)
     105500
+    >>> tbs.read_study(tbs.datasets.path("biasbusters/study.toml"), count_by=["model"]).counts.design_columns
+    ('model', 'run', 'condition')
     """
     from ._manifest import ENGINES, read_manifest
 
@@ -243,6 +261,7 @@ def read_study(path: str | PathLike[str], *, engine: str = "auto", level: str = 
     manifest = read_manifest(path)
     engine = manifest.resolve_engine(engine)
     files = manifest.table_files()
+    count_by = _with_declared(count_by, manifest.doc.get("design"))
 
     def count() -> SelectionCounts:
         if engine == "duckdb":
@@ -251,22 +270,37 @@ def read_study(path: str | PathLike[str], *, engine: str = "auto", level: str = 
 
             # issue 36: .xlsx workbooks and value-mapped columns reach DuckDB as the frame read_table reads
             return count_tables_duckdb([engine_entry(f) for f in files], manifest.catalog, level=level,
-                                       progress=progress, cells=cells)
+                                       progress=progress, cells=cells, count_by=count_by)
         from .engines._dask import count_tables_dask
 
         return count_tables_dask(files, manifest.catalog, level=level, scheduler=scheduler, progress=progress,
-                                 cells=cells)
+                                 cells=cells, count_by=count_by)
 
     log = counts = None
     if not lazy:
         if engine == "pandas":
-            log = manifest.read_rows()
+            log = manifest.read_rows()   # Study.counts sums its counts over the columns not counted by
         else:
             counts = count()
         _check_lookalike_design(manifest, log, counts)
     return manifest.study(engine=engine, log=log, counts=counts,
                           loader=None if log is not None else manifest.read_rows,
-                          counter=None if engine == "pandas" else count)
+                          counter=None if engine == "pandas" else count, count_by=count_by,
+                          narrow=None if count_by is None else functools.partial(narrow_counts, count_by=count_by))
+
+
+def _with_declared(count_by: Sequence[str] | None, declared: Any) -> list[str] | None:
+    """``count_by`` and the columns a manifest's ``[design]`` table names (the declared design is checked against
+    the counts' design columns); None stays None (every column is counted). A string is one column name."""
+    if count_by is None:
+        return None
+    names = [count_by] if isinstance(count_by, str) else [str(c) for c in count_by]
+    if isinstance(declared, Mapping):
+        for key in ("replicates", "factors", "strata"):
+            value = declared.get(key, ())
+            names += [str(v) for v in ([value] if isinstance(value, str) else value if isinstance(value, list)
+                                       else ())]
+    return names
 
 
 def _design_values(log: SelectionLog | None, counts: SelectionCounts | None, col: str) -> list:

@@ -6,7 +6,7 @@ import datetime as _dt
 import numbers
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -82,6 +82,9 @@ class Study:
         The study-level keys of the manifest (paths resolved).
     engine : str
         The engine that read the study (``"pandas"``, ``"duckdb"`` or ``"dask"``).
+    count_by : tuple of str or None
+        The extra design columns :attr:`counts` is grouped by (``read_study(..., count_by=...)``); None: every
+        design column. :attr:`log` keeps every column either way.
 
     Examples
     --------
@@ -101,11 +104,17 @@ class Study:
                  reference_date: _dt.date | None = None, settings: Mapping[str, Any] | None = None, *,
                  counts: SelectionCounts | None = None, engine: str = "pandas",
                  loader: Callable[[], SelectionLog] | None = None,
-                 counter: Callable[[], SelectionCounts] | None = None) -> None:
+                 counter: Callable[[], SelectionCounts] | None = None,
+                 count_by: Sequence[str] | None = None,
+                 narrow: Callable[[SelectionCounts], SelectionCounts] | None = None) -> None:
         if log is None and counts is None and loader is None:
             raise ValueError("a Study needs a `log`, `counts` or a loader; got none.")
         # loader() reads the rows, counter() counts them with the study's engine (both on first use)
         self._log, self._counts, self._loader, self._counter = log, counts, loader, counter
+        # count_by: the design columns counted by (issue 37); narrow(counts) sums a log's full counts over the
+        # others (read_study passes it: the counting lives above this module)
+        self.count_by = None if count_by is None else tuple(count_by)
+        self._narrow = narrow
         self.settings = dict(settings or {})
         self.path = path
         self._log = self._declared(log)
@@ -133,8 +142,13 @@ class Study:
     def counts(self) -> SelectionCounts:
         """The counts of the log (counted on first use: by the study's engine, or from :attr:`log`)."""
         if self._counts is None:
-            self._counts = self._declared(self._counter() if self._counter is not None and self._log is None
-                                          else self.log.counts())
+            if self._counter is not None and self._log is None:
+                counts = self._counter()
+            else:   # the log's counts (summed over the design columns not counted by, issue 37)
+                counts = self.log.counts()
+                if self._narrow is not None:
+                    counts = self._narrow(counts)
+            self._counts = self._declared(counts)
         return self._counts
 
     def _declared(self, obj):
@@ -157,7 +171,8 @@ class Study:
         kw: dict[str, Any] = {
             "log": self._log, "catalog": self.catalog, "queries": self.queries, "name": self.name, "path": self.path,
             "reference_date": self.reference_date, "settings": self.settings, "counts": self._counts,
-            "engine": self.engine, "loader": self._loader, "counter": self._counter}
+            "engine": self.engine, "loader": self._loader, "counter": self._counter, "count_by": self.count_by,
+            "narrow": self._narrow}
         if "log" in changes and "counts" not in changes:
             kw["counts"] = None          # counts follow the new log
         kw.update(changes)
@@ -249,12 +264,14 @@ class StudyManifest:
 
     def study(self, *, engine: str, log: SelectionLog | None = None, counts: SelectionCounts | None = None,
               loader: Callable[[], SelectionLog] | None = None,
-              counter: Callable[[], SelectionCounts] | None = None) -> Study:
+              counter: Callable[[], SelectionCounts] | None = None,
+              count_by: Sequence[str] | None = None,
+              narrow: Callable[[SelectionCounts], SelectionCounts] | None = None) -> Study:
         """The :class:`Study` of this manifest with its rows or counts (or the callables that produce them)."""
         return Study(log=log, catalog=self.catalog, queries=self.queries(),
                      name=str(self.doc.get("name", self.path.stem)), path=self.path,
                      reference_date=self.doc.get("reference_date"), settings=self.settings(), counts=counts,
-                     engine=engine, loader=loader, counter=counter)
+                     engine=engine, loader=loader, counter=counter, count_by=count_by, narrow=narrow)
 
 
 def read_manifest(path: str | PathLike[str]) -> StudyManifest:

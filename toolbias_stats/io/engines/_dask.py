@@ -18,6 +18,7 @@ from ...exceptions import SelectionLogError, problem
 from .._catalog import ToolCatalog
 from .._counts import CELL_KEYS, ROW_COLUMNS, SelectionCounts, finalize_table, position_columns, tool_columns
 from .._selection_log import CELL_OUTCOME, _plain, duplicate_cell_message, duplicate_message
+from ._narrow import counted_design
 
 __all__ = ["count_tables_dask", "local_client"]
 
@@ -52,7 +53,7 @@ def _partition_counts(frame: pd.DataFrame, offset: int, path: str, catalog: Tool
 
 
 def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", scheduler=None,
-                      progress: bool = False, cells: bool = True) -> SelectionCounts:
+                      progress: bool = False, cells: bool = True, count_by=None) -> SelectionCounts:
     """Validate and count Parquet datasets (files, directories or globs on any fsspec path) with Dask.
 
     Parameters
@@ -69,6 +70,9 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
         A progress bar over the partitions' tasks.
     cells : bool
         Also count the per-ordering ``cells`` (for the Bayesian model).
+    count_by : sequence of str, optional
+        Sum the partitions' counts by ``model``, ``run``, ``condition`` and only these extra design columns
+        (default: every design column); duplicates are looked for on every design column all the same.
 
     Returns
     -------
@@ -93,8 +97,9 @@ def count_tables_dask(entries, catalog: ToolCatalog, *, level: str = "query", sc
         if any(e.get("duplicates") == "error" or d.get("attempts") is not None
                for (_, _, e, _, _), d in zip(datasets, diagnostics.values())):
             _check_duplicates(client, datasets, design)
-        table, cell = _combine(tables, cell_parts, design, level, catalog)
-        return SelectionCounts(table, cell, catalog, tuple(design), level, diagnostics, "dask")
+        counted = counted_design(design, count_by)
+        table, cell = _combine(tables, cell_parts, counted, level, catalog)
+        return SelectionCounts(table, cell, catalog, tuple(counted), level, diagnostics, "dask")
     finally:
         if own is not None:
             own.close()

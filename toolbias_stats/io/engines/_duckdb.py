@@ -69,6 +69,7 @@ from ..readers._spreadsheet import (
     select_columns,
 )
 from ..readers.table import TABLE_SUFFIXES, _check_path, _merge_design, _read_frame, _rename
+from ._narrow import counted_design
 
 __all__ = ["count_tables_duckdb"]
 
@@ -522,7 +523,8 @@ def _csv_header(path: Path) -> list[str]:
 
 
 def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", con=None,
-                        progress: bool = False, check_duplicates: bool = True, cells: bool = True) -> SelectionCounts:
+                        progress: bool = False, check_duplicates: bool = True, cells: bool = True,
+                        count_by=None) -> SelectionCounts:
     """Validate and count table files with DuckDB.
 
     Parameters
@@ -538,6 +540,10 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
         Look for two attempts with the same identity (the dask engine does this across partitions itself).
     cells : bool
         Also count the ``cells`` (per ordering; the Bayesian model needs them; one more scan).
+    count_by : sequence of str, optional
+        Count by ``model``, ``run``, ``condition`` and only these extra design columns (see
+        :func:`~toolbias_stats.io.engines._narrow.counted_design`; default: every design column). The rows are
+        validated, and duplicates and repeats found, on every design column all the same.
 
     Returns
     -------
@@ -551,7 +557,7 @@ def count_tables_duckdb(entries, catalog: ToolCatalog, *, level: str = "query", 
     own = con is None
     con = con or connect(progress=progress)
     try:
-        return _count_files(con, entries, catalog, level, progress, check_duplicates, cells)
+        return _count_files(con, entries, catalog, level, progress, check_duplicates, cells, count_by)
     except duckdb.OutOfMemoryException as exc:
         # one message naming the setting to change (exit 2 in the CLI), not DuckDB's traceback
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -570,7 +576,7 @@ class MemoryLimitError(ValueError):
     """DuckDB's memory limit was reached (the message names :data:`MEMORY_ENV`, the setting to change)."""
 
 
-def _count_files(con, entries, catalog, level, progress, check_duplicates, cells) -> SelectionCounts:
+def _count_files(con, entries, catalog, level, progress, check_duplicates, cells, count_by=None) -> SelectionCounts:
     """:func:`count_tables_duckdb` on an open connection."""
     _register_catalog(con, catalog)
     files = [_File(con, i, e["path"], catalog, e.get("meta"), e.get("columns"), e.get("frame"), e.get("row_offset", 0),
@@ -583,7 +589,8 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
         try:
             design = batch.validate(files)
             _study_rows(con, [batch])
-            return _summarise(con, files, catalog, design, level, check_duplicates, cells, batched=True)
+            return _summarise(con, files, catalog, design, level, check_duplicates, cells, batched=True,
+                              count_by=count_by)
         except Exception:   # the file-by-file path raises the exact message (or succeeds)
             _drop_batch(con)
     it = files
@@ -600,16 +607,20 @@ def _count_files(con, entries, catalog, level, progress, check_duplicates, cells
                 extras_all.append(c)
     design = list(_DESIGN) + extras_all
     _study_rows(con, files)
-    return _summarise(con, files, catalog, design, level, check_duplicates, cells)
+    return _summarise(con, files, catalog, design, level, check_duplicates, cells, count_by=count_by)
 
 
-def _summarise(con, files, catalog, design, level, check_duplicates, cells, batched=False) -> SelectionCounts:
+def _summarise(con, files, catalog, design, level, check_duplicates, cells, batched=False,
+               count_by=None) -> SelectionCounts:
     """Aggregate ``study`` (every file's validated rows), name the bad rows if any, and build the counts.
 
-    ``batched``: the files were read as one batch; a bad row ends the batch (the caller reads file by file)."""
+    ``batched``: the files were read as one batch; a bad row ends the batch (the caller reads file by file).
+    ``count_by``: the counts are grouped by the design columns :func:`counted_design` keeps; duplicates are
+    looked for on the whole ``design`` (an attempt's identity) all the same."""
     weighted = any(f.weighted for f in files)
     strict = any(f.weighted or f.options.get("duplicates") == "error" for f in files)
-    table, cell_table, flags = _aggregate(con, catalog, design, level, with_cells=cells, weighted=weighted,
+    counted = counted_design(design, count_by)
+    table, cell_table, flags = _aggregate(con, catalog, counted, level, with_cells=cells, weighted=weighted,
                                           duplicates=check_duplicates and strict)
     # the checks ran inside the scan; name the rows, stage by stage as SelectionLog.from_frame does
     if flags["bad1"] or flags["bad"]:
@@ -620,6 +631,10 @@ def _summarise(con, files, catalog, design, level, check_duplicates, cells, batc
                 found = _run_checks(con, f, f"{f.name}_{view}", checks)
                 if found:
                     _raise([found])
+    if check_duplicates and strict and not weighted and counted != list(design) and flags["maybe_duplicates"]:
+        # the pre-check grouped by the counted columns only (attempts of other design cells look alike there):
+        # decide it again on the whole identity, so the exact search runs only where it may find something
+        flags["maybe_duplicates"] = _maybe_duplicates(con, [_q(c) for c in design] + ["cluster_id"])
     if check_duplicates and strict and flags["maybe_duplicates"]:
         _check_duplicates(con, files, design, weighted)
     diagnostics = {}
@@ -635,13 +650,13 @@ def _summarise(con, files, catalog, design, level, check_duplicates, cells, batc
                                   "GROUP BY ALL").fetchall())
             diagnostics[str(f.path)].update(attempts=int(sum(aw.values())),
                                             attempt_status={str(k): int(v) for k, v in aw.items()})
-    qo = _query_orderings(con, catalog, design, weighted) if level == "query" and cells and _ok_rows(table) <= \
+    qo = _query_orderings(con, catalog, counted, weighted) if level == "query" and cells and _ok_rows(table) <= \
         QUERY_ORDERINGS_MAX_OK else None
     if isinstance(table, QueryArrays):
         # the int64 table is built on first use (SelectionCounts.table's descriptor calls the function)
-        return SelectionCounts(cast(Any, table.to_table), cell_table, catalog, tuple(design), level, diagnostics,
+        return SelectionCounts(cast(Any, table.to_table), cell_table, catalog, tuple(counted), level, diagnostics,
                                "duckdb", query_arrays=table, query_orderings=qo)
-    return SelectionCounts(table, cell_table, catalog, tuple(design), level, diagnostics, "duckdb",
+    return SelectionCounts(table, cell_table, catalog, tuple(counted), level, diagnostics, "duckdb",
                            query_orderings=qo)
 
 
@@ -1440,10 +1455,16 @@ def _aggregate_cluster(con, design, dkeys, k_max, weighted, duplicates):
     elif not duplicates:
         flags["maybe_duplicates"] = False
     else:
-        n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
-                            f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
-        flags["maybe_duplicates"] = bool(n_dup)
+        flags["maybe_duplicates"] = _maybe_duplicates(con, dkeys)
     return table, flags
+
+
+def _maybe_duplicates(con, dkeys) -> bool:
+    """Whether a query (per ``dkeys`` and ``query_id``) has a rotation twice, or one missing or outside 0..63:
+    only then can two attempts share an identity (the exact search runs)."""
+    n_dup = con.execute(f"SELECT count_if(__nin > __din OR __nother > 0) FROM (SELECT {_DUP_COUNTERS} "
+                        f"FROM study GROUP BY {', '.join(dkeys)}, query_id)").fetchone()[0]
+    return bool(n_dup)
 
 
 def _cells(con, catalog, design, weighted):
