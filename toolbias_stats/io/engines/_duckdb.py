@@ -327,7 +327,8 @@ def _prepare(con, f: _File, catalog: ToolCatalog):
         # the identity columns pass the clean-up unchanged unless the cluster is derived or an ordering given:
         # then the file's own rows are counted (no join with the clean-up map)
         src = t0 if "cluster_id" in cols and "ordering" not in cols else f"{f.name}_named"
-        repeats = _repeats(con, src, [c for c in ident if c in types] + list(f.carry_named), types)
+        repeats = _repeats(con, src, [c for c in ident if c in types] + list(f.carry_named), types,
+                           coarse_drop=[c for c in kept if c not in _DESIGN])
     # rows by status, from the distinct combinations (the status passes the clean-up unchanged when given)
     status_of = combos["status"] if "status" in keys else res["status_new"]
     f.status_counts = {}
@@ -471,13 +472,14 @@ def _check_attempt_ids(con, f: _File, design_cols, cols, types, t0) -> None:
                                  for r, fr, h in zip(rows, firsts, hits)])
 
 
-def _repeats(con, src: str, ident, types) -> int:
+def _repeats(con, src: str, ident, types, coarse_drop=()) -> int:
     """Rows of ``src`` whose identity (the columns ``ident``) an earlier row has: rows - distinct identities.
 
     Columns not in the file (manifest values) are constant within it and left out. Integer and text columns are
     compared as they are, others as text (as the pandas path's ``astype("string")``). With an integer rotation the
     count runs per query (rotations 0..63 as a bit set: far fewer groups than rows); a rotation outside 0..63 or
-    missing falls back to the exact distinct count."""
+    missing falls back to the exact distinct count. ``coarse_drop``: identity columns (the extra design columns)
+    left out of a first, cheaper proof that there is no repeat (see below)."""
     def col(c):
         t = types.get(c, "VARCHAR")
         return _q(c) if t in _INTEGER_TYPES or t == "VARCHAR" else f"CAST({_q(c)} AS VARCHAR)"
@@ -487,16 +489,19 @@ def _repeats(con, src: str, ident, types) -> int:
     if "rotation" in ident and types.get("rotation") in _INTEGER_TYPES:
         rest = [col(c) for c in ident if c != "rotation"]
 
-        def per_query(group):
+        def per_query(group, source=src):
             return con.execute(
                 f"SELECT sum(__n - __d), sum(__o) FROM (SELECT count_if(rotation BETWEEN 0 AND 63) AS __n, "
                 "bit_count(bit_or(CASE WHEN rotation BETWEEN 0 AND 63 THEN CAST(1 AS UBIGINT) << CAST(rotation AS "
                 "UBIGINT) END)) AS __d, count_if(rotation IS NULL OR rotation < 0 OR rotation > 63) AS __o "
-                f"FROM {src}{' GROUP BY ' + group if group else ''})").fetchone()
+                f"FROM {source}{' GROUP BY ' + group if group else ''})").fetchone()
 
         # first grouped by one 64-bit hash of the other columns (one integer key: issue 37, 3 design columns made
         # this count cost more than the aggregation). Queries sharing a hash can only add repeats (n1 + n2 -
         # |B1 | B2| >= (n1 - |B1|) + (n2 - |B2|)), so none found there means none; any found are counted exactly
+        coarse = [col(c) for c in ident if c != "rotation" and c not in coarse_drop]
+        if coarse and len(coarse) < len(rest) and _no_repeat_without_design(per_query, src, coarse):
+            return 0
         n_rep, other = per_query(f"hash({', '.join(rest)})" if rest else "")
         if n_rep and rest and not other:
             n_rep, other = per_query(", ".join(rest))
@@ -505,6 +510,24 @@ def _repeats(con, src: str, ident, types) -> int:
     idsql = ", ".join(col(c) for c in ident)
     return int(con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {idsql} FROM {src})) "
                            f"FROM {src}").fetchone()[0])
+
+
+#: Rows of the sample that decides whether the proof without the design columns is tried (see below).
+_COARSE_SAMPLE_ROWS = 1 << 20
+
+
+def _no_repeat_without_design(per_query, src: str, coarse) -> bool:
+    """Whether grouping by the identity without the extra design columns (``coarse``) already proves there is no
+    repeat (issue 37: 10M rows with 3 design columns random per row have 9.3M query x design cells, but only 2M
+    queries). Merging identities can only add repeats (as for the hash), so no repeat per coarse group means
+    none per identity. Where design cells repeat a query's rotations (a sweep: every query at every level) the
+    proof fails; a sample of the first rows that already shows a coarse repeat skips it."""
+    group = f"hash({', '.join(coarse)})"
+    n_rep, other = per_query(group, f"(SELECT * FROM {src} LIMIT {_COARSE_SAMPLE_ROWS})")
+    if n_rep or other:
+        return False
+    n_rep, other = per_query(group)
+    return not n_rep and not other
 
 
 def _csv_header(path: Path) -> list[str]:
