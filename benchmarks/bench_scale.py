@@ -2,7 +2,7 @@
 
 Usage:  python benchmarks/bench_scale.py [--rows 1e6 1e7 1e8] [--dir /tmp/toolbias_scale] [--engine duckdb]
                                          [--bootstrap 0 2000] [--keep] [--parts 8 --attempt] [--design 3]
-                                         [--before DIR --repeat 3]
+                                         [--before DIR --repeat 3] [--by model,design0]
 
 Generates, in chunks (never the whole log in memory), a synthetic log in the table schema: 7 models x 3 runs x
 10 clusters (the bundled BiasBusters catalog, K = 5) x Q queries x 5 cyclic rotations, Q = rows / 1,050; each
@@ -12,7 +12,8 @@ they are never part of the repository). Each size is timed through the CLI in a 
 (`toolbias-stats bias STUDY --n-resamples N --json`, imports included), with the peak resident memory of that
 process (its own and its children's). The fitted exponent b of time ~ rows^b is printed for each setting.
 ``--before DIR`` also runs the package found in DIR (e.g. ``git archive`` of an older commit) on the same files,
-alternating old and new ``--repeat`` times, and says whether their JSON outputs are byte-identical.
+alternating old and new ``--repeat`` times, and says whether their JSON outputs are byte-identical. ``--by`` is
+passed to `bias` (e.g. ``--design 3 --by model,design0``: grouping by a design column, issue 37).
 """
 
 from __future__ import annotations
@@ -115,11 +116,12 @@ def _cpu_of(stderr: str) -> float:
 
 
 def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None,
-            command: list | None = None) -> tuple[float, float, dict, float]:
+            command: list | None = None, by: str | None = None) -> tuple[float, float, dict, float]:
     """Wall time (s), peak RSS (GiB), the JSON output and the CPU time (s, all threads) of one CLI run in a fresh
     process (``package``: a folder holding another version of ``toolbias_stats``, put first on the path;
     ``command``: the CLI arguments, ``bias STUDY --n-resamples N --json --engine E`` by default)."""
-    cli_args = command or ["bias", str(study), "--n-resamples", str(bootstrap), "--json", "--engine", engine]
+    cli_args = command or (["bias", str(study), "--n-resamples", str(bootstrap), "--json", "--engine", engine]
+                           + (["--by", by] if by else []))
     code = ("import resource, sys\n"
             "import toolbias_stats.cli.__main__ as m\n"
             "try:\n    rc = m.main(sys.argv[1:])\nfinally:\n"
@@ -148,13 +150,14 @@ def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None
     return wall, peak / 2**20, out, _cpu_of(proc.stderr)
 
 
-def compare_versions(study: Path, bootstrap: int, engine: str, before: str, repeat: int) -> None:
+def compare_versions(study: Path, bootstrap: int, engine: str, before: str, repeat: int, by: str | None = None
+                     ) -> None:
     """Old (``before``) and new alternated ``repeat`` times on one file: wall, CPU, peak, load; same output?"""
     texts = {}
     for i in range(repeat):
         for tag, package in (("before", before), ("after", None)):
             load = os.getloadavg()[0]
-            wall, peak, res, cpu = run_cli(study, bootstrap, engine, package)
+            wall, peak, res, cpu = run_cli(study, bootstrap, engine, package, by=by)
             texts.setdefault(tag, res["__text__"])
             print(f"    {tag:>6} #{i + 1}: wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {peak:5.2f} GiB  "
                   f"load {load:.2f} -> {os.getloadavg()[0]:.2f}  ({res['__package__']})", flush=True)
@@ -208,6 +211,7 @@ def main():
     ap.add_argument("--before", default=None, metavar="DIR",
                     help="a folder holding an older toolbias_stats: run both, alternated, and compare outputs")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each version with --before")
+    ap.add_argument("--by", default=None, help="`bias --by` (default: the command's, model)")
     args = ap.parse_args()
     out_dir = Path(args.dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -233,9 +237,9 @@ def main():
             if b and n > args.skip_bootstrap_above:
                 continue
             if args.before:
-                compare_versions(study, b, args.engine, args.before, args.repeat)
+                compare_versions(study, b, args.engine, args.before, args.repeat, by=args.by)
                 continue
-            wall, peak, res, cpu = run_cli(study, b, args.engine)
+            wall, peak, res, cpu = run_cli(study, b, args.engine, by=args.by)
             used = sum(g["rows"]["total"] for g in res["groups"])
             d_api = res["groups"][0]["delta_api"]["mean_over_runs"]
             print(f"rows {used:>11,}  bootstrap {b:>4}  wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {peak:5.2f} GiB"
@@ -245,7 +249,7 @@ def main():
                       flush=True)
             results.append((used, b, wall, peak))
             if args.compare:
-                wall2, peak2, res2, _ = run_cli(study, b, args.compare)
+                wall2, peak2, res2, _ = run_cli(study, b, args.compare, by=args.by)
                 diff = _max_difference(res["groups"], res2["groups"])
                 print(f"    {args.compare}: wall {wall2:7.2f} s  peak RSS {peak2:5.2f} GiB (client)  "
                       f"largest difference from {args.engine}: {diff:.3g}", flush=True)
