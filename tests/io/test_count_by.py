@@ -214,3 +214,24 @@ def test_dask_counts_by_the_kept_columns(sim, tmp_path):
                           count_by=["prompt"])
     assert got.design_columns == ("model", "run", "condition", "prompt")
     pd.testing.assert_frame_equal(got.table, want.table)
+
+
+@pytest.mark.parametrize("sample", [8, 1 << 20])
+@pytest.mark.parametrize("twins", [0, 5])
+def test_repeat_proof_without_design_columns(sim, tmp_path, monkeypatch, sample, twins):
+    """The DuckDB engine first tries to prove "no repeat" grouping without the extra design columns (the sample
+    of the first rows decides whether to try; 8 rows never show a repeat, so the whole proof runs). Rows that
+    differ only in a design column make it fail, and the exact count then says 0; true repeats are counted. The
+    notes always equal the pandas engine's."""
+    from toolbias_stats.io.engines import _duckdb
+
+    monkeypatch.setattr(_duckdb, "_COARSE_SAMPLE_ROWS", sample)
+    frame = _frame(sim, n_twins=twins)
+    for extra in (0, 2):
+        data = pd.concat([frame, frame.iloc[[5, 6][:extra]]], ignore_index=True)
+        path = _write(data, tmp_path, f"proof{extra}.parquet")
+        notes = [json.dumps(count_table(path, catalog=sim.log.catalog, engine=e, design=DESIGN, cells=False,
+                                        count_by=["model"]).diagnostics[str(path)].get("notes"), sort_keys=True)
+                 for e in ENGINES]
+        assert notes[0] == notes[1]
+        assert ("2" in notes[0]) if extra else ("repeat" not in notes[0].lower())
