@@ -137,6 +137,57 @@ def uniform_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Se
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
+#: The multinomial route's draws are taken on a compiled binary tree of the tools (:mod:`._null_kernel`, a new random
+#: stream) when they count at least this many conditional binomials (``n_null`` x the valid cluster-runs' K - 1,
+#: which is what ``Generator.multinomial`` draws, about 70 ns each): 40 tools in 10 clusters x 3 runs at 2,000
+#: draws are 2.3M. Below it the multinomial draws are kept (the numbers of a seed stay those of earlier versions).
+TREE_MIN_BINOMIALS = 1 << 21
+
+
+def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float],
+                  n_null: int) -> np.ndarray:
+    """The uniform chooser's TV draws (n_null, C, S) of :func:`uniform_null_tv` (NaN: no valid choice), or, when
+    they would count :data:`TREE_MIN_BINOMIALS` binomials or more, the same law drawn by :func:`tree_null_tv`.
+
+    Examples
+    --------
+    >>> tv = null_tv_draws(np.random.default_rng(0), [np.array([10, 0])], [5], 4)
+    >>> tv.shape, bool(np.isnan(tv[:, 0, 1]).all())
+    ((4, 1, 2), True)
+    """
+    binomials = n_null * sum(int((np.asarray(n) > 0).sum()) * (int(k) - 1) for n, k in zip(n_cs, ks))
+    if binomials < TREE_MIN_BINOMIALS:
+        return uniform_null_tv(gen, n_cs, ks, n_null)
+    return tree_null_tv(gen, n_cs, ks, n_null)
+
+
+def tree_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float],
+                 n_null: int) -> np.ndarray:
+    """:func:`uniform_null_tv`'s law, (n_null, C, S), drawn by the compiled tree sampler
+    (:func:`._null_kernel.tree_tv`: per draw K - 1 binomials, each from a cached table) from one seed taken from
+    ``gen``: the same seed gives the same draws; the stream is not ``Generator.multinomial``'s.
+
+    Examples
+    --------
+    >>> tv = tree_null_tv(np.random.default_rng(0), [np.array([10, 20]), np.array([8, 0])], [5, 4], 3)
+    >>> tv.shape, bool(np.isnan(tv[:, 1, 1]).all()), bool(np.isfinite(tv[:, 0]).all())
+    ((3, 2, 2), True, True)
+    """
+    from ._null_kernel import tree_tv
+
+    seed = int(gen.integers(0, 1 << 63))
+    n = np.stack([np.asarray(x, dtype=np.int64) for x in n_cs])            # (C, S)
+    sims = np.full((n_null,) + n.shape, np.nan)
+    k_of = np.array([int(k) for k in ks])
+    first = 0
+    for k in sorted(set(k_of.tolist())):                                  # the cells of one K, in (C, S) order
+        cells = np.flatnonzero(((k_of == k)[:, None] & (n > 0)).ravel())
+        if cells.size:
+            sims.reshape(n_null, -1)[:, cells] = tree_tv(n.ravel()[cells], k, n_null, seed, first)
+            first += cells.size
+    return sims
+
+
 #: The exact-law route of the uniform null (:func:`uniform_null_means`) is taken when the multinomial route would
 #: draw at least this many vectors (n_null x clusters x runs; about a second). Below it the multinomial draws are
 #: kept, so a smaller study gives for a given seed the same numbers as before the exact route existed.
@@ -361,7 +412,7 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
         if sims is not None:
             return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
     if weights is None or not large:
-        sims = uniform_null_tv(gen, n_cs, ks, n_null)
+        sims = null_tv_draws(gen, n_cs, ks, n_null)
         sims[:, missing] = np.nan
         return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
     out = np.full((len(n_cs), n_null), np.nan)                  # a row per cluster: its draws contiguous
@@ -382,7 +433,7 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
         sub_n, sub_k = [n_cs[c] for c in rest], [ks[c] for c in rest]
         sims = _run_draws(gen, sub_n, sub_k, n_null, valid[rest])
         if sims is None:
-            sims = uniform_null_tv(gen, sub_n, sub_k, n_null)
+            sims = null_tv_draws(gen, sub_n, sub_k, n_null)
             sims[:, ~valid[rest]] = np.nan
         out[rest] = nanmean(sims, 2).T
     seen = np.flatnonzero(weights > 0)
