@@ -212,6 +212,7 @@ def tables(k: int, n_min: int, n_max: int) -> tuple:
     t_lo = np.maximum(0, np.floor(n_min * frac - _WIDTH_SD * sd - _WIDTH_ADD)).astype(np.int64)
     t_hi = np.minimum(n_max, np.ceil(n_max * frac + _WIDTH_SD * sd + _WIDTH_ADD)).astype(np.int64)
     t_lo[r == k], t_hi[r == k] = n_min, n_max                 # the root holds n itself
+    t_hi = np.maximum(t_hi, t_lo - 1)                          # an empty range: every total computed on the spot
     width = int(2 * math.ceil(10 * math.sqrt(max(1.0, n_max / 4))) + 8)
     cdf, guide, meta = _build(r, a, t_lo, t_hi, width)
     class_off = np.concatenate([[0], np.cumsum(t_hi - t_lo + 1)[:-1]]).astype(np.int64)
