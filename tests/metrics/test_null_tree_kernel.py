@@ -85,10 +85,17 @@ def test_same_seed_same_draws_and_cells_independent_of_bands():
     np.testing.assert_array_equal(nk.tree_tv(np.array([9, 9]), 1, 4, seed=0), np.zeros((4, 2)))
 
 
-def test_threshold_keeps_the_multinomial_stream_below_it():
+def test_threshold_keeps_the_multinomial_stream_below_it(monkeypatch):
     n_cs, ks = [np.array([4617, 4603, 4631])] * 10, [5] * 10             # the base shape: 240,000 binomials
     got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
     np.testing.assert_array_equal(got, vec.uniform_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
+    monkeypatch.setattr(vec, "TREE_MIN_BINOMIALS", 2000 * 30 * 4 + 1)     # one binomial short of it
+    got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
+    np.testing.assert_array_equal(got, vec.uniform_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
+    monkeypatch.setattr(vec, "TREE_MIN_BINOMIALS", 2000 * 30 * 4)
+    got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
+    np.testing.assert_array_equal(got, vec.tree_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
+    monkeypatch.undo()
     n_cs, ks = [np.array([119, 120, 118])] * 10, [40] * 10               # 2,000 x 30 x 39 = 2.34M binomials
     got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
     np.testing.assert_array_equal(got, vec.tree_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
@@ -124,3 +131,12 @@ def test_many_tools_end_to_end_size_and_seed(monkeypatch):
     assert [g.delta_api.p_value for g in res.groups] == [g.delta_api.p_value for g in again.groups]
     assert [c.delta_pos.p_value for g in res.groups for c in g.clusters] == \
         [c.delta_pos.p_value for g in again.groups for c in g.clusters]
+
+
+def test_tables_too_large_keep_the_multinomial_draws():
+    """Tens of thousands of choices per run with 40 tools: the tables would exceed ``TREE_MAX_ENTRIES``."""
+    assert nk.table_entries(np.array([4617, 4603]), 40) <= vec.TREE_MAX_ENTRIES
+    n_cs, ks = [np.array([47_600, 47_512, 47_633])] * 10, [40] * 10
+    assert nk.table_entries(np.concatenate(n_cs), 40) > vec.TREE_MAX_ENTRIES
+    got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 20)
+    np.testing.assert_array_equal(got, vec.uniform_null_tv(np.random.default_rng(3), n_cs, ks, 20))

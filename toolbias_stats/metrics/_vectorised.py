@@ -150,12 +150,16 @@ def uniform_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Se
 #: which is what ``Generator.multinomial`` draws, about 70 ns each): 40 tools in 10 clusters x 3 runs at 2,000
 #: draws are 2.3M. Below it the multinomial draws are kept (the numbers of a seed stay those of earlier versions).
 TREE_MIN_BINOMIALS = 1 << 21
+#: The most cumulative probabilities the tree's binomial tables may hold (12 bytes each: 48 MiB); more (tens of
+#: thousands of valid choices per run) keep the multinomial draws. The k40 shape's tables hold about 2.2M.
+TREE_MAX_ENTRIES = 1 << 22
 
 
 def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float],
                   n_null: int) -> np.ndarray:
     """The uniform chooser's TV draws (n_null, C, S) of :func:`uniform_null_tv` (NaN: no valid choice), or, when
-    they would count :data:`TREE_MIN_BINOMIALS` binomials or more, the same law drawn by :func:`tree_null_tv`.
+    they would count :data:`TREE_MIN_BINOMIALS` binomials or more and the tree's tables fit in
+    :data:`TREE_MAX_ENTRIES`, the same law drawn by :func:`tree_null_tv`.
 
     Examples
     --------
@@ -165,6 +169,12 @@ def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequ
     """
     binomials = n_null * sum(int((np.asarray(n) > 0).sum()) * (int(k) - 1) for n, k in zip(n_cs, ks))
     if binomials < TREE_MIN_BINOMIALS:
+        return uniform_null_tv(gen, n_cs, ks, n_null)
+    from ._null_kernel import table_entries
+
+    entries = sum(table_entries(np.concatenate([np.ravel(n) for n, kk in zip(n_cs, ks) if int(kk) == k]), k)
+                  for k in {int(k) for k in ks})
+    if entries > TREE_MAX_ENTRIES:      # tables too large to hold (tens of thousands of choices per run)
         return uniform_null_tv(gen, n_cs, ks, n_null)
     return tree_null_tv(gen, n_cs, ks, n_null)
 
