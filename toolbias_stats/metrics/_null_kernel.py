@@ -12,8 +12,8 @@ computed once (:func:`tables`) and a draw is one uniform, a guide-table look-up 
 :func:`._vectorised.tv_uniform_pmf`).
 
 Every vector has its own SplitMix64 stream (Steele, Lea & Flood 2014), seeded by hashing (seed, vector index), as
-the bootstrap weights kernel does. A total outside its table (below 1e-20 probability by construction) is drawn
-from the same law computed on the spot (:func:`_binomial_cdf`), so the law is exact to rounding everywhere.
+the bootstrap weights kernel does. A total outside its table (below about 1e-9 probability by construction) is
+drawn from the same law computed on the spot (:func:`_binomial_cdf`), so the law is exact to rounding everywhere.
 This module imports numba; :mod:`._vectorised` imports it only for studies where these draws are many.
 """
 
@@ -35,8 +35,9 @@ _S11, _S27, _S30, _S31 = (np.uint64(s) for s in (11, 27, 30, 31))
 #: about 1e-18 of the total: under the 2^-53 resolution of the uniforms)
 _CUT = 1e-20
 #: half-width of a node size's table of totals, in standard deviations of its total, plus a margin of totals:
-#: a total outside it is beyond 12 SD (and 40) of its mean: below 1e-20 probability (Bernstein's inequality)
-_WIDTH_SD, _WIDTH_ADD = 12.0, 40
+#: a total outside it is beyond 7 SD (and 20) of its mean, below about 1e-9 probability (Bernstein's inequality),
+#: and is drawn from its law computed on the spot (the same draw as from a table: only slower)
+_WIDTH_SD, _WIDTH_ADD = 7.0, 20
 
 
 @numba.njit(inline="always")
@@ -256,7 +257,7 @@ def table_entries(ns: np.ndarray, k: int) -> int:
 
     Examples
     --------
-    >>> 500_000 < table_entries(np.array([4600, 4620]), 40) < 3_000_000
+    >>> 500_000 < table_entries(np.array([4600, 4620]), 40) < 2_000_000
     True
     """
     total = 0

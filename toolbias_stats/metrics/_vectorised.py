@@ -151,7 +151,7 @@ def uniform_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Se
 #: draws are 2.3M. Below it the multinomial draws are kept (the numbers of a seed stay those of earlier versions).
 TREE_MIN_BINOMIALS = 1 << 21
 #: The most cumulative probabilities the tree's binomial tables may hold (12 bytes each: 48 MiB); more (tens of
-#: thousands of valid choices per run) keep the multinomial draws. The k40 shape's tables hold about 2.2M.
+#: thousands of valid choices per run) keep the multinomial draws. The k40 shape's tables hold about 1.4M.
 TREE_MAX_ENTRIES = 1 << 22
 
 
