@@ -89,20 +89,19 @@ def test_threshold_keeps_the_multinomial_stream_below_it(monkeypatch):
     n_cs, ks = [np.array([4617, 4603, 4631])] * 10, [5] * 10             # the base shape: 240,000 binomials
     got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
     np.testing.assert_array_equal(got, vec.uniform_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
-    monkeypatch.setattr(vec, "TREE_MIN_BINOMIALS", 2000 * 30 * 4 + 1)     # one binomial short of it
-    got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
-    np.testing.assert_array_equal(got, vec.uniform_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
-    monkeypatch.setattr(vec, "TREE_MIN_BINOMIALS", 2000 * 30 * 4)
-    got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
-    np.testing.assert_array_equal(got, vec.tree_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
-    monkeypatch.undo()
+    n_cs = [np.array([4617, 4603, 4631])] * 100                            # 2.4M binomials, but K < TREE_MIN_K
+    got = vec.null_tv_draws(np.random.default_rng(3), n_cs, [5] * 100, 2000)
+    np.testing.assert_array_equal(got, vec.uniform_null_tv(np.random.default_rng(3), n_cs, [5] * 100, 2000))
     n_cs, ks = [np.array([119, 120, 118])] * 10, [40] * 10               # 2,000 x 30 x 39 = 2.34M binomials
     got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
     np.testing.assert_array_equal(got, vec.tree_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
+    monkeypatch.setattr(vec, "TREE_MIN_BINOMIALS", 2000 * 30 * 39 + 1)    # one binomial short of it
+    got = vec.null_tv_draws(np.random.default_rng(3), n_cs, ks, 2000)
+    np.testing.assert_array_equal(got, vec.uniform_null_tv(np.random.default_rng(3), n_cs, ks, 2000))
 
 
 def test_many_tools_end_to_end_size_and_seed(monkeypatch):
-    """Through ``selection_bias``: a uniform chooser over 12 tools in 6 models (groups) of 4 clusters, the
+    """Through ``selection_bias``: a uniform chooser over 16 tools in 6 models (groups) of 4 clusters, the
     threshold lowered so that every group's null takes the tree. The p-values reject at 5% about 5% of the time
     (48 cluster and 12 group p-values per metric; bounds ~3 MC SE) and the same seed gives the same result."""
     import warnings
@@ -115,7 +114,7 @@ def test_many_tools_end_to_end_size_and_seed(monkeypatch):
     calls = []
     real = vec.tree_null_tv
     monkeypatch.setattr(vec, "tree_null_tv", lambda *a: calls.append(1) or real(*a))
-    sims = [simulate_selection_log(n_clusters=4, n_tools=12, n_queries=6, n_runs=2, p_no_call=0.05,
+    sims = [simulate_selection_log(n_clusters=4, n_tools=16, n_queries=5, n_runs=2, p_no_call=0.05,
                                    model=f"m{i}", rng=100 + i) for i in range(6)]
     log = SelectionLog.concat([s.log for s in sims])
     with warnings.catch_warnings():

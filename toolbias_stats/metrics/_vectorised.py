@@ -150,6 +150,11 @@ def uniform_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Se
 #: which is what ``Generator.multinomial`` draws, about 70 ns each): 40 tools in 10 clusters x 3 runs at 2,000
 #: draws are 2.3M. Below it the multinomial draws are kept (the numbers of a seed stay those of earlier versions).
 TREE_MIN_BINOMIALS = 1 << 21
+#: Only clusters of at least this many tools count towards :data:`TREE_MIN_BINOMIALS` (a vector costs the
+#: multinomial K - 1 binomials): studies of fewer tools keep their multinomial draws, hence their numbers, at any
+#: size, and the compiled kernel's start-up (numba and LLVM, about 0.4 s of CPU once per process) is paid where a
+#: group's draws save more than that.
+TREE_MIN_K = 16
 #: The most cumulative probabilities the tree's binomial tables may hold (12 bytes each: 48 MiB); more (tens of
 #: thousands of valid choices per run) keep the multinomial draws. The k40 shape's tables hold about 1.4M.
 TREE_MAX_ENTRIES = 1 << 22
@@ -158,8 +163,8 @@ TREE_MAX_ENTRIES = 1 << 22
 def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float],
                   n_null: int) -> np.ndarray:
     """The uniform chooser's TV draws (n_null, C, S) of :func:`uniform_null_tv` (NaN: no valid choice), or, when
-    they would count :data:`TREE_MIN_BINOMIALS` binomials or more and the tree's tables fit in
-    :data:`TREE_MAX_ENTRIES`, the same law drawn by :func:`tree_null_tv`.
+    the clusters of :data:`TREE_MIN_K` tools or more would count :data:`TREE_MIN_BINOMIALS` binomials or more and
+    the tree's tables fit in :data:`TREE_MAX_ENTRIES`, the same law drawn by :func:`tree_null_tv`.
 
     Examples
     --------
@@ -167,7 +172,8 @@ def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequ
     >>> tv.shape, bool(np.isnan(tv[:, 0, 1]).all())
     ((4, 1, 2), True)
     """
-    binomials = n_null * sum(int((np.asarray(n) > 0).sum()) * (int(k) - 1) for n, k in zip(n_cs, ks))
+    binomials = n_null * sum(int((np.asarray(n) > 0).sum()) * (int(k) - 1) for n, k in zip(n_cs, ks)
+                             if int(k) >= TREE_MIN_K)
     if binomials < TREE_MIN_BINOMIALS:
         return uniform_null_tv(gen, n_cs, ks, n_null)
     from ._null_kernel import table_entries
