@@ -29,7 +29,7 @@ def test_binomial_tables_are_scipys_law(t, p):
     assert stats.binom.cdf(lo - 1, t, p) < 1e-15 and stats.binom.sf(lo + size - 1, t, p) < 1e-15
 
 
-@pytest.mark.parametrize(("n", "k"), [(30, 5), (12, 40), (60, 7), (60, 40), (25, 3)])
+@pytest.mark.parametrize(("n", "k"), [(30, 5), (12, 40), (60, 7), (60, 40), (25, 3), (9, 2)])
 def test_tree_draws_have_the_exact_law(n, k):
     """Chi-square of 40,000 draws against the exact law of the TV (``tv_uniform_pmf``), cells of expected >= 5."""
     draws = nk.tree_tv(np.array([n] * 4), k, 10_000, seed=n * 100 + k).ravel()
