@@ -120,8 +120,13 @@ def rates_from_counts(counts: ArrayLike, *, axis: int = -1) -> np.ndarray:
     """
     counts = np.asarray(counts, dtype=float)
     total = counts.sum(axis=axis, keepdims=True)
+    positive = total > 0
+    if positive.all():                 # one division, no mask pass over the full array (issue 37: K = 40)
+        return counts / total
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, counts / np.where(total > 0, total, 1), np.nan)
+        rates = counts / np.where(positive, total, 1)
+    np.copyto(rates, np.nan, where=~positive)
+    return rates
 
 
 def expected_tv_uniform(n: int | ArrayLike, k: int) -> Any:

@@ -30,6 +30,10 @@ from ._tv import expected_tv_uniform, rates_from_counts
 __all__: list[str] = []   # private kernels of metrics/_bias.py
 
 
+#: Arrays of at least this many elements (a cluster's replicate counts: 2,000 x 3 runs x 40 tools are 240,000) are
+#: computed one at a time by :func:`stacked` and :func:`centred_null_tv` rather than copied into a stack first: the
+#: same operations on the same trailing axes, so the same numbers, without the copy.
+LARGE_ARRAY = 1 << 16
 #: Elements of one stacked batch (float64: 32 MiB); a study with thousands of clusters is computed in batches of
 #: clusters so that the temporaries stay small (the per-call overhead is already amortised at this size).
 MAX_BATCH = 1 << 22
@@ -73,6 +77,8 @@ def stacked(fn: Callable[[np.ndarray], np.ndarray], arrays: Sequence[np.ndarray]
     """
     if not len(arrays):
         raise ValueError("no arrays to stack")
+    if arrays[0].size >= LARGE_ARRAY:   # large arrays one at a time: no stacked copy, the overhead amortised
+        return np.stack([fn(a) for a in arrays], axis=axis)
     parts = [fn(np.stack(arrays[s], axis=axis)) for s in same_shape_runs([a.shape for a in arrays])]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
 
@@ -86,7 +92,9 @@ def tv_runs(counts: np.ndarray) -> np.ndarray:
     array([0.25,  nan])
     """
     k = counts.shape[-1]
-    return 0.5 * np.abs(rates_from_counts(counts) - 1.0 / k).sum(-1)
+    dev = rates_from_counts(counts)    # a new array: the deviations in place (the same numbers, no temporaries)
+    np.subtract(dev, 1.0 / k, out=dev)
+    return 0.5 * np.abs(dev, out=dev).sum(-1)
 
 
 def nanmean(x: np.ndarray, axis: int) -> np.ndarray:
@@ -135,6 +143,73 @@ def uniform_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Se
             tv = np.where(n[:, None, :] > 0, 0.5 * np.abs(draws / total - 1.0 / k).sum(-1), np.nan)
         parts.append(np.moveaxis(tv, 0, 1))                             # (G, N, S) -> (N, G, S)
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+
+#: The multinomial route's draws are taken on a compiled binary tree of the tools (:mod:`._null_kernel`, a new random
+#: stream) when they count at least this many conditional binomials (``n_null`` x the valid cluster-runs' K - 1,
+#: which is what ``Generator.multinomial`` draws, about 70 ns each): 40 tools in 10 clusters x 3 runs at 2,000
+#: draws are 2.3M. Below it the multinomial draws are kept (the numbers of a seed stay those of earlier versions).
+TREE_MIN_BINOMIALS = 1 << 21
+#: Only clusters of at least this many tools count towards :data:`TREE_MIN_BINOMIALS` (a vector costs the
+#: multinomial K - 1 binomials): studies of fewer tools keep their multinomial draws, hence their numbers, at any
+#: size, and the compiled kernel's start-up (numba and LLVM, about 0.4 s of CPU once per process) is paid where a
+#: group's draws save more than that.
+TREE_MIN_K = 16
+#: The most cumulative probabilities the tree's binomial tables may hold (12 bytes each: 48 MiB); more (tens of
+#: thousands of valid choices per run) keep the multinomial draws. The k40 shape's tables hold about 1.4M.
+TREE_MAX_ENTRIES = 1 << 22
+
+
+def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float],
+                  n_null: int) -> np.ndarray:
+    """The uniform chooser's TV draws (n_null, C, S) of :func:`uniform_null_tv` (NaN: no valid choice), or, when
+    the clusters of :data:`TREE_MIN_K` tools or more would count :data:`TREE_MIN_BINOMIALS` binomials or more and
+    the tree's tables fit in :data:`TREE_MAX_ENTRIES`, the same law drawn by :func:`tree_null_tv`.
+
+    Examples
+    --------
+    >>> tv = null_tv_draws(np.random.default_rng(0), [np.array([10, 0])], [5], 4)
+    >>> tv.shape, bool(np.isnan(tv[:, 0, 1]).all())
+    ((4, 1, 2), True)
+    """
+    binomials = n_null * sum(int((np.asarray(n) > 0).sum()) * (int(k) - 1) for n, k in zip(n_cs, ks)
+                             if int(k) >= TREE_MIN_K)
+    if binomials < TREE_MIN_BINOMIALS:
+        return uniform_null_tv(gen, n_cs, ks, n_null)
+    from ._null_kernel import table_entries
+
+    entries = sum(table_entries(np.concatenate([np.ravel(n) for n, kk in zip(n_cs, ks) if int(kk) == k]), k)
+                  for k in {int(k) for k in ks})
+    if entries > TREE_MAX_ENTRIES:      # tables too large to hold (tens of thousands of choices per run)
+        return uniform_null_tv(gen, n_cs, ks, n_null)
+    return tree_null_tv(gen, n_cs, ks, n_null)
+
+
+def tree_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float],
+                 n_null: int) -> np.ndarray:
+    """:func:`uniform_null_tv`'s law, (n_null, C, S), drawn by the compiled tree sampler
+    (:func:`._null_kernel.tree_tv`: per draw K - 1 binomials, each from a cached table) from one seed taken from
+    ``gen``: the same seed gives the same draws; the stream is not ``Generator.multinomial``'s.
+
+    Examples
+    --------
+    >>> tv = tree_null_tv(np.random.default_rng(0), [np.array([10, 20]), np.array([8, 0])], [5, 4], 3)
+    >>> tv.shape, bool(np.isnan(tv[:, 1, 1]).all()), bool(np.isfinite(tv[:, 0]).all())
+    ((3, 2, 2), True, True)
+    """
+    from ._null_kernel import tree_tv
+
+    seed = int(gen.integers(0, 1 << 63))
+    n = np.stack([np.asarray(x, dtype=np.int64) for x in n_cs])            # (C, S)
+    sims = np.full((n_null,) + n.shape, np.nan)
+    k_of = np.array([int(k) for k in ks])
+    first = 0
+    for k in sorted(set(k_of.tolist())):                                  # the cells of one K, in (C, S) order
+        cells = np.flatnonzero(((k_of == k)[:, None] & (n > 0)).ravel())
+        if cells.size:
+            sims.reshape(n_null, -1)[:, cells] = tree_tv(n.ravel()[cells], k, n_null, seed, first)
+            first += cells.size
+    return sims
 
 
 #: The exact-law route of the uniform null (:func:`uniform_null_means`) is taken when the multinomial route would
@@ -361,7 +436,7 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
         if sims is not None:
             return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
     if weights is None or not large:
-        sims = uniform_null_tv(gen, n_cs, ks, n_null)
+        sims = null_tv_draws(gen, n_cs, ks, n_null)
         sims[:, missing] = np.nan
         return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
     out = np.full((len(n_cs), n_null), np.nan)                  # a row per cluster: its draws contiguous
@@ -382,7 +457,7 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
         sub_n, sub_k = [n_cs[c] for c in rest], [ks[c] for c in rest]
         sims = _run_draws(gen, sub_n, sub_k, n_null, valid[rest])
         if sims is None:
-            sims = uniform_null_tv(gen, sub_n, sub_k, n_null)
+            sims = null_tv_draws(gen, sub_n, sub_k, n_null)
             sims[:, ~valid[rest]] = np.nan
         out[rest] = nanmean(sims, 2).T
     seen = np.flatnonzero(weights > 0)
@@ -499,9 +574,13 @@ def centred_null_tv(boot: Sequence[np.ndarray], scale: Sequence[float]) -> np.nd
            [0.5, 1. ]])
     """
     def one(b, sc):
-        rates = rates_from_counts(b)                                    # (R, G, S, K)
-        return 0.5 * np.abs((rates - nanmean(rates, 0)[None]) * sc).sum(-1)
+        rates = rates_from_counts(b)                                    # (R, G, S, K); new: changed in place
+        np.subtract(rates, nanmean(rates, 0)[None], out=rates)
+        np.multiply(rates, sc, out=rates)
+        return 0.5 * np.abs(rates, out=rates).sum(-1)
 
+    if boot and boot[0].size >= LARGE_ARRAY:   # one cluster at a time: no stacked copy of large replicates
+        return np.stack([one(b[:, None], float(sc)) for b, sc in zip(boot, scale)], axis=1)[:, :, 0]
     parts = []
     for s in same_shape_runs([b.shape for b in boot]):
         sc = np.asarray(scale[s], dtype=float)[None, :, None, None]
