@@ -7,6 +7,7 @@ count table as per-query tensors); :mod:`._bias` holds :func:`selection_bias`, a
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -459,7 +460,20 @@ class BiasResult(ReprHTMLMixin):
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
     def to_dict(self) -> dict:
-        """The documented JSON object of ``toolbias-stats bias --json``."""
+        """The documented JSON object of ``toolbias-stats bias --json``.
+
+        The collector is paused while the object is built: every dict made here lives on, so its passes over the
+        growing tree find nothing to free (issue 37: 2,000 clusters x 7 groups, 0.45 s of collections in 0.7 s);
+        the dicts hold no cycles."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._to_dict()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _to_dict(self) -> dict:
         return {
             "by": self.by,
             "n_resamples": self.n_resamples,
