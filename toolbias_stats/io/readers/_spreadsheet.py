@@ -211,7 +211,7 @@ _NEW_COLUMNS = ("cluster_new", "ordering_new", "tool_new", "status_new", "raw_ne
 
 def prepare_combos(combos: pd.DataFrame, catalog: ToolCatalog, *, positions: str = "error",
                    own_format: bool = False) -> pd.DataFrame:
-    """Clean the distinct cell combinations of a table file (see the module notes).
+    """Clean the distinct cell combinations of a table file (see the module notes), each distinct case once.
 
     Parameters
     ----------
@@ -261,15 +261,16 @@ def _distinct_cases(combos: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
     ``rotation`` is read only to check a recorded ``chosen_position``: without that column, combinations that
     differ only in their rotation are cleaned once (issue 37: 2,000 clusters x 5 rotations, 60,000 combinations).
-    Values of different types are kept apart (``1``, ``1.0`` and ``True``); an unhashable value (a list) gives every
+    Values are compared with their types unless a column holds only text and missing values (``1``, ``1.0`` and
+    ``True`` stay apart); an unhashable value (a list) gives every
     combination its own case.
     """
     read = [c for c in COMBO_KEYS if c in combos.columns and (c != "rotation" or "chosen_position" in combos.columns)]
     columns = []
     for c in read:
         values = combos[c].tolist()
-        kinds = set(map(type, values)) - {str, type(None), type(pd.NA)}
-        columns.append(values if len(kinds) <= 1 else list(zip(map(type, values), values)))
+        plain_text = set(map(type, values)) <= {str, type(None), type(pd.NA)}
+        columns.append(values if plain_text else list(zip(map(type, values), values)))
     seen: dict = {}
     try:
         which = np.fromiter((seen.setdefault(key, len(seen)) for key in zip(*columns)), dtype=np.int64,
