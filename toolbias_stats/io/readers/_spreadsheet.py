@@ -262,8 +262,7 @@ def _distinct_cases(combos: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     ``rotation`` is read only to check a recorded ``chosen_position``: without that column, combinations that
     differ only in their rotation are cleaned once (issue 37: 2,000 clusters x 5 rotations, 60,000 combinations).
     Values are compared with their types unless a column holds only text and missing values (``1``, ``1.0`` and
-    ``True`` stay apart); an unhashable value (a list) gives every
-    combination its own case.
+    ``True`` stay apart); an unhashable value (a list) gives every combination its own case.
     """
     read = [c for c in COMBO_KEYS if c in combos.columns and (c != "rotation" or "chosen_position" in combos.columns)]
     columns = []
