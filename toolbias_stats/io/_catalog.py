@@ -61,9 +61,11 @@ class ToolCatalog:
         tab = _normalise_catalog(self.table, self.source)
         object.__setattr__(self, "table", tab)
         object.__setattr__(self, "defaulted", missing)
-        clusters = {}
-        for cid, sub in tab.groupby("cluster_id", sort=False):
-            clusters[cid] = list(sub.sort_values("api_index")["tool_id"])
+        # the table is sorted by (cluster_id, api_index) and each api_index is unique in its cluster: every cluster's
+        # tools in catalog order are its rows in table order (one pass, not a sorted frame per cluster: issue 37)
+        clusters: dict[str, list] = {}
+        for cid, tool in zip(tab["cluster_id"].tolist(), tab["tool_id"].tolist()):
+            clusters.setdefault(cid, []).append(tool)
         object.__setattr__(self, "_index", clusters)
 
     # -- constructors ---------------------------------------------------------------------
@@ -228,11 +230,16 @@ def _check_catalog_values(tab: pd.DataFrame, source: str) -> None:
                                  for i, c, t in zip(dup.index, dup["cluster_id"], dup["tool_id"])])
     problems = [problem(source, i + 1, "tool_id", f"tool id {t!r} contains '|', which separates the tools of an "
                                                    "ordering; rename the tool")
-                for i, t in enumerate(tab["tool_id"]) if "|" in str(t)]
+                for i, t in enumerate(tab["tool_id"].tolist()) if "|" in str(t)]
+    n_par = tab["num_parameters"]
+    negative = (n_par.notna() & (n_par < 0)).to_numpy(dtype=bool)   # Int64: NA & ... is False where not known
     problems += [problem(source, i + 1, "num_parameters", f"expected a number of parameters >= 0, got {int(v)}")
-                 for i, v in enumerate(tab["num_parameters"]) if not pd.isna(v) and v < 0]
+                 for i, v in zip(np.flatnonzero(negative), n_par[negative].tolist())]
     problems += _lookalike_problems(tab, source)
-    for cid, sub in tab.groupby("cluster_id", sort=False):
+    # only the clusters that give one api_index twice are looked at one by one (a frame per cluster cost a second
+    # at 2,000 clusters: issue 37)
+    shared = tab["cluster_id"][tab.duplicated(["cluster_id", "api_index"], keep=False)]
+    for cid, sub in tab[tab["cluster_id"].isin(set(shared.tolist()))].groupby("cluster_id", sort=False):
         twice = sub["api_index"][sub["api_index"].duplicated(keep=False)]
         for v in sorted(set(twice)):
             tools = sub.loc[sub["api_index"] == v, "tool_id"].tolist()
@@ -256,7 +263,7 @@ def _lookalike_problems(tab: pd.DataFrame, source: str) -> list:
                                lookalike_message(what, first, other, f"row {values.index(first) + 1}")))
     for col in tab.columns:
         if tab[col].dtype == object or isinstance(tab[col].dtype, pd.StringDtype):
-            out += [problem(source, i + 1, col, NUL_IN_CELL) for i, v in enumerate(tab[col])
+            out += [problem(source, i + 1, col, NUL_IN_CELL) for i, v in enumerate(tab[col].tolist())
                     if isinstance(v, str) and "\x00" in v]
     return out
 

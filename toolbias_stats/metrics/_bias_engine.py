@@ -36,6 +36,7 @@ from ._bias_results import (
     ClusterBias,
     GroupBias,
     TVResult,
+    collector_paused,
 )
 from ._bias_tensors import NOTE_LENGTHS, _cluster_tensors, _Columns, _positions
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
@@ -222,24 +223,28 @@ class _PendingGroup:
         delta_pos = pos.result(level, self.ci_method) if pos else None
         delta_model = (_Metric.average(api, pos, delta_api, delta_pos, level, self.ci_method, self.model_cal)
                        if pos else None)
-        cluster_results = [self._cluster(i, c) for i, c in enumerate(d.clusters)]
+        with collector_paused():   # thousands of results that all live on (issue 37)
+            cluster_results = [self._cluster(i, c) for i, c in enumerate(d.clusters)]
         interval_method = (_interval_method(len(d.clusters), len(d.multinomial)) if self.n_resamples
                            else INTERVAL_NONE)
         return GroupBias(keys=self.keys, rows=self.rows, delta_api=delta_api, delta_pos=delta_pos,
                          delta_model=delta_model, clusters=cluster_results, interval_method=interval_method)
 
+    @functools.cached_property
+    def _summed(self) -> tuple[dict, dict]:
+        """Every cluster's counts summed over runs, their total and rates, for the tools and the positions: one
+        sum and one division per shape of cluster, not per cluster (issue 37)."""
+        return _summed_rates(self.obs_api, self.draws.clusters), _summed_rates(self.obs_pos, self.has_pos)
+
     def _cluster(self, i, c) -> ClusterBias:
         d, level = self.draws, self.level
-        counts = self.obs_api[c].sum(0)
-        n_used = int(counts.sum())
-        rates = rates_from_counts(counts)
+        counts, n_used, rates = self._summed[0][c]
         j = self.pos_index.get(c)
-        pcounts = None if j is None else cast(np.ndarray, self.obs_pos[c]).sum(0)
+        pcounts, n_pos, prates = (None, 0, None) if j is None else self._summed[1][c]
         return ClusterBias(
-            cluster=c, K=d.api_t[c].k, n_used=n_used,
-            n_position_known=0 if pcounts is None else int(pcounts.sum()),
+            cluster=c, K=d.api_t[c].k, n_used=n_used, n_position_known=n_pos,
             tools=d.tools_of[c], counts=counts, rates=dict(zip(d.tools_of[c], rates)),
-            position_counts=pcounts, position_rates=None if pcounts is None else rates_from_counts(pcounts),
+            position_counts=pcounts, position_rates=prates,
             delta_api=self.api.cluster_result(i, level),
             delta_pos=None if j is None else cast(_Metric, self.pos).cluster_result(j, level),
             rate_table=functools.partial(_rate_table, c, d.tools_of[c], counts, d.boot_api[c], level,
@@ -248,6 +253,21 @@ class _PendingGroup:
                              if c in d.multinomial else INTERVAL_QUERY),
             positions=d.labels[c], position_note=d.notes[c],
         )
+
+
+def _summed_rates(obs: dict, clusters: list) -> dict:
+    """``{cluster: (counts summed over runs, their total as int, rates)}`` of the (S, K) ``obs`` of ``clusters``,
+    with the clusters of one shape and type summed and divided together (each row the same sums and quotients as
+    the cluster's own)."""
+    kinds: dict = {}
+    for c in clusters:
+        kinds.setdefault((obs[c].shape, obs[c].dtype), []).append(c)
+    out = {}
+    for same in kinds.values():
+        summed = np.stack([obs[c] for c in same]).sum(1)                          # (n, K)
+        for c, counts, total, rates in zip(same, summed, summed.sum(1).tolist(), rates_from_counts(summed)):
+            out[c] = (counts, int(total), rates)
+    return out
 
 
 def _compact(counts: np.ndarray) -> np.ndarray:
@@ -562,8 +582,7 @@ class _Metric:
             confidence_level=level, **kw)
 
     def cluster_result(self, i, level) -> TVResult:
-        per_run = self.per_cluster_obs[i]
-        per_run = per_run[np.isfinite(per_run)]
+        n_runs, sd_runs, null_expected = self._cluster_runs
         kw: dict[str, Any] = {}
         if self.n_resamples:
             b = self.boot_cluster_means[:, i]
@@ -593,9 +612,8 @@ class _Metric:
         kw.update(self._p_values(stat, nq, nm, method, tie=tie, known=known))
         k = self.ks[i]
         return TVResult(
-            metric=self.name, mean_over_runs=stat, sd_over_runs=float(np.std(per_run)) if per_run.size else np.nan,
-            pooled=float(self.pooled_cluster_obs[i]), n_runs=int(per_run.size),
-            null_expected=_mean_of_finite(self.null_cluster_runs[i][np.isfinite(self.per_cluster_obs[i])]),
+            metric=self.name, mean_over_runs=stat, sd_over_runs=sd_runs[i],
+            pooled=float(self.pooled_cluster_obs[i]), n_runs=n_runs[i], null_expected=null_expected[i],
             null_expected_pooled=float(self.null_cluster_pooled[i]),
             normalised=stat / (1 - 1 / k), normalised_pooled=float(self.pooled_cluster_obs[i]) / (1 - 1 / k),
             confidence_level=level, **kw)
@@ -610,6 +628,26 @@ class _Metric:
             if finite.size:
                 out[i] = float(finite.mean())
         return out
+
+    @functools.cached_property
+    def _cluster_runs(self) -> tuple[list, list, list]:
+        """Every cluster's number of runs with a valid choice, standard deviation over them (ddof 0; NaN where none)
+        and the uniform chooser's expected TV averaged over them: ``n_runs``, ``sd_over_runs`` and ``null_expected``
+        of :meth:`cluster_result`, as Python numbers. The clusters valid in every run take one reduction along their
+        rows (the same sums as one row at a time: the same numbers), the others one at a time (issue 37)."""
+        obs, null = self.per_cluster_obs, self.null_cluster_runs
+        finite = np.isfinite(obs)
+        n_runs = finite.sum(1).tolist()
+        sd, expected = [np.nan] * len(obs), [np.nan] * len(obs)
+        full = np.flatnonzero(finite.all(1) & ~np.isnan(null).any(1)) if obs.shape[1] else np.empty(0, dtype=int)
+        for i, v, e in zip(full.tolist(), np.std(obs[full], axis=1).tolist(),
+                           (np.add.reduce(null[full], axis=1) / obs.shape[1]).tolist()):
+            sd[i], expected[i] = v, e
+        for i in np.setdiff1d(np.arange(len(obs)), full).tolist():
+            per_run = obs[i][finite[i]]
+            sd[i] = float(np.std(per_run)) if per_run.size else np.nan
+            expected[i] = _mean_of_finite(null[i][finite[i]])
+        return n_runs, sd, expected
 
     def _cluster_p(self, sims: str) -> np.ndarray:
         """The Monte-Carlo p-value of every cluster at once against its column of the null draws ``sims``

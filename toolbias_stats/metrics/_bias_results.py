@@ -7,8 +7,10 @@ count table as per-query tensors); :mod:`._bias` holds :func:`selection_bias`, a
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -459,7 +461,15 @@ class BiasResult(ReprHTMLMixin):
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
     def to_dict(self) -> dict:
-        """The documented JSON object of ``toolbias-stats bias --json``."""
+        """The documented JSON object of ``toolbias-stats bias --json``.
+
+        The collector is paused while the object is built: every dict made here lives on, so its passes over the
+        growing tree find nothing to free (issue 37: 2,000 clusters x 7 groups, 0.45 s of collections in 0.7 s);
+        the dicts hold no cycles."""
+        with collector_paused():
+            return self._to_dict()
+
+    def _to_dict(self) -> dict:
         return {
             "by": self.by,
             "n_resamples": self.n_resamples,
@@ -475,6 +485,29 @@ class BiasResult(ReprHTMLMixin):
             "groups": [g.to_dict() for g in self.groups],
             "warnings": [_json_num(x) for x in self.warnings],
         }
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a block builds many long-lived objects that hold no cycles (its
+    passes over them free nothing: issue 37, 2,000 clusters); it is turned back on after the block, errors too,
+    when it was on before.
+
+    Examples
+    --------
+    >>> with collector_paused():
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled()
+    True
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _tv_row(r: TVResult) -> dict:
