@@ -24,6 +24,8 @@ from ._common import (
     ALL_PRIORS,
     DEFAULT_MODEL,
     ESS_MIN,
+    LOGIT_DEFAULTS,
+    MARGIN_DEFAULTS,
     MISMATCH_POLICIES,
     MODEL_VARIANTS,
     MODELS,
@@ -55,12 +57,13 @@ _QUERY_IMPLIED_DRAWS = 1000
 # public entry point
 @renamed_parameter("hdi_prob", "confidence_level", since="0.1.0")
 def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL, by: str | Sequence[str] = "model",
-              draws: int = 1000, tune: int = 1000, chains: int = 4, cores: int | None = None,
+              draws: int = 1000, tune: int | None = None, chains: int = 4, cores: int | None = None,
               sampler: Literal["auto", "numpyro", "pymc", "pymc-numba", "nutpie"] = "auto",
-              parameterization: Literal["auto", "centered", "noncentered"] = "auto", target_accept: float = 0.8,
-              confidence_level: float = 0.94, priors: Mapping[str, float] | None = None,
-              mismatch: Literal["exclude", "tool", "position"] = "exclude",
-              rng: np.random.Generator | int | None = None, progress: bool = False) -> BayesResult:
+              parameterization: Literal["auto", "centered", "noncentered"] = "auto",
+              target_accept: float | None = None, confidence_level: float = 0.94,
+              priors: Mapping[str, float] | None = None, mismatch: Literal["exclude", "tool", "position"] = "exclude",
+              rng: np.random.Generator | int | None = None, progress: bool = False,
+              delta_margin: float | None = None) -> BayesResult:
     """Fit the hierarchical Bayesian model of API and position effects.
 
     An attempt by LLM ``m`` in cluster ``c`` that shows the tools in ordering ``o`` chooses the
@@ -261,11 +264,39 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     (True, False)
     """
     t0 = time.perf_counter()
+    defaults = MARGIN_DEFAULTS if model == "margin" else LOGIT_DEFAULTS
+    tune = defaults["tune"] if tune is None else tune
+    target_accept = defaults["target_accept"] if target_accept is None else target_accept
     args = _check_fit_bayes_args(model=model, by=by, draws=draws, tune=tune, chains=chains, cores=cores,
                                  sampler=sampler, parameterization=parameterization, target_accept=target_accept,
                                  hdi_prob=confidence_level, priors=priors, mismatch=mismatch, rng=rng,
                                  progress=progress)
+    if args["model"] == "margin":
+        from ._margin_fit import fit_margin
+
+        args["delta_margin"] = _check_margin_args(args, sampler, parameterization, delta_margin)
+        return fit_margin(log, args, MODEL_VARIANTS["margin"], t0)
+    if delta_margin is not None:
+        raise ValueError(f"`delta_margin` is used by model='margin' only; got it with model={args['model']!r}.")
     return _fit_variant(log, args, MODEL_VARIANTS[args["model"]], _ModelSpec, t0)
+
+
+def _check_margin_args(args, sampler, parameterization, delta_margin) -> float:
+    """The margin model is sampled by NumPyro in its own parameterisation; ``delta_margin`` in (0, 1)."""
+    from ._margin import require_numpyro
+
+    if sampler not in ("auto", "numpyro"):
+        raise ValueError(f"model='margin' is sampled with NumPyro only (sampler='auto' or 'numpyro'); got "
+                         f"sampler={sampler!r}.")
+    if parameterization != "auto":
+        raise ValueError("model='margin' has its own parameterisation (mixed centred / non-centred, docs/bayes.md); "
+                         f"`parameterization` must be 'auto', got {parameterization!r}.")
+    require_numpyro()
+    args["sampler"] = "numpyro"
+    m = MARGIN_DEFAULTS["delta_margin"] if delta_margin is None else delta_margin
+    if isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0 < float(m) < 1:
+        raise ValueError(f"`delta_margin` must be a number in (0, 1); got {delta_margin!r} instead.")
+    return float(m)
 
 
 def _fit_variant(log, args: dict, variant, spec_cls, t0: float) -> BayesResult:
