@@ -100,8 +100,8 @@ def _misfit_warnings(ppc, D, caught) -> None:
                if side == "below" else
                "the tool counts are less variable than multinomial (e.g. a position-only chooser under cyclic "
                "rotations): its delta_api intervals are wider than the data need (docs/bayes.md)")
-        msg = f"posterior predictive check: per-query dispersion {side} [{lo}, {hi}] for {who}; model='margin' " \
-              f"misfits ({why})"
+        msg = (f"posterior predictive check: per-query dispersion {side} [{lo}, {hi}] for {who}; "
+               f"model='margin' misfits ({why})")
         warnings.warn(msg, MisfitWarning, stacklevel=4)
         caught.append(msg)
     if not lo <= ppc.p_value <= hi:
@@ -159,7 +159,8 @@ def _scales(D, post, prob):
     rows = []
     sm = _summ(post["sigma_alpha_c"], prob)
     for c, cl in enumerate(D.clusters):
-        rows.append({"quantity": "sigma_alpha", "llm": _SHARED, "cluster": cl, **{k: float(v[c]) for k, v in sm.items()}})
+        rows.append({"quantity": "sigma_alpha", "llm": _SHARED, "cluster": cl,
+                     **{k: float(v[c]) for k, v in sm.items()}})
     for name in ("sigma_beta", "sigma_delta"):
         sm = _summ(post[name], prob)
         rows.append({"quantity": name, "llm": _SHARED, "cluster": None, **{k: float(v) for k, v in sm.items()}})
