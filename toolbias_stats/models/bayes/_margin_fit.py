@@ -17,6 +17,7 @@ from ._common import _SHARED, _hdi, _summ
 from ._design import _attach_prompts, _design
 from ._result import BayesDiagnostics, BayesResult, PosteriorPredictiveCheck
 from ._sampling import _diagnostics
+from ._tables import _api_table, _convergence_flags, _counts_and_rows, _position_tables, _variance_shares
 
 #: what the margin model's summaries are called in ``result.implied_cells``
 _CELL_METRICS = ("delta_api", "delta_pos")
@@ -24,8 +25,6 @@ _CELL_METRICS = ("delta_api", "delta_pos")
 
 def fit_margin(log, args: dict, variant, t0: float) -> BayesResult:
     """The margin model's fit after ``fit_bayes``'s argument checks (``args``)."""
-    from ._fit import _counts_and_rows
-
     mg.require_numpyro()
     counts, rows_log = _counts_and_rows(log, variant)
     if counts.cells is None:
@@ -187,8 +186,6 @@ def _idata(D, stats, post):
 
 
 def _result(D, post, stats, mix, ppc, diag_vals, args, sampler_seed, seed_repr, caught, t0, param):
-    from ._fit import _api_table, _convergence_flags, _position_tables, _variance_shares
-
     prob = args["hdi_prob"]
     position_effects, first_vs_last, cluster_position = _position_tables(D, post, prob)
     flags = _convergence_flags(diag_vals, caught)
