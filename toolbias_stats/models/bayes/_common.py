@@ -96,9 +96,9 @@ MODELS = tuple(MODEL_VARIANTS)
 DEFAULT_MODEL = "v2"
 #: The margin model's defaults where they differ from v1 / v2's (``tune``, ``target_accept``), and the margin of
 #: ``P(delta < margin)``.
-MARGIN_DEFAULTS = {"tune": 500, "target_accept": 0.9, "delta_margin": 0.02}
+MARGIN_DEFAULTS: dict[str, float] = {"tune": 500, "target_accept": 0.9, "delta_margin": 0.02}
 #: The other variants' defaults of the same arguments.
-LOGIT_DEFAULTS = {"tune": 1000, "target_accept": 0.8}
+LOGIT_DEFAULTS: dict[str, float] = {"tune": 1000, "target_accept": 0.8}
 #: Variants that moved to ``analyses/bayes_experimental`` (issue 38): naming one says where it is.
 MOVED_MODELS = ("cluster-position", "overdispersed", "thorough", "query-urn", "query-shared", "query-mixture",
                 "query-mixture-id")

@@ -285,8 +285,8 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     """
     t0 = time.perf_counter()
     defaults = MARGIN_DEFAULTS if model == "margin" else LOGIT_DEFAULTS
-    tune = defaults["tune"] if tune is None else tune
-    target_accept = defaults["target_accept"] if target_accept is None else target_accept
+    tune = int(defaults["tune"]) if tune is None else tune
+    target_accept = float(defaults["target_accept"]) if target_accept is None else target_accept
     args = _check_fit_bayes_args(model=model, by=by, draws=draws, tune=tune, chains=chains, cores=cores,
                                  sampler=sampler, parameterization=parameterization, target_accept=target_accept,
                                  hdi_prob=confidence_level, priors=priors, mismatch=mismatch, rng=rng,
