@@ -202,14 +202,20 @@ def numpyro_model(P):
 def log_density(P, params) -> float:
     """The model's log density (unnormalised, with the quasi-likelihood) at ``params`` (the sampled sites, in
     the sampler's unconstrained space except the scales, which are given on their own scale)."""
+    _jax()
     from numpyro.infer.util import log_density as ld
 
-    _jax()
     return float(ld(numpyro_model, (P,), {}, params)[0])
 
 
-def _jax():
-    """JAX in float64, its CPU split into one device per chain where JAX is not yet imported."""
+def _jax(devices=4):
+    """JAX in float64 with the package's compilation cache; where JAX is not yet imported, its CPU split into
+    ``devices`` devices (one per chain: the chains then run in parallel)."""
+    from ._sampling import _jax_compilation_cache
+
+    _jax_compilation_cache()
+    if "jax" not in sys.modules and "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(int(devices), 1)}"
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -234,12 +240,7 @@ def sample(P, *, draws, tune, chains, seed, target_accept, progress=False):
     The chains run in parallel where JAX has a device for each (``XLA_FLAGS`` is set before JAX is first
     imported), else one after another; the same seed gives the same draws in either case."""
     require_numpyro()
-    from ._sampling import _jax_compilation_cache
-
-    _jax_compilation_cache()
-    if "jax" not in sys.modules and "XLA_FLAGS" not in os.environ:
-        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(chains, 1)}"
-    jax = _jax()
+    jax = _jax(chains)
     from numpyro.infer import MCMC, NUTS
 
     method = "parallel" if jax.local_device_count() >= chains else "sequential"
