@@ -275,13 +275,17 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     >>> bool((res.implied["hdi_low"] <= res.implied["mean"]).all()), res.diagnostics.converged
     (True, False)
 
-    The margin model on a study of 20 queries per (LLM, cluster), each shown in the 4 rotations 3 times, with
-    query heterogeneity (about 20 s with JAX's compilation, so not run here):
+    The margin model (``fit_bayes(log, model="margin", rng=1)``: about 20 s on a small study, JAX's compilation
+    included; ``result.implied_cells`` has δ with its probability of being 0) needs the log's rows, which say
+    which attempts belong to one query; counts alone are refused before anything is sampled:
 
     >>> log = simulate_bayes_log(np.zeros((2, 1, 4)), np.array([[1.0, 0.0, 0.0, -1.0], [0.0, 0.0, 0.0, 0.0]]),
     ...                          queries=20, runs=3, sigma_eta=1.0, rng=1)
-    >>> res = fit_bayes(log, model="margin", rng=1)                          # doctest: +SKIP
-    >>> res.implied_cells.query("cluster == '(shared)'")[["llm", "metric", "p0"]]  # doctest: +SKIP
+    >>> try:
+    ...     fit_bayes(log.counts(), model="margin")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:59])
+    model='margin' needs to know which attempts belong to one q
     """
     t0 = time.perf_counter()
     defaults = MARGIN_DEFAULTS if model == "margin" else LOGIT_DEFAULTS
