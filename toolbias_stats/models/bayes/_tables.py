@@ -29,9 +29,11 @@ def _counts_and_rows(obj, variant):
     elif not isinstance(obj, (SelectionCounts, Study)):
         obj = rows = load_selection_log(obj)
     if need and rows is None:
-        raise ValueError(f"model={variant.name!r} needs to know which attempts belong to one query (its "
-                         "Dirichlet-multinomial/query effects), and counts do not keep that pairing: pass the "
-                         "SelectionLog or a Study with its rows, or use model='v1'.")
+        why = ("the per-query dispersion of its cells" if getattr(variant, "margin", False)
+               else "its Dirichlet-multinomial/query effects")
+        raise ValueError(f"model={variant.name!r} needs to know which attempts belong to one query ({why}), and "
+                         "counts do not keep that pairing: pass the SelectionLog or a Study with its rows, or use "
+                         "model='v1'.")
     return load_counts(obj), rows
 
 
