@@ -57,6 +57,9 @@ from pathlib import Path
 
 import numpy as np
 
+# issue 38: the model is in the package now (``fit_bayes(log, model="margin")``); these pieces are the package's
+from toolbias_stats.models.bayes._margin import _kappa_of_phi, _polya, pooled_stats
+
 HERE = Path(__file__).resolve().parent
 
 PRIORS = {"mu_sd": 1.5, "sigma_alpha_sd": 1.0, "beta_bar_sd": 1.0, "sigma_beta_sd": 1.0, "sigma_gamma_sd": 1.0}
@@ -187,26 +190,6 @@ def sample(model, *, draws=1000, tune=1000, chains=4, cores=None, seed=0, target
 
 # ---------------------------------------------------------------------------------------------
 # the quasi-likelihood option (issue 38, the coverage study): a tempered multinomial of the pooled counts
-def pooled_stats(counts, cell, n_cells):
-    """Pooled counts ``Y`` (cells, K) and the Pearson dispersion ``phi`` (cells,) of the rows around their cell's
-    pooled frequencies: ``phi = sum_q sum_j (y_qj - n_q p_j)^2 / (n_q p_j) / ((Q - 1)(K' - 1))`` (K' = tools
-    with a positive pooled count), floored at 1 (no underdispersion is claimed).
-
-    Under the Dirichlet-multinomial ``phi -> (n + kappa) / (1 + kappa)``; under any query heterogeneity it is the
-    design effect of the pooled frequencies, averaged over the tools (the moment estimator of a quasi-likelihood).
-    """
-    K = counts.shape[1]
-    Y = np.zeros((n_cells, K))
-    np.add.at(Y, cell, counts)
-    tot = Y.sum(1, keepdims=True)
-    p = np.divide(Y, tot, out=np.zeros_like(Y), where=tot > 0)
-    E = counts.sum(1)[:, None] * p[cell]
-    r = np.divide((counts - E) ** 2, E, out=np.zeros_like(E), where=E > 0)
-    X2 = np.bincount(cell, weights=r.sum(1), minlength=n_cells)
-    Qc = np.bincount(cell, minlength=n_cells)
-    df = (Qc - 1) * np.maximum((p > 0).sum(1) - 1, 0)
-    phi = np.divide(X2, df, out=np.ones(n_cells), where=df > 0)
-    return Y, np.maximum(phi, 1.0)
 
 
 LIKELIHOODS = ("dm", "quasi")
@@ -567,27 +550,6 @@ def ppc(idata, data, gen=None, n_draws=500):
     return {"dispersion": (disp_hits / len(sel)).tolist(), "cluster_position": float(cp_hits / len(sel))}
 
 
-def _kappa_of_phi(phi, n, cell):
-    """The Dirichlet concentration whose Polya-urn factor ``(n + kappa) / (1 + kappa)`` at a cell's mean number of
-    attempts equals ``phi`` (1e8, i.e. no heterogeneity, where ``phi <= 1``)."""
-    nbar = np.bincount(cell, weights=n, minlength=len(phi)) / np.maximum(np.bincount(cell, minlength=len(phi)), 1)
-    ok = (phi > 1 + 1e-9) & (phi < nbar)
-    return np.where(ok, (nbar - phi) / np.where(ok, phi - 1, 1.0), np.where(phi >= nbar, 1e-3, 1e8))
-
-
-def _polya(gen, p, conc, n):
-    """Dirichlet-multinomial draws: one per row of ``p`` (Q, K) with concentration ``conc`` (Q,), totals ``n``."""
-    g = gen.gamma(np.maximum(conc[:, None] * p, 1e-300))
-    q = g / np.maximum(g.sum(1, keepdims=True), 1e-300)
-    q = np.where(np.isfinite(q).all(1, keepdims=True) & (g.sum(1, keepdims=True) > 0), q, p)
-    return _multinomial(gen, n, q)
-
-
-def _multinomial(gen, n, p):
-    p = p / p.sum(1, keepdims=True)
-    return gen.multinomial(n.astype(np.int64), p).astype(float)
-
-
 # ---------------------------------------------------------------------------------------------
 # measurement
 def design_of(log):
@@ -664,7 +626,6 @@ def main():
         out = measure_vendored(a.draws, a.tune, a.chains)
         (HERE / "bayes_margin_vendored.json").write_text(json.dumps(out, indent=1))
         print(json.dumps({k: v for k, v in out.items() if k not in ("clusters",)}, indent=1))
-
 
 
 def set_data(model, data, likelihood="dm"):

@@ -142,27 +142,11 @@ def _effect(name, loc, scale, shape, centred):
 
 
 def sparse_rotations(tot, H, rich=None):
-    """Per cell, an orthogonal (K-1, K-1) rotation ``R`` of the zero-sum coordinates whose first rows span the
-    directions of the cell's *sparse* tools (chosen fewer than ``rich`` times), and the mask of those rows.
+    """Per cell, the rotation of the zero-sum coordinates whose first rows span the directions of the cell's
+    sparse tools, and the mask of those rows: the package's (``toolbias_stats.models.bayes._margin``)."""
+    from toolbias_stats.models.bayes._margin import sparse_rotations as package_rotations
 
-    Moving a cell's effects along a sparse tool's direction (its zero-sum projection ``H e_j``) changes only that
-    tool's probability, which the data bound from one side only (a tool never chosen): those coordinates are
-    prior-dominated and sampled non-centred; the rest are data-dominated and sampled centred. The prior is
-    isotropic in the zero-sum coordinates, so rotating them changes nothing but the sampler's geometry.
-    """
-    rich = RICH if rich is None else rich
-    n, K = tot.shape
-    R = np.tile(np.eye(K - 1), (n, 1, 1))
-    mask = np.zeros((n, K - 1), bool)
-    for i in range(n):
-        sparse = np.flatnonzero(tot[i] < rich)
-        if len(sparse) == 0:
-            continue
-        V = H[:, sparse]                                            # (K-1, r) directions of the sparse tools
-        Q, _ = np.linalg.qr(np.concatenate([V, np.eye(K - 1)], 1))  # first r columns span V, the rest completes
-        R[i] = Q[:, : K - 1].T
-        mask[i, : len(sparse)] = True
-    return R, mask
+    return package_rotations(tot, H, RICH if rich is None else rich)
 
 
 def _mixed_effect(name, loc, scale, R, mask):

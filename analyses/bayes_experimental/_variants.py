@@ -117,7 +117,8 @@ EXPERIMENTAL_VARIANTS = {
                                             tool_effects=False, free_class_weights=True, boost_per_cell=True),
 }
 #: Every variant a script can fit: the package's (v1, v2, ...) and the experimental ones.
-ALL_VARIANTS = {**_PACKAGE_VARIANTS, **EXPERIMENTAL_VARIANTS}
+ALL_VARIANTS = {**{k: v for k, v in _PACKAGE_VARIANTS.items() if not v.margin},  # the margin model: fit_bayes only
+                **EXPERIMENTAL_VARIANTS}
 #: The old name of the registry (the checks and scripts index it by variant name).
 MODEL_VARIANTS = ALL_VARIANTS
 MODELS = tuple(ALL_VARIANTS)

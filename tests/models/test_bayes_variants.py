@@ -51,14 +51,14 @@ def v2_fit(dm_log):
 
 class TestModelNames:
     def test_variants_are_named(self):
-        assert MODELS == ("v1", "v2")
+        assert MODELS == ("v1", "v2", "margin")  # issue 38: the margin model joined (tests/models/test_bayes_margin.py)
         v = MODEL_VARIANTS["v2"]
         assert v.cluster_position and v.dirichlet and not v.query_effects
         assert not MODEL_VARIANTS["v1"].needs_queries and MODEL_VARIANTS["v2"].needs_queries
 
     @pytest.mark.parametrize("bad", ["v3", "V2", "", None, 2])
     def test_unknown_model_is_a_clear_error(self, dm_log, bad):
-        with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'v2'; got"):
+        with pytest.raises(ValueError, match=r"`model` must be one of 'v1', 'v2', 'margin'; got"):
             fit_bayes(dm_log, model=bad)
 
     @pytest.mark.parametrize("moved", MOVED_MODELS)

@@ -23,10 +23,12 @@ def add_parser(subparsers):
     p.add_argument("study", help="study manifest (TOML)")
     p.add_argument("--variant", choices=MODELS, default=DEFAULT_MODEL,
                    help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, the first version; "
-                        "docs/bayes.md compares them)")
+                        "margin = the collapsed margin model, NumPyro, needs the numpyro extra; docs/bayes.md "
+                        "compares them)")
     p.add_argument("--by", default="model", help="comma-separated columns that define one LLM (default: model)")
     p.add_argument("--n-draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
-    p.add_argument("--tune", type=int, default=1000, metavar="N", help="warm-up iterations per chain (default 1000)")
+    p.add_argument("--tune", type=int, default=None, metavar="N",
+                   help="warm-up iterations per chain (default 1000; 500 for --variant margin)")
     p.add_argument("--chains", type=int, default=4, metavar="N", help="chains (default 4)")
     p.add_argument("--cores", type=int, default=None, metavar="N", help="parallel chains (default: min(chains, CPUs))")
     add_seed(p)
@@ -36,8 +38,11 @@ def add_parser(subparsers):
     p.add_argument("--parameterization", choices=PARAMETERIZATIONS, default="auto",
                    help="same model, different sampling geometry (default auto: centred when the data dominate, else "
                         "non-centred)")
-    p.add_argument("--target-accept", type=float, default=0.8, metavar="P",
-                   help="NUTS target acceptance rate (default 0.8; raise it after divergences)")
+    p.add_argument("--target-accept", type=float, default=None, metavar="P",
+                   help="NUTS target acceptance rate (default 0.8; 0.9 for --variant margin; raise it after "
+                        "divergences)")
+    p.add_argument("--delta-margin", type=float, default=None, metavar="D",
+                   help="--variant margin: report P(delta < D) for every implied delta (default 0.02)")
     p.add_argument("--confidence-level", type=float, default=0.94, metavar="P",
                    help="HDI mass of the Bayesian intervals (default 0.94)")
     p.add_argument("--mismatch", choices=MISMATCH_POLICIES, default="exclude",
@@ -90,7 +95,8 @@ def _run(args) -> int:
                            parameterization=args.parameterization,
                            target_accept=args.target_accept, confidence_level=args.confidence_level,
                            mismatch=args.mismatch,
-                           rng=args.seed, progress=_progress_wanted(args))
+                           rng=args.seed, progress=_progress_wanted(args),
+                           delta_margin=getattr(args, "delta_margin", None))
     freq = _frequentist(study, result, args.seed) if getattr(args, "frequentist", False) else None
     if args.out:
         from .._output import write_in_child

@@ -46,6 +46,9 @@ class ModelVariant:
         Query random effects ``eta[m, c, q, :]`` on the tools, shared by all orderings and runs of
         a query.
     description : str
+    margin : bool
+        The collapsed margin model (its own fit, ``_margin_fit``): parameters on the tool and position margins
+        of every (LLM, cluster), query heterogeneity through each cell's per-query dispersion.
     """
 
     name: str
@@ -53,11 +56,12 @@ class ModelVariant:
     dirichlet: bool
     query_effects: bool
     description: str
+    margin: bool = False
 
     @property
     def needs_queries(self) -> bool:
         """Whether the variant needs the query of each attempt (the row-level log, not only counts)."""
-        return self.dirichlet or self.query_effects
+        return self.dirichlet or self.query_effects or self.margin
 
     def priors(self) -> tuple:
         keys = list(DEFAULT_PRIORS)
@@ -80,11 +84,21 @@ MODEL_VARIANTS = {
     "v2": ModelVariant("v2", True, True, False,
                        "main effects + per-(LLM, cluster) position deviations + a Dirichlet-multinomial per prompt "
                        "(LLM, cluster, query, ordering) over its runs"),
+    "margin": ModelVariant("margin", True, False, False,
+                           "collapsed margin model: the tool and position margins of every (LLM, cluster), "
+                           "quasi-likelihood tempered by the cells' per-query dispersion, spike-and-slab on "
+                           "delta = 0 (NumPyro)", margin=True),
 }
 #: Names accepted by ``model=``.
 MODELS = tuple(MODEL_VARIANTS)
-#: The variant ``fit_bayes`` fits unless told otherwise (chosen by the evidence in docs/bayes.md).
+#: The variant ``fit_bayes`` fits unless told otherwise (chosen by the evidence in docs/bayes.md). ``"margin"``
+#: is the candidate; the switch waits on DeepSeek's dispersion check (docs/dev/bayes_margin.md).
 DEFAULT_MODEL = "v2"
+#: The margin model's defaults where they differ from v1 / v2's (``tune``, ``target_accept``), and the margin of
+#: ``P(delta < margin)``.
+MARGIN_DEFAULTS: dict[str, float] = {"tune": 500, "target_accept": 0.9, "delta_margin": 0.02}
+#: The other variants' defaults of the same arguments.
+LOGIT_DEFAULTS: dict[str, float] = {"tune": 1000, "target_accept": 0.8}
 #: Variants that moved to ``analyses/bayes_experimental`` (issue 38): naming one says where it is.
 MOVED_MODELS = ("cluster-position", "overdispersed", "thorough", "query-urn", "query-shared", "query-mixture",
                 "query-mixture-id")

@@ -18,18 +18,18 @@ import numpy as np
 import pandas as pd
 
 from ..._validation import check_by, check_choice, check_rng, renamed_parameter
-from ...exceptions import ConvergenceWarning, DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
+from ...exceptions import DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
 from ._common import (
     _SHARED,
     ALL_PRIORS,
     DEFAULT_MODEL,
-    ESS_MIN,
+    LOGIT_DEFAULTS,
+    MARGIN_DEFAULTS,
     MISMATCH_POLICIES,
     MODEL_VARIANTS,
     MODELS,
     MOVED_MODELS,
     PARAMETERIZATIONS,
-    RHAT_MAX,
     SAMPLERS,
     _summ,
 )
@@ -39,6 +39,7 @@ from ._model import _ModelSpec
 from ._result import BayesDiagnostics, BayesResult
 from ._sampling import _diagnostics, _sample
 from ._summaries import _implied_logged, _implied_randomised, _ppc, _thin
+from ._tables import _api_table, _convergence_flags, _counts_and_rows, _position_tables, _variance_shares
 
 #: "auto" uses the centred parameterisation when every (LLM, cluster) cell has at least this many
 #: valid choices per tool and there are enough LLMs to pin down the between-LLM scales; otherwise the
@@ -55,12 +56,13 @@ _QUERY_IMPLIED_DRAWS = 1000
 # public entry point
 @renamed_parameter("hdi_prob", "confidence_level", since="0.1.0")
 def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL, by: str | Sequence[str] = "model",
-              draws: int = 1000, tune: int = 1000, chains: int = 4, cores: int | None = None,
+              draws: int = 1000, tune: int | None = None, chains: int = 4, cores: int | None = None,
               sampler: Literal["auto", "numpyro", "pymc", "pymc-numba", "nutpie"] = "auto",
-              parameterization: Literal["auto", "centered", "noncentered"] = "auto", target_accept: float = 0.8,
-              confidence_level: float = 0.94, priors: Mapping[str, float] | None = None,
-              mismatch: Literal["exclude", "tool", "position"] = "exclude",
-              rng: np.random.Generator | int | None = None, progress: bool = False) -> BayesResult:
+              parameterization: Literal["auto", "centered", "noncentered"] = "auto",
+              target_accept: float | None = None, confidence_level: float = 0.94,
+              priors: Mapping[str, float] | None = None, mismatch: Literal["exclude", "tool", "position"] = "exclude",
+              rng: np.random.Generator | int | None = None, progress: bool = False,
+              delta_margin: float | None = None) -> BayesResult:
     """Fit the hierarchical Bayesian model of API and position effects.
 
     An attempt by LLM ``m`` in cluster ``c`` that shows the tools in ordering ``o`` chooses the
@@ -76,6 +78,10 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
                               (``beta[m, c, :] = beta[m, :] + delta[m, c, :]``, partially pooled) and a
                               Dirichlet-multinomial per prompt (LLM, cluster, query, ordering) over its
                               repeated runs
+    ``"margin"``              the collapsed margin model (not a logit chooser): parameters on the tool
+                              and position margins of each (LLM, cluster), the pooled counts tempered
+                              by each cell's per-query Pearson dispersion, spike-and-slab on δ = 0;
+                              sampled by NumPyro only (``docs/bayes.md``, "The margin model")
     ========================  =======================================================================
 
     Parameters
@@ -83,14 +89,19 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1"}
+    model : {"v2", "v1", "margin"}
         The variant (default ``"v2"``; see above). ``"v1"`` reproduces the first version's results exactly.
+        ``"margin"`` needs the log's rows, lists that show every tool of the cluster and NumPyro (the
+        ``numpyro`` extra); it adds ``result.implied_cells`` (δ per LLM and per (LLM, cluster) with its
+        probability of being 0 and ``P(δ < delta_margin)``).
         The experimental variants (``"cluster-position"``, ``"thorough"``, ``"query-mixture"``, ...) are no
         longer in the package: naming one raises a ValueError that says where they are.
     by : str or list of str, default "model"
         Columns whose values define one "LLM" of the model (e.g. ``"model,condition"``).
-    draws, tune : int, default 1000
-        Posterior draws and warm-up iterations per chain.
+    draws : int, default 1000
+        Posterior draws per chain.
+    tune : int, optional
+        Warm-up iterations per chain (default 1000; 500 for ``model="margin"``).
     chains : int, default 4
     cores : int, optional
         Processes for the chains (PyMC) / threads (nutpie) / devices (numpyro); default
@@ -111,8 +122,9 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
         LLM: 10 per tool), where a non-centred hierarchy would correlate every offset with its
         scale; otherwise non-centred, which avoids the funnel of a weakly identified scale. Query
         effects are always non-centred (a query has few attempts).
-    target_accept : float, default 0.8
-        NUTS target acceptance rate (raise it, e.g. to 0.95, if the fit reports divergences).
+    target_accept : float, optional
+        NUTS target acceptance rate (default 0.8; 0.9 for ``model="margin"``; raise it, e.g. to 0.95, if the fit
+        reports divergences).
     confidence_level : float, default 0.94
         Probability mass of the highest-density intervals. It is 0.94, not the 0.95 of the package's
         frequentist intervals, on purpose: 94 % is ArviZ's (and the Bayesian workflow literature's)
@@ -134,6 +146,9 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
         output.
     progress : bool, default False
         Show the sampler's progress bar.
+    delta_margin : float, optional
+        ``model="margin"`` only: the margin of ``P(δ < delta_margin)`` in ``result.implied_cells`` (default
+        0.02); a ValueError with the other variants.
 
     Returns
     -------
@@ -259,13 +274,53 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     llm1 delta_pos randomised
     >>> bool((res.implied["hdi_low"] <= res.implied["mean"]).all()), res.diagnostics.converged
     (True, False)
+
+    The margin model (``fit_bayes(log, model="margin", rng=1)``: about 20 s on a small study, JAX's compilation
+    included; ``result.implied_cells`` has δ with its probability of being 0) needs the log's rows, which say
+    which attempts belong to one query; counts alone are refused before anything is sampled:
+
+    >>> log = simulate_bayes_log(np.zeros((2, 1, 4)), np.array([[1.0, 0.0, 0.0, -1.0], [0.0, 0.0, 0.0, 0.0]]),
+    ...                          queries=20, runs=3, sigma_eta=1.0, rng=1)
+    >>> try:
+    ...     fit_bayes(log.counts(), model="margin")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:59])
+    model='margin' needs to know which attempts belong to one q
     """
     t0 = time.perf_counter()
+    defaults = MARGIN_DEFAULTS if model == "margin" else LOGIT_DEFAULTS
+    tune = int(defaults["tune"]) if tune is None else tune
+    target_accept = float(defaults["target_accept"]) if target_accept is None else target_accept
     args = _check_fit_bayes_args(model=model, by=by, draws=draws, tune=tune, chains=chains, cores=cores,
                                  sampler=sampler, parameterization=parameterization, target_accept=target_accept,
                                  hdi_prob=confidence_level, priors=priors, mismatch=mismatch, rng=rng,
                                  progress=progress)
+    if args["model"] == "margin":
+        from ._margin_fit import fit_margin
+
+        args["delta_margin"] = _check_margin_args(args, sampler, parameterization, delta_margin)
+        return fit_margin(log, args, MODEL_VARIANTS["margin"], t0)
+    if delta_margin is not None:
+        raise ValueError(f"`delta_margin` is used by model='margin' only; got it with model={args['model']!r}.")
     return _fit_variant(log, args, MODEL_VARIANTS[args["model"]], _ModelSpec, t0)
+
+
+def _check_margin_args(args, sampler, parameterization, delta_margin) -> float:
+    """The margin model is sampled by NumPyro in its own parameterisation; ``delta_margin`` in (0, 1)."""
+    from ._margin import require_numpyro
+
+    if sampler not in ("auto", "numpyro"):
+        raise ValueError(f"model='margin' is sampled with NumPyro only (sampler='auto' or 'numpyro'); got "
+                         f"sampler={sampler!r}.")
+    if parameterization != "auto":
+        raise ValueError("model='margin' has its own parameterisation (mixed centred / non-centred, docs/bayes.md); "
+                         f"`parameterization` must be 'auto', got {parameterization!r}.")
+    require_numpyro()
+    args["sampler"] = "numpyro"
+    m = MARGIN_DEFAULTS["delta_margin"] if delta_margin is None else delta_margin
+    if isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0 < float(m) < 1:
+        raise ValueError(f"`delta_margin` must be a number in (0, 1); got {delta_margin!r} instead.")
+    return float(m)
 
 
 def _fit_variant(log, args: dict, variant, spec_cls, t0: float) -> BayesResult:
@@ -308,29 +363,6 @@ def _fit_variant(log, args: dict, variant, spec_cls, t0: float) -> BayesResult:
     post = spec.derived(raw.posterior, gen)
     diag_vals = _diagnostics(post, raw.sample_stats, design)
     return _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, seed_repr, gen, caught, t0)
-
-
-def _counts_and_rows(obj, variant):
-    """The counts the main effects need, and the row-level log when available (or needed)."""
-    from ...io import SelectionCounts, SelectionLog, Study, load_selection_log
-    from ...io._load import load_counts
-
-    need = variant.needs_queries
-    rows = None
-    if isinstance(obj, SelectionLog):
-        rows = obj
-    elif isinstance(obj, Study) and (obj.has_rows or need):
-        try:
-            rows = obj.log
-        except ValueError:
-            rows = None
-    elif not isinstance(obj, (SelectionCounts, Study)):
-        obj = rows = load_selection_log(obj)
-    if need and rows is None:
-        raise ValueError(f"model={variant.name!r} needs to know which attempts belong to one query (its "
-                         "Dirichlet-multinomial/query effects), and counts do not keep that pairing: pass the "
-                         "SelectionLog or a Study with its rows, or use model='v1'.")
-    return load_counts(obj), rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,93 +432,6 @@ def _check_fit_bayes_args(*, model, by, draws, tune, chains, cores, sampler, par
 
 # ---------------------------------------------------------------------------------------------
 # summaries
-def _position_tables(D, post, prob):
-    llm_names = D.llms
-    P = D.P
-    rows = []
-    for m, lab in enumerate(llm_names):
-        sm = _summ(post["beta"][:, m, :], prob)
-        for p in range(P):
-            rows.append({"llm": lab, "position": p + 1, **{k: float(v[p]) for k, v in sm.items()}})
-    sm = _summ(post["beta_bar"], prob)
-    for p in range(P):
-        rows.append({"llm": _SHARED, "position": p + 1, **{k: float(v[p]) for k, v in sm.items()}})
-    position_effects = pd.DataFrame(rows)
-    diff = post["beta"][:, :, 0] - post["beta"][:, :, P - 1]                   # (S, M)
-    sm = _summ(diff, prob)
-    first_vs_last = pd.DataFrame({"llm": llm_names, "p_first_beats_last": (diff > 0).mean(0),
-                                  "first_position": 1, "last_position": P,
-                                  **sm})
-    cpe = None
-    if "beta_cell" in post:
-        cc = D.cell_counts()
-        sm = _summ(post["beta_cell"], prob)
-        dm = post["delta"].mean(0)
-        rows = []
-        for m, lab in enumerate(llm_names):
-            for c, cl in enumerate(D.clusters):
-                if cc[m, c] == 0:
-                    continue
-                for p in range(min(P, int(D.K[c]))):
-                    rows.append({"llm": lab, "cluster": cl, "position": p + 1,
-                                 **{k: float(v[m, c, p]) for k, v in sm.items()}, "delta_mean": float(dm[m, c, p])})
-        cpe = pd.DataFrame(rows)
-    return position_effects, first_vs_last, cpe
-
-
-def _api_table(D, post, prob):
-    cc = D.cell_counts()
-    tc = D.tool_counts()
-    rows = []
-    sm_mu = _summ(post["mu"], prob)
-    sm_a = _summ(post["alpha"], prob)
-    for c, cl in enumerate(D.clusters):
-        for j, t in enumerate(D.tools[c]):
-            rows.append({"llm": _SHARED, "cluster": cl, "tool_id": t, "api_index": j + 1,
-                         "n_used": int(tc[:, c, :].sum()), **{k: float(v[c, j]) for k, v in sm_mu.items()}})
-    for m, lab in enumerate(D.llms):
-        for c, cl in enumerate(D.clusters):
-            for j, t in enumerate(D.tools[c]):
-                rows.append({"llm": lab, "cluster": cl, "tool_id": t, "api_index": j + 1,
-                             "n_used": int(cc[m, c]), **{k: float(v[m, c, j]) for k, v in sm_a.items()}})
-    return pd.DataFrame(rows)
-
-
-def _variance_shares(D, post, prob):
-    S = post["alpha"].shape[0]
-    M, Kmax = D.M, D.Kmax
-    observed = D.cell_counts() > 0
-    rows = []
-    valid_tool = np.arange(Kmax)[None, :] < D.K[:, None]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        v_shared_api = np.nanmean(np.where(valid_tool[None], post["mu"] ** 2, np.nan).reshape(S, -1), 1)
-        dev = (post["alpha"] - post["mu"][:, None]) ** 2
-        dev = np.where((observed[:, :, None] & valid_tool[None])[None], dev, np.nan)
-        v_between_api = np.nanmean(dev.reshape(S, -1), 1)
-        v_shared_pos = (post["beta_bar"] ** 2).mean(1)
-        v_between_pos = ((post["beta"] - post["beta_bar"][:, None]) ** 2).mean((1, 2))
-        v_cluster_pos = None
-        if "delta" in post:
-            valid_pos = np.arange(D.P)[None, :] < D.K[:, None]                  # (C, P)
-            dd = np.where((observed[:, :, None] & valid_pos[None])[None], post["delta"] ** 2, np.nan)
-            v_cluster_pos = np.nanmean(dd.reshape(S, -1), 1)
-    for eff, vs, vb, vc in (("api", v_shared_api, v_between_api, None),
-                            ("position", v_shared_pos, v_between_pos, v_cluster_pos)):
-        row = {"effect": eff}
-        if M > 1:
-            share = vs / (vs + vb + (vc if vc is not None else 0))
-            sm = _summ(share, prob)
-            row.update({"share_shared": float(sm["mean"]), "share_shared_sd": float(sm["sd"]),
-                        "share_low": float(sm["hdi_low"]), "share_high": float(sm["hdi_high"]),
-                        "sd_shared": float(np.sqrt(vs).mean()), "sd_between": float(np.sqrt(vb).mean())})
-        else:
-            row.update({"share_shared": np.nan, "share_shared_sd": np.nan, "share_low": np.nan, "share_high": np.nan,
-                        "sd_shared": float(np.sqrt(vs).mean()), "sd_between": np.nan})
-        if "delta" in post:
-            row["sd_cluster"] = float(np.sqrt(vc).mean()) if vc is not None else np.nan
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def _scales_table(D, post, prob):
@@ -580,25 +525,6 @@ def _misfit_warnings(ppc, args, caught):
                        f"misfits ({hints[name]})")
             warnings.warn(msg, MisfitWarning, stacklevel=5)
             caught.append(msg)
-
-
-def _convergence_flags(diag_vals, caught):
-    """The convergence gate: flags for R-hat, bulk ESS and divergences, and a ConvergenceWarning if any."""
-    flags = []
-    if np.isfinite(diag_vals["max_rhat"]) and diag_vals["max_rhat"] > RHAT_MAX:
-        flags.append(f"R-hat {diag_vals['max_rhat']:.4f} > {RHAT_MAX}")
-    if not np.isfinite(diag_vals["max_rhat"]):
-        flags.append("R-hat not computable (fewer than 2 chains)")
-    if diag_vals["min_ess_bulk"] < ESS_MIN:
-        flags.append(f"bulk ESS {diag_vals['min_ess_bulk']:.0f} < {ESS_MIN}")
-    if diag_vals["divergences"] > 0:
-        flags.append(f"{diag_vals['divergences']} divergent transition(s)")
-    if flags:
-        msg = "NOT CONVERGED: " + "; ".join(flags) + (" (run longer with more --draws/--tune, or raise "
-                                                       "target_accept if there are divergences)")
-        warnings.warn(msg, ConvergenceWarning, stacklevel=5)
-        caught.insert(0, msg)
-    return flags
 
 
 def _summarise(design, spec, post, raw, diag_vals, args, param, sampler_seed, seed_repr, gen, caught, t0):

@@ -22,6 +22,9 @@ _MODEL_TEXT = {
     "v1": "hierarchical multinomial logit: softmax(alpha[llm, cluster, tool] + beta[llm, position])",
     "v2": "hierarchical logit: softmax(alpha[llm, cluster, tool] + beta[llm, position] + delta[llm, cluster, "
           "position]), Dirichlet-multinomial per (llm, cluster, query, ordering)",
+    "margin": "collapsed margin model: softmax(a[llm, cluster, tool]) and softmax(b[llm, cluster, position]) are the "
+              "cell's tool and position margins, quasi-likelihood of the pooled counts tempered by each cell's "
+              "per-query Pearson dispersion, spike-and-slab on delta = 0",
 }
 
 
@@ -211,6 +214,12 @@ class BayesResult(ReprHTMLMixin):
         ``sigma_delta``, ``sigma_eta`` per LLM, ``kappa`` per LLM and cluster and the intra-prompt
         correlation ``rho = 1 / (1 + kappa)``): ``quantity``, ``llm``, ``cluster``, ``mean``, ``sd``,
         ``hdi_low``, ``hdi_high``.
+    implied_cells : pandas.DataFrame or None
+        ``model="margin"`` only: the implied δ (logged orderings) per LLM (``cluster == "(shared)"``, the mean
+        over its clusters) and per (LLM, cluster), ``metric`` (``delta_api``, ``delta_pos``), ``mean``, ``sd``,
+        ``hdi_low``, ``hdi_high`` of its spike-and-slab posterior, ``p0`` (the posterior probability of δ = 0:
+        equal worths of the cell's tools, no position effect of the LLM; for an LLM's δ_API, all its cells), and
+        ``p_below_margin`` = P(δ < ``margin``) for the user's ``margin``.
 
     Examples
     --------
@@ -253,6 +262,7 @@ class BayesResult(ReprHTMLMixin):
     model: str = "v1"
     cluster_position_effects: pd.DataFrame = field(default=None, repr=False)
     scales: pd.DataFrame = field(default=None, repr=False)
+    implied_cells: pd.DataFrame = field(default=None, repr=False)
     # the fitted model and its draws, for compare_bayes (not part of the result's value)
     _spec: object = field(default=None, repr=False, compare=False)
     _post: object = field(default=None, repr=False, compare=False)
@@ -285,6 +295,10 @@ class BayesResult(ReprHTMLMixin):
             parts.append(self.cluster_position_effects.drop(columns=["delta_mean"]).assign(quantity="beta_cell"))
         if self.scales is not None:
             parts.append(self.scales)
+        if self.implied_cells is not None:
+            cells = self.implied_cells[self.implied_cells["cluster"] != _SHARED]
+            parts.append(cells.assign(quantity=cells["metric"] + "_cell", orderings="logged")
+                         .drop(columns=["metric", "p0", "p_below_margin", "margin"]))
         out = pd.concat(parts, ignore_index=True, sort=False)
         cols = ["quantity", "llm", "effect", "cluster", "tool_id", "position", "orderings", "mean", "sd", "hdi_low",
                 "hdi_high"]
@@ -350,5 +364,8 @@ class BayesResult(ReprHTMLMixin):
             out["cluster_position_effects"] = cpe
         if self.ppc.dispersion is not None:
             out["ppc_p_dispersion"] = _num(self.ppc.p_value_dispersion)
+        if self.implied_cells is not None:
+            out["delta_margin"] = _num(self.implied_cells["margin"].iloc[0])
+            out["implied_cells"] = _records(self.implied_cells.drop(columns=["margin"]))
         return out
 

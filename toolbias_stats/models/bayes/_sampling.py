@@ -203,7 +203,7 @@ def _identified(post, design) -> dict:
     for k in ("sigma_alpha", "sigma_beta", "sigma_delta"):
         if k in post:
             out[k] = post[k].reshape(nch, ndr)
-    for k in ("kappa", "gamma", "sigma_eta", "lambda", "epsilon"):
+    for k in ("kappa", "gamma", "sigma_eta", "lambda", "epsilon", "sigma_alpha_c"):
         if k in post:
             if k in ("kappa", "gamma", "epsilon"):
                 seen = design.cell_counts() > 0                                  # kappa of cells with data

@@ -1,0 +1,427 @@
+"""The collapsed margin model (``fit_bayes(log, model="margin")``, issue 38): data, model, sampler, summaries.
+
+What a user reads from the Bayesian model is the implied δ under the logged orderings: the total-variation
+distance to uniform of two *margins* of an (LLM, cluster) cell, the probabilities of its tools and of its positions.
+This model puts its parameters on those margins (``docs/dev/bayes_margin.md``, "The margin model"):
+
+* tools: ``a[m, c] = mu[c] + sigma_alpha[c] z[m, c]`` (zero-sum, one scale per cluster), and the cell's counts
+  pooled over its queries, orderings and runs enter as a multinomial on ``softmax(a[m, c])`` *tempered* by the
+  cell's Pearson dispersion ``phi`` of its queries' tool counts (a quasi-likelihood: its maximum is the pooled
+  frequencies, consistent under any query heterogeneity; its curvature is widened by the design effect);
+* positions: ``b[m, c] = beta_bar + sigma_beta zb[m] + sigma_gamma zg[m, c]``, the same with the position counts.
+
+"δ near zero": "equal worths" of a cell and "no position effect" of an LLM get prior mass :data:`SPIKE_MASS`,
+resolved after sampling by the Savage-Dickey ratio (:func:`spike_probs`); the reported posterior of δ is the
+mixture of the point mass at 0 and the slab.
+
+The model is sampled by NumPyro (JAX on the CPU, float64) in the ``mnc`` parameterisation of
+``analyses/bayes_margin_fast.py``: each cell's zero-sum coordinates of ``a`` rotated so that the directions of its
+sparse tools (chosen fewer than :data:`RICH` times) are non-centred and the rest centred; the LLM position effects
+non-centred, the cluster ones centred (31 gradients per draw on the bundled study, against 506 in the reference
+form).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from ._common import _basis
+
+#: prior mass of "equal worths" per (LLM, cluster) and of "no position effect" per LLM
+SPIKE_MASS = 0.2
+#: a tool chosen fewer times than this in a cell is *sparse*: its direction is sampled non-centred
+RICH = 10
+#: posterior draws the predictive checks replicate
+PPC_DRAWS = 500
+#: Sobol nodes of the scales' priors in the prior density at 0 (Savage-Dickey)
+_SOBOL_NODES = 4096
+_SOBOL_SEED = 20261128
+
+_NUMPYRO_HINT = ("model='margin' is sampled with NumPyro (JAX), which is not installed; install it with "
+                 "pip install 'toolbias_stats[numpyro]'")
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+def margin_data(design) -> dict:
+    """Per query: tool counts ``T`` (Q, K) and position counts ``Pc`` (Q, K) pooled over its orderings and runs,
+    its cell ``llm * C + cluster``, LLM and cluster.
+
+    Raises a ValueError when a list does not show every tool of its cluster (the position margin of a shorter
+    list is not a margin over the same positions, and a tool margin needs every tool shown at every attempt).
+    """
+    D = design
+    pr = D.prompts
+    if pr is None:
+        raise ValueError("model='margin' needs the log's rows (which attempts belong to one query): pass the "
+                         "SelectionLog or a Study with its rows.")
+    short = np.flatnonzero(D.row_len != D.K[D.row_cluster])
+    if len(short):
+        r = int(short[0])
+        raise ValueError(
+            f"model='margin' needs lists that show every tool of the cluster, and {len(short)} of {len(D.y)} "
+            f"(LLM, cluster, ordering) cells do not: e.g. LLM {D.llms[D.row_llm[r]]!r}, cluster "
+            f"{D.clusters[D.row_cluster[r]]!r}, ordering {D.orderings[r]!r} shows {int(D.row_len[r])} of the "
+            f"cluster's {int(D.K[D.row_cluster[r]])} tools. Use model='v2', which models any list.")
+    if len(set(D.K.tolist())) != 1:
+        raise ValueError(f"model='margin' needs clusters of one size; this study's clusters have "
+                         f"{sorted(set(D.K.tolist()))} tools. Use model='v2'.")
+    k = int(D.K[0])
+    T = np.zeros((pr.Q, k))
+    for p in range(k):
+        np.add.at(T, (pr.query, D.row_tools[pr.row, p]), pr.y[:, p])
+    Pc = np.zeros((pr.Q, k))
+    np.add.at(Pc, pr.query, pr.y[:, :k])
+    cell = pr.query_llm * D.C + pr.query_cluster
+    keep = T.sum(1) > 0
+    return {"T": T[keep], "Pc": Pc[keep], "cell": cell[keep], "M": D.M, "C": D.C, "K": k,
+            "qllm": pr.query_llm[keep], "qcluster": pr.query_cluster[keep]}
+
+
+def pooled_stats(counts, cell, n_cells):
+    """Pooled counts ``Y`` (cells, K) and the Pearson dispersion ``phi`` (cells,) of the rows around their cell's
+    pooled frequencies, ``sum_q sum_j (y_qj - n_q p_j)^2 / (n_q p_j) / ((Q - 1)(K' - 1))`` (K' = tools with a
+    positive pooled count), floored at 1 (no underdispersion is claimed)."""
+    K = counts.shape[1]
+    Y = np.zeros((n_cells, K))
+    np.add.at(Y, cell, counts)
+    tot = Y.sum(1, keepdims=True)
+    p = np.divide(Y, tot, out=np.zeros_like(Y), where=tot > 0)
+    E = counts.sum(1)[:, None] * p[cell]
+    r = np.divide((counts - E) ** 2, E, out=np.zeros_like(E), where=E > 0)
+    X2 = np.bincount(cell, weights=r.sum(1), minlength=n_cells)
+    Qc = np.bincount(cell, minlength=n_cells)
+    df = (Qc - 1) * np.maximum((p > 0).sum(1) - 1, 0)
+    phi = np.divide(X2, df, out=np.ones(n_cells), where=df > 0)
+    return Y, np.maximum(phi, 1.0)
+
+
+def sparse_rotations(tot, H, rich=RICH):
+    """Per cell an orthogonal (K-1, K-1) rotation of the zero-sum coordinates whose first rows span the directions
+    of the cell's sparse tools (chosen fewer than ``rich`` times), and the mask of those rows. The prior is
+    isotropic in these coordinates, so the rotation changes only the sampler's geometry."""
+    n, K = tot.shape
+    R = np.tile(np.eye(K - 1), (n, 1, 1))
+    mask = np.zeros((n, K - 1), bool)
+    for i in range(n):
+        sparse = np.flatnonzero(tot[i] < rich)
+        if len(sparse) == 0:
+            continue
+        Q, _ = np.linalg.qr(np.concatenate([H[:, sparse], np.eye(K - 1)], 1))
+        R[i] = Q[:, : K - 1].T
+        mask[i, : len(sparse)] = True
+    return R, mask
+
+
+def parameterization(data) -> str:
+    """``"mnc"`` (mixed tool effects, non-centred LLM and centred cluster position effects) when the data dominate
+    the hierarchy, at least :data:`CENTRED_MIN_LLMS` LLMs and :data:`CENTRED_MIN_QUERIES` queries in every cell
+    (the bundled study: 7 LLMs, about 100 queries per cell); else ``"nnn"`` (every effect non-centred), which
+    avoids the funnel of a scale the data leave near 0 (a cluster of equal worths, an LLM without cluster
+    deviations) in a small study."""
+    q = np.bincount(data["cell"], minlength=data["M"] * data["C"])
+    rich = data["M"] >= CENTRED_MIN_LLMS and q.min() >= CENTRED_MIN_QUERIES
+    return "mnc" if rich else "nnn"
+
+
+#: ``parameterization``'s thresholds
+CENTRED_MIN_LLMS = 5
+CENTRED_MIN_QUERIES = 50
+
+
+def prepared(data, priors) -> dict:
+    """The arrays the model needs (the quasi-likelihood's pooled counts and dispersions, the basis, the rotations
+    and the parameterisation)."""
+    M, C, K = data["M"], data["C"], data["K"]
+    n_cells = M * C
+    Yt, phit = pooled_stats(data["T"], data["cell"], n_cells)
+    Yp, phip = pooled_stats(data["Pc"], data["cell"], n_cells)
+    H = _basis(K)
+    param = parameterization(data)
+    R, sparse = sparse_rotations(Yt, H)
+    if param == "nnn":
+        sparse = np.ones_like(sparse)
+    return {"Yt": Yt, "phit": phit, "Yp": Yp, "phip": phip, "H": H, "R": R, "sparse": sparse, "M": M, "C": C,
+            "K": K, "priors": dict(priors), "param": param}
+
+
+# ---------------------------------------------------------------------------------------------
+# the NumPyro model
+def _mixed_effect(name, loc, scale, R, mask):
+    """Effects ``u`` (rows, d) ~ N(loc, scale^2 I) sampled in rotated coordinates ``w = R u``: non-centred where
+    ``mask``, centred elsewhere (the log density of the sampled ``v`` added by hand)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.scipy.stats import norm
+
+    Rj, mj = jnp.asarray(R), jnp.asarray(mask)
+    rl = jnp.einsum("rij,rj->ri", Rj, loc)
+    v = numpyro.sample(name + "_v", dist.ImproperUniform(dist.constraints.real_vector, (), event_shape=loc.shape))
+    numpyro.factor(name + "_prior", jnp.where(mj, norm.logpdf(v), norm.logpdf(v, rl, scale)).sum())
+    w = jnp.where(mj, rl + scale * v, v)
+    return jnp.einsum("rji,rj->ri", Rj, w)
+
+
+def numpyro_model(P):
+    """The margin model in NumPyro (``P`` from :func:`prepared`): quasi-likelihood, one tool scale per cluster,
+    the parameterisation ``P["param"]`` (:func:`parameterization`)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.nn import log_softmax
+
+    M, C, K, pr = P["M"], P["C"], P["K"], P["priors"]
+    H = jnp.asarray(P["H"])
+    d = K - 1
+    mu = numpyro.sample("mu", dist.Normal(jnp.zeros((C, d)), pr["mu_sd"]).to_event(2))
+    sac = numpyro.sample("sigma_alpha", dist.HalfNormal(pr["sigma_alpha_sd"] * jnp.ones(C)).to_event(1))
+    loc = jnp.broadcast_to(mu[None], (M, C, d)).reshape(M * C, d)
+    scale = jnp.broadcast_to(sac[None, :, None], (M, C, 1)).reshape(M * C, 1)
+    ua = _mixed_effect("ua", loc, scale, P["R"], P["sparse"]).reshape(M, C, d)
+    bb = numpyro.sample("beta_bar", dist.Normal(jnp.zeros(d), pr["beta_bar_sd"]).to_event(1))
+    sb = numpyro.sample("sigma_beta", dist.HalfNormal(pr["sigma_beta_sd"]))
+    sg = numpyro.sample("sigma_gamma", dist.HalfNormal(pr["sigma_delta_sd"]))
+    zb = numpyro.sample("z_beta", dist.Normal(jnp.zeros((M, d)), 1.0).to_event(2))
+    um = numpyro.deterministic("ubm", bb[None] + sb * zb)
+    if P["param"] == "mnc":
+        ub = numpyro.sample("ub", dist.Normal(um[:, None] * jnp.ones((M, C, d)), sg).to_event(3))
+    else:
+        zg = numpyro.sample("z_gamma", dist.Normal(jnp.zeros((M, C, d)), 1.0).to_event(3))
+        ub = numpyro.deterministic("ub", um[:, None] + sg * zg)
+    numpyro.deterministic("ua", ua)
+    la = log_softmax((ua @ H).reshape(M * C, K), -1)
+    lb = log_softmax((ub @ H).reshape(M * C, K), -1)
+    numpyro.factor("loglik_tools", ((P["Yt"] * la).sum(-1) / P["phit"]).sum())
+    numpyro.factor("loglik_positions", ((P["Yp"] * lb).sum(-1) / P["phip"]).sum())
+
+
+def log_density(P, params) -> float:
+    """The model's log density (unnormalised, with the quasi-likelihood) at ``params`` (the sampled sites, in
+    the sampler's unconstrained space except the scales, which are given on their own scale)."""
+    _jax()
+    from numpyro.infer.util import log_density as ld
+
+    return float(ld(numpyro_model, (P,), {}, params)[0])
+
+
+def _jax(devices=4):
+    """JAX in float64 with the package's compilation cache; where JAX is not yet imported, its CPU split into
+    ``devices`` devices (one per chain: the chains then run in parallel)."""
+    from ._sampling import _jax_compilation_cache
+
+    _jax_compilation_cache()
+    if "jax" not in sys.modules and "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(int(devices), 1)}"
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def _have_numpyro() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("jax", "numpyro"))
+
+
+def require_numpyro() -> None:
+    """One clear ImportError when NumPyro (the margin model's sampler) is missing."""
+    if not _have_numpyro():
+        raise ImportError(_NUMPYRO_HINT)
+
+
+def sample(P, *, draws, tune, chains, seed, target_accept, progress=False):
+    """NUTS on the margin model; returns ``(draws by name (chains, draws, ...), sample stats)``.
+
+    The chains run in parallel where JAX has a device for each (``XLA_FLAGS`` is set before JAX is first
+    imported), else one after another; the same seed gives the same draws in either case."""
+    require_numpyro()
+    jax = _jax(chains)
+    from numpyro.infer import MCMC, NUTS
+
+    method = "parallel" if jax.local_device_count() >= chains else "sequential"
+    kern = NUTS(numpyro_model, target_accept_prob=target_accept)
+    mcmc = MCMC(kern, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method=method,
+                progress_bar=progress)
+    mcmc.run(jax.random.PRNGKey(seed), P, extra_fields=("num_steps", "diverging"))
+    post = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    ex = mcmc.get_extra_fields(group_by_chain=True)
+    stats = {"diverging": np.asarray(ex["diverging"]), "n_steps": np.asarray(ex["num_steps"])}
+    return post, stats
+
+
+def package_draws(raw, P) -> dict:
+    """The draws in the package's layout (S = chains x draws first): ``alpha`` (S, M, C, K) the tool margins'
+    centred log-probabilities, ``mu`` (S, C, K), ``beta`` (S, M, K) an LLM's position effects (mean over its
+    clusters' prior location), ``beta_bar`` (S, K), ``beta_cell`` (S, M, C, K), ``delta`` = ``beta_cell - beta``,
+    the scales."""
+    H = P["H"]
+    nch, ndr = raw["mu"].shape[:2]
+    S = nch * ndr
+
+    def flat(x):
+        return np.asarray(x).reshape((S,) + x.shape[2:])
+
+    beta = flat(raw["ubm"]) @ H
+    beta_cell = flat(raw["ub"]) @ H
+    return {"shape": (nch, ndr), "alpha": flat(raw["ua"]) @ H, "mu": flat(raw["mu"]) @ H, "beta": beta,
+            "beta_bar": flat(raw["beta_bar"]) @ H, "beta_cell": beta_cell, "delta": beta_cell - beta[:, :, None],
+            "sigma_alpha_c": flat(raw["sigma_alpha"]), "sigma_beta": flat(raw["sigma_beta"]),
+            "sigma_delta": flat(raw["sigma_gamma"])}
+
+
+# ---------------------------------------------------------------------------------------------
+# δ near zero: Savage-Dickey
+def _gauss_logdens0(x) -> float:
+    """log density at 0 of a Gaussian fitted to the draws ``x`` (S, d)."""
+    m = x.mean(0)
+    S = np.atleast_2d(np.cov(x, rowvar=False))
+    L = np.linalg.cholesky(S + 1e-12 * np.eye(len(m)))
+    z = np.linalg.solve(L, -m)
+    return float(-0.5 * z @ z - np.log(np.diag(L)).sum() - 0.5 * len(m) * np.log(2 * np.pi))
+
+
+def _halfnormal_nodes(*sds):
+    """Fixed quasi-random draws (n, len(sds)) of independent HalfNormal(sd) scales (deterministic)."""
+    from scipy.stats import norm, qmc
+
+    u = qmc.Sobol(len(sds), scramble=True, seed=_SOBOL_SEED).random(_SOBOL_NODES)
+    return np.asarray(sds)[None] * norm.ppf(0.5 + 0.5 * u)
+
+
+def prior_logdens0_tools(priors, K) -> float:
+    """log prior density of a cell's K-1 zero-sum coordinates of ``a`` at 0: N(0, mu_sd^2 + sigma_alpha^2)
+    each, integrated over the HalfNormal prior of the cluster's scale."""
+    from scipy.special import logsumexp
+
+    s2 = priors["mu_sd"] ** 2 + _halfnormal_nodes(priors["sigma_alpha_sd"])[:, 0] ** 2
+    ld = -0.5 * (K - 1) * np.log(2 * np.pi * s2)
+    return float(logsumexp(ld) - np.log(len(ld)))
+
+
+def prior_logdens0_positions(priors, C, K) -> float:
+    """log prior density at 0 of an LLM's mean position effects over its C clusters (K-1 coordinates, each
+    N(0, beta_bar_sd^2 + sigma_beta^2 + sigma_gamma^2 / C)); the full vector's density at 0 is infinite."""
+    from scipy.special import logsumexp
+
+    s = _halfnormal_nodes(priors["sigma_beta_sd"], priors["sigma_delta_sd"])
+    v = priors["beta_bar_sd"] ** 2 + s[:, 0] ** 2 + s[:, 1] ** 2 / C
+    ld = -0.5 * (K - 1) * np.log(2 * np.pi * v)
+    return float(logsumexp(ld) - np.log(len(ld)))
+
+
+def spike_probs(a, b, priors, w0=SPIKE_MASS):
+    """Posterior probabilities of "equal worths" (M, C) and "no position effect" (M,), Savage-Dickey:
+    ``P0 = w0 BF / (w0 BF + 1 - w0)`` with BF the posterior over the prior density of the coordinates at 0."""
+    _, M, C, K = a.shape
+    H = _basis(K)
+    ua = a @ H.T
+    ub = (b @ H.T).mean(2)
+    la0 = prior_logdens0_tools(priors, K)
+    lb0 = prior_logdens0_positions(priors, C, K)
+
+    def post(log_bf):
+        return 1.0 / (1.0 + (1 - w0) / w0 * np.exp(-np.clip(log_bf, -700, 700)))
+
+    p_ew = np.array([[post(_gauss_logdens0(ua[:, m, c]) - la0) for c in range(C)] for m in range(M)])
+    p_np = np.array([post(_gauss_logdens0(ub[:, m]) - lb0) for m in range(M)])
+    return p_ew.reshape(M, C), p_np
+
+
+def tv_to_uniform(logits):
+    """Total-variation distance to uniform of ``softmax(logits)`` along the last axis."""
+    z = logits - logits.max(-1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(-1, keepdims=True)
+    return 0.5 * np.abs(p - 1.0 / p.shape[-1]).sum(-1)
+
+
+def mixture(post, priors, gen, margin, w0=SPIKE_MASS) -> dict:
+    """The spike-and-slab posterior of the implied δ.
+
+    Each slab draw of a cell's δ_API is replaced by 0 with probability P0 (equal worths), each of an LLM's δ_pos
+    (all its clusters) with probability P0 (no position effect). ``P(δ < margin) = P0 + (1 - P0) P_slab(δ <
+    margin)`` for a cell's δ_API and an LLM's δ_pos; for an LLM's δ_API (mean over clusters) it is the share of
+    the mixture's draws below the margin."""
+    a, b = post["alpha"], post["beta_cell"]
+    p_ew, p_np = spike_probs(a, b, priors, w0)
+    S = a.shape[0]
+    ia = gen.random((S,) + p_ew.shape) < p_ew
+    ib = gen.random((S,) + p_np.shape) < p_np
+    slab_api, slab_pos = tv_to_uniform(a), tv_to_uniform(b)                   # (S, M, C)
+    api = np.where(ia, 0.0, slab_api)
+    pos = np.where(ib[:, :, None], 0.0, slab_pos)
+    return {"api_cell": api, "pos_cell": pos, "api": api.mean(-1), "pos": pos.mean(-1), "p_equal_worth": p_ew,
+            "p_no_position": p_np,
+            "below_api_cell": p_ew + (1 - p_ew) * (slab_api < margin).mean(0),
+            "below_pos_cell": p_np[:, None] + (1 - p_np[:, None]) * (slab_pos < margin).mean(0),
+            "below_api": (api.mean(-1) < margin).mean(0),
+            "below_pos": p_np + (1 - p_np) * (slab_pos.mean(-1) < margin).mean(0)}
+
+
+# ---------------------------------------------------------------------------------------------
+# posterior predictive checks
+def _kappa_of_phi(phi, n, cell):
+    """The Dirichlet concentration whose Polya-urn factor ``(n + kappa) / (1 + kappa)`` at a cell's mean number
+    of attempts is ``phi`` (1e8, no heterogeneity, where ``phi <= 1``)."""
+    nbar = np.bincount(cell, weights=n, minlength=len(phi)) / np.maximum(np.bincount(cell, minlength=len(phi)), 1)
+    ok = (phi > 1 + 1e-9) & (phi < nbar)
+    return np.where(ok, (nbar - phi) / np.where(ok, phi - 1, 1.0), np.where(phi >= nbar, 1e-3, 1e8))
+
+
+def _polya(gen, p, conc, n):
+    """Dirichlet-multinomial draws, one per row of ``p`` (Q, K), concentration ``conc`` (Q,), totals ``n``."""
+    g = gen.gamma(np.maximum(conc[:, None] * p, 1e-300))
+    q = g / np.maximum(g.sum(1, keepdims=True), 1e-300)
+    q = np.where(np.isfinite(q).all(1, keepdims=True) & (g.sum(1, keepdims=True) > 0), q, p)
+    q = q / q.sum(1, keepdims=True)
+    return gen.multinomial(n.astype(np.int64), q).astype(float)
+
+
+def ppc(post, data, gen, n_draws=PPC_DRAWS) -> dict:
+    """Both predictive checks of the margin model, replicated by the nearest generative model (a Polya urn per
+    query whose design effect at the cell's mean attempts is the cell's plug-in ``phi``).
+
+    * per-query dispersion, per LLM: Pearson chi-square of every query's tool counts around ``n_q pi``;
+    * cluster x position (all LLMs, one table): chi-square of the (cluster, position) counts.
+
+    Returns the observed and replicated statistics per draw: ``disp_obs``, ``disp_rep`` (draws, M),
+    ``cp_obs``, ``cp_rep`` (draws,), and the replicated and expected (cluster, position) tables
+    ``tab_rep``, ``tab_obs``.
+    """
+    S = post["alpha"].shape[0]
+    sel = np.sort(gen.choice(S, size=min(n_draws, S), replace=False))
+    M, C, K = data["M"], data["C"], data["K"]
+    T, Pc, cell, qllm, qcl = data["T"], data["Pc"], data["cell"], data["qllm"], data["qcluster"]
+    n = T.sum(1)
+    kap = _kappa_of_phi(pooled_stats(T, cell, M * C)[1], n, cell)[cell]
+    lam = _kappa_of_phi(pooled_stats(Pc, cell, M * C)[1], n, cell)[cell]
+    tab_o = np.zeros((C, K))
+    np.add.at(tab_o, qcl, Pc)
+    out = {k: np.zeros((len(sel), M)) for k in ("disp_obs", "disp_rep")}
+    out.update({k: np.zeros(len(sel)) for k in ("cp_obs", "cp_rep")})
+    out["tab_rep"] = np.zeros((len(sel), C, K))
+    out["tab_obs"] = tab_o
+    for i, s in enumerate(sel):
+        pa = np.exp(post["alpha"][s].reshape(M * C, K))
+        pa /= pa.sum(-1, keepdims=True)
+        pb = np.exp(post["beta_cell"][s].reshape(M * C, K))
+        pb /= pb.sum(-1, keepdims=True)
+        E = n[:, None] * pa[cell]
+        rep = _polya(gen, pa[cell], kap, n)
+        out["disp_obs"][i] = np.bincount(qllm, weights=((T - E) ** 2 / E).sum(1), minlength=M)
+        out["disp_rep"][i] = np.bincount(qllm, weights=((rep - E) ** 2 / E).sum(1), minlength=M)
+        Eb = n[:, None] * pb[cell]
+        repb = _polya(gen, pb[cell], lam, n)
+        tab_E = np.zeros((C, K))
+        tab_r = np.zeros((C, K))
+        np.add.at(tab_E, qcl, Eb)
+        np.add.at(tab_r, qcl, repb)
+        out["cp_obs"][i] = ((tab_o - tab_E) ** 2 / tab_E).sum()
+        out["cp_rep"][i] = ((tab_r - tab_E) ** 2 / tab_E).sum()
+        out["tab_rep"][i] = tab_r
+    return out
