@@ -10,6 +10,11 @@ With ``--package DIR`` (a folder holding another version of ``toolbias_stats``, 
 versions alternate in the same run (the machine is shared: read the ratio) and their outputs are compared byte for
 byte. Each line: wall and CPU seconds (user + system of the process), requests per second by each, peak memory and
 the load average. The target is >= 50,000 requests/s by the wall clock, process start to exit.
+
+The processes run as an installed package does, with its modules' bytecode cached (``pip install`` compiles it):
+``PYTHONDONTWRITEBYTECODE`` (set in the project's sessions) is dropped from their environment and one untimed run
+per version writes the ``__pycache__`` folders first. Without bytecode, Python compiles the ~120 modules the command
+imports on every start (about 1.5-2.5 s of wall time on this machine); ``--no-bytecode`` measures that instead.
 """
 
 from __future__ import annotations
@@ -48,14 +53,17 @@ def write_batch(folder: Path, n: int) -> Path:
     return study
 
 
-def run_once(study: Path, package: str | None, text: bool) -> dict:
+def run_once(study: Path, package: str | None, text: bool, bytecode: bool = True) -> dict:
     """One ``validate`` in a fresh process: wall (process start to exit), CPU, peak memory and the output."""
     args = ["validate", str(study)] + ([] if text else ["--json"])
     path = os.pathsep.join([package or str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "CI": "1", "PYTHONPATH": path}
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     load = os.getloadavg()[0]
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _CODE, *args], capture_output=True,
-                          env={**os.environ, "CI": "1", "PYTHONPATH": path}, check=False, cwd=study.parent)
+    proc = subprocess.run([sys.executable, "-c", _CODE, *args], capture_output=True, env=env, check=False,
+                          cwd=study.parent)
     wall = time.perf_counter() - t
     if proc.returncode:
         raise RuntimeError(proc.stderr.decode()[-2000:])
@@ -74,16 +82,22 @@ def main() -> None:
     ap.add_argument("--package", default=None, help="another version to alternate with (its outputs compared)")
     ap.add_argument("--text", action="store_true", help="time the text output instead of --json")
     ap.add_argument("--out", default=None, help="append the runs to this JSON file")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="run without cached bytecode (every module compiled at each start)")
     args = ap.parse_args()
+    bytecode = not args.no_bytecode
     study = write_batch(Path(args.dir), args.requests)
     n = args.requests
     versions = [("this checkout", None)] + ([(args.package, args.package)] if args.package else [])
     runs, outputs = [], {}
+    if bytecode:                            # untimed: writes each version's __pycache__ folders
+        for _tag, package in versions:
+            run_once(study, package, args.text)
     for _ in range(args.repeat):
         for tag, package in versions:
-            r = run_once(study, package, args.text)
+            r = run_once(study, package, args.text, bytecode)
             outputs.setdefault(tag, set()).add(r.pop("output"))
-            r.update(version=tag, requests=n, requests_per_s=round(n / r["wall_s"]),
+            r.update(version=tag, requests=n, bytecode=bytecode, requests_per_s=round(n / r["wall_s"]),
                      requests_per_cpu_s=round(n / r["cpu_s"]))
             runs.append(r)
             print(f"{tag:>28}  wall {r['wall_s']:6.2f} s ({r['requests_per_s']:>7,}/s)  CPU {r['cpu_s']:6.2f} s "
