@@ -525,7 +525,7 @@ def invert_belt(path, e, w, t_obs, qs, *, lower=True):
 
 
 # -- the searches of a belt inversion in lockstep (issue 37) -------------------------------------------------------
-def smallest_ts(paths, e, w, searches, *, known=None, tol=1e-6):
+def smallest_ts(paths, e, w, searches, *, known=None, tol=1e-6, largest=()):
     """:func:`smallest_t` of several searches at once: ``[(lo, hi) or None]``, the same numbers.
 
     ``searches``: ``(path index, target, q)`` triples, each the search ``smallest_t(paths[k], e, w, target, q)``;
@@ -534,6 +534,13 @@ def smallest_ts(paths, e, w, searches, *, known=None, tol=1e-6):
     quantiles, hence the same bracket), but they advance together: each round evaluates the next point of every
     search still running in one vectorised pass (:class:`_Lockstep`), so that a round costs a few dozen NumPy calls
     whatever the number of searches, where each quantile of :func:`smallest_t` costs about fifty.
+
+    ``largest``: indices of searches whose results count only through the largest ``D = w * sum |theta(hi)|`` among
+    them (upper bounds, taken as a maximum). Such a search stops as soon as ``D`` at the upper end of its bracket is
+    no larger than ``D`` at the lower end of another's (or at another's result): ``D`` grows with ``t`` along the
+    paths, so its own result could not be the largest. It then returns its bracket at that point; the largest ``D``
+    is the same number. The paths must move every component monotonically in ``t`` (the three of
+    ``calibrated_mean_tv`` do).
 
     Examples
     --------
@@ -550,10 +557,31 @@ def smallest_ts(paths, e, w, searches, *, known=None, tol=1e-6):
     n_rep = belt.e.shape[0]
     runs = [_Search(p, target, q, tol, n_rep) for p, target, q in searches]
     active = runs
+    capped = [runs[k] for k in largest]
     while active:
         belt.evaluate(active)
         active = [s for s in active if s.step(belt)]
+        if capped:
+            active = _below_largest(belt, capped, active)
     return [s.result for s in runs]
+
+
+def _below_largest(belt, capped, active):
+    """``active`` without the searches of ``capped`` whose result cannot be the largest ``D`` (see ``largest`` of
+    :func:`smallest_ts`); those stopped get their current bracket as result."""
+    floor = 0.0
+    for s in capped:
+        if s not in active:
+            floor = max(floor, 0.0 if s.result is None else belt.size(s.path, s.result[1]))
+        elif s.phase == 2:
+            floor = max(floor, belt.size(s.path, s.lo))
+    out = []
+    for s in active:
+        if s.phase == 2 and s in capped and belt.size(s.path, s.hi) <= floor:
+            s.result = (s.lo, s.hi)
+            continue
+        out.append(s)
+    return out
 
 
 class _Search:
@@ -561,13 +589,13 @@ class _Search:
     it (:attr:`reached`). In the bisection it keeps only the replicates that can still hold one of the two order
     statistics of its quantile at some point of its bracket (:meth:`_prune`) and the number surely below them."""
 
-    __slots__ = ("act", "hi", "lo", "n", "n_low", "order", "path", "phase", "q", "reached", "result", "t", "target",
-                 "tol", "values")
+    __slots__ = ("act", "ends", "hi", "lo", "n", "n_low", "order", "path", "phase", "q", "reached", "result", "t",
+                 "target", "tol", "values")
 
     def __init__(self, path, target, q, tol, n_rep):
         self.path, self.target, self.q, self.tol = path, target, q, tol
         self.t, self.lo, self.hi, self.phase, self.n, self.result = 0.0, 0.0, 1.0, 0, 0, None
-        self.reached, self.values, self.act, self.n_low = False, None, None, 0
+        self.reached, self.values, self.ends, self.act, self.n_low = False, None, [], None, 0
         self.order = _order_positions(q, n_rep)
 
     def step(self, belt) -> bool:
@@ -588,12 +616,15 @@ class _Search:
                 self.t = self.hi
                 return True
             self.phase, self.n = 2, 0
+            # the values at both ends of the bracket (full passes, computed before)
+            self.ends = [belt.full[(self.path, self.lo)], self.values]
             self._prune(belt, self.lo)
         else:                                        # bisection
             if reached:
                 self.hi = self.t
             else:
                 self.lo = self.t
+            self.ends[1 if reached else 0] = self.values
             self.n += 1
             if self.hi - self.lo < self.tol * max(1.0, self.hi) or self.n >= 60:
                 self.result = (self.lo, self.hi)
@@ -605,27 +636,31 @@ class _Search:
     def _prune(self, belt, other):
         """Drop the replicates that lie below (above) both order statistics at every point of the bracket.
 
-        The values just computed at ``t`` (an end of the bracket) bound every later ``T_r(s)``, ``s`` in the bracket,
-        within ``w * sum_j |theta_j(s) - theta_j(t)| <= w * sum_j |theta_j(other end) - theta_j(t)|`` (the triangle
-        inequality; each component of the paths is monotone in ``t``), plus a margin for rounding. A replicate whose
-        upper bound lies below the lower bound of order statistic ``i`` stays below it, and one whose lower bound
-        lies above order statistic ``j``'s upper bound stays above it: the order statistics are those of the rest,
-        shifted by the count below.
+        ``T_r`` is known at both ends of the bracket (``a_r`` at the point just computed, ``b_r`` at ``other``), and
+        every later point ``s`` lies between them. Each component of the paths is monotone in ``t``, so the distances
+        ``w * sum_j |theta_j(s) - theta_j(end)|`` to the two ends add up to ``d = w * sum_j |theta_j(other) -
+        theta_j(t)|``, and by the triangle inequality ``T_r(s)`` lies within ``(a_r + b_r -+ d) / 2`` (plus a margin
+        for rounding). A replicate whose upper bound lies below the lower bound of order statistic ``i`` stays below
+        it, and one whose lower bound lies above order statistic ``j``'s upper bound stays above it: the order
+        statistics are those of the rest, shifted by the count below.
         """
-        values = self.values
+        values, ends = self.values, self.ends
         self.values = None
-        if values is None or values.size < 2:
+        if values.size < 2:
             return
         reach = belt.w * float(np.abs(belt.theta(self.path, other) - belt.theta(self.path, self.t)).sum())
+        mid = ends[0] + ends[1]
         # rounding of the sums (relative ~1e-15) is covered many times over by this margin
-        reach += 1e-9 * (1.0 + 2.0 * float(values.max()) + reach)
+        reach += 2e-9 * (1.0 + float(mid.max()) + reach)
+        low = mid - reach
+        high = mid + reach
         _, i, j = self.order
         i, j = i - self.n_low, j - self.n_low
-        part = np.partition(values, (i, j))
-        below = values < part[i] - 2.0 * reach
-        keep = values <= part[j] + 2.0 * reach
+        below = high < np.partition(low, i)[i]
+        keep = low <= np.partition(high, j)[j]
         keep &= ~below
         self.act = np.flatnonzero(keep) if self.act is None else self.act[keep]
+        self.ends = [ends[0][keep], ends[1][keep]]
         self.n_low += int(np.count_nonzero(below))
 
 
@@ -656,6 +691,10 @@ class _Lockstep:
         if out is None:
             out = self.thetas[key] = np.asarray(self.paths[p](t), dtype=float)
         return out
+
+    def size(self, p, t):
+        """``D(t) = w * sum_j |theta_j(t)|`` along path ``p`` (as the bounds are reported)."""
+        return float(self.w * np.abs(self.theta(p, t)).sum())
 
     def evaluate(self, searches):
         """Set every search's :attr:`~_Search.reached` at its point :attr:`~_Search.t` (and the values it keeps)."""
