@@ -637,24 +637,29 @@ class _Search:
     def _prune(self, belt, other):
         """Drop the replicates that lie below (above) both order statistics at every point of the bracket.
 
-        ``T_r`` is known at both ends of the bracket (``a_r`` at the point just computed, ``b_r`` at ``other``), and
-        every later point ``s`` lies between them. Each component of the paths is monotone in ``t``, so the distances
-        ``w * sum_j |theta_j(s) - theta_j(end)|`` to the two ends add up to ``d = w * sum_j |theta_j(other) -
-        theta_j(t)|``, and by the triangle inequality ``T_r(s)`` lies within ``(a_r + b_r -+ d) / 2`` (plus a margin
-        for rounding). A replicate whose upper bound lies below the lower bound of order statistic ``i`` stays below
-        it, and one whose lower bound lies above order statistic ``j``'s upper bound stays above it: the order
-        statistics are those of the rest, shifted by the count below.
+        ``T_r`` is known at both ends of the bracket: ``a_r`` at the point ``t`` just computed, ``b_r`` at the other
+        end. Let ``u_r = theta(t) + e_r`` and, for a later point ``s`` in the bracket, ``Delta = theta(s) -
+        theta(t)``. Each component of the paths is monotone in ``t``, so ``Delta_j`` has the sign of ``D_j =
+        theta_j(other) - theta_j(t)`` (or is 0) and ``|Delta_j| <= |D_j|``. A component with ``u_rj`` of that sign
+        adds exactly ``|Delta_j|`` to ``|u_rj|``; one of the other sign adds ``|Delta_j| - 2 min(|u_rj|,
+        |Delta_j|)``. Hence ``T_r(s) = a_r + C(s) - 2 w * sum_opposite min(|u_rj|, |Delta_j|)`` with ``C(s) = w *
+        sum_j |Delta_j|`` the same for every replicate, and the last sum lies between 0 and its value at the other
+        end, ``a_r + C - b_r`` (``C = w * sum_j |D_j|``). So ``T_r(s) - C(s)`` lies in ``[b_r - C, a_r]`` (plus a
+        margin for rounding) at every ``s`` of the bracket: a replicate whose upper end lies below the lower bound
+        of order statistic ``i`` stays below it, and one whose lower end lies above order statistic ``j``'s upper
+        bound stays above it. The order statistics are those of the rest, shifted by the count below. Where the
+        signs agree (deviations well above the noise) the window is narrow whatever the bracket's width.
         """
         values, ends = self.values, self.ends
         self.values = None
         if values.size < 2:
             return
+        near = ends[1] if values is ends[0] else ends[0]   # the values at the other end of the bracket
         reach = belt.w * float(np.abs(belt.theta(self.path, other) - belt.theta(self.path, self.t)).sum())
-        mid = ends[0] + ends[1]
         # rounding of the sums (relative ~1e-15) is covered many times over by this margin
-        reach += 2e-9 * (1.0 + float(mid.max()) + reach)
-        low = mid - reach
-        high = mid + reach
+        margin = 1e-9 * (1.0 + 2.0 * float(values.max()) + reach)
+        low = near - (reach + margin)
+        high = values + margin
         _, i, j = self.order
         i, j = i - self.n_low, j - self.n_low
         below = high < np.partition(low, i)[i]
