@@ -2,7 +2,8 @@
 
 Vectorised stratified bootstrap helpers (query-level resampling weights, percentile and BCa intervals), the Wilson
 score interval and the test-inversion kernels of the calibrated TV interval (:func:`invert_belt` along a
-:func:`shrinkage_path`). A core module: it imports only NumPy, SciPy and (lazily) the numba weights kernel, so that
+:func:`shrinkage_path`; :func:`smallest_ts`, the searches of an inversion in lockstep). A core module: it imports
+only NumPy, SciPy and (lazily) the numba weights kernel (and the belt's compiled pass where numba is loaded), so that
 ``metrics``, ``choice``, ``experiments``, ``shadow`` and ``toolsense`` import it without reaching into each other's
 private modules (issue 40; the contracts are in ``pyproject.toml``, ``[tool.importlinter]``).
 """
@@ -685,8 +686,8 @@ class _Lockstep:
     def __init__(self, e, w, paths, known):
         self.e = np.ascontiguousarray(e, dtype=float)
         self.w, self.paths = w, paths
-        self.full: dict = {(p, 0.0): np.asarray(values, dtype=float) for p, values in known.items()}
-        self.thetas: dict = {}
+        self.full = {(p, 0.0): np.asarray(values, dtype=float) for p, values in known.items()}
+        self.thetas = {}
         self.kernel = _belt_kernel()
         self.plan = _pairwise_plan(self.e.shape[1])
         self._et = None
@@ -834,8 +835,8 @@ def _pairwise_plan(n):
     >>> _pairwise_plan(300)[0].tolist(), _pairwise_plan(300)[1].tolist()
     ([[0, 72], [72, 72], [144, 72], [216, 84]], [0, 1, -1, 2, 3, -1, -1])
     """
-    leaves: list = []
-    program: list = []
+    leaves = []
+    program = []
 
     def split(start, size):
         if size <= 128:
