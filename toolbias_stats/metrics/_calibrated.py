@@ -114,7 +114,8 @@ def _validate(counts, boot_counts):
             raise ValueError(f"counts[{c}] must be finite and non-negative")
         if x.sum() <= 0:
             raise ValueError(f"counts[{c}] has no observations (n_c == 0)")
-        b = np.asarray(boot_counts[c], dtype=float)
+        raw = np.asarray(boot_counts[c])
+        b = np.asarray(raw, dtype=float)
         if b.ndim != 2 or b.shape[1] != x.size:
             raise ValueError(
                 f"boot_counts[{c}] must have shape (R, {x.size}), got {b.shape}"
@@ -126,7 +127,8 @@ def _validate(counts, boot_counts):
                 "boot_counts arrays must all have the same number of replicates R "
                 f"(boot_counts[0] has {n_rep}, boot_counts[{c}] has {b.shape[0]})"
             )
-        if not np.all(np.isfinite(b)) or np.any(b < 0):
+        # integer replicate counts (the engine's) are finite: one pass on the integers instead of two on the floats
+        if np.any(raw < 0) if raw.dtype.kind in "iu" else not np.all(np.isfinite(b)) or np.any(b < 0):
             raise ValueError(f"boot_counts[{c}] must be finite and non-negative")
         obs.append(x)
         boots.append(b)
@@ -429,7 +431,7 @@ def calibrated_mean_tv(
         phat = x_counts / x_counts.sum()
         tot = b_counts.sum(axis=1, keepdims=True)
         # a replicate with no valid choices carries no information: use phat
-        pstar = np.where(tot > 0, b_counts / np.where(tot > 0, tot, 1.0), phat)
+        pstar = b_counts / tot if tot.all() else np.where(tot > 0, b_counts / np.where(tot > 0, tot, 1.0), phat)
         xs.append(phat - 1.0 / k)
         es.append((pstar - pstar.mean(axis=0)) * scale[len(es)])
     x = np.concatenate(xs)  # (M,)
