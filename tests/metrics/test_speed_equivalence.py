@@ -53,9 +53,22 @@ def test_calibrated_interval_unchanged_by_the_faster_statistic(monkeypatch):
         stat = w * np.abs(path(t) + (e.t.T if isinstance(e, _Errors) else e)).sum(axis=1)
         return _old_quantile(stat, q)
 
+    def in_turn(paths, e, w, t_obs, levels, null_stats, alpha):
+        # the searches one after another (issue 37: calibrated_mean_tv runs them in lockstep), every quantile plain
+        qs = (levels[0], levels[1], 0.5)
+        lo_s, hi_s, est_s = _resampling.invert_belt(paths[0], e, w, t_obs, qs)
+        highs = [hi_s] + [_resampling.invert_belt(p, e, w, t_obs, qs, lower=False)[1] for p in paths[1:]]
+        est_l = _resampling.invert_belt(paths[1], e, w, t_obs, qs, lower=False)[2]
+        t_floor = float(np.quantile(null_stats, alpha / 2.0))
+        for path in paths if t_floor > 0 else ():
+            r = _resampling.smallest_t(path, e, w, t_floor, alpha / 4.0)
+            highs.append(0.0 if r is None else float(w * np.abs(path(r[1])).sum()))
+        return est_s, est_l, lo_s, max(highs)
+
     # the belt inversion's kernels live in the core module toolbias_stats._resampling (issue 40)
     monkeypatch.setattr(_resampling, "quantile_at", plain)
     monkeypatch.setattr(_calibrated, "_quantile_at", plain)
+    monkeypatch.setattr(_calibrated, "_bounds", in_turn)
     assert calibrated_mean_tv(counts, boot, n_units=[60] * 6) == fast
     assert calls                             # the plain evaluation did run
 

@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._display import ReprHTMLMixin
-from .._resampling import BeltErrors as _Errors
-from .._resampling import invert_belt as _invert
+from .._resampling import BeltErrors as _Errors  # noqa: F401  (tests/metrics/test_speed_equivalence.py)
 from .._resampling import pairwise_rows as _pairwise_rows  # noqa: F401  (tests/metrics/test_speed_equivalence.py)
 from .._resampling import quantile_at as _quantile_at  # noqa: F401  (tests/metrics/test_speed_equivalence.py)
 from .._resampling import shrinkage_path as _path
-from .._resampling import smallest_t as _smallest_t
+from .._resampling import smallest_ts as _smallest_ts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,7 +114,8 @@ def _validate(counts, boot_counts):
             raise ValueError(f"counts[{c}] must be finite and non-negative")
         if x.sum() <= 0:
             raise ValueError(f"counts[{c}] has no observations (n_c == 0)")
-        b = np.asarray(boot_counts[c], dtype=float)
+        raw = np.asarray(boot_counts[c])
+        b = np.asarray(raw, dtype=float)
         if b.ndim != 2 or b.shape[1] != x.size:
             raise ValueError(
                 f"boot_counts[{c}] must have shape (R, {x.size}), got {b.shape}"
@@ -127,7 +127,8 @@ def _validate(counts, boot_counts):
                 "boot_counts arrays must all have the same number of replicates R "
                 f"(boot_counts[0] has {n_rep}, boot_counts[{c}] has {b.shape[0]})"
             )
-        if not np.all(np.isfinite(b)) or np.any(b < 0):
+        # integer replicate counts (the engine's) are finite: one pass on the integers instead of two on the floats
+        if np.any(raw < 0) if raw.dtype.kind in "iu" else not np.all(np.isfinite(b)) or np.any(b < 0):
             raise ValueError(f"boot_counts[{c}] must be finite and non-negative")
         obs.append(x)
         boots.append(b)
@@ -195,28 +196,49 @@ def _upper_tail(alpha, n_attempts):
     return alpha / 2.0 * float(np.clip(share, FEW_ATTEMPTS_SHARE, 1.0))
 
 
-def _upper_floor(paths, e, w, null_stats, alpha):
-    """Smallest upper bound the interval may have: a power-constrained floor for near-uniform observations.
+def _bounds(paths, e, w, t_obs, levels, null_stats, alpha):
+    """The belt inversions of :func:`calibrated_mean_tv`, run in lockstep (:func:`smallest_ts`): the two
+    median-matched estimates and the interval ``(est_shrink, est_linear, ci_low, ci_high)`` before the range clip.
 
-    When the plug-in lies at or below the ``alpha/2`` quantile of its law under "all clusters uniform", the belt
-    inversion returns an upper bound at (or close to) 0, which asserts an exactly fair chooser although such
-    data are as likely under a small bias. Following the idea of power-constrained limits (Cowan, Cranmer, Gross
-    & Vitells 2011), the upper bound is not allowed below the one obtained for an observation at that quantile,
-    inverted at half the level (``alpha/4``, so that the quantile at D = 0 lies strictly below it). The floor is
-    a constant of the noise (it does not depend on the observation); it only widens intervals of studies whose
-    plug-in falls in the lower tail of the null law, so coverage can only increase.
+    The ten searches are those of ``invert_belt`` along the shrinkage path (lower, upper, median) and along the
+    linear and spread paths (upper, median), and the floor's (one per path, below): the same brackets as the
+    searches run one after another, hence the same numbers (``tests/metrics/test_lockstep_belt.py``); those of the
+    upper bounds and the floor stop once they cannot give the largest upper bound.
+
+    The floor is the smallest upper bound the interval may have, a power-constrained floor for near-uniform
+    observations. When the plug-in lies at or below the ``alpha/2`` quantile of its law under "all clusters
+    uniform", the belt inversion returns an upper bound at (or close to) 0, which asserts an exactly fair chooser
+    although such data are as likely under a small bias. Following the idea of power-constrained limits (Cowan,
+    Cranmer, Gross & Vitells 2011), the upper bound is not allowed below the one obtained for an observation at that
+    quantile, inverted at half the level (``alpha/4``, so that the quantile at D = 0 lies strictly below it). The
+    floor is a constant of the noise (it does not depend on the observation); it only widens intervals of studies
+    whose plug-in falls in the lower tail of the null law, so coverage can only increase.
     """
-    if null_stats.size == 0:
-        return 0.0
-    t_floor = float(np.quantile(null_stats, alpha / 2.0))
-    if t_floor <= 0:
-        return 0.0
-    out = 0.0
-    for path in paths:
-        r = _smallest_t(path, e, w, t_floor, alpha / 4.0)
-        if r is not None:
-            out = max(out, float(w * np.abs(path(r[1])).sum()))
-    return out
+    q_hi, q_lo = levels
+    searches = [(0, t_obs, q_hi), (0, t_obs, q_lo), (0, t_obs, 0.5), (1, t_obs, q_lo), (1, t_obs, 0.5),
+                (2, t_obs, q_lo), (2, t_obs, 0.5)]
+    t_floor = float(np.quantile(null_stats, alpha / 2.0)) if null_stats.size else 0.0
+    if t_floor > 0:
+        searches += [(p, t_floor, alpha / 4.0) for p in range(len(paths))]
+    # T(0) = the null statistics (row sums of |e|: the same additions, tested) where theta(0) is exactly zero
+    known = {p: null_stats for p, path in enumerate(paths) if not np.any(path(0.0))}
+    # the upper bounds and the floor count only through their maximum: a search that cannot give it stops early
+    found = _smallest_ts(paths, e, w, searches, known=known, largest=[1, 3, 5] + list(range(7, len(searches))))
+
+    def dval(p, t):
+        return float(w * np.abs(paths[p](t)).sum())
+
+    def bound(k, end):
+        r = found[k]
+        return 0.0 if r is None else dval(searches[k][0], r[end] if end is not None else 0.5 * (r[0] + r[1]))
+
+    ci_low = bound(0, 0)
+    ci_high = max(bound(1, 1), bound(3, 1), bound(5, 1))
+    floor = 0.0
+    for k in range(7, len(searches)):     # the sensitivity floor of the upper bound
+        if found[k] is not None:
+            floor = max(floor, dval(searches[k][0], found[k][1]))
+    return bound(2, None), bound(4, None), ci_low, max(ci_high, floor)
 
 
 def calibrated_mean_tv(
@@ -409,7 +431,7 @@ def calibrated_mean_tv(
         phat = x_counts / x_counts.sum()
         tot = b_counts.sum(axis=1, keepdims=True)
         # a replicate with no valid choices carries no information: use phat
-        pstar = np.where(tot > 0, b_counts / np.where(tot > 0, tot, 1.0), phat)
+        pstar = b_counts / tot if tot.all() else np.where(tot > 0, b_counts / np.where(tot > 0, tot, 1.0), phat)
         xs.append(phat - 1.0 / k)
         es.append((pstar - pstar.mean(axis=0)) * scale[len(es)])
     x = np.concatenate(xs)  # (M,)
@@ -440,18 +462,8 @@ def calibrated_mean_tv(
     def path_spread(t):
         return t * xm
 
-    errors = _Errors(e)
-    for path in (path_shrink, path_linear, path_spread):
-        if not np.any(path(0.0)):   # T(0) = the null statistics (row sums of |e|: the same additions, tested)
-            errors.known(path, 0.0, w, null_stats)
-    lo_s, hi_s, est_s = _invert(path_shrink, errors, w, t_obs, (q_hi_p, q_lo_p, 0.5))
-    _, hi_l, est_l = _invert(path_linear, errors, w, t_obs, (q_hi_p, q_lo_p, 0.5), lower=False)
-    _, hi_m, _ = _invert(path_spread, errors, w, t_obs, (q_hi_p, q_lo_p, 0.5), lower=False)
-    ci_low = lo_s
-    ci_high = max(hi_s, hi_l, hi_m)
-    # sensitivity floor of the upper bound (an empty or nearly empty belt: the data look more uniform than noise)
-    floor = _upper_floor((path_shrink, path_linear, path_spread), errors, w, null_stats, alpha)
-    ci_high = max(ci_high, floor)
+    paths = (path_shrink, path_linear, path_spread)
+    est_s, est_l, ci_low, ci_high = _bounds(paths, e, w, t_obs, (q_hi_p, q_lo_p), null_stats, alpha)
     # the estimand's range (issue 35): D <= mean_c (1 - 1/K_c), reached by a chooser that always picks one tool
     d_max = w * 2.0 * sum(1.0 - 1.0 / xc.size for xc in xs)
     ci_low, ci_high = min(ci_low, d_max), min(ci_high, d_max)
