@@ -501,7 +501,7 @@ def _cluster_laws(n_cs: Sequence[np.ndarray], ks: Sequence[float], valid: np.nda
         return []
     which = np.flatnonzero(valid.any(1))
     keys = np.sort(np.where(valid[which], np.stack(n_cs)[which], -1), axis=1)   # -1: a run left out (n > 0)
-    keys = np.column_stack([np.array([int(ks[c]) for c in which], dtype=np.int64), keys])
+    keys = np.column_stack([np.array([int(ks[c]) for c in which.tolist()], dtype=np.int64), keys])
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = np.ravel(inverse)
     order = np.argsort(inverse, kind="stable")                 # each law's clusters in ascending order
