@@ -459,7 +459,8 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
         sims = null_tv_draws(gen, n_cs, ks, n_null)
         sims[:, missing] = np.nan
         return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
-    out = np.full((len(n_cs), n_null), np.nan)                  # a row per cluster: its draws contiguous
+    out = np.empty((len(n_cs), n_null))                         # a row per cluster: its draws contiguous
+    out[~valid.any(1)] = np.nan                                 # every other row is drawn below (one pass)
     rest: list[int] = []
     for (k, ns), rows in _cluster_laws(n_cs, ks, valid):
         sampler = _cluster_sampler(ns, k)
