@@ -151,12 +151,14 @@ def test_clusters_too_large_for_an_exact_law_keep_multinomial_draws(monkeypatch)
     np.testing.assert_allclose(stat, sims.mean(1), rtol=1e-13)
 
 
-def test_inverse_cdf_draws_equal_searchsorted():
+def test_inverse_cdf_values_equal_searchsorted():
     rng = np.random.default_rng(0)
     probs = np.r_[rng.random(50), np.full(3000, 1e-9), rng.random(20)]   # a bucket with many tiny probabilities
-    cdf, guide = vec._guide_table(probs / probs.sum())
-    u = rng.random((300, 700))
-    np.testing.assert_array_equal(vec.inverse_cdf_draws(u, cdf, guide), np.searchsorted(cdf, u, side="right"))
+    values = rng.random(probs.size)
+    sampler = vec._value_table(values, probs / probs.sum())
+    u = np.r_[rng.random(300 * 700 - 3), 0.0, 1 - 2.0 ** -53, sampler.cdf[100]].reshape(300, 700)
+    np.testing.assert_array_equal(vec.inverse_cdf_values(u, sampler),
+                                  values[np.searchsorted(sampler.cdf, u, side="right")])
 
 
 def test_clusters_whose_law_is_too_large_draw_each_run_from_its_own_law(monkeypatch):

@@ -22,6 +22,7 @@ import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -329,50 +330,69 @@ def _cluster_law(ns: tuple, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     return vals / float(lcm * k * len(ns)), probs / probs.sum()
 
 
-@functools.lru_cache(maxsize=4096)
-def _cluster_sampler(ns: tuple, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(values, cdf, guide)``: :func:`_cluster_law`, its cumulative probabilities and their guide table
-    (:func:`inverse_cdf_draws`); cached, as the groups and metrics of a study share them. None: no exact law."""
+#: Buckets of a sampler's value table (:func:`_value_table`) per value of its law, and their bounds: with 16 buckets
+#: per value about 2 % of the uniforms land in a bucket that holds a step of the CDF and need a search.
+TABLE_PER_VALUE = 16
+TABLE_MIN, TABLE_MAX = 1 << 12, 1 << 18
+
+
+class Sampler(NamedTuple):
+    """An exact law ready for inverse-CDF draws (:func:`inverse_cdf_values`): its ``values``, their cumulative
+    probabilities ``cdf`` (the last one infinite), and for B buckets of [0, 1) the value of every uniform in the
+    bucket (``table``, B + 1 entries) unless the bucket holds a step of ``cdf`` (``unsure``)."""
+
+    values: np.ndarray
+    cdf: np.ndarray
+    table: np.ndarray
+    unsure: np.ndarray
+
+
+@functools.lru_cache(maxsize=1024)
+def _cluster_sampler(ns: tuple, k: int) -> Sampler | None:
+    """:func:`_cluster_law` as a :class:`Sampler`; cached, as the groups and metrics of a study share them (at most
+    ~2.4 MiB each). None: no exact law."""
     law = _cluster_law(ns, k)
     if law is None:
         return None
-    return (law[0], *_guide_table(law[1]))
+    return _value_table(law[0], law[1])
 
 
-def _guide_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(cdf, guide)`` of a discrete law for :func:`inverse_cdf_draws`: the cumulative probabilities (the last one
-    infinite, so that rounding never leaves a uniform above them all) and, for 4 m buckets of [0, 1), the first
-    index whose cdf is above the bucket's lower end (a lower bound of the draws landing in it)."""
+def _value_table(values: np.ndarray, probs: np.ndarray) -> Sampler:
+    """The :class:`Sampler` of a discrete law: B = 16 buckets per value (:data:`TABLE_PER_VALUE`, at least
+    :data:`TABLE_MIN`, at most :data:`TABLE_MAX`); bucket b covers ``[b / B, (b + 1) / B)`` widened by a relative
+    1e-12 on both sides (more than any rounding of ``u * B``), and is sure when no step of the CDF lies in it, i.e.
+    ``searchsorted`` gives the same index at both of its widened ends."""
     cdf = np.cumsum(probs)
-    cdf[-1] = np.inf
-    buckets = 4 * probs.size
-    lows = np.arange(buckets) / buckets * (1 - 1e-12)         # below the bucket's end, whatever the rounding
-    return cdf, np.searchsorted(cdf, lows, side="right")
+    cdf[-1] = np.inf                                           # rounding never leaves a uniform above them all
+    buckets = min(max(TABLE_PER_VALUE * probs.size, TABLE_MIN), TABLE_MAX)
+    edges = np.arange(buckets + 1) / buckets
+    low = np.searchsorted(cdf, edges[:-1] * (1 - 1e-12), side="right")
+    high = np.searchsorted(cdf, edges[1:] * (1 + 1e-12), side="right")
+    table = values[np.r_[low, low[-1]]]                        # one entry more: u * B never indexes past it
+    unsure = np.r_[low != high, True]
+    return Sampler(values, cdf, _frozen(table), _frozen(unsure))
 
 
-def inverse_cdf_draws(u: np.ndarray, cdf: np.ndarray, guide: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(cdf, u, side="right")`` (the inverse-CDF draw of uniforms ``u``: index i with probability
-    ``cdf[i] - cdf[i - 1]``), started from a guide table (Chen & Asau 1974): a few vectorised steps from the
-    bucket's first candidate instead of a binary search per draw, the same indices at a fraction of the cost.
+def inverse_cdf_values(u: np.ndarray, sampler: Sampler) -> np.ndarray:
+    """``values[np.searchsorted(cdf, u, side="right")]`` of a :class:`Sampler` (the inverse-CDF draws of uniforms
+    ``u``: value i with probability ``cdf[i] - cdf[i - 1]``): the value of each uniform's bucket, and a binary search
+    only for the uniforms in a bucket holding a step of the CDF (about 2 %). The same values as the search for
+    every uniform (they are the same indices), in a few vectorised passes (issue 37: 56M draws at 2,000 clusters).
 
     Examples
     --------
-    >>> cdf, guide = _guide_table(np.array([0.5, 0.25, 0.25]))
+    >>> s = _value_table(np.array([0.0, 0.5, 1.0]), np.array([0.5, 0.25, 0.25]))
     >>> u = np.random.default_rng(0).random(10_000)
-    >>> bool((inverse_cdf_draws(u, cdf, guide) == np.searchsorted(cdf, u, side="right")).all())
+    >>> bool((inverse_cdf_values(u, s) == s.values[np.searchsorted(s.cdf, u, side="right")]).all())
     True
     """
     shape, u = np.shape(u), np.ravel(u)
-    at = np.minimum((u * guide.size).astype(np.intp), guide.size - 1)
-    idx = guide[at]
-    ahead = np.flatnonzero(cdf[idx] <= u)                       # draws above their bucket's first candidate
-    for _ in range(4):                                          # one or two steps for most of them
-        if not ahead.size:
-            break
-        idx[ahead] += 1
-        ahead = ahead[cdf[idx[ahead]] <= u[ahead]]
-    idx[ahead] = np.searchsorted(cdf, u[ahead], side="right")   # a bucket holding many small probabilities
-    return idx.reshape(shape)
+    at = (u * (sampler.table.size - 1)).astype(np.intp)       # the bucket (below B for u < 1; entry B: a guard)
+    out = sampler.table[at]
+    fix = np.flatnonzero(sampler.unsure[at])
+    if fix.size:
+        out[fix] = sampler.values[np.searchsorted(sampler.cdf, u[fix], side="right")]
+    return out.reshape(shape)
 
 
 def study_exact_null(n_null: int, n_groups: int, n_clusters: int, n_runs: int) -> bool:
@@ -402,7 +422,7 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
     * multinomial (``uniform_null_tv``): ``n_null x C x S`` draws of K-vectors, a cost that follows clusters x runs;
       taken below :data:`EXACT_MIN_DRAWS` draws (the numbers of a given seed stay those of earlier versions);
     * exact law: each cluster's mean over runs is drawn from its exact law (:func:`_cluster_law`; clusters with the
-      same valid choices share it) by inverse CDF (:func:`inverse_cdf_draws`): ``n_null x C`` uniforms. Clusters
+      same valid choices share it) by inverse CDF (:func:`inverse_cdf_values`): ``n_null x C`` uniforms. Clusters
       whose law is too large to hold (many runs with different n) draw each run from its own law, or keep the
       multinomial draws when a run's law is too large too (large n with large K). ``null_stat`` is the weighted
       sum of the clusters' draws (:func:`_cluster_weights`). When the means over clusters do not factor through
@@ -439,19 +459,15 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
         sims = null_tv_draws(gen, n_cs, ks, n_null)
         sims[:, missing] = np.nan
         return nanmean(nanmean(sims, 1), 1), nanmean(sims, 2)
-    out = np.full((len(n_cs), n_null), np.nan)                  # a row per cluster: its draws contiguous
-    laws: dict[tuple, list[int]] = {}
-    for c, (n, k) in enumerate(zip(n_cs, ks)):
-        if valid[c].any():
-            laws.setdefault((int(k), tuple(sorted(int(v) for v in n[valid[c]]))), []).append(c)
-    rest = []
-    for (k, ns), rows in sorted(laws.items()):
+    out = np.empty((len(n_cs), n_null))                         # a row per cluster: its draws contiguous
+    out[~valid.any(1)] = np.nan                                 # every other row is drawn below (one pass)
+    rest: list[int] = []
+    for (k, ns), rows in _cluster_laws(n_cs, ks, valid):
         sampler = _cluster_sampler(ns, k)
         if sampler is None:
-            rest.extend(rows)
+            rest.extend(rows.tolist())
             continue
-        values, cdf, guide = sampler
-        out[rows] = values[inverse_cdf_draws(gen.random((len(rows), n_null)), cdf, guide)]
+        _draw_rows(gen, sampler, out, rows)
     if rest:   # clusters whose law is too large: each run from its own law, else multinomial draws
         rest.sort()
         sub_n, sub_k = [n_cs[c] for c in rest], [ks[c] for c in rest]
@@ -461,7 +477,62 @@ def uniform_null_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks:
             sims[:, ~valid[rest]] = np.nan
         out[rest] = nanmean(sims, 2).T
     seen = np.flatnonzero(weights > 0)
+    if seen.size == weights.size:       # every cluster: the same product without copying the draws
+        return weights @ out, out.T
     return weights[seen] @ out[seen], out.T
+
+
+#: Uniforms drawn and mapped to values at a time by :func:`_draw_rows` (512 KiB of float64: the temporaries of
+#: :func:`inverse_cdf_values` stay in cache and are never fresh pages).
+DRAW_CHUNK = 1 << 16
+
+
+def _cluster_laws(n_cs: Sequence[np.ndarray], ks: Sequence[float], valid: np.ndarray) -> list[tuple[tuple, np.ndarray]]:
+    """The clusters that share an exact law, ``[((K, sorted valid n), clusters ascending), ...]`` sorted by law:
+    the clusters with a valid run grouped by K and the sorted valid choices of their runs (one ``np.unique`` of
+    the (C, 1 + S) keys rather than a tuple per cluster).
+
+    Examples
+    --------
+    >>> _cluster_laws([np.array([5, 4]), np.array([4, 5]), np.array([3, 0])], [5, 5, 5],
+    ...               np.array([[True, True], [True, True], [True, False]]))
+    [((5, (3,)), array([2])), ((5, (4, 5)), array([0, 1]))]
+    """
+    if not len(n_cs):
+        return []
+    which = np.flatnonzero(valid.any(1))
+    keys = np.sort(np.where(valid[which], np.stack(n_cs)[which], -1), axis=1)   # -1: a run left out (n > 0)
+    keys = np.column_stack([np.array([int(ks[c]) for c in which.tolist()], dtype=np.int64), keys])
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = np.ravel(inverse)
+    order = np.argsort(inverse, kind="stable")                 # each law's clusters in ascending order
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1]
+    laws = {(row[0], tuple(v for v in row[1:] if v >= 0)): rows
+            for row, rows in zip(uniq.tolist(), np.split(which[order], bounds))}
+    return sorted(laws.items(), key=lambda item: item[0])
+
+
+def _draw_rows(gen: np.random.Generator, sampler: Sampler, out: np.ndarray, rows: np.ndarray) -> None:
+    """``out[rows] = inverse_cdf_values(gen.random((len(rows), N)), sampler)``, a few rows at a time
+    (:data:`DRAW_CHUNK` uniforms): ``Generator.random`` fills its doubles one after another, so blocks of rows
+    draw the same uniforms as one call (a test checks it), without the 32 MiB temporaries of 2,000 clusters.
+
+    Examples
+    --------
+    >>> s = _value_table(np.array([0.0, 1.0]), np.array([0.5, 0.5]))
+    >>> out = np.full((3, 4), np.nan)
+    >>> _draw_rows(np.random.default_rng(0), s, out, np.array([0, 2]))
+    >>> bool(np.isnan(out[1]).all()), bool(np.isin(out[[0, 2]], [0.0, 1.0]).all())
+    (True, True)
+    """
+    n_null = out.shape[1]
+    step = max(1, DRAW_CHUNK // max(1, n_null))
+    buffer = np.empty((min(step, len(rows)), n_null))
+    for i in range(0, len(rows), step):
+        part = rows[i:i + step]
+        block = buffer[:len(part)]
+        gen.random(out=block)
+        out[part] = inverse_cdf_values(block, sampler)
 
 
 def _run_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float], n_null: int,
@@ -479,9 +550,8 @@ def _run_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequenc
         sampler = _cluster_sampler((n,), k)                  # one run's law: TV = e / (n K)
         if sampler is None:
             return None
-        values, cdf, guide = sampler
         at = np.array(cells)
-        sims[:, at[:, 0], at[:, 1]] = values[inverse_cdf_draws(gen.random((n_null, len(cells))), cdf, guide)]
+        sims[:, at[:, 0], at[:, 1]] = inverse_cdf_values(gen.random((n_null, len(cells))), sampler)
     return sims
 
 
@@ -511,8 +581,7 @@ def _run_means(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequenc
         sampler = _cluster_sampler((n,), k)                      # one run's law: TV = e / (n K)
         if sampler is None:
             return None
-        values, cdf, guide = sampler
-        draws[cells] = values[inverse_cdf_draws(gen.random((len(cells), n_null)), cdf, guide)]
+        draws[cells] = inverse_cdf_values(gen.random((len(cells), n_null)), sampler)
     cube = draws.reshape(valid.shape + (n_null,))                # (C, S, N)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_cluster = cube.sum(1) / valid.sum(1)[:, None]       # (C, N); NaN: a cluster without a valid run
@@ -536,13 +605,14 @@ def _cluster_weights(valid: np.ndarray) -> np.ndarray | None:
     runs = int((per_run > 0).sum())
     if not runs:
         return None
+    counts = np.broadcast_to(per_run, valid.shape)
+    high = np.where(valid, counts, -1).max(1)                    # the clusters per run over a cluster's runs
+    low = np.where(valid, counts, np.iinfo(counts.dtype).max).min(1)
+    has = valid.any(1)
+    if (has & (high != low)).any():
+        return None
     out = np.zeros(valid.shape[0])
-    for c, row in enumerate(valid):
-        counts = set(per_run[row].tolist())
-        if len(counts) > 1:
-            return None
-        if counts:
-            out[c] = row.sum() / (runs * counts.pop())
+    out[has] = valid[has].sum(1) / (runs * high[has])            # integers: the same quotient as in Python
     return out
 
 
