@@ -317,6 +317,7 @@ class TestInput:
             fit_bayes(_study(4), model="margin")
 
 
+@pytest.mark.slow  # ~15 s idle, 46 s at load 6: the CLI path of the fit tested in TestFit (slow tier, run by CI)
 def test_cli_variant_margin_json(tmp_path, capsys):
     import argparse
 
