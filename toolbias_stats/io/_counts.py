@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,7 +113,8 @@ class QueryArrays:
 
 
 class _LazyTable:
-    """The ``table`` field of :class:`SelectionCounts`: a DataFrame, or a function making it on first use."""
+    """A frame field of :class:`SelectionCounts` (``table``, ``query_orderings``): a DataFrame (or None), or a
+    function making it on first use."""
 
     def __init__(self, name: str) -> None:
         self._slot = "_lazy_" + name
@@ -328,6 +330,8 @@ class SelectionCounts:
 
 # set after the dataclass is made, so that `table` stays a field without a default
 setattr(SelectionCounts, "table", _LazyTable("table"))  # noqa: B010
+# the pandas engine's query_orderings are summed on first use (issue 37: `validate` never reads them)
+setattr(SelectionCounts, "query_orderings", _LazyTable("query_orderings"))  # noqa: B010
 
 
 # ------------------------------------------------------------------------------------------------
@@ -389,13 +393,13 @@ def counts_from_log(log: SelectionLog, *, level: str = "query") -> SelectionCoun
         for s in STATUSES:
             out[f"rows_{s}"] = np.bincount(codes[status == s], minlength=n_groups).astype(np.int64)
     out = finalize_table(out, design, k_max)
-    qo = None
+    qo: Any = None
     if level == "query":
         sel = d.loc[ok, list(design) + ["cluster_id", "query_id", "ordering"]].copy()
         sel["api_index"] = tool_idx[ok]
         sel["chosen_rank"] = np.where(known[ok], np.nan_to_num(pos[ok]), 0).astype(np.int64)
         sel["count"] = 1 if w is None else w[ok]
-        qo = finalize_query_orderings(sel, design)
+        qo = partial(finalize_query_orderings, sel, design)   # summed on first use (`sel` is a copy)
     return SelectionCounts(out, cells, catalog, design, level, dict(log.diagnostics), "pandas",
                            declared_design=log.declared_design, query_orderings=qo)
 
