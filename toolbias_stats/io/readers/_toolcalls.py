@@ -302,15 +302,17 @@ class AttemptColumns:
     def offered(self) -> list[tuple]:
         """``(tool names offered, file, line)`` of the first attempt showing each distinct list (None for attempts
         without a list are left out): what cluster inference reads (it only looks at each set's first request)."""
-        seen, out = set(), []
-        for names, f, r in zip(self.tools, self.source_file, self.source_row):
-            if not names:
-                continue
-            key = tuple(names)
-            if key not in seen:
-                seen.add(key)
-                out.append((list(names), f, r))
-        return out
+        tools = self.tools
+        try:    # the first position of each distinct list, at C speed (a batch's lists are tuples)
+            n = len(tools)
+            first = sorted(dict(zip(tools[::-1], range(n - 1, -1, -1))).values())
+        except TypeError:   # lists (attempts read one by one): hashed as tuples
+            seen: dict = {}
+            for i, names in enumerate(tools):
+                if names:
+                    seen.setdefault(tuple(names), i)
+            first = list(seen.values())
+        return [(list(tools[i]), self.source_file[i], self.source_row[i]) for i in first if tools[i]]
 
 
 def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
@@ -1335,8 +1337,9 @@ def read_attempts(path, responses, parse_request, parse_response, fmt: str, requ
 
 def read_offered(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
                  batch=None, turns=None) -> list[tuple]:
-    """``(tool names offered, file, line)`` of every request of a request/response log (for inferring clusters):
-    a batch read column by column (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
+    """``(tool names offered, file, line)`` of the first request showing each distinct tool list of a
+    request/response log (for inferring clusters, which reads nothing else): a batch read column by column
+    (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
     with paused_gc():
         cols = None
         _HANDOFF.clear()
@@ -1348,8 +1351,7 @@ def read_offered(path, responses, parse_request, parse_response, fmt: str, reque
         if cols is None:
             return offered_lists(read_attempts(path, responses, parse_request, parse_response, fmt,
                                                request_schema=request_schema, turns=turns))
-        return [(None if t is None else list(t), f, r) for t, f, r in zip(cols.tools, cols.source_file,
-                                                                           cols.source_row)]
+        return cols.offered()
 
 
 @dataclass
@@ -1407,8 +1409,9 @@ def conversation_attempts(path: Path, line: int, rec: dict, conv: Conversation) 
 
 
 def offered_lists(attempts: list[Attempt]) -> list[tuple]:
-    """``(tool names offered, file, line)`` of every attempt (for inferring clusters)."""
-    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+    """``(tool names offered, file, line)`` of the first attempt showing each distinct list (attempts without a
+    list left out; see :meth:`AttemptColumns.offered`): all that cluster inference reads."""
+    return AttemptColumns.from_attempts(attempts).offered()
 
 
 def _error_text(err) -> str:

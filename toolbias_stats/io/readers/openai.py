@@ -123,7 +123,7 @@ def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Met
 
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
-    """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
+    """``(tool names offered, file, line)`` of the first request showing each distinct list (cluster inference)."""
     return read_offered(path, responses, parse_request, parse_response, "openai", request_schema=_REQUEST_LINE,
                         batch=_BATCH, turns=conversation)
 
