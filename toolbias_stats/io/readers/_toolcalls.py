@@ -312,7 +312,7 @@ class AttemptColumns:
                 if names:
                     seen.setdefault(tuple(names), i)
             first = list(seen.values())
-        return [(list(tools[i]), self.source_file[i], self.source_row[i]) for i in first if tools[i]]
+        return [(list(names), self.source_file[i], self.source_row[i]) for i in first if (names := tools[i])]
 
 
 def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
