@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,7 +113,8 @@ class QueryArrays:
 
 
 class _LazyTable:
-    """The ``table`` field of :class:`SelectionCounts`: a DataFrame, or a function making it on first use."""
+    """A frame field of :class:`SelectionCounts` (``table``, ``query_orderings``): a DataFrame (or None), or a
+    function making it on first use."""
 
     def __init__(self, name: str) -> None:
         self._slot = "_lazy_" + name
@@ -328,6 +330,8 @@ class SelectionCounts:
 
 # set after the dataclass is made, so that `table` stays a field without a default
 setattr(SelectionCounts, "table", _LazyTable("table"))  # noqa: B010
+# the pandas engine's query_orderings are summed on first use (issue 37: `validate` never reads them)
+setattr(SelectionCounts, "query_orderings", _LazyTable("query_orderings"))  # noqa: B010
 
 
 # ------------------------------------------------------------------------------------------------
@@ -364,7 +368,7 @@ def counts_from_log(log: SelectionLog, *, level: str = "query") -> SelectionCoun
     n_groups = int(codes.max()) + 1 if len(codes) else 0
     first = np.unique(codes, return_index=True)[1]              # first row of every group
     status = d["status"].to_numpy(dtype=object)
-    out = d.iloc[first][keys].reset_index(drop=True)
+    out = d[keys].iloc[first].reset_index(drop=True)   # only the key columns are taken
     if level == "cluster":
         out.insert(len(design) + 1, "query_id", pd.array([pd.NA] * n_groups, dtype="string"))
     # an aggregated log: every row stands for `count` attempts (sums are exact: integers below 2^53 as floats)
@@ -389,15 +393,23 @@ def counts_from_log(log: SelectionLog, *, level: str = "query") -> SelectionCoun
         for s in STATUSES:
             out[f"rows_{s}"] = np.bincount(codes[status == s], minlength=n_groups).astype(np.int64)
     out = finalize_table(out, design, k_max)
-    qo = None
+    qo: Any = None
     if level == "query":
-        sel = d.loc[ok, list(design) + ["cluster_id", "query_id", "ordering"]].copy()
-        sel["api_index"] = tool_idx[ok]
-        sel["chosen_rank"] = np.where(known[ok], np.nan_to_num(pos[ok]), 0).astype(np.int64)
-        sel["count"] = 1 if w is None else w[ok]
-        qo = finalize_query_orderings(sel, design)
+        # summed on first use (issue 37: `validate` never reads them); the columns are a copy-on-write snapshot
+        qo = partial(_query_orderings, d[list(design) + ["cluster_id", "query_id", "ordering"]], ok, tool_idx,
+                     known, pos, w, design)
     return SelectionCounts(out, cells, catalog, design, level, dict(log.diagnostics), "pandas",
                            declared_design=log.declared_design, query_orderings=qo)
+
+
+def _query_orderings(keys: pd.DataFrame, ok, tool_idx, known, pos, w, design) -> pd.DataFrame:
+    """The pandas engine's ``query_orderings``: the valid choices of the log (``keys``: its design, cluster, query
+    and ordering columns; ``ok``, ``tool_idx``, ``known``, ``pos``, ``w``: as :func:`counts_from_log` has them)."""
+    sel = keys.loc[ok].copy()
+    sel["api_index"] = tool_idx[ok]
+    sel["chosen_rank"] = np.where(known[ok], np.nan_to_num(pos[ok]), 0).astype(np.int64)
+    sel["count"] = 1 if w is None else w[ok]
+    return finalize_query_orderings(sel, design)
 
 
 def finalize_query_orderings(frame: pd.DataFrame, design) -> pd.DataFrame:

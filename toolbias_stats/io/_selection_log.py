@@ -462,23 +462,23 @@ def _resolve_orderings(rows: _RowProblems, catalog: ToolCatalog) -> pd.Series:
         n_listed[unassigned_ord.to_numpy()] = [len(str(o).split("|")) for o in df.loc[unassigned_ord, "ordering"]]
     has_ord = df["ordering"].notna() & assigned
     if has_ord.any():
-        combos = df.loc[has_ord, ["cluster_id", "ordering"]].drop_duplicates()
-        bad_combo, length = {}, {}
-        for c, o in zip(combos["cluster_id"], combos["ordering"]):
+        # each distinct (cluster, ordering) is checked once; rows find theirs by code (no per-row Python objects)
+        mask = has_ord.to_numpy()
+        (cu, ou), inv = _pair_codes(df["cluster_id"], df["ordering"], mask)
+        bad_combo, length = {}, np.zeros((len(cu), 2), dtype=np.int64)
+        for j, (c, o) in enumerate(zip(cu, ou)):
             shown = str(o).split("|")
             members_c = set(catalog.tools(c))
             seq = [t for t in shown if t in members_c]
-            length[(c, o)] = (len(seq), len(shown))
+            length[j] = (len(seq), len(shown))
             if (message := ordering_message(c, o, seq)) is not None:
-                bad_combo[(c, o)] = message
-        keys = list(zip(df.loc[has_ord, "cluster_id"].to_numpy(object),     # object arrays: Arrow strings are
-                        df.loc[has_ord, "ordering"].to_numpy(object)))      # slow to iterate one by one
+                bad_combo[j] = message
         if bad_combo:
-            for i, key in zip(np.flatnonzero(has_ord.to_numpy()), keys):
-                if key in bad_combo:
-                    rows.add(i, "ordering", bad_combo[key])
-        df.loc[has_ord, "n_candidates"] = np.array([length[k][0] for k in keys], dtype=np.int64)
-        n_listed[has_ord.to_numpy()] = np.array([length[k][1] for k in keys], dtype=np.int64)
+            for i, j in zip(np.flatnonzero(mask), inv.tolist()):
+                if j in bad_combo:
+                    rows.add(i, "ordering", bad_combo[j])
+        df.loc[has_ord, "n_candidates"] = length[inv, 0]
+        n_listed[mask] = length[inv, 1]
     if not assigned.all():   # a row without a cluster: the cluster's tools shown are unknown (0) unless given
         df["n_candidates"] = df["n_candidates"].fillna(0)
     return n_listed
@@ -490,12 +490,13 @@ def _check_choices(rows: _RowProblems, catalog: ToolCatalog, ok: np.ndarray, n_l
     df, where = rows.df, rows.where
     where(ok & df["chosen_tool"].isna().to_numpy(), "chosen_tool", OK_WITHOUT_TOOL)
     members = set(zip(catalog.table["cluster_id"], catalog.table["tool_id"]))
-    pairs = df.loc[ok & df["chosen_tool"].notna().to_numpy(), ["cluster_id", "chosen_tool"]]
-    uniq = pairs.drop_duplicates()
-    bad_tools = {(c, t) for c, t in zip(uniq["cluster_id"], uniq["chosen_tool"]) if (c, t) not in members}
+    named = ok & df["chosen_tool"].notna().to_numpy()
+    (cu, tu), inv = _pair_codes(df["cluster_id"], df["chosen_tool"], named)   # each distinct pair checked once
+    bad_tools = {j for j, ct in enumerate(zip(cu, tu)) if ct not in members}
     if bad_tools:
-        for i in pairs.index[[ct in bad_tools for ct in zip(pairs["cluster_id"], pairs["chosen_tool"])]]:
-            rows.add(i, "chosen_tool", not_in_cluster_message(df["chosen_tool"].iat[i], df["cluster_id"].iat[i]))
+        for i, j in zip(np.flatnonzero(named), inv.tolist()):
+            if j in bad_tools:
+                rows.add(i, "chosen_tool", not_in_cluster_message(df["chosen_tool"].iat[i], df["cluster_id"].iat[i]))
     n_listed = n_listed.fillna(df["n_candidates"].astype("Int64"))
     pos = df["chosen_position"]
     out_of_range = (pos.notna() & ((pos < 1) | (pos > n_listed))).fillna(False).to_numpy()
@@ -525,19 +526,19 @@ def _derive_ranks(rows: _RowProblems, catalog: ToolCatalog, ok: np.ndarray, has_
     # chosen_rank: the rank of the chosen tool among its cluster's tools as shown (= chosen_position when the list
     # is the cluster's tools, or when no list is given). Derived whenever the list is known (a given value is then
     # recomputed: a log edited in its chosen_position stays consistent); kept as given only without a list.
-    rank_in = rank_in.astype("Float64").astype("Int64")
-    rank = pd.array([pd.NA] * len(df), dtype="Int64")
+    rank = pd.arrays.IntegerArray(np.zeros(len(df), dtype=np.int64), np.ones(len(df), dtype=bool))   # all NA
     no_ord = ~has_ord
     # no list given: the rank as given (an aggregated log without lists keeps it), else the position; no rank
     # without a position (a blanked position means the order is unknown)
-    given_pos = df["chosen_position"].astype("Int64")
-    rank[no_ord] = rank_in.fillna(given_pos).where(given_pos.notna()).to_numpy()[no_ord]
+    if no_ord.any():
+        given_pos = df["chosen_position"].astype("Int64")
+        rank_in = rank_in.astype("Float64").astype("Int64")
+        rank[no_ord] = rank_in.fillna(given_pos).where(given_pos.notna()).to_numpy()[no_ord]
     with_ord = ok & has_ord
     if with_ord.any():
         # from the position (as given, or derived from the tool): the cluster's tools up to that position
-        sel = df.loc[with_ord, ["cluster_id", "ordering", "chosen_position"]]
-        codes, uniq = pd.factorize(pd.MultiIndex.from_frame(sel), use_na_sentinel=False)
-        ranks = [_rank_at(str(o).split("|"), set(catalog.tools(c)), p) for c, o, p in uniq]
+        uniq, codes = _pair_codes(df["cluster_id"], df["ordering"], with_ord, df["chosen_position"])
+        ranks = [_rank_at(str(o).split("|"), set(catalog.tools(c)), p) for c, o, p in zip(*uniq)]
         rank[with_ord] = pd.array(ranks, dtype="Int64")[codes]
     out_rank = (pd.Series(rank).notna() & ((pd.Series(rank) < 1) | (pd.Series(rank) > df["n_candidates"]))
                 ).fillna(False).to_numpy()
@@ -609,6 +610,27 @@ def _check_duplicates(df, extras, given_ordering, files, rows, weighted, duplica
 
 
 #: Columns that, with the attempt identity, identify a cell of an aggregated log.
+def _pair_codes(*cols_and_mask) -> tuple[tuple, np.ndarray]:
+    """``(distinct values, codes)`` of the rows of ``mask`` over two or three columns (``a, b, mask[, c]``):
+    ``distinct`` holds one list per column (the value combinations present, missing values as ``pd.NA``) and
+    ``codes[i]`` the combination of the i-th row of ``mask``. Each column is factorised whole (no take of its
+    text), the combinations found with NumPy."""
+    a, b, mask, *rest = cols_and_mask
+    mask = np.asarray(mask, dtype=bool)
+    cols = [a, b, *rest]
+    codes, uniques = [], []
+    for col in cols:
+        c, u = pd.factorize(col, use_na_sentinel=False)
+        codes.append(np.asarray(c, dtype=np.int64)[mask])
+        uniques.append(list(u))
+    combo = np.zeros(int(mask.sum()), dtype=np.int64)
+    for c, u in zip(codes, uniques):       # one code per combination so far, times the next column's values
+        combo = np.unique(combo * max(len(u), 1) + c, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    first = np.unique(combo, return_index=True)[1]
+    distinct = tuple([u[k] for k in c[first].tolist()] for c, u in zip(codes, uniques))
+    return distinct, combo
+
+
 def _rank_at(shown, members, position):
     """Rank among the cluster's tools (``members``) of the tool shown at 1-based ``position``; NA when unknown
     or when that tool is not one of the cluster's."""

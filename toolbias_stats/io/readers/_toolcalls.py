@@ -302,15 +302,17 @@ class AttemptColumns:
     def offered(self) -> list[tuple]:
         """``(tool names offered, file, line)`` of the first attempt showing each distinct list (None for attempts
         without a list are left out): what cluster inference reads (it only looks at each set's first request)."""
-        seen, out = set(), []
-        for names, f, r in zip(self.tools, self.source_file, self.source_row):
-            if not names:
-                continue
-            key = tuple(names)
-            if key not in seen:
-                seen.add(key)
-                out.append((list(names), f, r))
-        return out
+        tools = self.tools
+        try:    # the first position of each distinct list, at C speed (a batch's lists are tuples)
+            n = len(tools)
+            first = sorted(dict(zip(tools[::-1], range(n - 1, -1, -1))).values())
+        except TypeError:   # lists (attempts read one by one): hashed as tuples
+            seen: dict = {}
+            for i, names in enumerate(tools):
+                if names:
+                    seen.setdefault(tuple(names), i)
+            first = list(seen.values())
+        return [(list(names), self.source_file[i], self.source_row[i]) for i in first if (names := tools[i])]
 
 
 def build_log(attempts, *, catalog: ToolCatalog, meta, source: Path, fmt: str,
@@ -591,15 +593,17 @@ def _raw_of(o_status: list, o_raw: list, which: str, status: Counter) -> Counter
 
 def _repeats(keys: list) -> np.ndarray:
     """1, 2, 3, ... for the first, second, third ... row with the same key (a cumulative count per key)."""
-    if len(set(keys)) == len(keys):
-        return np.ones(len(keys), dtype=np.int64)
-    seen: dict = {}
-    out = []
-    for k in keys:
-        n = seen.get(k, 0) + 1
-        seen[k] = n
-        out.append(n)
-    return np.asarray(out, dtype=np.int64)
+    index: dict = {}
+    codes = [index.setdefault(k, len(index)) for k in keys]     # each key's first-seen number
+    n = len(codes)
+    if len(index) == n:
+        return np.ones(n, dtype=np.int64)
+    order = np.argsort(np.asarray(codes, dtype=np.int64), kind="stable")   # rows of a key together, in row order
+    sorted_codes = np.asarray(codes, dtype=np.int64)[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.arange(n, dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, n])) + 1
+    return out
 
 
 class _Resolver:
@@ -1157,13 +1161,24 @@ class _Outcome:
             att.status, att.name, att.raw, att.n_calls, att.flags)
 
 
-def _result_read(plain):
-    """``plain`` of a decoded result line with the line's custom_id: ``(custom_id, plain(line))``, None where
-    ``plain`` declines the line."""
-    def read(line):
-        out = plain(line)
-        return None if out is None else (line.custom_id, out)
-    return read
+def _plain_result_reads(pieces: list, decode, plain) -> list:
+    """As :func:`_plain_reads` for result lines, each kept with its custom_id: ``(custom_id, plain(line))``, None
+    where the line is deep, does not decode into the plain shape or ``plain`` declines it."""
+    out: list = []
+    append = out.append
+    limit = _FAST_MAX_BRACKETS
+    for raw in pieces:
+        if len(raw) <= limit or raw.count(b"[") + raw.count(b"{") <= limit:
+            try:
+                line = decode(raw)
+                read = plain(line)
+                if read is not None:
+                    append((line.custom_id, read))
+                    continue
+            except FAST_ERRORS:
+                pass
+        append(None)
+    return out
 
 
 def _batch_results(pieces: list, open_end: bool, shape, parse_response, index: dict, reqs: list, rows: list,
@@ -1173,7 +1188,7 @@ def _batch_results(pieces: list, open_end: bool, shape, parse_response, index: d
     ``reqs``: the request columns of :func:`_batch_requests`."""
     status, names, texts, n_calls, flags = outcome.status, outcome.names, outcome.texts, outcome.n_calls, outcome.flags
     got = bytearray(len(rows))
-    reads = _plain_reads(pieces, shape.response.decode, _result_read(shape.read_response))
+    reads = _plain_result_reads(pieces, shape.response.decode, shape.read_response)
     n_res = 0
     for i, read in enumerate(reads):
         if read is not None:
@@ -1335,8 +1350,9 @@ def read_attempts(path, responses, parse_request, parse_response, fmt: str, requ
 
 def read_offered(path, responses, parse_request, parse_response, fmt: str, request_schema=None,
                  batch=None, turns=None) -> list[tuple]:
-    """``(tool names offered, file, line)`` of every request of a request/response log (for inferring clusters):
-    a batch read column by column (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
+    """``(tool names offered, file, line)`` of the first request showing each distinct tool list of a
+    request/response log (for inferring clusters, which reads nothing else): a batch read column by column
+    (:func:`read_batch_columns`) when it can be, else :func:`read_attempts`."""
     with paused_gc():
         cols = None
         _HANDOFF.clear()
@@ -1348,8 +1364,7 @@ def read_offered(path, responses, parse_request, parse_response, fmt: str, reque
         if cols is None:
             return offered_lists(read_attempts(path, responses, parse_request, parse_response, fmt,
                                                request_schema=request_schema, turns=turns))
-        return [(None if t is None else list(t), f, r) for t, f, r in zip(cols.tools, cols.source_file,
-                                                                           cols.source_row)]
+        return cols.offered()
 
 
 @dataclass
@@ -1407,8 +1422,9 @@ def conversation_attempts(path: Path, line: int, rec: dict, conv: Conversation) 
 
 
 def offered_lists(attempts: list[Attempt]) -> list[tuple]:
-    """``(tool names offered, file, line)`` of every attempt (for inferring clusters)."""
-    return [(a.tools, a.source_file, a.source_row) for a in attempts]
+    """``(tool names offered, file, line)`` of the first attempt showing each distinct list (attempts without a
+    list left out; see :meth:`AttemptColumns.offered`): all that cluster inference reads."""
+    return AttemptColumns.from_attempts(attempts).offered()
 
 
 def _error_text(err) -> str:

@@ -116,7 +116,7 @@ def read_anthropic(path: PathLike, *, catalog: ToolCatalog | None = None, meta: 
 
 
 def offered_anthropic(path, responses=None, **_) -> list[tuple]:
-    """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
+    """``(tool names offered, file, line)`` of the first request showing each distinct list (cluster inference)."""
     return read_offered(path, responses, parse_request, parse_response, "anthropic", request_schema=_REQUEST_LINE,
                         batch=_BATCH, turns=conversation)
 

@@ -123,7 +123,7 @@ def read_openai(path: PathLike, *, catalog: ToolCatalog | None = None, meta: Met
 
 
 def offered_openai(path, responses=None, **_) -> list[tuple]:
-    """``(tool names offered, file, line)`` of every request (for inferring clusters)."""
+    """``(tool names offered, file, line)`` of the first request showing each distinct list (cluster inference)."""
     return read_offered(path, responses, parse_request, parse_response, "openai", request_schema=_REQUEST_LINE,
                         batch=_BATCH, turns=conversation)
 
@@ -361,7 +361,9 @@ def _plain_request(ln, lists):
     text = None
     for m in reversed(b.messages):
         if m.role == "user":
-            t = message_text(m.content)
+            t = m.content
+            if type(t) is not str:
+                t = message_text(t)
             if t:
                 text = t
                 break
@@ -373,7 +375,10 @@ def _plain_request(ln, lists):
         qid = _query_id(None, top, body)
         cluster = record_field("cluster_id", None, top, body)
     model = b.model if type(b.model) is str and b.model else None
-    return cid, tool_names(b.tools, lists, _TOOLS, _names), qid, text, cluster, forced, model
+    names = lists.get(bytes(b.tools))          # a list seen before (tool_names works out a new one)
+    if names is None:
+        names = tool_names(b.tools, lists, _TOOLS, _names)
+    return cid, names, qid, text, cluster, forced, model
 
 
 def _names(tools):
