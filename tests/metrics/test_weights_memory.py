@@ -40,7 +40,7 @@ def _targets(q, seed, high=4):
     (997, 64, 997 * 8 * 3),        # blocks of 6 before (10 x 6 + 4), 11 of at most 6 now
     (313, 5, 313 * 8 * 2),         # one row more than a block
     (1500, 40, 1500 * 8 * 39),     # one block (all rows fit a float32 block)
-    (1, 30, 8),                    # one query: a block per replicate
+    (2, 12, 64),                   # two queries: blocks of 8 before (8 + 4), two of 6 now
 ])
 def test_replicates_equal_the_former_blocks_bit_for_bit(method, q, n_resamples, chunk_bytes):
     targets = _targets(q, q + n_resamples)
