@@ -51,6 +51,19 @@ def test_replicates_equal_the_former_blocks_bit_for_bit(method, q, n_resamples, 
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("shapes", [[(1,)], [(8,)], [(13,)], [(2, 3), (4,)], [(3, 5), (3, 5), (2,)]])
+def test_counts_of_any_width_equal_the_former_product(shapes):
+    # the float32 counts are padded with zero columns to a multiple of 8 for BLAS: every width gives the former sums
+    q = 900
+    rng = np.random.default_rng(len(shapes))
+    targets = [rng.integers(0, 6, size=(q,) + shape) for shape in shapes]
+    new = resampled_counts(targets, 70, np.random.default_rng(2), chunk_bytes=q * 8 * 30)
+    old = _former(targets, 70, np.random.default_rng(2), "multinomial", q * 8 * 30)
+    for a, b, t in zip(new, old, targets):
+        assert a.shape == (70,) + t.shape[1:]
+        np.testing.assert_array_equal(a, b)
+
+
 def test_float64_products_where_float32_is_not_exact():
     # counts so large that a float32 sum could round: both paths take the float64 product, and agree
     q = 600
