@@ -140,54 +140,42 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
             with _one_blas_thread():
                 out[:] = w @ joined
     else:
-        # many queries: compiled counter-based draws in blocks of replicates (memory bounded), float32 products
-        # (exact while every sum stays below 2^24, else float64)
-        from ._weights_kernel import weights_block_max
+        # many queries: compiled counter-based draws (memory bounded), exact products
+        from ._weights_kernel import weighted_sums, weights_block_max
 
         seed = int(rng.integers(0, 2**63))
+        if _exact_sums(joined, q, method):
+            # integer counts: each thread draws a few replicates into a buffer in its cache and multiplies them
+            # there (no (replicates x queries) block in memory, one parallel region, the same exact sums)
+            with _one_blas_thread():
+                out[:] = weighted_sums(joined, n_resamples, seed, method == "poisson", chunk_bytes)
+            return [out[:, a:b].reshape((n_resamples,) + np.shape(t)[1:])
+                    for a, b, t in zip(widths[:-1], widths[1:], targets)]
         step = max(1, int(chunk_bytes // (4 * q)))
-        # blocks of equal size (a replicate's weights do not depend on its block), written into one block of
-        # memory reused for all: fresh pages cost system time (page faults) comparable to a quarter of the draws
-        step = -(-n_resamples // -(-n_resamples // step))
-        flat = _weights_memory(step * q)
-        block = flat[:step * q].reshape(step, q)
-        # the float32 counts padded with zero columns to a multiple of 8: BLAS's kernels take 8 or 16 columns at a
-        # time, and 30 columns cost ~25 % more than 32 (zero columns change no other column's exact sums)
-        width = joined.shape[1]
-        joined32 = np.zeros((q, -(-width // 8) * 8), dtype=np.float32)
-        joined32[:, :width] = joined
+        joined32 = joined.astype(np.float32)
         col_total = float(joined.sum(0).max()) if joined.size else 0.0
         for start in range(0, n_resamples, step):
             r = min(step, n_resamples - start)
-            w, top = weights_block_max(r, q, seed, start, method == "poisson", out=block[:r])   # on all cores
+            w, top = weights_block_max(r, q, seed, start, method == "poisson")   # drawn on all cores
             # one BLAS thread: the product reads the block once (memory bound); idle BLAS threads spinning
             # beside the weights' threads cost more than they give (exact sums, whatever the threads)
             with _one_blas_thread():
                 if top * col_total < 2**24:
-                    out[start:start + r] = (w @ joined32)[:, :width]
+                    out[start:start + r] = w @ joined32
                 else:
                     out[start:start + r] = w.astype(float) @ joined
-        if not _BLOCKS:
-            _BLOCKS.append(flat)
     return [out[:, a:b].reshape((n_resamples,) + np.shape(t)[1:]) for a, b, t in zip(widths[:-1], widths[1:], targets)]
 
 
-_BLOCKS: list = []
+def _exact_sums(joined: np.ndarray, q: int, method: str) -> bool:
+    """Whether every weighted sum of ``joined`` is an integer below 2^53 (exact in float64 in any order).
 
-
-def _weights_memory(size: int) -> np.ndarray:
-    """A float32 array of ``size`` elements for the weights of large studies (flat), reused from call to call.
-
-    Fresh pages cost a page fault each: ~18,000 for one cluster of 9,524 queries at 2,000 replicates, system time
-    comparable to a quarter of the draws. At most one array is kept (of at most ``chunk_bytes``): a call takes it
-    from the list (``list.pop`` is atomic, so concurrent calls never share one) and puts its own back. The kernel
-    writes every weight of the rows it draws, so nothing of an earlier call is read.
+    A multinomial weight is at most Q, a Poisson one at most 60 (the kernel's inversion stops there).
     """
-    try:
-        held = _BLOCKS.pop()
-    except IndexError:
-        held = None
-    return held if held is not None and held.size >= size else np.empty(size, dtype=np.float32)
+    if not np.array_equal(joined, np.rint(joined)):
+        return False
+    bound = (q if method == "multinomial" else 60) * (float(np.abs(joined).sum(0).max()) if joined.size else 0.0)
+    return bound < 2**53
 
 
 def percentile_ci(distribution: ArrayLike, confidence_level: float) -> ConfidenceInterval:

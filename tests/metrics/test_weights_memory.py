@@ -1,15 +1,17 @@
-"""The bootstrap of large studies with its weights written into one reused block (issue 37, 10M rows at 2,000
-replicates): the replicates are bit for bit those of the former code (a fresh block per ``chunk_bytes`` of
-replicates, drawn by :func:`weights_block_max`, times the counts in float32 or float64)."""
+"""The bootstrap of large studies without a block of weights in memory (issue 37, 10M rows at 2,000 replicates):
+each thread draws a few replicates into a buffer and multiplies them there (:func:`weighted_sums`). The replicates
+are bit for bit those of the former code (a block of weights per ``chunk_bytes`` of replicates, drawn by
+:func:`weights_block_max`, times the counts in float32 or float64)."""
 
 import numpy as np
 import pytest
 
 pytest.importorskip("numba")
 
-from toolbias_stats import _resampling
+import numba
+
 from toolbias_stats._resampling import resampled_counts
-from toolbias_stats._weights_kernel import weights_block, weights_block_max
+from toolbias_stats._weights_kernel import weighted_sums, weights_block_max
 
 
 def _former(targets, n_resamples, rng, method, chunk_bytes):
@@ -74,44 +76,26 @@ def test_float64_products_where_float32_is_not_exact():
     assert new[0].max() > 2**24     # the float64 product was needed
 
 
-def test_a_reused_block_never_carries_an_earlier_call_into_a_later_one():
-    # a large call leaves its block; smaller, larger and other-width calls after it give the former numbers
-    _resampling._BLOCKS.clear()
-    calls = [(2000, 90, 11), (300, 41, 12), (2000, 90, 13), (2500, 120, 14), (301, 39, 15)]
-    for q, r, seed in calls:
-        targets = _targets(q, seed, high=3)
-        chunk = q * 8 * 25
-        assert q * r * 8 > chunk     # the compiled path (the NumPy one draws from `rng` in one block)
-        new = resampled_counts(targets, r, np.random.default_rng(seed), chunk_bytes=chunk)
-        old = _former(targets, r, np.random.default_rng(seed), "multinomial", chunk)
-        for a, b in zip(new, old):
-            np.testing.assert_array_equal(a, b)
-        assert len(_resampling._BLOCKS) == 1
-    assert _resampling._BLOCKS[0].size == 2500 * 40     # the largest block (3 blocks of 40 rows) kept, one only
-
-
-def test_two_callers_never_share_the_held_block():
-    _resampling._BLOCKS.clear()
-    _resampling._BLOCKS.append(np.empty(1000, dtype=np.float32))
-    first = _resampling._weights_memory(800)
-    second = _resampling._weights_memory(800)     # the first has not put its block back: a new one
-    assert not np.shares_memory(first, second)
-    assert _resampling._weights_memory(2000).size == 2000
+def test_counts_that_are_not_integers_take_the_former_path():
+    # a weighted table's counts: float32 sums would round, in BLAS's order; the former blocks give the same numbers
+    q = 700
+    targets = [np.random.default_rng(4).random((q, 6)) * 3]
+    new = resampled_counts(targets, 60, np.random.default_rng(8), chunk_bytes=q * 8 * 20)
+    old = _former(targets, 60, np.random.default_rng(8), "multinomial", q * 8 * 20)
+    np.testing.assert_array_equal(new[0], old[0])
 
 
 @pytest.mark.parametrize("poisson", [False, True])
-def test_the_kernel_writes_every_weight_of_a_given_block(poisson):
-    out = np.full((7, 333), np.nan, dtype=np.float32)    # garbage left by an earlier call
-    w, top = weights_block_max(7, 333, 99, 4, poisson, out=out)
-    assert w is out
-    np.testing.assert_array_equal(w, weights_block(7, 333, 99, 4, poisson))
-    assert top == w.max()
-
-
-def test_a_block_of_the_wrong_shape_or_type_is_refused():
-    with pytest.raises(ValueError, match="C-contiguous float32"):
-        weights_block_max(3, 10, 1, 0, False, out=np.empty((3, 11), dtype=np.float32))
-    with pytest.raises(ValueError, match="C-contiguous float32"):
-        weights_block_max(3, 10, 1, 0, False, out=np.empty((3, 10)))
-    with pytest.raises(ValueError, match="C-contiguous float32"):
-        weights_block_max(3, 10, 1, 0, False, out=np.empty((10, 3), dtype=np.float32).T)
+def test_weighted_sums_do_not_depend_on_buffers_or_threads(poisson):
+    q = 1200
+    counts = np.random.default_rng(6).integers(0, 5, size=(q, 11)).astype(float)
+    w = weights_block_max(97, q, 2024, 0, poisson)[0].astype(float)
+    expected = w @ counts                            # exact: integers far below 2^53
+    for chunk_bytes in (1, 4 * q * 3, 64 * 2**20):   # buffers of 1, 1 or 3, and 64 replicates per thread
+        np.testing.assert_array_equal(weighted_sums(counts, 97, 2024, poisson, chunk_bytes), expected)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        np.testing.assert_array_equal(weighted_sums(counts, 97, 2024, poisson, 2**20), expected)
+    finally:
+        numba.set_num_threads(threads)
