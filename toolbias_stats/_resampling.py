@@ -117,8 +117,9 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
     chunk_bytes : int
         When all weights (float64) fit in this size they are drawn with ``rng`` in one block (every study
         with up to ~4,000 queries per cluster at 2,000 replicates). Otherwise one seed is drawn from ``rng``
-        and a compiled counter-based generator (:mod:`._weights_kernel`) writes the weights in blocks of
-        replicates of at most this size, so memory stays bounded whatever Q is; same seed, same replicates.
+        and a compiled counter-based generator (:mod:`._weights_kernel`) draws the weights a few replicates at
+        a time per thread (buffers of at most this size together) and multiplies them with the counts there,
+        so memory stays bounded whatever Q is; same seed, same replicates.
 
     Returns
     -------

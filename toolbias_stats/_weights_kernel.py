@@ -4,10 +4,12 @@ Drawing R x Q multinomial weights with NumPy costs a bounded-integer draw, a fla
 query and replicate; for the 10,000 queries per cluster of a large log that is most of the bootstrap. Here each
 replicate has its own SplitMix64 stream (Steele, Lea & Flood 2014), seeded by hashing (seed, replicate), so the
 draws do not depend on the block they are drawn in, and integers in [0, Q) come from Lemire's unbiased
-multiply-and-reject method (Lemire 2019). The weights are written into a float32 block that a BLAS product then
-multiplies with the per-query counts. Replicates are drawn in parallel (numba's ``prange``; each writes only its own
-row from its own stream, so the numbers do not depend on the threads). This module imports numba; ``_resampling``
-imports it only when needed.
+multiply-and-reject method (Lemire 2019). :func:`weighted_sums` draws a few replicates per thread into a float32
+buffer that stays in the core's cache and multiplies it there with the per-query counts (BLAS through numba's
+``np.dot``; integer sums, exact, so the order of summation does not matter); :func:`weights_block` returns the
+weights themselves. Replicates are drawn in parallel (numba's ``prange``; each writes only its own row from its own
+stream, so the numbers do not depend on the threads). This module imports numba; ``_resampling`` imports it only
+when needed.
 """
 
 from __future__ import annotations
