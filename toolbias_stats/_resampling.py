@@ -119,8 +119,9 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
     chunk_bytes : int
         When all weights (float64) fit in this size they are drawn with ``rng`` in one block (every study
         with up to ~4,000 queries per cluster at 2,000 replicates). Otherwise one seed is drawn from ``rng``
-        and a compiled counter-based generator (:mod:`._weights_kernel`) writes the weights in blocks of
-        replicates of at most this size, so memory stays bounded whatever Q is; same seed, same replicates.
+        and a compiled counter-based generator (:mod:`._weights_kernel`) draws the weights a few replicates at
+        a time per thread (buffers of at most this size together) and multiplies them with the counts there,
+        so memory stays bounded whatever Q is; same seed, same replicates.
 
     Returns
     -------
@@ -142,11 +143,17 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
             with _one_blas_thread():
                 out[:] = w @ joined
     else:
-        # many queries: compiled counter-based draws in blocks of replicates (memory bounded), float32 products
-        # (exact while every sum stays below 2^24, else float64)
-        from ._weights_kernel import weights_block_max
+        # many queries: compiled counter-based draws (memory bounded), exact products
+        from ._weights_kernel import weighted_sums, weights_block_max
 
         seed = int(rng.integers(0, 2**63))
+        if _exact_sums(joined, q, method):
+            # integer counts: each thread draws a few replicates into a buffer in its cache and multiplies them
+            # there (no (replicates x queries) block in memory, one parallel region, the same exact sums)
+            with _one_blas_thread():
+                out[:] = weighted_sums(joined, n_resamples, seed, method == "poisson", chunk_bytes)
+            return [out[:, a:b].reshape((n_resamples,) + np.shape(t)[1:])
+                    for a, b, t in zip(widths[:-1], widths[1:], targets)]
         step = max(1, int(chunk_bytes // (4 * q)))
         joined32 = joined.astype(np.float32)
         col_total = float(joined.sum(0).max()) if joined.size else 0.0
@@ -161,6 +168,17 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
                 else:
                     out[start:start + r] = w.astype(float) @ joined
     return [out[:, a:b].reshape((n_resamples,) + np.shape(t)[1:]) for a, b, t in zip(widths[:-1], widths[1:], targets)]
+
+
+def _exact_sums(joined: np.ndarray, q: int, method: str) -> bool:
+    """Whether every weighted sum of ``joined`` is an integer below 2^53 (exact in float64 in any order).
+
+    A multinomial weight is at most Q, a Poisson one at most 60 (the kernel's inversion stops there).
+    """
+    if not np.array_equal(joined, np.rint(joined)):
+        return False
+    bound = (q if method == "multinomial" else 60) * (float(np.abs(joined).sum(0).max()) if joined.size else 0.0)
+    return bound < 2**53
 
 
 def percentile_ci(distribution: ArrayLike, confidence_level: float) -> ConfidenceInterval:
