@@ -38,7 +38,7 @@ from ._bias_results import (
     TVResult,
     collector_paused,
 )
-from ._bias_tensors import NOTE_LENGTHS, _cluster_tensors, _Columns, _positions
+from ._bias_tensors import NOTE_LENGTHS, _Columns, _group_tensors, _positions
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from ._vectorised import (
@@ -123,11 +123,11 @@ def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of,
     # comparison of all the group's rows per cluster costs rows x clusters (issue 37: 2,000 clusters)
     order = np.argsort(code, kind="stable")
     bounds = np.searchsorted(code[order], np.arange(len(columns.cluster_ids) + 1))
-    for c in clusters:
-        part = at[order[bounds[code_of[c]]:bounds[code_of[c] + 1]]]
-        d.api_t[c], d.pos_t[c], d.tools_of[c] = _cluster_tensors(columns, part, catalog, c, runs, caught, keys,
-                                                                 stacklevel=7)
-        seen = int(columns.pos[part].sum()) > 0
+    parts = [at[order[bounds[code_of[c]]:bounds[code_of[c] + 1]]] for c in clusters]
+    # every cluster's tensors at once: one bincount per number of tools, not a dozen NumPy calls per cluster
+    tensors, seen_of = _group_tensors(columns, parts, catalog, clusters, runs, caught, keys, stacklevel=7)
+    for c, (api_t, pos_t, tools), seen in zip(clusters, tensors, seen_of):
+        d.api_t[c], d.pos_t[c], d.tools_of[c] = api_t, pos_t, tools
         d.labels[c], d.notes[c] = _positions(d.pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
         if d.labels[c] is None:
             d.pos_t[c] = None

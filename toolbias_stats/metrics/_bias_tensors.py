@@ -198,3 +198,67 @@ def _positions(pos_t, pos_of, cluster, unknown):
     if len(slots) != pos_t.k:
         return None, NOTE_LENGTHS
     return slots, None
+
+
+def _group_tensors(columns: _Columns, parts: list, catalog, clusters: list, runs, caught, keys, stacklevel=6):
+    """:func:`_cluster_tensors` of every cluster of a group (``parts[i]``: the rows of ``clusters[i]``), the same
+    arrays bit for bit and the same warnings in the same order, from one gather and one ``bincount`` per number of
+    tools rather than a dozen NumPy calls per cluster (issue 37: 2,000 clusters x 7 groups cost 0.6 s in calls).
+
+    Also returns, per cluster, whether any of its rows has a known position (``int(columns.pos[part].sum()) > 0``).
+    The tensors are views of one array per number of tools; the counts are integers, so every sum is exact (and a
+    bin of the shared ``bincount`` adds the same rows in the same order as the cluster's own)."""
+    tools = [catalog.tools(c) for c in clusters]
+    by_k: dict = {}
+    for i, t in enumerate(tools):
+        by_k.setdefault(len(t), []).append(i)
+    api: list = [None] * len(clusters)
+    pos: list = [None] * len(clusters)
+    seen: list = [False] * len(clusters)
+    kps: list = [None] * len(clusters)           # one list length (int), or the sorted lengths (list: a warning)
+    n_runs = len(runs)
+    for k, members in by_k.items():
+        rows = np.concatenate([parts[i] for i in members])
+        sizes = np.array([len(parts[i]) for i in members])
+        who = np.repeat(np.arange(len(members)), sizes)                      # the member of each row
+        g = columns.query[rows]
+        known = g >= 0
+        span = int(g.max(initial=-1)) + 1
+        key = who[known].astype(np.int64) * span + g[known]
+        uniq, inv = np.unique(key, return_inverse=True)
+        first = np.searchsorted(uniq, np.arange(len(members), dtype=np.int64) * span)   # each member's first query
+        q_codes = np.zeros(len(rows), dtype=np.int64)   # no query id: one pseudo-query (code 0), as the cluster's own
+        q_codes[known] = inv.reshape(-1) - first[who[known]]
+        n_q = np.maximum(np.diff(np.append(first, len(uniq))), 1)            # distinct known queries, at least 1
+        offset = np.concatenate([[0], np.cumsum(n_q * n_runs)])               # each member's first cell
+        cell = offset[who] + q_codes * n_runs + np.searchsorted(runs, columns.run[rows])
+        api_all = _cell_sums(cell, columns.tools(rows, k), int(offset[-1]))
+        pos_n = columns.pos[rows].astype(float)
+        row_pos = pos_n.sum(1)
+        pos_known = row_pos > 0
+        totals = np.bincount(who, weights=row_pos, minlength=len(members))
+        n_cand, n_code = np.unique(columns.n_candidates[rows][pos_known], return_inverse=True)
+        pairs = np.unique(who[pos_known].astype(np.int64) * len(n_cand) + n_code.reshape(-1))   # (member, length)
+        for j, i in enumerate(members):
+            api[i] = _Target(api_all[offset[j]:offset[j + 1]].reshape(int(n_q[j]), n_runs, k), k)
+            seen[i] = int(totals[j]) > 0
+        lengths: dict = {}
+        for j, n in zip((pairs // max(len(n_cand), 1)).tolist(), (pairs % max(len(n_cand), 1)).tolist()):
+            lengths.setdefault(j, []).append(n)
+        by_kp: dict = {}
+        for j, ns in lengths.items():   # each member's list lengths (codes into n_cand, ascending)
+            kps[members[j]] = int(n_cand[ns[0]]) if len(ns) == 1 else sorted(n_cand[ns].tolist())
+            if len(ns) == 1:
+                by_kp.setdefault(kps[members[j]], []).append(j)
+        for kp, js in by_kp.items():
+            take = pos_known & np.isin(who, js)
+            pos_all = _cell_sums(cell[take], pos_n[take][:, :kp], int(offset[-1]))
+            for j in js:
+                pos[members[j]] = _Target(pos_all[offset[j]:offset[j + 1]].reshape(int(n_q[j]), n_runs, kp), kp)
+    for i, c in enumerate(clusters):   # the warnings in the clusters' order, as one call per cluster gives them
+        if isinstance(kps[i], list):
+            msg = (f"group {keys}, cluster {c}: lists of different lengths {kps[i]} were "
+                   "shown; the position distribution is undefined and delta_pos is skipped for this cluster")
+            warnings.warn(msg, DegenerateDataWarning, stacklevel=stacklevel)
+            caught.append(msg)
+    return [(api[i], pos[i], tools[i]) for i in range(len(clusters))], seen
