@@ -102,3 +102,24 @@ def test_batched_tensors_unknown_queries_one_pseudo_query():
     assert d.counts.shape[0] == 1
     for (a1, p1, _), (a2, p2, _) in zip(one, batched):
         assert _same(a1, a2) and _same(p1, p2)
+
+
+def test_cluster_stats_rows_at_once_equal_row_by_row():
+    """``_Metric._cluster_stats``: the clusters valid in every run reduced together give each row's own mean, bit for
+    bit; rows with a NaN run (no valid choice there) or no valid run at all keep the row-by-row value."""
+    from toolbias_stats.metrics._bias_engine import _Metric
+
+    rng = np.random.default_rng(5)
+    for s in (1, 2, 3, 8, 9, 17):
+        obs = rng.random((500, s))
+        obs[rng.random((500, s)) < 0.1] = np.nan
+        obs[7] = np.nan
+
+        class _Stub:
+            per_cluster_obs = obs
+            clusters = list(range(len(obs)))
+
+        got = _Metric._cluster_stats.func(_Stub())
+        want = np.array([row[np.isfinite(row)].mean() if np.isfinite(row).any() else np.nan for row in obs])
+        assert got.tobytes() == want.tobytes()
+        assert np.isnan(got[7])

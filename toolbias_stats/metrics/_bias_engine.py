@@ -621,12 +621,17 @@ class _Metric:
     @functools.cached_property
     def _cluster_stats(self) -> np.ndarray:
         """Every cluster's mean over its runs with a valid choice (NaN where none): ``mean_over_runs`` of
-        :meth:`cluster_result`, (C,)."""
+        :meth:`cluster_result`, (C,). The clusters valid in every run take one reduction along their rows (the sum
+        and the division of ``row.mean()``: the same numbers), the others one at a time (issue 37: 2,000 clusters)."""
+        obs = self.per_cluster_obs
         out = np.full(len(self.clusters), np.nan)
-        for i, row in enumerate(self.per_cluster_obs):
-            finite = row[np.isfinite(row)]
-            if finite.size:
-                out[i] = float(finite.mean())
+        finite = np.isfinite(obs)
+        full = finite.all(1) if obs.shape[1] else np.zeros(len(obs), dtype=bool)
+        out[full] = np.add.reduce(obs[full], axis=1) / obs.shape[1]
+        for i in np.flatnonzero(~full).tolist():
+            row = obs[i][finite[i]]
+            if row.size:
+                out[i] = float(row.mean())
         return out
 
     @functools.cached_property
