@@ -596,7 +596,7 @@ class _Metric:
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
                           corrected_method=cal.method + (" on multinomial replicates"
                                                          if self.clusters[i] in self._multinomial else ""))
-        stat = float(self._cluster_stats[i])
+        stat, pooled, null_pooled = (v[i] for v in self._cluster_floats)
         multinomial = self.clusters[i] in self._multinomial
         nq = None if self.null_query is None or multinomial else self.null_query_sims[:, i]
         nm = None if self.null_stat is None else self.null_sims[:, i]
@@ -607,15 +607,14 @@ class _Metric:
                                    if multinomial and self.n_resamples   # as the group-level `p_method`
                                    else ": no query bootstrap (n_resamples=0)"))
         tie = None if nq is None else (float(self.tie_obs[i]), self.tie_sims[:, i])
-        known = (None if nq is None else float(self._cluster_p("null_query_sims")[i]),
-                 None if nm is None else float(self._cluster_p("null_sims")[i]))
+        known = (None if nq is None else self._cluster_p_list("null_query_sims")[i],
+                 None if nm is None else self._cluster_p_list("null_sims")[i])
         kw.update(self._p_values(stat, nq, nm, method, tie=tie, known=known))
         k = self.ks[i]
         return TVResult(
             metric=self.name, mean_over_runs=stat, sd_over_runs=sd_runs[i],
-            pooled=float(self.pooled_cluster_obs[i]), n_runs=n_runs[i], null_expected=null_expected[i],
-            null_expected_pooled=float(self.null_cluster_pooled[i]),
-            normalised=stat / (1 - 1 / k), normalised_pooled=float(self.pooled_cluster_obs[i]) / (1 - 1 / k),
+            pooled=pooled, n_runs=n_runs[i], null_expected=null_expected[i], null_expected_pooled=null_pooled,
+            normalised=stat / (1 - 1 / k), normalised_pooled=pooled / (1 - 1 / k),
             confidence_level=level, **kw)
 
     @functools.cached_property
@@ -653,6 +652,20 @@ class _Metric:
             sd[i] = float(np.std(per_run)) if per_run.size else np.nan
             expected[i] = _mean_of_finite(null[i][finite[i]])
         return n_runs, sd, expected
+
+    @functools.cached_property
+    def _cluster_floats(self) -> tuple[list, list, list]:
+        """Every cluster's ``mean_over_runs``, ``pooled`` and ``null_expected_pooled`` as Python floats, converted
+        in one ``tolist`` each rather than one ``float(array[i])`` per cluster (the same numbers; issue 37)."""
+        return (self._cluster_stats.tolist(), np.asarray(self.pooled_cluster_obs, dtype=float).tolist(),
+                np.asarray(self.null_cluster_pooled, dtype=float).tolist())
+
+    def _cluster_p_list(self, sims: str) -> list:
+        """:meth:`_cluster_p` as a list of Python floats (converted once). Cached."""
+        cache = self.__dict__.setdefault("_cluster_p_lists", {})
+        if sims not in cache:
+            cache[sims] = np.asarray(self._cluster_p(sims), dtype=float).tolist()
+        return cache[sims]
 
     def _cluster_p(self, sims: str) -> np.ndarray:
         """The Monte-Carlo p-value of every cluster at once against its column of the null draws ``sims``
