@@ -2,6 +2,7 @@
 clusters of different K, a cluster with no valid run, weighted (integer) counts, rows without a query id, lists of
 different lengths (the warning, in the clusters' order), and the bias outputs through both paths."""
 
+import types
 import warnings
 
 import numpy as np
@@ -115,11 +116,8 @@ def test_cluster_stats_rows_at_once_equal_row_by_row():
         obs[rng.random((500, s)) < 0.1] = np.nan
         obs[7] = np.nan
 
-        class _Stub:
-            per_cluster_obs = obs
-            clusters = list(range(len(obs)))
-
-        got = _Metric._cluster_stats.func(_Stub())
+        stub = types.SimpleNamespace(per_cluster_obs=obs, clusters=list(range(len(obs))))
+        got = _Metric._cluster_stats.func(stub)
         want = np.array([row[np.isfinite(row)].mean() if np.isfinite(row).any() else np.nan for row in obs])
         assert got.tobytes() == want.tobytes()
         assert np.isnan(got[7])
