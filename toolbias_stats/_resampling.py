@@ -73,8 +73,8 @@ def query_weights(n_units: int, n_resamples: int, rng: np.random.Generator) -> n
     numpy.ndarray of shape (n_resamples, n_units), dtype float
     """
     draws = rng.integers(0, n_units, size=(n_resamples, n_units))
-    flat = draws + (np.arange(n_resamples) * n_units)[:, None]
-    return np.bincount(flat.ravel(), minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
+    draws += (np.arange(n_resamples) * n_units)[:, None]       # in place: a fresh array (no second temporary)
+    return np.bincount(draws.ravel(), minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
 
 
 _BLAS: list = []

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._tv import expected_tv_uniform, rates_from_counts
+from ._tv import expected_tv_uniform, rates_from_counts, sum_last
 
 __all__: list[str] = []   # private kernels of metrics/_bias.py
 
@@ -95,7 +95,7 @@ def tv_runs(counts: np.ndarray) -> np.ndarray:
     k = counts.shape[-1]
     dev = rates_from_counts(counts)    # a new array: the deviations in place (the same numbers, no temporaries)
     np.subtract(dev, 1.0 / k, out=dev)
-    return 0.5 * np.abs(dev, out=dev).sum(-1)
+    return 0.5 * sum_last(np.abs(dev, out=dev))
 
 
 def nanmean(x: np.ndarray, axis: int) -> np.ndarray:
@@ -111,7 +111,13 @@ def nanmean(x: np.ndarray, axis: int) -> np.ndarray:
     (array([2., 4.]), array([2.]))
     """
     x = np.asarray(x)
-    if x.dtype.kind == "f" and x.size and not np.isnan(x).any():
+    if x.dtype == np.float64 and x.size:
+        # ``x.mean(axis)`` is this sum divided by the count; a NaN in ``x`` leaves a NaN in its sums (a NaN sum
+        # without one, inf - inf, takes the NaN-aware route, which gives the same quotient): no pass to find NaN
+        total = np.add.reduce(x, axis=axis)
+        if not np.isnan(total).any():
+            return total / x.shape[axis]
+    elif x.dtype.kind == "f" and x.size and not np.isnan(x).any():
         return x.mean(axis=axis)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -647,7 +653,7 @@ def centred_null_tv(boot: Sequence[np.ndarray], scale: Sequence[float]) -> np.nd
         rates = rates_from_counts(b)                                    # (R, G, S, K); new: changed in place
         np.subtract(rates, nanmean(rates, 0)[None], out=rates)
         np.multiply(rates, sc, out=rates)
-        return 0.5 * np.abs(rates, out=rates).sum(-1)
+        return 0.5 * sum_last(np.abs(rates, out=rates))
 
     if boot and boot[0].size >= LARGE_ARRAY:   # one cluster at a time: no stacked copy of large replicates
         return np.stack([one(b[:, None], float(sc)) for b, sc in zip(boot, scale)], axis=1)[:, :, 0]
