@@ -107,9 +107,10 @@ def test_query_weights_as_before():
 def test_replicate_kernels_as_before():
     """tv_runs and centred_null_tv (sums of |deviations| in K - 1 additions) give numpy's ``sum(-1)`` values."""
     rng = np.random.default_rng(5)
-    for k in (3, 5, 9):
-        joined = rng.poisson(2.0, size=(2000, 10 * 3 * k)).astype(float)
-        joined[:, :3 * k][::13] = 0.0
+    for k, zeros in [(1, False), (3, True), (3, False), (5, True), (5, False), (7, False), (9, False)]:
+        joined = rng.poisson(2.0, size=(2000, 10 * 3 * k)).astype(float) + (0.0 if zeros else 1.0)
+        if zeros:        # runs without a valid choice: the NaN route
+            joined[:, :3 * k][::13] = 0.0
         boot = [joined[:, i * 3 * k:(i + 1) * 3 * k].reshape(2000, 3, k) for i in range(10)]
         scale = [1.0 + i / 50 for i in range(10)]
 
@@ -126,3 +127,6 @@ def test_replicate_kernels_as_before():
         assert np.array_equal(stacked(tv_runs, boot, axis=1), want, equal_nan=True)
         sc = np.asarray(scale)[None, :, None, None]
         assert np.array_equal(centred_null_tv(boot, scale), former_centred(np.stack(boot, axis=1), sc), equal_nan=True)
+        one = [b[:, None] for b in boot]              # a cluster at a time (the route of large replicates)
+        assert np.array_equal(former_centred(one[1], scale[1])[:, 0], centred_null_tv(boot[1:2], scale[1:2])[:, 0],
+                              equal_nan=True)
