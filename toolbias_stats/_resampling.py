@@ -141,7 +141,7 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
             w = query_weights(q, n_resamples, rng) if method == "multinomial" else \
                 rng.poisson(1.0, size=(n_resamples, q)).astype(float)
             with _one_blas_thread():
-                out[:] = w @ joined
+                np.matmul(w, joined, out=out)     # integer sums, exact in any order; no (R, width) temporary
     else:
         # many queries: compiled counter-based draws (memory bounded), exact products
         from ._weights_kernel import weighted_sums, weights_block_max

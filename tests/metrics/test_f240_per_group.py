@@ -130,3 +130,22 @@ def test_replicate_kernels_as_before():
         one = [b[:, None] for b in boot]              # a cluster at a time (the route of large replicates)
         assert np.array_equal(former_centred(one[1], scale[1])[:, 0], centred_null_tv(boot[1:2], scale[1:2])[:, 0],
                               equal_nan=True)
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_resampled_counts_as_before(integer):
+    """The replicates written into their array by the product itself: the former ``out[:] = w @ joined``."""
+    from toolbias_stats._resampling import resampled_counts
+
+    rng = np.random.default_rng(9)
+    api = rng.poisson(3.0, size=(37, 3, 5)).astype(float)
+    pos = rng.poisson(3.0, size=(37, 3, 4)).astype(float)
+    if not integer:
+        api, pos = api * 0.37, pos / 3.0
+    got = resampled_counts([api, pos], 2000, np.random.default_rng(1))
+    w = query_weights(37, 2000, np.random.default_rng(1))
+    joined = np.concatenate([api.reshape(37, -1), pos.reshape(37, -1)], axis=1)
+    want = np.empty((2000, joined.shape[1]))
+    want[:] = w @ joined
+    assert np.array_equal(got[0], want[:, :15].reshape(2000, 3, 5))
+    assert np.array_equal(got[1], want[:, 15:].reshape(2000, 3, 4))
