@@ -73,8 +73,8 @@ def query_weights(n_units: int, n_resamples: int, rng: np.random.Generator) -> n
     numpy.ndarray of shape (n_resamples, n_units), dtype float
     """
     draws = rng.integers(0, n_units, size=(n_resamples, n_units))
-    flat = draws + (np.arange(n_resamples) * n_units)[:, None]
-    return np.bincount(flat.ravel(), minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
+    draws += (np.arange(n_resamples) * n_units)[:, None]       # in place: a fresh array (no second temporary)
+    return np.bincount(draws.ravel(), minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
 
 
 _BLAS: list = []
@@ -141,7 +141,7 @@ def resampled_counts(targets, n_resamples: int, rng: np.random.Generator, *, met
             w = query_weights(q, n_resamples, rng) if method == "multinomial" else \
                 rng.poisson(1.0, size=(n_resamples, q)).astype(float)
             with _one_blas_thread():
-                out[:] = w @ joined
+                np.matmul(w, joined, out=out)     # integer sums, exact in any order; no (R, width) temporary
     else:
         # many queries: compiled counter-based draws (memory bounded), exact products
         from ._weights_kernel import weighted_sums, weights_block_max

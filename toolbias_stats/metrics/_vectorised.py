@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._tv import expected_tv_uniform, rates_from_counts
+from ._tv import SEQUENTIAL_MAX_K, expected_tv_uniform, rates_from_counts, sum_last
 
 __all__: list[str] = []   # private kernels of metrics/_bias.py
 
@@ -93,9 +93,33 @@ def tv_runs(counts: np.ndarray) -> np.ndarray:
     array([0.25,  nan])
     """
     k = counts.shape[-1]
+    fused = _fused_abs_sum(counts, lambda d: np.subtract(d, 1.0 / k, out=d))
+    if fused is not None:
+        return 0.5 * fused
     dev = rates_from_counts(counts)    # a new array: the deviations in place (the same numbers, no temporaries)
     np.subtract(dev, 1.0 / k, out=dev)
-    return 0.5 * np.abs(dev, out=dev).sum(-1)
+    return 0.5 * sum_last(np.abs(dev, out=dev))
+
+
+def _fused_abs_sum(counts, change: Callable[[np.ndarray], object]) -> np.ndarray | None:
+    """``sum_last(np.abs(change(rates_from_counts(counts))))`` computed one tool at a time: the same divisions,
+    changes and additions in the same order (so the same numbers) without the (..., K) rates and their passes.
+    ``change`` acts in place on one tool's rates (...,); None (not computed) for more than
+    :data:`._tv.SEQUENTIAL_MAX_K` tools or a slice without a valid choice (the NaN route of the rates)."""
+    k = counts.shape[-1] if np.ndim(counts) else 0
+    if not 1 <= k <= SEQUENTIAL_MAX_K:
+        return None
+    c = np.asarray(counts, dtype=float)
+    total = sum_last(c)
+    if not (total > 0).all():
+        return None
+    out = np.zeros(total.shape)          # 0.0 + the first tool's term, as sum_last and NumPy's identity start
+    d = np.empty(total.shape)
+    for j in range(k):
+        np.divide(c[..., j], total, out=d)
+        change(d)
+        out += np.abs(d, out=d)
+    return out
 
 
 def nanmean(x: np.ndarray, axis: int) -> np.ndarray:
@@ -111,7 +135,13 @@ def nanmean(x: np.ndarray, axis: int) -> np.ndarray:
     (array([2., 4.]), array([2.]))
     """
     x = np.asarray(x)
-    if x.dtype.kind == "f" and x.size and not np.isnan(x).any():
+    if x.dtype == np.float64 and x.size:
+        # ``x.mean(axis)`` is this sum divided by the count; a NaN in ``x`` leaves a NaN in its sums (a NaN sum
+        # without one, inf - inf, takes the NaN-aware route, which gives the same quotient): no pass to find NaN
+        total = np.add.reduce(x, axis=axis)
+        if not np.isnan(total).any():
+            return total / x.shape[axis]
+    elif x.dtype.kind == "f" and x.size and not np.isnan(x).any():
         return x.mean(axis=axis)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -644,10 +674,19 @@ def centred_null_tv(boot: Sequence[np.ndarray], scale: Sequence[float]) -> np.nd
            [0.5, 1. ]])
     """
     def one(b, sc):
+        per_tool = sc if np.ndim(sc) == 0 else np.asarray(sc)[..., 0]   # the scale of one tool's (R, G, S) rates
+
+        def centre(d):
+            np.subtract(d, nanmean(d, 0)[None], out=d)
+            np.multiply(d, per_tool, out=d)
+
+        fused = _fused_abs_sum(b, centre)
+        if fused is not None:
+            return 0.5 * fused
         rates = rates_from_counts(b)                                    # (R, G, S, K); new: changed in place
         np.subtract(rates, nanmean(rates, 0)[None], out=rates)
         np.multiply(rates, sc, out=rates)
-        return 0.5 * np.abs(rates, out=rates).sum(-1)
+        return 0.5 * sum_last(np.abs(rates, out=rates))
 
     if boot and boot[0].size >= LARGE_ARRAY:   # one cluster at a time: no stacked copy of large replicates
         return np.stack([one(b[:, None], float(sc)) for b, sc in zip(boot, scale)], axis=1)[:, :, 0]
