@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 import numpy as np
 import pandas as pd
 
-from ..._validation import check_by, check_choice, check_rng, renamed_parameter
+from ..._validation import check_choice, check_rng, renamed_parameter
 from ...exceptions import DegenerateDataWarning, ExcludedRowsWarning, MisfitWarning
 from ._common import (
     _SHARED,
@@ -39,7 +39,14 @@ from ._model import _ModelSpec
 from ._result import BayesDiagnostics, BayesResult
 from ._sampling import _diagnostics, _sample
 from ._summaries import _implied_logged, _implied_randomised, _ppc, _thin
-from ._tables import _api_table, _convergence_flags, _counts_and_rows, _position_tables, _variance_shares
+from ._tables import (
+    _api_table,
+    _convergence_flags,
+    _counts_and_rows,  # noqa: F401 (the analyses import it from here)
+    _fit_inputs,
+    _position_tables,
+    _variance_shares,
+)
 
 #: "auto" uses the centred parameterisation when every (LLM, cluster) cell has at least this many
 #: valid choices per tool and there are enough LLMs to pin down the between-LLM scales; otherwise the
@@ -328,16 +335,8 @@ def _fit_variant(log, args: dict, variant, spec_cls, t0: float) -> BayesResult:
     ``analyses/bayes_experimental``), after the argument checks."""
     args["variant"] = variant
     rng = args["rng"]
-    counts, rows_log = _counts_and_rows(log, variant)
-    if counts.cells is None:
-        raise ValueError("these counts have no per-ordering cells (counted with cells=False); the Bayesian model "
-                         "needs them: read the study again with cells=True.")
-    by = check_by(args["by"], counts.design_columns)
-    args["by"] = by
-    seed_repr: object = (rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool)
-                         else "generator")
-    if isinstance(seed_repr, numbers.Integral):
-        seed_repr = int(seed_repr)
+    counts, rows_log, seed_repr = _fit_inputs(log, args, variant)
+    by = args["by"]
     gen = check_rng(rng)
     caught = []
     design = _design(counts, by, args["mismatch"])

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 
 import numpy as np
 import pandas as pd
 
-from ..._validation import check_by, check_rng
+from ..._validation import check_rng
 from ...exceptions import ExcludedRowsWarning, MisfitWarning
 from . import _margin as mg
 from ._checks import PPC_BAND
@@ -17,7 +16,7 @@ from ._common import _SHARED, _hdi, _summ
 from ._design import _attach_prompts, _design
 from ._result import BayesDiagnostics, BayesResult, PosteriorPredictiveCheck
 from ._sampling import _diagnostics
-from ._tables import _api_table, _convergence_flags, _counts_and_rows, _position_tables, _variance_shares
+from ._tables import _api_table, _convergence_flags, _fit_inputs, _position_tables, _variance_shares
 
 #: what the margin model's summaries are called in ``result.implied_cells``
 _CELL_METRICS = ("delta_api", "delta_pos")
@@ -26,17 +25,9 @@ _CELL_METRICS = ("delta_api", "delta_pos")
 def fit_margin(log, args: dict, variant, t0: float) -> BayesResult:
     """The margin model's fit after ``fit_bayes``'s argument checks (``args``)."""
     mg.require_numpyro()
-    counts, rows_log = _counts_and_rows(log, variant)
-    if counts.cells is None:
-        raise ValueError("these counts have no per-ordering cells (counted with cells=False); the Bayesian model "
-                         "needs them: read the study again with cells=True.")
-    by = check_by(args["by"], counts.design_columns)
-    args["by"] = by
+    counts, rows_log, seed_repr = _fit_inputs(log, args, variant)
+    by = args["by"]
     rng = args["rng"]
-    seed_repr: object = (rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool)
-                         else "generator")
-    if isinstance(seed_repr, numbers.Integral):
-        seed_repr = int(seed_repr)
     gen = check_rng(rng)
     caught: list = []
     design = _attach_prompts(_design(counts, by, args["mismatch"]), rows_log, by, args["mismatch"])

@@ -3,11 +3,13 @@ position and API effects, variance shares, the convergence gate; and the counts 
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
 import pandas as pd
 
+from ..._validation import check_by
 from ...exceptions import ConvergenceWarning
 from ._common import _SHARED, ESS_MIN, RHAT_MAX, _summ
 
@@ -35,6 +37,21 @@ def _counts_and_rows(obj, variant):
                          "counts do not keep that pairing: pass the SelectionLog or a Study with its rows, or use "
                          "model='v1'.")
     return load_counts(obj), rows
+
+
+def _fit_inputs(obj, args: dict, variant):
+    """``(counts, rows, seed)`` of a fit: the counts with their per-ordering cells, the row-level log when
+    available (or needed), and the seed as the result reports it (an int, None or ``"generator"``); the checked
+    ``by`` is stored back in ``args``."""
+    counts, rows = _counts_and_rows(obj, variant)
+    if counts.cells is None:
+        raise ValueError("these counts have no per-ordering cells (counted with cells=False); the Bayesian model "
+                         "needs them: read the study again with cells=True.")
+    args["by"] = check_by(args["by"], counts.design_columns)
+    rng = args["rng"]
+    seed: object = (rng if isinstance(rng, (numbers.Integral, type(None))) and not isinstance(rng, bool)
+                    else "generator")
+    return counts, rows, int(seed) if isinstance(seed, numbers.Integral) else seed
 
 
 def _position_tables(D, post, prob):
