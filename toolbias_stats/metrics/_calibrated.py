@@ -196,6 +196,37 @@ def _upper_tail(alpha, n_attempts):
     return alpha / 2.0 * float(np.clip(share, FEW_ATTEMPTS_SHARE, 1.0))
 
 
+def _errors(obs, boots, scale):
+    """The clusters' deviations ``phat - 1/K`` (a list), joined ``x`` (M,) and the centred bootstrap errors ``e``
+    (R, M), each cluster's scaled by ``scale[c]``.
+
+    Clusters with one number of tools and no empty replicate are computed together on their (C, R, K) stack (issue
+    37: 240 groups; the same operations on every element, and the means over replicates add them in the same
+    order, so the same numbers: ``tests/metrics/test_ivals_errors.py``); otherwise cluster by cluster."""
+    k = obs[0].size
+    if len(obs) > 1 and all(b.shape[1] == k for b in boots):
+        b = np.stack(boots)                                            # (C, R, K)
+        tot = b.sum(axis=2, keepdims=True)
+        if tot.all():
+            x_counts = np.stack(obs)
+            dev = x_counts / x_counts.sum(axis=1, keepdims=True) - 1.0 / k
+            pstar = np.divide(b, tot, out=b)
+            pstar -= pstar.mean(axis=1, keepdims=True)
+            pstar *= scale[:, None, None]
+            return list(dev), dev.ravel(), pstar.transpose(1, 0, 2).reshape(b.shape[1], -1)
+    xs: list[np.ndarray] = []
+    es: list[np.ndarray] = []
+    for x_counts, b_counts in zip(obs, boots):
+        k = x_counts.size
+        phat = x_counts / x_counts.sum()
+        tot = b_counts.sum(axis=1, keepdims=True)
+        # a replicate with no valid choices carries no information: use phat
+        pstar = b_counts / tot if tot.all() else np.where(tot > 0, b_counts / np.where(tot > 0, tot, 1.0), phat)
+        xs.append(phat - 1.0 / k)
+        es.append((pstar - pstar.mean(axis=0)) * scale[len(es)])
+    return xs, np.concatenate(xs), np.concatenate(es, axis=1)
+
+
 def _bounds(paths, e, w, t_obs, levels, null_stats, alpha):
     """The belt inversions of :func:`calibrated_mean_tv`, run in lockstep (:func:`smallest_ts`): the two
     median-matched estimates and the interval ``(est_shrink, est_linear, ci_low, ci_high)`` before the range clip.
@@ -424,18 +455,7 @@ def calibrated_mean_tv(
     scale = _unit_scale(n_units, n_clusters)
     alpha = 1.0 - confidence_level
 
-    xs: list[np.ndarray] = []
-    es: list[np.ndarray] = []
-    for x_counts, b_counts in zip(obs, boots):
-        k = x_counts.size
-        phat = x_counts / x_counts.sum()
-        tot = b_counts.sum(axis=1, keepdims=True)
-        # a replicate with no valid choices carries no information: use phat
-        pstar = b_counts / tot if tot.all() else np.where(tot > 0, b_counts / np.where(tot > 0, tot, 1.0), phat)
-        xs.append(phat - 1.0 / k)
-        es.append((pstar - pstar.mean(axis=0)) * scale[len(es)])
-    x = np.concatenate(xs)  # (M,)
-    e = np.concatenate(es, axis=1)  # (R, M)
+    xs, x, e = _errors(obs, boots, scale)   # (M,) deviations, (R, M) centred errors
     w = 0.5 / n_clusters
     v = e.var(axis=0)
     t_obs = w * np.abs(x).sum()
