@@ -65,3 +65,17 @@ def test_inputs_are_not_modified_and_intervals_match_the_loop(monkeypatch):
     assert all(np.array_equal(a, b) for a, b in zip(ints, copies))
     monkeypatch.setattr(_calibrated, "_errors", _former)
     assert calibrated_mean_tv(obs, ints, n_units=[12] * 8) == got
+
+
+@pytest.mark.parametrize("case", ["stack", "mixed", "empty"])
+def test_integer_replicates_are_converted_once(case):
+    """The engine's integer replicate counts are kept as integers by the validation and converted where the errors
+    are computed: the same numbers as from float counts."""
+    rng = np.random.default_rng([7, len(case)])
+    obs, boots, scale = _inputs(rng, 5, 8, 500, 3 if case == "empty" else 30, mixed=case == "mixed",
+                                empty=case == "empty")
+    ints = [b.astype(np.int64) for b in boots]
+    checked_obs, checked = _calibrated._validate(obs, ints)
+    assert all(b.dtype == np.int64 for b in checked)
+    got, want = _calibrated._errors(checked_obs, checked, scale), _former(obs, boots, scale)
+    assert got[1].tobytes() == want[1].tobytes() and got[2].tobytes() == want[2].tobytes()

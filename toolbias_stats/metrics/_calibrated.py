@@ -115,7 +115,8 @@ def _validate(counts, boot_counts):
         if x.sum() <= 0:
             raise ValueError(f"counts[{c}] has no observations (n_c == 0)")
         raw = np.asarray(boot_counts[c])
-        b = np.asarray(raw, dtype=float)
+        # integer replicate counts (the engine's) stay integers: converted once, where the errors are computed
+        b = raw if raw.dtype.kind in "iu" else np.asarray(raw, dtype=float)
         if b.ndim != 2 or b.shape[1] != x.size:
             raise ValueError(
                 f"boot_counts[{c}] must have shape (R, {x.size}), got {b.shape}"
@@ -205,7 +206,7 @@ def _errors(obs, boots, scale):
     order, so the same numbers: ``tests/metrics/test_ivals_errors.py``); otherwise cluster by cluster."""
     k = obs[0].size
     if len(obs) > 1 and all(b.shape[1] == k for b in boots):
-        b = np.stack(boots)                                            # (C, R, K)
+        b = np.stack(boots, dtype=float, casting="unsafe")             # (C, R, K); integer counts: exact
         tot = b.sum(axis=2, keepdims=True)
         if tot.all():
             x_counts = np.stack(obs)
@@ -218,6 +219,7 @@ def _errors(obs, boots, scale):
     es: list[np.ndarray] = []
     for x_counts, b_counts in zip(obs, boots):
         k = x_counts.size
+        b_counts = np.asarray(b_counts, dtype=float)
         phat = x_counts / x_counts.sum()
         tot = b_counts.sum(axis=1, keepdims=True)
         # a replicate with no valid choices carries no information: use phat
