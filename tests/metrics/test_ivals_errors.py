@@ -79,3 +79,13 @@ def test_integer_replicates_are_converted_once(case):
     assert all(b.dtype == np.int64 for b in checked)
     got, want = _calibrated._errors(checked_obs, checked, scale), _former(obs, boots, scale)
     assert got[1].tobytes() == want[1].tobytes() and got[2].tobytes() == want[2].tobytes()
+
+
+@pytest.mark.parametrize("shape", [(20, 5), (257, 50), (2000, 400), (513, 1000)])
+def test_null_statistics_by_blocks(shape):
+    """The null statistics summed a block of replicates at a time are ``w * |e|.sum(axis=1)``, bit for bit."""
+    rng = np.random.default_rng(shape)
+    e = rng.normal(size=shape) * 10.0 ** rng.integers(-4, 4, size=shape[1])
+    w = 0.5 / 7
+    assert _calibrated._null_stats(e, w).tobytes() == (w * np.abs(e).sum(axis=1)).tobytes()
+    assert _calibrated._null_stats(e, w, rows=7).tobytes() == (w * np.abs(e).sum(axis=1)).tobytes()

@@ -229,6 +229,15 @@ def _errors(obs, boots, scale):
     return xs, np.concatenate(xs), np.concatenate(es, axis=1)
 
 
+def _null_stats(e, w, rows=256):
+    """``w * np.abs(e).sum(axis=1)``, a block of ``rows`` replicates at a time: every row is summed on its own, so
+    the same numbers, without a temporary as large as ``e`` (issue 37: K = 40, 2,000 x 800 errors are 13 MB)."""
+    out = np.empty(e.shape[0])
+    for a in range(0, e.shape[0], rows):
+        np.abs(e[a:a + rows]).sum(axis=1, out=out[a:a + rows])
+    return np.multiply(w, out, out=out)
+
+
 def _bounds(paths, e, w, t_obs, levels, null_stats, alpha):
     """The belt inversions of :func:`calibrated_mean_tv`, run in lockstep (:func:`smallest_ts`): the two
     median-matched estimates and the interval ``(est_shrink, est_linear, ci_low, ci_high)`` before the range clip.
@@ -476,7 +485,7 @@ def calibrated_mean_tv(
 
     # the upper bound's one-sided level: smaller with few attempts per cluster (issue 35)
     q_lo_p, q_hi_p = _upper_tail(alpha, float(np.mean([xc.sum() for xc in obs]))), 1.0 - alpha / 2.0
-    null_stats = w * np.abs(e).sum(axis=1)
+    null_stats = _null_stats(e, w)
     p_value = float((1 + np.sum(null_stats >= t_obs - 1e-15)) / (1 + null_stats.size))
 
     xm = _spread_shape(x, _spread_fraction(x, v))
