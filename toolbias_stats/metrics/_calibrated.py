@@ -197,7 +197,7 @@ def _upper_tail(alpha, n_attempts):
     return alpha / 2.0 * float(np.clip(share, FEW_ATTEMPTS_SHARE, 1.0))
 
 
-def _errors(obs, boots, scale):
+def _errors(obs: list, boots: list, scale: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
     """The clusters' deviations ``phat - 1/K`` (a list), joined ``x`` (M,) and the centred bootstrap errors ``e``
     (R, M), each cluster's scaled by ``scale[c]``.
 
