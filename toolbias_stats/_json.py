@@ -186,19 +186,14 @@ def _refuse(value: Any) -> Any:
     raise _Unusual
 
 
-def _pad(depth: int) -> str:
-    while len(_PADS) <= depth:
+def _grow(depth: int) -> None:
+    """Make the indents (a newline and ``2 d`` spaces) and the C encoders of scalar containers (at ``d``: their item
+    separator carries the newline and the indent of the items) of every depth ``d <= depth``."""
+    while len(_PADS) <= depth + 1:
         _PADS.append("\n" + "  " * len(_PADS))
-    return _PADS[depth]
-
-
-def _flat(depth: int) -> Any:
-    """The C encoder that writes a container of scalars at ``depth`` with the separators of ``indent=2`` (the item
-    separator carries the newline and the indent of the items)."""
     while len(_FLAT) <= depth:
-        _FLAT.append(_c_make_encoder(None, _refuse, encode_basestring_ascii, None, ": ", "," + _pad(len(_FLAT) + 1),
+        _FLAT.append(_c_make_encoder(None, _refuse, encode_basestring_ascii, None, ": ", "," + _PADS[len(_FLAT) + 1],
                                      False, False, True))
-    return _FLAT[depth]
 
 
 def _scalar(v: Any, t: type) -> str:
@@ -229,23 +224,30 @@ def _write(o: Any, depth: int, out: list) -> None:
         values, opening, closing = o, "[", "]"
     else:
         raise _Unusual
-    inner = _pad(depth + 1)
+    if len(_FLAT) <= depth:
+        _grow(depth)
+    inner = _PADS[depth + 1]
     if set(map(type, values)) <= _SCALARS:   # only scalars: one call of the C encoder
-        out.append(opening + inner + "".join(_flat(depth)(o, 0))[1:-1] + _pad(depth) + closing)
+        out.append(opening + inner + "".join(_FLAT[depth](o, 0))[1:-1] + _PADS[depth] + closing)
         return
     sep = "," + inner
     out.append(opening + inner)
     first = True
+    scalars, encode = _SCALARS, encode_basestring_ascii
     if t is dict:
         for k, v in o.items():
             if not first:
                 out.append(sep)
             first = False
             tv = type(v)
-            if tv in _SCALARS:
-                out.append(encode_basestring_ascii(k) + ": " + _scalar(v, tv))
+            if tv is str:
+                out.append(encode(k) + ": " + encode(v))
+            elif tv is float and v - v == 0:   # finite
+                out.append(encode(k) + ": " + float.__repr__(v))
+            elif tv in scalars:
+                out.append(encode(k) + ": " + _scalar(v, tv))
             else:
-                out.append(encode_basestring_ascii(k) + ": ")
+                out.append(encode(k) + ": ")
                 _write(v, depth + 1, out)
     else:
         for v in o:
@@ -253,11 +255,11 @@ def _write(o: Any, depth: int, out: list) -> None:
                 out.append(sep)
             first = False
             tv = type(v)
-            if tv in _SCALARS:
+            if tv in scalars:
                 out.append(_scalar(v, tv))
             else:
                 _write(v, depth + 1, out)
-    out.append(_pad(depth) + closing)
+    out.append(_PADS[depth] + closing)
 
 
 def dumps_indented(obj: Any) -> str:
