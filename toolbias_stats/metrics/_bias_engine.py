@@ -189,8 +189,11 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
                 t.counts = np.empty((0,) + t.counts.shape[1:])
         # and of the replicates only the rate table's sums over runs (R, K) stay, not the (R, S, K) counts of both
         # metrics (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was done)
-        d.boot_api[c] = _compact(d.boot_api[c].sum(1))
+        d.boot_api[c] = _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1))
         d.boot_pos[c] = None
+    for m in (api, pos):   # the sums over runs are read: they go with the replicates
+        if m is not None:
+            m.run_sums = {}
     return _PendingGroup(keys, rows, d, obs_api, obs_pos, api, pos, has_pos, model_cal, n_resamples, level,
                          ci_method)
 
@@ -382,6 +385,7 @@ class _Metric:
         # numbers, stays what it was)
         self._single_rng = _child_rng(gen) if self.single or self.sparse else None
         self.relabelled = {}
+        self.run_sums: dict = {}
 
     def _point_estimates(self, clusters, targets, obs):
         """The observed per-cluster, per-run TV (C, S), pooled over runs (C,), and their means over clusters."""
@@ -401,7 +405,10 @@ class _Metric:
         self.boot_cluster_means = _nanmean(b, 2)
         self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
         self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
-        self.boot_pooled_cluster = stacked(tv_runs, [boot[c].sum(1) for c in clusters], axis=1)  # (R, C)
+        # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
+        # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
+        self.run_sums = sums = {c: boot[c].sum(1) for c in clusters}
+        self.boot_pooled_cluster = stacked(tv_runs, [sums[c] for c in clusters], axis=1)  # (R, C)
         self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
         self.jack = self._jackknife(targets)
         # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
@@ -422,7 +429,7 @@ class _Metric:
         # variance correction
         units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
                  for c in clusters}
-        reps = {c: np.rint(boot[c].sum(1)).astype(np.int64) for c in seen}
+        reps = {c: np.rint(self.run_sums[c]).astype(np.int64) for c in seen}
         cal_units = dict(units)
         for c in seen:
             if c in self.sparse:   # relabelled replicates: the errors of a fair chooser, no bootstrap shrinkage
