@@ -166,10 +166,8 @@ def interval_lists(value: Any) -> Any:
 
 
 # -- ``json.dumps(obj, indent=2)``, byte for byte, faster (issue 37) ------------------------------------------------
-try:   # the standard library's C encoder (CPython); without it, the standard library's encoder is used
-    from _json import make_encoder as _c_make_encoder
-except ImportError:   # pragma: no cover - other Python implementations
-    _c_make_encoder = None
+#: The standard library's C encoder (CPython); None elsewhere, where ``json.dumps`` itself writes everything.
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _KEYS = frozenset({str})
@@ -301,6 +299,6 @@ def dumps_indented(obj: Any) -> str:
     out: list = []
     try:
         _write(obj, 0, out)
-    except Exception:   # noqa: BLE001 - anything unusual: the standard library decides (and raises its errors)
+    except Exception:   # anything unusual: the standard library decides (and raises its own errors)
         return json.dumps(obj, indent=2)
     return "".join(out)

@@ -74,7 +74,7 @@ class _Name(str):
 
 
 @pytest.mark.parametrize("obj", [
-    {1: "int key", 2.5: "float key", True: "bool key", None: "none key"},   # keys that are not strings
+    {1: "int key", 2.5: "float key", False: "bool key", None: "none key"},   # keys that are not strings
     {"a": _Level.LOW}, [_Name("subclass of str")], collections.OrderedDict(a=1),
     {"a": collections.OrderedDict(b=[1, 2])}, [True, 1, 1.0, _Level.LOW],
 ])
