@@ -172,9 +172,19 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
 
     api = _Metric("delta_api", clusters, d.api_t, obs_api, d.boot_api, gen, n_null, level, cluster_corrected,
                   multinomial, pool, study_exact)
+    # the metric holds what it needs: of the tools' replicates only the rate table's sums over runs (R, K) stay, not
+    # the (R, S, K) counts (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was
+    # done), and they go before the positions' metric is built (2,000 clusters x 2,000 replicates: 0.5 GB)
+    for c in clusters:
+        d.boot_api[c] = _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1))
+    api.run_sums = {}
     has_pos = [c for c in clusters if d.pos_t[c] is not None]
     pos = (_Metric("delta_pos", has_pos, d.pos_t, obs_pos, d.boot_pos, gen, n_null, level, cluster_corrected,
                    multinomial, pool, study_exact) if has_pos else None)
+    for c in clusters:
+        d.boot_pos[c] = None
+    if pos is not None:
+        pos.run_sums = {}
     for m in (api, pos):
         if m is not None and np.isnan(m.per_cluster_obs).any():
             msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
@@ -188,13 +198,6 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
         for t in (d.api_t[c], d.pos_t[c]):
             if t is not None:
                 t.counts = np.empty((0,) + t.counts.shape[1:])
-        # and of the replicates only the rate table's sums over runs (R, K) stay, not the (R, S, K) counts of both
-        # metrics (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was done)
-        d.boot_api[c] = _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1))
-        d.boot_pos[c] = None
-    for m in (api, pos):   # the sums over runs are read: they go with the replicates
-        if m is not None:
-            m.run_sums = {}
     return _PendingGroup(keys, rows, d, obs_api, obs_pos, api, pos, has_pos, model_cal, n_resamples, level,
                          ci_method)
 
