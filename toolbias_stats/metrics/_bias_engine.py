@@ -48,6 +48,7 @@ from ._vectorised import (
     leave_one_out_tv,
     nanmean,
     percentile_cis,
+    replicate_tv,
     stacked,
     tv_runs,
     uniform_expected_tv,
@@ -368,8 +369,8 @@ class _Metric:
         r = boot[clusters[0]].shape[0]
         self.n_resamples = r
         if r:
-            self._replicate_values(clusters, targets, boot, r)
             _compiled_belt(r, sum(targets[c].k for c in clusters))
+            self._replicate_values(clusters, targets, boot, r)
             self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
         self._null(obs, boot, clusters, self.ks, gen, n_null, r)
 
@@ -404,7 +405,7 @@ class _Metric:
     def _replicate_values(self, clusters, targets, boot, r):
         """The statistics of the ``r`` replicates, the jackknife over queries and the relabelled draws."""
         norm = (1 - 1 / self.ks)
-        b = stacked(tv_runs, [boot[c] for c in clusters], axis=1)           # (R, C, S)
+        b = replicate_tv([boot[c] for c in clusters])                       # (R, C, S)
         # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the (R, C, S)
         # values are not kept: 1/S of the memory while the other groups are drawn)
         self.boot_cluster_means = _nanmean(b, 2)
@@ -413,7 +414,7 @@ class _Metric:
         # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
         # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
         self.run_sums = sums = {c: boot[c].sum(1) for c in clusters}
-        self.boot_pooled_cluster = stacked(tv_runs, [sums[c] for c in clusters], axis=1)  # (R, C)
+        self.boot_pooled_cluster = replicate_tv([sums[c] for c in clusters])   # (R, C)
         self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
         self.jack = self._jackknife(targets)
         # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
@@ -781,7 +782,8 @@ class _Metric:
 #: Replicates x categories of one calibrated interval from which its belt searches take the compiled pass (issue 37:
 #: 2,000 clusters of 5 tools at 2,000 replicates are 2 x 10^7 per metric). Loading numba costs about 0.2 s of CPU and
 #: 0.1 GiB once; the compiled pass then computes each full pass over the errors in about 40 % of the CPU of NumPy's
-#: (the same numbers: ``_resampling._belt_kernel``). Smaller studies keep the NumPy passes unless numba is loaded.
+#: (the same numbers: ``_resampling._belt_kernel``), and the replicates' TVs take their compiled pass too
+#: (:func:`._vectorised.replicate_tv`). Smaller studies keep the NumPy passes unless numba is loaded.
 COMPILED_BELT_SIZE = 1 << 22
 
 
