@@ -14,8 +14,10 @@ Examples
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,7 +25,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["finite", "plain", "records", "interval_lists"]
+__all__ = ["finite", "plain", "records", "interval_lists", "dumps_indented"]
 
 
 def finite(value: Any) -> float | None:
@@ -161,3 +163,142 @@ def interval_lists(value: Any) -> Any:
         else:
             out[k] = interval_lists(v)
     return out
+
+
+# -- ``json.dumps(obj, indent=2)``, byte for byte, faster (issue 37) ------------------------------------------------
+#: The standard library's C encoder (CPython); None elsewhere, where ``json.dumps`` itself writes everything.
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_KEYS = frozenset({str})
+_PADS: list[str] = []
+_FLAT: list = []
+
+
+class _Unusual(Exception):
+    """A value the fast writer leaves to the standard library (anything but plain dicts, lists, tuples, str keys
+    and str / int / float / bool / None leaves)."""
+
+
+def _refuse(value: Any) -> Any:
+    raise _Unusual
+
+
+def _grow(depth: int) -> None:
+    """Make the indents (a newline and ``2 d`` spaces) and the C encoders of scalar containers (at ``d``: their item
+    separator carries the newline and the indent of the items) of every depth ``d <= depth``."""
+    while len(_PADS) <= depth + 1:
+        _PADS.append("\n" + "  " * len(_PADS))
+    while len(_FLAT) <= depth:
+        _FLAT.append(_c_make_encoder(None, _refuse, encode_basestring_ascii, None, ": ", "," + _PADS[len(_FLAT) + 1],
+                                     False, False, True))
+
+
+def _scalar(v: Any, t: type) -> str:
+    """The text of a str, int, float, bool or None as the standard library writes it (NaN and infinities too)."""
+    if t is str:
+        return encode_basestring_ascii(v)
+    if t is float:
+        return float.__repr__(v) if math.isfinite(v) else "NaN" if v != v else "Infinity" if v > 0 else "-Infinity"
+    if t is int:
+        return int.__repr__(v)
+    return "true" if v is True else "false" if v is False else "null"
+
+
+def _write(o: Any, depth: int, out: list) -> None:
+    """Append the chunks of ``o`` (a dict, list or tuple) at ``depth`` to ``out``."""
+    t = type(o)
+    if t is dict:
+        if not o:
+            out.append("{}")
+            return
+        if not set(map(type, o)) <= _KEYS:
+            raise _Unusual
+        values, opening, closing = o.values(), "{", "}"
+    elif t is list or t is tuple:
+        if not o:
+            out.append("[]")
+            return
+        values, opening, closing = o, "[", "]"
+    else:
+        raise _Unusual
+    if len(_FLAT) <= depth:
+        _grow(depth)
+    inner = _PADS[depth + 1]
+    if set(map(type, values)) <= _SCALARS:   # only scalars: one call of the C encoder
+        out.append(opening + inner + "".join(_FLAT[depth](o, 0))[1:-1] + _PADS[depth] + closing)
+        return
+    sep = "," + inner
+    out.append(opening + inner)
+    first = True
+    scalars, encode = _SCALARS, encode_basestring_ascii
+    if t is dict:
+        for k, v in o.items():
+            if not first:
+                out.append(sep)
+            first = False
+            tv = type(v)
+            if tv is str:
+                out.append(encode(k) + ": " + encode(v))
+            elif tv is float and v - v == 0:   # finite
+                out.append(encode(k) + ": " + float.__repr__(v))
+            elif tv in scalars:
+                out.append(encode(k) + ": " + _scalar(v, tv))
+            else:
+                out.append(encode(k) + ": ")
+                _write(v, depth + 1, out)
+    else:
+        for v in o:
+            if not first:
+                out.append(sep)
+            first = False
+            tv = type(v)
+            if tv in scalars:
+                out.append(_scalar(v, tv))
+            else:
+                _write(v, depth + 1, out)
+    out.append(_PADS[depth] + closing)
+
+
+def dumps_indented(obj: Any) -> str:
+    """``json.dumps(obj, indent=2)``, the same text, a few times faster on large results.
+
+    The standard library writes indented JSON in pure Python, one generator step per token (issue 37: 1.3 s of
+    CPU for the 58 MB output of 2,000 clusters). Here every list or mapping whose items are all scalars is written by
+    the standard library's C encoder in one call (its item separator carries the newline and the indent), the others
+    item by item. Anything else (other types, keys that are not strings, subclasses, cycles, errors) is written by
+    ``json.dumps(obj, indent=2)`` itself, which also raises its own errors.
+
+    Parameters
+    ----------
+    obj : object
+        A JSON-ready value.
+
+    Returns
+    -------
+    str
+        Exactly ``json.dumps(obj, indent=2)``.
+
+    Examples
+    --------
+    >>> obj = {"a": [1, 2.5, float("nan")], "b": {"c": None, "d": []}, "é": "x"}
+    >>> dumps_indented(obj) == json.dumps(obj, indent=2)
+    True
+    >>> print(dumps_indented({"a": [1, {}], "b": True}))
+    {
+      "a": [
+        1,
+        {}
+      ],
+      "b": true
+    }
+    """
+    t = type(obj)
+    if _c_make_encoder is None or not (t is dict or t is list or t is tuple):
+        return json.dumps(obj, indent=2)
+    out: list = []
+    try:
+        _write(obj, 0, out)
+    except Exception:   # anything unusual: the standard library decides (and raises its own errors)
+        return json.dumps(obj, indent=2)
+    return "".join(out)

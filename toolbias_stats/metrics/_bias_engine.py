@@ -21,6 +21,7 @@ from scipy import special
 
 from .._resampling import (
     ConfidenceInterval,
+    _belt_kernel,
     bca_bias_z0,
     bca_ci,
     percentile_ci,
@@ -47,6 +48,7 @@ from ._vectorised import (
     leave_one_out_tv,
     nanmean,
     percentile_cis,
+    replicate_tv,
     stacked,
     tv_runs,
     uniform_expected_tv,
@@ -171,9 +173,19 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
 
     api = _Metric("delta_api", clusters, d.api_t, obs_api, d.boot_api, gen, n_null, level, cluster_corrected,
                   multinomial, pool, study_exact)
+    # the metric holds what it needs: of the tools' replicates only the rate table's sums over runs (R, K) stay, not
+    # the (R, S, K) counts (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was
+    # done), and they go before the positions' metric is built (2,000 clusters x 2,000 replicates: 0.5 GB)
+    for c in clusters:
+        d.boot_api[c] = _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1))
+    api.run_sums = {}
     has_pos = [c for c in clusters if d.pos_t[c] is not None]
     pos = (_Metric("delta_pos", has_pos, d.pos_t, obs_pos, d.boot_pos, gen, n_null, level, cluster_corrected,
                    multinomial, pool, study_exact) if has_pos else None)
+    for c in clusters:
+        d.boot_pos[c] = None
+    if pos is not None:
+        pos.run_sums = {}
     for m in (api, pos):
         if m is not None and np.isnan(m.per_cluster_obs).any():
             msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
@@ -187,10 +199,6 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
         for t in (d.api_t[c], d.pos_t[c]):
             if t is not None:
                 t.counts = np.empty((0,) + t.counts.shape[1:])
-        # and of the replicates only the rate table's sums over runs (R, K) stay, not the (R, S, K) counts of both
-        # metrics (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was done)
-        d.boot_api[c] = _compact(d.boot_api[c].sum(1))
-        d.boot_pos[c] = None
     return _PendingGroup(keys, rows, d, obs_api, obs_pos, api, pos, has_pos, model_cal, n_resamples, level,
                          ci_method)
 
@@ -361,6 +369,7 @@ class _Metric:
         r = boot[clusters[0]].shape[0]
         self.n_resamples = r
         if r:
+            _compiled_belt(r, sum(targets[c].k for c in clusters))
             self._replicate_values(clusters, targets, boot, r)
             self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
         self._null(obs, boot, clusters, self.ks, gen, n_null, r)
@@ -382,6 +391,7 @@ class _Metric:
         # numbers, stays what it was)
         self._single_rng = _child_rng(gen) if self.single or self.sparse else None
         self.relabelled = {}
+        self.run_sums: dict = {}
 
     def _point_estimates(self, clusters, targets, obs):
         """The observed per-cluster, per-run TV (C, S), pooled over runs (C,), and their means over clusters."""
@@ -395,13 +405,16 @@ class _Metric:
     def _replicate_values(self, clusters, targets, boot, r):
         """The statistics of the ``r`` replicates, the jackknife over queries and the relabelled draws."""
         norm = (1 - 1 / self.ks)
-        b = stacked(tv_runs, [boot[c] for c in clusters], axis=1)           # (R, C, S)
+        b = replicate_tv([boot[c] for c in clusters])                       # (R, C, S)
         # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the (R, C, S)
         # values are not kept: 1/S of the memory while the other groups are drawn)
         self.boot_cluster_means = _nanmean(b, 2)
         self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
         self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
-        self.boot_pooled_cluster = stacked(tv_runs, [boot[c].sum(1) for c in clusters], axis=1)  # (R, C)
+        # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
+        # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
+        self.run_sums = sums = {c: boot[c].sum(1) for c in clusters}
+        self.boot_pooled_cluster = replicate_tv([sums[c] for c in clusters])   # (R, C)
         self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
         self.jack = self._jackknife(targets)
         # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
@@ -422,7 +435,7 @@ class _Metric:
         # variance correction
         units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
                  for c in clusters}
-        reps = {c: np.rint(boot[c].sum(1)).astype(np.int64) for c in seen}
+        reps = {c: np.rint(self.run_sums[c]).astype(np.int64) for c in seen}
         cal_units = dict(units)
         for c in seen:
             if c in self.sparse:   # relabelled replicates: the errors of a fair chooser, no bootstrap shrinkage
@@ -585,13 +598,12 @@ class _Metric:
         n_runs, sd_runs, null_expected = self._cluster_runs
         kw: dict[str, Any] = {}
         if self.n_resamples:
-            b = self.boot_cluster_means[:, i]
             cal = _resolved(self._cal_cluster[i])
             cis = self._cluster_cis(level)
             kw = dict(ci=ConfidenceInterval(*cis[0][:, i]), ci_method="percentile",
                       ci_percentile=ConfidenceInterval(*cis[0][:, i]), ci_pooled=ConfidenceInterval(*cis[1][:, i]),
                       normalised_ci=ConfidenceInterval(*cis[2][:, i]),
-                      standard_error=float(np.nanstd(b, ddof=1)))
+                      standard_error=self._cluster_se[i])
             if cal is not None:
                 kw.update(corrected=cal.estimate, corrected_ci=ConfidenceInterval(cal.ci_low, cal.ci_high),
                           corrected_method=cal.method + (" on multinomial replicates"
@@ -631,6 +643,22 @@ class _Metric:
             row = obs[i][finite[i]]
             if row.size:
                 out[i] = float(row.mean())
+        return out
+
+    @functools.cached_property
+    def _cluster_se(self) -> list:
+        """Every cluster's ``standard_error`` (``np.nanstd`` of its replicate means, ddof 1) as Python floats. The
+        clusters whose replicates hold no NaN take one ``nanstd`` along the rows of the transposed means (each row
+        contiguous: the same pairwise sums as the cluster's own column, so the same numbers); the others one at a time
+        (with their warnings), as before (issue 37: 28,000 calls at 2,000 clusters)."""
+        b = self.boot_cluster_means                                                   # (R, C)
+        out: list = [None] * b.shape[1]
+        clean = np.flatnonzero(~np.isnan(b).any(0)) if b.shape[0] >= 2 else np.empty(0, dtype=int)
+        if clean.size:
+            for i, v in zip(clean.tolist(), np.nanstd(np.ascontiguousarray(b[:, clean].T), axis=1, ddof=1).tolist()):
+                out[i] = v
+        for i in np.setdiff1d(np.arange(b.shape[1]), clean).tolist():
+            out[i] = float(np.nanstd(b[:, i], ddof=1))
         return out
 
     @functools.cached_property
@@ -749,6 +777,26 @@ class _Metric:
             normalised=(a.normalised + p.normalised) / 2,
             normalised_pooled=(a.normalised_pooled + p.normalised_pooled) / 2,
             confidence_level=level, **kw)
+
+
+#: Replicates x categories of one calibrated interval from which its belt searches take the compiled pass (issue 37:
+#: 2,000 clusters of 5 tools at 2,000 replicates are 2 x 10^7 per metric). Loading numba costs about 0.2 s of CPU and
+#: 0.1 GiB once; the compiled pass then computes each full pass over the errors in about 40 % of the CPU of NumPy's
+#: (the same numbers: ``_resampling._belt_kernel``), and the replicates' TVs take their compiled pass too
+#: (:func:`._vectorised.replicate_tv`). Smaller studies keep the NumPy passes unless numba is loaded.
+COMPILED_BELT_SIZE = 1 << 22
+
+
+def _compiled_belt(n_resamples: int, n_categories: int) -> None:
+    """Load the compiled pass of the calibrated intervals' belt searches where one interval's errors (replicates x
+    categories) hold at least :data:`COMPILED_BELT_SIZE` numbers (a no-op once loaded, or without numba).
+
+    Examples
+    --------
+    >>> _compiled_belt(2000, 50)      # 10 clusters of 5 tools: the NumPy passes (nothing loaded here)
+    """
+    if n_resamples * n_categories >= COMPILED_BELT_SIZE:
+        _belt_kernel(load=True)
 
 
 def _expected_tv_uniform_of(pairs) -> list:

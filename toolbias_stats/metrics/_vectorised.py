@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -82,6 +83,77 @@ def stacked(fn: Callable[[np.ndarray], np.ndarray], arrays: Sequence[np.ndarray]
         return np.stack([fn(a) for a in arrays], axis=axis)
     parts = [fn(np.stack(arrays[s], axis=axis)) for s in same_shape_runs([a.shape for a in arrays])]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+
+def replicate_tv(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``stacked(tv_runs, arrays, axis=1)`` of every cluster's replicate counts (R, S, K) or (R, K): (R, C, S) or
+    (R, C).
+
+    Where numba is loaded (studies with many clusters load it for the calibrated intervals) and the clusters have at
+    most :data:`._tv.SEQUENTIAL_MAX_K` tools, a compiled pass computes every TV with the operations of
+    :func:`_fused_abs_sum` in its order (the total summed from the first tool to the last, then ``|n_j / n - 1/K|``
+    added from the first tool to the last): the same numbers, without the stacked copy along the clusters' axis and
+    the K passes over it (issue 37: 2,000 clusters x 2,000 replicates). A run of clusters with a replicate without
+    any valid choice takes :func:`tv_runs` (its NaN).
+
+    Examples
+    --------
+    >>> a = [np.array([[[1.0, 3.0]]]), np.array([[[2.0, 2.0]]])]      # R = 1, S = 1, K = 2: two clusters
+    >>> replicate_tv(a)
+    array([[[0.25],
+            [0.  ]]])
+    """
+    kernel = _replicate_tv_kernel()
+    first = arrays[0] if len(arrays) else None
+    if (kernel is None or first is None or first.ndim not in (2, 3) or not 1 <= first.shape[-1] <= SEQUENTIAL_MAX_K
+            or any(a.shape != first.shape or a.dtype != np.float64 for a in arrays)):
+        return stacked(tv_runs, arrays, axis=1)
+    r, k = first.shape[0], first.shape[-1]
+    s = first.shape[1] if first.ndim == 3 else 1
+    out = np.empty((r, len(arrays), s))
+    for part in same_shape_runs([first.shape] * len(arrays)):
+        block = np.stack(arrays[part]).reshape(part.stop - part.start, r, s, k)       # (n, R, S, K)
+        if not kernel(block, out, part.start):
+            out[:, part] = tv_runs(np.stack(arrays[part], axis=1)).reshape(r, -1, s)
+    return out if first.ndim == 3 else out[:, :, 0].copy()
+
+
+_TV_KERNEL: list = []
+
+
+def _replicate_tv_kernel():
+    """The compiled pass of :func:`replicate_tv`, or None (numba not loaded by the process, or missing)."""
+    if not _TV_KERNEL:
+        if "numba" not in sys.modules:
+            return None
+        try:
+            import numba
+        except ImportError:   # pragma: no cover - numba is installed with the package's model stack
+            _TV_KERNEL.append(None)
+            return None
+
+        @numba.njit(cache=True, nogil=True)
+        def kernel(block, out, start):   # pragma: no cover - compiled
+            n, r, s, k = block.shape
+            inv = 1.0 / k
+            for i in range(n):
+                for a in range(r):
+                    for b in range(s):
+                        total = block[i, a, b, 0] + 0.0
+                        for j in range(1, k):
+                            total += block[i, a, b, j]
+                        if not total > 0:
+                            return False
+                        acc = 0.0
+                        for j in range(k):
+                            d = block[i, a, b, j] / total
+                            d = d - inv
+                            acc += abs(d)
+                        out[a, start + i, b] = 0.5 * acc
+            return True
+
+        _TV_KERNEL.append(kernel)
+    return _TV_KERNEL[0]
 
 
 def tv_runs(counts: np.ndarray) -> np.ndarray:
