@@ -91,49 +91,57 @@ def pvals(chk):
             "cluster_position": float(np.mean(chk["cp_rep"] >= chk["cp_obs"]))}
 
 
-def fit_and_check(log, seed, cache=None, **fit):
-    """Fit the margin model (its own check = after), then the former check on the same draws (before)."""
+def fitted(name, make_log, seed, **fit):
+    """The fit's posterior draws, data and diagnostics, from the cache (:data:`CACHE`) or fitted now."""
+    path = CACHE / f"{name}.pkl"
+    if path.exists():
+        with path.open("rb") as f:
+            return pickle.load(f)  # noqa: S301 (this script's own cache in /tmp)
     seen = {}
     real = mg.ppc
 
     def spy(post, data, gen, n_draws=mg.PPC_DRAWS):
         seen["post"], seen["data"] = post, data
-        c0 = cpu()
-        out = real(post, data, gen, n_draws)
-        seen["cpu_after"] = cpu() - c0
-        return out
+        return real(post, data, gen, n_draws)
 
     mg.ppc = spy
     try:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = fit_bayes(log, model="margin", rng=seed, **fit)
-        wall = time.perf_counter() - t0
+            res = fit_bayes(make_log(), model="margin", rng=seed, **fit)
+        wall, fit_cpu = time.perf_counter() - t0, cpu() - c0
     finally:
         mg.ppc = real
-    if cache:
-        CACHE.mkdir(exist_ok=True)
-        with (CACHE / f"{cache}.pkl").open("wb") as f:
-            pickle.dump({"post": seen["post"], "data": seen["data"], "seed": seed}, f)
-    c0 = cpu()
-    before = pvals(urn_ppc(seen["post"], seen["data"], np.random.default_rng(seed)))
-    cpu_before = cpu() - c0
-    c0 = cpu()
-    again = mg.ppc(seen["post"], seen["data"], np.random.default_rng(seed))
-    cpu_after = cpu() - c0
-    disp = res.ppc.dispersion.set_index("llm")
-    cp_design = float(np.mean(again["cp_rep_design"] >= again["cp_obs"]))
     d = res.diagnostics
-    return {"seed": seed, "llms": list(res.llms), "fit_seconds": d.seconds, "wall_s": wall,
-            "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk, "divergences": d.divergences,
-            "before": before,
-            "after": {"dispersion": [float(disp.loc[m, "p_value"]) for m in res.llms],
-                      "dispersion_ratio": [float(disp.loc[m, "ratio"]) for m in res.llms],
-                      "cluster_position": float(res.ppc.p_value),
-                      "cluster_position_design_replicate": cp_design},
-            "ipf_residual": float(again["ipf_residual"]), "ipf_iterations": int(again["ipf_iterations"]),
-            "ppc_cpu_s": {"before": cpu_before, "after": cpu_after}}
+    rec = {"post": seen["post"], "data": seen["data"], "seed": seed, "llms": list(res.llms),
+           "diagnostics": {"fit_seconds": d.seconds, "wall_s": wall, "cpu_s": fit_cpu, "max_rhat": d.max_rhat,
+                           "min_ess_bulk": d.min_ess_bulk, "divergences": d.divergences,
+                           "load_avg": list(__import__("os").getloadavg())},
+           "fit_check": {"dispersion": res.ppc.dispersion.set_index("llm").loc[res.llms, "p_value"].tolist(),
+                         "cluster_position": float(res.ppc.p_value)}}
+    CACHE.mkdir(exist_ok=True)
+    with path.open("wb") as f:
+        pickle.dump(rec, f)
+    return rec
+
+
+def check(rec):
+    """Both checks on one fit's draws: before (the urn, :func:`urn_ppc`) and after (the package's ``mg.ppc``),
+    each with the generator seeded by the fit's seed; their CPU seconds."""
+    c0 = cpu()
+    before = pvals(urn_ppc(rec["post"], rec["data"], np.random.default_rng(rec["seed"])))
+    c1 = cpu()
+    out = mg.ppc(rec["post"], rec["data"], np.random.default_rng(rec["seed"]))
+    c2 = cpu()
+    after = pvals(out)
+    after["cluster_position_design_replicate"] = float(np.mean(out["cp_rep_design"] >= out["cp_obs"]))
+    return {"seed": rec["seed"], "llms": rec["llms"], **rec["diagnostics"], "before": before, "after": after,
+            "ipf_no_joint_share": float((out["ipf_residual"] > mg.IPF_TOL).mean()),
+            "ipf_no_joint_share_by_llm": (out["ipf_residual"] > mg.IPF_TOL).reshape(
+                len(out["ipf_residual"]), rec["data"]["M"], -1).mean((0, 2)).tolist(),
+            "ipf_rounds_median": float(np.median(out["ipf_rounds"])),
+            "ppc_cpu_s": {"before": c1 - c0, "after": c2 - c1}}
 
 
 def outside(p):
@@ -174,13 +182,19 @@ def ordering_interaction(seed, queries=20, runs=3, p_follow=1.0):
     return type(log).from_frame(f, log.catalog, source="<interaction>")
 
 
-def designed(studies):
+DESIGNS = {"position-only, pure (first-slot logit 30)": lambda s: position_only(s, 30.0),
+           "position-only, noisy (first-slot logit 2.5)": lambda s: position_only(s, 2.5),
+           "ordering interaction (power)": ordering_interaction}
+
+
+def designed(studies, fit_only=False):
     rows = []
-    for kind, make in (("position-only, pure (beta_1 = 30)", lambda s: position_only(s, 30.0)),
-                       ("position-only, noisy (beta_1 = 2.5)", lambda s: position_only(s, 2.5)),
-                       ("ordering interaction (power)", ordering_interaction)):
+    for k, (kind, make) in enumerate(DESIGNS.items()):
         for seed in range(studies):
-            r = fit_and_check(make(100 + seed), 100 + seed, cache=f"des_{kind[:8]}_{seed}", **SIM_FIT)
+            rec = fitted(f"designed_{k}_{seed}", lambda make=make, seed=seed: make(100 + seed), 100 + seed, **SIM_FIT)
+            if fit_only:
+                continue
+            r = check(rec)
             r["design"] = kind
             rows.append(r)
             print(kind, seed, "before", np.round(r["before"]["dispersion"], 3), "after",
@@ -188,12 +202,17 @@ def designed(studies):
     return rows
 
 
-def simulated(studies, sds=(0.0, 1.0)):
+def simulated(studies, sds=(1.0, 0.0), fit_only=False):
     rows = []
-    for sd in sds:
-        for seed in range(studies):
-            log = simulate_bayes_log(ALPHA, BETA, queries=20, runs=3, sigma_eta=sd, rng=2000 + seed)
-            r = fit_and_check(log, 2000 + seed, cache=f"sim_{sd}_{seed}", **SIM_FIT)
+    for seed in range(studies):
+        for sd in sds:
+            rec = fitted(f"sim_{sd}_{seed}", lambda sd=sd, seed=seed: simulate_bayes_log(
+                ALPHA, BETA, queries=20, runs=3, sigma_eta=sd, rng=2000 + seed),
+                         2000 + seed, **SIM_FIT)
+            if fit_only:
+                print("fitted sd", sd, seed, flush=True)
+                continue
+            r = check(rec)
             r["sd"] = sd
             rows.append(r)
             print("sd", sd, seed, "before", np.round(r["before"]["dispersion"], 3), r["before"]["cluster_position"],
@@ -219,38 +238,33 @@ def summarise_sim(rows):
 
 
 def bundled():
+    from toolbias_stats.cli._vocabulary import DEFAULT_SEED
     from toolbias_stats.io import read_study
 
-    study = read_study(str(HERE.parent / "data/biasbusters/study.toml"))
-    from toolbias_stats.cli._vocabulary import DEFAULT_SEED
-
-    c0 = cpu()
-    r = fit_and_check(study, DEFAULT_SEED, cache="bundled")
-    r["cpu_s_total"] = cpu() - c0
-    r["load_avg"] = list(__import__("os").getloadavg())
-    return r
+    rec = fitted("bundled", lambda: read_study(str(HERE.parent / "data/biasbusters/study.toml")), DEFAULT_SEED)
+    return check(rec)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--studies", type=int, default=20)
     ap.add_argument("--designed", type=int, default=5)
-    ap.add_argument("--bundled", action="store_true")
-    ap.add_argument("--only", choices=("bundled", "designed", "simulated"))
+    ap.add_argument("--fit-only", action="store_true", help="fit and cache the simulated studies only")
     a = ap.parse_args()
-    res = json.loads(OUT.read_text()) if OUT.exists() else {}
-    if a.only in (None, "bundled"):
-        res["bundled"] = bundled()
-        OUT.write_text(json.dumps(res, indent=1))
-    if a.only in (None, "designed"):
-        res["designed"] = designed(a.designed)
-        OUT.write_text(json.dumps(res, indent=1))
-    if a.only in (None, "simulated"):
-        rows = simulated(a.studies)
-        res["simulated"] = {"studies": rows, "summary": summarise_sim(rows)}
-        OUT.write_text(json.dumps(res, indent=1))
-    print(json.dumps(res.get("bundled", {}).get("before"), indent=None))
-    print(json.dumps(res.get("bundled", {}).get("after"), indent=None))
+    if a.fit_only:
+        simulated(a.studies, fit_only=True)
+        return
+    res = {"bundled": bundled(), "designed": designed(a.designed)}
+    rows = simulated(a.studies)
+    res["simulated"] = {"summary": summarise_sim(rows), "studies": rows}
+    res["designed_summary"] = {kind: {"before": [r["before"]["dispersion"][0] for r in res["designed"]
+                                                 if r["design"] == kind],
+                                      "after": [r["after"]["dispersion"][0] for r in res["designed"]
+                                                if r["design"] == kind]} for kind in DESIGNS}
+    OUT.write_text(json.dumps(res, indent=1))
+    print(json.dumps(res["simulated"]["summary"], indent=1))
+    print(json.dumps(res["designed_summary"], indent=1))
+    print(json.dumps({k: res["bundled"][k] for k in ("before", "after")}, indent=1))
 
 
 if __name__ == "__main__":

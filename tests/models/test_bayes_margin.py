@@ -266,7 +266,7 @@ class TestDesignReplicate:
         lb = np.log(gen.dirichlet(np.full(K, 4.0), size=(3, 2)))
         data = {"rcell": np.repeat([0, 1], K), "rtools": np.concatenate([tools, tools]), "rw": np.tile(w, 2)}
         a, b, resid, _ = mg.max_entropy_joint(la, lb, data, tol=1e-10, iters=5000)
-        assert resid < 1e-10
+        assert resid.max() < 1e-10
         for s in range(3):
             for c in range(2):
                 J = np.exp(a[s, c][tools] + b[s, c][None])
@@ -279,8 +279,8 @@ class TestDesignReplicate:
         joint, and the residual says so."""
         data = {"rcell": np.array([0]), "rtools": np.array([[0, 1, 2]]), "rw": np.array([10.0])}
         la, lb = np.log([[[0.6, 0.3, 0.1]]]), np.log([[[0.1, 0.3, 0.6]]])
-        assert mg.max_entropy_joint(la, lb, data)[2] > 0.1
-        assert mg.max_entropy_joint(la, la, data)[2] < 1e-6
+        assert mg.max_entropy_joint(la, lb, data)[2].max() > 0.1
+        assert mg.max_entropy_joint(la, la, data)[2].max() < 1e-6
 
     def test_position_only_chooser_replicates_balanced_counts(self):
         """Without heterogeneity, a first-slot chooser under the K rotations, each shown 3 times: every
@@ -302,7 +302,7 @@ class TestDesignReplicate:
                 "pn": np.full(Q * K, 2)}
         pt, pp = np.array([0.4, 0.3, 0.2, 0.1]), np.array([0.5, 0.2, 0.2, 0.1])
         a, b, resid, _ = mg.max_entropy_joint(np.log(pt)[None, None], np.log(pp)[None, None], data)
-        assert resid < 1e-6
+        assert resid.max() < 1e-8
         gen = np.random.default_rng(1)
         tot_t, tot_p = np.zeros(K), np.zeros(K)
         for _ in range(400):

@@ -23,6 +23,7 @@ form).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -392,9 +393,9 @@ def _polya(gen, p, conc, n):
 
 
 #: the fitted joint's margins match the draw's to this (max absolute difference of probabilities)
-IPF_TOL = 1e-6
-#: iterations of the proportional fitting at most
-IPF_ITERS = 60
+IPF_TOL = 1e-8
+#: rounds of the proportional fitting at most, per (draw, cell)
+IPF_ITERS = 500
 
 
 def _softmax(x):
@@ -407,11 +408,12 @@ def max_entropy_joint(la, lb, data, tol=IPF_TOL, iters=IPF_ITERS):
     ``p(t | o) = softmax_t(a'_t + b'_{pos_o(t)})``, whose margins over the cell's logged orderings (weighted by
     their attempts) are the draw's tool margin ``softmax(la)`` and position margin ``softmax(lb)`` (``la``,
     ``lb``: (S, cells, K)): the maximum-entropy joint with those margins, found by iterative proportional
-    fitting, vectorised over draws and cells.
+    fitting (compiled, each (draw, cell) until its margins match to ``tol`` or ``iters`` rounds).
 
-    Returns ``(a', b', residual, iterations)``: ``residual`` the largest absolute difference between a margin of
-    the joint and its target over draws and cells (above ``tol`` where no joint of this form has both margins,
-    e.g. a cell shown in one ordering only, whose tool and position margins are one permutation of each other).
+    Returns ``(a', b', residual, rounds)``, the last two per (draw, cell): ``residual`` the largest absolute
+    difference between a margin of the joint and its target, above ``tol`` where no joint of this form has both
+    margins (e.g. a cell shown in one ordering only, whose tool and position margins are one permutation of each
+    other; or a first-slot share near 1 with tool margins away from the orderings' shares).
 
     Examples
     --------
@@ -420,68 +422,109 @@ def max_entropy_joint(la, lb, data, tol=IPF_TOL, iters=IPF_ITERS):
     >>> data = {"rcell": np.zeros(K, int), "rw": np.ones(K),
     ...         "rtools": np.array([(np.arange(K) + s) % K for s in range(K)])}   # the 3 cyclic rotations
     >>> la, lb = np.log([[[0.5, 0.3, 0.2]]]), np.log([[[0.6, 0.3, 0.1]]])
-    >>> a, b, resid, it = max_entropy_joint(la, lb, data)
-    >>> bool(resid < 1e-8)
+    >>> a, b, resid, rounds = max_entropy_joint(la, lb, data)
+    >>> bool(resid.max() < 1e-8)
     True
     """
-    from scipy import sparse
-
-    S, n_cells, K = la.shape
-    rcell, rtools, rw = data["rcell"], data["rtools"], data["rw"]
-    R = len(rcell)
-    W = np.bincount(rcell, weights=rw, minlength=n_cells)
-    live = W > 0
-    wr = np.repeat(np.divide(rw, W[rcell], out=np.zeros(R), where=W[rcell] > 0), K)
-    cols = np.arange(R * K)
-    Gt = sparse.csr_matrix((wr, ((rcell[:, None] * K + rtools).ravel(), cols)), shape=(n_cells * K, R * K))
-    Gp = sparse.csr_matrix((wr, ((rcell[:, None] * K + np.arange(K)).ravel(), cols)), shape=(n_cells * K, R * K))
-    pt, pp = _softmax(la), _softmax(lb)
-    a, b = la - la.mean(-1, keepdims=True), lb - lb.mean(-1, keepdims=True)
-    sl = np.arange(S)[:, None, None]
-
-    def joint():
-        return _softmax(a[sl, rcell[None, :, None], rtools[None]] + b[:, rcell]).reshape(S, R * K)
-
-    def margin(G, J):
-        return np.asarray(G @ J.T).T.reshape(S, n_cells, K)
-
-    resid, done = np.inf, 0
-    for done in range(1, iters + 1):  # noqa: B007 (the count is returned)
-        mt = margin(Gt, joint())
-        a += np.where(live[None, :, None], np.log(pt) - np.log(np.maximum(mt, 1e-300)), 0.0)
-        mp = margin(Gp, joint())
-        b += np.where(live[None, :, None], np.log(pp) - np.log(np.maximum(mp, 1e-300)), 0.0)
-        a -= a.mean(-1, keepdims=True)
-        b -= b.mean(-1, keepdims=True)
-        J = joint()
-        resid = max(float(np.abs(margin(Gt, J) - pt)[:, live].max(initial=0.0)),
-                    float(np.abs(margin(Gp, J) - pp)[:, live].max(initial=0.0)))
-        if resid <= tol:
-            break
-    return a, b, resid, done
+    S, n_cells = la.shape[:2]
+    order = np.argsort(data["rcell"], kind="stable")
+    start = np.searchsorted(data["rcell"][order], np.arange(n_cells + 1))
+    a, b = np.empty_like(la), np.empty_like(lb)
+    resid, rounds = np.zeros((S, n_cells)), np.zeros((S, n_cells), np.int64)
+    _ipf_kernel()(np.ascontiguousarray(la, dtype=float), np.ascontiguousarray(lb, dtype=float), start,
+                  np.ascontiguousarray(data["rtools"][order], dtype=np.int64),
+                  np.ascontiguousarray(data["rw"][order], dtype=float), float(tol), int(iters), a, b, resid, rounds)
+    return a, b, resid, rounds
 
 
-def design_replicate(gen, a, b, kappa, data):
+@functools.lru_cache(maxsize=1)
+def _ipf_kernel():
+    """The compiled proportional fitting of :func:`max_entropy_joint` (numba, compiled on first use)."""
+    import numba
+
+    @numba.njit(cache=False)
+    def joint_margins(a, b, tools, w, lo, hi, mt, mp):
+        K = a.shape[0]
+        mt[:] = 0.0
+        mp[:] = 0.0
+        W = 0.0
+        for r in range(lo, hi):
+            W += w[r]
+        for r in range(lo, hi):
+            mx = -np.inf
+            for p in range(K):
+                mx = max(mx, a[tools[r, p]] + b[p])
+            z = 0.0
+            for p in range(K):
+                z += np.exp(a[tools[r, p]] + b[p] - mx)
+            for p in range(K):
+                q = w[r] / W * np.exp(a[tools[r, p]] + b[p] - mx) / z
+                mt[tools[r, p]] += q
+                mp[p] += q
+
+    @numba.njit(cache=False)
+    def kernel(la, lb, start, tools, w, tol, iters, a, b, resid, rounds):
+        S, C, K = la.shape
+        mt, mp = np.zeros(K), np.zeros(K)
+        pt, pp = np.zeros(K), np.zeros(K)
+        for s in range(S):
+            for c in range(C):
+                lo, hi = start[c], start[c + 1]
+                for v, x, out in ((pt, la[s, c], a[s, c]), (pp, lb[s, c], b[s, c])):
+                    m = x.max()
+                    v[:] = np.exp(x - m)
+                    v /= v.sum()
+                    out[:] = x - x.mean()
+                if hi == lo:
+                    continue
+                it = 0
+                err = np.inf
+                while True:
+                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp)
+                    err = max(np.abs(mt - pt).max(), np.abs(mp - pp).max())
+                    if err <= tol or it == iters:
+                        break
+                    it += 1
+                    a[s, c] += np.log(pt) - np.log(np.maximum(mt, 1e-300))
+                    a[s, c] -= a[s, c].mean()
+                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp)
+                    b[s, c] += np.log(pp) - np.log(np.maximum(mp, 1e-300))
+                    b[s, c] -= b[s, c].mean()
+                resid[s, c] = err
+                rounds[s, c] = it
+
+    return kernel
+
+
+def replicate_plan(data) -> dict:
+    """The per-attempt indices :func:`design_replicate` reuses for every draw."""
+    K, pq, prow, pn = data["K"], data["pq"], data["prow"], data["pn"]
+    tools = data["rtools"][prow]
+    att = np.repeat(np.arange(len(pq)), pn)
+    return {"lw_idx": pq[:, None] * K + tools, "bcell": data["rcell"][prow], "att": att, "q_att": pq[att] * K,
+            "tools_att": tools[att], "rows": np.arange(len(att))}
+
+
+def design_replicate(gen, a, b, kappa, data, plan=None):
     """One replicate of the study under its logged design: each query draws its tool weights ``w_q ~
     Dirichlet(kappa_q softmax(a'[cell]))``, and each attempt of each of its prompts chooses a position from
     ``softmax_p(log w_q[tool at p] + b'[cell, p])`` (its ordering's joint). Returns the per-query tool counts and
-    position counts (Q, K), both from the same choices."""
-    K = data["K"]
-    cell, pq, prow, pn = data["cell"], data["pq"], data["prow"], data["pn"]
+    position counts (Q, K), both from the same choices. ``plan``: :func:`replicate_plan` (computed when
+    omitted)."""
+    plan = replicate_plan(data) if plan is None else plan
+    K, cell = data["K"], data["cell"]
     Q = len(cell)
     pa = _softmax(a)[cell]
     g = gen.gamma(np.maximum(kappa[:, None] * pa, 1e-300))
     lw = np.log(np.maximum(g, 1e-300)) - np.log(np.maximum(g.sum(1, keepdims=True), 1e-300))
-    lw = np.where(np.isfinite(lw).all(1, keepdims=True) & (g.sum(1, keepdims=True) > 0), lw, np.log(pa))
-    tools = data["rtools"][prow]
-    cum = np.cumsum(_softmax(lw[pq[:, None], tools] + b[data["rcell"][prow]]), 1)
-    att = np.repeat(np.arange(len(pq)), pn)
-    u = gen.random(len(att))
-    pos = (u[:, None] > cum[att, : K - 1]).sum(1)
-    q = pq[att]
-    Tr = np.bincount(q * K + tools[att, pos], minlength=Q * K).reshape(Q, K).astype(float)
-    Pr = np.bincount(q * K + pos, minlength=Q * K).reshape(Q, K).astype(float)
-    return Tr, Pr
+    lw = np.where(np.isfinite(lw).all(1, keepdims=True) & (g.sum(1, keepdims=True) > 0), lw,
+                  np.log(np.maximum(pa, 1e-300)))
+    cum = np.cumsum(_softmax(lw.ravel()[plan["lw_idx"]] + b[plan["bcell"]]), 1)[:, : K - 1]
+    u = gen.random(len(plan["att"]))
+    pos = (u[:, None] > cum[plan["att"]]).sum(1)
+    Tr = np.bincount(plan["q_att"] + plan["tools_att"][plan["rows"], pos], minlength=Q * K)
+    Pr = np.bincount(plan["q_att"] + pos, minlength=Q * K)
+    return Tr.reshape(Q, K).astype(float), Pr.reshape(Q, K).astype(float)
 
 
 #: the concentrations :func:`kappa_under_design` tries (the last: no heterogeneity)
@@ -507,11 +550,12 @@ def kappa_under_design(data, reps=KAPPA_REPS):
     la = np.log(np.maximum(Y, 0.5) / np.maximum(Y, 0.5).sum(1, keepdims=True))[None]
     lb = np.log(np.maximum(Yp, 0.5) / np.maximum(Yp, 0.5).sum(1, keepdims=True))[None]
     a, b, _, _ = max_entropy_joint(la, lb, data)
+    plan = replicate_plan(data)
     disp = np.zeros((len(KAPPA_GRID), n_cells))
     for j, kap in enumerate(KAPPA_GRID):
         gen = np.random.default_rng(_KAPPA_SEED)
         for _ in range(reps):
-            rep, _ = design_replicate(gen, a[0], b[0], np.full(len(cell), kap), data)
+            rep, _ = design_replicate(gen, a[0], b[0], np.full(len(cell), kap), data, plan)
             disp[j] += pooled_stats(rep, cell, n_cells, floor=0.0)[1] / reps
     disp = np.minimum.accumulate(disp, 0)                      # non-increasing in the concentration
     ok = disp <= phi[None]
@@ -519,7 +563,7 @@ def kappa_under_design(data, reps=KAPPA_REPS):
     kappa = np.empty(n_cells)
     for c in range(n_cells):
         j = first[c]
-        if j == 0 or j == len(KAPPA_GRID) - 1 and not ok[j, c]:
+        if j == 0 or (j == len(KAPPA_GRID) - 1 and not ok[j, c]):
             kappa[c] = KAPPA_GRID[j]
             continue
         lo, hi = disp[j, c], disp[j - 1, c]                      # interpolate log(kappa) between the two nodes
@@ -528,13 +572,7 @@ def kappa_under_design(data, reps=KAPPA_REPS):
     return kappa
 
 
-def replicate_kappa(data):
-    """The per-cell concentration of the design replicate's query heterogeneity."""
-    return _kappa_of_phi(pooled_stats(data["T"], data["cell"], data["M"] * data["C"])[1], data["T"].sum(1),
-                         data["cell"])
-
-
-def ppc(post, data, gen, n_draws=PPC_DRAWS) -> dict:
+def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
     """Both predictive checks of the margin model.
 
     * per-query dispersion, per LLM: Pearson chi-square of every query's tool counts around ``n_q pi``,
@@ -549,18 +587,20 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS) -> dict:
 
     Returns the observed and replicated statistics per draw: ``disp_obs``, ``disp_rep`` (draws, M),
     ``cp_obs``, ``cp_rep``, ``cp_rep_design`` (draws,), the replicated and observed (cluster, position) tables
-    ``tab_rep``, ``tab_obs``, and the fitting's largest margin error ``ipf_residual`` and ``ipf_iterations``.
+    ``tab_rep``, ``tab_obs``, and per (draw, cell) the fitting's margin error ``ipf_residual`` and rounds
+    ``ipf_rounds``.
     """
     S = post["alpha"].shape[0]
     sel = np.sort(gen.choice(S, size=min(n_draws, S), replace=False))
     M, C, K = data["M"], data["C"], data["K"]
     T, Pc, cell, qllm, qcl = data["T"], data["Pc"], data["cell"], data["qllm"], data["qcluster"]
     n = T.sum(1)
-    kap = replicate_kappa(data)[cell]
+    kap = kappa_under_design(data)[cell]
     lam = _kappa_of_phi(pooled_stats(Pc, cell, M * C)[1], n, cell)[cell]
     la = post["alpha"][sel].reshape(len(sel), M * C, K)
     lb = post["beta_cell"][sel].reshape(len(sel), M * C, K)
-    a, b, resid, iters = max_entropy_joint(la, lb, data)
+    a, b, resid, rounds = max_entropy_joint(la, lb, data, iters=iters)
+    plan = replicate_plan(data)
     pa_all, pb_all = _softmax(la), _softmax(lb)
     tab_o = np.zeros((C, K))
     np.add.at(tab_o, qcl, Pc)
@@ -568,10 +608,10 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS) -> dict:
     out.update({k: np.zeros(len(sel)) for k in ("cp_obs", "cp_rep", "cp_rep_design")})
     out["tab_rep"] = np.zeros((len(sel), C, K))
     out["tab_obs"] = tab_o
-    out["ipf_residual"], out["ipf_iterations"] = resid, iters
+    out["ipf_residual"], out["ipf_rounds"] = resid, rounds
     for i in range(len(sel)):
         E = n[:, None] * pa_all[i][cell]
-        rep, rep_pos = design_replicate(gen, a[i], b[i], kap, data)
+        rep, rep_pos = design_replicate(gen, a[i], b[i], kap, data, plan)
         out["disp_obs"][i] = np.bincount(qllm, weights=((T - E) ** 2 / E).sum(1), minlength=M)
         out["disp_rep"][i] = np.bincount(qllm, weights=((rep - E) ** 2 / E).sum(1), minlength=M)
         Eb = n[:, None] * pb_all[i][cell]
