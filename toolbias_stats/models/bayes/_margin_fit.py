@@ -47,7 +47,6 @@ def fit_margin(log, args: dict, variant, t0: float) -> BayesResult:
     checks = mg.ppc(post, data, gen)
     ppc = _ppc_result(design, checks, args["hdi_prob"])
     _misfit_warnings(ppc, design, caught)
-    _no_joint_warning(checks, design, caught)
     return _result(design, post, stats, mix, ppc, diag_vals, args, sampler_seed, seed_repr, caught, t0,
                    P["param"])
 
@@ -89,8 +88,10 @@ def _misfit_warnings(ppc, D, caught) -> None:
         who = ", ".join(f"{r.llm} (p = {r.p_value:.3f})" for r in bad.itertuples())
         why = ("its queries differ more than the plug-in dispersion allows: the intervals may be too narrow"
                if side == "below" else
-               "the tool counts are less variable than multinomial (e.g. a position-only chooser under cyclic "
-               "rotations): its delta_api intervals are wider than the data need (docs/bayes.md)")
+               "the tool counts are less variable than the replicates under the logged orderings, e.g. a near "
+               "position-only chooser under cyclic rotations, whose posterior tool margins vary more than its "
+               "position margins and the design allow: its delta_api intervals are wider than the data need "
+               "(docs/bayes.md)")
         msg = (f"posterior predictive check: per-query dispersion {side} [{lo}, {hi}] for {who}; "
                f"model='margin' misfits ({why})")
         warnings.warn(msg, MisfitWarning, stacklevel=4)
@@ -99,27 +100,6 @@ def _misfit_warnings(ppc, D, caught) -> None:
         msg = (f"posterior predictive check: p = {ppc.p_value:.3f} on the cluster x position counts; "
                "model='margin' misfits (position effects differ between clusters more or less than the model allows)")
         warnings.warn(msg, MisfitWarning, stacklevel=4)
-        caught.append(msg)
-
-
-#: share of an LLM's (draw, cell) pairs whose margins have no choice law under the logged orderings above which
-#: the fit says so
-NO_JOINT_SHARE = 0.05
-
-
-def _no_joint_warning(checks, D, caught) -> None:
-    """A MisfitWarning naming the LLMs whose posterior tool and position margins have, in more than
-    :data:`NO_JOINT_SHARE` of the checked (draw, cell) pairs, no choice law under the logged orderings (the
-    dispersion check's replicate then uses the proportional fitting's last round, ``docs/dev/bayes_margin.md``)."""
-    bad = checks["ipf_residual"] > mg.IPF_TOL
-    share = bad.reshape(len(bad), D.M, -1).mean((0, 2))
-    who = [f"{D.llms[m]} ({share[m]:.0%})" for m in np.flatnonzero(share > NO_JOINT_SHARE)]
-    if who:
-        msg = (f"posterior predictive check: for {', '.join(who)} of the checked posterior draws' cells, no choice "
-               "law under the logged orderings has the draw's tool and position margins (the model's tool margins "
-               "vary more than the design allows given its position margins, e.g. a near position-only chooser "
-               "under cyclic rotations); model='margin' misfits there")
-        warnings.warn(msg, MisfitWarning, stacklevel=3)
         caught.append(msg)
 
 
