@@ -23,6 +23,7 @@ form).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -48,7 +49,10 @@ _NUMPYRO_HINT = ("model='margin' is sampled with NumPyro (JAX), which is not ins
 # data
 def margin_data(design) -> dict:
     """Per query: tool counts ``T`` (Q, K) and position counts ``Pc`` (Q, K) pooled over its orderings and runs,
-    its cell ``llm * C + cluster``, LLM and cluster.
+    its cell ``llm * C + cluster``, LLM and cluster; and the logged design the predictive checks replicate
+    under: per design row (LLM, cluster, ordering) its cell ``rcell``, the tool at each position ``rtools``
+    (R, K) and its attempts ``rw``; per prompt (query, ordering) its query ``pq`` (index into ``T``), its row
+    ``prow`` and its attempts ``pn``.
 
     Raises a ValueError when a list does not show every tool of its cluster (the position margin of a shorter
     list is not a margin over the same positions, and a tool margin needs every tool shown at every attempt).
@@ -77,14 +81,20 @@ def margin_data(design) -> dict:
     np.add.at(Pc, pr.query, pr.y[:, :k])
     cell = pr.query_llm * D.C + pr.query_cluster
     keep = T.sum(1) > 0
+    pn = pr.y[:, :k].sum(1)
+    used = pn > 0
+    new_q = np.cumsum(keep) - 1
     return {"T": T[keep], "Pc": Pc[keep], "cell": cell[keep], "M": D.M, "C": D.C, "K": k,
-            "qllm": pr.query_llm[keep], "qcluster": pr.query_cluster[keep]}
+            "qllm": pr.query_llm[keep], "qcluster": pr.query_cluster[keep],
+            "rcell": D.row_llm * D.C + D.row_cluster, "rtools": D.row_tools[:, :k].copy(),
+            "rw": D.y[:, :k].sum(1).astype(float), "pq": new_q[pr.query[used]], "prow": pr.row[used],
+            "pn": pn[used].astype(np.int64)}
 
 
-def pooled_stats(counts, cell, n_cells):
+def pooled_stats(counts, cell, n_cells, floor=1.0):
     """Pooled counts ``Y`` (cells, K) and the Pearson dispersion ``phi`` (cells,) of the rows around their cell's
     pooled frequencies, ``sum_q sum_j (y_qj - n_q p_j)^2 / (n_q p_j) / ((Q - 1)(K' - 1))`` (K' = tools with a
-    positive pooled count), floored at 1 (no underdispersion is claimed)."""
+    positive pooled count), floored at ``floor`` (1: no underdispersion is claimed)."""
     K = counts.shape[1]
     Y = np.zeros((n_cells, K))
     np.add.at(Y, cell, counts)
@@ -96,7 +106,7 @@ def pooled_stats(counts, cell, n_cells):
     Qc = np.bincount(cell, minlength=n_cells)
     df = (Qc - 1) * np.maximum((p > 0).sum(1) - 1, 0)
     phi = np.divide(X2, df, out=np.ones(n_cells), where=df > 0)
-    return Y, np.maximum(phi, 1.0)
+    return Y, np.maximum(phi, floor)
 
 
 def sparse_rotations(tot, H, rich=RICH):
@@ -382,46 +392,236 @@ def _polya(gen, p, conc, n):
     return gen.multinomial(n.astype(np.int64), q).astype(float)
 
 
-def ppc(post, data, gen, n_draws=PPC_DRAWS) -> dict:
-    """Both predictive checks of the margin model, replicated by the nearest generative model (a Polya urn per
-    query whose design effect at the cell's mean attempts is the cell's plug-in ``phi``).
+#: the fitted joint's margins match the draw's to this (max absolute difference of probabilities)
+IPF_TOL = 1e-8
+#: rounds of the proportional fitting at most, per (draw, cell)
+IPF_ITERS = 500
 
-    * per-query dispersion, per LLM: Pearson chi-square of every query's tool counts around ``n_q pi``;
-    * cluster x position (all LLMs, one table): chi-square of the (cluster, position) counts.
+
+def _softmax(x):
+    z = np.exp(x - x.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+def max_entropy_joint(la, lb, data, tol=IPF_TOL, iters=IPF_ITERS):
+    """Per draw and (LLM, cluster) cell, the choice law of each logged ordering ``o``,
+    ``p(t | o) = softmax_t(a'_t + b'_{pos_o(t)})``, whose margins over the cell's logged orderings (weighted by
+    their attempts) are the draw's tool margin ``softmax(la)`` and position margin ``softmax(lb)`` (``la``,
+    ``lb``: (S, cells, K)): the maximum-entropy joint with those margins, found by iterative proportional
+    fitting (compiled, each (draw, cell) until its margins match to ``tol`` or ``iters`` rounds).
+
+    Returns ``(a', b', residual, rounds)``, the last two per (draw, cell): ``residual`` the largest absolute
+    difference between a margin of the joint and its target, above ``tol`` where no joint of this form has both
+    margins (e.g. a cell shown in one ordering only, whose tool and position margins are one permutation of each
+    other; or a first-slot share near 1 with tool margins away from the orderings' shares).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = 3
+    >>> data = {"rcell": np.zeros(K, int), "rw": np.ones(K),
+    ...         "rtools": np.array([(np.arange(K) + s) % K for s in range(K)])}   # the 3 cyclic rotations
+    >>> la, lb = np.log([[[0.5, 0.3, 0.2]]]), np.log([[[0.6, 0.3, 0.1]]])
+    >>> a, b, resid, rounds = max_entropy_joint(la, lb, data)
+    >>> bool(resid.max() < 1e-8)
+    True
+    """
+    S, n_cells = la.shape[:2]
+    order = np.argsort(data["rcell"], kind="stable")
+    start = np.searchsorted(data["rcell"][order], np.arange(n_cells + 1))
+    a, b = np.empty_like(la), np.empty_like(lb)
+    resid, rounds = np.zeros((S, n_cells)), np.zeros((S, n_cells), np.int64)
+    _ipf_kernel()(np.ascontiguousarray(la, dtype=float), np.ascontiguousarray(lb, dtype=float), start,
+                  np.ascontiguousarray(data["rtools"][order], dtype=np.int64),
+                  np.ascontiguousarray(data["rw"][order], dtype=float), float(tol), int(iters), a, b, resid, rounds)
+    return a, b, resid, rounds
+
+
+@functools.lru_cache(maxsize=1)
+def _ipf_kernel():
+    """The compiled proportional fitting of :func:`max_entropy_joint` (numba, compiled on first use)."""
+    import numba
+
+    @numba.njit(cache=False)
+    def joint_margins(a, b, tools, w, lo, hi, mt, mp):
+        K = a.shape[0]
+        mt[:] = 0.0
+        mp[:] = 0.0
+        W = 0.0
+        for r in range(lo, hi):
+            W += w[r]
+        for r in range(lo, hi):
+            mx = -np.inf
+            for p in range(K):
+                mx = max(mx, a[tools[r, p]] + b[p])
+            z = 0.0
+            for p in range(K):
+                z += np.exp(a[tools[r, p]] + b[p] - mx)
+            for p in range(K):
+                q = w[r] / W * np.exp(a[tools[r, p]] + b[p] - mx) / z
+                mt[tools[r, p]] += q
+                mp[p] += q
+
+    @numba.njit(cache=False)
+    def kernel(la, lb, start, tools, w, tol, iters, a, b, resid, rounds):
+        S, C, K = la.shape
+        mt, mp = np.zeros(K), np.zeros(K)
+        pt, pp = np.zeros(K), np.zeros(K)
+        for s in range(S):
+            for c in range(C):
+                lo, hi = start[c], start[c + 1]
+                for v, x, out in ((pt, la[s, c], a[s, c]), (pp, lb[s, c], b[s, c])):
+                    m = x.max()
+                    v[:] = np.exp(x - m)
+                    v /= v.sum()
+                    out[:] = x - x.mean()
+                if hi == lo:
+                    continue
+                it = 0
+                err = np.inf
+                while True:
+                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp)
+                    err = max(np.abs(mt - pt).max(), np.abs(mp - pp).max())
+                    if err <= tol or it == iters:
+                        break
+                    it += 1
+                    a[s, c] += np.log(pt) - np.log(np.maximum(mt, 1e-300))
+                    a[s, c] -= a[s, c].mean()
+                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp)
+                    b[s, c] += np.log(pp) - np.log(np.maximum(mp, 1e-300))
+                    b[s, c] -= b[s, c].mean()
+                resid[s, c] = err
+                rounds[s, c] = it
+
+    return kernel
+
+
+def replicate_plan(data) -> dict:
+    """The per-attempt indices :func:`design_replicate` reuses for every draw."""
+    K, pq, prow, pn = data["K"], data["pq"], data["prow"], data["pn"]
+    tools = data["rtools"][prow]
+    att = np.repeat(np.arange(len(pq)), pn)
+    return {"lw_idx": pq[:, None] * K + tools, "bcell": data["rcell"][prow], "att": att, "q_att": pq[att] * K,
+            "tools_att": tools[att], "rows": np.arange(len(att))}
+
+
+def design_replicate(gen, a, b, kappa, data, plan=None):
+    """One replicate of the study under its logged design: each query draws its tool weights ``w_q ~
+    Dirichlet(kappa_q softmax(a'[cell]))``, and each attempt of each of its prompts chooses a position from
+    ``softmax_p(log w_q[tool at p] + b'[cell, p])`` (its ordering's joint). Returns the per-query tool counts and
+    position counts (Q, K), both from the same choices. ``plan``: :func:`replicate_plan` (computed when
+    omitted)."""
+    plan = replicate_plan(data) if plan is None else plan
+    K, cell = data["K"], data["cell"]
+    Q = len(cell)
+    pa = _softmax(a)[cell]
+    g = gen.gamma(np.maximum(kappa[:, None] * pa, 1e-300))
+    lw = np.log(np.maximum(g, 1e-300)) - np.log(np.maximum(g.sum(1, keepdims=True), 1e-300))
+    lw = np.where(np.isfinite(lw).all(1, keepdims=True) & (g.sum(1, keepdims=True) > 0), lw,
+                  np.log(np.maximum(pa, 1e-300)))
+    cum = np.cumsum(_softmax(lw.ravel()[plan["lw_idx"]] + b[plan["bcell"]]), 1)[:, : K - 1]
+    u = gen.random(len(plan["att"]))
+    pos = (u[:, None] > cum[plan["att"]]).sum(1)
+    Tr = np.bincount(plan["q_att"] + plan["tools_att"][plan["rows"], pos], minlength=Q * K)
+    Pr = np.bincount(plan["q_att"] + pos, minlength=Q * K)
+    return Tr.reshape(Q, K).astype(float), Pr.reshape(Q, K).astype(float)
+
+
+#: the concentrations :func:`kappa_under_design` tries (the last: no heterogeneity)
+KAPPA_GRID = np.concatenate([np.logspace(-2, 4, 13), [1e8]])
+#: replicates per concentration in :func:`kappa_under_design`, and their seed (fixed: the fit's stream is kept)
+KAPPA_REPS = 8
+_KAPPA_SEED = 20261128
+
+
+def kappa_under_design(data, reps=KAPPA_REPS):
+    """Per cell, the Dirichlet concentration of the queries' tool weights whose design replicate
+    (:func:`design_replicate` at the cell's pooled frequencies) has, on average, the cell's observed Pearson
+    dispersion ``phi`` of the tool counts (not floored): the replicate's heterogeneity moment-matched under the
+    logged design, where a Polya urn's factor (:func:`_kappa_of_phi`) would count the design's own balance
+    (position effects spread a query's choices over the tools it is shown) as homogeneity. Cells whose design
+    alone gives ``phi`` or more get no heterogeneity (1e8). Deterministic (own seed)."""
+    M, C, K = data["M"], data["C"], data["K"]
+    T, cell = data["T"], data["cell"]
+    n_cells = M * C
+    Y, phi = pooled_stats(T, cell, n_cells, floor=0.0)
+    Yp = np.zeros((n_cells, K))
+    np.add.at(Yp, cell, data["Pc"])
+    la = np.log(np.maximum(Y, 0.5) / np.maximum(Y, 0.5).sum(1, keepdims=True))[None]
+    lb = np.log(np.maximum(Yp, 0.5) / np.maximum(Yp, 0.5).sum(1, keepdims=True))[None]
+    a, b, _, _ = max_entropy_joint(la, lb, data)
+    plan = replicate_plan(data)
+    disp = np.zeros((len(KAPPA_GRID), n_cells))
+    for j, kap in enumerate(KAPPA_GRID):
+        gen = np.random.default_rng(_KAPPA_SEED)
+        for _ in range(reps):
+            rep, _ = design_replicate(gen, a[0], b[0], np.full(len(cell), kap), data, plan)
+            disp[j] += pooled_stats(rep, cell, n_cells, floor=0.0)[1] / reps
+    disp = np.minimum.accumulate(disp, 0)                      # non-increasing in the concentration
+    ok = disp <= phi[None]
+    first = np.where(ok.any(0), ok.argmax(0), len(KAPPA_GRID) - 1)
+    kappa = np.empty(n_cells)
+    for c in range(n_cells):
+        j = first[c]
+        if j == 0 or (j == len(KAPPA_GRID) - 1 and not ok[j, c]):
+            kappa[c] = KAPPA_GRID[j]
+            continue
+        lo, hi = disp[j, c], disp[j - 1, c]                      # interpolate log(kappa) between the two nodes
+        w = (hi - phi[c]) / (hi - lo) if hi > lo else 1.0
+        kappa[c] = np.exp((1 - w) * np.log(KAPPA_GRID[j - 1]) + w * np.log(KAPPA_GRID[j]))
+    return kappa
+
+
+def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
+    """Both predictive checks of the margin model.
+
+    * per-query dispersion, per LLM: Pearson chi-square of every query's tool counts around ``n_q pi``,
+      replicated under the logged design (same orderings and attempts per query, new choices): per posterior
+      draw the maximum-entropy choice law of each logged ordering with the draw's tool and position margins
+      (:func:`max_entropy_joint`), query heterogeneity a Dirichlet on each query's tool weights whose Polya-urn
+      factor at the cell's mean attempts is the cell's plug-in ``phi`` (:func:`design_replicate`);
+    * cluster x position (all LLMs, one table): chi-square of the (cluster, position) counts, replicated by a
+      Polya urn per query on the cell's position margin (the design replicate's position counts are not used:
+      its tool heterogeneity moves the expected position margin, ``docs/dev/bayes_margin.md``; their statistic is
+      returned as ``cp_rep_design`` for the record).
 
     Returns the observed and replicated statistics per draw: ``disp_obs``, ``disp_rep`` (draws, M),
-    ``cp_obs``, ``cp_rep`` (draws,), and the replicated and expected (cluster, position) tables
-    ``tab_rep``, ``tab_obs``.
+    ``cp_obs``, ``cp_rep``, ``cp_rep_design`` (draws,), the replicated and observed (cluster, position) tables
+    ``tab_rep``, ``tab_obs``, and per (draw, cell) the fitting's margin error ``ipf_residual`` and rounds
+    ``ipf_rounds``.
     """
     S = post["alpha"].shape[0]
     sel = np.sort(gen.choice(S, size=min(n_draws, S), replace=False))
     M, C, K = data["M"], data["C"], data["K"]
     T, Pc, cell, qllm, qcl = data["T"], data["Pc"], data["cell"], data["qllm"], data["qcluster"]
     n = T.sum(1)
-    kap = _kappa_of_phi(pooled_stats(T, cell, M * C)[1], n, cell)[cell]
+    kap = kappa_under_design(data)[cell]
     lam = _kappa_of_phi(pooled_stats(Pc, cell, M * C)[1], n, cell)[cell]
+    la = post["alpha"][sel].reshape(len(sel), M * C, K)
+    lb = post["beta_cell"][sel].reshape(len(sel), M * C, K)
+    a, b, resid, rounds = max_entropy_joint(la, lb, data, iters=iters)
+    plan = replicate_plan(data)
+    pa_all, pb_all = _softmax(la), _softmax(lb)
     tab_o = np.zeros((C, K))
     np.add.at(tab_o, qcl, Pc)
     out = {k: np.zeros((len(sel), M)) for k in ("disp_obs", "disp_rep")}
-    out.update({k: np.zeros(len(sel)) for k in ("cp_obs", "cp_rep")})
+    out.update({k: np.zeros(len(sel)) for k in ("cp_obs", "cp_rep", "cp_rep_design")})
     out["tab_rep"] = np.zeros((len(sel), C, K))
     out["tab_obs"] = tab_o
-    for i, s in enumerate(sel):
-        pa = np.exp(post["alpha"][s].reshape(M * C, K))
-        pa /= pa.sum(-1, keepdims=True)
-        pb = np.exp(post["beta_cell"][s].reshape(M * C, K))
-        pb /= pb.sum(-1, keepdims=True)
-        E = n[:, None] * pa[cell]
-        rep = _polya(gen, pa[cell], kap, n)
+    out["ipf_residual"], out["ipf_rounds"] = resid, rounds
+    for i in range(len(sel)):
+        E = n[:, None] * pa_all[i][cell]
+        rep, rep_pos = design_replicate(gen, a[i], b[i], kap, data, plan)
         out["disp_obs"][i] = np.bincount(qllm, weights=((T - E) ** 2 / E).sum(1), minlength=M)
         out["disp_rep"][i] = np.bincount(qllm, weights=((rep - E) ** 2 / E).sum(1), minlength=M)
-        Eb = n[:, None] * pb[cell]
-        repb = _polya(gen, pb[cell], lam, n)
-        tab_E = np.zeros((C, K))
-        tab_r = np.zeros((C, K))
+        Eb = n[:, None] * pb_all[i][cell]
+        repb = _polya(gen, pb_all[i][cell], lam, n)
+        tab_E, tab_r, tab_d = np.zeros((C, K)), np.zeros((C, K)), np.zeros((C, K))
         np.add.at(tab_E, qcl, Eb)
         np.add.at(tab_r, qcl, repb)
+        np.add.at(tab_d, qcl, rep_pos)
         out["cp_obs"][i] = ((tab_o - tab_E) ** 2 / tab_E).sum()
         out["cp_rep"][i] = ((tab_r - tab_E) ** 2 / tab_E).sum()
+        out["cp_rep_design"][i] = ((tab_d - tab_E) ** 2 / tab_E).sum()
         out["tab_rep"][i] = tab_r
     return out

@@ -88,8 +88,10 @@ def _misfit_warnings(ppc, D, caught) -> None:
         who = ", ".join(f"{r.llm} (p = {r.p_value:.3f})" for r in bad.itertuples())
         why = ("its queries differ more than the plug-in dispersion allows: the intervals may be too narrow"
                if side == "below" else
-               "the tool counts are less variable than multinomial (e.g. a position-only chooser under cyclic "
-               "rotations): its delta_api intervals are wider than the data need (docs/bayes.md)")
+               "the tool counts are less variable than the replicates under the logged orderings, e.g. a near "
+               "position-only chooser under cyclic rotations, whose posterior tool margins vary more than its "
+               "position margins and the design allow: its delta_api intervals are wider than the data need "
+               "(docs/bayes.md)")
         msg = (f"posterior predictive check: per-query dispersion {side} [{lo}, {hi}] for {who}; "
                f"model='margin' misfits ({why})")
         warnings.warn(msg, MisfitWarning, stacklevel=4)
