@@ -211,16 +211,20 @@ class TestCLI:
     @needs_numpyro
     @pytest.mark.parametrize("fmt", ["--json", "text"])
     def test_fallback_is_announced(self, tmp_path, capsys, monkeypatch, fallback_fit, fmt):
-        """The note on stderr whatever the format, and in the output (JSON ``variant`` and ``warnings``; text).
-        The JSON run fits (1 chain x 20 draws); the text run formats the same fall-back's result."""
+        """The note on stderr whatever the format, and in the output (JSON ``variant`` and ``warnings``; text): the
+        CLI's part, given the fall-back's result (the fit itself: ``test_fallback_fit_end_to_end``)."""
         import toolbias_stats.models as models
 
-        real = models.fit_bayes
-        monkeypatch.setattr(models, "fit_bayes", (lambda log, **kw: real(log, **{**kw, "cores": 1})) if fmt == "--json"
-                            else (lambda log, **kw: fallback_fit[0]))
+        seen = {}
+
+        def fake(log, **kw):
+            seen.update(kw)
+            return fallback_fit[0]
+
+        monkeypatch.setattr(models, "fit_bayes", fake)
         cli, args = _cli(_study_file(tmp_path, _short()), "--n-draws", "20", "--tune", "20", "--chains", "1",
                          "--seed", "3", *([fmt] if fmt == "--json" else []))
-        assert cli.run(args) == 0
+        assert cli.run(args) == 0 and seen["model"] is None
         cap = capsys.readouterr()
         assert "toolbias-stats bayes: NOTE: model='v2' was fitted instead of the default 'margin'" in cap.err
         assert "lists that show every tool" in cap.err
