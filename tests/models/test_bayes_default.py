@@ -152,6 +152,47 @@ class TestChoice:
 
 
 @pytest.fixture(scope="module")
+def margin_fit():
+    """A short fit of the default on a suitable study (1 chain x 100 draws: for the report's layout, not its
+    numbers)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_bayes(_full(), rng=2, draws=100, tune=100, chains=1, cores=1)
+
+
+@pytest.fixture
+def no_figures(monkeypatch):
+    """The section without its figures (the forest plots of a 100-draw fit are not what these tests check)."""
+    import toolbias_stats.plots as plots
+    from toolbias_stats.report import _bayes_html as H
+
+    for name in ("plot_position_effects", "plot_api_effects", "plot_bayes_ppc", "plot_bayes_dispersion"):
+        monkeypatch.setattr(plots, name, lambda *a, **k: None, raising=False)
+    monkeypatch.setattr(H, "_svg", lambda fig, title="": "<svg></svg>")
+    return H
+
+
+@pytest.fixture
+def fallback_like(margin_fit, monkeypatch):
+    """For the CLI's and the report's wiring: the short margin fit relabelled as the fall-back, with the fall-back
+    note ``fit_bayes`` writes for the short-lists study (the real fall-back fit: ``test_fallback_fit_end_to_end``,
+    slow tier)."""
+    import dataclasses
+
+    _, said = _which(monkeypatch, _short())
+    return dataclasses.replace(margin_fit, model="v2", implied_cells=None, warnings=[said[0], *margin_fit.warnings])
+
+
+@needs_numpyro
+def test_default_fit_is_the_margin_model(margin_fit):
+    """``fit_bayes(log)`` (no model) on a study that suits it samples the margin model, unannounced."""
+    res = margin_fit
+    assert res.model == "margin" and res.diagnostics.sampler == "numpyro" and res.implied_cells is not None
+    assert not any(w.startswith(FALLBACK_NOTE) for w in res.warnings)
+    assert res.to_dict()["variant"] == "margin"
+
+
+@pytest.fixture(scope="module")
 def fallback_fit():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -160,6 +201,7 @@ def fallback_fit():
 
 
 @needs_numpyro
+@pytest.mark.slow  # a real v2 fit (JAX compilation: 15-45 s); the fall-back's choice is tested above without sampling
 def test_fallback_fit_end_to_end(fallback_fit):
     """The result says which model it is and why: ``model``, the warning, ``warnings[0]``, JSON, text, HTML."""
     from toolbias_stats._text import format_bayes_text
@@ -210,16 +252,16 @@ class TestCLI:
 
     @needs_numpyro
     @pytest.mark.parametrize("fmt", ["--json", "text"])
-    def test_fallback_is_announced(self, tmp_path, capsys, monkeypatch, fallback_fit, fmt):
+    def test_fallback_is_announced(self, tmp_path, capsys, monkeypatch, fallback_like, fmt):
         """The note on stderr whatever the format, and in the output (JSON ``variant`` and ``warnings``; text): the
-        CLI's part, given the fall-back's result (the fit itself: ``test_fallback_fit_end_to_end``)."""
+        CLI's part, given a fall-back's result (the fit itself: ``test_fallback_fit_end_to_end``)."""
         import toolbias_stats.models as models
 
         seen = {}
 
         def fake(log, **kw):
             seen.update(kw)
-            return fallback_fit[0]
+            return fallback_like
 
         monkeypatch.setattr(models, "fit_bayes", fake)
         cli, args = _cli(_study_file(tmp_path, _short()), "--n-draws", "20", "--tune", "20", "--chains", "1",
@@ -240,3 +282,54 @@ class TestCLI:
         assert cli.run(args) == 2
         err = capsys.readouterr().err
         assert "model='margin' needs lists that show every tool of the cluster" in err and "model='v2'" in err
+
+
+@needs_numpyro
+class TestReportSection:
+    """The report's Bayesian section of the default: the margin model's δ with P0 and P(δ < margin), both checks
+    against the band, the frequentist interval beside a disagreeing Bayesian one, and a truthful model text."""
+
+    def test_margin_section(self, margin_fit, monkeypatch, no_figures):
+        H = no_figures
+        res = margin_fit
+        assert res.model == "margin" and not any(w.startswith(FALLBACK_NOTE) for w in res.warnings)
+        llm = res.llms[0]
+        monkeypatch.setattr(H, "_disagreements", lambda result, freq: {(llm, "delta_api"): "0.500 [0.450, 0.550]"})
+        import types
+
+        html = H.render_bayes_section(res, frequentist=types.SimpleNamespace(by=list(res.by)))
+        implied = html.split('id="bayes-implied"')[1].split('id="bayes-position"')[0]
+        assert "P0" in implied and "P(&delta; &lt; 0.02)" in implied and "randomised orderings</th>" not in implied
+        assert "frequentist 0.500 [0.450, 0.550]: the intervals do not overlap" in implied
+        assert implied.count("<tr>") >= 2 + len(res.llms) + len(res.llms) * len(res.clusters)
+        model = html.split('id="bayes-model"')[1].split('id="bayes-implied"')[0]
+        assert "collapsed margin model" in model and "Pearson" in model and "v2 adds" not in html
+        ppc = html.split('id="bayes-ppc"')[1]
+        assert "per-query dispersion" in ppc and "ordering &times; position table is not checked" in ppc
+        assert "margin (the default)" in H._diagnostics_block(res)
+
+    def test_margin_ppc_band_has_two_ends(self, margin_fit):
+        """A dispersion p above 0.95 fails as one below 0.05 (the margin model's rule), naming the LLM."""
+        import dataclasses
+
+        from toolbias_stats.report import _bayes_html as H
+
+        res = margin_fit
+        disp = res.ppc.dispersion.copy()
+        disp.loc[disp["llm"] == res.llms[0], "p_value"] = 0.99
+        bad = dataclasses.replace(res, ppc=dataclasses.replace(res.ppc, dispersion=disp, p_value=0.5))
+        verdict = H._margin_ppc_block(bad, "", "")
+        assert "Outside the band [0.05, 0.95]" in verdict and f"dispersion of {res.llms[0]} (p = 0.990)" in verdict
+
+    def test_report_announces_the_fallback(self, fallback_like, monkeypatch, no_figures):
+        """``report --bayes`` on a study the default cannot fit: the section is v2's and the fall-back is warned."""
+        import types
+
+        import toolbias_stats.models as models
+        from toolbias_stats.report._build import _bayes_section
+
+        monkeypatch.setattr(models, "fit_bayes", lambda log, **kw: fallback_like)
+        study = types.SimpleNamespace(log=None, catalog=None)
+        with pytest.warns(UserWarning, match=r"Bayesian section: model='v2' was fitted instead of the default"):
+            sid, _, html = _bayes_section(study, stage=lambda s: None, progress=False, rng=1)
+        assert sid == "bayes" and "instead of the default" in html
