@@ -277,11 +277,13 @@ class TestCLI:
             assert "variant v2" in cap.out and "Notes:" in cap.out and FALLBACK_NOTE in cap.out
 
     @needs_numpyro
-    def test_explicit_margin_keeps_its_error(self, tmp_path, capsys):
-        cli, args = _cli(_study_file(tmp_path, _short()), "--variant", "margin")
+    @pytest.mark.parametrize("fmt", [[], ["--json"]])
+    def test_explicit_margin_keeps_its_error(self, tmp_path, capsys, fmt):
+        cli, args = _cli(_study_file(tmp_path, _short()), "--variant", "margin", *fmt)
         assert cli.run(args) == 2
-        err = capsys.readouterr().err
-        assert "model='margin' needs lists that show every tool of the cluster" in err and "model='v2'" in err
+        cap = capsys.readouterr()
+        assert cap.out == "" and "model='margin' needs lists that show every tool of the cluster" in cap.err
+        assert "model='v2'" in cap.err
 
 
 @needs_numpyro
