@@ -1,10 +1,10 @@
 """Issue 38: the fit status and the frequentist comparison of the default Bayesian model on the vendored study.
 
-Fits ``fit_bayes`` (default model, seed 20251121) and ``selection_bias`` (2,000 query-bootstrap replicates, same
-seed, grouped by model) on the bundled BiasBusters study and writes, per LLM and metric, the implied δ under the
-logged orderings with its 94% HDI, the frequentist bias-corrected δ with its 95% calibrated interval, whether the
-intervals overlap, and the fit status of the LLM's rows (per-query dispersion and cluster x position checks), to
-``analyses/bayes_fit_status_vendored.json``.
+Fits ``fit_bayes`` (model v2, the default until issue 38's flip; seed 20251121) and ``selection_bias`` (2,000
+query-bootstrap replicates, same seed, grouped by model) on the bundled BiasBusters study and writes, per LLM and
+metric, the implied δ under the logged orderings with its 94% HDI, the frequentist bias-corrected δ with its 95%
+calibrated interval, whether the intervals overlap, and the fit status of the LLM's rows (per-query dispersion and
+cluster x position checks), to ``analyses/bayes_fit_status_vendored.json``.
 
 Usage:  nice python analyses/bayes_fit_status_vendored.py [--draws 1000] [--chains 4]
 """
@@ -34,7 +34,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = fit_bayes(study.log, draws=args.draws, tune=args.draws, chains=args.chains, rng=args.seed)
+        res = fit_bayes(study.log, model="v2", draws=args.draws, tune=args.draws, chains=args.chains, rng=args.seed)
         t1 = time.perf_counter()
         bias = tbs.selection_bias(study.counts, by="model", rng=args.seed)
     t2 = time.perf_counter()

@@ -32,14 +32,14 @@ STUDY = ROOT / "data" / "biasbusters" / "study.toml"
 #: name -> fit_bayes keyword arguments (everything else at its default: 4 chains x 1,000 draws, 1,000 tune)
 CONFIGS = {
     "v1": {"model": "v1"},
-    "v2": {},                                              # the default: model="v2", sampler="auto"
+    "v2": {"model": "v2"},                                 # the default until issue 38 (the margin model since)
     "cluster-position": {"model": "cluster-position"},
     "thorough": {"model": "thorough"},
     "thorough/500": {"model": "thorough", "draws": 500, "tune": 500},
     "query-urn": {"model": "query-urn"},                   # experimental (docs/bayes.md, "The query-level urn")
     "query-mixture": {"model": "query-mixture"},           # experimental (docs/bayes.md, "The query mixture")
     "query-mixture/500": {"model": "query-mixture", "draws": 500, "tune": 500},
-    "v2/pymc": {"sampler": "pymc"},
+    "v2/pymc": {"model": "v2", "sampler": "pymc"},
     "v1/pymc": {"model": "v1", "sampler": "pymc"},
     "v1/pymc-numba": {"model": "v1", "sampler": "pymc-numba"},
     "v1/pymc/2-chains": {"model": "v1", "sampler": "pymc", "chains": 2},

@@ -309,7 +309,7 @@ class TestOptionalSamplers:
         pytest.importorskip("numpyro")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = fit_bayes(sim_log, rng=1, draws=100, tune=100, chains=2, sampler="numpyro")
+            res = fit_bayes(sim_log, model="v2", rng=1, draws=100, tune=100, chains=2, sampler="numpyro")
         assert res.diagnostics.sampler == "numpyro"
         assert res.idata.posterior["beta"].shape == (2, 100, 2, 3)
         assert (res.first_vs_last["p_first_beats_last"] > 0.99).all()
@@ -318,7 +318,7 @@ class TestOptionalSamplers:
 class TestDiagnosticsFlags:
     def test_short_run_is_flagged(self, sim_log):
         with pytest.warns(ConvergenceWarning, match="NOT CONVERGED"):
-            res = fit_bayes(sim_log, rng=3, draws=10, tune=5, chains=2, cores=1, sampler="pymc")
+            res = fit_bayes(sim_log, model="v2", rng=3, draws=10, tune=5, chains=2, cores=1, sampler="pymc")
         assert not res.diagnostics.converged
         assert any("ESS" in f for f in res.diagnostics.flags)
         assert res.warnings[0].startswith("NOT CONVERGED")
@@ -342,9 +342,10 @@ class TestValidation:
         ({"by": "nope"}, "`by` names column"),
         ({"progress": "yes"}, "`progress` must be True or False"),
     ])
-    def test_bad_arguments_name_the_parameter(self, sim_log, kw, match):
+    @pytest.mark.parametrize("model", ["v2", None])           # v2 explicitly, and the default (the margin model)
+    def test_bad_arguments_name_the_parameter(self, sim_log, kw, match, model):
         with pytest.raises(ValueError, match=match):
-            fit_bayes(sim_log, **kw)
+            fit_bayes(sim_log, model=model, **kw)
 
     def test_no_usable_row(self, sim_log):
         d = sim_log.data.copy()
@@ -354,7 +355,7 @@ class TestValidation:
         with (pytest.raises(ValueError, match="no row has a valid choice and a known ordering"),
               warnings.catch_warnings()):
             warnings.simplefilter("ignore")
-            fit_bayes(log)
+            fit_bayes(log, model="v2")
 
     def test_missing_extra_names_the_pip_extra(self, monkeypatch):
         monkeypatch.setitem(B._EXTRAS, "nutpie", ("toolbias_no_such_module", "nutpie"))
@@ -395,8 +396,8 @@ class TestCLI:
 
     def test_bayes_json_and_loud_flag(self, tmp_path, capsys):
         study = self._study(tmp_path)
-        cli, args = self._args(str(study), "--draws", "10", "--tune", "5", "--chains", "2", "--cores", "1",
-                               "--sampler", "pymc", "--json", "--idata", str(tmp_path / "fit.nc"))
+        cli, args = self._args(str(study), "--variant", "v2", "--draws", "10", "--tune", "5", "--chains", "2",
+                               "--cores", "1", "--sampler", "pymc", "--json", "--idata", str(tmp_path / "fit.nc"))
         rc = cli.run(args)
         captured = capsys.readouterr()
         assert rc == 0
@@ -413,7 +414,7 @@ class TestCLI:
 
         real = models.fit_bayes
         monkeypatch.setattr(models, "fit_bayes", lambda log, **kw: real(
-            log, **{**kw, "draws": 10, "tune": 5, "chains": 2, "cores": 1, "sampler": "pymc"}))
+            log, **{**kw, "model": "v2", "draws": 10, "tune": 5, "chains": 2, "cores": 1, "sampler": "pymc"}))
         study = self._study(tmp_path)
         rc = main(["report", str(study), "--out", str(tmp_path / "r.html"), "--bayes", "--bootstrap", "50",
                    "--null", "50"])
@@ -457,4 +458,4 @@ class TestFromCounts:
         with pytest.raises(ValueError, match="no per-ordering cells"):
             fit_bayes(bare, model="v1", draws=10, tune=10, chains=1)
         with pytest.raises(ValueError, match="needs to know which attempts belong to one query"):
-            fit_bayes(bare, draws=10, tune=10, chains=1)        # the default (v2) needs the queries
+            fit_bayes(bare, model="v2", draws=10, tune=10, chains=1)        # v2 needs the queries

@@ -90,8 +90,14 @@ def format_bayes_text(result, frequentist=None) -> str:
         lines += ["!" * 78, "NOT CONVERGED: " + "; ".join(d.flags), ("Do not use these numbers; run longer "
                   "(--draws/--tune) or raise the target acceptance."), "!" * 78, ""]
     model = getattr(result, "model", "v1")
-    lines.append(f"Hierarchical Bayesian model, variant {model}: softmax(alpha[llm, cluster, tool] + "
-                 f"beta[llm, position]{bayes_extra_terms(model)}); {level} HDIs.")
+    cells = getattr(result, "implied_cells", None)
+    if cells is not None:    # the margin model (the default): not a chooser of tools from a list
+        lines.append(f"Hierarchical Bayesian model, variant {model}: the tool and position margins softmax(a[llm, "
+                     f"cluster, tool]), softmax(b[llm, cluster, position]) of every cell, quasi-likelihood tempered "
+                     f"by the per-query dispersion, spike-and-slab on delta = 0; {level} HDIs.")
+    else:
+        lines.append(f"Hierarchical Bayesian model, variant {model}: softmax(alpha[llm, cluster, tool] + "
+                     f"beta[llm, position]{bayes_extra_terms(model)}); {level} HDIs.")
     lines.append(f"sampler {d.sampler} ({d.parameterization}), {d.chains} chains x {d.draws} draws "
                  f"(+{d.tune} tune), seed {d.seed}; {d.seconds:.1f} s. max R-hat "
                  f"{d.max_rhat:.4f}, min bulk ESS {d.min_ess_bulk:.0f}, min tail ESS {d.min_ess_tail:.0f}, "
@@ -107,12 +113,19 @@ def format_bayes_text(result, frequentist=None) -> str:
         for metric in ("delta_api", "delta_pos"):
             for scen in ("logged", "randomised"):
                 r = imp[(imp["llm"] == llm) & (imp["metric"] == metric) & (imp["orderings"] == scen)]
+                if cells is not None and scen == "randomised":    # the margin model: P0 and P(delta < margin)
+                    c = cells[(cells["llm"] == llm) & (cells["cluster"] == "(shared)") & (cells["metric"] == metric)]
+                    row[f"{metric} P0"] = fmt_num(c["p0"].iloc[0])
+                    row[f"P({metric} < {c['margin'].iloc[0]:g})"] = fmt_num(c["p_below_margin"].iloc[0])
+                    continue
                 row[f"{metric} ({scen})"] = fmt_estimate_ci(r["mean"].iloc[0], (r["hdi_low"].iloc[0],
                                                                                 r["hdi_high"].iloc[0]))
         row["P(first>last)"] = fmt_num(fvl.loc[llm, "p_first_beats_last"])
         row["fits"] = fit_text(status[llm], short=True)
         rows.append(row)
-    lines.append("Implied bias (TV to uniform of the fitted chooser, mean over clusters):")
+    lines.append("Implied bias (TV to uniform of the fitted chooser, mean over clusters):" if cells is None else
+                 "Implied bias under the logged orderings (TV to uniform of the modelled margins, mean over clusters; "
+                 "P0 = P(delta = 0 | data)):")
     lines.append(pd.DataFrame(rows).to_string(index=False))
     lines += _fit_lines(result, frequentist, status, band)
     lines.append("")
@@ -136,8 +149,9 @@ def format_bayes_text(result, frequentist=None) -> str:
     disp = ""
     if getattr(result.ppc, "dispersion", None) is not None:
         disp = f", {fmt_p(result.ppc.p_value_dispersion)} (per-query dispersion)"
-    lines.append(f"posterior predictive check: {fmt_p(result.ppc.p_value)} (cluster x position), "
-                 f"{fmt_p(result.ppc.p_value_rows)} (finest table){disp}")
+    finest = "" if cells is not None else f"{fmt_p(result.ppc.p_value_rows)} (finest table)"
+    lines.append(f"posterior predictive check: {fmt_p(result.ppc.p_value)} (cluster x position)"
+                 + (f", {finest}" if finest else "") + disp)
     if result.warnings:
         lines += ["", "Notes:"] + [f"  - {w}" for w in result.warnings]
     return "\n".join(lines)

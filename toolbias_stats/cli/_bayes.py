@@ -12,37 +12,41 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers):
     """Register the ``bayes`` sub-command on an ``argparse`` sub-parser collection; returns its parser."""
-    from ..models.bayes import DEFAULT_MODEL, MISMATCH_POLICIES, MODELS, PARAMETERIZATIONS, SAMPLERS
+    from ..models.bayes import DEFAULT_MODEL, FALLBACK_MODEL, MISMATCH_POLICIES, MODELS, PARAMETERIZATIONS, SAMPLERS
     from ._vocabulary import add_aliases, add_seed
 
-    p = subparsers.add_parser("bayes", help="hierarchical Bayesian model of API and position effects (PyMC)",
-                              description="Fit softmax(alpha[llm, cluster, tool] + beta[llm, position] + ...) with "
-                                          "partial pooling across LLMs (variant: --variant); report effects, implied "
-                                          "bias under logged and randomised orderings, posterior predictive checks "
-                                          "and diagnostics.")
+    p = subparsers.add_parser("bayes", help="hierarchical Bayesian model of API and position effects (NumPyro / PyMC)",
+                              description="Fit the hierarchical Bayesian model of API and position effects with "
+                                          "partial pooling across LLMs (default: the collapsed margin model; "
+                                          "--variant v2 / v1: the logit chooser softmax(alpha[llm, cluster, tool] + "
+                                          "beta[llm, position] + ...)); report effects, implied bias, posterior "
+                                          "predictive checks and diagnostics.")
     p.add_argument("study", help="study manifest (TOML)")
-    p.add_argument("--variant", choices=MODELS, default=DEFAULT_MODEL,
-                   help=f"model variant (default {DEFAULT_MODEL}; v1 = main effects only, the first version; "
-                        "margin = the collapsed margin model, NumPyro, needs the numpyro extra; docs/bayes.md "
-                        "compares them)")
+    p.add_argument("--variant", choices=MODELS, default=None,
+                   help=f"model variant (default {DEFAULT_MODEL}, the collapsed margin model, whose likelihood "
+                        f"carries query heterogeneity; where the study or the options rule it out, {FALLBACK_MODEL}, "
+                        f"announced on stderr and in the output; v2 = the logit chooser with a Dirichlet-multinomial "
+                        "per prompt, v1 = main effects only, the first version; docs/bayes.md compares them)")
     p.add_argument("--by", default="model", help="comma-separated columns that define one LLM (default: model)")
     p.add_argument("--n-draws", type=int, default=1000, metavar="N", help="posterior draws per chain (default 1000)")
     p.add_argument("--tune", type=int, default=None, metavar="N",
-                   help="warm-up iterations per chain (default 1000; 500 for --variant margin)")
+                   help="warm-up iterations per chain (default 500 for the margin model, 1000 for v1 / v2)")
     p.add_argument("--chains", type=int, default=4, metavar="N", help="chains (default 4)")
     p.add_argument("--cores", type=int, default=None, metavar="N", help="parallel chains (default: min(chains, CPUs))")
     add_seed(p)
     p.add_argument("--sampler", choices=SAMPLERS, default="auto",
-                   help="NUTS back-end (default auto: numpyro when installed, else pymc; nutpie and numpyro need "
-                        "the extras of the same name)")
+                   help="NUTS back-end (default auto: numpyro when installed, else pymc; the margin model is sampled "
+                        "by numpyro only, so another sampler without --variant fits v2, announced; nutpie needs its "
+                        "extra)")
     p.add_argument("--parameterization", choices=PARAMETERIZATIONS, default="auto",
                    help="same model, different sampling geometry (default auto: centred when the data dominate, else "
                         "non-centred)")
     p.add_argument("--target-accept", type=float, default=None, metavar="P",
-                   help="NUTS target acceptance rate (default 0.8; 0.9 for --variant margin; raise it after "
-                        "divergences)")
+                   help="NUTS target acceptance rate (default 0.9 for the margin model, 0.8 for v1 / v2; raise it "
+                        "after divergences)")
     p.add_argument("--delta-margin", type=float, default=None, metavar="D",
-                   help="--variant margin: report P(delta < D) for every implied delta (default 0.02)")
+                   help="the margin model (the default): report P(delta < D) for every implied delta (default 0.02; "
+                        "asks for the margin model, so a study it cannot fit is an error, not a fall-back)")
     p.add_argument("--confidence-level", type=float, default=0.94, metavar="P",
                    help="HDI mass of the Bayesian intervals (default 0.94)")
     p.add_argument("--mismatch", choices=MISMATCH_POLICIES, default="exclude",
@@ -71,9 +75,11 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    from .._output import term_safe
     from .._text import format_bayes_text
     from ..io import read_study
     from ..models import fit_bayes
+    from ..models.bayes import DEFAULT_MODEL
     from ._common import progress_wanted as _progress_wanted
     from ._common import version as _version
     from ._output import atomic_path, check_output, emit, study_inputs
@@ -104,6 +110,9 @@ def _run(args) -> int:
         with atomic_path(args.out, option=option, inputs=inputs) as tmp:
             # issue 37: the netCDF (HDF5) writer dies with SIGSEGV on a full disk: it runs in a child process
             write_in_child(lambda: result.idata.to_netcdf(str(tmp)), what="the netCDF writer")
+    if args.variant is None and result.model != DEFAULT_MODEL:
+        # the default could not fit this study: announced on stderr whatever the output format (also in the output)
+        print(term_safe(f"toolbias-stats bayes: NOTE: {result.warnings[0]}"), file=sys.stderr)
     if not result.diagnostics.converged:
         # loud on stderr whatever the output format, so that scripts piping --json still see it
         print("toolbias-stats bayes: WARNING: NOT CONVERGED: " + "; ".join(result.diagnostics.flags),

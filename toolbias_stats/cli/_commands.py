@@ -23,7 +23,7 @@ _COMMANDS = {
     "report": "self-contained HTML report",
     "features": "tool features (similarity, readability, age, ...) one row per tool",
     "explain": "correlations, OLS, cross-validated forests/boosting, alignment",
-    "bayes": "hierarchical Bayesian model of API and position effects (PyMC)",
+    "bayes": "hierarchical Bayesian model of API and position effects (NumPyro / PyMC)",
     "shift": "compare levels of a design column with a base level (shift, change in bias, per-tool shares, trends)",
     "subsets": "subset-selection quality (precision, recall, exact match; Table 2)",
     "toolsense": "ToolSense diagnostics: recall, Internalization Score, probes, annotator agreement, offline "

@@ -106,7 +106,7 @@ def render_bayes_section(result: BayesResult, *, catalog: ToolCatalog | None = N
 def _diagnostics_block(result) -> str:
     d = result.diagnostics
     level = fmt_level(result.hdi_prob)
-    rows = [("model", getattr(result, "model", "v1")), ("sampler", d.sampler), ("parameterisation", d.parameterization),
+    rows = [("model", _model_label(result)), ("sampler", d.sampler), ("parameterisation", d.parameterization),
             ("chains \u00d7 draws (tune)", f"{d.chains} \u00d7 {fmt_int(d.draws)} ({fmt_int(d.tune)})"),
             ("seed", f"{d.seed} (rng argument: {result.seed})"),
             ("max R-hat", f"{d.max_rhat:.4f}" if np.isfinite(d.max_rhat) else MISSING),
@@ -129,7 +129,22 @@ def _diagnostics_block(result) -> str:
     return f'<h3 id="bayes-diagnostics">Diagnostics</h3>\n{banner}\n<dl class="settings">{dl}</dl>'
 
 
+def _model_label(result) -> str:
+    """The variant, and whether it is the default or the announced fall-back from it (docs/bayes.md)."""
+    from ..models.bayes import DEFAULT_MODEL
+    from ..models.bayes._common import FALLBACK_NOTE
+
+    model = getattr(result, "model", "v1")
+    if model == DEFAULT_MODEL:
+        return f"{model} (the default)"
+    if any(str(w).startswith(FALLBACK_NOTE) for w in result.warnings):
+        return f"{model}: {FALLBACK_NOTE}, which cannot fit this study (why: the notes at the end)"
+    return model
+
+
 def _model_block(result) -> str:
+    if getattr(result, "model", "v1") == "margin":
+        return _margin_model_block(result)
     pri = result.priors
     items = []
     for key, what, formula, why in _PRIOR_TEXT:
@@ -156,6 +171,41 @@ cluster (API) or over positions, which identifies them. {_e(_likelihood_text(mod
 <ul>{''.join(items)}</ul>"""
 
 
+def _margin_model_block(result) -> str:
+    """The margin model (the default): what it models, its quasi-likelihood and its priors."""
+    from ..models.bayes._margin import SPIKE_MASS
+
+    pri = result.priors
+    items = []
+    for key, what, formula, why in _PRIOR_TEXT:
+        v = pri.get(key)
+        if v is None:
+            continue
+        if key == "sigma_alpha_sd":
+            what, formula = "between-LLM scale of API effects (one per cluster)", "sigma_alpha[c] ~ HalfNormal({v:g})"
+        items.append(f"<li><strong>{_e(what)}</strong>: <code>{_e(formula.format(v=v, b=1.0))}</code> \u2014 "
+                     f"{_e(why.format(v=v))}</li>")
+    items.append(f"<li><strong>&delta; = 0</strong>: prior mass {SPIKE_MASS:g} on &ldquo;equal worths&rdquo; of each "
+                 f"(LLM, cluster) and {SPIKE_MASS:g} on &ldquo;no position effect&rdquo; of each LLM (spike and slab), "
+                 "so that the posterior of a &delta; can put mass on exactly 0 (P0 below) when there is no "
+                 "effect</li>")
+    return f"""<h3 id="bayes-model">Model</h3>
+<p>Variant <code>margin</code> (the default): the collapsed margin model. The &delta;s this section reports are
+total-variation distances to uniform of two margins of each (LLM <em>m</em>, cluster <em>c</em>) cell, the
+probabilities of its tools and of its positions; the model puts its parameters on those margins:
+softmax(a[m, c, :]) over the cluster's tools with
+a[m, c, :] = &mu;[c, :] + &sigma;<sub>&alpha;</sub>[c]&middot;z[m, c, :], and softmax(b[m, c, :]) over the positions
+with b[m, c, :] = &beta;&#772; + &sigma;<sub>&beta;</sub>&middot;z<sub>&beta;</sub>[m, :] +
+&sigma;<sub>&delta;</sub>&middot;z<sub>&gamma;</sub>[m, c, :]; every effect sums to zero over tools or positions.
+A cell's counts, pooled over its queries, orderings and runs, enter as multinomials divided by the cell's Pearson
+dispersion &phi; of its queries' counts (floored at 1): a quasi-likelihood whose centre is the pooled frequencies
+under any heterogeneity of queries and whose width carries its design effect, since a query keeps its preferences
+across its orderings and runs. It is not a chooser of tools from a list, so it has no &ldquo;randomised
+orderings&rdquo; counterfactual (<code>--variant v2</code> or the choice model give one).</p>
+<p>Weakly informative priors (logit scale):</p>
+<ul>{''.join(items)}</ul>"""
+
+
 def _likelihood_text(model) -> str:
     parts = []
     if model in ("cluster-position", "v2", "thorough"):
@@ -178,7 +228,78 @@ def _likelihood_text(model) -> str:
     return " ".join(parts)
 
 
+def _fmt_prob(v) -> str:
+    """A posterior probability: three decimals, "< 0.001" / "> 0.999" at the ends (exact 0 and 1 as such)."""
+    if v is None or not np.isfinite(v):
+        return MISSING
+    if 0 < v < 0.001:
+        return "< 0.001"
+    if 0.999 < v < 1:
+        return "> 0.999"
+    return f"{v:.3f}"
+
+
+def _margin_implied_block(result, frequentist=None) -> str:
+    """The margin model's implied δ under the logged orderings, with P0 and P(δ < margin), per LLM (the table) and
+    per (LLM, cluster) (collapsed), the fit column and the frequentist interval where they disagree."""
+    cells = result.implied_cells
+    level = fmt_level(result.hdi_prob)
+    margin = float(cells["margin"].iloc[0])
+    status = _fit_status(result)
+    cmp = _disagreements(result, frequentist)
+
+    def summary(r, other=None):
+        txt = fmt_estimate_ci(r.mean, (r.hdi_low, r.hdi_high))
+        extra = (f'<br><span class="warning">frequentist {_e(other)}: the intervals do not overlap</span>'
+                 if other else "")
+        return (f'<td class="num">{_e(txt)}{extra}</td><td class="num">{_e(_fmt_prob(r.p0))}</td>'
+                f'<td class="num">{_e(_fmt_prob(r.p_below_margin))}</td>')
+
+    by = {(r.llm, r.cluster, r.metric): r for r in cells.itertuples()}
+    body = []
+    for llm in result.llms:
+        row = [f"<td>{_e(llm)}</td>"]
+        for metric in ("delta_api", "delta_pos"):
+            row.append(summary(by[(llm, _SHARED, metric)], cmp.get((llm, metric))))
+        fits = status[llm]
+        cls = "" if fits[0] else ' class="warning"'
+        row.append(f"<td{cls}>{_e(_fit_text(fits))}</td>")
+        body.append("<tr>" + "".join(row) + "</tr>")
+    sub = (f'<th class="num">mean [{_e(level)} HDI]</th><th class="num">P0</th>'
+           f'<th class="num">P(&delta; &lt; {_e(f"{margin:g}")})</th>')
+    head = ('<tr><th rowspan="2">LLM</th><th colspan="3" class="num">&delta;<sub>API</sub></th>'
+            '<th colspan="3" class="num">&delta;<sub>pos</sub></th><th rowspan="2">model fits the data?</th></tr>'
+            f"<tr>{sub}{sub}</tr>")
+    table = _table(head, body, caption="Model-implied bias under the logged orderings (TV to uniform, mean over "
+                                       "clusters), its posterior probability of being 0 and of being below the "
+                                       "margin")
+    detail = []
+    for llm in result.llms:
+        for cl in result.clusters:
+            if (llm, cl, "delta_api") in by:
+                detail.append(f"<tr><td>{_e(llm)}</td><td>{_e(cl)}</td>{summary(by[(llm, cl, 'delta_api')])}"
+                              f"{summary(by[(llm, cl, 'delta_pos')])}</tr>")
+    dtable = _table('<tr><th rowspan="2">LLM</th><th rowspan="2">cluster</th><th colspan="3" class="num">&delta;'
+                    '<sub>API</sub></th><th colspan="3" class="num">&delta;<sub>pos</sub></th></tr>'
+                    f"<tr>{sub}{sub}</tr>", detail)
+    return f"""<h3 id="bayes-implied">Implied bias under the logged orderings</h3>
+{table}
+<details><summary>Per LLM and cluster ({len(detail)} cells)</summary>{dtable}</details>
+{_fit_note(result, frequentist, cmp)}
+<div class="note"><p><strong>How to read this.</strong> Each &delta; is the TV distance to uniform of the modelled
+tool (&delta;<sub>API</sub>) or position (&delta;<sub>pos</sub>) probabilities of an (LLM, cluster) under the
+orderings the harness logged, averaged over the LLM's clusters: the true &delta; of these choices, not the plug-in TV
+of observed rates, which sampling noise inflates. <strong>P0</strong> is the posterior probability that the
+&delta; is exactly 0 (equal worths of the cell's tools, or no position effect of the LLM; for an LLM's
+&delta;<sub>API</sub>, all its cells at once), so an interval can be [0, 0]; <strong>P(&delta; &lt; margin)</strong>
+is the posterior probability that the bias is smaller than {_e(f"{margin:g}")} (<code>--delta-margin</code>,
+<code>delta_margin=</code>). The model has no chooser to re-order, so there is no &ldquo;randomised orderings&rdquo;
+column: <code>--variant v2</code> or the choice model give that counterfactual.</p></div>"""
+
+
 def _implied_block(result, frequentist=None) -> str:
+    if getattr(result, "implied_cells", None) is not None:
+        return _margin_implied_block(result, frequentist)
     imp = result.implied
     level = fmt_level(result.hdi_prob)
     status = _fit_status(result)
@@ -365,13 +486,15 @@ as far fewer than its attempts; near 0: the runs are independent draws.</p>"""
 
 
 def _ppc_block(result) -> str:
-    from ..plots import plot_bayes_dispersion, plot_bayes_ppc
+    from ..plots import plot_bayes_ppc
 
     ppc = result.ppc
     model = getattr(result, "model", "v1")
     svg = _svg(plot_bayes_ppc(result), title="Posterior predictive check: observed and replicated counts")
     disp = getattr(ppc, "dispersion", None)
     p_disp = getattr(ppc, "p_value_dispersion", float("nan"))
+    if model == "margin":
+        return _margin_ppc_block(result, svg, _dispersion_html(result))
     reasons = []
     if ppc.p_value < 0.05:
         reasons.append("the choices per cluster and position are further from the model than its replications "
@@ -382,18 +505,70 @@ def _ppc_block(result) -> str:
                        "the effects are averages over the lists shown)")
     if disp is not None and np.isfinite(p_disp) and p_disp < 0.05:
         reasons.append("queries differ from each other more than the model allows (queries that need a particular "
-                       "tool); intervals for cell-level and query-level claims are then too narrow (docs/bayes.md: the "
-                       "query models tried so far are experimental, in analyses/bayes_experimental)")
+                       "tool); intervals for cell-level and query-level claims are then too narrow (the default model, "
+                       "margin, carries the heterogeneity of queries in its likelihood: docs/bayes.md)")
     if model == "v1" and min(ppc.p_value, ppc.p_value_rows) < 0.05:
         verdict = ("<strong>The main-effects model misfits</strong>: the observed counts are further from the "
                    "model's expectation than its own replications. Position and API effects then interact (e.g. a "
                    "position effect that differs between clusters, or queries that are not exchangeable). The "
                    "effects above are averages over that heterogeneity and their intervals are too narrow; "
-                   "model='v2' adds per-cluster position effects and overdispersion between queries.")
+                   "model='v2' adds per-cluster position effects and a Dirichlet-multinomial per prompt, and the "
+                   "default model, margin, carries the heterogeneity of queries in its likelihood.")
     elif reasons:
         verdict = "<strong>Misfit</strong>: " + _e("; ".join(reasons)) + "."
     else:
         verdict = "The replications reproduce the observed counts: no sign of misfit at these resolutions."
+    disp_html = _dispersion_html(result)
+    disp_p = (f", {_e(fmt_p(p_disp))} on the per-query dispersion" if disp is not None else "")
+    return f"""<h3 id="bayes-ppc">Posterior predictive check</h3>
+<figure>{svg}<figcaption>Observed choices per cluster and position (all LLMs and orderings) against the
+{_e(fmt_level(result.hdi_prob))} interval of {_e(fmt_int(ppc.n_draws))} replications.</figcaption></figure>
+{disp_html}
+<p>Chi-square discrepancy PPC p-values: {_e(fmt_p(ppc.p_value))} on the cluster &times; position table,
+{_e(fmt_p(ppc.p_value_rows))} on the LLM &times; cluster &times; ordering &times; position table{disp_p}.</p>
+<div class="note"><p>{verdict}</p></div>"""
+
+
+def _margin_ppc_block(result, svg, disp_html) -> str:
+    """The margin model's two checks, each against the band [0.05, 0.95] at both ends (docs/bayes.md)."""
+    from ..models.bayes._checks import PPC_BAND
+
+    lo, hi = PPC_BAND
+    ppc = result.ppc
+    reasons = []
+    if not lo <= ppc.p_value <= hi:
+        reasons.append(f"the cluster \u00d7 position table ({fmt_p(ppc.p_value)}): position effects differ between "
+                       "clusters more (or less) than the model allows")
+    disp = ppc.dispersion
+    per = disp[disp["llm"].isin(result.llms)] if disp is not None else disp
+    if per is not None:
+        for r in per.itertuples():
+            if r.p_value < lo:
+                reasons.append(f"the per-query dispersion of {r.llm} ({fmt_p(r.p_value)}): its queries differ more "
+                               "than the cell's dispersion allows, so its intervals may be too narrow")
+            elif r.p_value > hi:
+                reasons.append(f"the per-query dispersion of {r.llm} ({fmt_p(r.p_value)}): its tool counts are less "
+                               "variable than multinomial (e.g. a position-only chooser under cyclic rotations), so "
+                               "its \u03b4_API intervals are wider than the data need")
+    verdict = (f"<strong>Outside the band [{lo:g}, {hi:g}]</strong>: " + _e("; ".join(reasons)) + "."
+               if reasons else f"Both checks are inside [{lo:g}, {hi:g}] for every LLM: no sign of misfit.")
+    return f"""<h3 id="bayes-ppc">Posterior predictive check</h3>
+<figure>{svg}<figcaption>Observed choices per cluster and position (all LLMs and orderings) against the
+{_e(fmt_level(result.hdi_prob))} interval of {_e(fmt_int(ppc.n_draws))} replications.</figcaption></figure>
+{disp_html}
+<p>Chi-square discrepancy PPC p-values: {_e(fmt_p(ppc.p_value))} on the cluster &times; position table,
+{_e(fmt_p(ppc.p_value_dispersion))} on the per-query dispersion (all LLMs; per LLM in the table). The margin model
+fits the tool and position margins, not the choices under each list, so the finer LLM &times; cluster &times;
+ordering &times; position table is not checked. A p-value near 1 fails as well as one near 0: the replications are
+then far more variable than the data.</p>
+<div class="note"><p>{verdict}</p></div>"""
+
+
+def _dispersion_html(result) -> str:
+    """The per-query dispersion check as a figure and a collapsed table ("" when the fit had no queries)."""
+    from ..plots import plot_bayes_dispersion
+
+    disp = getattr(result.ppc, "dispersion", None)
     disp_html = ""
     if disp is not None:
         dsvg = _svg(plot_bayes_dispersion(result), title="Posterior predictive check of the per-query dispersion")
@@ -411,14 +586,7 @@ def _ppc_block(result) -> str:
 {_e(fmt_level(result.hdi_prob))} interval of its replications (both divided by the replicated mean).
 </figcaption></figure>
 <details><summary>Per-query dispersion as a table</summary>{table}</details>"""
-    disp_p = (f", {_e(fmt_p(p_disp))} on the per-query dispersion" if disp is not None else "")
-    return f"""<h3 id="bayes-ppc">Posterior predictive check</h3>
-<figure>{svg}<figcaption>Observed choices per cluster and position (all LLMs and orderings) against the
-{_e(fmt_level(result.hdi_prob))} interval of {_e(fmt_int(ppc.n_draws))} replications.</figcaption></figure>
-{disp_html}
-<p>Chi-square discrepancy PPC p-values: {_e(fmt_p(ppc.p_value))} on the cluster &times; position table,
-{_e(fmt_p(ppc.p_value_rows))} on the LLM &times; cluster &times; ordering &times; position table{disp_p}.</p>
-<div class="note"><p>{verdict}</p></div>"""
+    return disp_html
 
 
 def _notes_block(result) -> str:

@@ -204,12 +204,17 @@ def _choice_model_section(study, *, stage, rng, confidence_level, **_):
 def _bayes_section(study, *, stage, progress, rng, bias=None, **_):
     from ..exceptions import ConvergenceWarning
     from ..models import fit_bayes
+    from ..models.bayes._common import FALLBACK_NOTE
     from ._bayes_html import render_bayes_section
 
     stage("Bayesian model")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = fit_bayes(study.log, rng=rng, progress=progress)
+    if fit.warnings and fit.warnings[0].startswith(FALLBACK_NOTE):
+        # the default (margin) cannot fit this study: the announced fall-back to v2 is said here too, not only on
+        # the page (docs/bayes.md, "The default model")
+        warnings.warn(f"Bayesian section: {fit.warnings[0]}", UserWarning, stacklevel=3)
     if not fit.diagnostics.converged:
         warnings.warn("Bayesian fit NOT CONVERGED: " + "; ".join(fit.diagnostics.flags), ConvergenceWarning,
                       stacklevel=3)

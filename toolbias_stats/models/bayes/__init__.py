@@ -4,8 +4,11 @@ The descriptive metrics (:func:`toolbias_stats.selection_bias`) say *how skewed*
 are; this model says *where the skew comes from*: from which tool is shown (API effect) or from
 where it sits in the list (position effect). ``fit_bayes(log, model=...)`` fits one variant:
 
+* ``"margin"`` (default, :data:`DEFAULT_MODEL`): the collapsed margin model, whose likelihood carries query
+  heterogeneity (NumPyro); where a study or the arguments rule it out and no model was named, ``"v2"``
+  (:data:`FALLBACK_MODEL`), announced;
 * ``"v1"``: main effects, one multinomial per (LLM, cluster, ordering) (the first version);
-* ``"v2"`` (default): + per-(LLM, cluster) position deviations and a Dirichlet-multinomial per
+* ``"v2"``: + per-(LLM, cluster) position deviations and a Dirichlet-multinomial per
   prompt (LLM, cluster, query, ordering) over its runs.
 
 The experimental query models of issue 22 (``cluster-position``, ``overdispersed``, ``thorough``,
@@ -25,6 +28,7 @@ from ._common import (
     DEFAULT_PRIORS,
     ESS_MIN,
     EXTENSION_PRIORS,
+    FALLBACK_MODEL,
     MISMATCH_POLICIES,
     MODEL_VARIANTS,
     MODELS,
@@ -41,6 +45,7 @@ from ._summaries import query_dispersion
 __all__ = ["fit_bayes", "compare_bayes", "BayesResult", "BayesDiagnostics", "PosteriorPredictiveCheck",
            "ConvergenceWarning", "MisfitWarning", "DEFAULT_PRIORS", "EXTENSION_PRIORS", "SAMPLERS",
            "PARAMETERIZATIONS", "MISMATCH_POLICIES", "MODELS", "MODEL_VARIANTS", "DEFAULT_MODEL",
+           "FALLBACK_MODEL",
            "simulate_bayes_log", "query_dispersion", "RHAT_MAX", "ESS_MIN"]
 
 

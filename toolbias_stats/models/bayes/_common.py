@@ -91,9 +91,15 @@ MODEL_VARIANTS = {
 }
 #: Names accepted by ``model=``.
 MODELS = tuple(MODEL_VARIANTS)
-#: The variant ``fit_bayes`` fits unless told otherwise (chosen by the evidence in docs/bayes.md). ``"margin"``
-#: is the candidate; the switch waits on DeepSeek's dispersion check (docs/dev/bayes_margin.md).
-DEFAULT_MODEL = "v2"
+#: The variant ``fit_bayes`` fits unless told otherwise (issue 38, docs/bayes.md "The default model"): the margin
+#: model, whose likelihood carries query heterogeneity.
+DEFAULT_MODEL = "margin"
+#: What ``fit_bayes`` fits, announced, when ``model`` is not given and the study or the arguments rule the default
+#: out (lists that do not show every tool, clusters of different sizes, no NumPyro, a PyMC / nutpie sampler, a
+#: parameterisation or priors only the logit variants have). ``model="margin"`` given explicitly keeps its error.
+FALLBACK_MODEL = "v2"
+#: How the announcement of a fall-back starts (``result.warnings[0]``, the CLI's note, the report).
+FALLBACK_NOTE = f"model={FALLBACK_MODEL!r} was fitted instead of the default {DEFAULT_MODEL!r}"
 #: The margin model's defaults where they differ from v1 / v2's (``tune``, ``target_accept``), and the margin of
 #: ``P(delta < margin)``.
 MARGIN_DEFAULTS: dict[str, float] = {"tune": 500, "target_accept": 0.9, "delta_margin": 0.02}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import os
@@ -23,6 +24,8 @@ from ._common import (
     _SHARED,
     ALL_PRIORS,
     DEFAULT_MODEL,
+    FALLBACK_MODEL,
+    FALLBACK_NOTE,
     LOGIT_DEFAULTS,
     MARGIN_DEFAULTS,
     MISMATCH_POLICIES,
@@ -62,7 +65,7 @@ _QUERY_IMPLIED_DRAWS = 1000
 # ---------------------------------------------------------------------------------------------
 # public entry point
 @renamed_parameter("hdi_prob", "confidence_level", since="0.1.0")
-def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL, by: str | Sequence[str] = "model",
+def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str | None = None, by: str | Sequence[str] = "model",
               draws: int = 1000, tune: int | None = None, chains: int = 4, cores: int | None = None,
               sampler: Literal["auto", "numpyro", "pymc", "pymc-numba", "nutpie"] = "auto",
               parameterization: Literal["auto", "centered", "noncentered"] = "auto",
@@ -81,11 +84,11 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
 
     ========================  =======================================================================
     ``"v1"``                  main effects; one multinomial per (LLM, cluster, ordering)
-    ``"v2"`` (default)        + per-(LLM, cluster) position deviations ``delta[m, c, :]``
+    ``"v2"``                  + per-(LLM, cluster) position deviations ``delta[m, c, :]``
                               (``beta[m, c, :] = beta[m, :] + delta[m, c, :]``, partially pooled) and a
                               Dirichlet-multinomial per prompt (LLM, cluster, query, ordering) over its
                               repeated runs
-    ``"margin"``              the collapsed margin model (not a logit chooser): parameters on the tool
+    ``"margin"`` (default)    the collapsed margin model (not a logit chooser): parameters on the tool
                               and position margins of each (LLM, cluster), the pooled counts tempered
                               by each cell's per-query Pearson dispersion, spike-and-slab on δ = 0;
                               sampled by NumPyro only (``docs/bayes.md``, "The margin model")
@@ -96,11 +99,18 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     log : SelectionLog, Study, SelectionCounts or path to a study manifest
         The variants with a Dirichlet-multinomial or query effects need to know which attempts
         belong to one query: a SelectionLog or a Study with its rows (counts alone do not keep that).
-    model : {"v2", "v1", "margin"}
-        The variant (default ``"v2"``; see above). ``"v1"`` reproduces the first version's results exactly.
-        ``"margin"`` needs the log's rows, lists that show every tool of the cluster and NumPyro (the
-        ``numpyro`` extra); it adds ``result.implied_cells`` (δ per LLM and per (LLM, cluster) with its
-        probability of being 0 and ``P(δ < delta_margin)``).
+    model : {"margin", "v2", "v1"}, optional
+        The variant (see above). Not given: ``"margin"`` (:data:`DEFAULT_MODEL`), whose likelihood carries query
+        heterogeneity; where the study or the other arguments rule it out (lists that do not show every tool of
+        the cluster, clusters of different sizes, NumPyro missing, ``sampler`` PyMC or nutpie, a
+        ``parameterization`` or ``priors`` only the logit variants have), ``"v2"`` is fitted instead and
+        *announced*: ``result.model == "v2"``, a UserWarning saying why, and the same note first in
+        ``result.warnings`` (``docs/bayes.md``, "The default model"). Named explicitly, ``"margin"`` on such a
+        study raises its ValueError (as does the default given ``delta_margin``, which only it uses), and
+        ``"v2"`` / ``"v1"`` reproduce their earlier results for a seed (``"v1"``: the first version's).
+        ``"margin"`` needs the log's rows, lists that show every tool of the cluster and NumPyro; it adds
+        ``result.implied_cells`` (δ per LLM and per (LLM, cluster) with its probability of being 0 and
+        ``P(δ < delta_margin)``).
         The experimental variants (``"cluster-position"``, ``"thorough"``, ``"query-mixture"``, ...) are no
         longer in the package: naming one raises a ValueError that says where they are.
     by : str or list of str, default "model"
@@ -176,6 +186,9 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
 
     Warns
     -----
+    UserWarning
+        ``model`` not given and the margin model cannot fit the study or the arguments: ``"v2"`` was fitted; the
+        message (also ``result.warnings[0]``) says why.
     ExcludedRowsWarning
         Rows were excluded (no valid choice, unknown ordering, position mismatch); the counts
         are in ``result.rows``.
@@ -263,7 +276,7 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     A tiny simulated study (one LLM, two clusters of three tools, every ordering shown 20 times) and a deliberately
     short single chain, so that the example runs in seconds; it warns that it has not converged. On the vendored
     study the defaults (``fit_bayes(tbs.read_study(tbs.datasets.path("biasbusters/study.toml")).log, rng=1)``:
-    model v2, 2 chains of 1,000 + 1,000) converge in about 35 s on two cores.
+    the margin model, 4 chains of 500 + 1,000 draws) converge in about 35 s on two cores.
 
     >>> import warnings
     >>> import numpy as np
@@ -295,6 +308,25 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     model='margin' needs to know which attempts belong to one q
     """
     t0 = time.perf_counter()
+    note = None
+    if model is None:
+        model, reason, log = _default_model(log, by=by, sampler=sampler, parameterization=parameterization,
+                                            priors=priors, mismatch=mismatch, delta_margin=delta_margin)
+        if reason is not None:   # announced before the fit, and first among the result's notes
+            note = (f"{FALLBACK_NOTE}, which cannot fit this study: {reason}. Pass model={FALLBACK_MODEL!r} (CLI: "
+                    f"--variant {FALLBACK_MODEL}) to choose it and silence this note (docs/bayes.md, \"The default "
+                    "model\").")
+            warnings.warn(note, UserWarning, stacklevel=3)
+    result = _fit(log, model=model, by=by, draws=draws, tune=tune, chains=chains, cores=cores, sampler=sampler,
+                  parameterization=parameterization, target_accept=target_accept,
+                  confidence_level=confidence_level, priors=priors, mismatch=mismatch, rng=rng, progress=progress,
+                  delta_margin=delta_margin, t0=t0)
+    return result if note is None else dataclasses.replace(result, warnings=[note, *result.warnings])
+
+
+def _fit(log, *, model, by, draws, tune, chains, cores, sampler, parameterization, target_accept,
+         confidence_level, priors, mismatch, rng, progress, delta_margin, t0) -> BayesResult:
+    """``fit_bayes`` with a named ``model``."""
     defaults = MARGIN_DEFAULTS if model == "margin" else LOGIT_DEFAULTS
     tune = int(defaults["tune"]) if tune is None else tune
     target_accept = float(defaults["target_accept"]) if target_accept is None else target_accept
@@ -310,6 +342,43 @@ def fit_bayes(log: SelectionLog | SelectionCounts, *, model: str = DEFAULT_MODEL
     if delta_margin is not None:
         raise ValueError(f"`delta_margin` is used by model='margin' only; got it with model={args['model']!r}.")
     return _fit_variant(log, args, MODEL_VARIANTS[args["model"]], _ModelSpec, t0)
+
+
+def _default_model(log, *, by, sampler, parameterization, priors, mismatch, delta_margin):
+    """``(model, reason, log)`` for ``fit_bayes(log)`` without ``model``: :data:`DEFAULT_MODEL` with ``reason``
+    None, or :data:`FALLBACK_MODEL` with the reason the default cannot fit (``docs/bayes.md``, "The default
+    model"). ``log`` comes back read when it was a path (read once). Invalid arguments and input errors are left to
+    the fit, which names them; ``delta_margin`` asks for the margin model, so it keeps the margin model's error."""
+    from ._margin import _have_numpyro, margin_data
+
+    v2_only = sorted(set(priors or {}) & (set(ALL_PRIORS) - set(MODEL_VARIANTS[DEFAULT_MODEL].priors())))
+    if isinstance(sampler, str) and sampler in SAMPLERS and sampler not in ("auto", "numpyro"):
+        reason = f"sampler={sampler!r} was asked for, and the margin model is sampled by NumPyro only"
+    elif isinstance(parameterization, str) and parameterization in PARAMETERIZATIONS and parameterization != "auto":
+        reason = (f"parameterization={parameterization!r} was asked for, and the margin model has its own "
+                  "parameterisation")
+    elif isinstance(priors, dict) and v2_only:
+        reason = f"priors {v2_only} were given, which only the logit variants use"
+    elif not _have_numpyro():
+        reason = "NumPyro (JAX), which samples the margin model, is not installed (pip install numpyro jax)"
+    else:
+        args: dict[str, Any] = {"by": by, "rng": None}
+        counts, rows, _ = _fit_inputs(log, args, MODEL_VARIANTS[DEFAULT_MODEL])   # counts alone: v2 cannot either
+        if isinstance(log, (str, os.PathLike)):
+            log = rows
+        mism = mismatch if isinstance(mismatch, str) and mismatch in MISMATCH_POLICIES else "exclude"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            design = _attach_prompts(_design(counts, args["by"], mism), rows, args["by"], mism)
+        try:
+            margin_data(design)
+            return DEFAULT_MODEL, None, log
+        except ValueError as exc:
+            reason = (str(exc).replace("model='margin' needs", "the margin model needs").split(" Use model=")[0]
+                      .rstrip("."))
+    if delta_margin is not None:
+        return DEFAULT_MODEL, None, log        # the margin model's own error, or its fit
+    return FALLBACK_MODEL, reason, log
 
 
 def _check_margin_args(args, sampler, parameterization, delta_margin) -> float:
