@@ -497,12 +497,11 @@ def _ipf_kernel():
 
 
 def replicate_plan(data) -> dict:
-    """The per-attempt indices :func:`design_replicate` reuses for every draw."""
-    K, pq, prow, pn = data["K"], data["pq"], data["prow"], data["pn"]
-    tools = data["rtools"][prow]
-    att = np.repeat(np.arange(len(pq)), pn)
-    return {"lw_idx": pq[:, None] * K + tools, "bcell": data["rcell"][prow], "att": att, "q_att": pq[att] * K,
-            "tools_att": tools[att], "rows": np.arange(len(att))}
+    """The per-prompt indices :func:`design_replicate` reuses for every draw."""
+    pq, prow, pn = data["pq"], data["prow"], data["pn"]
+    return {"pq": np.ascontiguousarray(pq, dtype=np.int64), "pn": np.ascontiguousarray(pn, dtype=np.int64),
+            "tools": np.ascontiguousarray(data["rtools"][prow], dtype=np.int64),
+            "bcell": np.ascontiguousarray(data["rcell"][prow], dtype=np.int64), "n_att": int(np.sum(pn))}
 
 
 def design_replicate(gen, a, b, kappa, data, plan=None):
@@ -510,7 +509,7 @@ def design_replicate(gen, a, b, kappa, data, plan=None):
     Dirichlet(kappa_q softmax(a'[cell]))``, and each attempt of each of its prompts chooses a position from
     ``softmax_p(log w_q[tool at p] + b'[cell, p])`` (its ordering's joint). Returns the per-query tool counts and
     position counts (Q, K), both from the same choices. ``plan``: :func:`replicate_plan` (computed when
-    omitted)."""
+    omitted). The choices are drawn by inversion of one uniform per attempt (compiled loop over the prompts)."""
     plan = replicate_plan(data) if plan is None else plan
     K, cell = data["K"], data["cell"]
     Q = len(cell)
@@ -519,12 +518,46 @@ def design_replicate(gen, a, b, kappa, data, plan=None):
     lw = np.log(np.maximum(g, 1e-300)) - np.log(np.maximum(g.sum(1, keepdims=True), 1e-300))
     lw = np.where(np.isfinite(lw).all(1, keepdims=True) & (g.sum(1, keepdims=True) > 0), lw,
                   np.log(np.maximum(pa, 1e-300)))
-    cum = np.cumsum(_softmax(lw.ravel()[plan["lw_idx"]] + b[plan["bcell"]]), 1)[:, : K - 1]
-    u = gen.random(len(plan["att"]))
-    pos = (u[:, None] > cum[plan["att"]]).sum(1)
-    Tr = np.bincount(plan["q_att"] + plan["tools_att"][plan["rows"], pos], minlength=Q * K)
-    Pr = np.bincount(plan["q_att"] + pos, minlength=Q * K)
-    return Tr.reshape(Q, K).astype(float), Pr.reshape(Q, K).astype(float)
+    u = gen.random(plan["n_att"])
+    Tr, Pr = np.zeros((Q, K)), np.zeros((Q, K))
+    _replicate_kernel()(np.ascontiguousarray(lw, dtype=float), np.ascontiguousarray(b, dtype=float), plan["tools"],
+                        plan["bcell"], plan["pq"], plan["pn"], u, Tr, Pr)
+    return Tr, Pr
+
+
+@functools.lru_cache(maxsize=1)
+def _replicate_kernel():
+    """The compiled choices of :func:`design_replicate` (numba, compiled on first use): per prompt the softmax of
+    ``lw[q, tool at p] + b[cell, p]``, then per attempt the position whose cumulative probability first reaches
+    its uniform."""
+    import numba
+
+    @numba.njit(cache=False)
+    def kernel(lw, b, tools, bcell, pq, pn, u, Tr, Pr):
+        K = lw.shape[1]
+        x = np.empty(K)
+        j = 0
+        for r in range(pq.shape[0]):
+            q, c = pq[r], bcell[r]
+            mx = -np.inf
+            for p in range(K):
+                x[p] = lw[q, tools[r, p]] + b[c, p]
+                mx = max(mx, x[p])
+            z = 0.0
+            for p in range(K):
+                x[p] = np.exp(x[p] - mx)
+                z += x[p]
+            for _ in range(pn[r]):
+                pos, cum = 0, 0.0
+                for p in range(K - 1):
+                    cum += x[p] / z
+                    if u[j] > cum:
+                        pos += 1
+                j += 1
+                Tr[q, tools[r, pos]] += 1.0
+                Pr[q, pos] += 1.0
+
+    return kernel
 
 
 #: the concentrations :func:`kappa_under_design` tries (the last: no heterogeneity)
