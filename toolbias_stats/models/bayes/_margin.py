@@ -635,8 +635,8 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
     a, b, resid, rounds = max_entropy_joint(la, lb, data, iters=iters)
     plan = replicate_plan(data)
     pa_all, pb_all = _softmax(la), _softmax(lb)
-    tab_o = np.zeros((C, K))
-    np.add.at(tab_o, qcl, Pc)
+    by_cl = (qcl[None, :] == np.arange(C)[:, None]).astype(float)     # (C, Q): sums the queries per cluster
+    tab_o = by_cl @ Pc
     out = {k: np.zeros((len(sel), M)) for k in ("disp_obs", "disp_rep")}
     out.update({k: np.zeros(len(sel)) for k in ("cp_obs", "cp_rep", "cp_rep_design")})
     out["tab_rep"] = np.zeros((len(sel), C, K))
@@ -649,10 +649,7 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
         out["disp_rep"][i] = np.bincount(qllm, weights=((rep - E) ** 2 / E).sum(1), minlength=M)
         Eb = n[:, None] * pb_all[i][cell]
         repb = _polya(gen, pb_all[i][cell], lam, n)
-        tab_E, tab_r, tab_d = np.zeros((C, K)), np.zeros((C, K)), np.zeros((C, K))
-        np.add.at(tab_E, qcl, Eb)
-        np.add.at(tab_r, qcl, repb)
-        np.add.at(tab_d, qcl, rep_pos)
+        tab_E, tab_r, tab_d = by_cl @ Eb, by_cl @ repb, by_cl @ rep_pos
         out["cp_obs"][i] = ((tab_o - tab_E) ** 2 / tab_E).sum()
         out["cp_rep"][i] = ((tab_r - tab_E) ** 2 / tab_E).sum()
         out["cp_rep_design"][i] = ((tab_d - tab_E) ** 2 / tab_E).sum()
