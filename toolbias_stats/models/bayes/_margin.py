@@ -443,7 +443,7 @@ def _ipf_kernel():
     import numba
 
     @numba.njit(cache=False)
-    def joint_margins(a, b, tools, w, lo, hi, mt, mp):
+    def joint_margins(a, b, tools, w, lo, hi, mt, mp, e):
         K = a.shape[0]
         mt[:] = 0.0
         mp[:] = 0.0
@@ -456,17 +456,32 @@ def _ipf_kernel():
                 mx = max(mx, a[tools[r, p]] + b[p])
             z = 0.0
             for p in range(K):
-                z += np.exp(a[tools[r, p]] + b[p] - mx)
+                e[p] = np.exp(a[tools[r, p]] + b[p] - mx)
+                z += e[p]
             for p in range(K):
-                q = w[r] / W * np.exp(a[tools[r, p]] + b[p] - mx) / z
+                q = w[r] / W * e[p] / z
                 mt[tools[r, p]] += q
                 mp[p] += q
 
     @numba.njit(cache=False)
+    def step(x, lt, m):
+        """``x += log(target) - log(margin)``, then centred (in place, no temporaries)."""
+        K = x.shape[0]
+        for k in range(K):
+            x[k] += lt[k] - np.log(max(m[k], 1e-300))
+        mean = 0.0
+        for k in range(K):
+            mean += x[k]
+        mean /= K
+        for k in range(K):
+            x[k] -= mean
+
+    @numba.njit(cache=False)
     def kernel(la, lb, start, tools, w, tol, iters, a, b, resid, rounds):
         S, C, K = la.shape
-        mt, mp = np.zeros(K), np.zeros(K)
+        mt, mp, e = np.zeros(K), np.zeros(K), np.zeros(K)
         pt, pp = np.zeros(K), np.zeros(K)
+        lt, lp = np.zeros(K), np.zeros(K)
         for s in range(S):
             for c in range(C):
                 lo, hi = start[c], start[c + 1]
@@ -477,19 +492,22 @@ def _ipf_kernel():
                     out[:] = x - x.mean()
                 if hi == lo:
                     continue
+                for k in range(K):
+                    lt[k] = np.log(pt[k])
+                    lp[k] = np.log(pp[k])
                 it = 0
                 err = np.inf
                 while True:
-                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp)
-                    err = max(np.abs(mt - pt).max(), np.abs(mp - pp).max())
+                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp, e)
+                    err = 0.0
+                    for k in range(K):
+                        err = max(err, abs(mt[k] - pt[k]), abs(mp[k] - pp[k]))
                     if err <= tol or it == iters:
                         break
                     it += 1
-                    a[s, c] += np.log(pt) - np.log(np.maximum(mt, 1e-300))
-                    a[s, c] -= a[s, c].mean()
-                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp)
-                    b[s, c] += np.log(pp) - np.log(np.maximum(mp, 1e-300))
-                    b[s, c] -= b[s, c].mean()
+                    step(a[s, c], lt, mt)
+                    joint_margins(a[s, c], b[s, c], tools, w, lo, hi, mt, mp, e)
+                    step(b[s, c], lp, mp)
                 resid[s, c] = err
                 rounds[s, c] = it
 
