@@ -192,6 +192,50 @@ def _rotations(K):
     return np.array([(np.arange(K) + s) % K for s in range(K)])
 
 
+def _ipf_reference(la, lb, tools, w, tol, iters):
+    """Plain numpy proportional fitting of one cell (the algorithm of ``mg.max_entropy_joint``)."""
+    pt, pp = np.exp(la) / np.exp(la).sum(), np.exp(lb) / np.exp(lb).sum()
+    a, b = la - la.mean(), lb - lb.mean()
+
+    def margins(a, b):
+        J = np.exp(a[tools] + b[None])
+        J = w[:, None] / w.sum() * J / J.sum(1, keepdims=True)
+        mt = np.zeros(len(a))
+        np.add.at(mt, tools, J)
+        return mt, J.sum(0)
+
+    it = 0
+    while True:
+        mt, mp = margins(a, b)
+        err = max(np.abs(mt - pt).max(), np.abs(mp - pp).max())
+        if err <= tol or it == iters:
+            return a, b, err, it
+        it += 1
+        a = a + np.log(pt) - np.log(mt)
+        a -= a.mean()
+        mt, mp = margins(a, b)
+        b = b + np.log(pp) - np.log(mp)
+        b -= b.mean()
+
+
+def _replicate_reference(gen, a, b, kappa, data):
+    """The former vectorised form of ``mg.design_replicate``."""
+    K, cell, pq, prow, pn = data["K"], data["cell"], data["pq"], data["prow"], data["pn"]
+    Q = len(cell)
+    tools = data["rtools"][prow]
+    att = np.repeat(np.arange(len(pq)), pn)
+    pa = mg._softmax(a)[cell]
+    g = gen.gamma(np.maximum(kappa[:, None] * pa, 1e-300))
+    lw = np.log(np.maximum(g, 1e-300)) - np.log(np.maximum(g.sum(1, keepdims=True), 1e-300))
+    lw = np.where(np.isfinite(lw).all(1, keepdims=True) & (g.sum(1, keepdims=True) > 0), lw,
+                  np.log(np.maximum(pa, 1e-300)))
+    cum = np.cumsum(mg._softmax(lw.ravel()[pq[:, None] * K + tools] + b[data["rcell"][prow]]), 1)[:, : K - 1]
+    pos = (gen.random(len(att))[:, None] > cum[att]).sum(1)
+    Tr = np.bincount(pq[att] * K + tools[att, pos], minlength=Q * K)
+    Pr = np.bincount(pq[att] * K + pos, minlength=Q * K)
+    return Tr.reshape(Q, K).astype(float), Pr.reshape(Q, K).astype(float)
+
+
 def _dual_reference(pt, pp, tools, w):
     """The maximum-entropy joint of one cell by minimising its convex dual with scipy (independent of the
     package's proportional fitting): ``sum_o w_o logsumexp_p(a[tool_o(p)] + b[p]) - W (a.pt + b.pp)``."""
@@ -281,6 +325,42 @@ class TestDesignReplicate:
         la, lb = np.log([[[0.6, 0.3, 0.1]]]), np.log([[[0.1, 0.3, 0.6]]])
         assert mg.max_entropy_joint(la, lb, data)[2].max() > 0.1
         assert mg.max_entropy_joint(la, la, data)[2].max() < 1e-6
+
+    def test_compiled_ipf_equals_a_numpy_reference(self):
+        """The compiled proportional fitting is the plain IPF: same fixed point, residual and rounds as a numpy
+        transcription, where a joint exists and where none does (then both stop at ``iters`` rounds)."""
+        K = 4
+        tools = _rotations(K)[:3]
+        w = np.array([5.0, 9.0, 2.0])
+        gen = np.random.default_rng(11)
+        la = np.log(gen.dirichlet(np.full(K, 2.0), size=(4, 1)))
+        lb = np.log(gen.dirichlet(np.full(K, 2.0), size=(4, 1)))
+        lb[3, 0] = np.log([0.97, 0.01, 0.01, 0.01])                  # first-slot share near 1: no joint
+        data = {"rcell": np.zeros(3, int), "rtools": tools, "rw": w}
+        a, b, resid, rounds = mg.max_entropy_joint(la, lb, data, iters=300)
+        for s in range(4):
+            ra, rb, rr, rn = _ipf_reference(la[s, 0], lb[s, 0], tools, w, mg.IPF_TOL, 300)
+            np.testing.assert_allclose(a[s, 0], ra, atol=1e-9)
+            np.testing.assert_allclose(b[s, 0], rb, atol=1e-9)
+            assert rounds[s, 0] == rn and abs(resid[s, 0] - rr) < 1e-12
+        assert resid[3, 0] > 0.1 and rounds[3, 0] == 300 and resid[0, 0] < mg.IPF_TOL and rounds[0, 0] < 300
+
+    def test_compiled_replicate_equals_the_vectorised_form(self):
+        """Same seed, same replicate as the former vectorised numpy form (heterogeneous queries, uneven
+        attempts, two cells)."""
+        K, Q = 4, 12
+        gen = np.random.default_rng(5)
+        cell = np.repeat([0, 1], Q // 2)
+        pq = np.repeat(np.arange(Q), 3)
+        data = {"K": K, "cell": cell, "rcell": np.repeat([0, 1], K), "rtools": np.concatenate([_rotations(K)] * 2),
+                "pq": pq, "prow": cell[pq] * K + gen.integers(0, K, len(pq)), "pn": gen.integers(1, 4, len(pq))}
+        a, b = gen.normal(size=(2, K)), gen.normal(size=(2, K))
+        kappa = np.exp(gen.normal(1.0, 1.0, Q))
+        T, P = mg.design_replicate(np.random.default_rng(9), a, b, kappa, data)
+        rT, rP = _replicate_reference(np.random.default_rng(9), a, b, kappa, data)
+        np.testing.assert_array_equal(T, rT)
+        np.testing.assert_array_equal(P, rP)
+        assert T.sum() == data["pn"].sum() and (T.sum(1) == P.sum(1)).all()
 
     def test_position_only_chooser_replicates_balanced_counts(self):
         """Without heterogeneity, a first-slot chooser under the K rotations, each shown 3 times: every
