@@ -565,11 +565,14 @@ def _replicate_kernel():
             for p in range(K):
                 x[p] = np.exp(x[p] - mx)
                 z += x[p]
+            cum = 0.0
+            for p in range(K - 1):
+                cum += x[p] / z
+                x[p] = cum                                     # the cumulative probabilities, in place
             for _ in range(pn[r]):
-                pos, cum = 0, 0.0
+                pos = 0
                 for p in range(K - 1):
-                    cum += x[p] / z
-                    if u[j] > cum:
+                    if u[j] > x[p]:
                         pos += 1
                 j += 1
                 Tr[q, tools[r, pos]] += 1.0
