@@ -632,8 +632,9 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
     * per-query dispersion, per LLM: Pearson chi-square of every query's tool counts around ``n_q pi``,
       replicated under the logged design (same orderings and attempts per query, new choices): per posterior
       draw the maximum-entropy choice law of each logged ordering with the draw's tool and position margins
-      (:func:`max_entropy_joint`), query heterogeneity a Dirichlet on each query's tool weights whose Polya-urn
-      factor at the cell's mean attempts is the cell's plug-in ``phi`` (:func:`design_replicate`);
+      (:func:`max_entropy_joint`), query heterogeneity a Dirichlet on each query's tool weights whose
+      concentration makes the design replicates reproduce the cell's observed Pearson dispersion, not floored
+      (:func:`kappa_under_design`, :func:`design_replicate`);
     * cluster x position (all LLMs, one table): chi-square of the (cluster, position) counts, replicated by a
       Polya urn per query on the cell's position margin (the design replicate's position counts are not used:
       its tool heterogeneity moves the expected position margin, ``docs/dev/bayes_margin.md``; their statistic is
