@@ -740,9 +740,12 @@ class _Lockstep:
             undecided.append(s)
         searches = undecided
         wanted = list(dict.fromkeys((s.path, s.t) for s in searches if s not in few and (s.path, s.t) not in self.full))
+        wanted, twins = self._twins(wanted)
         values = self._values(wanted, few)
         for key, part in zip(wanted, values):
             self.full[key] = part
+        for key, twin in twins:
+            self.full[key] = self.full[twin]
         for s in searches:
             if s in few:
                 sub = values[len(wanted) + few.index(s)]
@@ -755,6 +758,26 @@ class _Lockstep:
                 full = self.full[(s.path, s.t)]
                 s.reached = _interpolated(full, s.q) >= s.target
                 s.values = full if s.act is None else full[s.act]
+
+    def _twins(self, wanted):
+        """``wanted`` without the points whose deviation vector equals one already computed or wanted at the same
+        ``t`` along another path, and those ``(point, twin)`` pairs.
+
+        ``T_r`` depends on the path only through ``theta``, so a twin's values are the same numbers (issue 37, tenth
+        pass: along :func:`calibrated_mean_tv`'s shrinkage and linear paths ``theta(t) = t * x`` alike for ``t >=
+        1``, one full pass of three at ``t = 1`` and one per doubling step).
+        """
+        fresh, twins = [], []
+        for key in wanted:
+            p, t = key
+            theta = self.theta(p, t)
+            twin = next((k for k in [*self.full, *fresh] if k[1] == t and k[0] != p
+                         and np.array_equal(self.theta(*k), theta)), None)
+            if twin is None:
+                fresh.append(key)
+            else:
+                twins.append((key, twin))
+        return fresh, twins
 
     def _decided(self, s):
         """``quantile_q(T(t)) >= target`` at the search's point when the values at the ends of its bracket decide
