@@ -54,3 +54,14 @@ def test_intervals_equal_the_former_stack(monkeypatch):
     got = [calibrated_mean_tv(o, b, n_units=[9] * len(o)) for o, b, _ in cases]
     monkeypatch.setattr(_calibrated, "_errors", _former)
     assert [calibrated_mean_tv(o, b, n_units=[9] * len(o)) for o, b, _ in cases] == got
+
+
+@pytest.mark.parametrize("n_rep", [20, 129, 2000])
+@pytest.mark.parametrize("m", [1, 2, 3, 1023, 1024, 1025, 1026, 2049, 5000])
+def test_column_variances_equal_numpys(n_rep, m):
+    """``_column_var`` (blocks of columns, the last of two or more) is ``e.var(axis=0)`` bit for bit."""
+    rng = np.random.default_rng([n_rep, m])
+    e = rng.normal(size=(n_rep, m)) * 0.03
+    e -= e.mean(axis=0)
+    for cols in (1024, 2, 3, 7):
+        assert _calibrated._column_var(e, cols).tobytes() == e.var(axis=0).tobytes()
