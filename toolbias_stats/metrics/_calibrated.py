@@ -263,6 +263,40 @@ def _null_stats(e, w, rows=256):
     return np.multiply(w, out, out=out)
 
 
+class _Line:
+    """The path ``theta(t) = t * d``; :attr:`line` ``(d, 0.0)`` tells the searches that it is a line from ``t = 0``.
+
+    >>> _Line(np.array([0.5, -1.0]))(2.0)
+    array([ 1., -2.])
+    """
+
+    __slots__ = ("d", "line")
+
+    def __init__(self, d):
+        self.d, self.line = d, (d, 0.0)
+
+    def __call__(self, t):
+        return t * self.d
+
+
+class _Shrink:
+    """The shrinkage path :func:`~toolbias_stats._resampling.shrinkage_path` of ``x``; from ``t = 1`` on it is ``t *
+    x`` (:attr:`line`).
+
+    >>> x = np.array([0.3, -0.1])
+    >>> _Shrink(x, np.array([0.01, 0.01]), 9.0)(0.0).tolist(), _Shrink(x, np.array([0.01, 0.01]), 9.0)(2.0).tolist()
+    ([0.0, -0.0], [0.6, -0.2])
+    """
+
+    __slots__ = ("lam_max", "line", "v", "x")
+
+    def __init__(self, x, v, lam_max):
+        self.x, self.v, self.lam_max, self.line = x, v, lam_max, (x, 1.0)
+
+    def __call__(self, t):
+        return _path(t, self.x, self.v, self.lam_max)
+
+
 def _bounds(paths, e, w, t_obs, levels, null_stats, alpha):
     """The belt inversions of :func:`calibrated_mean_tv`, run in lockstep (:func:`smallest_ts`): the two
     median-matched estimates and the interval ``(est_shrink, est_linear, ci_low, ci_high)`` before the range clip.
@@ -290,7 +324,10 @@ def _bounds(paths, e, w, t_obs, levels, null_stats, alpha):
     # T(0) = the null statistics (row sums of |e|: the same additions, tested) where theta(0) is exactly zero
     known = {p: null_stats for p, path in enumerate(paths) if not np.any(path(0.0))}
     # the upper bounds and the floor count only through their maximum: a search that cannot give it stops early
-    found = _smallest_ts(paths, e, w, searches, known=known, largest=[1, 3, 5] + list(range(7, len(searches))))
+    # the paths that are lines ``theta = t * d`` (from some t on) say so: the searches' bounds use it (convexity)
+    lines = {p: path.line for p, path in enumerate(paths) if getattr(path, "line", None) is not None}
+    found = _smallest_ts(paths, e, w, searches, known=known, largest=[1, 3, 5] + list(range(7, len(searches))),
+                         lines=lines)
 
     def dval(p, t):
         return float(w * np.abs(paths[p](t)).sum())
@@ -502,11 +539,7 @@ def calibrated_mean_tv(
     else:
         lam_max = 0.0
 
-    def path_shrink(t):
-        return _path(t, x, v, lam_max)
-
-    def path_linear(t):
-        return t * x
+    path_shrink, path_linear = _Shrink(x, v, lam_max), _Line(x)
 
     # the upper bound's one-sided level: smaller with few attempts per cluster (issue 35)
     q_lo_p, q_hi_p = _upper_tail(alpha, float(np.mean([xc.sum() for xc in obs]))), 1.0 - alpha / 2.0
@@ -515,10 +548,7 @@ def calibrated_mean_tv(
 
     xm = _spread_shape(x, _spread_fraction(x, v))
 
-    def path_spread(t):
-        return t * xm
-
-    paths = (path_shrink, path_linear, path_spread)
+    paths = (path_shrink, path_linear, _Line(xm))     # the spread path
     est_s, est_l, ci_low, ci_high = _bounds(paths, e, w, t_obs, (q_hi_p, q_lo_p), null_stats, alpha)
     # the estimand's range (issue 35): D <= mean_c (1 - 1/K_c), reached by a chooser that always picks one tool
     d_max = w * 2.0 * sum(1.0 - 1.0 / xc.size for xc in xs)
