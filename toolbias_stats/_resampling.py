@@ -614,8 +614,8 @@ class _Search:
     it (:attr:`reached`). In the bisection it keeps only the replicates that can still hold one of the two order
     statistics of its quantile at some point of its bracket (:meth:`_prune`) and the number surely below them."""
 
-    __slots__ = ("act", "ends", "hi", "lo", "n", "n_low", "order", "path", "phase", "pts", "q", "reached", "result",
-                 "t", "target", "tol", "values", "slopes", "end_slopes")
+    __slots__ = ("act", "end_slopes", "ends", "hi", "lo", "n", "n_low", "order", "path", "phase", "pts", "q",
+                 "reached", "result", "slopes", "t", "target", "tol", "values")
 
     def __init__(self, path, target, q, tol, n_rep):
         self.path, self.target, self.q, self.tol = path, target, q, tol

@@ -5,6 +5,7 @@ See :func:`calibrated_mean_tv`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -249,7 +250,7 @@ def _column_var(e, cols=1024):
     if bounds[-1] - bounds[-2] < 2:
         del bounds[-2]
     out = np.empty(m)
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         out[a:b] = e[:, a:b].var(axis=0)
     return out
 
