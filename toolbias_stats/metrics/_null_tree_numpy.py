@@ -1,0 +1,308 @@
+"""The tree draws of :mod:`._null_kernel` in NumPy, bit for bit (issue 37: K = 40 without numba).
+
+:func:`tree_tv` gives the numbers of :func:`._null_kernel.tree_tv` for the same arguments without importing numba
+(its import and first cached function cost about 0.6 s of CPU and 0.12 GiB of resident memory, more than the k40
+shape's whole null): the same SplitMix64 streams, the same binomial tables computed by the same floating-point
+operations in the same order, and the same guide-table look-ups, vectorised over draws and over the nodes of one
+level of the tree.
+
+- The uniform of the ``m``-th inner node (in the tree's order) of a draw is the stream's ``m + 1``-th output: the
+  kernel adds the golden gamma once per inner node, so every node's state is known in advance and all the
+  uniforms of a draw are computed at once.
+- A law's terms relative to its mode are running products of the ratios of consecutive terms (``np.cumprod`` is
+  the kernel's sequential product, term after term), cut at the first term below ``_CUT`` (the kernel's walk
+  computes the same products); their running sums (``np.cumsum``, sequential; zeros before and after a row's
+  support add nothing) divided by the last give the cumulative probabilities.
+- A total beyond its table is drawn from its law computed on the spot (as the kernel does, the same draw).
+
+The node sizes' ranges of totals (:func:`ranges`), the bands (:func:`band`) and :func:`table_entries` live here,
+so that deciding on the tree imports nothing compiled. :mod:`._vectorised` takes this port unless numba is loaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+__all__ = ["band", "ranges", "table_entries", "tables", "tree", "tree_tv"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+#: a law's support is cut where its probabilities fall below this fraction of the mode's (the kernel's ``_CUT``)
+CUT = 1e-20
+#: half-width of a node size's table of totals, in SD of its total, plus a margin of totals (the kernel's)
+WIDTH_SD, WIDTH_ADD = 7.0, 20
+#: draws (rows) of one vectorised pass: about 2^18 uniforms, so that its arrays stay a few MiB
+_CHUNK = 1 << 18
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function on a uint64 array (in place; returned)."""
+    z ^= z >> np.uint64(30)
+    z *= _M1
+    z ^= z >> np.uint64(27)
+    z *= _M2
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def tree(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """The halving tree of ``k`` tools: per node its size class (-1: a leaf) and first child (the second is next
+    to it), the leaves, and the classes' (size, left size)."""
+    sizes, left = [k], [-1]
+    i = 0
+    while i < len(sizes):
+        r = sizes[i]
+        if r > 1:
+            left[i] = len(sizes)
+            sizes += [r // 2, r - r // 2]
+            left += [-1, -1]
+        i += 1
+    classes = sorted({(r, r // 2) for r in sizes if r > 1}, reverse=True)
+    index = {c[0]: j for j, c in enumerate(classes)}
+    kind = [index[r] if r > 1 else -1 for r in sizes]
+    leaves = [j for j, r in enumerate(sizes) if r == 1]
+    return (np.array(kind, dtype=np.int64), np.array(left, dtype=np.int64), np.array(leaves, dtype=np.int64),
+            classes)
+
+
+def ranges(k: int, n_min: int, n_max: int, width_sd: float = WIDTH_SD, width_add: int = WIDTH_ADD
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The node sizes' (size, left size, lowest total, highest total) of the tables for totals ``n`` in
+    ``[n_min, n_max]``: a node of ``r`` tools holds ``Binomial(n, r / k)`` choices; its table covers ``n r / k``
+    within ``width_sd`` standard deviations plus ``width_add`` of either end of the range."""
+    _, _, _, classes = tree(k)
+    r = np.array([c[0] for c in classes], dtype=np.int64)
+    a = np.array([c[1] for c in classes], dtype=np.int64)
+    frac = r / k
+    sd = np.sqrt(n_max * frac * (1 - frac))
+    t_lo = np.maximum(0, np.floor(n_min * frac - width_sd * sd - width_add)).astype(np.int64)
+    t_hi = np.minimum(n_max, np.ceil(n_max * frac + width_sd * sd + width_add)).astype(np.int64)
+    t_lo[r == k], t_hi[r == k] = n_min, n_max                 # the root holds n itself
+    return r, a, t_lo, np.maximum(t_hi, t_lo - 1)             # an empty range: every total computed on the spot
+
+
+def table_entries(ns: np.ndarray, k: int) -> int:
+    """About how many cumulative probabilities :func:`tree_tv` would tabulate for ``ns`` (the memory is 12 bytes
+    each): the bands' node sizes times their totals times the binomials' supports (about 19 SD wide, as cut at
+    ``CUT``). Without importing or compiling anything.
+
+    Examples
+    --------
+    >>> 500_000 < table_entries(np.array([4600, 4620]), 40) < 2_000_000
+    True
+    """
+    total = 0
+    for lo, hi in {band(int(n)) for n in np.asarray(ns).ravel().tolist() if n > 0}:
+        r, a, t_lo, t_hi = ranges(int(k), lo, hi)
+        p = a / r
+        sd = np.sqrt(np.maximum(t_hi, 0) * p * (1 - p))
+        total += int(((t_hi - t_lo + 1) * (2 * np.ceil(9.5 * sd) + 3)).sum())
+    return total
+
+
+def band(n: int) -> tuple[int, int]:
+    """The range of totals whose tables are built together with ``n``'s (and cached): ``n`` rounded down and up
+    to a multiple of a power of two near ``n / 32`` (at least 16), so that the groups of a study share them."""
+    step = max(16, 1 << max(0, n.bit_length() - 6))
+    lo = n // step * step
+    return lo, lo + step - 1
+
+
+def _walk(t: np.ndarray, start: np.ndarray, steps: int, p: float, up: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's walk from the mode ``start`` of ``Binomial(t, p)`` (one row per total), ``steps`` terms at most:
+    the terms relative to the mode's, (rows, steps), and per row how many are kept (the walk stops at the first
+    below ``CUT``, or at 0 / ``t``; -1: not decided within ``steps``)."""
+    q = 1.0 - p
+    i = np.arange(steps)
+    if up:
+        x = start[:, None] + i                                   # the term at x + 1 from the one at x
+        room = t - start                                         # terms up to t
+        f = (t[:, None] - x) / (x + 1.0) * (p / q)
+    else:
+        x = start[:, None] - i                                   # the term at x - 1 from the one at x
+        room = start.copy()                                      # terms down to 0
+        f = x / (t[:, None] - x + 1.0) * (q / p)
+    v = np.multiply.accumulate(f, axis=1)                        # the kernel's running product, term after term
+    inside = i[None, :] < room[:, None]
+    cut = (v < CUT) & inside
+    first = np.where(cut.any(axis=1), cut.argmax(axis=1), -1)
+    kept = np.where(first >= 0, first, np.where(room <= steps, room, -1))
+    return v, kept
+
+
+def _laws(t: np.ndarray, p: float) -> tuple[list[np.ndarray], np.ndarray]:
+    """The kernel's ``_binomial_cdf(t, p)`` for every total of ``t`` (one law: ``p`` in (0, 1)): the cumulative
+    probabilities per total (the last one infinite) and their lowest values."""
+    t = np.asarray(t, dtype=np.int64)
+    mode = np.minimum(((t + 1) * p).astype(np.int64), t)
+    steps = int(math.ceil(12 * math.sqrt(max(1.0, float(t.max()) * p * (1 - p))))) + 40
+    while True:
+        down, n_down = _walk(t, mode, min(steps, int(mode.max()) + 1), p, up=False)
+        up, n_up = _walk(t, mode, min(steps, int((t - mode).max()) + 1), p, up=True)
+        if (n_down >= 0).all() and (n_up >= 0).all():
+            break
+        steps *= 2
+    d, u = down.shape[1], up.shape[1]
+    terms = np.zeros((t.size, d + 1 + u))
+    cols = np.arange(d)
+    terms[:, :d] = np.where(cols[None, :] < n_down[:, None], down, 0.0)[:, ::-1]     # mode - d .. mode - 1
+    terms[:, d] = 1.0
+    terms[:, d + 1:] = np.where(np.arange(u)[None, :] < n_up[:, None], up, 0.0)       # mode + 1 .. mode + u
+    acc = np.cumsum(terms, axis=1)                               # sequential sums; the zeros add nothing
+    cdf = acc / acc[:, -1:]
+    first = d - n_down
+    out = []
+    for row, (s, e) in enumerate(zip(first.tolist(), (d + 1 + n_up).tolist())):
+        c = cdf[row, s:e].copy()
+        c[-1] = np.inf
+        out.append(c)
+    return out, mode - n_down
+
+
+def _law(t: int, p: float) -> tuple[np.ndarray, int]:
+    """The cumulative probabilities of ``Binomial(t, p)`` and their lowest value (the kernel's ``_binomial_cdf``)."""
+    if t == 0 or p <= 0.0:
+        return np.array([np.inf]), 0
+    if p >= 1.0:
+        return np.array([np.inf]), t
+    cdfs, lows = _laws(np.array([t]), p)
+    return cdfs[0], int(lows[0])
+
+
+@functools.lru_cache(maxsize=4)
+def tables(k: int, n_min: int, n_max: int, width_sd: float = WIDTH_SD, width_add: int = WIDTH_ADD) -> tuple:
+    """The tree of ``k`` tools and its binomial tables for totals in ``[n_min, n_max]``, as the kernel's
+    ``tables``: (node class, node left child, leaves, class offsets, lowest totals, highest totals, cumulative
+    probabilities, guide, meta (cdf start, size, lowest value, guide start, guide size), sizes, left sizes)."""
+    node_class, node_left, leaves, _ = tree(k)
+    r, a, t_lo, t_hi = ranges(k, n_min, n_max, width_sd, width_add)
+    cdfs: list[np.ndarray] = []
+    lows: list[np.ndarray] = []
+    for c in range(r.size):
+        p = a[c] / r[c]
+        ts = np.arange(t_lo[c], t_hi[c] + 1, dtype=np.int64)
+        zero = ts == 0
+        if zero.any():                                           # Binomial(0, p): one value, 0
+            cdfs.append(np.array([np.inf]))
+            lows.append(np.zeros(1, dtype=np.int64))
+        rest = ts[~zero]
+        for s in range(0, rest.size, 256):                       # a few MiB of terms at a time
+            part, low = _laws(rest[s:s + 256], p)
+            cdfs += part
+            lows.append(low)
+    sizes = np.array([c.size for c in cdfs], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    meta = np.stack([starts, sizes, np.concatenate(lows) if lows else np.zeros(0, np.int64), starts, sizes],
+                    axis=1).astype(np.int64).reshape(-1, 5)
+    cdf = np.concatenate(cdfs) if cdfs else np.zeros(0)
+    guide = np.empty(cdf.size, dtype=np.int32)
+    for start, size, c in zip(starts.tolist(), sizes.tolist(), cdfs):
+        low = np.arange(size) / size * (1 - 1e-12)               # below the bucket's end, whatever the rounding
+        guide[start:start + size] = np.searchsorted(c, low, side="right")
+    class_off = np.concatenate([[0], np.cumsum(t_hi - t_lo + 1)[:-1]]).astype(np.int64)
+    return node_class, node_left, leaves, class_off, t_lo, t_hi, cdf, guide, meta, r, a
+
+
+def _levels(node_class: np.ndarray, node_left: np.ndarray) -> list[np.ndarray]:
+    """The inner nodes level by level (parents before children), in the tree's order within a level."""
+    depth = np.zeros(node_class.size, dtype=np.int64)
+    for i in range(node_class.size):
+        if node_class[i] >= 0:
+            depth[node_left[i]] = depth[node_left[i] + 1] = depth[i] + 1
+    inner = np.flatnonzero(node_class >= 0)
+    return [inner[depth[inner] == d] for d in np.unique(depth[inner]).tolist()]
+
+
+def _uniforms(seed: int, ids: np.ndarray, draws: np.ndarray, n_null: int, n_inner: int) -> np.ndarray:
+    """(rows, n_inner) uniforms of the kernel: row ``(ids[i], draws[i])``'s stream, one output per inner node."""
+    z = ids.astype(np.uint64) * np.uint64(n_null) + draws.astype(np.uint64) + _GOLDEN
+    s = _mix(z)
+    s += np.uint64(seed)
+    s = _mix(s)
+    steps = (np.arange(1, n_inner + 1, dtype=np.uint64) * _GOLDEN)            # wraps modulo 2^64, as the adds
+    state = s[:, None] + steps[None, :]
+    return (_mix(state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+def _draw_level(t: np.ndarray, c: np.ndarray, u: np.ndarray, tab: tuple) -> np.ndarray:
+    """The left halves' counts of one level's nodes: totals ``t``, classes ``c``, uniforms ``u`` (same shapes)."""
+    _, _, _, class_off, t_lo, t_hi, cdf, guide, meta, r, a = tab
+    x = np.empty(t.shape, dtype=np.int64)
+    lo, hi = t_lo[c], t_hi[c]
+    ok = (lo <= t) & (t <= hi)
+    tabs = class_off[c[ok]] + t[ok] - lo[ok]
+    st, size = meta[tabs, 0], meta[tabs, 1]
+    uu = u[ok]
+    at = guide[st + np.minimum((uu * size).astype(np.int64), size - 1)].astype(np.int64)
+    more = np.arange(at.size)
+    while more.size:                                             # the steps after the guide's bucket
+        step = cdf[st[more] + at[more]] <= uu[more]
+        more = more[step]
+        at[more] += 1
+    x[ok] = meta[tabs, 2] + at
+    for i in zip(*np.nonzero(~ok)):                              # beyond the tables: the same law, computed now
+        law, low = _law(int(t[i]), a[c[i]] / r[c[i]])
+        x[i] = low + int(np.searchsorted(law, u[i], side="right"))
+    return x
+
+
+def _pass(out: np.ndarray, ns: np.ndarray, ids: np.ndarray, k: int, seed: int, tab: tuple,
+          levels: list[np.ndarray]) -> None:
+    """``out[d, j]`` (a view (n_null, cells)) for every draw and cell of one band, a chunk of rows at a time."""
+    node_class, node_left, leaves = tab[0], tab[1], tab[2]
+    n_null, n_inner = out.shape[0], int((node_class >= 0).sum())
+    rank = np.cumsum(node_class >= 0) - 1                        # an inner node's place in the stream
+    rows = max(1, _CHUNK // max(1, n_inner))
+    total = n_null * ns.size
+    for s in range(0, total, rows):
+        flat = np.arange(s, min(total, s + rows))
+        j, d = flat // n_null, flat % n_null                     # cell-major, as the kernel's loops
+        u = _uniforms(seed, ids[j], d, n_null, n_inner)
+        t = np.empty((flat.size, node_class.size), dtype=np.int64)
+        n = ns[j]
+        t[:, 0] = n
+        for nodes in levels:
+            x = _draw_level(t[:, nodes], np.broadcast_to(node_class[nodes], (flat.size, nodes.size)),
+                            u[:, rank[nodes]], tab)
+            t[:, node_left[nodes]] = x
+            t[:, node_left[nodes] + 1] = t[:, nodes] - x
+        e = np.maximum(k * t[:, leaves] - n[:, None], 0).sum(axis=1)
+        out[d, j] = e * (1.0 / (n * k))
+
+
+def tree_tv(ns: np.ndarray, k: int, n_null: int, seed: int, first: int = 0) -> np.ndarray:
+    """:func:`._null_kernel.tree_tv` without numba, bit for bit: TV to uniform of ``n_null`` draws of
+    ``Multinomial(n, [1/k] * k)`` for every ``n`` of ``ns`` (each > 0), ``(n_null, len(ns))``; draw ``d`` of
+    ``ns[j]`` comes from the stream of (seed, (first + j) * n_null + d).
+
+    Examples
+    --------
+    >>> tv = tree_tv(np.array([10, 200]), 40, 3, seed=1)
+    >>> tv.shape, bool(((tv >= 0) & (tv <= 1)).all())
+    ((3, 2), True)
+    >>> bool((tree_tv(np.array([200]), 40, 3, seed=1, first=1) == tv[:, 1:]).all())
+    True
+    """
+    ns = np.ascontiguousarray(ns, dtype=np.int64)
+    out = np.empty((n_null, ns.size))
+    if not ns.size or not n_null:
+        return out
+    if (ns < 1).any() or k < 1:
+        raise ValueError("tree_tv needs n >= 1 and K >= 1")
+    if k == 1:
+        out[:] = 0.0
+        return out
+    bands: dict[tuple[int, int], list[int]] = {}
+    for j, n in enumerate(ns.tolist()):
+        bands.setdefault(band(n), []).append(j)
+    for (lo, hi), cells in sorted(bands.items()):
+        at = np.array(cells, dtype=np.int64)
+        tab = tables(int(k), lo, hi)
+        part = np.empty((n_null, at.size))
+        _pass(part, ns[at], at + first, int(k), int(seed), tab, _levels(tab[0], tab[1]))
+        out[:, at] = part
+    return out
