@@ -41,11 +41,12 @@ _CHUNK = 1 << 18
 
 def _mix(z: np.ndarray) -> np.ndarray:
     """SplitMix64's output function on a uint64 array (in place; returned)."""
-    z ^= z >> np.uint64(30)
-    z *= _M1
-    z ^= z >> np.uint64(27)
-    z *= _M2
-    z ^= z >> np.uint64(31)
+    tmp = np.empty_like(z)
+    for shift, mult in ((30, _M1), (27, _M2), (31, None)):
+        np.right_shift(z, np.uint64(shift), out=tmp)
+        np.bitwise_xor(z, tmp, out=z)
+        if mult is not None:
+            np.multiply(z, mult, out=z)
     return z
 
 
@@ -218,59 +219,103 @@ def _levels(node_class: np.ndarray, node_left: np.ndarray) -> list[np.ndarray]:
 
 
 def _uniforms(seed: int, ids: np.ndarray, draws: np.ndarray, n_null: int, n_inner: int) -> np.ndarray:
-    """(rows, n_inner) uniforms of the kernel: row ``(ids[i], draws[i])``'s stream, one output per inner node."""
+    """(n_inner, rows) uniforms of the kernel: row ``(ids[i], draws[i])``'s stream, one output per inner node."""
     z = ids.astype(np.uint64) * np.uint64(n_null) + draws.astype(np.uint64) + _GOLDEN
     s = _mix(z)
     s += np.uint64(seed)
     s = _mix(s)
     steps = (np.arange(1, n_inner + 1, dtype=np.uint64) * _GOLDEN)            # wraps modulo 2^64, as the adds
-    state = s[:, None] + steps[None, :]
+    state = steps[:, None] + s[None, :]
     return (_mix(state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-def _draw_level(t: np.ndarray, c: np.ndarray, u: np.ndarray, tab: tuple) -> np.ndarray:
-    """The left halves' counts of one level's nodes: totals ``t``, classes ``c``, uniforms ``u`` (same shapes)."""
-    _, _, _, class_off, t_lo, t_hi, cdf, guide, meta, r, a = tab
-    x = np.empty(t.shape, dtype=np.int64)
-    lo, hi = t_lo[c], t_hi[c]
-    ok = (lo <= t) & (t <= hi)
-    tabs = class_off[c[ok]] + t[ok] - lo[ok]
-    st, size = meta[tabs, 0], meta[tabs, 1]
-    uu = u[ok]
-    at = guide[st + np.minimum((uu * size).astype(np.int64), size - 1)].astype(np.int64)
-    more = np.arange(at.size)
+class _Class:
+    """One node size's tables laid out for vectorised look-ups: every total's cumulative probabilities padded to
+    one width with infinities (``cdf``, flat), a guide of ``2^bits`` buckets per total holding the flat index of
+    the first probability above the bucket's start (the kernel's guide, finer: any guide that never passes the
+    answer gives the kernel's draw, the first probability above the uniform), and per total its lowest value
+    minus its flat offset (``base``: the draw is ``base[row] + index``)."""
+
+    def __init__(self, cdfs: list[np.ndarray], lows: np.ndarray, t_lo: int, p: float):
+        rows = len(cdfs)
+        width = max(c.size for c in cdfs)
+        self.t_lo, self.rows, self.p = t_lo, rows, p
+        self.cdf = np.full((rows, width), np.inf)
+        for i, c in enumerate(cdfs):
+            self.cdf[i, :c.size] = c
+        self.bits = max(1, int(width - 1).bit_length() + 1)          # at least twice as many buckets as values
+        buckets = 1 << self.bits
+        start = np.arange(buckets) / buckets * (1 - 1e-12)          # below the bucket's start, whatever the rounding
+        # guide[row, b] = the values of the row at or below start[b]: count, per value, the buckets that pass it
+        first = np.searchsorted(start, self.cdf, side="left")       # the first bucket whose start reaches the value
+        count = np.bincount((first + (np.arange(rows) * (buckets + 1))[:, None]).ravel(), minlength=rows * (buckets + 1))
+        guide = np.cumsum(count.reshape(rows, buckets + 1)[:, :buckets], axis=1) + (np.arange(rows) * width)[:, None]
+        self.guide = guide.astype(np.int32 if rows * width < 2**31 else np.int64).ravel()
+        self.flat = self.cdf.ravel()
+        self.base = lows.astype(np.int64) - np.arange(rows) * width
+
+
+@functools.lru_cache(maxsize=4)
+def _layout(k: int, n_min: int, n_max: int) -> tuple[tuple, list[_Class]]:
+    """:func:`tables` of (k, n_min, n_max) and its node sizes' :class:`_Class` layouts."""
+    tab = tables(k, n_min, n_max)
+    class_off, t_lo, t_hi, cdf, meta, r, a = tab[3], tab[4], tab[5], tab[6], tab[8], tab[9], tab[10]
+    out = []
+    for c in range(r.size):
+        rows = meta[class_off[c]:class_off[c] + t_hi[c] - t_lo[c] + 1]
+        cdfs = [cdf[s:s + n] for s, n in zip(rows[:, 0].tolist(), rows[:, 1].tolist())] or [np.array([np.inf])]
+        out.append(_Class(cdfs, rows[:, 2] if rows.size else np.zeros(1, np.int64), int(t_lo[c]), a[c] / r[c]))
+    return tab, out
+
+
+def _draw(t: np.ndarray, u: np.ndarray, law: _Class) -> np.ndarray:
+    """The left halves' counts of nodes of one size: totals ``t``, uniforms ``u`` (same shapes)."""
+    shape = t.shape
+    t, u = t.ravel(), u.ravel()
+    row = t - law.t_lo
+    inside = (row >= 0) & (row < law.rows)
+    safe = inside.all()
+    if not safe:
+        row = np.where(inside, row, 0)
+    at = law.guide[(row << law.bits) + (u * (1 << law.bits)).astype(np.int64)].astype(np.int64)
+    more = np.flatnonzero(law.flat[at] <= u)
     while more.size:                                             # the steps after the guide's bucket
-        step = cdf[st[more] + at[more]] <= uu[more]
-        more = more[step]
         at[more] += 1
-    x[ok] = meta[tabs, 2] + at
-    for i in zip(*np.nonzero(~ok)):                              # beyond the tables: the same law, computed now
-        law, low = _law(int(t[i]), a[c[i]] / r[c[i]])
-        x[i] = low + int(np.searchsorted(law, u[i], side="right"))
-    return x
+        more = more[law.flat[at[more]] <= u[more]]
+    x = law.base[row] + at
+    if not safe:                                                 # beyond the tables: the same law, computed now
+        for i in np.flatnonzero(~inside).tolist():
+            cdf, low = _law(int(t[i]), law.p)
+            x[i] = low + int(np.searchsorted(cdf, u[i], side="right"))
+    return x.reshape(shape)
 
 
-def _pass(out: np.ndarray, ns: np.ndarray, ids: np.ndarray, k: int, seed: int, tab: tuple,
-          levels: list[np.ndarray]) -> None:
-    """``out[d, j]`` (a view (n_null, cells)) for every draw and cell of one band, a chunk of rows at a time."""
-    node_class, node_left, leaves = tab[0], tab[1], tab[2]
+def _pass(out: np.ndarray, ns: np.ndarray, ids: np.ndarray, k: int, seed: int, laws: list[_Class],
+          node_class: np.ndarray, node_left: np.ndarray, leaves: np.ndarray) -> None:
+    """``out[d, j]`` (a view (n_null, cells)) for every draw and cell of one band, a chunk of rows at a time: the
+    nodes of one level and size at once, each node's totals a contiguous row."""
     n_null, n_inner = out.shape[0], int((node_class >= 0).sum())
     rank = np.cumsum(node_class >= 0) - 1                        # an inner node's place in the stream
+    groups = [(nodes, rank[nodes], node_left[nodes], laws[c]) for level in _levels(node_class, node_left)
+              for c in np.unique(node_class[level]).tolist() for nodes in [level[node_class[level] == c]]]
     rows = max(1, _CHUNK // max(1, n_inner))
     total = n_null * ns.size
     for s in range(0, total, rows):
         flat = np.arange(s, min(total, s + rows))
         j, d = flat // n_null, flat % n_null                     # cell-major, as the kernel's loops
-        u = _uniforms(seed, ids[j], d, n_null, n_inner)
-        t = np.empty((flat.size, node_class.size), dtype=np.int64)
+        u = _uniforms(seed, ids[j], d, n_null, n_inner)         # (n_inner, rows)
+        t = np.empty((node_class.size, flat.size), dtype=np.int64)
         n = ns[j]
-        t[:, 0] = n
-        for nodes in levels:
-            x = _draw_level(t[:, nodes], np.broadcast_to(node_class[nodes], (flat.size, nodes.size)),
-                            u[:, rank[nodes]], tab)
-            t[:, node_left[nodes]] = x
-            t[:, node_left[nodes] + 1] = t[:, nodes] - x
-        e = np.maximum(k * t[:, leaves] - n[:, None], 0).sum(axis=1)
+        t[0] = n
+        for nodes, ranks, left, law in groups:
+            parent = t[nodes]
+            x = _draw(parent, u[ranks], law)
+            t[left] = x
+            t[left + 1] = parent - x
+        leaf = t[leaves]
+        leaf *= k
+        leaf -= n
+        e = np.maximum(leaf, 0, out=leaf).sum(axis=0)
         out[d, j] = e * (1.0 / (n * k))
 
 
@@ -301,8 +346,8 @@ def tree_tv(ns: np.ndarray, k: int, n_null: int, seed: int, first: int = 0) -> n
         bands.setdefault(band(n), []).append(j)
     for (lo, hi), cells in sorted(bands.items()):
         at = np.array(cells, dtype=np.int64)
-        tab = tables(int(k), lo, hi)
+        tab, laws = _layout(int(k), lo, hi)
         part = np.empty((n_null, at.size))
-        _pass(part, ns[at], at + first, int(k), int(seed), tab, _levels(tab[0], tab[1]))
+        _pass(part, ns[at], at + first, int(k), int(seed), laws, tab[0], tab[1], tab[2])
         out[:, at] = part
     return out
