@@ -70,11 +70,14 @@ def tree(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, in
             classes)
 
 
-def ranges(k: int, n_min: int, n_max: int, width_sd: float = WIDTH_SD, width_add: int = WIDTH_ADD
+def ranges(k: int, n_min: int, n_max: int, width_sd: float | None = None, width_add: int | None = None
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The node sizes' (size, left size, lowest total, highest total) of the tables for totals ``n`` in
     ``[n_min, n_max]``: a node of ``r`` tools holds ``Binomial(n, r / k)`` choices; its table covers ``n r / k``
-    within ``width_sd`` standard deviations plus ``width_add`` of either end of the range."""
+    within ``width_sd`` standard deviations plus ``width_add`` of either end of the range (default
+    :data:`WIDTH_SD` and :data:`WIDTH_ADD`)."""
+    width_sd = WIDTH_SD if width_sd is None else width_sd
+    width_add = WIDTH_ADD if width_add is None else width_add
     _, _, _, classes = tree(k)
     r = np.array([c[0] for c in classes], dtype=np.int64)
     a = np.array([c[1] for c in classes], dtype=np.int64)
@@ -175,12 +178,12 @@ def _law(t: int, p: float) -> tuple[np.ndarray, int]:
 
 
 @functools.lru_cache(maxsize=4)
-def tables(k: int, n_min: int, n_max: int, width_sd: float = WIDTH_SD, width_add: int = WIDTH_ADD) -> tuple:
+def tables(k: int, n_min: int, n_max: int) -> tuple:
     """The tree of ``k`` tools and its binomial tables for totals in ``[n_min, n_max]``, as the kernel's
     ``tables``: (node class, node left child, leaves, class offsets, lowest totals, highest totals, cumulative
     probabilities, guide, meta (cdf start, size, lowest value, guide start, guide size), sizes, left sizes)."""
     node_class, node_left, leaves, _ = tree(k)
-    r, a, t_lo, t_hi = ranges(k, n_min, n_max, width_sd, width_add)
+    r, a, t_lo, t_hi = ranges(k, n_min, n_max)
     cdfs: list[np.ndarray] = []
     lows: list[np.ndarray] = []
     for c in range(r.size):
@@ -237,9 +240,11 @@ class _Class:
     minus its flat offset (``base``: the draw is ``base[row] + index``)."""
 
     def __init__(self, cdfs: list[np.ndarray], lows: np.ndarray, t_lo: int, p: float):
+        self.t_lo, self.rows, self.p = t_lo, len(cdfs), p           # no rows: every total computed on the spot
+        if not cdfs:
+            cdfs, lows = [np.array([np.inf])], np.zeros(1, dtype=np.int64)
         rows = len(cdfs)
         width = max(c.size for c in cdfs)
-        self.t_lo, self.rows, self.p = t_lo, rows, p
         self.cdf = np.full((rows, width), np.inf)
         for i, c in enumerate(cdfs):
             self.cdf[i, :c.size] = c
@@ -263,8 +268,8 @@ def _layout(k: int, n_min: int, n_max: int) -> tuple[tuple, list[_Class]]:
     out = []
     for c in range(r.size):
         rows = meta[class_off[c]:class_off[c] + t_hi[c] - t_lo[c] + 1]
-        cdfs = [cdf[s:s + n] for s, n in zip(rows[:, 0].tolist(), rows[:, 1].tolist())] or [np.array([np.inf])]
-        out.append(_Class(cdfs, rows[:, 2] if rows.size else np.zeros(1, np.int64), int(t_lo[c]), a[c] / r[c]))
+        cdfs = [cdf[s:s + n] for s, n in zip(rows[:, 0].tolist(), rows[:, 1].tolist())]
+        out.append(_Class(cdfs, rows[:, 2], int(t_lo[c]), a[c] / r[c]))
     return tab, out
 
 
