@@ -221,15 +221,17 @@ def _levels(node_class: np.ndarray, node_left: np.ndarray) -> list[np.ndarray]:
     return [inner[depth[inner] == d] for d in np.unique(depth[inner]).tolist()]
 
 
-def _uniforms(seed: int, ids: np.ndarray, draws: np.ndarray, n_null: int, n_inner: int) -> np.ndarray:
-    """(n_inner, rows) uniforms of the kernel: row ``(ids[i], draws[i])``'s stream, one output per inner node."""
+def _uniforms(seed: int, ids: np.ndarray, draws: np.ndarray, n_null: int, ranks: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's uniforms of the inner nodes ranked ``ranks`` (their places in the stream), (len(ranks), rows):
+    row ``(ids[i], draws[i])``'s stream; and the 64 random bits they come from (``u = (bits >> 11) 2^-53``)."""
     z = ids.astype(np.uint64) * np.uint64(n_null) + draws.astype(np.uint64) + _GOLDEN
     s = _mix(z)
     s += np.uint64(seed)
     s = _mix(s)
-    steps = (np.arange(1, n_inner + 1, dtype=np.uint64) * _GOLDEN)            # wraps modulo 2^64, as the adds
-    state = steps[:, None] + s[None, :]
-    return (_mix(state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+    steps = (ranks.astype(np.uint64) + np.uint64(1)) * _GOLDEN                # wraps modulo 2^64, as the adds
+    bits = _mix(steps[:, None] + s[None, :])
+    return (bits >> np.uint64(11)) * (1.0 / 9007199254740992.0), bits
 
 
 class _Class:
@@ -253,9 +255,12 @@ class _Class:
         start = np.arange(buckets) / buckets * (1 - 1e-12)          # below the bucket's start, whatever the rounding
         # guide[row, b] = the values of the row at or below start[b]: count, per value, the buckets that pass it
         first = np.searchsorted(start, self.cdf, side="left")       # the first bucket whose start reaches the value
-        count = np.bincount((first + (np.arange(rows) * (buckets + 1))[:, None]).ravel(), minlength=rows * (buckets + 1))
-        guide = np.cumsum(count.reshape(rows, buckets + 1)[:, :buckets], axis=1) + (np.arange(rows) * width)[:, None]
-        self.guide = guide.astype(np.int32 if rows * width < 2**31 else np.int64).ravel()
+        first += (np.arange(rows) * (buckets + 1))[:, None]
+        count = np.bincount(first.ravel(), minlength=rows * (buckets + 1)).reshape(rows, buckets + 1)[:, :buckets]
+        kind = np.int32 if rows * width < 2**31 else np.int64
+        guide = np.cumsum(count, axis=1, dtype=kind)
+        guide += (np.arange(rows, dtype=kind) * width)[:, None]
+        self.guide = guide.ravel()
         self.flat = self.cdf.ravel()
         self.base = lows.astype(np.int64) - np.arange(rows) * width
 
@@ -273,16 +278,19 @@ def _layout(k: int, n_min: int, n_max: int) -> tuple[tuple, list[_Class]]:
     return tab, out
 
 
-def _draw(t: np.ndarray, u: np.ndarray, law: _Class) -> np.ndarray:
-    """The left halves' counts of nodes of one size: totals ``t``, uniforms ``u`` (same shapes)."""
+def _draw(t: np.ndarray, u: np.ndarray, bits: np.ndarray, law: _Class) -> np.ndarray:
+    """The left halves' counts of nodes of one size: totals ``t``, uniforms ``u`` and their random bits (same
+    shapes). A uniform's bucket ``floor(u 2^b)`` is its bits' top ``b`` (``u`` is the top 53 bits times 2^-53)."""
     shape = t.shape
     t, u = t.ravel(), u.ravel()
     row = t - law.t_lo
-    inside = (row >= 0) & (row < law.rows)
+    inside = row.view(np.uint64) < law.rows                      # a negative row wraps above
     safe = inside.all()
     if not safe:
         row = np.where(inside, row, 0)
-    at = law.guide[(row << law.bits) + (u * (1 << law.bits)).astype(np.int64)].astype(np.int64)
+    index = row << law.bits
+    index += (bits.ravel() >> np.uint64(64 - law.bits)).view(np.int64)
+    at = law.guide[index]
     more = np.flatnonzero(law.flat[at] <= u)
     while more.size:                                             # the steps after the guide's bucket
         at[more] += 1
@@ -301,20 +309,23 @@ def _pass(out: np.ndarray, ns: np.ndarray, ids: np.ndarray, k: int, seed: int, l
     nodes of one level and size at once, each node's totals a contiguous row."""
     n_null, n_inner = out.shape[0], int((node_class >= 0).sum())
     rank = np.cumsum(node_class >= 0) - 1                        # an inner node's place in the stream
-    groups = [(nodes, rank[nodes], node_left[nodes], laws[c]) for level in _levels(node_class, node_left)
-              for c in np.unique(node_class[level]).tolist() for nodes in [level[node_class[level] == c]]]
+    found = [(nodes, node_left[nodes], laws[c]) for level in _levels(node_class, node_left)
+             for c in np.unique(node_class[level]).tolist() for nodes in [level[node_class[level] == c]]]
+    order = np.concatenate([rank[nodes] for nodes, _, _ in found])
+    starts = np.cumsum([0] + [nodes.size for nodes, _, _ in found]).tolist()
+    groups = [(nodes, at, left, law) for (nodes, left, law), at in zip(found, starts)]
     rows = max(1, _CHUNK // max(1, n_inner))
     total = n_null * ns.size
     for s in range(0, total, rows):
         flat = np.arange(s, min(total, s + rows))
         j, d = flat // n_null, flat % n_null                     # cell-major, as the kernel's loops
-        u = _uniforms(seed, ids[j], d, n_null, n_inner)         # (n_inner, rows)
+        u, bits = _uniforms(seed, ids[j], d, n_null, order)     # the groups' nodes one after another
         t = np.empty((node_class.size, flat.size), dtype=np.int64)
         n = ns[j]
         t[0] = n
-        for nodes, ranks, left, law in groups:
+        for nodes, at, left, law in groups:
             parent = t[nodes]
-            x = _draw(parent, u[ranks], law)
+            x = _draw(parent, u[at:at + nodes.size], bits[at:at + nodes.size], law)
             t[left] = x
             t[left + 1] = parent - x
         leaf = t[leaves]

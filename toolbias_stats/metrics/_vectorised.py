@@ -279,7 +279,7 @@ def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequ
                              if int(k) >= TREE_MIN_K)
     if binomials < TREE_MIN_BINOMIALS:
         return uniform_null_tv(gen, n_cs, ks, n_null)
-    from ._null_tree_numpy import table_entries      # imports nothing compiled
+    from ._null_tree_numpy import table_entries  # imports nothing compiled
 
     entries = sum(table_entries(np.concatenate([np.ravel(n) for n, kk in zip(n_cs, ks) if int(kk) == k]), k)
                   for k in {int(k) for k in ks})
