@@ -235,11 +235,13 @@ def _uniforms(seed: int, ids: np.ndarray, draws: np.ndarray, n_null: int, ranks:
 
 
 class _Class:
-    """One node size's tables laid out for vectorised look-ups: every total's cumulative probabilities padded to
-    one width with infinities (``cdf``, flat), a guide of ``2^bits`` buckets per total holding the flat index of
-    the first probability above the bucket's start (the kernel's guide, finer: any guide that never passes the
-    answer gives the kernel's draw, the first probability above the uniform), and per total its lowest value
-    minus its flat offset (``base``: the draw is ``base[row] + index``)."""
+    """One node size's tables laid out for vectorised look-ups. Every total's cumulative probabilities are padded
+    to one width with infinities (``flat``: row after row), and a guide of ``2^bits`` buckets per total splits
+    [0, 1) evenly: a uniform's bucket is the top ``bits`` of its random bits, exactly. The draw is the count of
+    probabilities at or below the uniform (the kernel's, found by any search that starts at or below it). A bucket
+    with no probability strictly inside it holds that count for every uniform in it: the guide holds the draw
+    itself. Another holds ``-1 -`` the flat index of the first probability above its start, where the search
+    steps on from; ``base`` is per total its lowest value minus its flat offset (the draw is ``base[row] + index``)."""
 
     def __init__(self, cdfs: list[np.ndarray], lows: np.ndarray, t_lo: int, p: float):
         self.t_lo, self.rows, self.p = t_lo, len(cdfs), p           # no rows: every total computed on the spot
@@ -247,35 +249,47 @@ class _Class:
             cdfs, lows = [np.array([np.inf])], np.zeros(1, dtype=np.int64)
         rows = len(cdfs)
         width = max(c.size for c in cdfs)
-        self.cdf = np.full((rows, width), np.inf)
+        cdf = np.full((rows, width), np.inf)
         for i, c in enumerate(cdfs):
-            self.cdf[i, :c.size] = c
-        self.bits = max(1, int(width - 1).bit_length() + 1)          # at least twice as many buckets as values
+            cdf[i, :c.size] = c
+        self.bits = min(52, max(1, int(width - 1).bit_length() + 1))  # two to four times as many buckets as values
         buckets = 1 << self.bits
-        start = np.arange(buckets) / buckets * (1 - 1e-12)          # below the bucket's start, whatever the rounding
-        # guide[row, b] = the values of the row at or below start[b]: count, per value, the buckets that pass it
-        first = np.searchsorted(start, self.cdf, side="left")       # the first bucket whose start reaches the value
-        first += (np.arange(rows) * (buckets + 1))[:, None]
-        count = np.bincount(first.ravel(), minlength=rows * (buckets + 1)).reshape(rows, buckets + 1)[:, :buckets]
-        kind = np.int32 if rows * width < 2**31 else np.int64
-        guide = np.cumsum(count, axis=1, dtype=kind)
-        guide += (np.arange(rows, dtype=kind) * width)[:, None]
-        self.guide = guide.ravel()
-        self.flat = self.cdf.ravel()
+        edges = np.arange(buckets + 1) / buckets                     # exact: the buckets' starts and ends
         self.base = lows.astype(np.int64) - np.arange(rows) * width
+        kind = np.int32 if rows * width + int(lows.max(initial=0)) + width < 2**31 else np.int64
+        self.guide = np.empty(rows * buckets, dtype=kind)
+        step = max(1, (1 << 18) // buckets)                          # a few MiB of counts at a time
+        for r0 in range(0, rows, step):
+            block = cdf[r0:r0 + step]
+            # per bucket: the values at or below its start, and the values below its end (a bincount per row)
+            at_start = self._counts(np.searchsorted(edges, block, side="left"), buckets)
+            below_end = self._counts(np.searchsorted(edges[1:], block, side="right"), buckets)
+            offset = (np.arange(r0, r0 + len(block)) * width)[:, None]
+            guide = np.where(below_end == at_start, at_start + lows[r0:r0 + step, None], -1 - (at_start + offset))
+            self.guide[r0 * buckets:(r0 + len(block)) * buckets] = guide.ravel()
+        self.flat = cdf.ravel()
+
+    @staticmethod
+    def _counts(first: np.ndarray, buckets: int) -> np.ndarray:
+        """Per row and bucket ``b``, how many values have ``first <= b``: (rows, buckets)."""
+        rows = first.shape[0]
+        first = first + (np.arange(rows) * (buckets + 2))[:, None]
+        count = np.bincount(first.ravel(), minlength=rows * (buckets + 2)).reshape(rows, buckets + 2)[:, :buckets]
+        return np.cumsum(count, axis=1)
 
 
 @functools.lru_cache(maxsize=4)
 def _layout(k: int, n_min: int, n_max: int) -> tuple[tuple, list[_Class]]:
-    """:func:`tables` of (k, n_min, n_max) and its node sizes' :class:`_Class` layouts."""
-    tab = tables(k, n_min, n_max)
+    """The tree of :func:`tables` (k, n_min, n_max) (node class, node left child, leaves) and its node sizes'
+    :class:`_Class` layouts."""
+    tab = tables.__wrapped__(k, n_min, n_max)                   # not kept: the layouts hold what the draws need
     class_off, t_lo, t_hi, cdf, meta, r, a = tab[3], tab[4], tab[5], tab[6], tab[8], tab[9], tab[10]
     out = []
     for c in range(r.size):
         rows = meta[class_off[c]:class_off[c] + t_hi[c] - t_lo[c] + 1]
         cdfs = [cdf[s:s + n] for s, n in zip(rows[:, 0].tolist(), rows[:, 1].tolist())]
         out.append(_Class(cdfs, rows[:, 2], int(t_lo[c]), a[c] / r[c]))
-    return tab, out
+    return tab[:3], out
 
 
 def _draw(t: np.ndarray, u: np.ndarray, bits: np.ndarray, law: _Class) -> np.ndarray:
@@ -290,12 +304,16 @@ def _draw(t: np.ndarray, u: np.ndarray, bits: np.ndarray, law: _Class) -> np.nda
         row = np.where(inside, row, 0)
     index = row << law.bits
     index += (bits.ravel() >> np.uint64(64 - law.bits)).view(np.int64)
-    at = law.guide[index]
-    more = np.flatnonzero(law.flat[at] <= u)
-    while more.size:                                             # the steps after the guide's bucket
-        at[more] += 1
-        more = more[law.flat[at[more]] <= u[more]]
-    x = law.base[row] + at
+    x = law.guide[index].astype(np.int64)                        # the draw, or where its search starts
+    open_ = np.flatnonzero(x < 0)
+    if open_.size:
+        at = -1 - x[open_]
+        uu = u[open_]
+        more = np.flatnonzero(law.flat[at] <= uu)
+        while more.size:                                         # the steps after the bucket's start
+            at[more] += 1
+            more = more[law.flat[at[more]] <= uu[more]]
+        x[open_] = law.base[row[open_]] + at
     if not safe:                                                 # beyond the tables: the same law, computed now
         for i in np.flatnonzero(~inside).tolist():
             cdf, low = _law(int(t[i]), law.p)
@@ -306,15 +324,19 @@ def _draw(t: np.ndarray, u: np.ndarray, bits: np.ndarray, law: _Class) -> np.nda
 def _pass(out: np.ndarray, ns: np.ndarray, ids: np.ndarray, k: int, seed: int, laws: list[_Class],
           node_class: np.ndarray, node_left: np.ndarray, leaves: np.ndarray) -> None:
     """``out[d, j]`` (a view (n_null, cells)) for every draw and cell of one band, a chunk of rows at a time: the
-    nodes of one level and size at once, each node's totals a contiguous row."""
-    n_null, n_inner = out.shape[0], int((node_class >= 0).sum())
+    nodes of one level and size at once. Each node's totals are a contiguous row of a scratch array, the rows
+    ordered group after group and then the leaves, so that a group's parents and all the leaves are slices."""
     rank = np.cumsum(node_class >= 0) - 1                        # an inner node's place in the stream
-    found = [(nodes, node_left[nodes], laws[c]) for level in _levels(node_class, node_left)
+    found = [nodes for level in _levels(node_class, node_left)
              for c in np.unique(node_class[level]).tolist() for nodes in [level[node_class[level] == c]]]
-    order = np.concatenate([rank[nodes] for nodes, _, _ in found])
-    starts = np.cumsum([0] + [nodes.size for nodes, _, _ in found]).tolist()
-    groups = [(nodes, at, left, law) for (nodes, left, law), at in zip(found, starts)]
-    rows = max(1, _CHUNK // max(1, n_inner))
+    where = np.empty(node_class.size, dtype=np.int64)            # a node's row in the scratch array
+    where[np.concatenate(found + [leaves])] = np.arange(node_class.size)
+    starts = np.cumsum([0] + [nodes.size for nodes in found]).tolist()
+    groups = [(at, at + nodes.size, where[node_left[nodes]], where[node_left[nodes] + 1], laws[node_class[nodes[0]]])
+              for nodes, at in zip(found, starts)]
+    order = np.concatenate([rank[nodes] for nodes in found])
+    n_null, first_leaf = out.shape[0], starts[-1]
+    rows = max(1, _CHUNK // max(1, order.size))
     total = n_null * ns.size
     for s in range(0, total, rows):
         flat = np.arange(s, min(total, s + rows))
@@ -323,12 +345,13 @@ def _pass(out: np.ndarray, ns: np.ndarray, ids: np.ndarray, k: int, seed: int, l
         t = np.empty((node_class.size, flat.size), dtype=np.int64)
         n = ns[j]
         t[0] = n
-        for nodes, at, left, law in groups:
-            parent = t[nodes]
-            x = _draw(parent, u[at:at + nodes.size], bits[at:at + nodes.size], law)
+        for a, b, left, right, law in groups:
+            parent = t[a:b]
+            x = _draw(parent, u[a:b], bits[a:b], law)
             t[left] = x
-            t[left + 1] = parent - x
-        leaf = t[leaves]
+            np.subtract(parent, x, out=x)
+            t[right] = x
+        leaf = t[first_leaf:]
         leaf *= k
         leaf -= n
         e = np.maximum(leaf, 0, out=leaf).sum(axis=0)
