@@ -51,8 +51,8 @@ def main() -> None:
             nk.tables(k, lo, hi)
         kernel_tables = time.process_time() - t
         same = np.array_equal(tn.tree_tv(ns, k, N_NULL, 1), nk.tree_tv(ns, k, N_NULL, 1))
-        port = _cpu(lambda: tn.tree_tv(ns, k, N_NULL, 2))
-        kernel = _cpu(lambda: nk.tree_tv(ns, k, N_NULL, 2))
+        port = _cpu(lambda ns=ns, k=k: tn.tree_tv(ns, k, N_NULL, 2))
+        kernel = _cpu(lambda ns=ns, k=k: nk.tree_tv(ns, k, N_NULL, 2))
         binomials = N_NULL * ns.size * (k - 1)
         row = {"k": k, "n": n, "binomials": binomials, "table_entries": tn.table_entries(ns, k),
                "port_s_best": round(min(port), 4), "port_s_median": round(statistics.median(port), 4),
