@@ -111,14 +111,18 @@ def test_dispatch(monkeypatch):
     """The compiled kernel where numba is loaded or a call is large; otherwise the port."""
     assert vec._tree_sampler(10) is nk.tree_tv                          # numba is loaded here
     monkeypatch.delitem(sys.modules, "numba")
-    assert vec._tree_sampler(vec.TREE_NUMPY_MAX_BINOMIALS) is tn.tree_tv
+    assert vec._tree_sampler(vec.TREE_NUMPY_MAX_BINOMIALS, vec.TREE_NUMPY_MAX_ENTRIES) is tn.tree_tv
     assert vec._tree_sampler(vec.TREE_NUMPY_MAX_BINOMIALS + 1) is nk.tree_tv
+    assert vec._tree_sampler(10, vec.TREE_NUMPY_MAX_ENTRIES + 1) is nk.tree_tv
+    # the k40 shape's calls: 2,000 draws x 30 cells x 39 binomials, its tables
+    ns = np.array([4617, 4603, 4631] * 10)
+    assert vec._tree_sampler(2000 * 30 * 39, tn.table_entries(ns, 40)) is tn.tree_tv
 
 
 def test_tree_null_tv_is_the_same_on_both_routes(monkeypatch):
     n_cs, ks = [np.array([4617, 0, 4631]), np.array([120, 118, 119]), np.array([30, 31, 0])], [40, 40, 17]
     compiled = vec.tree_null_tv(np.random.default_rng(4), n_cs, ks, 300)
-    monkeypatch.setattr(vec, "_tree_sampler", lambda binomials: tn.tree_tv)
+    monkeypatch.setattr(vec, "_tree_sampler", lambda binomials, entries: tn.tree_tv)
     np.testing.assert_array_equal(vec.tree_null_tv(np.random.default_rng(4), n_cs, ks, 300), compiled)
 
 
