@@ -204,9 +204,9 @@ def tables(k: int, n_min: int, n_max: int) -> tuple:
                     axis=1).astype(np.int64).reshape(-1, 5)
     cdf = np.concatenate(cdfs) if cdfs else np.zeros(0)
     guide = np.empty(cdf.size, dtype=np.int32)
-    for start, size, c in zip(starts.tolist(), sizes.tolist(), cdfs):
+    for start, size, law in zip(starts.tolist(), sizes.tolist(), cdfs):
         starts_of = np.arange(size) / size * (1 - 1e-12)         # below the bucket's start, whatever the rounding
-        guide[start:start + size] = np.searchsorted(c, starts_of, side="right")
+        guide[start:start + size] = np.searchsorted(law, starts_of, side="right")
     class_off = np.concatenate([[0], np.cumsum(t_hi - t_lo + 1)[:-1]]).astype(np.int64)
     return node_class, node_left, leaves, class_off, t_lo, t_hi, cdf, guide, meta, r, a
 
