@@ -14,7 +14,9 @@ computed once (:func:`tables`) and a draw is one uniform, a guide-table look-up 
 Every vector has its own SplitMix64 stream (Steele, Lea & Flood 2014), seeded by hashing (seed, vector index), as
 the bootstrap weights kernel does. A total outside its table (below about 1e-9 probability by construction) is
 drawn from the same law computed on the spot (:func:`_binomial_cdf`), so the law is exact to rounding everywhere.
-This module imports numba; :mod:`._vectorised` imports it only for studies where these draws are many.
+This module imports numba; :mod:`._vectorised` imports it only where numba is loaded already or one call's draws
+are many, and otherwise takes the NumPy port of :mod:`._null_tree_numpy` (the same numbers), which also holds the
+tree, the ranges of the tables and :func:`table_entries`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ import math
 import numba
 import numpy as np
 
+from ._null_tree_numpy import CUT, WIDTH_ADD, WIDTH_SD, ranges, table_entries
+from ._null_tree_numpy import band as _band
+from ._null_tree_numpy import tree as _tree
+
 __all__ = ["table_entries", "tables", "tree_tv"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -33,11 +39,11 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _S11, _S27, _S30, _S31 = (np.uint64(s) for s in (11, 27, 30, 31))
 #: a law's support is cut where its probabilities fall below this fraction of the mode's (a tail mass below
 #: about 1e-18 of the total: under the 2^-53 resolution of the uniforms)
-_CUT = 1e-20
+_CUT = CUT
 #: half-width of a node size's table of totals, in standard deviations of its total, plus a margin of totals:
 #: a total outside it is beyond 7 SD (and 20) of its mean, below about 1e-9 probability (Bernstein's inequality),
 #: and is drawn from its law computed on the spot (the same draw as from a table: only slower)
-_WIDTH_SD, _WIDTH_ADD = 7.0, 20
+_WIDTH_SD, _WIDTH_ADD = WIDTH_SD, WIDTH_ADD
 
 
 @numba.njit(inline="always")
@@ -204,26 +210,6 @@ def _kernel(out, ns, ids, k, seed, node_class, node_left, leaves, class_off, t_l
             out[d1, j] = e2 * scale
 
 
-def _tree(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
-    """The halving tree of ``k`` tools: per node its size class (-1: a leaf) and first child (the second is next
-    to it), the leaves, and the classes' (size, left size)."""
-    sizes, left, kind = [k], [-1], []
-    i = 0
-    while i < len(sizes):
-        r = sizes[i]
-        if r > 1:
-            left[i] = len(sizes)
-            sizes += [r // 2, r - r // 2]
-            left += [-1, -1]
-        i += 1
-    classes = sorted({(r, r // 2) for r in sizes if r > 1}, reverse=True)
-    index = {c[0]: j for j, c in enumerate(classes)}
-    kind = [index[r] if r > 1 else -1 for r in sizes]
-    leaves = [j for j, r in enumerate(sizes) if r == 1]
-    return (np.array(kind, dtype=np.int64), np.array(left, dtype=np.int64), np.array(leaves, dtype=np.int64),
-            classes)
-
-
 @functools.lru_cache(maxsize=4)
 def tables(k: int, n_min: int, n_max: int) -> tuple:
     """The tree of ``k`` tools and its binomial tables for totals ``n`` in ``[n_min, n_max]`` (arguments of
@@ -238,43 +224,8 @@ def tables(k: int, n_min: int, n_max: int) -> tuple:
 
 
 def _ranges(k: int, n_min: int, n_max: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The node sizes' (size, left size, lowest total, highest total) of :func:`tables`."""
-    _, _, _, classes = _tree(k)
-    r = np.array([c[0] for c in classes], dtype=np.int64)
-    a = np.array([c[1] for c in classes], dtype=np.int64)
-    frac = r / k
-    sd = np.sqrt(n_max * frac * (1 - frac))
-    t_lo = np.maximum(0, np.floor(n_min * frac - _WIDTH_SD * sd - _WIDTH_ADD)).astype(np.int64)
-    t_hi = np.minimum(n_max, np.ceil(n_max * frac + _WIDTH_SD * sd + _WIDTH_ADD)).astype(np.int64)
-    t_lo[r == k], t_hi[r == k] = n_min, n_max                 # the root holds n itself
-    return r, a, t_lo, np.maximum(t_hi, t_lo - 1)             # an empty range: every total computed on the spot
-
-
-def table_entries(ns: np.ndarray, k: int) -> int:
-    """About how many cumulative probabilities :func:`tree_tv` would tabulate for ``ns`` (the memory is 12 bytes
-    each): the bands' node sizes times their totals times the binomials' supports (about 19 SD wide, as cut at
-    ``_CUT``). Without importing or compiling anything beyond this module.
-
-    Examples
-    --------
-    >>> 500_000 < table_entries(np.array([4600, 4620]), 40) < 2_000_000
-    True
-    """
-    total = 0
-    for lo, hi in {_band(int(n)) for n in np.asarray(ns).ravel().tolist() if n > 0}:
-        r, a, t_lo, t_hi = _ranges(int(k), lo, hi)
-        p = a / r
-        sd = np.sqrt(np.maximum(t_hi, 0) * p * (1 - p))
-        total += int(((t_hi - t_lo + 1) * (2 * np.ceil(9.5 * sd) + 3)).sum())
-    return total
-
-
-def _band(n: int) -> tuple[int, int]:
-    """The range of totals whose tables are built together with ``n``'s (and cached): ``n`` rounded down and up
-    to a multiple of a power of two near ``n / 32`` (at least 16), so that the groups of a study share them."""
-    step = max(16, 1 << max(0, n.bit_length() - 6))
-    lo = n // step * step
-    return lo, lo + step - 1
+    """The node sizes' (size, left size, lowest total, highest total) of :func:`tables` (this module's widths)."""
+    return ranges(k, n_min, n_max, _WIDTH_SD, _WIDTH_ADD)
 
 
 def tree_tv(ns: np.ndarray, k: int, n_null: int, seed: int, first: int = 0) -> np.ndarray:

@@ -279,7 +279,7 @@ def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequ
                              if int(k) >= TREE_MIN_K)
     if binomials < TREE_MIN_BINOMIALS:
         return uniform_null_tv(gen, n_cs, ks, n_null)
-    from ._null_kernel import table_entries
+    from ._null_tree_numpy import table_entries  # imports nothing compiled
 
     entries = sum(table_entries(np.concatenate([np.ravel(n) for n, kk in zip(n_cs, ks) if int(kk) == k]), k)
                   for k in {int(k) for k in ks})
@@ -290,9 +290,14 @@ def null_tv_draws(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequ
 
 def tree_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Sequence[float],
                  n_null: int) -> np.ndarray:
-    """:func:`uniform_null_tv`'s law, (n_null, C, S), drawn by the compiled tree sampler
+    """:func:`uniform_null_tv`'s law, (n_null, C, S), drawn on a binary tree of the tools
     (:func:`._null_kernel.tree_tv`: per draw K - 1 binomials, each from a cached table) from one seed taken from
     ``gen``: the same seed gives the same draws; the stream is not ``Generator.multinomial``'s.
+
+    The draws are the compiled kernel's where numba is loaded, or where one call draws more than
+    :data:`TREE_NUMPY_MAX_BINOMIALS` binomials or tabulates more than :data:`TREE_NUMPY_MAX_ENTRIES`; otherwise its
+    NumPy port's (:func:`._null_tree_numpy.tree_tv`, the same numbers bit for bit), so that a study that needs numba
+    nowhere else does not load it.
 
     Examples
     --------
@@ -300,12 +305,15 @@ def tree_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Seque
     >>> tv.shape, bool(np.isnan(tv[:, 1, 1]).all()), bool(np.isfinite(tv[:, 0]).all())
     ((3, 2, 2), True, True)
     """
-    from ._null_kernel import tree_tv
+    from ._null_tree_numpy import table_entries
 
     seed = int(gen.integers(0, 1 << 63))
     n = np.stack([np.asarray(x, dtype=np.int64) for x in n_cs])            # (C, S)
     sims = np.full((n_null,) + n.shape, np.nan)
     k_of = np.array([int(k) for k in ks])
+    tree_tv = _tree_sampler(n_null * sum(int(((k_of == k)[:, None] & (n > 0)).sum()) * (int(k) - 1)
+                                         for k in set(k_of.tolist())),
+                            sum(table_entries(n[k_of == k], k) for k in set(k_of.tolist())))
     first = 0
     for k in sorted(set(k_of.tolist())):                                  # the cells of one K, in (C, S) order
         cells = np.flatnonzero(((k_of == k)[:, None] & (n > 0)).ravel())
@@ -313,6 +321,32 @@ def tree_null_tv(gen: np.random.Generator, n_cs: Sequence[np.ndarray], ks: Seque
             sims.reshape(n_null, -1)[:, cells] = tree_tv(n.ravel()[cells], k, n_null, seed, first)
             first += cells.size
     return sims
+
+
+#: A call of :func:`tree_null_tv` that draws more binomials than this, or whose tables hold more than
+#: :data:`TREE_NUMPY_MAX_ENTRIES` numbers, loads numba for the compiled kernel when the process has not loaded it.
+#: The NumPy port costs 10-24 ns more a binomial (2.3-3.1x the kernel's CPU a call) and about 0.1 us more a table
+#: entry (once per band and process: 0.15 s against 0.013 s at the k40 shape; ``analyses/null_tree_numpy_cost.json``),
+#: and loading numba and the kernel about 0.6 s of CPU and 0.12 GiB (issue 37): 2^24 binomials are about 0.3 s more,
+#: 2^21 entries about 0.25 s. Below both the port draws them: the same numbers, bit for bit.
+TREE_NUMPY_MAX_BINOMIALS = 1 << 24
+#: See :data:`TREE_NUMPY_MAX_BINOMIALS` (the k40 shape's tables hold about 1.5M).
+TREE_NUMPY_MAX_ENTRIES = 1 << 21
+
+
+def _tree_sampler(binomials: int, entries: int = 0) -> Callable[..., np.ndarray]:
+    """``tree_tv`` of the compiled kernel (numba loaded, or ``binomials`` above :data:`TREE_NUMPY_MAX_BINOMIALS`
+    or table ``entries`` above :data:`TREE_NUMPY_MAX_ENTRIES`) or of its NumPy port."""
+    if "numba" in sys.modules or binomials > TREE_NUMPY_MAX_BINOMIALS or entries > TREE_NUMPY_MAX_ENTRIES:
+        try:
+            from ._null_kernel import tree_tv
+        except ImportError:   # pragma: no cover - numba is installed with the package's model stack
+            pass
+        else:
+            return tree_tv
+    from ._null_tree_numpy import tree_tv as numpy_tree_tv
+
+    return numpy_tree_tv
 
 
 #: The exact-law route of the uniform null (:func:`uniform_null_means`) is taken when the multinomial route would
