@@ -37,7 +37,7 @@ OUT = HERE / "bayes_margin_ppc.json"
 ALPHA = np.stack([np.array([[1.0, 0.4, -0.2, -1.2], [0.0, 0.0, 0.0, 0.0]]) * s for s in (1.0, 0.6, 1.4, 0.9)])
 BETA = np.array([[0.0, 0.0, 0.0, 0.0], [1.0, 0.3, 0.0, -1.3], [0.5, 0.0, 0.0, -0.5], [1.5, 0.5, -0.5, -1.5]])
 #: the captured posterior draws and data of every fit (to evaluate another replicate without refitting)
-CACHE = Path("/tmp/ppc_cache")
+CACHE = Path("/tmp/lim_ppc_cache")
 SIM_FIT = {"chains": 2, "draws": 500, "tune": 500}
 
 
