@@ -666,7 +666,8 @@ def _newton(ctx, idx, mask, a, b, anchor=0.0, fix_b=False) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _dual_kernel():
-    """The compiled dual of :func:`limit_joint` (value, gradient, Hessian; numba, compiled on first use)."""
+    """The compiled dual of :func:`limit_joint` (value, gradient, Hessian) and the Newton step's solve (numba,
+    compiled on first use)."""
     import numba
 
     @numba.njit(cache=False)
@@ -736,7 +737,35 @@ def _dual_kernel():
                     H[i, i] = 1.0
         return F
 
-    return evaluate
+    @numba.njit(cache=False)
+    def solve(H, g, s):
+        """``s = -H^-1 g`` by Cholesky (``H`` symmetric positive definite; overwritten); False if it is not."""
+        n = g.shape[0]
+        for j in range(n):
+            d = H[j, j]
+            for k in range(j):
+                d -= H[j, k] * H[j, k]
+            if not d > 0.0:
+                return False
+            H[j, j] = np.sqrt(d)
+            for i in range(j + 1, n):
+                x = H[i, j]
+                for k in range(j):
+                    x -= H[i, k] * H[j, k]
+                H[i, j] = x / H[j, j]
+        for i in range(n):                                  # L y = -g
+            x = -g[i]
+            for k in range(i):
+                x -= H[i, k] * s[k]
+            s[i] = x / H[i, i]
+        for i in range(n - 1, -1, -1):                      # L' s = y
+            x = s[i]
+            for k in range(i + 1, n):
+                x -= H[k, i] * s[k]
+            s[i] = x / H[i, i]
+        return True
+
+    return evaluate, solve
 
 
 @functools.lru_cache(maxsize=1)
@@ -744,7 +773,7 @@ def _newton_kernel():
     """The compiled Newton iteration of :func:`limit_joint` (numba, compiled on first use)."""
     import numba
 
-    evaluate = _dual_kernel()
+    evaluate, solve = _dual_kernel()
 
     @numba.njit(cache=False)
     def kernel(pt, pp, cells, start, tools, w, mask, fix_b, anchor, tol, iters, cert_tol, a, b, conv, cert, err,
@@ -753,7 +782,7 @@ def _newton_kernel():
         n = 2 * K
         th, tn, g, gn, s, th0 = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
         H = np.zeros((n, n))
-        mt, mp, e, mu = np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(n)
+        mt, mp, mtn, mpn, e, mu = np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(n)
         for i in range(N):
             lo, hi = start[cells[i]], start[cells[i] + 1]
             if hi == lo:
@@ -762,11 +791,20 @@ def _newton_kernel():
             th[:K] = a[i]
             th[K:] = b[i]
             th0[:] = th
-            F = evaluate(th, pt[i], pp[i], tools, w, mask, lo, hi, fix_b, anchor, th0, g, H, True, mt, mp, e, mu)
-            it = 0
-            while True:
-                gmax = np.abs(g).max()
-                if gmax <= tol:
+            s[:] = 0.0
+            F, gs, t, halvings, it = np.inf, 0.0, 0.0, 0, 0
+            while True:                          # one evaluation per pass: a trial point of the line search
+                tn[:] = th + t * s
+                Fn = evaluate(tn, pt[i], pp[i], tools, w, mask, lo, hi, fix_b, anchor, th0, gn, H, True, mtn, mpn,
+                              e, mu)
+                if not Fn <= F + 1e-4 * t * gs + 1e-13 * (1.0 + abs(F)):
+                    t *= 0.5                     # backtrack
+                    halvings += 1
+                    if halvings == 60:
+                        break
+                    continue
+                th[:], g[:], mt[:], mp[:], F = tn, gn, mtn, mpn, Fn
+                if np.abs(g).max() <= tol:
                     conv[i] = True
                     break
                 if not fix_b and -cert_tol * (1.0 + np.abs(th).max()) > F:
@@ -775,25 +813,11 @@ def _newton_kernel():
                 if it == iters:
                     break
                 it += 1
-                s[:] = np.linalg.solve(H, -g)
-                gs = (g * s).sum()
-                if not gs < 0.0:
+                gs = (g * s).sum() if solve(H, g, s) else 0.0
+                if not gs < 0.0:                 # not a descent direction: the gradient's
                     s[:] = -g
                     gs = -(g * g).sum()
-                t = 1.0
-                ok = False
-                for _ in range(60):
-                    tn[:] = th + t * s
-                    Fn = evaluate(tn, pt[i], pp[i], tools, w, mask, lo, hi, fix_b, anchor, th0, gn, H, False, mt, mp,
-                                  e, mu)
-                    if Fn <= F + 1e-4 * t * gs + 1e-13 * (1.0 + abs(F)):
-                        ok = True
-                        break
-                    t *= 0.5
-                if not ok:
-                    break
-                th[:] = tn
-                F = evaluate(th, pt[i], pp[i], tools, w, mask, lo, hi, fix_b, anchor, th0, g, H, True, mt, mp, e, mu)
+                t, halvings = 1.0, 0
             em = 0.0
             for k in range(K):
                 em = max(em, abs(mt[k] - pt[i, k]), abs(mp[k] - pp[i, k]))
