@@ -666,8 +666,7 @@ def _newton(ctx, idx, mask, a, b, anchor=0.0, fix_b=False) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _dual_kernel():
-    """The compiled dual of :func:`limit_joint` (value, gradient, Hessian) and the Newton step's solve (numba,
-    compiled on first use)."""
+    """The compiled dual of :func:`limit_joint` (value, gradient, Hessian; numba, compiled on first use)."""
     import numba
 
     @numba.njit(cache=False)
@@ -737,6 +736,14 @@ def _dual_kernel():
                     H[i, i] = 1.0
         return F
 
+    return evaluate
+
+
+@functools.lru_cache(maxsize=1)
+def _cholesky_kernel():
+    """The compiled solve of Newton's step in :func:`limit_joint` (numba, compiled on first use)."""
+    import numba
+
     @numba.njit(cache=False)
     def solve(H, g, s):
         """``s = -H^-1 g`` by Cholesky (``H`` symmetric positive definite; overwritten); False if it is not."""
@@ -765,7 +772,7 @@ def _dual_kernel():
             s[i] = x / H[i, i]
         return True
 
-    return evaluate, solve
+    return solve
 
 
 @functools.lru_cache(maxsize=1)
@@ -773,7 +780,7 @@ def _newton_kernel():
     """The compiled Newton iteration of :func:`limit_joint` (numba, compiled on first use)."""
     import numba
 
-    evaluate, solve = _dual_kernel()
+    evaluate, solve = _dual_kernel(), _cholesky_kernel()
 
     @numba.njit(cache=False)
     def kernel(pt, pp, cells, start, tools, w, mask, fix_b, anchor, tol, iters, cert_tol, a, b, conv, cert, err,
