@@ -461,7 +461,7 @@ class TestLimitJoint:
         assert feasible and sup.tolist() == [[False, True], [True, True]]
         lp = mg.limit_joint(la, lb, data, iters=3)
         assert lp["status"][0, 0] == mg.BOUNDARY and lp["lp"] == 1 and lp["residual"][0, 0] <= 1e-10
-        rows, mask = lp["support"][(0, 0)]
+        _, mask = lp["support"][(0, 0)]
         L = lp["a"][0, 0][tools] + lp["b"][0, 0][None] + np.where(mask, 0.0, -np.inf)
         np.testing.assert_allclose(np.exp(L) / np.exp(L).sum(1, keepdims=True), exact, atol=1e-12)
         Q = 30
@@ -490,7 +490,7 @@ class TestLimitJoint:
         np.testing.assert_allclose(b, np.log(pp) - np.log(pp).mean(), atol=1e-12)
         mt, mp = _margins(_laws(a, b, tools), tools, w)
         assert np.abs(mt - pt).max() <= 1e-10 and out["residual"][0, 0] == pytest.approx(np.abs(mp - pp).max())
-        ia, ib, ires, _ = mg.max_entropy_joint(np.log(pt)[None, None], np.log(pp)[None, None], data)
+        ires = mg.max_entropy_joint(np.log(pt)[None, None], np.log(pp)[None, None], data)[2]
         assert ires[0, 0] > 0.01                                  # the former fitting: at its cap, still off
 
     def test_ppc_same_seed_same_output_and_no_joint_share(self):
