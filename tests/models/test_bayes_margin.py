@@ -493,6 +493,21 @@ class TestLimitJoint:
         ires = mg.max_entropy_joint(np.log(pt)[None, None], np.log(pp)[None, None], data)[2]
         assert ires[0, 0] > 0.01                                  # the former fitting: at its cap, still off
 
+    def test_undetermined_pairs_fall_back_to_the_proportional_fitting(self):
+        """Without Newton steps (``iters=0``) nothing converges: the pair with a joint goes to the linear programme
+        (the one without is certified at the start point already), neither can then be solved, and both get the
+        proportional fitting's point at its cap, flagged undetermined."""
+        tools, w = _rotations(4), np.full(4, 6.0)
+        data = {"rcell": np.zeros(4, int), "rtools": tools, "rw": w}
+        la = np.log([[[0.4, 0.3, 0.2, 0.1]], [[0.7, 0.1, 0.1, 0.1]]])
+        lb = np.log([[[0.4, 0.3, 0.2, 0.1]], [[0.97, 0.01, 0.01, 0.01]]])
+        out = mg.limit_joint(la, lb, data, iters=0)
+        assert out["lp"] == 1 and (out["status"] == mg.UNDETERMINED).all()
+        a, b, resid, _ = mg.max_entropy_joint(la, lb, data)
+        np.testing.assert_allclose(out["a"], a, atol=1e-12)
+        np.testing.assert_allclose(out["b"], b, atol=1e-12)
+        np.testing.assert_allclose(out["residual"], resid, atol=1e-12)
+
     def test_ppc_same_seed_same_output_and_no_joint_share(self):
         """``ppc`` on a hand-built design (2 LLMs, one cluster, K = 4 rotations, 8 queries each): the same seed
         gives the same output; the LLM whose draws take the first slot almost always while its tool margins
