@@ -407,6 +407,137 @@ class TestDesignReplicate:
         _, res, _, _ = degenerate
         assert res.ppc.dispersion.set_index("llm").loc["swap", "p_value"] > 0.95
 
+def _laws(a, b, tools):
+    L = a[tools] + b[None]
+    P = np.exp(L - L.max(1, keepdims=True))
+    return P / P.sum(1, keepdims=True)
+
+
+def _margins(P, tools, w):
+    J = w[:, None] / w.sum() * P
+    mt = np.zeros(P.shape[1])
+    np.add.at(mt, tools, J)
+    return mt, J.sum(0)
+
+
+class TestLimitJoint:
+    """The dispersion check's joint at its limit (issue 38): Newton on the dual where a joint exists, a
+    certificate where none does, the boundary by linear programming."""
+
+    def test_newton_is_the_ipf_fixed_point_and_the_scipy_dual(self):
+        K = 4
+        tools = _rotations(K)[:3]
+        w = np.array([30.0, 11.0, 25.0])
+        gen = np.random.default_rng(21)
+        la = np.log(gen.dirichlet(np.full(K, 3.0), size=(4, 2)))
+        lb = np.log(gen.dirichlet(np.full(K, 3.0), size=(4, 2)))
+        data = {"rcell": np.repeat([0, 1], 3), "rtools": np.concatenate([tools, tools]), "rw": np.tile(w, 2)}
+        out = mg.limit_joint(la, lb, data)
+        ok = out["status"] == mg.JOINT
+        assert ok.sum() >= 3 and out["residual"][ok].max() <= 1e-10
+        a, b, resid, _ = mg.max_entropy_joint(la, lb, data, tol=1e-13, iters=100_000)
+        # with 3 of the 4 rotations some margins have no joint: certified, and IPF does not reach them either
+        assert (out["status"][~ok] == mg.NO_JOINT).all() and resid[~ok].min() > 1e-4
+        for s, c in zip(*np.nonzero(ok)):
+            P = _laws(out["a"][s, c], out["b"][s, c], tools)
+            assert resid[s, c] < 1e-12
+            np.testing.assert_allclose(P, _laws(a[s, c], b[s, c], tools), atol=1e-9)
+            np.testing.assert_allclose(P, _dual_reference(np.exp(la[s, c]), np.exp(lb[s, c]), tools, w),
+                                       atol=1e-6)
+
+    def test_boundary_pair(self):
+        """Two orderings of two tools, margins on the edge of the feasible set: the only joint takes tool 1 never
+        in ordering 1 (closed form). Newton reaches it to 1e-10 with growing parameters; forced to the linear
+        programme (3 steps), the zero is detected and the dual on the remaining choices converges exactly; the
+        replicate then never makes the impossible choice."""
+        tools, w = np.array([[0, 1], [1, 0]]), np.array([1.0, 1.0])
+        data = {"rcell": np.zeros(2, int), "rtools": tools, "rw": w}
+        la, lb = np.log([[[0.3, 0.7]]]), np.log([[[0.2, 0.8]]])
+        exact = np.array([[0.0, 1.0], [0.4, 0.6]])                # ordering 2 shows tool 2 first
+        out = mg.limit_joint(la, lb, data)
+        assert out["status"][0, 0] == mg.JOINT and out["residual"][0, 0] <= 1e-10
+        np.testing.assert_allclose(_laws(out["a"][0, 0], out["b"][0, 0], tools), exact, atol=1e-9)
+        feasible, sup = mg.certify_by_lp(np.array([0.3, 0.7]), np.array([0.2, 0.8]), tools, w)
+        assert feasible and sup.tolist() == [[False, True], [True, True]]
+        lp = mg.limit_joint(la, lb, data, iters=3)
+        assert lp["status"][0, 0] == mg.BOUNDARY and lp["lp"] == 1 and lp["residual"][0, 0] <= 1e-10
+        _, mask = lp["support"][(0, 0)]
+        L = lp["a"][0, 0][tools] + lp["b"][0, 0][None] + np.where(mask, 0.0, -np.inf)
+        np.testing.assert_allclose(np.exp(L) / np.exp(L).sum(1, keepdims=True), exact, atol=1e-12)
+        Q = 30
+        rep_data = {**data, "K": 2, "cell": np.zeros(Q, int), "pq": np.repeat(np.arange(Q), 2),
+                    "prow": np.tile([0, 1], Q), "pn": np.full(2 * Q, 5)}
+        off = mg._row_offsets(lp["support"], 2, 2)[0]
+        T, P = mg.design_replicate(np.random.default_rng(0), lp["a"][0, 0][None], lp["b"][0, 0][None],
+                                   np.full(Q, 1e8), rep_data, row_offset=off)
+        assert P[:, 0].sum() == T[:, 1].sum() - 5 * Q          # ordering 1 always takes its second slot
+
+    @pytest.mark.parametrize("case", ["one ordering", "first slot near 1"])
+    def test_no_joint_is_certified_and_replicated_from_the_tool_projection(self, case):
+        """No joint has both margins: certified (weak duality on the way, and the linear programme's Farkas
+        vector agrees); the replicate's law has the draw's exact tool margin and the draw's position logits."""
+        if case == "one ordering":
+            tools, w = np.array([[0, 1, 2]]), np.array([10.0])
+            pt, pp = np.array([0.6, 0.3, 0.1]), np.array([0.1, 0.3, 0.6])
+        else:
+            tools, w = _rotations(4), np.full(4, 6.0)
+            pt, pp = np.array([0.7, 0.1, 0.1, 0.1]), np.array([0.97, 0.01, 0.01, 0.01])
+        data = {"rcell": np.zeros(len(tools), int), "rtools": tools, "rw": w}
+        out = mg.limit_joint(np.log(pt)[None, None], np.log(pp)[None, None], data)
+        assert out["status"][0, 0] == mg.NO_JOINT and out["lp"] == 0
+        assert mg.certify_by_lp(pt, pp, tools, w) == (False, None)
+        a, b = out["a"][0, 0], out["b"][0, 0]
+        np.testing.assert_allclose(b, np.log(pp) - np.log(pp).mean(), atol=1e-12)
+        mt, mp = _margins(_laws(a, b, tools), tools, w)
+        assert np.abs(mt - pt).max() <= 1e-10 and out["residual"][0, 0] == pytest.approx(np.abs(mp - pp).max())
+        ires = mg.max_entropy_joint(np.log(pt)[None, None], np.log(pp)[None, None], data)[2]
+        assert ires[0, 0] > 0.01                                  # the former fitting: at its cap, still off
+
+    def test_undetermined_pairs_fall_back_to_the_proportional_fitting(self):
+        """Without Newton steps (``iters=0``) nothing converges: the pair with a joint goes to the linear programme
+        (the one without is certified at the start point already), neither can then be solved, and both get the
+        proportional fitting's point at its cap, flagged undetermined."""
+        tools, w = _rotations(4), np.full(4, 6.0)
+        data = {"rcell": np.zeros(4, int), "rtools": tools, "rw": w}
+        la = np.log([[[0.4, 0.3, 0.2, 0.1]], [[0.7, 0.1, 0.1, 0.1]]])
+        lb = np.log([[[0.4, 0.3, 0.2, 0.1]], [[0.97, 0.01, 0.01, 0.01]]])
+        out = mg.limit_joint(la, lb, data, iters=0)
+        assert out["lp"] == 1 and (out["status"] == mg.UNDETERMINED).all()
+        a, b, resid, _ = mg.max_entropy_joint(la, lb, data)
+        np.testing.assert_allclose(out["a"], a, atol=1e-12)
+        np.testing.assert_allclose(out["b"], b, atol=1e-12)
+        np.testing.assert_allclose(out["residual"], resid, atol=1e-12)
+
+    def test_ppc_same_seed_same_output_and_no_joint_share(self):
+        """``ppc`` on a hand-built design (2 LLMs, one cluster, K = 4 rotations, 8 queries each): the same seed
+        gives the same output; the LLM whose draws take the first slot almost always while its tool margins
+        stray from the orderings' shares has no joint in every draw, the other in none."""
+        K, Q, S = 4, 16, 40
+        gen = np.random.default_rng(4)
+        cell = np.repeat([0, 1], Q // 2)
+        pq = np.repeat(np.arange(Q), K)
+        prow = cell[pq] * K + np.tile(np.arange(K), Q)
+        pn = np.full(Q * K, 3)
+        T = gen.multinomial(12, [0.4, 0.3, 0.2, 0.1], size=Q).astype(float)
+        Pc = gen.multinomial(12, [0.4, 0.3, 0.2, 0.1], size=Q).astype(float)
+        data = {"T": T, "Pc": Pc, "cell": cell, "M": 2, "C": 1, "K": K, "qllm": cell, "qcluster": np.zeros(Q, int),
+                "rcell": np.repeat([0, 1], K), "rtools": np.concatenate([_rotations(K)] * 2),
+                "rw": np.full(2 * K, 24.0), "pq": pq, "prow": prow, "pn": pn}
+        alpha = np.log(gen.dirichlet(np.full(K, 30.0), size=(S, 2, 1)))
+        beta = np.log(gen.dirichlet(np.full(K, 30.0), size=(S, 2, 1)))
+        alpha[:, 1, 0] = np.log([0.7, 0.1, 0.1, 0.1])
+        beta[:, 1, 0] = np.log([0.97, 0.01, 0.01, 0.01])
+        post = {"alpha": alpha, "beta_cell": beta}
+        one = mg.ppc(post, data, np.random.default_rng(8), n_draws=30)
+        two = mg.ppc(post, data, np.random.default_rng(8), n_draws=30)
+        for k in one:
+            np.testing.assert_array_equal(one[k], two[k])
+        assert one["no_joint_share"].tolist() == [0.0, 1.0]
+        assert (one["joint_status"][:, 0] == mg.JOINT).all() and (one["joint_status"][:, 1] == mg.NO_JOINT).all()
+        ipf = mg.ppc(post, data, np.random.default_rng(8), n_draws=30, solver="ipf")
+        assert ipf["ipf_residual"][:, 1].min() > 0.01 and one["ipf_residual"][:, 0].max() <= 1e-10
+
+
 class TestFit:
     def test_result_and_flags(self, sim_fit):
         _, res, _ = sim_fit

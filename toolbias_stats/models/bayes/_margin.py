@@ -514,20 +514,391 @@ def _ipf_kernel():
     return kernel
 
 
+# ---------------------------------------------------------------------------------------------
+# the joint at its limit: Newton on the dual, certified "no joint", boundary faces
+#: the limit solver's tolerance: the joint's margins match the draw's to this (max absolute difference)
+LIMIT_TOL = 1e-10
+#: Newton steps at most per (draw, cell) before a pair goes to the linear programme (a safety bound: a pair with
+#: a joint in the interior converges in a few steps, one without a joint is certified in a few more)
+NEWTON_ITERS = 100
+#: :func:`limit_joint`'s verdict per (draw, cell): a joint with every choice possible, a joint on the boundary
+#: (some choices have probability 0 in every joint), no joint (certified), undetermined (neither shown)
+JOINT, BOUNDARY, NO_JOINT, UNDETERMINED = 0, 1, 2, 3
+#: ``F < -_CERT (1 + |theta|)`` certifies that no joint exists (weak duality; margin for rounding)
+_CERT = 1e-9
+
+
+def limit_joint(la, lb, data, tol=LIMIT_TOL, iters=NEWTON_ITERS) -> dict:
+    """The maximum-entropy joint of :func:`max_entropy_joint` at its limit; where no joint exists, a certificate
+    of that and a defined replacement.
+
+    Per (draw, cell), Newton's method (damped, backtracking line search; compiled) on the convex dual
+    ``F(a, b) = sum_o w_o log sum_p exp(a[tool_o(p)] + b[p]) - a.pt - b.pp + (sum a)^2 / 2 + (sum b)^2 / 2``
+    (``w`` the orderings' shares of the cell's attempts; the squares fix the two shifts that leave every law
+    unchanged) until the margins match to ``tol``. ``F`` bounds from above the entropy of every joint with both
+    margins (weak duality), so ``F < 0`` at any point proves that no joint has them: such pairs are *certified*
+    on the way, without a linear programme. A pair that neither converges nor is so certified within ``iters``
+    steps goes to :func:`certify_by_lp`, which either proves it infeasible (HiGHS, the Farkas vector checked) or
+    finds the choices that have probability 0 in every joint (a *boundary* pair); the dual is then solved on the
+    remaining choices (its *support*), where it has a finite minimiser.
+
+    A pair with no joint is replicated from the *tool projection of the draw's position chooser*: the law
+    ``p(t | o) = softmax_t(a'_t + b_{pos_o(t)})`` with ``b`` the draw's own centred position log-probabilities
+    and ``a'`` such that the tool margin is the draw's exactly (the I-projection of the position-only chooser
+    ``softmax(b)`` onto the joints with the draw's tool margin; unique, every choice possible), solved by Newton
+    in ``a'`` until the tool margin matches to ``tol``. The dispersion statistic is centred at the draw's tool
+    margin, so the replicate keeps it exactly; no joint has the position margin too, and the draw's position
+    effects are kept as they are (``docs/dev/bayes_margin.md``, "The check at its limit").
+
+    Returns a dict: ``a``, ``b`` (S, cells, K), centred; ``status`` (S, cells), :data:`JOINT`,
+    :data:`BOUNDARY`, :data:`NO_JOINT` or :data:`UNDETERMINED` (then the proportional fitting's point at
+    :data:`IPF_ITERS`); ``residual`` the largest margin error (for a pair with no joint: its position margin's
+    distance from the draw's); ``iterations`` (Newton steps); ``support`` ``{(draw, cell): (design rows, mask)}``
+    for the boundary pairs: the choices possible in their joint; ``lp`` the pairs the linear programme
+    decided.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = 3
+    >>> data = {"rcell": np.zeros(K, int), "rw": np.ones(K),
+    ...         "rtools": np.array([(np.arange(K) + s) % K for s in range(K)])}   # the 3 cyclic rotations
+    >>> la, lb = np.log([[[0.5, 0.3, 0.2]]]), np.log([[[0.6, 0.3, 0.1]]])
+    >>> out = limit_joint(la, lb, data)
+    >>> bool(out["residual"].max() < 1e-10), int(out["status"][0, 0])
+    (True, 0)
+    >>> one = {"rcell": np.zeros(1, int), "rw": np.ones(1), "rtools": np.array([[0, 1, 2]])}   # one ordering
+    >>> int(limit_joint(la, lb, one)["status"][0, 0]) == NO_JOINT
+    True
+    """
+    S, n_cells, K = la.shape
+    order = np.argsort(data["rcell"], kind="stable")
+    start = np.searchsorted(data["rcell"][order], np.arange(n_cells + 1)).astype(np.int64)
+    ctx = {"start": start, "order": order, "tools": np.ascontiguousarray(data["rtools"][order], dtype=np.int64),
+           "w": np.ascontiguousarray(data["rw"][order], dtype=float), "cells": np.tile(np.arange(n_cells), S),
+           "pt": _softmax(np.asarray(la, dtype=float).reshape(S * n_cells, K)),
+           "pp": _softmax(np.asarray(lb, dtype=float).reshape(S * n_cells, K)), "tol": tol, "iters": iters,
+           "n_cells": n_cells}
+    pt, pp = ctx["pt"], ctx["pp"]
+    a, b = _centred_log(pt), _centred_log(pp)
+    st = _newton(ctx, np.arange(len(pt)), None, a, b)
+    status = np.where(st["conv"], JOINT, np.where(st["cert"], NO_JOINT, UNDETERMINED)).astype(np.int8)
+    support: dict = {}
+    n_lp = int((status == UNDETERMINED).sum())
+    for i in np.flatnonzero(status == UNDETERMINED):
+        lo, hi = _rows(ctx, i)
+        feasible, sup = certify_by_lp(pt[i], pp[i], ctx["tools"][lo:hi], ctx["w"][lo:hi])
+        if not feasible:
+            status[i] = NO_JOINT
+        elif _on_support(ctx, i, sup, pt[i], pp[i], a, b, st, support):
+            status[i] = BOUNDARY
+    nj = np.flatnonzero(status == NO_JOINT)
+    ai, bi = _centred_log(pt[nj]), _centred_log(pp[nj])
+    r = _newton(ctx, nj, None, ai, bi, fix_b=True)
+    a[nj], b[nj] = ai, bi
+    st["err"][nj], st["iters"][nj] = r["err"], st["iters"][nj] + r["iters"]
+    status[nj[~r["conv"]]] = UNDETERMINED
+    und = np.flatnonzero(status == UNDETERMINED)
+    if len(und):
+        st["err"][und] = _ipf_fallback(ctx, und, a, b)
+    return {"a": a.reshape(S, n_cells, K), "b": b.reshape(S, n_cells, K), "status": status.reshape(S, n_cells),
+            "residual": st["err"].reshape(S, n_cells), "iterations": st["iters"].reshape(S, n_cells),
+            "support": support, "lp": n_lp}
+
+
+def _rows(ctx, i):
+    c = ctx["cells"][i]
+    return ctx["start"][c], ctx["start"][c + 1]
+
+
+def _on_support(ctx, i, sup, mt, mp, a, b, st, support) -> bool:
+    """Solve pair ``i``'s dual on the choices ``sup`` (its cell's rows) for the margins ``mt``, ``mp``, into
+    ``a``, ``b``, ``st`` and ``support`` when it converges."""
+    lo, hi = _rows(ctx, i)
+    mask = np.ones(ctx["tools"].shape, np.bool_)
+    mask[lo:hi] = sup
+    one = {**ctx, "pt": mt[None], "pp": mp[None], "cells": ctx["cells"][i:i + 1]}
+    ai, bi = _centred_log(ctx["pt"][i:i + 1]), _centred_log(ctx["pp"][i:i + 1])
+    r = _newton(one, np.arange(1), mask, ai, bi, anchor=1e-12)
+    if not r["conv"][0]:
+        return False
+    a[i], b[i] = ai[0], bi[0]
+    st["iters"][i] += r["iters"][0]
+    st["err"][i] = max(r["err"][0], np.abs(mt - ctx["pt"][i]).max(), np.abs(mp - ctx["pp"][i]).max())
+    support[divmod(int(i), ctx["n_cells"])] = (ctx["order"][lo:hi], sup)
+    return True
+
+
+def _ipf_fallback(ctx, und, a, b):
+    """The proportional fitting's point at :data:`IPF_ITERS` for the undetermined pairs (into ``a``, ``b``);
+    returns their margin errors."""
+    start, tools, w, cells = ctx["start"], ctx["tools"], ctx["w"], ctx["cells"][und]
+    sub = {"rcell": np.repeat(np.arange(len(und)), start[cells + 1] - start[cells]),
+           "rtools": np.concatenate([tools[start[c]:start[c + 1]] for c in cells]),
+           "rw": np.concatenate([w[start[c]:start[c + 1]] for c in cells])}
+    ia, ib, ir, _ = max_entropy_joint(np.log(ctx["pt"][und])[None], np.log(ctx["pp"][und])[None], sub)
+    a[und], b[und] = ia[0], ib[0]
+    return ir[0]
+
+
+def _centred_log(p):
+    x = np.log(p)
+    return np.ascontiguousarray(x - x.mean(1, keepdims=True))
+
+
+def _newton(ctx, idx, mask, a, b, anchor=0.0, fix_b=False) -> dict:
+    """Newton on the dual of the pairs ``idx`` (rows of ``ctx["pt"]``, ``ctx["pp"]``), from and into ``a``,
+    ``b`` (one row per pair, in place, centred); ``mask`` (design rows, K) the possible choices (None: all);
+    ``anchor`` pulls the free directions to the start; ``fix_b``: ``b`` stays, ``a`` alone is solved for the tool
+    margin. ``conv``: gradient below the tolerance; ``cert``: ``F`` went below 0 (no joint; not with ``fix_b``);
+    ``err``: the margin error."""
+    N = len(idx)
+    conv, cert = np.zeros(N, np.bool_), np.zeros(N, np.bool_)
+    err, its = np.zeros(N), np.zeros(N, np.int64)
+    if mask is None:
+        mask = np.ones(ctx["tools"].shape, np.bool_)
+    cells = np.ascontiguousarray(ctx["cells"][idx], dtype=np.int64)
+    _newton_kernel()(np.ascontiguousarray(ctx["pt"][idx]), np.ascontiguousarray(ctx["pp"][idx]), cells,
+                     ctx["start"], ctx["tools"], ctx["w"], mask, bool(fix_b), float(anchor), float(ctx["tol"]),
+                     int(ctx["iters"]), _CERT, a, b, conv, cert, err, its)
+    return {"conv": conv, "cert": cert, "err": err, "iters": its}
+
+
+@functools.lru_cache(maxsize=1)
+def _dual_kernel():
+    """The compiled dual of :func:`limit_joint` (value, gradient, Hessian; numba, compiled on first use)."""
+    import numba
+
+    @numba.njit(cache=False)
+    def evaluate(th, pt, pp, tools, w, mask, lo, hi, fix_b, anchor, th0, g, H, want_h, mt, mp, e, mu):
+        """The dual ``F`` at ``th = (a, b)``, its gradient into ``g``, its Hessian into ``H`` (``want_h``)."""
+        K = pt.shape[0]
+        W = 0.0
+        for r in range(lo, hi):
+            W += w[r]
+        mt[:] = 0.0
+        mp[:] = 0.0
+        if want_h:
+            H[:, :] = 0.0
+        F = 0.0
+        for r in range(lo, hi):
+            mx = -np.inf
+            for p in range(K):
+                if mask[r, p]:
+                    mx = max(mx, th[tools[r, p]] + th[K + p])
+            z = 0.0
+            for p in range(K):
+                e[p] = np.exp(th[tools[r, p]] + th[K + p] - mx) if mask[r, p] else 0.0
+                z += e[p]
+            wr = w[r] / W
+            F += wr * (mx + np.log(z))
+            mu[:] = 0.0
+            for p in range(K):
+                q = e[p] / z
+                i, j = tools[r, p], K + p
+                mt[i] += wr * q
+                mp[p] += wr * q
+                if want_h:
+                    H[i, i] += wr * q
+                    H[j, j] += wr * q
+                    H[i, j] += wr * q
+                    H[j, i] += wr * q
+                    mu[i] += q
+                    mu[j] += q
+            if want_h:
+                for i in range(2 * K):
+                    for j in range(2 * K):
+                        H[i, j] -= wr * mu[i] * mu[j]
+        sa, sb = 0.0, 0.0
+        for k in range(K):
+            sa += th[k]
+            sb += th[K + k]
+        for k in range(K):
+            F += -th[k] * pt[k] - th[K + k] * pp[k]
+            g[k] = mt[k] - pt[k] + sa
+            g[K + k] = 0.0 if fix_b else mp[k] - pp[k] + sb
+        F += 0.5 * sa * sa + 0.5 * sb * sb
+        for k in range(2 * K):
+            F += 0.5 * anchor * (th[k] - th0[k]) ** 2
+            g[k] += anchor * (th[k] - th0[k])
+        if want_h:
+            for i in range(K):
+                for j in range(K):
+                    H[i, j] += 1.0
+                    H[K + i, K + j] += 1.0
+            for i in range(2 * K):
+                H[i, i] += 1e-12 + anchor
+            if fix_b:                                  # no step in b
+                for i in range(K, 2 * K):
+                    for j in range(2 * K):
+                        H[i, j] = 0.0
+                        H[j, i] = 0.0
+                    H[i, i] = 1.0
+        return F
+
+    return evaluate
+
+
+@functools.lru_cache(maxsize=1)
+def _cholesky_kernel():
+    """The compiled solve of Newton's step in :func:`limit_joint` (numba, compiled on first use)."""
+    import numba
+
+    @numba.njit(cache=False)
+    def solve(H, g, s):
+        """``s = -H^-1 g`` by Cholesky (``H`` symmetric positive definite; overwritten); False if it is not."""
+        n = g.shape[0]
+        for j in range(n):
+            d = H[j, j]
+            for k in range(j):
+                d -= H[j, k] * H[j, k]
+            if not d > 0.0:
+                return False
+            H[j, j] = np.sqrt(d)
+            for i in range(j + 1, n):
+                x = H[i, j]
+                for k in range(j):
+                    x -= H[i, k] * H[j, k]
+                H[i, j] = x / H[j, j]
+        for i in range(n):                                  # L y = -g
+            x = -g[i]
+            for k in range(i):
+                x -= H[i, k] * s[k]
+            s[i] = x / H[i, i]
+        for i in range(n - 1, -1, -1):                      # L' s = y
+            x = s[i]
+            for k in range(i + 1, n):
+                x -= H[k, i] * s[k]
+            s[i] = x / H[i, i]
+        return True
+
+    return solve
+
+
+@functools.lru_cache(maxsize=1)
+def _newton_kernel():
+    """The compiled Newton iteration of :func:`limit_joint` (numba, compiled on first use)."""
+    import numba
+
+    evaluate, solve = _dual_kernel(), _cholesky_kernel()
+
+    @numba.njit(cache=False)
+    def kernel(pt, pp, cells, start, tools, w, mask, fix_b, anchor, tol, iters, cert_tol, a, b, conv, cert, err,
+               its):
+        N, K = pt.shape
+        n = 2 * K
+        th, tn, g, gn, s, th0 = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+        H = np.zeros((n, n))
+        mt, mp, mtn, mpn, e, mu = np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(n)
+        for i in range(N):
+            lo, hi = start[cells[i]], start[cells[i] + 1]
+            if hi == lo:
+                conv[i] = True
+                continue
+            th[:K] = a[i]
+            th[K:] = b[i]
+            th0[:] = th
+            s[:] = 0.0
+            F, gs, t, halvings, it = np.inf, 0.0, 0.0, 0, 0
+            while True:                          # one evaluation per pass: a trial point of the line search
+                tn[:] = th + t * s
+                Fn = evaluate(tn, pt[i], pp[i], tools, w, mask, lo, hi, fix_b, anchor, th0, gn, H, True, mtn, mpn,
+                              e, mu)
+                if not Fn <= F + 1e-4 * t * gs + 1e-13 * (1.0 + abs(F)):
+                    t *= 0.5                     # backtrack
+                    halvings += 1
+                    if halvings == 60:
+                        break
+                    continue
+                th[:], g[:], mt[:], mp[:], F = tn, gn, mtn, mpn, Fn
+                if np.abs(g).max() <= tol:
+                    conv[i] = True
+                    break
+                if not fix_b and -cert_tol * (1.0 + np.abs(th).max()) > F:
+                    cert[i] = True
+                    break
+                if it == iters:
+                    break
+                it += 1
+                gs = (g * s).sum() if solve(H, g, s) else 0.0
+                if not gs < 0.0:                 # not a descent direction: the gradient's
+                    s[:] = -g
+                    gs = -(g * g).sum()
+                t, halvings = 1.0, 0
+            em = 0.0
+            for k in range(K):
+                em = max(em, abs(mt[k] - pt[i, k]), abs(mp[k] - pp[i, k]))
+            err[i] = em
+            its[i] = it
+            ma, mb = th[:K].mean(), th[K:].mean()
+            a[i] = th[:K] - ma
+            b[i] = th[K:] - mb
+
+    return kernel
+
+
+def certify_by_lp(pt, pp, tools, w):
+    """Whether some joint of one cell's orderings (rows ``tools``, attempts ``w``) has the tool margin ``pt`` and
+    position margin ``pp``, by linear programming (HiGHS); and if so, which choices (ordering, position) have a
+    positive probability in some such joint (the maximum-entropy joint's support).
+
+    Infeasibility is certified by the phase-one programme ``min |A x - m|_1`` over joints ``x >= 0``: a positive
+    optimum is the L1 distance from the margins to the nearest margins any joint has, and its dual vector ``y``
+    (``A' y <= 0``, ``m . y > 0``: Farkas) is checked here. Returns ``(feasible, support)`` with ``support``
+    (rows, K) bool (None when infeasible). Raises a RuntimeError if HiGHS fails or its certificate does not check.
+    """
+    from scipy.optimize import linprog
+
+    R, K = tools.shape
+    n = R * K
+    A = np.zeros((R + 2 * K, n))
+    for r in range(R):
+        for p in range(K):
+            j = r * K + p
+            A[r, j] = 1.0
+            A[R + p, j] = 1.0
+            A[R + K + tools[r, p], j] = 1.0
+    m = np.concatenate([w / w.sum(), pp, pt])
+    eye = np.eye(len(m))
+    res = linprog(np.concatenate([np.zeros(n), np.ones(2 * len(m))]), A_eq=np.hstack([A, eye, -eye]), b_eq=m,
+                  bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"certify_by_lp: HiGHS failed ({res.message})")
+    if res.fun > 1e-9:
+        y = res.eqlin.marginals
+        if (A.T @ y).max() > 1e-9 or m @ y < 0.5 * res.fun:
+            raise RuntimeError("certify_by_lp: the Farkas vector does not check")
+        return False, None
+    support = np.zeros(n, bool)
+    rng = np.arange(n)
+    for j in rng:                                        # the choices some joint uses (one LP each, unless seen)
+        if support[j]:
+            continue
+        c = np.zeros(n)
+        c[j] = -1.0
+        r = linprog(c, A_eq=A, b_eq=m, bounds=(0, None), method="highs")
+        if r.status == 0:
+            support |= r.x > 1e-12
+    return True, support.reshape(R, K)
+
+
 def replicate_plan(data) -> dict:
     """The per-prompt indices :func:`design_replicate` reuses for every draw."""
     pq, prow, pn = data["pq"], data["prow"], data["pn"]
     return {"pq": np.ascontiguousarray(pq, dtype=np.int64), "pn": np.ascontiguousarray(pn, dtype=np.int64),
             "tools": np.ascontiguousarray(data["rtools"][prow], dtype=np.int64),
-            "bcell": np.ascontiguousarray(data["rcell"][prow], dtype=np.int64), "n_att": int(np.sum(pn))}
+            "bcell": np.ascontiguousarray(data["rcell"][prow], dtype=np.int64), "n_att": int(np.sum(pn)),
+            "prow": np.ascontiguousarray(prow, dtype=np.int64)}
 
 
-def design_replicate(gen, a, b, kappa, data, plan=None):
+def design_replicate(gen, a, b, kappa, data, plan=None, row_offset=None):
     """One replicate of the study under its logged design: each query draws its tool weights ``w_q ~
     Dirichlet(kappa_q softmax(a'[cell]))``, and each attempt of each of its prompts chooses a position from
     ``softmax_p(log w_q[tool at p] + b'[cell, p])`` (its ordering's joint). Returns the per-query tool counts and
     position counts (Q, K), both from the same choices. ``plan``: :func:`replicate_plan` (computed when
-    omitted). The choices are drawn by inversion of one uniform per attempt (compiled loop over the prompts)."""
+    omitted). ``row_offset`` (design rows, K), when given, is added to each design row's logits (``-inf``: a
+    choice impossible in that ordering, as in a joint on the boundary, :func:`limit_joint`). The choices are drawn
+    by inversion of one uniform per attempt (compiled loop over the prompts)."""
     plan = replicate_plan(data) if plan is None else plan
     K, cell = data["K"], data["cell"]
     Q = len(cell)
@@ -538,8 +909,9 @@ def design_replicate(gen, a, b, kappa, data, plan=None):
                   np.log(np.maximum(pa, 1e-300)))
     u = gen.random(plan["n_att"])
     Tr, Pr = np.zeros((Q, K)), np.zeros((Q, K))
-    _replicate_kernel()(np.ascontiguousarray(lw, dtype=float), np.ascontiguousarray(b, dtype=float), plan["tools"],
-                        plan["bcell"], plan["pq"], plan["pn"], u, Tr, Pr)
+    bb, idx = (b, plan["bcell"]) if row_offset is None else (b[data["rcell"]] + row_offset, plan["prow"])
+    _replicate_kernel()(np.ascontiguousarray(lw, dtype=float), np.ascontiguousarray(bb, dtype=float),
+                        plan["tools"], idx, plan["pq"], plan["pn"], u, Tr, Pr)
     return Tr, Pr
 
 
@@ -603,13 +975,15 @@ def kappa_under_design(data, reps=KAPPA_REPS):
     np.add.at(Yp, cell, data["Pc"])
     la = np.log(np.maximum(Y, 0.5) / np.maximum(Y, 0.5).sum(1, keepdims=True))[None]
     lb = np.log(np.maximum(Yp, 0.5) / np.maximum(Yp, 0.5).sum(1, keepdims=True))[None]
-    a, b, _, _ = max_entropy_joint(la, lb, data)
+    lim = limit_joint(la, lb, data)
+    a, b = lim["a"], lim["b"]
+    off = _row_offsets(lim["support"], len(data["rcell"]), K).get(0)
     plan = replicate_plan(data)
     disp = np.zeros((len(KAPPA_GRID), n_cells))
     for j, kap in enumerate(KAPPA_GRID):
         gen = np.random.default_rng(_KAPPA_SEED)
         for _ in range(reps):
-            rep, _ = design_replicate(gen, a[0], b[0], np.full(len(cell), kap), data, plan)
+            rep, _ = design_replicate(gen, a[0], b[0], np.full(len(cell), kap), data, plan, off)
             disp[j] += pooled_stats(rep, cell, n_cells, floor=0.0)[1] / reps
     disp = np.minimum.accumulate(disp, 0)                      # non-increasing in the concentration
     ok = disp <= phi[None]
@@ -626,24 +1000,40 @@ def kappa_under_design(data, reps=KAPPA_REPS):
     return kappa
 
 
-def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
+def _row_offsets(support, n_rows, K) -> dict:
+    """Per draw with a law that has zeros, the logit offsets (design rows, K) of its cells' rows: ``-inf`` off
+    their support (:func:`limit_joint`), 0 elsewhere."""
+    out: dict = {}
+    for (d, _), (rows, sup) in support.items():
+        off = out.setdefault(d, np.zeros((n_rows, K)))
+        off[rows] = np.where(sup, 0.0, -np.inf)
+    return out
+
+
+def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS, solver="limit") -> dict:
     """Both predictive checks of the margin model.
 
     * per-query dispersion, per LLM: Pearson chi-square of every query's tool counts around ``n_q pi``,
       replicated under the logged design (same orderings and attempts per query, new choices): per posterior
-      draw the maximum-entropy choice law of each logged ordering with the draw's tool and position margins
-      (:func:`max_entropy_joint`), query heterogeneity a Dirichlet on each query's tool weights whose
-      concentration makes the design replicates reproduce the cell's observed Pearson dispersion, not floored
-      (:func:`kappa_under_design`, :func:`design_replicate`);
+      draw the maximum-entropy choice law of each logged ordering with the draw's tool and position margins at
+      its limit (:func:`limit_joint`; where no joint has both, which is certified, the law with the exact tool
+      margin and the position margin pulled towards the draw's), query heterogeneity a Dirichlet on each query's
+      tool weights whose concentration makes the design replicates reproduce the cell's observed Pearson
+      dispersion, not floored (:func:`kappa_under_design`, :func:`design_replicate`);
     * cluster x position (all LLMs, one table): chi-square of the (cluster, position) counts, replicated by a
       Polya urn per query on the cell's position margin (the design replicate's position counts are not used:
       its tool heterogeneity moves the expected position margin, ``docs/dev/bayes_margin.md``; their statistic is
       returned as ``cp_rep_design`` for the record).
 
+    ``solver="ipf"`` replicates from the former proportional fitting stopped at ``iters`` rounds (for the record;
+    the p-values then depend on ``iters``).
+
     Returns the observed and replicated statistics per draw: ``disp_obs``, ``disp_rep`` (draws, M),
     ``cp_obs``, ``cp_rep``, ``cp_rep_design`` (draws,), the replicated and observed (cluster, position) tables
-    ``tab_rep``, ``tab_obs``, and per (draw, cell) the fitting's margin error ``ipf_residual`` and rounds
-    ``ipf_rounds``.
+    ``tab_rep``, ``tab_obs``; per (draw, cell) the joint's margin error ``ipf_residual``, the solver's steps
+    ``ipf_rounds`` (Newton steps; IPF rounds with ``solver="ipf"``), ``joint_status`` (:func:`limit_joint`'s
+    verdict) and ``no_joint`` (True where no joint has both margins, certified); ``no_joint_share`` (M,) the
+    share of each LLM's checked (draw, cell) pairs with no joint.
     """
     S = post["alpha"].shape[0]
     sel = np.sort(gen.choice(S, size=min(n_draws, S), replace=False))
@@ -654,8 +1044,16 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
     lam = _kappa_of_phi(pooled_stats(Pc, cell, M * C)[1], n, cell)[cell]
     la = post["alpha"][sel].reshape(len(sel), M * C, K)
     lb = post["beta_cell"][sel].reshape(len(sel), M * C, K)
-    a, b, resid, rounds = max_entropy_joint(la, lb, data, iters=iters)
+    lim = limit_joint(la, lb, data)
+    if solver == "ipf":
+        a, b, resid, rounds = max_entropy_joint(la, lb, data, iters=iters)
+        support: dict = {}
+    elif solver == "limit":
+        a, b, resid, rounds, support = lim["a"], lim["b"], lim["residual"], lim["iterations"], lim["support"]
+    else:
+        raise ValueError(f"solver must be 'limit' or 'ipf', not {solver!r}")
     plan = replicate_plan(data)
+    offsets = _row_offsets(support, len(data["rcell"]), K)
     pa_all, pb_all = _softmax(la), _softmax(lb)
     by_cl = (qcl[None, :] == np.arange(C)[:, None]).astype(float)     # (C, Q): sums the queries per cluster
     tab_o = by_cl @ Pc
@@ -664,9 +1062,12 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS) -> dict:
     out["tab_rep"] = np.zeros((len(sel), C, K))
     out["tab_obs"] = tab_o
     out["ipf_residual"], out["ipf_rounds"] = resid, rounds
+    out["joint_status"] = lim["status"]
+    out["no_joint"] = lim["status"] == NO_JOINT
+    out["no_joint_share"] = out["no_joint"].reshape(len(sel), M, C).mean((0, 2))
     for i in range(len(sel)):
         E = n[:, None] * pa_all[i][cell]
-        rep, rep_pos = design_replicate(gen, a[i], b[i], kap, data, plan)
+        rep, rep_pos = design_replicate(gen, a[i], b[i], kap, data, plan, offsets.get(i))
         out["disp_obs"][i] = np.bincount(qllm, weights=((T - E) ** 2 / E).sum(1), minlength=M)
         out["disp_rep"][i] = np.bincount(qllm, weights=((rep - E) ** 2 / E).sum(1), minlength=M)
         Eb = n[:, None] * pb_all[i][cell]

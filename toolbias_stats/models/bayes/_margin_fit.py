@@ -53,7 +53,9 @@ def fit_margin(log, args: dict, variant, t0: float) -> BayesResult:
 
 def _ppc_result(D, checks, prob) -> PosteriorPredictiveCheck:
     """The two checks as the package's :class:`PosteriorPredictiveCheck` (no finest table: the margin model does
-    not model the orderings, so ``p_value_rows`` is NaN)."""
+    not model the orderings, so ``p_value_rows`` is NaN). The dispersion table adds ``no_joint_share``: the share
+    of the LLM's checked (draw, cell) pairs whose tool and position margins no chooser has under the logged
+    orderings (``_margin.limit_joint``)."""
     C, K = checks["tab_obs"].shape
     rep = checks["tab_rep"]
     lo, hi = _hdi(rep, prob)
@@ -65,6 +67,7 @@ def _ppc_result(D, checks, prob) -> PosteriorPredictiveCheck:
     obs = np.concatenate([checks["disp_obs"], checks["disp_obs"].sum(1, keepdims=True)], 1)
     rpl = np.concatenate([checks["disp_rep"], checks["disp_rep"].sum(1, keepdims=True)], 1)
     n_q = np.bincount(D.prompts.query_llm, minlength=D.M)
+    no_joint = [*checks["no_joint_share"], float(checks["no_joint"].mean())]
     rows = []
     for m, lab in enumerate([*D.llms, "(all)"]):
         lo_m, hi_m = _hdi(rpl[:, m], prob)
@@ -72,7 +75,7 @@ def _ppc_result(D, checks, prob) -> PosteriorPredictiveCheck:
                      "observed": float(obs[:, m].mean()), "replicated_mean": float(rpl[:, m].mean()),
                      "replicated_low": float(lo_m), "replicated_high": float(hi_m),
                      "ratio": float(obs[:, m].mean() / rpl[:, m].mean()) if rpl[:, m].mean() > 0 else np.nan,
-                     "p_value": float(np.mean(rpl[:, m] >= obs[:, m]))})
+                     "p_value": float(np.mean(rpl[:, m] >= obs[:, m])), "no_joint_share": float(no_joint[m])})
     disp = pd.DataFrame(rows)
     return PosteriorPredictiveCheck(table=table, p_value=p_cp, p_value_rows=float("nan"), n_draws=len(rpl),
                                     p_value_dispersion=rows[-1]["p_value"], dispersion=disp)

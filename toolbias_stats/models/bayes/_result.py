@@ -124,7 +124,9 @@ class PosteriorPredictiveCheck:
     dispersion : pandas.DataFrame or None
         The dispersion per LLM and overall (``llm == "(all)"``): ``queries``, ``observed``,
         ``replicated_mean``, ``replicated_low``/``replicated_high``, ``ratio`` (observed / replicated
-        mean) and ``p_value``.
+        mean) and ``p_value``; for ``model="margin"`` also ``no_joint_share``, the share of the checked
+        (posterior draw, cell) pairs whose tool and position margins no chooser has under the logged
+        orderings.
 
     Examples
     --------
