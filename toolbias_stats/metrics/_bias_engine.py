@@ -43,11 +43,13 @@ from ._bias_tensors import NOTE_LENGTHS, _Columns, _group_tensors, _positions
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from ._vectorised import (
+    centred_null_passes,
     centred_null_tv,
     jackknife_means,
     leave_one_out_tv,
     nanmean,
     percentile_cis,
+    replicate_passes,
     replicate_tv,
     stacked,
     tv_runs,
@@ -340,6 +342,29 @@ def _sq_runs(counts):
     return ((rates_from_counts(counts) - 1.0 / k) ** 2).sum(-1)
 
 
+def _zero_ties(r: int, missing: np.ndarray) -> np.ndarray:
+    """``_nanmean(sq, 2)`` of the (R, C, S) squared deviations of a group without exact or relabelled draws: 0
+    everywhere but NaN at the ``missing`` (C, S) cells, so 0, or NaN for a cluster without a valid run (the mean of
+    zeros is 0.0; of none, NaN). (R, C), without the (R, C, S) array and its reduction.
+
+    Examples
+    --------
+    >>> missing = np.array([[False, True], [True, True]])
+    >>> _zero_ties(2, missing)
+    array([[ 0., nan],
+           [ 0., nan]])
+    >>> bool(np.array_equal(_zero_ties(2, missing), _nanmean(np.where(missing, np.nan, np.zeros((2, 2, 2))), 2),
+    ...                     equal_nan=True))
+    True
+    """
+    out = np.zeros((r, missing.shape[0]))
+    if missing.shape[1]:
+        out[:, missing.all(1)] = np.nan
+    else:
+        out[:] = np.nan
+    return out
+
+
 def _mean_of_finite(x) -> float:
     """``float(_nanmean(x, 0))`` of a 1-D array, without its warning filters where ``x`` holds no NaN (the same sum
     divided by the same count: the same number; a tenth of the cost, once per cluster and metric)."""
@@ -405,7 +430,10 @@ class _Metric:
     def _replicate_values(self, clusters, targets, boot, r):
         """The statistics of the ``r`` replicates, the jackknife over queries and the relabelled draws."""
         norm = (1 - 1 / self.ks)
-        b = replicate_tv([boot[c] for c in clusters])                       # (R, C, S)
+        # every cluster's replicate TVs, sums over runs and their TVs in one compiled pass per cluster where numba is
+        # loaded (issue 37: 2,000 clusters x 2,000 replicates); else the NumPy passes (the same numbers)
+        passes = replicate_passes([boot[c] for c in clusters])
+        b = replicate_tv([boot[c] for c in clusters]) if passes is None else passes[0]     # (R, C, S)
         # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the (R, C, S)
         # values are not kept: 1/S of the memory while the other groups are drawn)
         self.boot_cluster_means = _nanmean(b, 2)
@@ -413,8 +441,11 @@ class _Metric:
         self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
         # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
         # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
-        self.run_sums = sums = {c: boot[c].sum(1) for c in clusters}
-        self.boot_pooled_cluster = replicate_tv([sums[c] for c in clusters])   # (R, C)
+        self.run_sums = sums = ({c: boot[c].sum(1) for c in clusters} if passes is None
+                                else dict(zip(clusters, passes[1])))
+        self.boot_pooled_cluster = (replicate_tv([sums[c] for c in clusters]) if passes is None
+                                    else passes[2])                                      # (R, C)
+        del passes
         self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
         self.jack = self._jackknife(targets)
         # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
@@ -495,10 +526,14 @@ class _Metric:
         self.null_query = None
         if r:
             scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
-            nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
+            nq = centred_null_passes([boot[c] for c in clusters], [scale[c] for c in clusters])   # compiled, or None
+            if nq is None:
+                nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
             # the discrete references' tie-break (TIE_BREAK): squared deviations, 0 in the other clusters
-            sq, sq_obs = np.zeros_like(nq), np.zeros_like(self.per_cluster_obs)
-            for j, (c, n, k) in enumerate(zip(clusters, n_cs, ks)):
+            # (no cluster with such draws: the (R, C, S) zeros are not made, their means are known, _zero_ties)
+            drawn = any(c in self.single or c in self.sparse for c in clusters)
+            sq, sq_obs = (np.zeros_like(nq) if drawn else None), np.zeros_like(self.per_cluster_obs)
+            for j, (c, n, k) in enumerate(zip(clusters, n_cs, ks) if drawn else ()):
                 draws = (self._single_rng.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))
                          if c in self.single   # attempts independent: the uniform chooser's own draws (exact)
                          else self.relabelled[c] if c in self.sparse   # queries' counts permuted over the tools
@@ -508,10 +543,13 @@ class _Metric:
                     sq_obs[j] = _sq_runs(obs[c])
             missing = np.isnan(self.per_cluster_obs)
             nq[:, missing] = np.nan
-            sq[:, missing], sq_obs[missing] = np.nan, np.nan
+            sq_obs[missing] = np.nan
+            if sq is not None:
+                sq[:, missing] = np.nan
             self.null_query_sims = _nanmean(nq, 2)    # (R, C): what the clusters' p-values read (1/S of the memory)
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
-            self.tie_sims, self.tie_obs = _nanmean(sq, 2), _nanmean(sq_obs, 1)       # (R, C), (C,)
+            self.tie_sims = _zero_ties(r, missing) if sq is None else _nanmean(sq, 2)          # (R, C)
+            self.tie_obs = _nanmean(sq_obs, 1)                                                  # (C,)
         self.null_stat = None
         if n_null:
             # (N,) and (N, C): multinomial draws, or each cluster's mean from its exact law when they would be many
