@@ -43,13 +43,13 @@ from ._bias_tensors import NOTE_LENGTHS, _Columns, _group_tensors, _positions
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from ._vectorised import (
-    centred_null_passes,
+    centred_null_means,
     centred_null_tv,
     jackknife_means,
     leave_one_out_tv,
     nanmean,
     percentile_cis,
-    replicate_passes,
+    replicate_means,
     replicate_tv,
     stacked,
     tv_runs,
@@ -430,22 +430,29 @@ class _Metric:
     def _replicate_values(self, clusters, targets, boot, r):
         """The statistics of the ``r`` replicates, the jackknife over queries and the relabelled draws."""
         norm = (1 - 1 / self.ks)
-        # every cluster's replicate TVs, sums over runs and their TVs in one compiled pass per cluster where numba is
-        # loaded (issue 37: 2,000 clusters x 2,000 replicates); else the NumPy passes (the same numbers)
-        passes = replicate_passes([boot[c] for c in clusters])
-        b = replicate_tv([boot[c] for c in clusters]) if passes is None else passes[0]     # (R, C, S)
-        # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the (R, C, S)
-        # values are not kept: 1/S of the memory while the other groups are drawn)
-        self.boot_cluster_means = _nanmean(b, 2)
-        self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
-        self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
-        # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
-        # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
-        self.run_sums = sums = ({c: boot[c].sum(1) for c in clusters} if passes is None
-                                else dict(zip(clusters, passes[1])))
-        self.boot_pooled_cluster = (replicate_tv([sums[c] for c in clusters]) if passes is None
-                                    else passes[2])                                      # (R, C)
-        del passes
+        # the means of every cluster's replicate TVs, its sums over runs and their TVs in one compiled pass per
+        # cluster where numba is loaded, without the (R, C, S) TVs (issue 37: 2,000 clusters x 2,000 replicates);
+        # else the NumPy passes (the same numbers)
+        fused = replicate_means([boot[c] for c in clusters], norm)
+        if fused is not None:
+            self.boot_cluster_means = fused.cluster_means                              # (R, C)
+            self.boot_stat = _nanmean(fused.run_means, 1)                               # (R,)
+            self.boot_norm = _nanmean(fused.norm_run_means, 1)
+            self.run_sums = sums = dict(zip(clusters, fused.sums))
+            self.boot_pooled_cluster = fused.pooled                                     # (R, C)
+        else:
+            b = replicate_tv([boot[c] for c in clusters])                               # (R, C, S)
+            # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the
+            # (R, C, S) values are not kept: 1/S of the memory while the other groups are drawn)
+            self.boot_cluster_means = _nanmean(b, 2)
+            self.boot_stat = _nanmean(_nanmean(b, 1), 1)                              # (R,)
+            self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
+            del b
+            # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
+            # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
+            self.run_sums = sums = {c: boot[c].sum(1) for c in clusters}
+            self.boot_pooled_cluster = replicate_tv([sums[c] for c in clusters])   # (R, C)
+        del fused
         self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
         self.jack = self._jackknife(targets)
         # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
@@ -526,9 +533,17 @@ class _Metric:
         self.null_query = None
         if r:
             scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
-            nq = centred_null_passes([boot[c] for c in clusters], [scale[c] for c in clusters])   # compiled, or None
-            if nq is None:
-                nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
+            missing = np.isnan(self.per_cluster_obs)
+            if not (self.single or self.sparse or missing.any()):
+                # nothing replaces or masks the centred values: their means in one compiled pass per cluster, without
+                # the (R, C, S) values (issue 37), where numba is loaded
+                fused = centred_null_means([boot[c] for c in clusters], [scale[c] for c in clusters])
+                if fused is not None:
+                    self.null_query_sims, self.null_query = fused[0], _nanmean(fused[1], 1)
+                    self.tie_sims, self.tie_obs = _zero_ties(r, missing), _nanmean(np.zeros_like(missing, float), 1)
+                    self._null_multinomial(obs, clusters, ks, gen, n_null, n_cs)
+                    return
+            nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
             # the discrete references' tie-break (TIE_BREAK): squared deviations, 0 in the other clusters
             # (no cluster with such draws: the (R, C, S) zeros are not made, their means are known, _zero_ties)
             drawn = any(c in self.single or c in self.sparse for c in clusters)
@@ -541,7 +556,6 @@ class _Metric:
                 if draws is not None:
                     nq[:, j, :], sq[:, j, :] = _tv_runs(draws), _sq_runs(draws)
                     sq_obs[j] = _sq_runs(obs[c])
-            missing = np.isnan(self.per_cluster_obs)
             nq[:, missing] = np.nan
             sq_obs[missing] = np.nan
             if sq is not None:
@@ -550,6 +564,10 @@ class _Metric:
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
             self.tie_sims = _zero_ties(r, missing) if sq is None else _nanmean(sq, 2)          # (R, C)
             self.tie_obs = _nanmean(sq_obs, 1)                                                  # (C,)
+        self._null_multinomial(obs, clusters, ks, gen, n_null, n_cs)
+
+    def _null_multinomial(self, obs, clusters, ks, gen, n_null, n_cs):
+        """The uniform multinomial chooser's null draws (:attr:`null_stat`, :attr:`null_sims`), or None."""
         self.null_stat = None
         if n_null:
             # (N,) and (N, C): multinomial draws, or each cluster's mean from its exact law when they would be many

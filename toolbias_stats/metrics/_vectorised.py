@@ -156,87 +156,117 @@ def _replicate_tv_kernel():
     return _TV_KERNEL[0]
 
 
-def replicate_passes(boot: Sequence[np.ndarray]) -> tuple[np.ndarray, list, np.ndarray] | None:
-    """Every cluster's replicate TVs per run (R, C, S), replicate counts summed over runs (a list of (R, K)) and the
-    TVs of those sums (R, C), from their (R, S, K) replicate counts ``boot``: ``replicate_tv(boot)``,
-    ``[b.sum(1) for b in boot]`` and ``replicate_tv`` of the sums, bit for bit, in one compiled pass per cluster
-    (issue 37: 2,000 clusters x 2,000 replicates, where stacking the clusters' replicates, summing over a short
-    middle axis and the K passes of NumPy cost about ten times the arithmetic). None where numba is not loaded or
-    the clusters do not share their (R, S) in float64 (the caller takes the NumPy functions).
+class ReplicateMeans(NamedTuple):
+    """What the bias engine reads of every cluster's replicate TVs (R, C, S), without them (:func:`replicate_means`):
+    ``cluster_means`` (R, C) = ``nanmean(tv, 2)``, ``run_means`` (R, S) = ``nanmean(tv, 1)``, ``norm_run_means``
+    (R, S) = ``nanmean(tv / norm[None, :, None], 1)``, ``sums`` the replicate counts summed over runs (a list of
+    (R, K)) and ``pooled`` (R, C) their TVs (``replicate_tv(sums)``)."""
 
-    The compiled pass makes NumPy's operations in its order: the sums over runs from the first run to the last, each
-    total from the first tool to the last (as :func:`._tv.sum_last`), then ``|n_j / n - 1/K|`` added from the first
-    tool to the last. A cluster with one tool or more than :data:`._tv.SEQUENTIAL_MAX_K`, or a replicate without a
-    valid choice in some run, takes the NumPy functions (its own numbers do not depend on the other clusters).
+    cluster_means: np.ndarray
+    run_means: np.ndarray
+    norm_run_means: np.ndarray
+    sums: list
+    pooled: np.ndarray
+
+
+#: The most runs for which the compiled passes reproduce NumPy's means over runs (its sums of fewer than 8 numbers
+#: along a contiguous axis go from the first to the last, as :func:`._tv.sum_last`).
+MAX_FUSED_RUNS = SEQUENTIAL_MAX_K
+
+
+def replicate_means(boot: Sequence[np.ndarray], norm: np.ndarray) -> ReplicateMeans | None:
+    """:class:`ReplicateMeans` of every cluster's (R, S, K) replicate counts ``boot`` (``norm``: (C,) the clusters'
+    ``1 - 1/K``), bit for bit the NumPy route (``tv = replicate_tv(boot)`` then :func:`nanmean` over its axes, the
+    sums ``b.sum(1)`` and ``replicate_tv`` of them), in one compiled pass per cluster without the (R, C, S) TVs, their
+    (R, C, S) quotients by ``norm`` and the clusters' stacked copies (issue 37: 2,000 clusters x 2,000 replicates).
+
+    The pass makes NumPy's operations in its order: each total from the first tool to the last (as
+    :func:`._tv.sum_last`), ``|n_j / n - 1/K|`` added from the first tool to the last, the sums over runs from the
+    first run to the last, and the means over clusters from the first cluster to the last (NumPy's order along an
+    axis that is not the last), each of them over the values that are not NaN (a replicate-run without a valid
+    choice), divided by their count (:func:`nanmean`'s two routes give these numbers). A cluster with one tool or
+    more than :data:`._tv.SEQUENTIAL_MAX_K` takes :func:`tv_runs` before its values are added.
+
+    None (the caller takes the NumPy route) where numba is not loaded, the clusters do not share their (R, S) in
+    float64, or the runs are one (NumPy then sums over the clusters pairwise) or more than :data:`MAX_FUSED_RUNS`.
 
     Examples
     --------
     >>> b = [np.array([[[1.0, 3.0], [2.0, 2.0]]]), np.array([[[4.0, 0.0], [1.0, 1.0]]])]   # R = 1, S = 2, K = 2
-    >>> out = replicate_passes(b)
-    >>> out is None or (np.array_equal(out[0], replicate_tv(b)) and np.array_equal(out[2][0], [0.125, 0.25]))
+    >>> out = replicate_means(b, np.array([0.5, 0.5]))
+    >>> out is None or (out.cluster_means.tolist(), out.run_means.tolist()) == ([[0.125, 0.25]], [[0.375, 0.0]])
     True
     """
     kernels = _cluster_kernels()
-    if kernels is None or not len(boot):
+    if kernels is None or not _fused_shapes(boot):
         return None
-    first = boot[0]
-    if (first.ndim != 3 or any(a.ndim != 3 or a.shape[:2] != first.shape[:2] or a.dtype != np.float64
-                               for a in boot)):
-        return None
-    r, s = first.shape[:2]
-    tv, pooled = np.empty((r, len(boot), s)), np.empty((r, len(boot)))
+    r, s = boot[0].shape[:2]
+    means, pooled = np.empty((r, len(boot))), np.empty((r, len(boot)))
+    acc, acc_norm = np.zeros((r, s)), np.zeros((r, s))
+    count, count_norm = np.zeros((r, s), dtype=np.int64), np.zeros((r, s), dtype=np.int64)
     sums = []
     for i, x in enumerate(boot):
-        k = x.shape[-1]
-        total = np.empty(r * s)                     # the kernel's scratch: per (replicate, run) totals
-        summed = np.empty((r, k))
-        # one tool: NumPy sums its runs pairwise along a contiguous axis (the kernel adds them in turn)
-        if not (2 <= k <= SEQUENTIAL_MAX_K and kernels[0](x, tv, summed, pooled, i, total)):
-            tv[:, i] = tv_runs(x)
+        summed = np.empty((r, x.shape[-1]))
+        if 2 <= x.shape[-1] <= SEQUENTIAL_MAX_K:
+            kernels[0](x, float(norm[i]), i, means, acc, acc_norm, count, count_norm, summed, pooled)
+        else:   # one tool, or more than the compiled pass sums as NumPy does: NumPy's TVs, then the same additions
+            tv = tv_runs(x)                                                             # (R, S); NaN: none
             summed = x.sum(1)
             pooled[:, i] = tv_runs(summed)
+            with np.errstate(invalid="ignore", divide="ignore"):       # one tool: 0 / 0
+                kernels[2](tv, tv / float(norm[i]), i, means, acc, acc_norm, count, count_norm)
         sums.append(summed)
-    return tv, sums, pooled
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return ReplicateMeans(means, acc / count, acc_norm / count_norm, sums, pooled)
 
 
-def centred_null_passes(boot: Sequence[np.ndarray], scale: Sequence[float]) -> np.ndarray | None:
-    """:func:`centred_null_tv` of every cluster (R, C, S), bit for bit, one compiled pass per cluster: the mean of
-    each tool's rates over the replicates summed from the first replicate to the last (NumPy's order along the
-    first axis) and divided by R, then ``|(n_j / n - mean_j) * scale|`` added from the first tool to the last.
-    None where numba is not loaded, the clusters do not share their (R, S) in float64, or there is one run (NumPy
-    then sums a lone cluster's replicates pairwise, along a contiguous axis); a cluster with more than
-    :data:`._tv.SEQUENTIAL_MAX_K` tools or a replicate without a valid choice takes :func:`centred_null_tv`.
+def centred_null_means(boot: Sequence[np.ndarray], scale: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(nanmean(nq, 2), nanmean(nq, 1))`` of ``nq = centred_null_tv(boot, scale)`` (R, C, S), bit for bit, in one
+    compiled pass per cluster without ``nq``: the mean of each tool's rates over the replicates summed from the first
+    replicate to the last (NumPy's order along the first axis) over the replicates with a valid choice, divided by
+    their count, then ``|(n_j / n - mean_j) * scale|`` added from the first tool to the last, and the means over
+    runs and over clusters as :func:`replicate_means` takes them. A cluster with more than
+    :data:`._tv.SEQUENTIAL_MAX_K` tools takes :func:`centred_null_tv`. None where :func:`replicate_means` is.
 
     Examples
     --------
     >>> b = np.array([[[1.0, 0.0], [1.0, 1.0]], [[0.0, 1.0], [2.0, 0.0]]])       # R = 2, S = 2, K = 2
-    >>> out = centred_null_passes([b, b], [1.0, 2.0])
-    >>> out is None or np.array_equal(out, centred_null_tv([b, b], [1.0, 2.0]))
+    >>> out = centred_null_means([b, b], [1.0, 2.0])
+    >>> nq = centred_null_tv([b, b], [1.0, 2.0])
+    >>> out is None or (np.array_equal(out[0], nanmean(nq, 2)) and np.array_equal(out[1], nanmean(nq, 1)))
     True
     """
     kernels = _cluster_kernels()
-    if kernels is None or not len(boot):
+    if kernels is None or not _fused_shapes(boot):
         return None
-    first = boot[0]
-    if (first.ndim != 3 or any(a.ndim != 3 or a.shape[:2] != first.shape[:2] or a.dtype != np.float64
-                               for a in boot)):
-        return None
-    r, s = first.shape[:2]
-    if s < 2:   # NumPy's mean over the replicates of a lone cluster's one run is a pairwise sum: keep its route
-        return None
-    out = np.empty((r, len(boot), s))
+    r, s = boot[0].shape[:2]
+    means, acc, count = np.empty((r, len(boot))), np.zeros((r, s)), np.zeros((r, s), dtype=np.int64)
     for i, (x, sc) in enumerate(zip(boot, scale)):
         k = x.shape[-1]
-        if not (1 <= k <= SEQUENTIAL_MAX_K and kernels[1](x, float(sc), out, i, np.empty((s, k)))):
-            out[:, i] = centred_null_tv([x], [sc])[:, 0]
-    return out
+        if 1 <= k <= SEQUENTIAL_MAX_K:
+            kernels[1](x, float(sc), i, means, acc, count, np.empty((s, k)), np.empty((s, k), dtype=np.int64))
+        else:
+            tv = centred_null_tv([x], [sc])[:, 0]
+            kernels[2](tv, tv, i, means, acc, np.zeros((r, s)), count, np.zeros((r, s), dtype=np.int64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return means, acc / count
+
+
+def _fused_shapes(boot: Sequence[np.ndarray]) -> bool:
+    """Whether :func:`replicate_means` and :func:`centred_null_means` take their compiled passes: (R, S, K) float64
+    replicates sharing (R, S), with 2 to :data:`MAX_FUSED_RUNS` runs."""
+    if not len(boot):
+        return False
+    first = boot[0]
+    return (first.ndim == 3 and 2 <= first.shape[1] <= MAX_FUSED_RUNS
+            and all(a.ndim == 3 and a.shape[:2] == first.shape[:2] and a.dtype == np.float64 for a in boot))
 
 
 _CLUSTER_KERNELS: list = []
 
 
 def _cluster_kernels():
-    """The compiled passes of :func:`replicate_passes` and :func:`centred_null_passes` (a pair), or None (numba not
+    """The compiled passes of :func:`replicate_means` and :func:`centred_null_means` (three), or None (numba not
     loaded by the process, or missing)."""
     if not _CLUSTER_KERNELS:
         if "numba" not in sys.modules:
@@ -246,14 +276,17 @@ def _cluster_kernels():
         except ImportError:   # pragma: no cover - numba is installed with the package's model stack
             _CLUSTER_KERNELS.append(None)
             return None
-        _CLUSTER_KERNELS.append((numba.njit(cache=True, nogil=True)(_tv_sums_pass),
-                                 numba.njit(cache=True, nogil=True)(_centred_pass)))
+        jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+        _CLUSTER_KERNELS.append((jit(_replicate_pass), jit(_centred_pass), jit(_add_values)))
     return _CLUSTER_KERNELS[0]
 
 
-def _tv_sums_pass(x, tv, summed, pooled, i, total):   # pragma: no cover - compiled (tested against NumPy)
-    """One cluster's (R, S, K) replicates ``x``: TVs per run into ``tv[:, i]``, sums over runs into ``summed``,
-    their TVs into ``pooled[:, i]``; False (outputs unfinished) at a total that is not positive."""
+def _replicate_pass(x, norm, i, means, acc, acc_norm, count, count_norm, summed,
+                    pooled):   # pragma: no cover - compiled
+    """One cluster's (R, S, K) replicates ``x`` (K >= 2): its mean TV over runs into ``means[:, i]``, its TVs (and
+    their quotients by ``norm``) added to ``acc`` (``acc_norm``) with ``count`` (``count_norm``), the sums over runs
+    into ``summed``, their TVs into ``pooled[:, i]``. NaN where a total is not positive (no valid choice), left out
+    of the sums."""
     r, s, k = x.shape
     inv = 1.0 / k
     for a in range(r):
@@ -262,68 +295,102 @@ def _tv_sums_pass(x, tv, summed, pooled, i, total):   # pragma: no cover - compi
         for b in range(1, s):
             for j in range(k):
                 summed[a, j] += x[a, b, j]
+        m = 0.0
+        n = 0
         for b in range(s):
             t = x[a, b, 0] + 0.0
             for j in range(1, k):
                 t += x[a, b, j]
-            if not t > 0:
-                return False
-            total[a * s + b] = t
-        for b in range(s):
-            t = total[a * s + b]
-            acc = 0.0
-            for j in range(k):
-                d = x[a, b, j] / t
-                d = d - inv
-                acc += abs(d)
-            tv[a, i, b] = 0.5 * acc
+            if t > 0:
+                v = 0.0
+                for j in range(k):
+                    d = x[a, b, j] / t
+                    d = d - inv
+                    v += abs(d)
+                v = 0.5 * v
+                m += v
+                n += 1
+                acc[a, b] += v
+                acc_norm[a, b] += v / norm
+                count[a, b] += 1
+                count_norm[a, b] += 1
+        means[a, i] = m / n if n else np.nan
         t = summed[a, 0] + 0.0
         for j in range(1, k):
             t += summed[a, j]
-        if not t > 0:
-            return False
-        acc = 0.0
-        for j in range(k):
-            d = summed[a, j] / t
-            d = d - inv
-            acc += abs(d)
-        pooled[a, i] = 0.5 * acc
-    return True
-
-
-def _centred_pass(x, sc, out, i, mean):   # pragma: no cover - compiled (tested against NumPy)
-    """One cluster's (R, S, K) replicates ``x``: the TVs of the centred, scaled rates into ``out[:, i]`` (``mean``:
-    (S, K) scratch); False (unfinished) at a total that is not positive."""
-    r, s, k = x.shape
-    for a in range(r):
-        for b in range(s):
-            t = x[a, b, 0] + 0.0
-            for j in range(1, k):
-                t += x[a, b, j]
-            if not t > 0:
-                return False
+        if t > 0:
+            v = 0.0
             for j in range(k):
-                v = x[a, b, j] / t
-                if a == 0:
-                    mean[b, j] = v
-                else:
-                    mean[b, j] += v
+                d = summed[a, j] / t
+                d = d - inv
+                v += abs(d)
+            pooled[a, i] = 0.5 * v
+        else:
+            pooled[a, i] = np.nan
+
+
+def _centred_pass(x, sc, i, means, acc, count, mean, seen):   # pragma: no cover - compiled
+    """One cluster's (R, S, K) replicates ``x``: the TVs of its centred rates scaled by ``sc``, averaged over runs
+    into ``means[:, i]`` and added to ``acc`` with ``count`` (``mean``, ``seen``: (S, K) scratch). A replicate-run
+    without a valid choice is NaN: left out of the rates' means and of the sums."""
+    r, s, k = x.shape
     for b in range(s):
         for j in range(k):
-            mean[b, j] = mean[b, j] / r
+            mean[b, j] = 0.0
+            seen[b, j] = 0
     for a in range(r):
         for b in range(s):
             t = x[a, b, 0] + 0.0
             for j in range(1, k):
                 t += x[a, b, j]
-            acc = 0.0
-            for j in range(k):
-                d = x[a, b, j] / t
-                d = d - mean[b, j]
-                d = d * sc
-                acc += abs(d)
-            out[a, i, b] = 0.5 * acc
-    return True
+            if t > 0:
+                for j in range(k):
+                    mean[b, j] += x[a, b, j] / t
+                    seen[b, j] += 1
+    for b in range(s):
+        for j in range(k):
+            mean[b, j] = mean[b, j] / seen[b, j] if seen[b, j] else np.nan
+    for a in range(r):
+        m = 0.0
+        n = 0
+        for b in range(s):
+            t = x[a, b, 0] + 0.0
+            for j in range(1, k):
+                t += x[a, b, j]
+            if t > 0:
+                v = 0.0
+                for j in range(k):
+                    d = x[a, b, j] / t
+                    d = d - mean[b, j]
+                    d = d * sc
+                    v += abs(d)
+                v = 0.5 * v
+                m += v
+                n += 1
+                acc[a, b] += v
+                count[a, b] += 1
+        means[a, i] = m / n if n else np.nan
+
+
+def _add_values(tv, tv_norm, i, means, acc, acc_norm, count, count_norm):   # pragma: no cover - compiled
+    """One cluster's (R, S) values ``tv`` and ``tv_norm`` computed by NumPy: :func:`_replicate_pass`'s means and
+    sums of them (one tool: ``tv_norm`` is 0 / 0, NaN, where ``tv`` is 0)."""
+    r, s = tv.shape
+    for a in range(r):
+        m = 0.0
+        n = 0
+        for b in range(s):
+            v = tv[a, b]
+            if not np.isnan(v):
+                m += v
+                n += 1
+                acc[a, b] += v
+                count[a, b] += 1
+            w = tv_norm[a, b]
+            if not np.isnan(w):
+                acc_norm[a, b] += w
+                count_norm[a, b] += 1
+        means[a, i] = m / n if n else np.nan
 
 
 def tv_runs(counts: np.ndarray) -> np.ndarray:
