@@ -15,7 +15,6 @@ import pytest
 from toolbias_stats.metrics import _bias_engine, _vectorised
 from toolbias_stats.metrics._tv import rates_from_counts, sum_last
 from toolbias_stats.metrics._vectorised import (
-    centred_null_means,
     centred_null_tv,
     nanmean,
     replicate_means,
@@ -102,10 +101,14 @@ def test_centred_means_equal_the_former_route(kernels, r, s, kind, seed):
     rng = np.random.default_rng(100 + seed)
     boot = _clusters(rng, r, s, TOOLS[: 2 + seed], kind)
     scale = list(1.0 + rng.random(len(boot)))
-    got, ref = centred_null_means(boot, scale), _former_centred(boot, scale)
-    assert _same(got[0], ref[0]) and _same(got[1], ref[1])
+    norm = 1 - 1 / np.array([b.shape[-1] for b in boot], dtype=float)
+    got, ref = replicate_means(boot, norm, scale), _former_centred(boot, scale)
+    assert _same(got.centred[0], ref[0]) and _same(got.centred[1], ref[1])
+    plain = replicate_means(boot, norm)                   # the other values do not depend on the centred ones
+    assert plain.centred is None and all(_same(a, b) for a, b in zip(got[:3], plain[:3]))
     same_k = [b for b in boot if b.shape[-1] == boot[0].shape[-1]]      # the rates route of one stack
-    got, ref = centred_null_means(same_k, scale[: len(same_k)]), _former_centred_rates(same_k, scale[: len(same_k)])
+    got = replicate_means(same_k, norm[: len(same_k)], scale[: len(same_k)]).centred
+    ref = _former_centred_rates(same_k, scale[: len(same_k)])
     assert _same(got[0], ref[0]) and _same(got[1], ref[1])
 
 
@@ -115,7 +118,7 @@ def test_large_replicates_one_cluster_at_a_time(kernels):
     boot = _clusters(rng, 3000, 3, [8, 5, 5], "counts")                 # 72,000 and 45,000 numbers
     assert boot[0].size >= _vectorised.LARGE_ARRAY
     scale, norm = [1.2, 1.0, 1.05], np.array([7 / 8, 0.8, 0.8])
-    got, ref = centred_null_means(boot, scale), _former_centred(boot, scale)
+    got, ref = replicate_means(boot, norm, scale).centred, _former_centred(boot, scale)
     assert _same(got[0], ref[0]) and _same(got[1], ref[1])
     got, ref = replicate_means(boot, norm), _former_replicate(boot, norm)
     assert _same(got.cluster_means, ref[0]) and _same(got.run_means, ref[1]) and _same(got.norm_run_means, ref[2])
@@ -129,14 +132,14 @@ def test_not_taken_where_the_order_or_shapes_differ(kernels):
     assert replicate_means([np.ones((4, 3))], norm) is None                 # not (R, S, K)
     assert replicate_means([np.ones((4, 1, 3))], norm) is None              # one run: NumPy sums clusters pairwise
     assert replicate_means([np.ones((4, 8, 3))], norm) is None              # 8 runs: NumPy sums them pairwise
-    assert centred_null_means([a, np.ones((5, 2, 3))], [1.0, 1.0]) is None
+    assert replicate_means([a, np.ones((5, 2, 3))], norm, [1.0, 1.0]) is None
     assert replicate_means([], norm) is None
 
 
 def test_none_without_numba(monkeypatch):
     monkeypatch.setattr(_vectorised, "_CLUSTER_KERNELS", [None])
     assert replicate_means([np.ones((2, 2, 2))], np.array([0.5])) is None
-    assert centred_null_means([np.ones((2, 2, 2))], [1.0]) is None
+    assert replicate_means([np.ones((2, 2, 2))], np.array([0.5]), [1.0]) is None
 
 
 def test_zero_ties_equal_the_mean_of_zeros():

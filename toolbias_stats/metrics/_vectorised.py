@@ -160,13 +160,15 @@ class ReplicateMeans(NamedTuple):
     """What the bias engine reads of every cluster's replicate TVs (R, C, S), without them (:func:`replicate_means`):
     ``cluster_means`` (R, C) = ``nanmean(tv, 2)``, ``run_means`` (R, S) = ``nanmean(tv, 1)``, ``norm_run_means``
     (R, S) = ``nanmean(tv / norm[None, :, None], 1)``, ``sums`` the replicate counts summed over runs (a list of
-    (R, K)) and ``pooled`` (R, C) their TVs (``replicate_tv(sums)``)."""
+    (R, K)), ``pooled`` (R, C) their TVs (``replicate_tv(sums)``), and ``centred``: for ``nq =
+    centred_null_tv(boot, scale)``, ``(nanmean(nq, 2), nanmean(nq, 1))``, or None (no ``scale``)."""
 
     cluster_means: np.ndarray
     run_means: np.ndarray
     norm_run_means: np.ndarray
     sums: list
     pooled: np.ndarray
+    centred: tuple[np.ndarray, np.ndarray] | None
 
 
 #: The most runs for which the compiled passes reproduce NumPy's means over runs (its sums of fewer than 8 numbers
@@ -174,18 +176,22 @@ class ReplicateMeans(NamedTuple):
 MAX_FUSED_RUNS = SEQUENTIAL_MAX_K
 
 
-def replicate_means(boot: Sequence[np.ndarray], norm: np.ndarray) -> ReplicateMeans | None:
+def replicate_means(boot: Sequence[np.ndarray], norm: np.ndarray,
+                    scale: Sequence[float] | None = None) -> ReplicateMeans | None:
     """:class:`ReplicateMeans` of every cluster's (R, S, K) replicate counts ``boot`` (``norm``: (C,) the clusters'
-    ``1 - 1/K``), bit for bit the NumPy route (``tv = replicate_tv(boot)`` then :func:`nanmean` over its axes, the
-    sums ``b.sum(1)`` and ``replicate_tv`` of them), in one compiled pass per cluster without the (R, C, S) TVs, their
-    (R, C, S) quotients by ``norm`` and the clusters' stacked copies (issue 37: 2,000 clusters x 2,000 replicates).
+    ``1 - 1/K``; ``scale``: the centred null's factors, or None), bit for bit the NumPy route (``tv =
+    replicate_tv(boot)`` then :func:`nanmean` over its axes, the sums ``b.sum(1)`` and ``replicate_tv`` of them,
+    :func:`centred_null_tv` and its means), in one compiled pass per cluster without the (R, C, S) TVs, their
+    quotients by ``norm``, the centred values and the clusters' stacked copies (issue 37: 2,000 clusters x 2,000
+    replicates), each rate ``n_j / n`` divided once.
 
     The pass makes NumPy's operations in its order: each total from the first tool to the last (as
-    :func:`._tv.sum_last`), ``|n_j / n - 1/K|`` added from the first tool to the last, the sums over runs from the
-    first run to the last, and the means over clusters from the first cluster to the last (NumPy's order along an
-    axis that is not the last), each of them over the values that are not NaN (a replicate-run without a valid
-    choice), divided by their count (:func:`nanmean`'s two routes give these numbers). A cluster with one tool or
-    more than :data:`._tv.SEQUENTIAL_MAX_K` takes :func:`tv_runs` before its values are added.
+    :func:`._tv.sum_last`), ``|n_j / n - 1/K|`` (``|(n_j / n - mean_j) * scale|``) added from the first tool to the
+    last, the sums over runs from the first run to the last, the means of the rates over the replicates and over
+    clusters from the first to the last (NumPy's order along an axis that is not the last), each of them over the
+    values that are not NaN (a replicate-run without a valid choice), divided by their count (:func:`nanmean`'s two
+    routes give these numbers). A cluster with one tool or more than :data:`._tv.SEQUENTIAL_MAX_K` takes the NumPy
+    functions before its values are added.
 
     None (the caller takes the NumPy route) where numba is not loaded, the clusters do not share their (R, S) in
     float64, or the runs are one (NumPy then sums over the clusters pairwise) or more than :data:`MAX_FUSED_RUNS`.
@@ -201,60 +207,42 @@ def replicate_means(boot: Sequence[np.ndarray], norm: np.ndarray) -> ReplicateMe
     if kernels is None or not _fused_shapes(boot):
         return None
     r, s = boot[0].shape[:2]
-    means, pooled = np.empty((r, len(boot))), np.empty((r, len(boot)))
+    c = len(boot)
+    means, pooled = np.empty((r, c)), np.empty((r, c))
     acc, acc_norm = np.zeros((r, s)), np.zeros((r, s))
     count, count_norm = np.zeros((r, s), dtype=np.int64), np.zeros((r, s), dtype=np.int64)
+    centred = scale is not None
+    q_means, q_acc, q_count = np.empty((r, c if centred else 0)), np.zeros((r, s)), np.zeros((r, s), dtype=np.int64)
+    scratch: dict = {}     # per number of tools: the rates (R, S, K), totals (R, S), means and counts (S, K)
     sums = []
     for i, x in enumerate(boot):
-        summed = np.empty((r, x.shape[-1]))
-        if 2 <= x.shape[-1] <= SEQUENTIAL_MAX_K:
-            kernels[0](x, float(norm[i]), i, means, acc, acc_norm, count, count_norm, summed, pooled)
-        else:   # one tool, or more than the compiled pass sums as NumPy does: NumPy's TVs, then the same additions
+        k = x.shape[-1]
+        sc = float(scale[i]) if centred else 1.0
+        summed = np.empty((r, k))
+        if 2 <= k <= SEQUENTIAL_MAX_K:
+            if k not in scratch:
+                scratch[k] = (np.empty((r, s, k)), np.empty((r, s)), np.empty((s, k)), np.empty((s, k), dtype=np.int64))
+            kernels[0](x, float(norm[i]), i, means, acc, acc_norm, count, count_norm, summed, pooled, *scratch[k])
+            if centred:
+                kernels[1](sc, i, q_means, q_acc, q_count, *scratch[k])
+        else:   # one tool, or more than the compiled pass sums as NumPy does: NumPy's values, then the same additions
             tv = tv_runs(x)                                                             # (R, S); NaN: none
             summed = x.sum(1)
             pooled[:, i] = tv_runs(summed)
             with np.errstate(invalid="ignore", divide="ignore"):       # one tool: 0 / 0
                 kernels[2](tv, tv / float(norm[i]), i, means, acc, acc_norm, count, count_norm)
+            if centred:
+                tv = centred_null_tv([x], [sc])[:, 0]
+                kernels[2](tv, tv, i, q_means, q_acc, np.zeros((r, s)), q_count, np.zeros((r, s), dtype=np.int64))
         sums.append(summed)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return ReplicateMeans(means, acc / count, acc_norm / count_norm, sums, pooled)
-
-
-def centred_null_means(boot: Sequence[np.ndarray], scale: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(nanmean(nq, 2), nanmean(nq, 1))`` of ``nq = centred_null_tv(boot, scale)`` (R, C, S), bit for bit, in one
-    compiled pass per cluster without ``nq``: the mean of each tool's rates over the replicates summed from the first
-    replicate to the last (NumPy's order along the first axis) over the replicates with a valid choice, divided by
-    their count, then ``|(n_j / n - mean_j) * scale|`` added from the first tool to the last, and the means over
-    runs and over clusters as :func:`replicate_means` takes them. A cluster with more than
-    :data:`._tv.SEQUENTIAL_MAX_K` tools takes :func:`centred_null_tv`. None where :func:`replicate_means` is.
-
-    Examples
-    --------
-    >>> b = np.array([[[1.0, 0.0], [1.0, 1.0]], [[0.0, 1.0], [2.0, 0.0]]])       # R = 2, S = 2, K = 2
-    >>> out = centred_null_means([b, b], [1.0, 2.0])
-    >>> nq = centred_null_tv([b, b], [1.0, 2.0])
-    >>> out is None or (np.array_equal(out[0], nanmean(nq, 2)) and np.array_equal(out[1], nanmean(nq, 1)))
-    True
-    """
-    kernels = _cluster_kernels()
-    if kernels is None or not _fused_shapes(boot):
-        return None
-    r, s = boot[0].shape[:2]
-    means, acc, count = np.empty((r, len(boot))), np.zeros((r, s)), np.zeros((r, s), dtype=np.int64)
-    for i, (x, sc) in enumerate(zip(boot, scale)):
-        k = x.shape[-1]
-        if 1 <= k <= SEQUENTIAL_MAX_K:
-            kernels[1](x, float(sc), i, means, acc, count, np.empty((s, k)), np.empty((s, k), dtype=np.int64))
-        else:
-            tv = centred_null_tv([x], [sc])[:, 0]
-            kernels[2](tv, tv, i, means, acc, np.zeros((r, s)), count, np.zeros((r, s), dtype=np.int64))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return means, acc / count
+        return ReplicateMeans(means, acc / count, acc_norm / count_norm, sums, pooled,
+                              (q_means, q_acc / q_count) if centred else None)
 
 
 def _fused_shapes(boot: Sequence[np.ndarray]) -> bool:
-    """Whether :func:`replicate_means` and :func:`centred_null_means` take their compiled passes: (R, S, K) float64
-    replicates sharing (R, S), with 2 to :data:`MAX_FUSED_RUNS` runs."""
+    """Whether :func:`replicate_means` takes its compiled passes: (R, S, K) float64 replicates sharing (R, S), with
+    2 to :data:`MAX_FUSED_RUNS` runs."""
     if not len(boot):
         return False
     first = boot[0]
@@ -266,8 +254,8 @@ _CLUSTER_KERNELS: list = []
 
 
 def _cluster_kernels():
-    """The compiled passes of :func:`replicate_means` and :func:`centred_null_means` (three), or None (numba not
-    loaded by the process, or missing)."""
+    """The compiled passes of :func:`replicate_means` (three), or None (numba not loaded by the process, or
+    missing)."""
     if not _CLUSTER_KERNELS:
         if "numba" not in sys.modules:
             return None
@@ -281,14 +269,19 @@ def _cluster_kernels():
     return _CLUSTER_KERNELS[0]
 
 
-def _replicate_pass(x, norm, i, means, acc, acc_norm, count, count_norm, summed,
-                    pooled):   # pragma: no cover - compiled
+def _replicate_pass(x, norm, i, means, acc, acc_norm, count, count_norm, summed, pooled, rates, totals,
+                    rate_sums, seen):   # pragma: no cover - compiled
     """One cluster's (R, S, K) replicates ``x`` (K >= 2): its mean TV over runs into ``means[:, i]``, its TVs (and
     their quotients by ``norm``) added to ``acc`` (``acc_norm``) with ``count`` (``count_norm``), the sums over runs
-    into ``summed``, their TVs into ``pooled[:, i]``. NaN where a total is not positive (no valid choice), left out
-    of the sums."""
+    into ``summed``, their TVs into ``pooled[:, i]``; the rates into ``rates``, the totals into ``totals`` and the
+    sums of the rates over the replicates with their counts into ``rate_sums`` and ``seen``, for
+    :func:`_centred_pass`. NaN where a total is not positive (no valid choice), left out of the sums."""
     r, s, k = x.shape
     inv = 1.0 / k
+    for b in range(s):
+        for j in range(k):
+            rate_sums[b, j] = 0.0
+            seen[b, j] = 0
     for a in range(r):
         for j in range(k):
             summed[a, j] = x[a, 0, j]
@@ -301,11 +294,15 @@ def _replicate_pass(x, norm, i, means, acc, acc_norm, count, count_norm, summed,
             t = x[a, b, 0] + 0.0
             for j in range(1, k):
                 t += x[a, b, j]
+            totals[a, b] = t
             if t > 0:
                 v = 0.0
                 for j in range(k):
-                    d = x[a, b, j] / t
-                    d = d - inv
+                    q = x[a, b, j] / t
+                    rates[a, b, j] = q
+                    rate_sums[b, j] += q
+                    seen[b, j] += 1
+                    d = q - inv
                     v += abs(d)
                 v = 0.5 * v
                 m += v
@@ -329,39 +326,22 @@ def _replicate_pass(x, norm, i, means, acc, acc_norm, count, count_norm, summed,
             pooled[a, i] = np.nan
 
 
-def _centred_pass(x, sc, i, means, acc, count, mean, seen):   # pragma: no cover - compiled
-    """One cluster's (R, S, K) replicates ``x``: the TVs of its centred rates scaled by ``sc``, averaged over runs
-    into ``means[:, i]`` and added to ``acc`` with ``count`` (``mean``, ``seen``: (S, K) scratch). A replicate-run
-    without a valid choice is NaN: left out of the rates' means and of the sums."""
-    r, s, k = x.shape
+def _centred_pass(sc, i, means, acc, count, rates, totals, rate_sums, seen):   # pragma: no cover - compiled
+    """After :func:`_replicate_pass` on a cluster: the TVs of its centred rates scaled by ``sc``, averaged over runs
+    into ``means[:, i]`` and added to ``acc`` with ``count``. A replicate-run without a valid choice is NaN: left out
+    of the rates' means and of the sums."""
+    r, s, k = rates.shape
     for b in range(s):
         for j in range(k):
-            mean[b, j] = 0.0
-            seen[b, j] = 0
-    for a in range(r):
-        for b in range(s):
-            t = x[a, b, 0] + 0.0
-            for j in range(1, k):
-                t += x[a, b, j]
-            if t > 0:
-                for j in range(k):
-                    mean[b, j] += x[a, b, j] / t
-                    seen[b, j] += 1
-    for b in range(s):
-        for j in range(k):
-            mean[b, j] = mean[b, j] / seen[b, j] if seen[b, j] else np.nan
+            rate_sums[b, j] = rate_sums[b, j] / seen[b, j] if seen[b, j] else np.nan
     for a in range(r):
         m = 0.0
         n = 0
         for b in range(s):
-            t = x[a, b, 0] + 0.0
-            for j in range(1, k):
-                t += x[a, b, j]
-            if t > 0:
+            if totals[a, b] > 0:
                 v = 0.0
                 for j in range(k):
-                    d = x[a, b, j] / t
-                    d = d - mean[b, j]
+                    d = rates[a, b, j] - rate_sums[b, j]
                     d = d * sc
                     v += abs(d)
                 v = 0.5 * v
