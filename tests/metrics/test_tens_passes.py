@@ -176,3 +176,32 @@ def test_whole_result_equals_the_numpy_passes(kernels, monkeypatch, sim):
     compiled, plain = _study_json(monkeypatch, True, **sim), _study_json(monkeypatch, False, **sim)
     assert compiled == plain
     assert json.loads(plain)["groups"][0]["delta_api"]["corrected_ci"][1] is not None
+
+
+def test_compact_replicates_keep_every_number(kernels):
+    rng = np.random.default_rng(9)
+    big = rng.integers(0, 65536, size=(50, 3 * 5 + 4)).astype(float)
+    for x in (rng.integers(0, 300, size=(40, 3, 5)).astype(float), big[:, 2:17].reshape(50, 3, 5),
+              np.zeros((3, 2, 2))):
+        c = _vectorised.compact_replicates(x)
+        assert c.dtype == np.uint16 and _same(c.astype(float), x)
+    for bad in (0.5, -1.0, 65536.0, np.nan, np.inf, -0.0):       # not an integer count of uint16: kept as it is
+        x = np.ones((4, 2, 3))
+        x[3, 1, 2] = bad
+        assert _vectorised.compact_replicates(x) is x
+    assert _vectorised.compact_replicates(np.ones((4, 3))).dtype == np.float64
+
+
+@pytest.mark.parametrize("kind, seed", [("counts", 1), ("positive", 2), ("view", 3)])
+def test_compact_replicates_give_the_same_means(kernels, kind, seed):
+    rng = np.random.default_rng(seed)
+    boot = _clusters(rng, 30, 3, TOOLS, kind)
+    norm = 1 - 1 / np.array([b.shape[-1] for b in boot], dtype=float)
+    scale = list(1.0 + rng.random(len(boot)))
+    compact = [_vectorised.compact_replicates(b) for b in boot]
+    assert all(c.dtype == np.uint16 for c in compact)
+    got, ref = replicate_means(compact, norm, scale), replicate_means(boot, norm, scale)
+    assert all(_same(a, b) for a, b in zip(got[:3], ref[:3])) and _same(got.pooled, ref.pooled)
+    assert all(_same(a, b) and a.dtype == np.float64 for a, b in zip(got.sums, ref.sums))
+    assert _same(got.centred[0], ref.centred[0]) and _same(got.centred[1], ref.centred[1])
+    assert _same(centred_null_tv(compact, scale), centred_null_tv(boot, scale))   # the NumPy route reads them too

@@ -43,7 +43,9 @@ from ._bias_tensors import NOTE_LENGTHS, _Columns, _group_tensors, _positions
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from ._vectorised import (
+    MAX_FUSED_RUNS,
     centred_null_tv,
+    compact_replicates,
     jackknife_means,
     leave_one_out_tv,
     nanmean,
@@ -129,6 +131,7 @@ def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of,
     parts = [at[order[bounds[code_of[c]]:bounds[code_of[c] + 1]]] for c in clusters]
     # every cluster's tensors at once: one bincount per number of tools, not a dozen NumPy calls per cluster
     tensors, seen_of = _group_tensors(columns, parts, catalog, clusters, runs, caught, keys, stacklevel=7)
+    compact = n_resamples > 0 and 2 <= len(runs) <= MAX_FUSED_RUNS
     for c, (api_t, pos_t, tools), seen in zip(clusters, tensors, seen_of):
         d.api_t[c], d.pos_t[c], d.tools_of[c] = api_t, pos_t, tools
         d.labels[c], d.notes[c] = _positions(d.pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
@@ -143,6 +146,8 @@ def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of,
             # one (pseudo-)query, e.g. an aggregated table of counts: nothing to resample; draw the attempts
             d.multinomial.add(c)
             reps = [parametric_counts(t.sum(0), n_resamples, gen, method=bootstrap) for t in targets]
+        if compact:   # uint16 where the compiled passes read them (a quarter of the memory; issue 37)
+            reps = [compact_replicates(x) for x in reps]
         d.boot_api[c] = reps[0]
         d.boot_pos[c] = None if d.pos_t[c] is None else reps[1]
     return d

@@ -227,7 +227,7 @@ def replicate_means(boot: Sequence[np.ndarray], norm: np.ndarray,
                 kernels[1](sc, i, q_means, q_acc, q_count, *scratch[k])
         else:   # one tool, or more than the compiled pass sums as NumPy does: NumPy's values, then the same additions
             tv = tv_runs(x)                                                             # (R, S); NaN: none
-            summed = x.sum(1)
+            summed = np.asarray(x, dtype=float).sum(1)            # (compact counts: the same sums, in float64)
             pooled[:, i] = tv_runs(summed)
             with np.errstate(invalid="ignore", divide="ignore"):       # one tool: 0 / 0
                 kernels[2](tv, tv / float(norm[i]), i, means, acc, acc_norm, count, count_norm)
@@ -241,21 +241,44 @@ def replicate_means(boot: Sequence[np.ndarray], norm: np.ndarray,
 
 
 def _fused_shapes(boot: Sequence[np.ndarray]) -> bool:
-    """Whether :func:`replicate_means` takes its compiled passes: (R, S, K) float64 replicates sharing (R, S), with
-    2 to :data:`MAX_FUSED_RUNS` runs."""
+    """Whether :func:`replicate_means` takes its compiled passes: (R, S, K) float64 (or :func:`compact_replicates`)
+    replicates sharing (R, S), with 2 to :data:`MAX_FUSED_RUNS` runs."""
     if not len(boot):
         return False
     first = boot[0]
     return (first.ndim == 3 and 2 <= first.shape[1] <= MAX_FUSED_RUNS
-            and all(a.ndim == 3 and a.shape[:2] == first.shape[:2] and a.dtype == np.float64 for a in boot))
+            and all(a.ndim == 3 and a.shape[:2] == first.shape[:2] and a.dtype in (np.float64, np.uint16)
+                    for a in boot))
+
+
+def compact_replicates(x: np.ndarray) -> np.ndarray:
+    """``x`` as uint16 when :func:`replicate_means` can read it (its compiled passes loaded) and every number is an
+    integer from +0 to 65,535 (replicate counts: every reader converts them back to float64 exactly), else ``x``
+    itself. A quarter of the memory of float64 replicates (issue 37: 2,000 clusters x 2,000 replicates x 3 runs x 10
+    tools and positions held 0.96 GB per group while the calibrated intervals of the group before computed).
+
+    Examples
+    --------
+    >>> x = np.array([[[1.0, 2.0]], [[0.0, 7.0]]])
+    >>> c = compact_replicates(x)
+    >>> c.dtype in (np.uint16, np.float64) and np.array_equal(c, x)
+    True
+    >>> compact_replicates(np.array([[[0.5, 2.0]]])).dtype
+    dtype('float64')
+    """
+    kernels = _cluster_kernels()
+    if kernels is None or x.dtype != np.float64 or x.ndim != 3:
+        return x
+    out = np.empty(x.shape, dtype=np.uint16)
+    return out if kernels[3](x, out) else x
 
 
 _CLUSTER_KERNELS: list = []
 
 
 def _cluster_kernels():
-    """The compiled passes of :func:`replicate_means` (three), or None (numba not loaded by the process, or
-    missing)."""
+    """The compiled passes of :func:`replicate_means` (three) and of :func:`compact_replicates`, or None (numba not
+    loaded by the process, or missing)."""
     if not _CLUSTER_KERNELS:
         if "numba" not in sys.modules:
             return None
@@ -265,7 +288,7 @@ def _cluster_kernels():
             _CLUSTER_KERNELS.append(None)
             return None
         jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-        _CLUSTER_KERNELS.append((jit(_replicate_pass), jit(_centred_pass), jit(_add_values)))
+        _CLUSTER_KERNELS.append((jit(_replicate_pass), jit(_centred_pass), jit(_add_values), jit(_to_uint16)))
     return _CLUSTER_KERNELS[0]
 
 
@@ -350,6 +373,20 @@ def _centred_pass(sc, i, means, acc, count, rates, totals, rate_sums, seen):   #
                 acc[a, b] += v
                 count[a, b] += 1
         means[a, i] = m / n if n else np.nan
+
+
+def _to_uint16(x, out):   # pragma: no cover - compiled
+    """``out[...] = x`` where every number of the (R, S, K) ``x`` is an integer from +0 to 65,535 (True), else False
+    (``out`` unfinished)."""
+    r, s, k = x.shape
+    for a in range(r):
+        for b in range(s):
+            for j in range(k):
+                v = x[a, b, j]
+                if not (0.0 <= v <= 65535.0 and np.floor(v) == v) or (v == 0.0 and np.signbit(v)):
+                    return False
+                out[a, b, j] = np.uint16(v)
+    return True
 
 
 def _add_values(tv, tv_norm, i, means, acc, acc_norm, count, count_norm):   # pragma: no cover - compiled
