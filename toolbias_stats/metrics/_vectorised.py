@@ -217,7 +217,7 @@ def replicate_means(boot: Sequence[np.ndarray], norm: np.ndarray,
     sums = []
     for i, x in enumerate(boot):
         k = x.shape[-1]
-        sc = float(scale[i]) if centred else 1.0
+        sc = float(scale[i]) if scale is not None else 1.0
         summed = np.empty((r, k))
         if 2 <= k <= SEQUENTIAL_MAX_K:
             if k not in scratch:
