@@ -205,3 +205,27 @@ def test_compact_replicates_give_the_same_means(kernels, kind, seed):
     assert all(_same(a, b) and a.dtype == np.float64 for a, b in zip(got.sums, ref.sums))
     assert _same(got.centred[0], ref.centred[0]) and _same(got.centred[1], ref.centred[1])
     assert _same(centred_null_tv(compact, scale), centred_null_tv(boot, scale))   # the NumPy route reads them too
+
+
+def test_integer_counts_are_the_former_int64_counts():
+    rng = np.random.default_rng(4)
+    cases = [rng.integers(0, 200, size=(30, 5)).astype(float), rng.integers(0, 70_000, size=(30, 4)).astype(float),
+             rng.random((30, 5)) * 10, np.array([[-1.0, 3.0]]), np.array([[2.0**31, 1.0]]), np.zeros((0, 3))]
+    for x in cases:
+        got, former = _bias_engine._integer_counts(x), np.rint(x).astype(np.int64)
+        assert got.dtype.kind in "ui" and np.array_equal(got, former) and got.shape == former.shape
+
+
+def test_calibrated_interval_reads_compact_counts_as_int64():
+    """The calibrated interval of compact (uint8/uint16) replicate counts is the one of their int64 copies."""
+    from toolbias_stats.metrics._calibrated import calibrated_mean_tv
+
+    rng = np.random.default_rng(6)
+    counts = [np.array([30, 10, 5, 5]), np.array([12, 12, 20, 6]), np.array([40, 2, 3, 5])]
+    boot = [rng.multinomial(50, c / 50, size=300).astype(float) for c in counts]
+    compact = [_bias_engine._integer_counts(b) for b in boot]
+    assert {b.dtype for b in compact} == {np.dtype(np.uint8)}
+    a = calibrated_mean_tv(counts, compact, n_units=[50, 50, 50], confidence_level=0.9)
+    b = calibrated_mean_tv(counts, [np.rint(x).astype(np.int64) for x in boot], n_units=[50, 50, 50],
+                           confidence_level=0.9)
+    assert (a.estimate, a.ci_low, a.ci_high, a.method) == (b.estimate, b.ci_low, b.ci_high, b.method)
