@@ -182,8 +182,11 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
     # the metric holds what it needs: of the tools' replicates only the rate table's sums over runs (R, K) stay, not
     # the (R, S, K) counts (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was
     # done), and they go before the positions' metric is built (2,000 clusters x 2,000 replicates: 0.5 GB)
+    shared = api.compact_sums   # the calibrated interval's counts where they are these sums (_calibrate)
     for c in clusters:
-        d.boot_api[c] = _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1))
+        d.boot_api[c] = (shared[c] if c in shared else
+                         _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1)))
+    api.compact_sums = {}
     api.run_sums = {}
     has_pos = [c for c in clusters if d.pos_t[c] is not None]
     pos = (_Metric("delta_pos", has_pos, d.pos_t, obs_pos, d.boot_pos, gen, n_null, level, cluster_corrected,
@@ -191,7 +194,7 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
     for c in clusters:
         d.boot_pos[c] = None
     if pos is not None:
-        pos.run_sums = {}
+        pos.run_sums, pos.compact_sums = {}, {}
     for m in (api, pos):
         if m is not None and np.isnan(m.per_cluster_obs).any():
             msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
@@ -297,8 +300,9 @@ def _compact(counts: np.ndarray) -> np.ndarray:
     >>> _compact(np.array([[0.5, 2.0]])).dtype, _compact(np.array([[-1.0, 2.0]])).dtype
     (dtype('float64'), dtype('float64'))
     """
-    if counts.size and counts.max() < 2**31 and counts.min() >= 0 and np.array_equal(counts, np.rint(counts)):
-        return counts.astype(np.min_scalar_type(int(counts.max())))
+    top = counts.max() if counts.size else None
+    if top is not None and top < 2**31 and counts.min() >= 0 and np.array_equal(counts, np.rint(counts)):
+        return counts.astype(np.min_scalar_type(int(top)))
     return counts
 
 
@@ -457,6 +461,7 @@ class _Metric:
         self.relabelled = {}
         self.run_sums: dict = {}
         self._centred = None   # the centred null's means, when computed with the replicates' (_replicate_values)
+        self.compact_sums: dict = {}
 
     def _point_estimates(self, clusters, targets, obs):
         """The observed per-cluster, per-run TV (C, S), pooled over runs (C,), and their means over clusters."""
@@ -518,6 +523,8 @@ class _Metric:
         units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
                  for c in clusters}
         reps = {c: _integer_counts(self.run_sums[c]) for c in seen}
+        # the compact sums are also the rate tables' replicates (_group_stage): one array, converted once
+        self.compact_sums = {c: v for c, v in reps.items() if v.dtype.kind == "u"}
         cal_units = dict(units)
         for c in seen:
             if c in self.sparse:   # relabelled replicates: the errors of a fair chooser, no bootstrap shrinkage
