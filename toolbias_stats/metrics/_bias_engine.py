@@ -43,11 +43,14 @@ from ._bias_tensors import NOTE_LENGTHS, _Columns, _group_tensors, _positions
 from ._calibrated import FULL_LEVEL_ATTEMPTS, CalibratedTV, _upper_tail, calibrated_mean_tv
 from ._tv import expected_tv_uniform, rates_from_counts
 from ._vectorised import (
+    MAX_FUSED_RUNS,
     centred_null_tv,
+    compact_replicates,
     jackknife_means,
     leave_one_out_tv,
     nanmean,
     percentile_cis,
+    replicate_means,
     replicate_tv,
     stacked,
     tv_runs,
@@ -128,6 +131,7 @@ def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of,
     parts = [at[order[bounds[code_of[c]]:bounds[code_of[c] + 1]]] for c in clusters]
     # every cluster's tensors at once: one bincount per number of tools, not a dozen NumPy calls per cluster
     tensors, seen_of = _group_tensors(columns, parts, catalog, clusters, runs, caught, keys, stacklevel=7)
+    compact = n_resamples > 0 and 2 <= len(runs) <= MAX_FUSED_RUNS
     for c, (api_t, pos_t, tools), seen in zip(clusters, tensors, seen_of):
         d.api_t[c], d.pos_t[c], d.tools_of[c] = api_t, pos_t, tools
         d.labels[c], d.notes[c] = _positions(d.pos_t[c], pos_of, c, unknown if not seen else NOTE_LENGTHS)
@@ -142,6 +146,8 @@ def _draw_group(sub, catalog, keys, n_resamples, gen, caught, bootstrap, pos_of,
             # one (pseudo-)query, e.g. an aggregated table of counts: nothing to resample; draw the attempts
             d.multinomial.add(c)
             reps = [parametric_counts(t.sum(0), n_resamples, gen, method=bootstrap) for t in targets]
+        if compact:   # uint16 where the compiled passes read them (a quarter of the memory; issue 37)
+            reps = [compact_replicates(x) for x in reps]
         d.boot_api[c] = reps[0]
         d.boot_pos[c] = None if d.pos_t[c] is None else reps[1]
     return d
@@ -176,8 +182,11 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
     # the metric holds what it needs: of the tools' replicates only the rate table's sums over runs (R, K) stay, not
     # the (R, S, K) counts (issue 37: 240 groups x 10 clusters x 2,000 replicates held 1.2 GB until every group was
     # done), and they go before the positions' metric is built (2,000 clusters x 2,000 replicates: 0.5 GB)
+    shared = api.compact_sums   # the calibrated interval's counts where they are these sums (_calibrate)
     for c in clusters:
-        d.boot_api[c] = _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1))
+        d.boot_api[c] = (shared[c] if c in shared else
+                         _compact(api.run_sums[c] if api.run_sums else d.boot_api[c].sum(1)))
+    api.compact_sums = {}
     api.run_sums = {}
     has_pos = [c for c in clusters if d.pos_t[c] is not None]
     pos = (_Metric("delta_pos", has_pos, d.pos_t, obs_pos, d.boot_pos, gen, n_null, level, cluster_corrected,
@@ -185,7 +194,7 @@ def _group_stage(sub, catalog, keys, n_resamples, n_null, level, ci_method, gen,
     for c in clusters:
         d.boot_pos[c] = None
     if pos is not None:
-        pos.run_sums = {}
+        pos.run_sums, pos.compact_sums = {}, {}
     for m in (api, pos):
         if m is not None and np.isnan(m.per_cluster_obs).any():
             msg = f"group {keys}: clusters without a valid choice in some run are left out of the means"
@@ -279,17 +288,37 @@ def _summed_rates(obs: dict, clusters: list) -> dict:
 
 
 def _compact(counts: np.ndarray) -> np.ndarray:
-    """Replicate counts as int32 when they are integers below 2^31 (half the memory; converted back to float by
-    the rate table, exactly), else as they are.
+    """Replicate counts in the smallest unsigned integer type that holds them when they are integers below 2^31
+    (the rate table converts them back to float, exactly; issue 37: every finished group keeps them for its rate
+    tables, 2,000 clusters x 2,000 replicates x 5 tools, 80 MB per group as int32 and 20 MB as uint8), else as they
+    are.
 
     Examples
     --------
-    >>> _compact(np.array([[1.0, 2.0]])).dtype, _compact(np.array([[0.5, 2.0]])).dtype
-    (dtype('int32'), dtype('float64'))
+    >>> _compact(np.array([[1.0, 2.0]])).dtype, _compact(np.array([[1.0, 300.0]])).dtype
+    (dtype('uint8'), dtype('uint16'))
+    >>> _compact(np.array([[0.5, 2.0]])).dtype, _compact(np.array([[-1.0, 2.0]])).dtype
+    (dtype('float64'), dtype('float64'))
     """
-    if counts.size and counts.max() < 2**31 and counts.min() >= 0 and np.array_equal(counts, np.rint(counts)):
-        return counts.astype(np.int32)
+    top = counts.max() if counts.size else None
+    if top is not None and top < 2**31 and counts.min() >= 0 and np.array_equal(counts, np.rint(counts)):
+        return counts.astype(np.min_scalar_type(int(top)))
     return counts
+
+
+def _integer_counts(sums: np.ndarray) -> np.ndarray:
+    """``np.rint(sums).astype(np.int64)``, the same numbers in the smallest unsigned type where ``sums`` are integers
+    below 2^31 (:func:`_compact`; the calibrated intervals convert them to float once): the replicate counts that a
+    group's intervals hold while the next group is drawn (issue 37: 2,000 clusters x 2,000 replicates x 5 tools per
+    metric, 160 MB as int64, 20 MB as uint8).
+
+    Examples
+    --------
+    >>> _integer_counts(np.array([[2.0, 300.0]])).dtype, _integer_counts(np.array([[0.4, 2.6]]))
+    (dtype('uint16'), array([[0, 3]]))
+    """
+    out = _compact(sums)
+    return out if out.dtype.kind == "u" else np.rint(sums).astype(np.int64)
 
 
 def _rows(by_status, at) -> dict:
@@ -340,6 +369,45 @@ def _sq_runs(counts):
     return ((rates_from_counts(counts) - 1.0 / k) ** 2).sum(-1)
 
 
+def _centred_scale(clusters, targets, obs, multinomial) -> list:
+    """The centred null's factor ``sqrt(u / (u - 1))`` of every cluster (``u``: its resampled units, queries or, for
+    multinomial replicates, attempts; 1.0 where ``u < 2``), as :meth:`_Metric._null` takes them from
+    :meth:`_Metric._calibrate`'s ``units``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> t = {"a": SimpleNamespace(counts=np.zeros((5, 1, 2))), "b": SimpleNamespace(counts=np.zeros((1, 1, 2)))}
+    >>> _centred_scale(["a", "b"], t, {"a": np.ones((1, 2)), "b": np.ones((1, 2))}, {"b"})
+    [np.float64(1.118033988749895), np.float64(1.4142135623730951)]
+    """
+    units = [int(obs[c].sum()) if c in multinomial else int(targets[c].counts.shape[0]) for c in clusters]
+    return [np.sqrt(u / (u - 1)) if u > 1 else 1.0 for u in units]
+
+
+def _zero_ties(r: int, missing: np.ndarray) -> np.ndarray:
+    """``_nanmean(sq, 2)`` of the (R, C, S) squared deviations of a group without exact or relabelled draws: 0
+    everywhere but NaN at the ``missing`` (C, S) cells, so 0, or NaN for a cluster without a valid run (the mean of
+    zeros is 0.0; of none, NaN). (R, C), without the (R, C, S) array and its reduction.
+
+    Examples
+    --------
+    >>> missing = np.array([[False, True], [True, True]])
+    >>> _zero_ties(2, missing)
+    array([[ 0., nan],
+           [ 0., nan]])
+    >>> bool(np.array_equal(_zero_ties(2, missing), _nanmean(np.where(missing, np.nan, np.zeros((2, 2, 2))), 2),
+    ...                     equal_nan=True))
+    True
+    """
+    out = np.zeros((r, missing.shape[0]))
+    if missing.shape[1]:
+        out[:, missing.all(1)] = np.nan
+    else:
+        out[:] = np.nan
+    return out
+
+
 def _mean_of_finite(x) -> float:
     """``float(_nanmean(x, 0))`` of a 1-D array, without its warning filters where ``x`` holds no NaN (the same sum
     divided by the same count: the same number; a tenth of the cost, once per cluster and metric)."""
@@ -370,7 +438,7 @@ class _Metric:
         self.n_resamples = r
         if r:
             _compiled_belt(r, sum(targets[c].k for c in clusters))
-            self._replicate_values(clusters, targets, boot, r)
+            self._replicate_values(clusters, targets, obs, boot, r)
             self._calibrate(targets, obs, boot, level, cluster_corrected, pool)
         self._null(obs, boot, clusters, self.ks, gen, n_null, r)
 
@@ -392,6 +460,8 @@ class _Metric:
         self._single_rng = _child_rng(gen) if self.single or self.sparse else None
         self.relabelled = {}
         self.run_sums: dict = {}
+        self._centred = None   # the centred null's means, when computed with the replicates' (_replicate_values)
+        self.compact_sums: dict = {}
 
     def _point_estimates(self, clusters, targets, obs):
         """The observed per-cluster, per-run TV (C, S), pooled over runs (C,), and their means over clusters."""
@@ -402,19 +472,36 @@ class _Metric:
         self.per_run = _nanmean(self.per_cluster_obs, 0)                       # (S,)
         self.norm_per_run = _nanmean(self.per_cluster_obs / norm[:, None], 0)
 
-    def _replicate_values(self, clusters, targets, boot, r):
+    def _replicate_values(self, clusters, targets, obs, boot, r):
         """The statistics of the ``r`` replicates, the jackknife over queries and the relabelled draws."""
         norm = (1 - 1 / self.ks)
-        b = replicate_tv([boot[c] for c in clusters])                       # (R, C, S)
-        # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the (R, C, S)
-        # values are not kept: 1/S of the memory while the other groups are drawn)
-        self.boot_cluster_means = _nanmean(b, 2)
-        self.boot_stat = _nanmean(_nanmean(b, 1), 1)                      # (R,)
-        self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
-        # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
-        # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
-        self.run_sums = sums = {c: boot[c].sum(1) for c in clusters}
-        self.boot_pooled_cluster = replicate_tv([sums[c] for c in clusters])   # (R, C)
+        # the means of every cluster's replicate TVs, its sums over runs and their TVs, and the means of the centred
+        # null's values (:meth:`_null`) where nothing replaces or masks them, in one compiled pass per cluster where
+        # numba is loaded, without the (R, C, S) values (issue 37: 2,000 clusters x 2,000 replicates); else the NumPy
+        # passes (the same numbers)
+        centred = not (self.single or self.sparse or np.isnan(self.per_cluster_obs).any())
+        fused = replicate_means([boot[c] for c in clusters], norm,
+                                _centred_scale(clusters, targets, obs, self._multinomial) if centred else None)
+        self._centred = None if fused is None else fused.centred
+        if fused is not None:
+            self.boot_cluster_means = fused.cluster_means                              # (R, C)
+            self.boot_stat = _nanmean(fused.run_means, 1)                               # (R,)
+            self.boot_norm = _nanmean(fused.norm_run_means, 1)
+            self.run_sums = sums = dict(zip(clusters, fused.sums))
+            self.boot_pooled_cluster = fused.pooled                                     # (R, C)
+        else:
+            b = replicate_tv([boot[c] for c in clusters])                               # (R, C, S)
+            # the clusters' replicate means over runs (R, C): what their intervals and standard errors read (the
+            # (R, C, S) values are not kept: 1/S of the memory while the other groups are drawn)
+            self.boot_cluster_means = _nanmean(b, 2)
+            self.boot_stat = _nanmean(_nanmean(b, 1), 1)                              # (R,)
+            self.boot_norm = _nanmean(_nanmean(b / norm[None, :, None], 1), 1)
+            del b
+            # every cluster's replicate counts summed over runs (R, K), once: the pooled values, the calibrated
+            # intervals' inputs and the rate tables' replicates read the same sums (issue 37: three sums per cluster)
+            self.run_sums = sums = {c: boot[c].sum(1) for c in clusters}
+            self.boot_pooled_cluster = replicate_tv([sums[c] for c in clusters])   # (R, C)
+        del fused
         self.boot_pooled = _nanmean(self.boot_pooled_cluster, 1)
         self.jack = self._jackknife(targets)
         # in catalog order (the set's order follows the hash of the cluster ids, which changes between processes)
@@ -435,7 +522,9 @@ class _Metric:
         # variance correction
         units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
                  for c in clusters}
-        reps = {c: np.rint(self.run_sums[c]).astype(np.int64) for c in seen}
+        reps = {c: _integer_counts(self.run_sums[c]) for c in seen}
+        # the compact sums are also the rate tables' replicates (_group_stage): one array, converted once
+        self.compact_sums = {c: v for c, v in reps.items() if v.dtype.kind == "u"}
         cal_units = dict(units)
         for c in seen:
             if c in self.sparse:   # relabelled replicates: the errors of a fair chooser, no bootstrap shrinkage
@@ -495,10 +584,19 @@ class _Metric:
         self.null_query = None
         if r:
             scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
+            missing = np.isnan(self.per_cluster_obs)
+            if self._centred is not None:   # nothing replaces or masks the centred values: their means, compiled
+                self.null_query_sims, self.null_query = self._centred[0], _nanmean(self._centred[1], 1)
+                self.tie_sims, self.tie_obs = _zero_ties(r, missing), _nanmean(np.zeros_like(missing, float), 1)
+                self._centred = None
+                self._null_multinomial(obs, clusters, ks, gen, n_null, n_cs)
+                return
             nq = centred_null_tv([boot[c] for c in clusters], [scale[c] for c in clusters])   # (R, C, S); NaN: none
             # the discrete references' tie-break (TIE_BREAK): squared deviations, 0 in the other clusters
-            sq, sq_obs = np.zeros_like(nq), np.zeros_like(self.per_cluster_obs)
-            for j, (c, n, k) in enumerate(zip(clusters, n_cs, ks)):
+            # (no cluster with such draws: the (R, C, S) zeros are not made, their means are known, _zero_ties)
+            drawn = any(c in self.single or c in self.sparse for c in clusters)
+            sq, sq_obs = (np.zeros_like(nq) if drawn else None), np.zeros_like(self.per_cluster_obs)
+            for j, (c, n, k) in enumerate(zip(clusters, n_cs, ks) if drawn else ()):
                 draws = (self._single_rng.multinomial(n, np.full(int(k), 1.0 / k), size=(r, len(n)))
                          if c in self.single   # attempts independent: the uniform chooser's own draws (exact)
                          else self.relabelled[c] if c in self.sparse   # queries' counts permuted over the tools
@@ -506,12 +604,18 @@ class _Metric:
                 if draws is not None:
                     nq[:, j, :], sq[:, j, :] = _tv_runs(draws), _sq_runs(draws)
                     sq_obs[j] = _sq_runs(obs[c])
-            missing = np.isnan(self.per_cluster_obs)
             nq[:, missing] = np.nan
-            sq[:, missing], sq_obs[missing] = np.nan, np.nan
+            sq_obs[missing] = np.nan
+            if sq is not None:
+                sq[:, missing] = np.nan
             self.null_query_sims = _nanmean(nq, 2)    # (R, C): what the clusters' p-values read (1/S of the memory)
             self.null_query = _nanmean(_nanmean(nq, 1), 1)
-            self.tie_sims, self.tie_obs = _nanmean(sq, 2), _nanmean(sq_obs, 1)       # (R, C), (C,)
+            self.tie_sims = _zero_ties(r, missing) if sq is None else _nanmean(sq, 2)          # (R, C)
+            self.tie_obs = _nanmean(sq_obs, 1)                                                  # (C,)
+        self._null_multinomial(obs, clusters, ks, gen, n_null, n_cs)
+
+    def _null_multinomial(self, obs, clusters, ks, gen, n_null, n_cs):
+        """The uniform multinomial chooser's null draws (:attr:`null_stat`, :attr:`null_sims`), or None."""
         self.null_stat = None
         if n_null:
             # (N,) and (N, C): multinomial draws, or each cluster's mean from its exact law when they would be many
