@@ -126,6 +126,9 @@ def run_cli(study: Path, bootstrap: int, engine: str, package: str | None = None
             "import toolbias_stats.cli.__main__ as m\n"
             "try:\n    rc = m.main(sys.argv[1:])\nfinally:\n"
             "    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "    try:\n"  # VmHWM is this process's own peak: ru_maxrss keeps the parent's from before the exec
+            "        r = int(next(x for x in open('/proc/self/status') if x.startswith('VmHWM')).split()[1])\n"
+            "    except (OSError, StopIteration):\n        pass\n"
             "    c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
             "    print('PEAK_RSS_KB', max(r, c), file=sys.stderr)\n"
             "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
