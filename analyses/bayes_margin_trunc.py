@@ -709,7 +709,8 @@ def wilson(k, n, z=1.959964):
     return float(c - h), float(c + h)
 
 
-SIM_LINES = (("δ_API, unequal cells", "api_cell", "nonzero"), ("δ_API, equal-worth cells (truth 0)", "api_cell", "zero"),
+SIM_LINES = (("δ_API, unequal cells", "api_cell", "nonzero"),
+             ("δ_API, equal-worth cells (truth 0)", "api_cell", "zero"),
              ("δ_pos, LLMs with position effects", "pos", "nonzero"),
              ("δ_pos, the LLM without position effects (truth 0)", "pos", "zero"))
 
@@ -783,32 +784,33 @@ def _fmt_iv(ivs, q, m, c=None):
 
 def bundled_markdown(b):
     L = ["## Bundled study (`fit_bayes(log, rng=1)`, 4 x 1,000 draws)", "",
-         f"Fit: {b['fit']['cpu_s']:.1f} s CPU ({b['fit']['wall_s']:.1f} s wall); feasibility LPs of all "
+         (f"Fit: {b['fit']['cpu_s']:.1f} s CPU ({b['fit']['wall_s']:.1f} s wall); feasibility LPs of all "
          f"{b['feasibility_all_draws']['lps']:,} (draw, cell) pairs: {b['feasibility_all_draws']['cpu_s']:.1f} s CPU "
          f"({b['feasibility_all_draws']['wall_s']:.1f} s wall, load {b['feasibility_all_draws']['load_avg'][0]:.1f}); "
          f"predictive checks (500 draws, 5,000 IPF rounds): {b['ppc_all_cpu_s']:.1f} s CPU. Draws feasible in all "
-         f"70 cells: {b['all_cells_feasible_global'] * 100:.2f} %.", "",
-         "| LLM | infeasible (draw, cell) pairs | draws feasible in all its cells | prior: all its cells feasible "
+         f"70 cells: {b['all_cells_feasible_global'] * 100:.2f} %."), "",
+         ("| LLM | infeasible (draw, cell) pairs | draws feasible in all its cells | prior: all its cells feasible "
          "| dispersion p, fit's check (500 rounds) | all draws (5,000 rounds) | restricted | cluster×position p "
-         "all / restricted |", "|---|---|---|---|---|---|---|---|"]
+         "all / restricted |"), "|---|---|---|---|---|---|---|---|"]
     for m, name in enumerate(b["llms"]):
-        L.append(f"| {name} | {b['infeasible_share_llm'][m] * 100:.1f} % | {b['all_cells_feasible_llm'][m] * 100:.2f} % "
+        L.append(f"| {name} | {b['infeasible_share_llm'][m] * 100:.1f} % | "
+                 f"{b['all_cells_feasible_llm'][m] * 100:.2f} % "
                  f"({b['n_keep_rejection'][m]}) | {b['prior_feasible_llm'][m] * 100:.1f} % | "
                  f"{b['fit_check_iters500']['dispersion'][m]:.3f} | {b['ppc_all']['dispersion'][m]:.3f} | "
                  f"{b['ppc_trunc']['dispersion'][m]:.3f} | "
                  + (f"{b['ppc_all']['cluster_position']:.3f} / {b['ppc_trunc']['cluster_position']:.3f} |"
                     if m == 0 else " |"))
     for name, s in b["sir"].items():
-        L += ["", f"{name}: rejection keeps {s['rejection_keep']} of {b['draws']} draws; SIR (300 position draws "
+        L += ["", (f"{name}: rejection keeps {s['rejection_keep']} of {b['draws']} draws; SIR (300 position draws "
               f"weighted by the feasible share of 200 tool draws in each of its {len(s['affected'])} affected "
               f"cells, {s['lps']:,} LPs, {s['cpu_s']:.0f} s CPU): P(all its cells feasible | y) = {s['p_F']:.4f}, "
               f"weights' ESS {s['ess']:.1f}. Its dispersion p with the rejection draws only: "
-              f"{b['ppc_trunc_rejection_only']['dispersion'][b['llms'].index(name)]:.3f}."]
+              f"{b['ppc_trunc_rejection_only']['dispersion'][b['llms'].index(name)]:.3f}.")]
     iv = b["intervals"]
-    L += ["", "Per LLM: δ_API (mean over clusters) and δ_pos, posterior mean [94 % HDI], slab (the draws' TV) and "
-          "spike-and-slab mixture; P0 (Savage-Dickey) of no position effect.", "",
-          "| LLM | δ_API slab all | restricted | δ_API mixture all | restricted | δ_pos mixture all | restricted | "
-          "P0 no position all → restricted |", "|---|---|---|---|---|---|---|---|"]
+    L += ["", ("Per LLM: δ_API (mean over clusters) and δ_pos, posterior mean [94 % HDI], slab (the draws' TV) and "
+          "spike-and-slab mixture; P0 (Savage-Dickey) of no position effect."), "",
+          ("| LLM | δ_API slab all | restricted | δ_API mixture all | restricted | δ_pos mixture all | restricted | "
+          "P0 no position all → restricted |"), "|---|---|---|---|---|---|---|---|"]
     p0 = b["p0"]
     for m, name in enumerate(b["llms"]):
         L.append(f"| {name} | {_fmt_iv(iv['all']['slab'], 'api', m)} | {_fmt_iv(iv['trunc']['slab'], 'api', m)} | "
@@ -826,14 +828,14 @@ def bundled_markdown(b):
     da = np.abs(np.array(iv["trunc"]["slab"]["api_cell"]["mean"]) - np.array(iv["all"]["slab"]["api_cell"]["mean"]))
     wa = ((np.array(iv["trunc"]["slab"]["api_cell"]["hi"]) - np.array(iv["trunc"]["slab"]["api_cell"]["lo"]))
           / (np.array(iv["all"]["slab"]["api_cell"]["hi"]) - np.array(iv["all"]["slab"]["api_cell"]["lo"])))
-    L += ["", f"All 70 cells: |Δ posterior mean of δ_API| max {da.max():.4f}, median {np.median(da):.4f}; HDI width "
-          f"ratio restricted / all: median {np.median(wa):.2f}, range [{wa.min():.2f}, {wa.max():.2f}].", ""]
+    L += ["", (f"All 70 cells: |Δ posterior mean of δ_API| max {da.max():.4f}, median {np.median(da):.4f}; HDI width "
+          f"ratio restricted / all: median {np.median(wa):.2f}, range [{wa.min():.2f}, {wa.max():.2f}]."), ""]
     return L
 
 
 def sim_markdown(rows):
-    L = ["## Simulation (the issue's design: 4 LLMs x 2 clusters x K = 4, 20 queries x 4 rotations x 3 runs; "
-         "2 x 500 draws per fit)", ""]
+    L = [("## Simulation (the issue's design: 4 LLMs x 2 clusters x K = 4, 20 queries x 4 rotations x 3 runs; "
+         "2 x 500 draws per fit)"), ""]
     for sd in sorted({r["sd"] for r in rows}):
         sel = [r for r in rows if r["sd"] == sd]
         fits = next(r for r in sel if r["line"] == "fits")
@@ -846,22 +848,27 @@ def sim_markdown(rows):
             L.append(f"| {r['line']} | " + " | ".join(_fmt_cov(r[k]) for k in
                                                    ("all_slab", "trunc_slab", "all_mixture", "trunc_mixture")) + " |")
         ch = fits["checks"]
-        L += ["", f"Infeasible (draw, cell) pairs: mean by LLM {np.round(np.array(fits['infeasible_share_mean_by_llm']) * 100, 2).tolist()} %, "
-              f"max {fits['infeasible_share_max'] * 100:.2f} %, studies with any: {fits['studies_with_infeasible_draws']}; "
+        by_llm = np.round(np.array(fits['infeasible_share_mean_by_llm']) * 100, 2).tolist()
+        L += ["", (f"Infeasible (draw, cell) pairs: mean by LLM {by_llm} %, "
+              f"max {fits['infeasible_share_max'] * 100:.2f} %, "
+              f"studies with any: {fits['studies_with_infeasible_draws']}; "
               f"fewest draws kept {fits['min_kept_draws']} of {fits['draws']}; prior: an LLM's cells all feasible "
-              f"{fits['prior_feasible_llm_mean'] * 100:.1f} %.",
-              f"Dispersion check outside [0.05, 0.95]: all draws {ch['all']['dispersion_outside']}/{ch['all']['dispersion_n']}, "
-              f"restricted {ch['trunc']['dispersion_outside']}/{ch['trunc']['dispersion_n']}; p quantiles (5, 25, 50, 75, 95 %) "
+              f"{fits['prior_feasible_llm_mean'] * 100:.1f} %."),
+              (f"Dispersion check outside [0.05, 0.95]: all draws "
+              f"{ch['all']['dispersion_outside']}/{ch['all']['dispersion_n']}, "
+              f"restricted {ch['trunc']['dispersion_outside']}/{ch['trunc']['dispersion_n']}; "
+              f"p quantiles (5, 25, 50, 75, 95 %) "
               f"all {np.round(ch['all']['dispersion_p_quantiles'], 3).tolist()}, restricted "
               f"{np.round(ch['trunc']['dispersion_p_quantiles'], 3).tolist()}. Cluster×position outside: "
               f"{ch['all']['cluster_position_outside']}/{ch['all']['cluster_position_n']} → "
-              f"{ch['trunc']['cluster_position_outside']}/{ch['trunc']['cluster_position_n']}.",
-              f"P0: equal-worth cells mean {fits['p0']['all']['equal_worth_cells_mean']:.3f} → "
+              f"{ch['trunc']['cluster_position_outside']}/{ch['trunc']['cluster_position_n']}."),
+              (f"P0: equal-worth cells mean {fits['p0']['all']['equal_worth_cells_mean']:.3f} → "
               f"{fits['p0']['trunc']['equal_worth_cells_mean']:.3f}; unequal cells max "
               f"{fits['p0']['all']['unequal_cells_max']:.3g} → {fits['p0']['trunc']['unequal_cells_max']:.3g}; the LLM "
               f"without position effects mean {fits['p0']['all']['no_position_llm_mean']:.3f} → "
-              f"{fits['p0']['trunc']['no_position_llm_mean']:.3f}. Fits: max R-hat {fits['max_rhat']:.3f}, min bulk ESS "
-              f"{fits['min_ess_bulk']:.0f}, divergent fits {fits['divergent_fits']}; median CPU s {fits['cpu_s_median']}.", ""]
+              f"{fits['p0']['trunc']['no_position_llm_mean']:.3f}. Fits: max R-hat {fits['max_rhat']:.3f}, "
+              f"min bulk ESS {fits['min_ess_bulk']:.0f}, divergent fits {fits['divergent_fits']}; "
+              f"median CPU s {fits['cpu_s_median']}."), ""]
     return L
 
 
@@ -871,8 +878,8 @@ def summary():
     rows = sim_summary(recs) if recs else []
     OUT.write_text(json.dumps({"bundled": b, "simulation": rows}, indent=1))
     md = ["# Conditioning the margin posterior on feasible margins (issue 38, `trunc`)", "",
-          "Generated by `analyses/bayes_margin_trunc.py --summary` from `bayes_margin_trunc_bundled.json` and "
-          "`bayes_margin_trunc_sim.jsonl`; the method is in the script's docstring.", ""]
+          ("Generated by `analyses/bayes_margin_trunc.py --summary` from `bayes_margin_trunc_bundled.json` and "
+          "`bayes_margin_trunc_sim.jsonl`; the method is in the script's docstring."), ""]
     if b:
         md += bundled_markdown(b)
     if rows:
@@ -881,18 +888,84 @@ def summary():
     print("\n".join(md))
 
 
+
+# ---------------------------------------------------------------------------------------------
+# a near position-only chooser under cyclic rotations (as DeepSeek-V3.2-Exp on the bundled study)
+DESIGNED_OUT = HERE / "bayes_margin_trunc_designed.jsonl"
+
+
+def position_heavy(seed, first, queries=50, runs=3):
+    """LLM "first" takes the first slot with logit ``first`` (K = 4, tools of equal worth), LLM "plain" has
+    tool and position effects; one cluster, the 4 cyclic rotations (``analyses/bayes_margin_ppc.py``'s
+    design with more queries)."""
+    from toolbias_stats.models import simulate_bayes_log
+
+    beta = np.array([[first, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, -0.5]])
+    alpha = np.zeros((2, 1, 4))
+    alpha[1, 0] = [1.0, 0.3, -0.3, -1.0]
+    return simulate_bayes_log(alpha, beta, queries=queries, runs=runs, rng=seed, model_names=["first", "plain"])
+
+
+def designed_one(first, seed, min_keep=200):
+    gen = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        log = position_heavy(seed, first)
+    cap = fit_capture(log, seed, **SIM_FIT)
+    post, data = cap["post"], cap["data"]
+    feas = feasible_cells(post["alpha"], post["beta_cell"], data)
+    keep_sets = [np.flatnonzero(feas[:, m].all(1)) for m in range(data["M"])]
+    aug = {k: post[k] for k in ("alpha", "beta_cell")}
+    sir = {}
+    for m in range(data["M"]):
+        if len(keep_sets[m]) >= min_keep or feas[:, m].all():
+            continue
+        sr = sir_llm(post, data, m, feas, gen)
+        sir[cap["llms"][m]] = {k: sr[k] for k in ("p_F", "ess", "lps")}
+        if sr["p_F"] <= 0:
+            keep_sets[m] = np.array([], int)
+            continue
+        n0 = aug["alpha"].shape[0]
+        for k in ("alpha", "beta_cell"):
+            extra = aug[k][:len(sr[k])].copy()
+            extra[:, m] = sr[k]
+            aug[k] = np.concatenate([aug[k], extra])
+        keep_sets[m] = np.arange(n0, n0 + len(sr["alpha"]))
+    rec = {"first": first, "seed": seed, "llms": cap["llms"], **cap["fit"],
+           "infeasible_share_llm": (~feas).mean((0, 2)).tolist(),
+           "n_keep_rejection": [int(feas[:, m].all(1).sum()) for m in range(data["M"])], "sir": sir,
+           "ppc_all": ppc_pvalues(cap["ppc"])}
+    if all(len(k) for k in keep_sets):
+        rec["ppc_trunc"], _ = restricted_ppc(aug, data, keep_sets, gen)
+    return rec
+
+
+def run_designed(studies, firsts):
+    for first in firsts:
+        for i in range(studies):
+            rec = designed_one(first, 300 + i)
+            with DESIGNED_OUT.open("a") as f:
+                f.write(json.dumps(_tolist(rec)) + "\n")
+            print(first, i, rec["n_keep_rejection"], rec["sir"], rec["ppc_all"]["dispersion"],
+                  rec.get("ppc_trunc", {}).get("dispersion"), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", type=int, default=0, help="studies per sd to run (appends to the JSONL)")
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--sd", default="0,1.0")
     ap.add_argument("--bundled", action="store_true")
+    ap.add_argument("--designed", type=int, default=0, help="studies per first-slot logit of the position-heavy design")
+    ap.add_argument("--first", default="3,5")
     ap.add_argument("--summary", action="store_true")
     a = ap.parse_args()
     if a.sim:
         run_sim(a.sim, [float(s) for s in a.sd.split(",")], a.start)
     if a.bundled:
         bundled()
+    if a.designed:
+        run_designed(a.designed, [float(x) for x in a.first.split(",")])
     if a.summary:
         summary()
 
