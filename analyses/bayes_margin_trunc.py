@@ -54,6 +54,8 @@ BUNDLED_OUT = HERE / "bayes_margin_trunc_bundled.json"
 CACHE = Path("/tmp/trunc_work")
 #: a (draw, cell) pair is infeasible when its gap (TV distance of ``a`` to the producible tool margins) exceeds this
 GAP_TOL = 1e-7
+#: the prior's feasibility terms of the Savage-Dickey correction need this many prior draws that pass
+MIN_PRIOR_EVENTS = 5
 #: draws per block-diagonal LP
 CHUNK = 1000
 PROB = 0.94
@@ -358,8 +360,11 @@ def restricted_p0(post, feas, data, priors, prior, keep_sets, post_keep=None):
             f0_prior = feasible_at_equal_worth(prior["beta_cell"], data, m, c) & prior["feas"][:, m][:, rest].all(1)
             row_post.append(float(f0_post.mean()))
             row_prior.append(float(f0_prior.mean()))
-            ew[m, c] = (lbf_ew[m, c] + _log(f0_post.mean()) - _log(F_post.mean()) + _log(F_prior.mean())
-                        - _log(f0_prior.mean()))
+            ew[m, c] = lbf_ew[m, c] + _log(f0_post.mean()) - _log(F_post.mean())
+            if min(F_prior.sum(), f0_prior.sum()) >= MIN_PRIOR_EVENTS:
+                ew[m, c] += _log(F_prior.mean()) - _log(f0_prior.mean())
+            else:                                          # too few prior draws pass: the prior term is left out
+                parts.setdefault("prior_term_left_out", []).append([m, c])
         parts["post_F_at_ew"].append(row_post)
         parts["prior_F_at_ew"].append(row_prior)
         p_cond = float(np.sum(prior["np_w"][m] * prior["np_feas"][m]))
@@ -828,9 +833,49 @@ def bundled_markdown(b):
     da = np.abs(np.array(iv["trunc"]["slab"]["api_cell"]["mean"]) - np.array(iv["all"]["slab"]["api_cell"]["mean"]))
     wa = ((np.array(iv["trunc"]["slab"]["api_cell"]["hi"]) - np.array(iv["trunc"]["slab"]["api_cell"]["lo"]))
           / (np.array(iv["all"]["slab"]["api_cell"]["hi"]) - np.array(iv["all"]["slab"]["api_cell"]["lo"])))
+    L += spike_markdown(b)
     L += ["", (f"All 70 cells: |Δ posterior mean of δ_API| max {da.max():.4f}, median {np.median(da):.4f}; HDI width "
           f"ratio restricted / all: median {np.median(wa):.2f}, range [{wa.min():.2f}, {wa.max():.2f}]."), ""]
     return L
+
+
+def spike_markdown(b):
+    """The Savage-Dickey correction's terms per LLM (tools: ``log BF_T - log BF`` over its cells)."""
+    p0 = b["p0"]
+    L = ["", ("Savage-Dickey under the restriction (tools: log BF_T - log BF = log[P(F | a=0, y) / P(F | y)] + "
+              "log[P_pi(F) / P_pi(F | a=0)], F = all the LLM's cells feasible; prior terms from "
+              f"{b.get('n_prior', 2000)} prior draws)"), "",
+         ("| LLM | P(F given y) | P_pi(F) | log-BF correction over its cells (min, max) | "
+          "P0 equal worths, cells with P0 in (0.001, 0.999) all → restricted |"), "|---|---|---|---|---|"]
+    for m, name in enumerate(b["llms"]):
+        pf = b["sir"][name]["p_F"] if name in b["sir"] else p0["post_F"][m]
+        pfe = b["sir"][name]["p_F_at_ew"] if name in b["sir"] else p0["post_F_at_ew"][m]
+        n_prior = b.get("n_prior", 2000)
+        ok = min(p0["prior_F"][m], *p0["prior_F_at_ew"][m]) * n_prior >= MIN_PRIOR_EVENTS
+        corr = [_log(pfe[c]) - _log(pf) + (_log(p0["prior_F"][m]) - _log(p0["prior_F_at_ew"][m][c]) if ok else 0.0)
+                for c in range(len(b["clusters"]))]
+        mid = [f"{x:.3g} → {y:.3g}" for x, y in zip(p0["p_equal_worth"][m], p0["p_equal_worth_trunc"][m])
+               if 1e-3 < x < 0.999]
+        note = "" if ok else f" (prior term left out: {p0['prior_F'][m] * n_prior:.0f} of {n_prior} prior draws pass)"
+        L.append(f"| {name} | {pf:.4f} | {p0['prior_F'][m]:.4f} | {min(corr):+.2f}, {max(corr):+.2f}{note} | "
+                 f"{', '.join(mid) or 'none'} |")
+    return L
+
+
+def designed_markdown(recs):
+    L = [("## A position-heavy chooser (LLM \"first\": first-slot logit, tools of equal worth; LLM \"plain\"; "
+          "K = 4, 50 queries x 4 rotations x 3 runs)"), "",
+         ("| first-slot logit | seed | infeasible pairs (first) | draws kept by rejection (first) | "
+          "SIR P(F given y), ESS | dispersion p first: all → restricted | plain: all → restricted |"),
+         "|---|---|---|---|---|---|---|"]
+    for r in recs:
+        sr = r["sir"].get("first")
+        tr = r.get("ppc_trunc", {}).get("dispersion", [float("nan")] * 2)
+        L.append(f"| {r['first']} | {r['seed']} | {r['infeasible_share_llm'][0] * 100:.1f} % | "
+                 f"{r['n_keep_rejection'][0]} | " + (f"{sr['p_F']:.4f}, {sr['ess']:.0f}" if sr else "—")
+                 + f" | {r['ppc_all']['dispersion'][0]:.3f} → {tr[0]:.3f} | "
+                 f"{r['ppc_all']['dispersion'][1]:.3f} → {tr[1]:.3f} |")
+    return L + [""]
 
 
 def sim_markdown(rows):
@@ -876,7 +921,9 @@ def summary():
     recs = [json.loads(x) for x in SIM_OUT.read_text().splitlines() if x.strip()] if SIM_OUT.exists() else []
     b = json.loads(BUNDLED_OUT.read_text()) if BUNDLED_OUT.exists() else None
     rows = sim_summary(recs) if recs else []
-    OUT.write_text(json.dumps({"bundled": b, "simulation": rows}, indent=1))
+    des = ([json.loads(x) for x in DESIGNED_OUT.read_text().splitlines() if x.strip()]
+           if DESIGNED_OUT.exists() else [])
+    OUT.write_text(json.dumps({"bundled": b, "simulation": rows, "position_heavy": des}, indent=1))
     md = ["# Conditioning the margin posterior on feasible margins (issue 38, `trunc`)", "",
           ("Generated by `analyses/bayes_margin_trunc.py --summary` from `bayes_margin_trunc_bundled.json` and "
           "`bayes_margin_trunc_sim.jsonl`; the method is in the script's docstring."), ""]
@@ -884,6 +931,8 @@ def summary():
         md += bundled_markdown(b)
     if rows:
         md += sim_markdown(rows)
+    if des:
+        md += designed_markdown(des)
     (HERE / "bayes_margin_trunc.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
@@ -950,6 +999,56 @@ def run_designed(studies, firsts):
                   rec.get("ppc_trunc", {}).get("dispersion"), flush=True)
 
 
+# ---------------------------------------------------------------------------------------------
+# checks of the feasibility LP
+VALIDATE_OUT = HERE / "bayes_margin_trunc_validate.json"
+
+
+def validate(n=600, seed=5):
+    """The batched L1 form against the plain LP one pair at a time (``lp_one``) and against the proportional
+    fitting (``mg.max_entropy_joint``, 5,000 rounds) on ``n`` random (draw, cell) pairs of the bundled fit; and
+    two cases with a known answer."""
+    cap = bundled_fit()
+    post, data = cap["post"], cap["data"]
+    gen = np.random.default_rng(seed)
+    S, n_cells = post["alpha"].shape[0], data["M"] * data["C"]
+    si, ci = gen.integers(0, S, n), gen.integers(0, n_cells, n)
+    la = post["alpha"].reshape(S, n_cells, -1)[si, ci]
+    lb = post["beta_cell"].reshape(S, n_cells, -1)[si, ci]
+    pa, pb = mg._softmax(la), mg._softmax(lb)
+    des = cell_designs(data)
+    batched = np.array([feasibility_gap(pa[i:i + 1], pb[i:i + 1], des[ci[i]])[0] for i in range(n)]) <= GAP_TOL
+    c0 = cpu()
+    plain = np.array([lp_one(pa[i], pb[i], des[ci[i]]) for i in range(n)])
+    plain_cpu = (cpu() - c0) / n
+    sub = {k: data[k] for k in ("rcell", "rtools", "rw")}
+    resid = np.array([mg.max_entropy_joint(la[i][None, None], lb[i][None, None],
+                                           {**sub, "rcell": np.where(data["rcell"] == ci[i], 0, -1)},
+                                           iters=PPC_ITERS)[2][0, 0] for i in range(n)])
+    ipf_ok = resid <= mg.IPF_TOL
+    K = data["K"]
+    rot = (np.arange(K)[None] + np.arange(K)[:, None]) % K
+    bal = (rot, np.full(K, 1.0 / K))
+    pbs = mg._softmax(gen.normal(0, 3, (200, K)))
+    uniform_ok = bool((feasibility_gap(np.full((200, K), 1.0 / K), pbs, bal) <= GAP_TOL).all())
+    one = (np.arange(K)[None], np.ones(1))
+    pas = mg._softmax(gen.normal(0, 1, (200, K)))
+    g_perm = feasibility_gap(pbs, pbs, one)
+    g_other = feasibility_gap(pas, pbs, one)
+    tv = 0.5 * np.abs(pas - pbs).sum(1)
+    out = {"pairs": n, "infeasible_share": float((~plain).mean()),
+           "batched_vs_plain_agree": float((batched == plain).mean()), "plain_lp_cpu_s_per_pair": plain_cpu,
+           "ipf_5000_converges_vs_plain_agree": float((ipf_ok == plain).mean()),
+           "ipf_disagreements": {"feasible_not_converged": int((plain & ~ipf_ok).sum()),
+                                 "infeasible_converged": int((~plain & ipf_ok).sum())},
+           "balanced_design_uniform_tools_feasible_for_200_random_b": uniform_ok,
+           "one_ordering_gap_equals_tv(a, b)": float(np.max(np.abs(g_other - tv))),
+           "one_ordering_a_equal_b_feasible": bool((g_perm <= GAP_TOL).all())}
+    VALIDATE_OUT.write_text(json.dumps(out, indent=1))
+    print(out)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", type=int, default=0, help="studies per sd to run (appends to the JSONL)")
@@ -959,6 +1058,7 @@ def main():
     ap.add_argument("--designed", type=int, default=0, help="studies per first-slot logit of the position-heavy design")
     ap.add_argument("--first", default="3,5")
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--validate", action="store_true")
     a = ap.parse_args()
     if a.sim:
         run_sim(a.sim, [float(s) for s in a.sd.split(",")], a.start)
@@ -966,6 +1066,8 @@ def main():
         bundled()
     if a.designed:
         run_designed(a.designed, [float(x) for x in a.first.split(",")])
+    if a.validate:
+        validate()
     if a.summary:
         summary()
 
