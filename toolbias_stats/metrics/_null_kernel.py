@@ -27,8 +27,7 @@ import math
 import numba
 import numpy as np
 
-from ._null_tree_numpy import CUT, WIDTH_ADD, WIDTH_SD, ranges, table_entries
-from ._null_tree_numpy import band as _band
+from ._null_tree_numpy import CUT, WIDTH_ADD, WIDTH_SD, banded, ranges, table_entries
 from ._null_tree_numpy import tree as _tree
 
 __all__ = ["table_entries", "tables", "tree_tv"]
@@ -241,21 +240,7 @@ def tree_tv(ns: np.ndarray, k: int, n_null: int, seed: int, first: int = 0) -> n
     >>> bool((tree_tv(np.array([200]), 40, 3, seed=1, first=1) == tv[:, 1:]).all())
     True
     """
-    ns = np.ascontiguousarray(ns, dtype=np.int64)
-    out = np.empty((n_null, ns.size))
-    if not ns.size or not n_null:
-        return out
-    if (ns < 1).any() or k < 1:
-        raise ValueError("tree_tv needs n >= 1 and K >= 1")
-    if k == 1:
-        out[:] = 0.0
-        return out
-    bands: dict[tuple[int, int], list[int]] = {}
-    for j, n in enumerate(ns.tolist()):
-        bands.setdefault(_band(n), []).append(j)
-    for (lo, hi), cells in sorted(bands.items()):
-        at = np.array(cells, dtype=np.int64)
-        part = np.empty((n_null, at.size))
-        _kernel(part, ns[at], at + first, int(k), np.uint64(seed), *tables(int(k), lo, hi))
-        out[:, at] = part
-    return out
+    def fill(part, ns_band, ids, lo, hi):
+        _kernel(part, ns_band, ids, int(k), np.uint64(seed), *tables(int(k), lo, hi))
+
+    return banded(ns, k, n_null, first, fill)

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-__all__ = ["band", "ranges", "table_entries", "tables", "tree", "tree_tv"]
+__all__ = ["band", "banded", "ranges", "table_entries", "tables", "tree", "tree_tv"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -371,6 +371,17 @@ def tree_tv(ns: np.ndarray, k: int, n_null: int, seed: int, first: int = 0) -> n
     >>> bool((tree_tv(np.array([200]), 40, 3, seed=1, first=1) == tv[:, 1:]).all())
     True
     """
+    def fill(part, ns_band, ids, lo, hi):
+        tab, laws = _layout(int(k), lo, hi)
+        _pass(part, ns_band, ids, int(k), int(seed), laws, tab[0], tab[1], tab[2])
+
+    return banded(ns, k, n_null, first, fill)
+
+
+def banded(ns: np.ndarray, k: int, n_null: int, first: int, fill) -> np.ndarray:
+    """The frame both tree draws share (this port's and :func:`._null_kernel.tree_tv`): checks, the answer for
+    ``k == 1``, and the cells grouped by their table band; ``fill(part, ns[at], at + first, lo, hi)`` writes the
+    ``(n_null, len(at))`` draws of one band's cells ``at`` into ``part``."""
     ns = np.ascontiguousarray(ns, dtype=np.int64)
     out = np.empty((n_null, ns.size))
     if not ns.size or not n_null:
@@ -385,8 +396,7 @@ def tree_tv(ns: np.ndarray, k: int, n_null: int, seed: int, first: int = 0) -> n
         bands.setdefault(band(n), []).append(j)
     for (lo, hi), cells in sorted(bands.items()):
         at = np.array(cells, dtype=np.int64)
-        tab, laws = _layout(int(k), lo, hi)
         part = np.empty((n_null, at.size))
-        _pass(part, ns[at], at + first, int(k), int(seed), laws, tab[0], tab[1], tab[2])
+        fill(part, ns[at], at + first, lo, hi)
         out[:, at] = part
     return out
