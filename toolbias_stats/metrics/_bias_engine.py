@@ -381,8 +381,18 @@ def _centred_scale(clusters, targets, obs, multinomial) -> list:
     >>> _centred_scale(["a", "b"], t, {"a": np.ones((1, 2)), "b": np.ones((1, 2))}, {"b"})
     [np.float64(1.118033988749895), np.float64(1.4142135623730951)]
     """
-    units = [int(obs[c].sum()) if c in multinomial else int(targets[c].counts.shape[0]) for c in clusters]
-    return [np.sqrt(u / (u - 1)) if u > 1 else 1.0 for u in units]
+    units = _resampled_units(clusters, targets, obs, multinomial)
+    return [_centred_factor(units[c]) for c in clusters]
+
+
+def _resampled_units(clusters, targets, obs, multinomial) -> dict:
+    """Resampled units per cluster: its queries, or its attempts for multinomial replicates."""
+    return {c: int(obs[c].sum()) if c in multinomial else int(targets[c].counts.shape[0]) for c in clusters}
+
+
+def _centred_factor(u: int):
+    """The bootstrap's small-sample variance factor ``sqrt(u / (u - 1))`` of ``u`` resampled units (1.0 below 2)."""
+    return np.sqrt(u / (u - 1)) if u > 1 else 1.0
 
 
 def _zero_ties(r: int, missing: np.ndarray) -> np.ndarray:
@@ -520,8 +530,7 @@ class _Metric:
         seen = [c for c in clusters if obs[c].sum() > 0]
         # resampled units per cluster (queries; attempts for multinomial replicates): the errors' small-sample
         # variance correction
-        units = {c: int(obs[c].sum()) if c in self._multinomial else int(targets[c].counts.shape[0])
-                 for c in clusters}
+        units = _resampled_units(clusters, targets, obs, self._multinomial)
         reps = {c: _integer_counts(self.run_sums[c]) for c in seen}
         # the compact sums are also the rate tables' replicates (_group_stage): one array, converted once
         self.compact_sums = {c: v for c, v in reps.items() if v.dtype.kind == "u"}
@@ -583,7 +592,7 @@ class _Metric:
         # small-sample variance), are the errors of the rates; TV(1/K + error) is the statistic's law at delta = 0.
         self.null_query = None
         if r:
-            scale = {c: np.sqrt(u / (u - 1)) if u > 1 else 1.0 for c, u in self.units.items()}
+            scale = {c: _centred_factor(u) for c, u in self.units.items()}
             missing = np.isnan(self.per_cluster_obs)
             if self._centred is not None:   # nothing replaces or masks the centred values: their means, compiled
                 self.null_query_sims, self.null_query = self._centred[0], _nanmean(self._centred[1], 1)

@@ -870,8 +870,7 @@ def certify_by_lp(pt, pp, tools, w):
             raise RuntimeError("certify_by_lp: the Farkas vector does not check")
         return False, None
     support = np.zeros(n, bool)
-    rng = np.arange(n)
-    for j in rng:                                        # the choices some joint uses (one LP each, unless seen)
+    for j in range(n):                                      # the choices some joint uses (one LP each, unless seen)
         if support[j]:
             continue
         c = np.zeros(n)
@@ -1017,7 +1016,7 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS, solver="limit") -> 
       replicated under the logged design (same orderings and attempts per query, new choices): per posterior
       draw the maximum-entropy choice law of each logged ordering with the draw's tool and position margins at
       its limit (:func:`limit_joint`; where no joint has both, which is certified, the law with the exact tool
-      margin and the position margin pulled towards the draw's), query heterogeneity a Dirichlet on each query's
+      margin and the draw's own position effects), query heterogeneity a Dirichlet on each query's
       tool weights whose concentration makes the design replicates reproduce the cell's observed Pearson
       dispersion, not floored (:func:`kappa_under_design`, :func:`design_replicate`);
     * cluster x position (all LLMs, one table): chi-square of the (cluster, position) counts, replicated by a
@@ -1044,14 +1043,14 @@ def ppc(post, data, gen, n_draws=PPC_DRAWS, iters=IPF_ITERS, solver="limit") -> 
     lam = _kappa_of_phi(pooled_stats(Pc, cell, M * C)[1], n, cell)[cell]
     la = post["alpha"][sel].reshape(len(sel), M * C, K)
     lb = post["beta_cell"][sel].reshape(len(sel), M * C, K)
+    if solver not in ("limit", "ipf"):
+        raise ValueError(f"solver must be 'limit' or 'ipf', not {solver!r}")
     lim = limit_joint(la, lb, data)
     if solver == "ipf":
         a, b, resid, rounds = max_entropy_joint(la, lb, data, iters=iters)
         support: dict = {}
-    elif solver == "limit":
-        a, b, resid, rounds, support = lim["a"], lim["b"], lim["residual"], lim["iterations"], lim["support"]
     else:
-        raise ValueError(f"solver must be 'limit' or 'ipf', not {solver!r}")
+        a, b, resid, rounds, support = lim["a"], lim["b"], lim["residual"], lim["iterations"], lim["support"]
     plan = replicate_plan(data)
     offsets = _row_offsets(support, len(data["rcell"]), K)
     pa_all, pb_all = _softmax(la), _softmax(lb)
